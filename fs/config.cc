@@ -1,0 +1,164 @@
+#include "fs/config.h"
+
+#include <algorithm>
+#include <set>
+#include <toml++/toml.h>
+
+#include "store/identity.h"
+
+namespace gpucache {
+namespace {
+
+constexpr char kDefaultConfig[] = R"(# gpucachefs configuration (docs/configuration.md lists every key).
+
+# Where committed blocks live. One directory per device; created if missing.
+data_dir = "/var/lib/gpucache"
+
+# Largest block a tenant may commit, in bytes (larger writes fail with EFBIG).
+max_block_bytes = 268435456
+
+# fdatasync every block before publishing it. A block torn by a power cut fails its checksums
+# and becomes a clean miss either way; turn this on to keep more blocks across power loss.
+sync_commits = false
+
+# Callers who see every tenant and may send admin requests through .gpucache/ctl.
+[admins]
+uids = [0]
+gids = []
+
+# One table per tenant: its directory name and the callers who belong to it.
+[tenants.default]
+uids = [0]
+gids = []
+
+[fuse]
+# Seconds the kernel may cache committed entries and misses; the daemon invalidates them itself.
+entry_timeout = 3600.0
+negative_timeout = 3600.0
+)";
+
+class Reader {
+ public:
+  Reader(const toml::table& t, std::string origin) : t_(t), origin_(std::move(origin)) {}
+
+  [[noreturn]] void Fail(const std::string& key, const std::string& why) const {
+    throw ConfigError(origin_ + ": key '" + key + "': " + why);
+  }
+
+  void OnlyKeys(const toml::table& t, const std::string& prefix,
+                std::initializer_list<std::string_view> allowed) const {
+    for (const auto& [k, v] : t) {
+      if (std::find(allowed.begin(), allowed.end(), k.str()) == allowed.end()) {
+        Fail(prefix + std::string(k.str()), "unknown key (misspelt?)");
+      }
+    }
+  }
+
+  std::vector<uint32_t> Ids(const toml::table& t, const std::string& key, const std::string& name,
+                            std::vector<uint32_t> def) const {
+    const toml::node* n = t.get(key);
+    if (!n) return def;
+    const toml::array* a = n->as_array();
+    if (!a) Fail(name, "must be an array of integer ids");
+    std::vector<uint32_t> out;
+    for (const auto& e : *a) {
+      auto v = e.value<int64_t>();
+      if (!v || *v < 0 || *v >= UINT32_MAX) Fail(name, "ids are integers 0..4294967294");
+      out.push_back(static_cast<uint32_t>(*v));
+    }
+    return out;
+  }
+
+  template <typename T>
+  T Get(const toml::table& t, const std::string& key, const std::string& name, T def) const {
+    const toml::node* n = t.get(key);
+    if (!n) return def;
+    auto v = n->value_exact<T>();
+    if constexpr (std::is_same_v<T, double>) {
+      if (!v) v = n->value<double>();  // an integer is a fine number of seconds
+    }
+    if (!v) Fail(name, "has the wrong type");
+    return *v;
+  }
+
+  const toml::table* Table(const toml::table& t, const std::string& key) const {
+    const toml::node* n = t.get(key);
+    if (!n) return nullptr;
+    if (!n->as_table()) Fail(key, "must be a table");
+    return n->as_table();
+  }
+
+  Config Build() const {
+    Config c;
+    OnlyKeys(t_, "", {"data_dir", "max_block_bytes", "sync_commits", "admins", "tenants", "fuse"});
+    c.data_dir = Get<std::string>(t_, "data_dir", "data_dir", c.data_dir);
+    if (c.data_dir.empty() || c.data_dir[0] != '/') Fail("data_dir", "must be an absolute path");
+    int64_t max = Get<int64_t>(t_, "max_block_bytes", "max_block_bytes", int64_t(c.max_block_bytes));
+    if (max <= 0 || max > (int64_t{64} << 30)) Fail("max_block_bytes", "must be 1..68719476736");
+    c.max_block_bytes = static_cast<uint64_t>(max);
+    c.sync_commits = Get<bool>(t_, "sync_commits", "sync_commits", c.sync_commits);
+    if (const toml::table* a = Table(t_, "admins")) {
+      OnlyKeys(*a, "admins.", {"uids", "gids"});
+      c.admin_uids = Ids(*a, "uids", "admins.uids", c.admin_uids);
+      c.admin_gids = Ids(*a, "gids", "admins.gids", {});
+    }
+    if (const toml::table* f = Table(t_, "fuse")) {
+      OnlyKeys(*f, "fuse.", {"entry_timeout", "negative_timeout"});
+      c.entry_timeout = Get<double>(*f, "entry_timeout", "fuse.entry_timeout", c.entry_timeout);
+      c.negative_timeout =
+          Get<double>(*f, "negative_timeout", "fuse.negative_timeout", c.negative_timeout);
+      if (c.entry_timeout < 0) Fail("fuse.entry_timeout", "must be >= 0");
+      if (c.negative_timeout < 0) Fail("fuse.negative_timeout", "must be >= 0");
+    }
+    const toml::table* tenants = Table(t_, "tenants");
+    if (!tenants || tenants->empty()) Fail("tenants", "configure at least one [tenants.NAME]");
+    for (const auto& [name, node] : *tenants) {
+      std::string key = "tenants." + std::string(name.str());
+      if (!IsValidTenantName(name.str())) Fail(key, "tenant names are 1-64 of [a-z0-9_-]");
+      const toml::table* t = node.as_table();
+      if (!t) Fail(key, "must be a table with uids and/or gids");
+      OnlyKeys(*t, key + ".", {"uids", "gids"});
+      TenantConfig tc{std::string(name.str()), Ids(*t, "uids", key + ".uids", {}),
+                      Ids(*t, "gids", key + ".gids", {})};
+      if (tc.uids.empty() && tc.gids.empty()) Fail(key, "needs at least one uid or gid");
+      c.tenants.push_back(std::move(tc));
+    }
+    std::sort(c.tenants.begin(), c.tenants.end(),
+              [](const TenantConfig& a, const TenantConfig& b) { return a.name < b.name; });
+    return c;
+  }
+
+ private:
+  const toml::table& t_;
+  std::string origin_;
+};
+
+}  // namespace
+
+Config ParseConfig(const std::string& text, const std::string& origin) {
+  toml::table t;
+  try {
+    t = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(origin + ":" + std::to_string(e.source().begin.line) + ": " +
+                      std::string(e.description()));
+  }
+  return Reader(t, origin).Build();
+}
+
+Config LoadConfig(const std::string& path) {
+  toml::table t;
+  try {
+    t = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(path + ":" + std::to_string(e.source().begin.line) + ": " +
+                      std::string(e.description()));
+  }
+  return Reader(t, path).Build();
+}
+
+Config DefaultConfig() { return ParseConfig(kDefaultConfig, "<built-in defaults>"); }
+
+std::string DefaultConfigText() { return kDefaultConfig; }
+
+}  // namespace gpucache

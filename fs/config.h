@@ -1,0 +1,44 @@
+// gpucachefs configuration: a TOML file (docs/configuration.md) or the built-in defaults.
+//
+// Loading is the one place where exceptions are used: a bad file stops start-up with a
+// ConfigError whose message names the key, before anything is mounted.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gpucache {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct TenantConfig {
+  std::string name;             // directory name under the mountpoint
+  std::vector<uint32_t> uids;   // callers with one of these uids are members
+  std::vector<uint32_t> gids;   // ... or with one of these as primary or supplementary group
+};
+
+struct Config {
+  std::string data_dir = "/var/lib/gpucache";
+  uint64_t max_block_bytes = 256ull << 20;  // larger commits fail with EFBIG
+  bool sync_commits = false;                // fdatasync each block before publishing it
+  std::vector<uint32_t> admin_uids = {0};   // may see every tenant and send admin requests
+  std::vector<uint32_t> admin_gids;
+  std::vector<TenantConfig> tenants;        // sorted by name; at least one
+  double entry_timeout = 3600;     // seconds the kernel may cache committed entries/attributes
+  double negative_timeout = 3600;  // seconds the kernel may cache a miss (a commit refreshes it)
+};
+
+// Parses and validates a configuration file. Throws ConfigError naming the file and key.
+Config LoadConfig(const std::string& path);
+// Parses configuration text (`origin` names it in messages).
+Config ParseConfig(const std::string& text, const std::string& origin);
+// The built-in defaults: data in /var/lib/gpucache, one tenant "default" for root.
+Config DefaultConfig();
+// The built-in defaults as a commented TOML file, a starting point for /etc/gpucache.
+std::string DefaultConfigText();
+
+}  // namespace gpucache

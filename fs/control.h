@@ -1,0 +1,40 @@
+// The virtual `.gpucache/` directory: `stats` and `epoch` (read-only views) and `ctl`, a
+// request/reply channel (docs/control-protocol.md).
+//
+// ctl: open `.gpucache/ctl` read-write, write one JSON request, read the JSON reply from the
+// same handle. Requests are authorized by the uid/groups of the caller that wrote them; a
+// request never reveals anything about a tenant the caller does not belong to. Every reply is
+// one JSON object and a newline, with "ok": true or "ok": false plus "errno" and "error".
+//
+// Thread safety: stateless apart from the store and policy, which lock themselves.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "fs/access.h"
+#include "store/indexed_store.h"
+
+namespace gpucache {
+
+inline constexpr size_t kMaxControlRequest = 64 * 1024;
+
+class ControlPlane {
+ public:
+  ControlPlane(IndexedStore& store, const AccessPolicy& access) : store_(store), access_(access) {}
+
+  // Human-readable counters, one line per tenant the caller may see.
+  std::string StatsText(const Caller& c);
+  std::string EpochText();
+  // Executes one request; always returns a reply (errors included).
+  std::string Handle(const Caller& c, std::string_view request);
+
+ private:
+  std::string Lookup(const Caller& c, const std::string& identity_hex);
+  std::string Status(const Caller& c);
+
+  IndexedStore& store_;
+  const AccessPolicy& access_;
+};
+
+}  // namespace gpucache

@@ -1,0 +1,39 @@
+#include "fs/errno_map.h"
+
+#include <errno.h>
+
+namespace gpucache {
+
+int ToErrno(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kNotFound: return ENOENT;
+    case StatusCode::kIncompatible: return ENOENT;  // a miss, whatever its reason
+    case StatusCode::kAccessDenied: return EACCES;
+    case StatusCode::kBusy: return EBUSY;
+    case StatusCode::kChecksumMismatch: return EIO;
+    case StatusCode::kImmutable: return EPERM;
+    case StatusCode::kExists: return EEXIST;
+    case StatusCode::kInvalidArgument: return EINVAL;
+    case StatusCode::kTooLarge: return EFBIG;
+    case StatusCode::kTenantQuota: return EDQUOT;
+    case StatusCode::kNoSpace: return ENOSPC;
+    case StatusCode::kExhausted: return EAGAIN;
+    case StatusCode::kFenced: return ESTALE;
+    case StatusCode::kDraining: return EROFS;
+    case StatusCode::kNotSupported: return ENOTSUP;
+    case StatusCode::kNotEmpty: return ENOTEMPTY;
+    case StatusCode::kIoError: return EIO;
+  }
+  return EIO;
+}
+
+}  // namespace gpucache
+
+namespace gpucache {
+
+int ToXattrErrno(StatusCode code) {
+  return code == StatusCode::kNotFound ? ENODATA : ToErrno(code);
+}
+
+}  // namespace gpucache

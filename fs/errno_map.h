@@ -1,0 +1,18 @@
+// The one place where a store StatusCode becomes an errno at the FUSE boundary
+// (DESIGN.md, "Errors at the FUSE boundary"). tests/fs/errno_map_test.cc walks every code.
+#pragma once
+
+#include "store/status.h"
+
+namespace gpucache {
+
+int ToErrno(StatusCode code);
+
+}  // namespace gpucache
+
+namespace gpucache {
+
+// For getxattr/removexattr: a missing attribute is ENODATA, not ENOENT.
+int ToXattrErrno(StatusCode code);
+
+}  // namespace gpucache

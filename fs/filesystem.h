@@ -1,0 +1,121 @@
+// Filesystem: the namespace of DESIGN.md ("Layout of the namespace") on top of the store.
+//
+// Each method is one FUSE operation's logic with the FUSE plumbing taken out: it takes the
+// caller and decoded arguments and returns a Result; fs/fuse_ops.cc decodes requests, calls
+// one method, and replies (mapping StatusCode to errno once, in fs/errno_map.cc).
+//
+// Access: the daemon checks every request itself (no default_permissions): tenant-scoped
+// nodes need a member of the tenant or an admin. Tenant directory entries are never cached by
+// the kernel, so every path walk into a tenant is re-checked with the walking caller's
+// credentials, while everything below a tenant may be cached for long.
+//
+// Thread safety: all methods may run concurrently; the store and inode table lock themselves.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fs/access.h"
+#include "fs/config.h"
+#include "fs/control.h"
+#include "fs/inode_table.h"
+#include "store/indexed_store.h"
+
+namespace gpucache {
+
+struct EntryReply {
+  uint64_t ino = 0;  // 0: a negative entry (the kernel may cache the miss)
+  struct stat attr {};
+  double entry_timeout = 0;
+  double attr_timeout = 0;
+};
+
+struct AttrReply {
+  struct stat attr {};
+  double timeout = 0;
+};
+
+// An open file: a verified reader of a committed block, a reservation being written, a
+// snapshot of a virtual file, or a control-channel exchange.
+struct Handle {
+  enum class Kind : uint8_t { kBlock, kPart, kText, kControl };
+  Kind kind = Kind::kText;
+  std::shared_ptr<BlockReader> reader;  // kBlock
+  ReservationId reservation = 0;        // kPart
+  BlockAddress address;                 // kPart
+  std::mutex mu;                        // guards the fields below
+  bool writing = false;                 // kPart: counted as an open writer in the store
+  std::string text;                     // kText: contents; kControl: last reply
+};
+
+struct OpenReply {
+  std::unique_ptr<Handle> handle;
+  bool keep_cache = false;  // immutable contents: the kernel may keep its pages
+  bool direct_io = false;   // generated contents: bypass the page cache
+};
+
+struct DirEntry {
+  std::string name;
+  mode_t type;  // S_IFDIR or S_IFREG
+};
+
+class Filesystem {
+ public:
+  Filesystem(const Config& config, IndexedStore& store);
+
+  Result<EntryReply> Lookup(const Caller& c, uint64_t parent, std::string_view name);
+  void Forget(uint64_t ino, uint64_t nlookup);
+  Result<AttrReply> GetAttr(const Caller& c, uint64_t ino);
+  Result<AttrReply> SetAttr(const Caller& c, uint64_t ino, const struct stat& attr, int to_set);
+  StatusCode Access(const Caller& c, uint64_t ino, int mask);
+  Result<EntryReply> MkDir(const Caller& c, uint64_t parent, std::string_view name);
+  StatusCode RmDir(const Caller& c, uint64_t parent, std::string_view name);
+  StatusCode Unlink(const Caller& c, uint64_t parent, std::string_view name);
+  StatusCode Rename(const Caller& c, uint64_t parent, std::string_view name, uint64_t new_parent,
+                    std::string_view new_name, unsigned flags);
+
+  Result<std::pair<EntryReply, OpenReply>> Create(const Caller& c, uint64_t parent,
+                                                  std::string_view name);
+  Result<OpenReply> Open(const Caller& c, uint64_t ino, int flags);
+  Result<size_t> Read(Handle& h, uint64_t offset, std::span<uint8_t> out);
+  Result<size_t> Write(const Caller& c, Handle& h, uint64_t offset, std::span<const uint8_t> data);
+  void Flush(Handle& h);
+  void Release(Handle& h);
+
+  Result<std::vector<DirEntry>> ReadDir(const Caller& c, uint64_t ino);
+
+  // Extended attributes: only `user.gpucache.*`; anything else is kNotSupported.
+  Result<std::string> GetXattr(const Caller& c, uint64_t ino, std::string_view name);
+  Result<std::vector<std::string>> ListXattr(const Caller& c, uint64_t ino);
+  StatusCode SetXattr(const Caller& c, uint64_t ino, std::string_view name,
+                      std::span<const uint8_t> value);
+  StatusCode RemoveXattr(const Caller& c, uint64_t ino, std::string_view name);
+
+  InodeTable& inodes() { return inodes_; }
+  IndexedStore& store() { return store_; }
+
+ private:
+  // The node behind `ino`, after checking that `c` may use its tenant (if it has one).
+  Result<Node> Resolve(const Caller& c, uint64_t ino);
+  Result<AttrReply> AttrOf(uint64_t ino, const Node& n);
+  EntryReply Entry(const Node& n, const AttrReply& a, double entry_timeout);
+  Result<EntryReply> LookupInNamespace(const Node& dir, std::string_view name);
+  bool OwnsReservation(const Caller& c, ReservationId id);
+  Result<std::string> BlockXattr(const Node& n, std::string_view key);
+  Result<std::string> PartXattr(const Node& n, std::string_view key);
+
+  const Config config_;
+  AccessPolicy access_;
+  IndexedStore& store_;
+  InodeTable inodes_;
+  ControlPlane control_;
+};
+
+std::vector<std::string> TenantNames(const Config& config);
+
+}  // namespace gpucache

@@ -1,0 +1,269 @@
+// Filesystem: lookups, attributes and the entry-changing operations (mkdir, rmdir, unlink,
+// rename = commit).
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <linux/fs.h>
+#include <unistd.h>
+
+#include "fs/filesystem.h"
+
+namespace gpucache {
+namespace {
+
+bool IsDynamicTenantNode(NodeKind k) {
+  return k == NodeKind::kNamespace || k == NodeKind::kBlock || k == NodeKind::kPart;
+}
+
+void SetTime(struct stat& st, uint64_t ns) {
+  st.st_mtim.tv_sec = st.st_ctim.tv_sec = st.st_atim.tv_sec = static_cast<time_t>(ns / 1000000000);
+  st.st_mtim.tv_nsec = st.st_ctim.tv_nsec = st.st_atim.tv_nsec = static_cast<long>(ns % 1000000000);
+}
+
+struct stat MakeAttr(uint64_t ino, mode_t mode, uint32_t uid, uint32_t gid, uint64_t size) {
+  struct stat st {};
+  st.st_ino = ino;
+  st.st_mode = mode;
+  st.st_nlink = S_ISDIR(mode) ? 2 : 1;
+  st.st_uid = uid;
+  st.st_gid = gid;
+  st.st_size = static_cast<off_t>(size);
+  st.st_blksize = 1 << 20;
+  st.st_blocks = static_cast<blkcnt_t>((size + 511) / 512);
+  return st;
+}
+
+}  // namespace
+
+std::vector<std::string> TenantNames(const Config& config) {
+  std::vector<std::string> names;
+  for (const TenantConfig& t : config.tenants) names.push_back(t.name);
+  return names;
+}
+
+Filesystem::Filesystem(const Config& config, IndexedStore& store)
+    : config_(config),
+      access_(config),
+      store_(store),
+      inodes_(TenantNames(config)),
+      control_(store, access_) {}
+
+Result<Node> Filesystem::Resolve(const Caller& c, uint64_t ino) {
+  std::optional<Node> n = inodes_.Get(ino);
+  if (!n) return StatusCode::kNotFound;
+  if ((n->kind == NodeKind::kTenant || IsDynamicTenantNode(n->kind)) &&
+      !access_.MayUseTenant(c, n->tenant)) {
+    return StatusCode::kAccessDenied;
+  }
+  return *n;
+}
+
+Result<AttrReply> Filesystem::AttrOf(uint64_t ino, const Node& n) {
+  const double long_ttl = config_.entry_timeout;
+  switch (n.kind) {
+    case NodeKind::kRoot: return AttrReply{MakeAttr(ino, S_IFDIR | 0755, 0, 0, 0), long_ttl};
+    case NodeKind::kControlDir: return AttrReply{MakeAttr(ino, S_IFDIR | 0555, 0, 0, 0), long_ttl};
+    case NodeKind::kStatsFile:
+    case NodeKind::kEpochFile: return AttrReply{MakeAttr(ino, S_IFREG | 0444, 0, 0, 0), long_ttl};
+    case NodeKind::kCtlFile: return AttrReply{MakeAttr(ino, S_IFREG | 0666, 0, 0, 0), long_ttl};
+    case NodeKind::kTenant: {
+      for (const TenantConfig& t : config_.tenants) {
+        if (t.name != n.tenant) continue;
+        uint32_t uid = t.uids.empty() ? 0 : t.uids[0], gid = t.gids.empty() ? 0 : t.gids[0];
+        return AttrReply{MakeAttr(ino, S_IFDIR | 0770, uid, gid, 0), 0};  // re-checked per walk
+      }
+      return StatusCode::kNotFound;
+    }
+    case NodeKind::kNamespace: {
+      Result<Owner> o = store_.StatNamespace(n.tenant, n.ns);
+      if (!o.ok()) return o.status();
+      return AttrReply{MakeAttr(ino, S_IFDIR | 0770, o->uid, o->gid, 0), long_ttl};
+    }
+    case NodeKind::kBlock: {
+      Result<BlockInfo> b = store_.Stat({n.tenant, n.ns, n.block});
+      if (!b.ok()) return b.status();
+      AttrReply a{MakeAttr(ino, S_IFREG | 0444, b->owner.uid, b->owner.gid, b->size), long_ttl};
+      SetTime(a.attr, b->commit_time_ns);
+      return a;
+    }
+    case NodeKind::kPart: {
+      auto id = store_.FindReservation({n.tenant, n.ns, n.block});
+      if (!id) return StatusCode::kNotFound;
+      Result<ReservationInfo> r = store_.StatReservation(*id);
+      if (!r.ok()) return r.status();
+      AttrReply a{MakeAttr(ino, S_IFREG | 0600, r->owner.uid, r->owner.gid, r->size), 0};
+      SetTime(a.attr, r->create_time_ns);
+      return a;
+    }
+  }
+  return StatusCode::kNotFound;
+}
+
+EntryReply Filesystem::Entry(const Node& n, const AttrReply& a, double entry_timeout) {
+  EntryReply e;
+  e.ino = inodes_.Ref(n);
+  e.attr = a.attr;
+  e.attr.st_ino = e.ino;
+  e.attr_timeout = a.timeout;
+  e.entry_timeout = entry_timeout;
+  return e;
+}
+
+Result<EntryReply> Filesystem::Lookup(const Caller& c, uint64_t parent, std::string_view name) {
+  Result<Node> dir = Resolve(c, parent);
+  if (!dir.ok()) return dir.status();
+  Node child;
+  double entry_ttl = config_.entry_timeout;
+  switch (dir->kind) {
+    case NodeKind::kRoot:
+      if (name == ".gpucache") {
+        child = Node{NodeKind::kControlDir};
+      } else if (access_.IsTenant(name)) {
+        if (!access_.MayUseTenant(c, name)) return StatusCode::kAccessDenied;
+        child = Node{NodeKind::kTenant, std::string(name)};
+        entry_ttl = 0;  // every walk into a tenant comes back here and is checked
+      } else {
+        return StatusCode::kNotFound;
+      }
+      break;
+    case NodeKind::kControlDir:
+      if (name == "stats") child = Node{NodeKind::kStatsFile};
+      else if (name == "epoch") child = Node{NodeKind::kEpochFile};
+      else if (name == "ctl") child = Node{NodeKind::kCtlFile};
+      else return StatusCode::kNotFound;
+      break;
+    case NodeKind::kTenant:
+      if (!store_.StatNamespace(dir->tenant, name).ok()) {
+        return EntryReply{0, {}, config_.negative_timeout, 0};
+      }
+      child = Node{NodeKind::kNamespace, dir->tenant, std::string(name)};
+      break;
+    case NodeKind::kNamespace: return LookupInNamespace(dir.value(), name);
+    default: return StatusCode::kInvalidArgument;  // not a directory
+  }
+  Result<AttrReply> a = AttrOf(inodes_.Find(child).value_or(0), child);
+  if (!a.ok()) return a.status();
+  return Entry(child, a.value(), entry_ttl);
+}
+
+Result<EntryReply> Filesystem::LookupInNamespace(const Node& dir, std::string_view name) {
+  const EntryReply miss{0, {}, config_.negative_timeout, 0};
+  bool part = name.size() > kPartSuffix.size() && name.ends_with(kPartSuffix);
+  std::string block(part ? name.substr(0, name.size() - kPartSuffix.size()) : name);
+  if (!IsValidBlockName(block)) return miss;
+  BlockAddress address{dir.tenant, dir.ns, block};
+  if (part) {
+    if (!store_.FindReservation(address)) return StatusCode::kNotFound;  // never cached
+    Node child{NodeKind::kPart, dir.tenant, dir.ns, block};
+    Result<AttrReply> a = AttrOf(0, child);
+    if (!a.ok()) return a.status();
+    return Entry(child, a.value(), 0);
+  }
+  Result<BlockInfo> info = store_.Probe(address);  // counts the hit or miss
+  if (!info.ok()) return miss;
+  Node child{NodeKind::kBlock, dir.tenant, dir.ns, block};
+  Result<AttrReply> a = AttrOf(0, child);
+  if (!a.ok()) return miss;
+  return Entry(child, a.value(), config_.entry_timeout);
+}
+
+void Filesystem::Forget(uint64_t ino, uint64_t nlookup) { inodes_.Forget(ino, nlookup); }
+
+Result<AttrReply> Filesystem::GetAttr(const Caller& c, uint64_t ino) {
+  Result<Node> n = Resolve(c, ino);
+  if (!n.ok()) return n.status();
+  return AttrOf(ino, n.value());
+}
+
+Result<AttrReply> Filesystem::SetAttr(const Caller& c, uint64_t ino, const struct stat& attr,
+                                      int to_set) {
+  Result<Node> n = Resolve(c, ino);
+  if (!n.ok()) return n.status();
+  if (n->kind != NodeKind::kPart) return StatusCode::kImmutable;
+  if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+    return StatusCode::kImmutable;
+  }
+  if (to_set & FUSE_SET_ATTR_SIZE) {
+    auto id = store_.FindReservation({n->tenant, n->ns, n->block});
+    if (!id) return StatusCode::kNotFound;
+    if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;
+    if (StatusCode s = store_.Truncate(*id, static_cast<uint64_t>(attr.st_size)); s != StatusCode::kOk) {
+      return s;
+    }
+  }
+  return AttrOf(ino, n.value());  // times are accepted and ignored
+}
+
+StatusCode Filesystem::Access(const Caller& c, uint64_t ino, int mask) {
+  Result<Node> n = Resolve(c, ino);
+  if (!n.ok()) return n.status();
+  bool read_only = n->kind == NodeKind::kBlock || n->kind == NodeKind::kStatsFile ||
+                   n->kind == NodeKind::kEpochFile || n->kind == NodeKind::kControlDir;
+  if ((mask & W_OK) && read_only) return StatusCode::kAccessDenied;
+  return StatusCode::kOk;
+}
+
+Result<EntryReply> Filesystem::MkDir(const Caller& c, uint64_t parent, std::string_view name) {
+  Result<Node> dir = Resolve(c, parent);
+  if (!dir.ok()) return dir.status();
+  if (dir->kind != NodeKind::kTenant) return StatusCode::kImmutable;  // tenants come from config
+  if (!IsValidNamespaceName(name)) return StatusCode::kInvalidArgument;
+  StatusCode s = store_.CreateNamespace(dir->tenant, name, Owner{c.uid, c.gid});
+  if (s != StatusCode::kOk) return s;
+  Node child{NodeKind::kNamespace, dir->tenant, std::string(name)};
+  Result<AttrReply> a = AttrOf(0, child);
+  if (!a.ok()) return a.status();
+  return Entry(child, a.value(), config_.entry_timeout);
+}
+
+StatusCode Filesystem::RmDir(const Caller& c, uint64_t parent, std::string_view name) {
+  Result<Node> dir = Resolve(c, parent);
+  if (!dir.ok()) return dir.status();
+  if (dir->kind != NodeKind::kTenant) return StatusCode::kImmutable;
+  return store_.RemoveNamespace(dir->tenant, name);
+}
+
+bool Filesystem::OwnsReservation(const Caller& c, ReservationId id) {
+  Result<ReservationInfo> r = store_.StatReservation(id);
+  return r.ok() && (r->owner.uid == c.uid || access_.IsAdmin(c));
+}
+
+StatusCode Filesystem::Unlink(const Caller& c, uint64_t parent, std::string_view name) {
+  Result<Node> dir = Resolve(c, parent);
+  if (!dir.ok()) return dir.status();
+  if (dir->kind != NodeKind::kNamespace) return StatusCode::kImmutable;
+  bool part = name.ends_with(kPartSuffix);
+  std::string block(part ? name.substr(0, name.size() - kPartSuffix.size()) : name);
+  BlockAddress address{dir->tenant, dir->ns, block};
+  if (!part) return store_.Invalidate(address);  // the explicit client invalidation
+  auto id = store_.FindReservation(address);
+  if (!id) return StatusCode::kNotFound;
+  if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;  // not yours to abandon
+  return store_.Abort(*id);
+}
+
+StatusCode Filesystem::Rename(const Caller& c, uint64_t parent, std::string_view name,
+                              uint64_t new_parent, std::string_view new_name, unsigned flags) {
+  Result<Node> dir = Resolve(c, parent);
+  if (!dir.ok()) return dir.status();
+  Result<Node> new_dir = Resolve(c, new_parent);
+  if (!new_dir.ok()) return new_dir.status();
+  // The only rename gpucache knows is the commit: <block>.part -> <block> in one namespace.
+  if (dir->kind != NodeKind::kNamespace || parent != new_parent || (flags & RENAME_EXCHANGE) ||
+      !name.ends_with(kPartSuffix)) {
+    return StatusCode::kImmutable;
+  }
+  std::string block(name.substr(0, name.size() - kPartSuffix.size()));
+  if (new_name != block) return StatusCode::kInvalidArgument;  // the identity names the path
+  BlockAddress address{dir->tenant, dir->ns, block};
+  auto id = store_.FindReservation(address);
+  if (!id) return StatusCode::kNotFound;
+  if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;
+  if (StatusCode s = store_.Commit(*id); s != StatusCode::kOk) return s;
+  Node part_node{NodeKind::kPart, dir->tenant, dir->ns, block};
+  if (auto ino = inodes_.Find(part_node)) {
+    inodes_.Rename(*ino, Node{NodeKind::kBlock, dir->tenant, dir->ns, block});
+  }
+  return StatusCode::kOk;
+}
+
+}  // namespace gpucache

@@ -1,0 +1,169 @@
+// Filesystem: create/open/read/write/flush/release and directory listings.
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "fs/filesystem.h"
+
+namespace gpucache {
+namespace {
+
+bool WantsWrite(int flags) {
+  return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_APPEND));
+}
+
+}  // namespace
+
+Result<std::pair<EntryReply, OpenReply>> Filesystem::Create(const Caller& c, uint64_t parent,
+                                                            std::string_view name) {
+  Result<Node> dir = Resolve(c, parent);
+  if (!dir.ok()) return dir.status();
+  if (dir->kind != NodeKind::kNamespace) return StatusCode::kImmutable;
+  // Only reservations are created: <block>.part, exclusively.
+  if (!name.ends_with(kPartSuffix)) return StatusCode::kInvalidArgument;
+  std::string block(name.substr(0, name.size() - kPartSuffix.size()));
+  if (!IsValidBlockName(block)) return StatusCode::kInvalidArgument;
+  BlockAddress address{dir->tenant, dir->ns, block};
+  Result<ReservationId> id = store_.Reserve(address, Owner{c.uid, c.gid});
+  if (!id.ok()) return id.status();
+  if (StatusCode s = store_.OpenWriter(id.value()); s != StatusCode::kOk) return s;
+  Node child{NodeKind::kPart, dir->tenant, dir->ns, block};
+  Result<AttrReply> a = AttrOf(0, child);
+  if (!a.ok()) {
+    store_.CloseWriter(id.value());
+    return a.status();
+  }
+  OpenReply open;
+  open.handle = std::make_unique<Handle>();
+  open.handle->kind = Handle::Kind::kPart;
+  open.handle->reservation = id.value();
+  open.handle->address = address;
+  open.handle->writing = true;
+  return std::make_pair(Entry(child, a.value(), 0), std::move(open));
+}
+
+Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
+  Result<Node> n = Resolve(c, ino);
+  if (!n.ok()) return n.status();
+  OpenReply r;
+  r.handle = std::make_unique<Handle>();
+  Handle& h = *r.handle;
+  switch (n->kind) {
+    case NodeKind::kBlock: {
+      if (WantsWrite(flags)) return StatusCode::kImmutable;
+      auto reader = store_.Open({n->tenant, n->ns, n->block});
+      if (!reader.ok()) return reader.status();
+      h.kind = Handle::Kind::kBlock;
+      h.reader = std::move(reader.value());
+      r.keep_cache = true;  // committed bytes never change under this name
+      return r;
+    }
+    case NodeKind::kPart: {
+      if (!WantsWrite(flags)) return StatusCode::kBusy;  // not COMMITTED: not readable
+      BlockAddress address{n->tenant, n->ns, n->block};
+      auto id = store_.FindReservation(address);
+      if (!id) return StatusCode::kNotFound;
+      if (!OwnsReservation(c, *id)) return StatusCode::kBusy;  // someone else's fill
+      if (StatusCode s = store_.OpenWriter(*id); s != StatusCode::kOk) return s;
+      h.kind = Handle::Kind::kPart;
+      h.reservation = *id;
+      h.address = address;
+      h.writing = true;
+      return r;
+    }
+    case NodeKind::kStatsFile:
+    case NodeKind::kEpochFile:
+      if (WantsWrite(flags)) return StatusCode::kAccessDenied;
+      h.kind = Handle::Kind::kText;
+      h.text = n->kind == NodeKind::kStatsFile ? control_.StatsText(c) : control_.EpochText();
+      r.direct_io = true;
+      return r;
+    case NodeKind::kCtlFile:
+      h.kind = Handle::Kind::kControl;
+      r.direct_io = true;
+      return r;
+    default: return StatusCode::kBusy;  // directories are opened with opendir
+  }
+}
+
+Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> out) {
+  switch (h.kind) {
+    case Handle::Kind::kBlock: return h.reader->Read(offset, out);
+    case Handle::Kind::kPart: return StatusCode::kBusy;
+    case Handle::Kind::kText:
+    case Handle::Kind::kControl: {
+      std::lock_guard lock(h.mu);
+      if (offset >= h.text.size()) return size_t{0};
+      size_t n = std::min<size_t>(out.size(), h.text.size() - offset);
+      std::memcpy(out.data(), h.text.data() + offset, n);
+      return n;
+    }
+  }
+  return StatusCode::kBusy;
+}
+
+Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
+                                 std::span<const uint8_t> data) {
+  if (h.kind == Handle::Kind::kControl) {
+    if (data.size() > kMaxControlRequest) return StatusCode::kTooLarge;
+    std::string reply =
+        control_.Handle(c, std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+    std::lock_guard lock(h.mu);
+    h.text = std::move(reply);
+    return data.size();
+  }
+  if (h.kind != Handle::Kind::kPart) return StatusCode::kImmutable;
+  {
+    std::lock_guard lock(h.mu);
+    if (!h.writing) {  // written again after a flush: a writer once more
+      if (StatusCode s = store_.OpenWriter(h.reservation); s != StatusCode::kOk) {
+        return store_.Stat(h.address).ok() ? StatusCode::kImmutable : s;
+      }
+      h.writing = true;
+    }
+  }
+  Result<size_t> n = store_.Write(h.reservation, offset, data);
+  if (!n.ok() && n.status() == StatusCode::kNotFound && store_.Stat(h.address).ok()) {
+    return StatusCode::kImmutable;  // the reservation was committed: the block is read-only
+  }
+  return n;
+}
+
+// close() sends FLUSH synchronously but RELEASE asynchronously, so a writer that closes and
+// renames at once may have its RENAME served before its RELEASE. Flush therefore ends the
+// handle's writer role; a later write through the same handle (a dup'ed fd) takes it again.
+void Filesystem::Flush(Handle& h) {
+  if (h.kind != Handle::Kind::kPart) return;
+  std::lock_guard lock(h.mu);
+  if (h.writing) store_.CloseWriter(h.reservation);
+  h.writing = false;
+}
+
+void Filesystem::Release(Handle& h) { Flush(h); }
+
+Result<std::vector<DirEntry>> Filesystem::ReadDir(const Caller& c, uint64_t ino) {
+  Result<Node> n = Resolve(c, ino);
+  if (!n.ok()) return n.status();
+  std::vector<DirEntry> out = {{".", S_IFDIR}, {"..", S_IFDIR}};
+  switch (n->kind) {
+    case NodeKind::kRoot:
+      out.push_back({".gpucache", S_IFDIR});
+      for (const TenantConfig& t : config_.tenants) {
+        if (access_.MayUseTenant(c, t.name)) out.push_back({t.name, S_IFDIR});
+      }
+      return out;
+    case NodeKind::kControlDir:
+      for (const char* f : {"stats", "epoch", "ctl"}) out.push_back({f, S_IFREG});
+      return out;
+    case NodeKind::kTenant:
+      for (std::string& ns : store_.ListNamespaces(n->tenant)) out.push_back({std::move(ns), S_IFDIR});
+      return out;
+    case NodeKind::kNamespace:
+      for (std::string& e : store_.ListEntries(n->tenant, n->ns)) out.push_back({std::move(e), S_IFREG});
+      return out;
+    default: return StatusCode::kInvalidArgument;
+  }
+}
+
+}  // namespace gpucache

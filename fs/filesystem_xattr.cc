@@ -1,0 +1,109 @@
+// Filesystem: extended attributes. Only `user.gpucache.*` exists; everything else is ENOTSUP.
+//
+// On a committed block (read-only):
+//   user.gpucache.identity       canonical identity bytes (GPCK), for engines to compare
+//   user.gpucache.identity_text  the identity as one readable line
+//   user.gpucache.state          COMMITTED
+//   user.gpucache.checksum       xxh3-128:<hex> of the payload
+//   user.gpucache.epoch          epoch the block was committed in
+//   user.gpucache.region         region id (monotonic, never recycled)
+//   user.gpucache.valid_length   tokens in the block
+// On a reservation (<block>.part): identity (writable by its owner until commit), state,
+// epoch and region.
+#include "fs/filesystem.h"
+
+namespace gpucache {
+namespace {
+
+constexpr std::string_view kPrefix = "user.gpucache.";
+constexpr std::string_view kIdentity = "identity";
+const std::vector<std::string> kBlockKeys = {"identity", "identity_text", "state", "checksum",
+                                             "epoch", "region", "valid_length"};
+const std::vector<std::string> kPartKeys = {"identity", "state", "epoch", "region"};
+
+// The key after the prefix, or nullopt when the name is not ours.
+std::optional<std::string_view> OurKey(std::string_view name) {
+  if (!name.starts_with(kPrefix)) return std::nullopt;
+  return name.substr(kPrefix.size());
+}
+
+}  // namespace
+
+Result<std::string> Filesystem::BlockXattr(const Node& n, std::string_view key) {
+  Result<BlockInfo> b = store_.Stat({n.tenant, n.ns, n.block});
+  if (!b.ok()) return b.status();
+  if (key == kIdentity) {
+    return std::string(b->canonical_identity.begin(), b->canonical_identity.end());
+  }
+  if (key == "identity_text") return RenderIdentity(b->identity);
+  if (key == "state") return std::string(ToString(b->state));
+  if (key == "checksum") return b->checksum;
+  if (key == "epoch") return std::to_string(b->commit_epoch);
+  if (key == "region") return std::to_string(b->region_id);
+  if (key == "valid_length") return std::to_string(b->identity.valid_length);
+  return StatusCode::kNotFound;
+}
+
+Result<std::string> Filesystem::PartXattr(const Node& n, std::string_view key) {
+  auto id = store_.FindReservation({n.tenant, n.ns, n.block});
+  if (!id) return StatusCode::kNotFound;
+  Result<ReservationInfo> r = store_.StatReservation(*id);
+  if (!r.ok()) return r.status();
+  if (key == kIdentity) {
+    Result<Bytes> bytes = store_.GetIdentity(*id);
+    if (!bytes.ok()) return bytes.status();
+    return std::string(bytes->begin(), bytes->end());
+  }
+  if (key == "state") return std::string(ToString(r->state));
+  if (key == "epoch") return std::to_string(r->epoch);
+  if (key == "region") return std::to_string(r->region_id);
+  return StatusCode::kNotFound;
+}
+
+Result<std::string> Filesystem::GetXattr(const Caller& c, uint64_t ino, std::string_view name) {
+  auto key = OurKey(name);
+  if (!key) return StatusCode::kNotSupported;
+  Result<Node> n = Resolve(c, ino);
+  if (!n.ok()) return n.status();
+  if (n->kind == NodeKind::kBlock) return BlockXattr(n.value(), *key);
+  if (n->kind == NodeKind::kPart) return PartXattr(n.value(), *key);
+  return StatusCode::kNotFound;  // no attribute of that name (ENODATA at the edge)
+}
+
+Result<std::vector<std::string>> Filesystem::ListXattr(const Caller& c, uint64_t ino) {
+  Result<Node> n = Resolve(c, ino);
+  if (!n.ok()) return n.status();
+  std::vector<std::string> names;
+  const std::vector<std::string>* keys = nullptr;
+  if (n->kind == NodeKind::kBlock) keys = &kBlockKeys;
+  if (n->kind == NodeKind::kPart) keys = &kPartKeys;
+  if (!keys) return names;
+  for (const std::string& k : *keys) {
+    // Only names that have a value right now (a reservation may not have its identity yet).
+    if (GetXattr(c, ino, std::string(kPrefix) + k).ok()) names.push_back(std::string(kPrefix) + k);
+  }
+  return names;
+}
+
+StatusCode Filesystem::SetXattr(const Caller& c, uint64_t ino, std::string_view name,
+                                std::span<const uint8_t> value) {
+  auto key = OurKey(name);
+  if (!key) return StatusCode::kNotSupported;
+  Result<Node> n = Resolve(c, ino);
+  if (!n.ok()) return n.status();
+  if (n->kind != NodeKind::kPart || *key != kIdentity) return StatusCode::kImmutable;
+  auto id = store_.FindReservation({n->tenant, n->ns, n->block});
+  if (!id) return StatusCode::kNotFound;
+  if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;
+  // Stored as given; Commit checks it against the path and refuses the rename if it is wrong.
+  return store_.SetIdentity(*id, value);
+}
+
+StatusCode Filesystem::RemoveXattr(const Caller& c, uint64_t ino, std::string_view name) {
+  if (!OurKey(name)) return StatusCode::kNotSupported;
+  Result<Node> n = Resolve(c, ino);
+  if (!n.ok()) return n.status();
+  return StatusCode::kImmutable;
+}
+
+}  // namespace gpucache

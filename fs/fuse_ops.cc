@@ -1,0 +1,261 @@
+#include "fs/fuse_ops.h"
+
+#include <errno.h>
+
+#include <vector>
+
+#include "fs/errno_map.h"
+#include "fs/filesystem.h"
+
+namespace gpucache {
+namespace {
+
+Filesystem& Fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
+
+Caller CallerOf(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  Caller c{ctx->uid, ctx->gid, nullptr};
+  c.supplementary_groups = [req] {
+    std::vector<gid_t> groups(64);
+    int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+    if (n > static_cast<int>(groups.size())) {
+      groups.resize(static_cast<size_t>(n));
+      n = fuse_req_getgroups(req, n, groups.data());
+    }
+    groups.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    return std::vector<uint32_t>(groups.begin(), groups.end());
+  };
+  return c;
+}
+
+Handle& HandleOf(fuse_file_info* fi) { return *reinterpret_cast<Handle*>(fi->fh); }
+
+fuse_entry_param ToEntry(const EntryReply& e) {
+  fuse_entry_param p{};
+  p.ino = e.ino;
+  p.attr = e.attr;
+  p.attr_timeout = e.attr_timeout;
+  p.entry_timeout = e.entry_timeout;
+  return p;
+}
+
+void ReplyStatus(fuse_req_t req, StatusCode s) { fuse_reply_err(req, ToErrno(s)); }
+
+void SetOpenFlags(fuse_file_info* fi, OpenReply& r) {
+  fi->keep_cache = r.keep_cache;
+  fi->direct_io = r.direct_io;
+  fi->fh = reinterpret_cast<uint64_t>(r.handle.release());
+}
+
+void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto r = Fs(req).Lookup(CallerOf(req), parent, name);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  fuse_entry_param e = ToEntry(r.value());
+  fuse_reply_entry(req, &e);
+}
+
+void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  Fs(req).Forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) Fs(req).Forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void OpGetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  auto r = Fs(req).GetAttr(CallerOf(req), ino);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  fuse_reply_attr(req, &r->attr, r->timeout);
+}
+
+void OpSetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
+  auto r = Fs(req).SetAttr(CallerOf(req), ino, *attr, to_set);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  fuse_reply_attr(req, &r->attr, r->timeout);
+}
+
+void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
+  ReplyStatus(req, Fs(req).Access(CallerOf(req), ino, mask));
+}
+
+void OpMkDir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t) {
+  auto r = Fs(req).MkDir(CallerOf(req), parent, name);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  fuse_entry_param e = ToEntry(r.value());
+  fuse_reply_entry(req, &e);
+}
+
+void OpRmDir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyStatus(req, Fs(req).RmDir(CallerOf(req), parent, name));
+}
+
+void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyStatus(req, Fs(req).Unlink(CallerOf(req), parent, name));
+}
+
+void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
+              const char* new_name, unsigned int flags) {
+  ReplyStatus(req, Fs(req).Rename(CallerOf(req), parent, name, new_parent, new_name, flags));
+}
+
+void OpRefuse(fuse_req_t req) { fuse_reply_err(req, EPERM); }
+void OpMknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { OpRefuse(req); }
+void OpSymlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { OpRefuse(req); }
+void OpLink(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { OpRefuse(req); }
+
+void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, fuse_file_info* fi) {
+  auto r = Fs(req).Create(CallerOf(req), parent, name);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  fuse_entry_param e = ToEntry(r->first);
+  SetOpenFlags(fi, r->second);
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    // The kernel did not take the handle (the caller was interrupted): undo the open.
+    std::unique_ptr<Handle> h(&HandleOf(fi));
+    Fs(req).Release(*h);
+  }
+}
+
+void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto r = Fs(req).Open(CallerOf(req), ino, fi->flags);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  SetOpenFlags(fi, r.value());
+  if (fuse_reply_open(req, fi) != 0) {
+    std::unique_ptr<Handle> h(&HandleOf(fi));
+    Fs(req).Release(*h);
+  }
+}
+
+void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  thread_local std::vector<uint8_t> buf;  // reused: no allocation per read
+  buf.resize(size);
+  auto n = Fs(req).Read(HandleOf(fi), static_cast<uint64_t>(off), buf);
+  if (!n.ok()) return ReplyStatus(req, n.status());
+  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), n.value());
+}
+
+void OpWrite(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off,
+             fuse_file_info* fi) {
+  auto n = Fs(req).Write(CallerOf(req), HandleOf(fi), static_cast<uint64_t>(off),
+                         {reinterpret_cast<const uint8_t*>(data), size});
+  if (!n.ok()) return ReplyStatus(req, n.status());
+  fuse_reply_write(req, n.value());
+}
+
+void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  Fs(req).Flush(HandleOf(fi));
+  fuse_reply_err(req, 0);
+}
+
+void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  std::unique_ptr<Handle> h(&HandleOf(fi));
+  Fs(req).Release(*h);
+  fuse_reply_err(req, 0);
+}
+
+void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+// A directory handle holds the listing taken at opendir, so readdir pages through a snapshot.
+struct DirHandle {
+  std::vector<DirEntry> entries;
+};
+
+void OpOpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto r = Fs(req).ReadDir(CallerOf(req), ino);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  fi->fh = reinterpret_cast<uint64_t>(new DirHandle{std::move(r.value())});
+  if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirHandle*>(fi->fh);
+}
+
+void OpReadDir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  auto& d = *reinterpret_cast<DirHandle*>(fi->fh);
+  std::vector<char> buf(size);
+  size_t used = 0;
+  for (size_t i = static_cast<size_t>(off); i < d.entries.size(); ++i) {
+    struct stat st {};
+    st.st_ino = 0xffffffff;  // FUSE_UNKNOWN_INO: the kernel looks the entry up when it is used
+    st.st_mode = d.entries[i].type;
+    size_t n = fuse_add_direntry(req, buf.data() + used, size - used, d.entries[i].name.c_str(), &st,
+                                 static_cast<off_t>(i + 1));
+    if (n > size - used) break;
+    used += n;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void OpReleaseDir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<DirHandle*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void ReplyXattr(fuse_req_t req, const std::string& value, size_t size) {
+  if (size == 0) return (void)fuse_reply_xattr(req, value.size());
+  if (size < value.size()) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, value.data(), value.size());
+}
+
+void OpGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  auto r = Fs(req).GetXattr(CallerOf(req), ino, name);
+  if (!r.ok()) return (void)fuse_reply_err(req, ToXattrErrno(r.status()));
+  ReplyXattr(req, r.value(), size);
+}
+
+void OpListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  auto r = Fs(req).ListXattr(CallerOf(req), ino);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  std::string list;
+  for (const std::string& n : r.value()) list.append(n).push_back('\0');
+  ReplyXattr(req, list, size);
+}
+
+void OpSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+                int) {
+  ReplyStatus(req, Fs(req).SetXattr(CallerOf(req), ino, name,
+                                    {reinterpret_cast<const uint8_t*>(value), size}));
+}
+
+void OpRemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  fuse_reply_err(req, ToXattrErrno(Fs(req).RemoveXattr(CallerOf(req), ino, name)));
+}
+
+fuse_lowlevel_ops MakeOperations() {
+  fuse_lowlevel_ops ops{};
+  ops.lookup = OpLookup;
+  ops.forget = OpForget;
+  ops.forget_multi = OpForgetMulti;
+  ops.getattr = OpGetAttr;
+  ops.setattr = OpSetAttr;
+  ops.access = OpAccess;
+  ops.mkdir = OpMkDir;
+  ops.rmdir = OpRmDir;
+  ops.unlink = OpUnlink;
+  ops.rename = OpRename;
+  ops.mknod = OpMknod;
+  ops.symlink = OpSymlink;
+  ops.link = OpLink;
+  ops.create = OpCreate;
+  ops.open = OpOpen;
+  ops.read = OpRead;
+  ops.write = OpWrite;
+  ops.flush = OpFlush;
+  ops.release = OpRelease;
+  ops.fsync = OpFsync;
+  ops.opendir = OpOpenDir;
+  ops.readdir = OpReadDir;
+  ops.releasedir = OpReleaseDir;
+  ops.getxattr = OpGetXattr;
+  ops.listxattr = OpListXattr;
+  ops.setxattr = OpSetXattr;
+  ops.removexattr = OpRemoveXattr;
+  return ops;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& FuseOperations() {
+  static const fuse_lowlevel_ops ops = MakeOperations();
+  return ops;
+}
+
+}  // namespace gpucache

@@ -1,0 +1,83 @@
+// Inode numbers for the namespace the kernel sees.
+//
+// Fixed numbers for the root, the control directory and its files, and each configured tenant
+// (16 + its index in name order). Namespaces, blocks and reservations get numbers on first
+// lookup, counted as the kernel counts them (nlookup), and are dropped when the kernel forgets
+// them. Numbers are never reused within a mount.
+//
+// Thread safety: all methods are safe to call concurrently (one internal mutex).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace gpucache {
+
+enum class NodeKind : uint8_t {
+  kRoot,
+  kControlDir,  // .gpucache/
+  kStatsFile,   // .gpucache/stats
+  kEpochFile,   // .gpucache/epoch
+  kCtlFile,     // .gpucache/ctl
+  kTenant,
+  kNamespace,
+  kBlock,       // committed block: <block>
+  kPart,        // reservation: <block>.part
+};
+
+struct Node {
+  NodeKind kind = NodeKind::kRoot;
+  std::string tenant;
+  std::string ns;
+  std::string block;  // block name, without ".part"
+
+  bool operator==(const Node&) const = default;
+  auto Key() const { return std::tie(kind, tenant, ns, block); }
+};
+
+inline constexpr uint64_t kRootIno = 1;
+inline constexpr uint64_t kControlDirIno = 2;
+inline constexpr uint64_t kStatsIno = 3;
+inline constexpr uint64_t kEpochIno = 4;
+inline constexpr uint64_t kCtlIno = 5;
+inline constexpr uint64_t kFirstTenantIno = 16;
+inline constexpr uint64_t kFirstDynamicIno = 1 << 20;
+
+class InodeTable {
+ public:
+  explicit InodeTable(std::vector<std::string> tenants);  // REQUIRES: sorted
+
+  std::optional<Node> Get(uint64_t ino);
+  // The inode of `node`, allocated if needed; counts one kernel lookup for dynamic nodes.
+  uint64_t Ref(const Node& node);
+  // The inode of `node` if the kernel knows it; no reference is taken.
+  std::optional<uint64_t> Find(const Node& node);
+  void Forget(uint64_t ino, uint64_t nlookup);
+  // A reservation became a committed block: the same inode now names the block.
+  void Rename(uint64_t ino, const Node& to);
+  size_t DynamicCount();
+
+ private:
+  using Key = std::tuple<NodeKind, std::string, std::string, std::string>;
+  static Key KeyOf(const Node& n) { return {n.kind, n.tenant, n.ns, n.block}; }
+  std::optional<Node> FixedLocked(uint64_t ino) const;
+  std::optional<uint64_t> FixedIno(const Node& node) const;
+
+  struct Entry {
+    Node node;
+    uint64_t nlookup = 0;
+  };
+  const std::vector<std::string> tenants_;
+  std::mutex mu_;
+  uint64_t next_ = kFirstDynamicIno;
+  std::unordered_map<uint64_t, Entry> by_ino_;
+  std::map<Key, uint64_t> by_key_;
+};
+
+}  // namespace gpucache

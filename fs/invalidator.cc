@@ -1,0 +1,47 @@
+#include "fs/invalidator.h"
+
+#include <fuse_lowlevel.h>
+
+namespace gpucache {
+
+Invalidator::~Invalidator() { Stop(); }
+
+void Invalidator::Start(fuse_session* se) {
+  se_ = se;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Invalidator::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Invalidator::Push(uint64_t parent, std::string name, uint64_t ino) {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return;
+    queue_.push_back({parent, std::move(name), ino});
+  }
+  cv_.notify_one();
+}
+
+void Invalidator::Run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    Item item = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    // Errors (ENOENT: the kernel had nothing cached) are expected and harmless.
+    fuse_lowlevel_notify_inval_entry(se_, item.parent, item.name.c_str(), item.name.size());
+    if (item.ino) fuse_lowlevel_notify_inval_inode(se_, item.ino, 0, 0);
+    lock.lock();
+  }
+}
+
+}  // namespace gpucache

@@ -1,0 +1,46 @@
+// Tells the kernel to forget cached entries and pages for blocks that left the namespace
+// behind its back (corruption found on read, and later eviction).
+//
+// Notifications are sent from a thread of their own: libfuse forbids sending them from a
+// request handler that may hold the locks they need.
+//
+// Thread safety: Push may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+struct fuse_session;
+
+namespace gpucache {
+
+class Invalidator {
+ public:
+  Invalidator() = default;
+  ~Invalidator();
+  void Start(fuse_session* se);
+  void Stop();
+  // Forget the dentry `name` in directory `parent`, and the pages of `ino` if non-zero.
+  void Push(uint64_t parent, std::string name, uint64_t ino);
+
+ private:
+  struct Item {
+    uint64_t parent;
+    std::string name;
+    uint64_t ino;
+  };
+  void Run();
+
+  fuse_session* se_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gpucache

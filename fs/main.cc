@@ -1,0 +1,131 @@
+// gpucachefs: mounts the gpucache namespace.
+//
+//   gpucachefs CONFIG MOUNTPOINT [-f] [-d] [-o OPTIONS]     (mount-helper compatible)
+//   gpucachefs --defaults MOUNTPOINT [-f] ...               built-in configuration
+//   gpucachefs --print-default-config | --version | --help
+//
+// Without -f the daemon detaches after the mount is up. A bad configuration or an unusable data
+// directory is reported with the key or path at fault, and nothing is mounted.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fs/config.h"
+#include "fs/session.h"
+#include "store/file_store.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: gpucachefs CONFIG MOUNTPOINT [-f] [-d] [-o OPTIONS]\n"
+    "       gpucachefs --defaults MOUNTPOINT [-f] [-d] [-o OPTIONS]\n"
+    "       gpucachefs --print-default-config | --version | --help\n"
+    "\n"
+    "Mounts the gpucache KV-block namespace at MOUNTPOINT, with blocks stored in the data\n"
+    "directory named by CONFIG (TOML; see docs/configuration.md). --defaults uses the built-in\n"
+    "configuration (data in /var/lib/gpucache, tenant 'default' for root).\n"
+    "  -f          stay in the foreground\n"
+    "  -d          trace FUSE requests (implies -f)\n"
+    "  -o OPTIONS  mount options, passed to FUSE (mount(8)-only ones are ignored)\n";
+
+struct Args {
+  std::string config;  // empty: built-in defaults
+  bool defaults = false;
+  gpucache::MountOptions mount;
+};
+
+bool IsMountOnlyOption(const std::string& o) {
+  return o == "rw" || o == "defaults" || o == "auto" || o == "noauto" || o == "nofail" ||
+         o == "_netdev" || o == "user" || o == "users" || o == "nouser" || o.rfind("x-", 0) == 0;
+}
+
+std::string FilterOptions(const std::string& list) {
+  std::string out, item;
+  for (size_t i = 0; i <= list.size(); ++i) {
+    if (i == list.size() || list[i] == ',') {
+      if (!item.empty() && !IsMountOnlyOption(item)) out += (out.empty() ? "" : ",") + item;
+      item.clear();
+    } else {
+      item.push_back(list[i]);
+    }
+  }
+  return out;
+}
+
+// Returns false (and prints why) on bad usage.
+bool ParseArgs(int argc, char** argv, Args& a) {
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-f") a.mount.foreground = true;
+    else if (arg == "-d") a.mount.debug = true;
+    else if (arg == "--defaults") a.defaults = true;
+    else if (arg == "-o" && i + 1 < argc) {
+      std::string o = FilterOptions(argv[++i]);
+      if (!o.empty()) a.mount.fuse_options += (a.mount.fuse_options.empty() ? "" : ",") + o;
+    } else if (!arg.empty() && arg[0] == '-') {
+      std::fprintf(stderr, "gpucachefs: unknown option %s\n%s", arg.c_str(), kUsage);
+      return false;
+    } else {
+      positional.push_back(arg);
+    }
+  }
+  size_t want = a.defaults ? 1 : 2;
+  if (positional.size() != want) {
+    std::fputs(kUsage, stderr);
+    return false;
+  }
+  if (!a.defaults) a.config = positional[0];
+  a.mount.mountpoint = positional.back();
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("gpucachefs %s\n", GPUCACHE_VERSION);
+    return 0;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "--help") == 0) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "--print-default-config") == 0) {
+    std::fputs(gpucache::DefaultConfigText().c_str(), stdout);
+    return 0;
+  }
+  Args args;
+  if (!ParseArgs(argc, argv, args)) return 64;
+
+  gpucache::Config config;
+  try {
+    config = args.defaults ? gpucache::DefaultConfig() : gpucache::LoadConfig(args.config);
+  } catch (const gpucache::ConfigError& e) {
+    std::fprintf(stderr, "gpucachefs: configuration error: %s\n", e.what());
+    return 78;  // EX_CONFIG
+  }
+
+  gpucache::StoreOptions store_options;
+  store_options.max_block_bytes = config.max_block_bytes;
+  store_options.sync_commits = config.sync_commits;
+  gpucache::FileStoreReport report;
+  std::string error;
+  auto store = gpucache::FileStore::OpenDataDir(config.data_dir, store_options, &report, &error);
+  if (!store) {
+    std::fprintf(stderr, "gpucachefs: %s\n", error.c_str());
+    return 1;
+  }
+  for (const std::string& p : report.problems) std::fprintf(stderr, "gpucachefs: %s\n", p.c_str());
+  std::fprintf(stderr,
+               "gpucachefs: data %s: epoch %llu, %llu blocks loaded, %llu skipped, %llu "
+               "unfinished writes dropped\n",
+               config.data_dir.c_str(), static_cast<unsigned long long>(report.epoch),
+               static_cast<unsigned long long>(report.blocks_loaded),
+               static_cast<unsigned long long>(report.blocks_skipped),
+               static_cast<unsigned long long>(report.reservations_dropped));
+
+  gpucache::Filesystem fs(config, *store);
+  return gpucache::RunMount(fs, args.mount);
+}

@@ -1,0 +1,85 @@
+#include "fs/session.h"
+
+#include <fuse_lowlevel.h>
+
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "fs/fuse_ops.h"
+#include "fs/invalidator.h"
+
+namespace gpucache {
+namespace {
+
+// allow_other: tenants are other uids than the mounting root. No default_permissions: the
+// daemon decides access itself (fs/filesystem.h).
+constexpr char kBaseOptions[] = "allow_other,fsname=gpucache,subtype=gpucachefs";
+
+struct SessionDeleter {
+  void operator()(fuse_session* se) const { fuse_session_destroy(se); }
+};
+
+void OnInit(void* userdata, fuse_conn_info* conn) {
+  (void)userdata;
+  // Committed blocks are large; fewer, bigger writes make commits cheaper.
+  conn->max_write = 1 << 20;
+}
+
+// Sends kernel invalidations for blocks that disappear behind the kernel's back.
+void WatchRemovals(Filesystem& fs, Invalidator& inval) {
+  fs.store().SetRemovalObserver([&fs, &inval](const BlockAddress& a) {
+    auto dir = fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns});
+    if (!dir) return;  // the kernel never saw the directory: nothing cached
+    auto ino = fs.inodes().Find(Node{NodeKind::kBlock, a.tenant, a.ns, a.block});
+    inval.Push(*dir, a.block, ino.value_or(0));
+  });
+}
+
+}  // namespace
+
+int RunMount(Filesystem& fs, const MountOptions& options) {
+  std::string opts = kBaseOptions;
+  if (!options.fuse_options.empty()) opts += "," + options.fuse_options;
+  std::vector<std::string> argv_s = {"gpucachefs", "-o", opts};
+  if (options.debug) argv_s.push_back("-d");
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  fuse_lowlevel_ops ops = FuseOperations();
+  ops.init = OnInit;
+  std::unique_ptr<fuse_session, SessionDeleter> se(fuse_session_new(&args, &ops, sizeof ops, &fs));
+  fuse_opt_free_args(&args);
+  if (!se) {
+    std::fprintf(stderr, "gpucachefs: invalid FUSE options: %s\n", opts.c_str());
+    return 1;
+  }
+  if (fuse_set_signal_handlers(se.get()) != 0) return 1;
+  if (fuse_session_mount(se.get(), options.mountpoint.c_str()) != 0) {
+    std::fprintf(stderr, "gpucachefs: cannot mount at %s\n", options.mountpoint.c_str());
+    fuse_remove_signal_handlers(se.get());
+    return 1;
+  }
+  std::fprintf(stderr, "gpucachefs: mounted at %s\n", options.mountpoint.c_str());
+  fuse_daemonize(options.foreground || options.debug);
+
+  Invalidator inval;  // threads start after daemonize, which forks
+  inval.Start(se.get());
+  WatchRemovals(fs, inval);
+
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_clone_fd(cfg, 1);
+  fuse_loop_cfg_set_idle_threads(cfg, 10);
+  int rc = fuse_session_loop_mt(se.get(), cfg);
+  fuse_loop_cfg_destroy(cfg);
+
+  fs.store().SetRemovalObserver(nullptr);
+  inval.Stop();
+  fuse_session_unmount(se.get());
+  fuse_remove_signal_handlers(se.get());
+  std::fprintf(stderr, "gpucachefs: unmounted %s\n", options.mountpoint.c_str());
+  return rc == 0 ? 0 : 1;
+}
+
+}  // namespace gpucache

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages gpucache builds, tests and runs with. Idempotent: packages
+# already present are left alone, and apt-get is only called when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libfuse3-dev fuse3          # the FUSE low-level API and fusermount3
+  libxxhash-dev               # XXH3 checksums and path digests
+  libtomlplusplus-dev         # TOML configuration and identity files
+  nlohmann-json3-dev          # control-channel requests/replies, test vectors
+  libcli11-dev                # gpucachectl command line
+  doctest-dev                 # C++ unit and mount tests
+  python3 python3-xxhash      # the pure-Python client and its tests
+  attr                        # getfattr/setfattr for shell inspection and tests
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  [[ "$p" == \#* ]] && continue
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,89 @@
+#include "store/block_file.h"
+
+#include <xxhash.h>
+
+#include "store/codec.h"
+
+namespace gpucache {
+namespace {
+
+constexpr std::string_view kMagic = "GPCF";
+
+}  // namespace
+
+Bytes EncodeBlockHeader(const BlockHeader& h) {
+  const auto& sums = h.checksums;
+  uint32_t header_length = static_cast<uint32_t>(kFixedHeaderBytes + h.identity.size() +
+                                                 sums.chunks.size() * 8 + 16 + 8);
+  ByteWriter w;
+  w.Raw(kMagic);
+  w.U16(kBlockFormatVersion);
+  w.U16(0);
+  w.U32(header_length);
+  w.U32(h.data_offset);
+  w.U64(h.payload_length);
+  w.U32(sums.chunk_size);
+  w.U32(static_cast<uint32_t>(sums.chunks.size()));
+  w.U64(h.commit_epoch);
+  w.U64(h.region_id);
+  w.U32(h.owner_uid);
+  w.U32(h.owner_gid);
+  w.U64(h.commit_time_ns);
+  w.U32(static_cast<uint32_t>(h.identity.size()));
+  w.Raw(h.identity);
+  for (uint64_t c : sums.chunks) w.U64(c);
+  w.Raw(*HexDecode(sums.digest_hex));
+  w.U64(XXH3_64bits(w.bytes().data(), w.bytes().size()));
+  return w.Take();
+}
+
+uint32_t HeaderLengthFromPrefix(std::span<const uint8_t> prefix) {
+  ByteReader r(prefix);
+  r.Expect(kMagic);
+  r.U16();
+  r.U16();
+  uint32_t len = r.U32();
+  return r.ok() ? len : 0;
+}
+
+Result<BlockHeader> DecodeBlockHeader(std::span<const uint8_t> bytes, uint64_t file_size) {
+  constexpr auto kBad = StatusCode::kInvalidArgument;
+  ByteReader r(bytes);
+  r.Expect(kMagic);
+  if (r.U16() != kBlockFormatVersion || r.U16() != 0) return kBad;
+  uint32_t header_length = r.U32();
+  if (!r.ok() || header_length < kFixedHeaderBytes + 24 || header_length > bytes.size()) {
+    return kBad;
+  }
+  // Check the seal before trusting any field beyond the length.
+  uint64_t stored_sum = ByteReader(bytes.subspan(header_length - 8, 8)).U64();
+  if (XXH3_64bits(bytes.data(), header_length - 8) != stored_sum) return kBad;
+
+  BlockHeader h;
+  h.data_offset = r.U32();
+  h.payload_length = r.U64();
+  h.checksums.chunk_size = r.U32();
+  uint32_t chunk_count = r.U32();
+  h.commit_epoch = r.U64();
+  h.region_id = r.U64();
+  h.owner_uid = r.U32();
+  h.owner_gid = r.U32();
+  h.commit_time_ns = r.U64();
+  uint32_t identity_length = r.U32();
+  if (!r.ok() || identity_length > kMaxIdentityBytes || h.checksums.chunk_size == 0 ||
+      chunk_count > kMaxChunkCount || h.data_offset % 4096 != 0 || h.data_offset < header_length ||
+      chunk_count != (h.payload_length + h.checksums.chunk_size - 1) / h.checksums.chunk_size ||
+      header_length != kFixedHeaderBytes + identity_length + uint64_t{chunk_count} * 8 + 24) {
+    return kBad;
+  }
+  auto identity = r.Raw(identity_length);
+  h.identity.assign(identity.begin(), identity.end());
+  h.checksums.chunks.resize(chunk_count);
+  for (auto& c : h.checksums.chunks) c = r.U64();
+  h.checksums.digest_hex = HexEncode(r.Raw(16));
+  if (!r.ok()) return kBad;
+  if (file_size != 0 && file_size != h.data_offset + h.payload_length) return kBad;
+  return h;
+}
+
+}  // namespace gpucache

@@ -1,0 +1,88 @@
+// Little-endian, length-delimited byte encoding shared by the identity keys and the block
+// file header. The reader is built for hostile input: every read is bounds-checked and a
+// failure is sticky, so a decoder checks ok() once at the end.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpucache {
+
+class ByteWriter {
+ public:
+  void U8(uint8_t v) { out_.push_back(v); }
+  void U16(uint16_t v) { Le(v, 2); }
+  void U32(uint32_t v) { Le(v, 4); }
+  void U64(uint64_t v) { Le(v, 8); }
+  void Raw(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  void Raw(std::string_view s) { Raw({reinterpret_cast<const uint8_t*>(s.data()), s.size()}); }
+  // u16 length, then the bytes. REQUIRES: size <= 65535 (callers validate first).
+  void Str(std::string_view s) { U16(static_cast<uint16_t>(s.size())); Raw(s); }
+  void Blob16(std::span<const uint8_t> b) { U16(static_cast<uint16_t>(b.size())); Raw(b); }
+  std::vector<uint8_t>& bytes() { return out_; }
+  std::vector<uint8_t> Take() { return std::move(out_); }
+
+ private:
+  void Le(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  std::vector<uint8_t> out_;
+};
+
+class ByteReader {
+ public:
+  explicit ByteReader(std::span<const uint8_t> in) : in_(in) {}
+
+  bool ok() const { return ok_; }
+  bool AtEnd() const { return pos_ == in_.size(); }
+  size_t pos() const { return pos_; }
+  uint8_t U8() { return static_cast<uint8_t>(Le(1)); }
+  uint16_t U16() { return static_cast<uint16_t>(Le(2)); }
+  uint32_t U32() { return static_cast<uint32_t>(Le(4)); }
+  uint64_t U64() { return Le(8); }
+  std::span<const uint8_t> Raw(size_t n) {
+    if (!Need(n)) return {};
+    auto s = in_.subspan(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  std::string Str() {
+    auto b = Raw(U16());
+    return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  std::vector<uint8_t> Blob16() {
+    auto b = Raw(U16());
+    return {b.begin(), b.end()};
+  }
+  // Consumes `magic` exactly or fails.
+  void Expect(std::string_view magic) {
+    auto b = Raw(magic.size());
+    if (ok_ && std::memcmp(b.data(), magic.data(), magic.size()) != 0) ok_ = false;
+  }
+  void Fail() { ok_ = false; }
+
+ private:
+  bool Need(size_t n) {
+    if (!ok_ || in_.size() - pos_ < n) {
+      ok_ = false;
+      return false;
+    }
+    return true;
+  }
+  uint64_t Le(int n) {
+    if (!Need(n)) return 0;
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v |= uint64_t{in_[pos_ + i]} << (8 * i);
+    pos_ += n;
+    return v;
+  }
+  std::span<const uint8_t> in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace gpucache

@@ -1,0 +1,289 @@
+#include "store/file_store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace gpucache {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kSealReadSize = 1 << 20;
+
+class PendingFile final : public IndexedStore::PendingPayload {
+ public:
+  PendingFile(Fd f, std::string p) : fd(std::move(f)), path(std::move(p)) {}
+  Fd fd;
+  std::string path;
+};
+
+class FileSource final : public IndexedStore::RawSource {
+ public:
+  FileSource(Fd fd, uint64_t data_offset) : fd_(std::move(fd)), data_offset_(data_offset) {}
+  StatusCode ReadRaw(uint64_t offset, std::span<uint8_t> out) override {
+    return PreadFull(fd_.get(), out, data_offset_ + offset);
+  }
+
+ private:
+  Fd fd_;
+  const uint64_t data_offset_;
+};
+
+std::vector<std::string> ListDir(const std::string& path) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    names.push_back(entry.path().filename().string());
+  }
+  return names;
+}
+
+Result<uint64_t> ReadEpoch(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return uint64_t{0};  // a new data directory
+  uint64_t epoch = 0;
+  if (!(in >> epoch)) return StatusCode::kInvalidArgument;
+  return epoch;
+}
+
+}  // namespace
+
+Result<BlockHeader> ReadBlockHeader(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return StatusFromErrno(errno);
+  uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  Bytes prefix(std::min<uint64_t>(file_size, 4096));
+  if (prefix.size() < 16 || PreadFull(fd, prefix, 0) != StatusCode::kOk) {
+    return StatusCode::kInvalidArgument;
+  }
+  uint32_t header_length = HeaderLengthFromPrefix(prefix);
+  if (header_length == 0 || header_length > kBlockDataOffset || header_length > file_size) {
+    return StatusCode::kInvalidArgument;
+  }
+  if (header_length > prefix.size()) {
+    prefix.resize(header_length);
+    if (PreadFull(fd, prefix, 0) != StatusCode::kOk) return StatusCode::kInvalidArgument;
+  }
+  return DecodeBlockHeader(prefix, file_size);
+}
+
+FileStore::FileStore(std::string dir, StoreOptions options, Fd lock)
+    : IndexedStore(options), dir_(std::move(dir)), lock_(std::move(lock)) {}
+
+std::unique_ptr<FileStore> FileStore::OpenDataDir(const std::string& data_dir, StoreOptions options,
+                                           FileStoreReport* report, std::string* error) {
+  std::error_code ec;
+  fs::create_directories(data_dir + "/blocks", ec);
+  if (!ec) fs::create_directories(data_dir + "/tmp", ec);
+  if (ec) {
+    *error = "cannot create data directory " + data_dir + ": " + ec.message();
+    return nullptr;
+  }
+  std::string lock_path = data_dir + "/LOCK";
+  Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    *error = "data directory " + data_dir + " is in use by another gpucachefs (" + lock_path +
+             " is locked) or not writable";
+    return nullptr;
+  }
+  std::unique_ptr<FileStore> store(new FileStore(data_dir, options, std::move(lock)));
+  FileStoreReport local;
+  if (!store->Initialise(report ? *report : local, *error)) return nullptr;
+  return store;
+}
+
+bool FileStore::Initialise(FileStoreReport& report, std::string& error) {
+  Result<uint64_t> epoch = ReadEpoch(dir_ + "/EPOCH");
+  if (!epoch.ok()) {
+    error = dir_ + "/EPOCH does not hold a number; refusing to guess the epoch";
+    return false;
+  }
+  report.epoch = epoch.value() + 1;
+  if (WriteFileAtomically(dir_ + "/EPOCH", std::to_string(report.epoch) + "\n") != StatusCode::kOk) {
+    error = "cannot persist the epoch in " + dir_ + "/EPOCH";
+    return false;
+  }
+  SetEpoch(report.epoch);
+  for (const std::string& name : ListDir(dir_ + "/tmp")) {
+    ::unlink((dir_ + "/tmp/" + name).c_str());
+    report.reservations_dropped++;
+  }
+  LoadBlocks(report);
+  return true;
+}
+
+void FileStore::LoadBlocks(FileStoreReport& report) {
+  for (const std::string& tenant : ListDir(dir_ + "/blocks")) {
+    if (!IsValidTenantName(tenant)) {
+      report.problems.push_back("ignored " + dir_ + "/blocks/" + tenant + ": not a tenant name");
+      continue;
+    }
+    for (const std::string& ns : ListDir(dir_ + "/blocks/" + tenant)) {
+      if (!IsValidNamespaceName(ns)) {
+        report.problems.push_back("ignored " + tenant + "/" + ns + ": not a namespace name");
+        continue;
+      }
+      LoadNamespace(tenant, ns, report);
+    }
+  }
+}
+
+void FileStore::LoadNamespace(const std::string& tenant, const std::string& ns,
+                              FileStoreReport& report) {
+  std::string ns_path = dir_ + "/blocks/" + tenant + "/" + ns;
+  struct stat st{};
+  ::stat(ns_path.c_str(), &st);
+  RestoreNamespace(tenant, ns, Owner{st.st_uid, st.st_gid});
+  for (const std::string& name : ListDir(ns_path)) {
+    std::string path = ns_path + "/" + name;
+    auto skip = [&](const std::string& why) {
+      report.problems.push_back("skipped " + tenant + "/" + ns + "/" + name + ": " + why);
+      report.blocks_skipped++;
+      ::unlink(path.c_str());
+    };
+    if (!IsValidBlockName(name)) {
+      skip("not a block name");
+      continue;
+    }
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd.valid()) {
+      skip("cannot open");
+      continue;
+    }
+    Result<BlockHeader> header = ReadBlockHeader(fd.get());
+    if (!header.ok()) {
+      skip("corrupt or truncated header");
+      continue;
+    }
+    Result<CacheIdentity> identity = DecodePhysicalKey(header->identity);
+    BlockAddress address{tenant, ns, name};
+    if (!identity.ok() || AddressOf(identity.value()) != address) {
+      skip("identity does not match the path");
+      continue;
+    }
+    BlockInfo info;
+    info.address = std::move(address);
+    info.identity = std::move(identity.value());
+    info.canonical_identity = std::move(header->identity);
+    info.size = header->payload_length;
+    info.commit_epoch = header->commit_epoch;
+    info.region_id = header->region_id;
+    info.owner = Owner{header->owner_uid, header->owner_gid};
+    info.commit_time_ns = header->commit_time_ns;
+    info.checksum = "xxh3-128:" + header->checksums.digest_hex;
+    RestoreBlock(std::move(info), nullptr);
+    report.blocks_loaded++;
+  }
+}
+
+std::string FileStore::BlockPath(const BlockAddress& a) const {
+  return dir_ + "/blocks/" + a.tenant + "/" + a.ns + "/" + a.block;
+}
+
+StatusCode FileStore::DoCreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
+  std::string tenant_dir = dir_ + "/blocks/" + std::string(tenant);
+  if (::mkdir(tenant_dir.c_str(), 0700) != 0 && errno != EEXIST) return StatusFromErrno(errno);
+  std::string path = tenant_dir + "/" + std::string(ns);
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return StatusFromErrno(errno);
+  // The backing directory records who created the namespace, for listings after a restart.
+  if (::chown(path.c_str(), owner.uid, owner.gid) != 0 && errno != EPERM) return StatusFromErrno(errno);
+  return StatusCode::kOk;
+}
+
+StatusCode FileStore::DoRemoveNamespace(std::string_view tenant, std::string_view ns) {
+  std::string path = dir_ + "/blocks/" + std::string(tenant) + "/" + std::string(ns);
+  return ::rmdir(path.c_str()) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
+}
+
+Result<std::shared_ptr<IndexedStore::PendingPayload>> FileStore::DoReserve(const ReservationInfo& info) {
+  std::string path = dir_ + "/tmp/" + std::to_string(info.region_id) + ".part";
+  Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd.valid()) return StatusFromErrno(errno);
+  return std::shared_ptr<PendingPayload>(std::make_shared<PendingFile>(std::move(fd), path));
+}
+
+Result<size_t> FileStore::DoWrite(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
+  auto& f = static_cast<PendingFile&>(p);
+  StatusCode s = PwriteFull(f.fd.get(), data, kBlockDataOffset + offset);
+  if (s != StatusCode::kOk) return s;
+  return data.size();
+}
+
+StatusCode FileStore::DoTruncate(PendingPayload& p, uint64_t size) {
+  auto& f = static_cast<PendingFile&>(p);
+  if (::ftruncate(f.fd.get(), static_cast<off_t>(kBlockDataOffset + size)) != 0) {
+    return StatusFromErrno(errno);
+  }
+  return StatusCode::kOk;
+}
+
+Result<IndexedStore::Sealed> FileStore::DoSeal(PendingPayload& p, const BlockInfo& draft) {
+  auto& f = static_cast<PendingFile&>(p);
+  // Cut anything past the payload (a truncate to a smaller size leaves nothing behind).
+  if (StatusCode s = DoTruncate(p, draft.size); s != StatusCode::kOk) return s;
+  PayloadHasher hasher(ChunkSizeFor(draft.size));
+  Bytes buf(std::min<uint64_t>(draft.size, kSealReadSize));
+  for (uint64_t at = 0; at < draft.size; at += buf.size()) {
+    std::span<uint8_t> piece(buf.data(), std::min<uint64_t>(buf.size(), draft.size - at));
+    if (StatusCode s = PreadFull(f.fd.get(), piece, kBlockDataOffset + at); s != StatusCode::kOk) {
+      return s;
+    }
+    hasher.Update(piece);
+  }
+  BlockHeader header;
+  header.payload_length = draft.size;
+  header.commit_epoch = draft.commit_epoch;
+  header.region_id = draft.region_id;
+  header.owner_uid = draft.owner.uid;
+  header.owner_gid = draft.owner.gid;
+  header.commit_time_ns = draft.commit_time_ns;
+  header.identity = draft.canonical_identity;
+  header.checksums = hasher.Finish();
+  if (StatusCode s = PwriteFull(f.fd.get(), EncodeBlockHeader(header), 0); s != StatusCode::kOk) {
+    return s;
+  }
+  if (options().sync_commits && ::fdatasync(f.fd.get()) != 0) return StatusFromErrno(errno);
+  std::string target = BlockPath(draft.address);
+  if (::rename(f.path.c_str(), target.c_str()) != 0) return StatusFromErrno(errno);
+  if (options().sync_commits) {
+    FsyncDirectory(target.substr(0, target.find_last_of('/')));
+  }
+  f.fd.Reset();
+  f.path.clear();
+  return Sealed{std::move(header.checksums), nullptr};
+}
+
+void FileStore::DoDiscard(PendingPayload& p) {
+  auto& f = static_cast<PendingFile&>(p);
+  f.fd.Reset();
+  if (!f.path.empty()) ::unlink(f.path.c_str());
+}
+
+Result<IndexedStore::Opened> FileStore::DoOpen(const BlockInfo& info,
+                                               const std::shared_ptr<StoredPayload>&) {
+  Fd fd(::open(BlockPath(info.address).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return errno == ENOENT ? StatusCode::kChecksumMismatch : StatusFromErrno(errno);
+  // The header is re-read at every open: a file replaced or damaged on disk since it was
+  // indexed is caught here, before any payload byte is served.
+  Result<BlockHeader> header = ReadBlockHeader(fd.get());
+  if (!header.ok() || header->identity != info.canonical_identity ||
+      header->region_id != info.region_id || header->payload_length != info.size) {
+    return StatusCode::kChecksumMismatch;
+  }
+  uint64_t data_offset = header->data_offset;
+  return Opened{std::make_unique<FileSource>(std::move(fd), data_offset),
+                std::move(header->checksums)};
+}
+
+void FileStore::DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>&) {
+  ::unlink(BlockPath(info.address).c_str());
+}
+
+}  // namespace gpucache

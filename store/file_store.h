@@ -1,0 +1,68 @@
+// FileStore: the store contract over one data directory of ordinary files.
+//
+//   <data_dir>/LOCK                       flock()ed while a daemon owns the directory
+//   <data_dir>/EPOCH                      decimal epoch, bumped and rewritten at every open
+//   <data_dir>/tmp/<region>.part          payload of a reservation (RESERVED/WRITING)
+//   <data_dir>/blocks/<tenant>/<ns>/<blk> committed block files (docs/block-format.md)
+//
+// Commit reads the payload back once to compute checksums, writes the header, then renames the
+// temporary file into place: a block file exists under its name only when complete. Open()
+// reloads every committed block whose header checks out, drops every reservation (tmp/ is
+// emptied) and deletes a corrupt or truncated block file so that it is never a hit. Payload
+// corruption that the header cannot show is caught on read, chunk by chunk.
+//
+// Thread safety: as BlockStore. One FileStore per data directory (enforced by LOCK).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/block_file.h"
+#include "store/indexed_store.h"
+#include "store/posix_io.h"
+
+namespace gpucache {
+
+struct FileStoreReport {
+  uint64_t epoch = 0;
+  uint64_t blocks_loaded = 0;
+  uint64_t blocks_skipped = 0;        // corrupt or truncated, deleted
+  uint64_t reservations_dropped = 0;  // .part payloads left by the previous run
+  std::vector<std::string> problems;  // one line per skipped file, for the log
+};
+
+class FileStore final : public IndexedStore {
+ public:
+  // Opens or initialises `data_dir`. On failure returns null and says why in `error`.
+  static std::unique_ptr<FileStore> OpenDataDir(const std::string& data_dir, StoreOptions options,
+                                                FileStoreReport* report, std::string* error);
+
+  const std::string& data_dir() const { return dir_; }
+  std::string BlockPath(const BlockAddress& address) const;
+
+ protected:
+  StatusCode DoCreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) override;
+  StatusCode DoRemoveNamespace(std::string_view tenant, std::string_view ns) override;
+  Result<std::shared_ptr<PendingPayload>> DoReserve(const ReservationInfo& info) override;
+  Result<size_t> DoWrite(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) override;
+  StatusCode DoTruncate(PendingPayload& p, uint64_t size) override;
+  Result<Sealed> DoSeal(PendingPayload& p, const BlockInfo& draft) override;
+  void DoDiscard(PendingPayload& p) override;
+  Result<Opened> DoOpen(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  void DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+
+ private:
+  FileStore(std::string dir, StoreOptions options, Fd lock);
+  bool Initialise(FileStoreReport& report, std::string& error);
+  void LoadBlocks(FileStoreReport& report);
+  void LoadNamespace(const std::string& tenant, const std::string& ns, FileStoreReport& report);
+
+  const std::string dir_;
+  Fd lock_;
+};
+
+// Reads and checks the header of a block file; shared with gpucachectl's offline inspect.
+Result<BlockHeader> ReadBlockHeader(int fd);
+
+}  // namespace gpucache

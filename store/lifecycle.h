@@ -1,0 +1,40 @@
+// The lifecycle of a block, as one table.
+//
+//   ABSENT -> RESERVED -> WRITING -> COMMITTED -> EVICTING -> ABSENT
+//                |           |-> ABSENT (abandoned, fenced)    \-> QUARANTINED -> ABSENT
+//                |           \-> QUARANTINED -> ABSENT (completion unknown)
+//                \-> ABSENT (nothing was written)
+//
+// RESERVED: `<block>.part` was created exclusively (the single-flight point).
+// WRITING: the first byte arrived. COMMITTED: rename published it; the only readable state,
+// and only while its checksums match. EVICTING: leaving the namespace. QUARANTINED: bytes
+// may still be in use (an open handle at eviction, an I/O whose completion never came); only
+// a drained attestation or fence + reclaim frees it, never a timeout.
+//
+// Every state change in the store goes through CanTransition(); an edge not in the table is
+// a bug, not a runtime condition.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace gpucache {
+
+enum class BlockState : uint8_t {
+  kAbsent = 0,
+  kReserved,
+  kWriting,
+  kCommitted,
+  kEvicting,
+  kQuarantined,
+};
+
+inline constexpr BlockState kAllBlockStates[] = {
+    BlockState::kAbsent,    BlockState::kReserved, BlockState::kWriting,
+    BlockState::kCommitted, BlockState::kEvicting, BlockState::kQuarantined,
+};
+
+bool CanTransition(BlockState from, BlockState to);
+std::string_view ToString(BlockState state);  // "COMMITTED", ...
+
+}  // namespace gpucache

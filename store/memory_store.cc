@@ -1,0 +1,92 @@
+#include "store/memory_store.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace gpucache {
+namespace {
+
+class Buffer final : public IndexedStore::PendingPayload {
+ public:
+  std::mutex mu;
+  Bytes bytes;
+};
+
+class Stored final : public IndexedStore::StoredPayload {
+ public:
+  explicit Stored(Bytes b, PayloadChecksums s) : bytes(std::move(b)), sums(std::move(s)) {}
+  Bytes bytes;  // mutable only through TEST_CorruptByte
+  const PayloadChecksums sums;
+};
+
+class MemorySource final : public IndexedStore::RawSource {
+ public:
+  explicit MemorySource(std::shared_ptr<Stored> s) : stored_(std::move(s)) {}
+  StatusCode ReadRaw(uint64_t offset, std::span<uint8_t> out) override {
+    if (offset + out.size() > stored_->bytes.size()) return StatusCode::kIoError;
+    std::memcpy(out.data(), stored_->bytes.data() + offset, out.size());
+    return StatusCode::kOk;
+  }
+
+ private:
+  std::shared_ptr<Stored> stored_;  // keeps the bytes alive after an eviction
+};
+
+}  // namespace
+
+MemoryStore::MemoryStore(StoreOptions options) : IndexedStore(options) {}
+
+StatusCode MemoryStore::DoCreateNamespace(std::string_view, std::string_view, Owner) {
+  return StatusCode::kOk;
+}
+
+StatusCode MemoryStore::DoRemoveNamespace(std::string_view, std::string_view) {
+  return StatusCode::kOk;
+}
+
+Result<std::shared_ptr<IndexedStore::PendingPayload>> MemoryStore::DoReserve(const ReservationInfo&) {
+  return std::shared_ptr<PendingPayload>(std::make_shared<Buffer>());
+}
+
+Result<size_t> MemoryStore::DoWrite(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
+  auto& b = static_cast<Buffer&>(p);
+  std::lock_guard lock(b.mu);
+  if (b.bytes.size() < offset + data.size()) b.bytes.resize(offset + data.size());
+  std::copy(data.begin(), data.end(), b.bytes.begin() + offset);
+  return data.size();
+}
+
+StatusCode MemoryStore::DoTruncate(PendingPayload& p, uint64_t size) {
+  auto& b = static_cast<Buffer&>(p);
+  std::lock_guard lock(b.mu);
+  b.bytes.resize(size);
+  return StatusCode::kOk;
+}
+
+Result<IndexedStore::Sealed> MemoryStore::DoSeal(PendingPayload& p, const BlockInfo& draft) {
+  auto& b = static_cast<Buffer&>(p);
+  std::lock_guard lock(b.mu);
+  b.bytes.resize(draft.size);
+  PayloadChecksums sums = ComputeChecksums(b.bytes);
+  auto stored = std::make_shared<Stored>(std::move(b.bytes), sums);
+  return Sealed{std::move(sums), std::move(stored)};
+}
+
+void MemoryStore::DoDiscard(PendingPayload&) {}
+
+Result<IndexedStore::Opened> MemoryStore::DoOpen(const BlockInfo&,
+                                                 const std::shared_ptr<StoredPayload>& stored) {
+  auto s = std::static_pointer_cast<Stored>(stored);
+  return Opened{std::make_unique<MemorySource>(s), s->sums};
+}
+
+void MemoryStore::DoDrop(const BlockInfo&, const std::shared_ptr<StoredPayload>&) {}
+
+bool MemoryStore::TEST_CorruptByte(const BlockAddress& address, uint64_t offset) {
+  auto stored = std::static_pointer_cast<Stored>(StoredFor(address));
+  if (!stored || offset >= stored->bytes.size()) return false;
+  stored->bytes[offset] ^= 0x01;
+  return true;
+}
+
+}  // namespace gpucache

@@ -1,0 +1,61 @@
+#include "store/posix_io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+
+namespace gpucache {
+
+StatusCode StatusFromErrno(int err) {
+  switch (err) {
+    case ENOSPC: return StatusCode::kNoSpace;
+    case EDQUOT: return StatusCode::kNoSpace;
+    case EFBIG: return StatusCode::kTooLarge;
+    case ENOENT: return StatusCode::kNotFound;
+    default: return StatusCode::kIoError;
+  }
+}
+
+StatusCode PreadFull(int fd, std::span<uint8_t> out, uint64_t offset) {
+  while (!out.empty()) {
+    ssize_t n = ::pread(fd, out.data(), out.size(), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return StatusFromErrno(errno);
+    if (n == 0) return StatusCode::kIoError;  // the file is shorter than its header says
+    out = out.subspan(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
+  }
+  return StatusCode::kOk;
+}
+
+StatusCode PwriteFull(int fd, std::span<const uint8_t> data, uint64_t offset) {
+  while (!data.empty()) {
+    ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return StatusFromErrno(errno);
+    if (n == 0) return StatusCode::kNoSpace;
+    data = data.subspan(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
+  }
+  return StatusCode::kOk;
+}
+
+StatusCode FsyncDirectory(const std::string& dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return StatusFromErrno(errno);
+  return ::fsync(fd.get()) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
+}
+
+StatusCode WriteFileAtomically(const std::string& path, const std::string& contents) {
+  std::string tmp = path + ".tmp";
+  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.valid()) return StatusFromErrno(errno);
+  auto bytes = std::span(reinterpret_cast<const uint8_t*>(contents.data()), contents.size());
+  if (StatusCode s = PwriteFull(fd.get(), bytes, 0); s != StatusCode::kOk) return s;
+  if (::fsync(fd.get()) != 0) return StatusFromErrno(errno);
+  fd.Reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return StatusFromErrno(errno);
+  std::string dir = path.substr(0, path.find_last_of('/'));
+  return FsyncDirectory(dir.empty() ? "/" : dir);
+}
+
+}  // namespace gpucache

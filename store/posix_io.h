@@ -1,0 +1,59 @@
+// Small POSIX helpers for the file medium: an owning file descriptor and full-length
+// pread/pwrite that retry on EINTR and short transfers. errno is converted to a StatusCode here,
+// once, on the way into the store.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "store/status.h"
+
+namespace gpucache {
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { Reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.Release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = o.Release();
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void Reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// errno of a failed backing-storage call -> StatusCode.
+StatusCode StatusFromErrno(int err);
+
+// Reads exactly out.size() bytes; kIoError on EOF before that.
+StatusCode PreadFull(int fd, std::span<uint8_t> out, uint64_t offset);
+StatusCode PwriteFull(int fd, std::span<const uint8_t> data, uint64_t offset);
+// Writes `contents` to `path` through a temporary file, fsync and rename, then fsyncs the
+// directory: the file is either the old or the new version after a crash.
+StatusCode WriteFileAtomically(const std::string& path, const std::string& contents);
+StatusCode FsyncDirectory(const std::string& dir);
+
+}  // namespace gpucache

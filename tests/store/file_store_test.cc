@@ -1,0 +1,186 @@
+#include "store/file_store.h"
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/sample_identity.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpucache {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Payload;
+using test::SampleIdentity;
+
+const Owner kOwner{1000, 1000};
+
+std::unique_ptr<FileStore> OpenStore(const std::string& dir, FileStoreReport* report = nullptr) {
+  std::string error;
+  auto s = FileStore::OpenDataDir(dir, {}, report, &error);
+  REQUIRE_MESSAGE(s, error);
+  return s;
+}
+
+void Commit(FileStore& s, const CacheIdentity& id, const Bytes& payload) {
+  BlockAddress a = AddressOf(id);
+  auto ns = s.CreateNamespace(a.tenant, a.ns, kOwner);
+  REQUIRE((ns == StatusCode::kOk || ns == StatusCode::kExists));
+  auto r = s.Reserve(a, kOwner);
+  REQUIRE(r.ok());
+  REQUIRE(s.SetIdentity(r.value(), EncodePhysicalKey(id)) == StatusCode::kOk);
+  REQUIRE(s.Write(r.value(), 0, payload).ok());
+  REQUIRE(s.Commit(r.value()) == StatusCode::kOk);
+}
+
+Result<Bytes> ReadBack(FileStore& s, const CacheIdentity& id) {
+  auto reader = s.Open(AddressOf(id));
+  if (!reader.ok()) return reader.status();
+  Bytes out(reader.value()->info().size);
+  auto n = reader.value()->Read(0, out);
+  if (!n.ok()) return n.status();
+  return out;
+}
+
+void FlipByte(const std::string& path, uint64_t offset) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  uint8_t b;
+  REQUIRE(::pread(fd, &b, 1, offset) == 1);
+  b ^= 0x40;
+  REQUIRE(::pwrite(fd, &b, 1, offset) == 1);
+  ::close(fd);
+}
+
+TEST_CASE("FileStore: restart reloads committed blocks, bumps the epoch, drops reservations") {
+  test::TempDir tmp;
+  std::string dir = tmp.path() + "/data";
+  CacheIdentity a = SampleIdentity("acme", 4), b = SampleIdentity("acme", 16);
+  Bytes pa = Payload(1000, 1), pb = Payload(300000, 2);
+  uint64_t epoch_before;
+  {
+    auto s = OpenStore(dir);
+    epoch_before = s->Epoch();
+    Commit(*s, a, pa);
+    Commit(*s, b, pb);
+    auto r = s->Reserve(AddressOf(SampleIdentity("acme", 8)), kOwner);
+    REQUIRE(r.ok());
+    REQUIRE(s->Write(r.value(), 0, Payload(10)).ok());
+    // Destroyed without Abort: a crash, as far as the data directory can tell.
+  }
+  FileStoreReport report;
+  auto s = OpenStore(dir, &report);
+  CHECK(report.epoch == epoch_before + 1);
+  CHECK(s->Epoch() == epoch_before + 1);
+  CHECK(report.blocks_loaded == 2);
+  CHECK(report.reservations_dropped == 1);
+  CHECK(ReadBack(*s, a).value() == pa);
+  CHECK(ReadBack(*s, b).value() == pb);
+  CHECK(s->FindReservation(AddressOf(SampleIdentity("acme", 8))) == std::nullopt);
+  CHECK(s->Stat(AddressOf(b))->owner == kOwner);
+  CHECK(fs::is_empty(dir + "/tmp"));
+  // Region ids are never recycled: the new epoch's ids are above every loaded one.
+  auto r = s->Reserve(AddressOf(SampleIdentity("acme", 8)), kOwner);
+  CHECK(s->StatReservation(r.value())->region_id > s->Stat(AddressOf(b))->region_id);
+}
+
+TEST_CASE("FileStore: a second daemon on the same directory is refused") {
+  test::TempDir tmp;
+  auto s = OpenStore(tmp.path());
+  std::string error;
+  CHECK(FileStore::OpenDataDir(tmp.path(), {}, nullptr, &error) == nullptr);
+  CHECK(error.find("in use") != std::string::npos);
+}
+
+TEST_CASE("FileStore: corrupt or truncated block files are skipped at restart") {
+  test::TempDir tmp;
+  // Distinct parents, so that none of them is a prefix hit for another.
+  auto with_parent = [](uint8_t seed) {
+    CacheIdentity id = SampleIdentity("acme", 4);
+    id.chain[0] = test::Hash(seed);
+    return id;
+  };
+  CacheIdentity good = with_parent(100), bad_header = with_parent(101), truncated = with_parent(102),
+                moved = with_parent(103);
+  std::string header_path, truncated_path, moved_path;
+  {
+    auto s = OpenStore(tmp.path());
+    for (const auto& id : {good, bad_header, truncated, moved}) Commit(*s, id, Payload(5000));
+    header_path = s->BlockPath(AddressOf(bad_header));
+    truncated_path = s->BlockPath(AddressOf(truncated));
+    moved_path = s->BlockPath(AddressOf(moved));
+  }
+  FlipByte(header_path, 100);
+  fs::resize_file(truncated_path, fs::file_size(truncated_path) - 1);
+  // A block file copied over another block's name: its identity no longer matches its path.
+  fs::copy_file(header_path + "", moved_path, fs::copy_options::overwrite_existing);
+  FileStoreReport report;
+  auto s = OpenStore(tmp.path(), &report);
+  CHECK(report.blocks_loaded == 1);
+  CHECK(report.blocks_skipped == 3);
+  CHECK(report.problems.size() == 3);
+  CHECK(s->Lookup(good).kind == LookupResult::Kind::kHit);
+  for (const auto& id : {bad_header, truncated, moved}) {
+    CHECK(s->Lookup(id).kind == LookupResult::Kind::kMiss);
+  }
+  CHECK_FALSE(fs::exists(truncated_path));
+}
+
+TEST_CASE("FileStore: payload corruption is found on read, counted, and becomes a miss") {
+  test::TempDir tmp;
+  auto s = OpenStore(tmp.path());
+  CacheIdentity id = SampleIdentity();
+  Commit(*s, id, Payload(200000));
+  FlipByte(s->BlockPath(AddressOf(id)), kBlockDataOffset + 199999);
+  CHECK(ReadBack(*s, id).status() == StatusCode::kChecksumMismatch);
+  CHECK(s->Stats().tenants["acme"].checksum_failures == 1);
+  CHECK(s->Lookup(id).kind == LookupResult::Kind::kMiss);
+  CHECK_FALSE(fs::exists(s->BlockPath(AddressOf(id))));
+}
+
+TEST_CASE("FileStore: a block file replaced on disk while indexed is never served") {
+  test::TempDir tmp;
+  auto s = OpenStore(tmp.path());
+  CacheIdentity a = SampleIdentity("acme", 2), b = SampleIdentity("acme", 3);
+  Commit(*s, a, Payload(5000, 1));
+  Commit(*s, b, Payload(5000, 2));
+  fs::copy_file(s->BlockPath(AddressOf(b)), s->BlockPath(AddressOf(a)),
+                fs::copy_options::overwrite_existing);
+  CHECK(ReadBack(*s, a).status() == StatusCode::kChecksumMismatch);
+  CHECK(s->Lookup(a).kind == LookupResult::Kind::kMiss);
+  CHECK(ReadBack(*s, b).ok());
+}
+
+TEST_CASE("FileStore: the block file is self-describing") {
+  test::TempDir tmp;
+  auto s = OpenStore(tmp.path());
+  CacheIdentity id = SampleIdentity();
+  Bytes payload = Payload(70000);
+  Commit(*s, id, payload);
+  int fd = ::open(s->BlockPath(AddressOf(id)).c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  auto header = ReadBlockHeader(fd);
+  ::close(fd);
+  REQUIRE(header.ok());
+  CHECK(header->identity == EncodePhysicalKey(id));
+  CHECK(header->payload_length == payload.size());
+  CHECK(header->checksums.chunks.size() == 2);
+  CHECK("xxh3-128:" + header->checksums.digest_hex == s->Stat(AddressOf(id))->checksum);
+  CHECK(fs::file_size(s->BlockPath(AddressOf(id))) == kBlockDataOffset + payload.size());
+}
+
+TEST_CASE("FileStore: an unreadable epoch file stops start-up instead of guessing") {
+  test::TempDir tmp;
+  { OpenStore(tmp.path()); }
+  std::ofstream(tmp.path() + "/EPOCH") << "garbage";
+  std::string error;
+  CHECK(FileStore::OpenDataDir(tmp.path(), {}, nullptr, &error) == nullptr);
+  CHECK(error.find("EPOCH") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucache
