@@ -35,6 +35,9 @@ Result<std::pair<EntryReply, OpenReply>> Filesystem::Create(const Caller& c, uin
     return a.status();
   }
   OpenReply open;
+  // Writes bypass the page cache: the kernel must not keep the writer's pages and serve them
+  // as the committed block's without the daemon having verified them.
+  open.direct_io = true;
   open.handle = std::make_unique<Handle>();
   open.handle->kind = Handle::Kind::kPart;
   open.handle->reservation = id.value();
@@ -70,6 +73,7 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
       h.reservation = *id;
       h.address = address;
       h.writing = true;
+      r.direct_io = true;  // as in Create
       return r;
     }
     case NodeKind::kStatsFile:

@@ -24,6 +24,10 @@ void OnInit(void* userdata, fuse_conn_info* conn) {
   (void)userdata;
   // Committed blocks are large; fewer, bigger writes make commits cheaper.
   conn->max_write = 1 << 20;
+  // Blocks never change under a name, and the daemon invalidates what leaves the namespace
+  // itself. Automatic invalidation would only add GETATTR round trips to reads, and turn the
+  // EIO of a corrupt block into the ENOENT of a vanished one.
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 }
 
 // Sends kernel invalidations for blocks that disappear behind the kernel's back.

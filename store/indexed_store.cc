@@ -469,9 +469,11 @@ void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id
   RemovalObserver observer;
   {
     std::lock_guard lock(mu_);
-    CountersLocked(address.tenant).checksum_failures++;
     auto it = blocks_.find(address);
-    if (it == blocks_.end() || it->second.info.region_id != region_id) return;  // already gone
+    // Already gone: another read (the kernel retries a failed page) found it first. One
+    // corrupt block counts once.
+    if (it == blocks_.end() || it->second.info.region_id != region_id) return;
+    CountersLocked(address.tenant).checksum_failures++;
     record = UnindexLocked(it);
     observer = observer_;
   }

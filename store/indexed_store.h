@@ -89,8 +89,8 @@ class IndexedStore : public BlockStore {
   void SetRemovalObserver(RemovalObserver observer);
   const StoreOptions& options() const { return options_; }
 
-  // Called by readers: the bytes of `address` (at `region_id`) failed their checksums. Drops the
-  // block if it is still that region, counts the failure, tells the observer.
+  // Called by readers: the bytes of `address` (at `region_id`) failed their checksums. If the
+  // block is still that region: drops it, counts one failure, tells the observer.
   void ReportCorrupt(const BlockAddress& address, uint64_t region_id);
 
  protected:

@@ -1,0 +1,90 @@
+// Tenant isolation by the caller's uid, through a real mount.
+#include <dirent.h>
+#include <doctest/doctest.h>
+#include <errno.h>
+
+#include "tests/mount/mount_helpers.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+
+bool ListsName(const std::string& dir, const std::string& name) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return false;
+  bool found = false;
+  while (dirent* e = ::readdir(d)) found |= name == e->d_name;
+  ::closedir(d);
+  return found;
+}
+
+TEST_CASE("Mount: another tenant's uid gets EACCES, even on entries the kernel cached") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity("acme");
+  Bytes payload = Payload(4096);
+  REQUIRE(client.Commit(id, payload) == 0);
+  std::string block = client.PathOf(id);
+  // Root (admin) walked every component: the kernel now caches them.
+  struct stat st;
+  REQUIRE(::stat(block.c_str(), &st) == 0);
+
+  auto as_globex = [&](const std::function<int()>& fn) { return AsUser(2000, 2000, fn); };
+  CHECK(as_globex([&] { return Errno(::stat((m.mnt() + "/acme").c_str(), &st)); }) == EACCES);
+  CHECK(as_globex([&] { return Errno(::stat(block.c_str(), &st)); }) == EACCES);
+  CHECK(as_globex([&] { return Errno(::open(block.c_str(), O_RDONLY)); }) == EACCES);
+  CHECK(as_globex([&] { return Errno(::opendir((m.mnt() + "/acme").c_str()) ? 0 : -1); }) == EACCES);
+  CHECK(as_globex([&] { return Errno(::chdir(NsDir(m, id).c_str())); }) == EACCES);
+  char buf[256];
+  CHECK(as_globex([&] { return Errno(::getxattr(block.c_str(), "user.gpucache.state", buf, 256)); }) ==
+        EACCES);
+  CHECK(as_globex([&] { return Errno(::mkdir((NsDir(m, id) + "x").c_str(), 0700)); }) == EACCES);
+  // Guessing a key inside the other tenant tells nothing either.
+  CHECK(as_globex([&] { return Errno(::stat((NsDir(m, id) + "/" + std::string(32, '0')).c_str(), &st)); }) ==
+        EACCES);
+  // The root listing shows only one's own tenants.
+  CHECK(as_globex([&] { return ListsName(m.mnt(), "acme") ? 1 : 0; }) == 0);
+  CHECK(as_globex([&] { return ListsName(m.mnt(), "globex") ? 0 : 1; }) == 0);
+  // A uid in no tenant at all sees neither.
+  CHECK(AsUser(3000, 3000, [&] { return Errno(::stat(block.c_str(), &st)); }) == EACCES);
+
+  // A member reads the block; its attributes say who committed it.
+  CHECK(AsUser(1000, 1000, [&] {
+          auto got = client.Read(id);
+          return std::holds_alternative<Bytes>(got) && std::get<Bytes>(got) == payload ? 0 : 1;
+        }) == 0);
+  CHECK(ListsName(m.mnt(), "acme"));
+}
+
+TEST_CASE("Mount: files are owned by the uid and gid that created them") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity("acme");
+  REQUIRE(AsUser(1000, 1000, [&] { return client.Commit(id, Payload(100)); }) == 0);
+  struct stat st;
+  REQUIRE(::stat(client.PathOf(id).c_str(), &st) == 0);
+  CHECK(st.st_uid == 1000);
+  CHECK(st.st_gid == 1000);
+  REQUIRE(::stat(NsDir(m, id).c_str(), &st) == 0);
+  CHECK(st.st_uid == 1000);
+}
+
+TEST_CASE("Mount: a tenant cannot commit into another tenant or take over another's fill") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity("acme");
+  std::string part = client.PathOf(id) + ".part";
+  REQUIRE(::mkdir(NsDir(m, id).c_str(), 0770) == 0);
+  CHECK(AsUser(2000, 2000, [&] { return Errno(::open(part.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600)); }) ==
+        EACCES);
+  int fd = ::open(part.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);  // root's fill
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  // uid 1000 is a member but not the writer: it may neither abandon nor commit the fill.
+  CHECK(AsUser(1000, 1000, [&] { return Errno(::unlink(part.c_str())); }) == EPERM);
+  CHECK(AsUser(1000, 1000, [&] { return Errno(::rename(part.c_str(), client.PathOf(id).c_str())); }) == EPERM);
+}
+
+}  // namespace
+}  // namespace gpucache

@@ -1,0 +1,116 @@
+#include "tests/support/mount_fixture.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace gpucache::test {
+namespace {
+
+constexpr long kFuseSuperMagic = 0x65735546;
+
+bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cond();
+}
+
+}  // namespace
+
+MountedFs::MountedFs()
+    : mnt_(tmp_.path() + "/mnt"),
+      data_(tmp_.path() + "/data"),
+      config_(tmp_.path() + "/gpucache.toml"),
+      log_(tmp_.path() + "/daemon.log") {
+  ::mkdir(mnt_.c_str(), 0755);
+  // The scratch directory is 0700 from mkdtemp; tests run callers as other uids.
+  ::chmod(tmp_.path().c_str(), 0755);
+  std::ofstream(config_) << "data_dir = \"" << data_ << "\"\n"
+                         << "[admins]\nuids = [0]\n"
+                         << "[tenants.acme]\nuids = [0, 1000]\n"
+                         << "[tenants.globex]\nuids = [2000]\n"
+                         << "[fuse]\nentry_timeout = 3600\nnegative_timeout = 3600\n";
+  Start();
+}
+
+MountedFs::~MountedFs() {
+  if (pid_ > 0) Kill();
+}
+
+std::string MountedFs::Log() const {
+  std::ifstream in(log_);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool MountedFs::Mounted() const {
+  struct statfs fs;
+  return ::statfs(mnt_.c_str(), &fs) == 0 && fs.f_type == kFuseSuperMagic;
+}
+
+void MountedFs::Start() {
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, 2);
+    ::execl(GPUCACHEFS_BIN, "gpucachefs", config_.c_str(), mnt_.c_str(), "-f", nullptr);
+    ::_exit(127);
+  }
+  if (!WaitFor([this] { return Mounted(); }, std::chrono::seconds(10))) {
+    throw std::runtime_error("gpucachefs did not mount; log:\n" + Log());
+  }
+}
+
+void MountedFs::Stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  int status;
+  if (!WaitFor([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, std::chrono::seconds(10))) {
+    Kill();
+    return;
+  }
+  pid_ = -1;
+}
+
+void MountedFs::Kill() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  std::string cmd = "fusermount3 -u -z " + mnt_ + " 2>/dev/null";
+  (void)std::system(cmd.c_str());
+}
+
+int AsUser(uid_t uid, gid_t gid, const std::function<int()>& fn) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 ||
+        ::setresuid(uid, uid, uid) != 0) {
+      ::_exit(254);
+    }
+    ::_exit(fn() & 0xff);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 255;
+}
+
+int Errno(long rc) { return rc >= 0 ? 0 : errno; }
+
+}  // namespace gpucache::test

@@ -1,0 +1,45 @@
+// A real gpucachefs mount for tests: a scratch data directory and mountpoint, the daemon
+// started in the foreground, and everything killed and unmounted when the fixture ends, even
+// when a check failed half-way.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <sys/types.h>
+
+#include "tests/support/temp_dir.h"
+
+namespace gpucache::test {
+
+// Tenants: acme = uids {0, 1000}, globex = uid 2000; admins: uid 0.
+class MountedFs {
+ public:
+  MountedFs();
+  ~MountedFs();
+  MountedFs(const MountedFs&) = delete;
+  MountedFs& operator=(const MountedFs&) = delete;
+
+  const std::string& mnt() const { return mnt_; }
+  const std::string& data() const { return data_; }
+  const std::string& config() const { return config_; }
+  std::string Log() const;
+
+  void Start();
+  void Stop();  // SIGTERM, as systemd or Ctrl-C would
+  void Kill();  // SIGKILL, then lazily unmount the dead mount
+  bool Mounted() const;
+
+ private:
+  TempDir tmp_;
+  std::string mnt_, data_, config_, log_;
+  pid_t pid_ = -1;
+};
+
+// Runs `fn` in a child process with the given uid/gid (and no supplementary groups); returns
+// what fn returned (an errno, 0 for success) or 255 if the child died.
+int AsUser(uid_t uid, gid_t gid, const std::function<int()>& fn);
+
+// errno of a syscall-like expression: 0 if it returned >= 0, errno otherwise.
+int Errno(long rc);
+
+}  // namespace gpucache::test
