@@ -1,0 +1,38 @@
+"""gpucache: the pure-Python client of the gpucache KV-block filesystem.
+
+CacheIdentity names a block completely (docs/identity-encoding.md); its path under the mount
+is a pure function of it, so engines compute paths without asking the daemon. MountClient
+commits, reads, probes and looks up blocks through a mounted gpucachefs.
+
+Failure policy for engines
+--------------------------
+The cache is only ever an optimisation. Any error on the read side -- a miss (ENOENT), EIO
+(a checksum failure or a block being dropped), EBUSY (the block is still being written),
+ENOTCONN (the daemon is gone), EACCES, an identity mismatch, a short or unparsable reply --
+means: recompute the KV for that block and everything after it. Never use bytes from a
+failed or partial read, and never retry in a loop on the hot path. On the write side a failed
+commit (EEXIST included: someone else has, or is writing, the block) is simply dropped.
+
+Requires only the standard library and the `xxhash` module (Debian: python3-xxhash).
+"""
+
+from .client import IDENTITY_XATTR, MountClient
+from .identity import (
+    CacheIdentity,
+    Multimodal,
+    bits_float,
+    decode_physical_key,
+    float_bits,
+    is_valid_tenant_name,
+)
+
+__all__ = [
+    "CacheIdentity",
+    "IDENTITY_XATTR",
+    "MountClient",
+    "Multimodal",
+    "bits_float",
+    "decode_physical_key",
+    "float_bits",
+    "is_valid_tenant_name",
+]

@@ -1,0 +1,149 @@
+"""MountClient: commit, read, probe and look up blocks through a gpucachefs mount.
+
+A port of clients/cpp/mount_client.cc. It speaks plain POSIX to the mount (plus the
+`.gpucache/ctl` request file for lookup); the daemon enforces tenancy, the commit checks and
+checksums, so nothing here needs to be trusted by anyone else.
+
+Errors are raised as OSError with the errno of the step that failed; see the package
+docstring for what an engine should do with them (recompute).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from typing import Iterable, Union
+
+from .identity import CacheIdentity
+
+IDENTITY_XATTR = "user.gpucache.identity"
+PART_SUFFIX = ".part"
+
+_PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _write_all(fd: int, data) -> None:
+    # cast("B"): slice by bytes even for a multi-dimensional buffer such as a numpy array.
+    view = memoryview(data).cast("B")
+    while view:
+        n = os.write(fd, view)  # EINTR is retried by Python itself (PEP 475)
+        if n <= 0:  # a zero-length write would loop forever; C++ reports it as EIO
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        view = view[n:]
+
+
+def _read_all(fd: int, size_hint: int = 0) -> bytes:
+    chunks = []
+    chunk = max(size_hint, 1 << 16)
+    while True:
+        b = os.read(fd, chunk)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+class MountClient:
+    """Engine-side helper for one mountpoint. Stateless apart from the path: thread-safe."""
+
+    def __init__(self, mountpoint: _PathLike):
+        self.mountpoint = os.fspath(mountpoint)
+
+    def path_of(self, identity: CacheIdentity) -> str:
+        """<mount>/<tenant>/<namespace>/<block>"""
+        return os.path.join(self.mountpoint, identity.relative_path())
+
+    def commit(self, identity: CacheIdentity, payload) -> None:
+        """Publishes payload (any C-contiguous buffer) as the block named by identity.
+
+        mkdir the namespace (EEXIST is fine), create <block>.part with O_EXCL, set the
+        identity xattr, write everything, close, rename to the final name. The daemon checks
+        the identity against the path and publishes the block atomically at the rename.
+        EEXIST from the create means another writer holds the block or it is already
+        committed. On any failure after the create the .part is removed (which abandons the
+        reservation) and the first OSError is re-raised with its errno.
+        """
+        gpck = identity.encode_physical_key()  # validates before touching the mount
+        directory = os.path.join(self.mountpoint, identity.tenant, identity.namespace_name())
+        try:
+            os.mkdir(directory, 0o770)
+        except FileExistsError:
+            pass
+        final = os.path.join(directory, identity.block_name())
+        part = final + PART_SUFFIX
+        fd = os.open(part, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                # The identity goes on before any payload: the daemon stores it with the
+                # reservation and, at the rename, refuses it (EINVAL) unless it names this path.
+                os.setxattr(fd, IDENTITY_XATTR, gpck)
+                _write_all(fd, payload)
+            except BaseException:
+                _close_quietly(fd)  # keep the first error, as the C++ client does
+                raise
+            os.close(fd)  # close reports errors too (FUSE flush): part of the commit
+            os.rename(part, final)
+        except BaseException:
+            _unlink_quietly(part)
+            raise
+
+    def read(self, identity: CacheIdentity) -> bytes:
+        """The whole block. OSError: ENOENT on a miss, EIO on corruption, and so on."""
+        fd = os.open(self.path_of(identity), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return _read_all(fd, os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+
+    def probe_prefix(self, identities: Iterable[CacheIdentity]) -> int:
+        """How many leading blocks are committed: stat() until the first failure.
+
+        Any stat error counts as "not there", so this never raises for mount trouble; the
+        engine just recomputes from that block on.
+        """
+        n = 0
+        for identity in identities:
+            try:
+                os.stat(self.path_of(identity))
+            except OSError:
+                break
+            n += 1
+        return n
+
+    def lookup(self, identity: CacheIdentity) -> dict:
+        """Asks the daemon through .gpucache/ctl whether it has the block, or a prefix of it.
+
+        Returns the parsed reply: {"ok": true, "result": "hit"|"prefix_hit"|"miss", ...} with
+        "path" (relative to the mount) and "valid_length" for hits, "reason" for misses; or
+        {"ok": false, "errno": "EACCES"|..., "error": "..."}. OSError if the mount fails.
+        """
+        request = json.dumps({"op": "lookup", "identity": identity.encode_physical_key().hex()},
+                             separators=(",", ":")).encode()
+        fd = os.open(os.path.join(self.mountpoint, ".gpucache", "ctl"), os.O_RDWR | os.O_CLOEXEC)
+        try:
+            # One write() is one request: the daemon parses each write on its own, so a
+            # split request would be two broken ones.
+            if os.write(fd, request) != len(request):
+                raise OSError(errno.EIO, "short write of the control request")
+            # The reply is served from offset 0 of the handle, but write() has moved the file
+            # position past the request, so a plain read() would miss the reply's start: pread.
+            reply = b""
+            while chunk := os.pread(fd, 1 << 16, len(reply)):
+                reply += chunk
+            return json.loads(reply)
+        finally:
+            os.close(fd)
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

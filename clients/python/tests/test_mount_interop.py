@@ -1,0 +1,216 @@
+"""The Python client against a real gpucachefs mount and the C++ gpucache-client.
+
+Skipped unless GPUCACHE_BUILD_DIR names a build directory holding `gpucachefs` and
+`gpucache-client`. Needs /dev/fuse and permission to mount (root, or fusermount3).
+Each test gets a fresh daemon, data directory and mountpoint.
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from gpucache import CacheIdentity, MountClient, Multimodal
+
+BUILD_DIR = os.environ.get("GPUCACHE_BUILD_DIR")
+VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       "..", "..", "..", "tests", "vectors", "identity.json")
+
+CONFIG = """\
+data_dir = "{data}"
+[admins]
+uids = [0]
+[tenants.acme]
+uids = [0, 1000]
+"""
+
+
+def _is_mounted(path):
+    # os.path.ismount() says False for a dead FUSE mount (its lstat fails with ENOTCONN), so
+    # ask the kernel's table instead.
+    path = os.path.realpath(path)
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            target = line.split()[1].replace("\\040", " ")
+            if target == path:
+                return True
+    return False
+
+
+def _toml(identity):
+    """The identity as an identity file for gpucache-client (clients/cpp/identity_file.h)."""
+    j = identity.to_json()
+    mm = j.pop("multimodal", None)
+    lines = []
+    for k, v in j.items():
+        # JSON strings and arrays of strings are valid TOML basic strings / arrays (ASCII).
+        lines.append("%s = %s" % (k, json.dumps(v)))
+    if mm is not None:  # a table must follow every top-level key
+        lines.append("[multimodal]")
+        lines += ["%s = %s" % (k, json.dumps(v)) for k, v in mm.items()]
+    return "\n".join(lines) + "\n"
+
+
+@unittest.skipUnless(BUILD_DIR, "set GPUCACHE_BUILD_DIR to the build directory to run")
+class MountInteropTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gpucache-py-")
+        self.mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(self.mnt)
+        cfg = os.path.join(self.tmp, "gpucache.toml")
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(data=os.path.join(self.tmp, "data")))
+        self.log_path = os.path.join(self.tmp, "gpucachefs.log")
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([os.path.join(BUILD_DIR, "gpucachefs"), cfg, self.mnt, "-f"],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        self._wait_for_mount()
+        self.client = MountClient(self.mnt)
+        self.rng = random.Random(self.id())  # reproducible per test
+        with open(VECTORS) as f:
+            self.base = CacheIdentity.from_json(json.load(f)[0]["identity"])
+        self.assertEqual(self.base.tenant, "acme")
+
+    def _wait_for_mount(self):
+        epoch = os.path.join(self.mnt, ".gpucache", "epoch")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.fail("gpucachefs exited with %d:\n%s" % (self.proc.returncode, self._log()))
+            try:
+                with open(epoch) as f:
+                    if f.read().strip():
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.fail("mount not up after 10 s:\n" + self._log())
+
+    def _log(self):
+        self.log.flush()
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def tearDown(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        if _is_mounted(self.mnt):
+            subprocess.run(["fusermount3", "-u", "-z", self.mnt], check=False)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # ---- helpers ----
+
+    def hash(self):
+        return self.rng.randbytes(16)
+
+    def identity(self, chain, **changes):
+        return self.base.replace(chain=chain, **changes)
+
+    def write_toml(self, identity, name="identity.toml"):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(_toml(identity))
+        return path
+
+    def cpp_client(self, *args):
+        return subprocess.run([os.path.join(BUILD_DIR, "gpucache-client"), *args],
+                              capture_output=True, timeout=30)
+
+    # ---- tests ----
+
+    def test_python_commit_cpp_get(self):
+        ident = self.identity([self.hash(), self.hash()])
+        payload = self.rng.randbytes(300 * 1024)
+        self.client.commit(ident, payload)
+        out = os.path.join(self.tmp, "out.bin")
+        r = self.cpp_client("get", self.mnt, self.write_toml(ident), out)
+        self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), payload)
+        # The committed file carries the canonical identity as its xattr.
+        self.assertEqual(os.getxattr(self.client.path_of(ident), "user.gpucache.identity"),
+                         ident.encode_physical_key())
+
+    def test_cpp_put_python_read(self):
+        # Multimodal and an adapter: exercises the [multimodal] table of the C++ identity file.
+        ident = self.identity([self.hash(), self.hash()], adapter="lora:x@1", valid_length=100,
+                              multimodal=Multimodal("qwen2-vl-processor@7", self.rng.randbytes(32)))
+        payload = self.rng.randbytes(123457)
+        src = os.path.join(self.tmp, "in.bin")
+        with open(src, "wb") as f:
+            f.write(payload)
+        r = self.cpp_client("put", self.mnt, self.write_toml(ident), src)
+        self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+        # Both clients name the block the same way.
+        self.assertEqual(r.stdout.decode().strip(), self.client.path_of(ident))
+        self.assertEqual(self.client.read(ident), payload)
+
+    def test_probe_prefix(self):
+        blocks, parent = [], self.hash()
+        for _ in range(4):
+            units = [self.hash() for _ in range(3)]
+            blocks.append(self.identity([parent] + units))
+            parent = units[-1]  # the next block's parent commits to everything before it
+        self.assertEqual(self.client.probe_prefix(blocks), 0)
+        for b in (blocks[0], blocks[1], blocks[3]):  # a hole at 2 ends the prefix
+            self.client.commit(b, self.rng.randbytes(4096))
+        self.assertEqual(self.client.probe_prefix(blocks), 2)
+        with self.assertRaises(FileNotFoundError):
+            self.client.read(blocks[2])
+
+    def test_lookup(self):
+        parent = self.hash()
+        stored = self.identity([parent, self.hash()], valid_length=16)
+        self.client.commit(stored, b"kv" * 1000)
+
+        hit = self.client.lookup(stored)
+        self.assertEqual(hit["ok"], True, hit)
+        self.assertEqual(hit["result"], "hit", hit)
+        self.assertEqual(hit["path"], stored.relative_path())
+
+        longer = self.identity(stored.chain + [self.hash()], valid_length=32)
+        prefix = self.client.lookup(longer)
+        self.assertEqual(prefix["result"], "prefix_hit", prefix)
+        self.assertEqual(prefix["path"], stored.relative_path())
+        self.assertEqual(prefix["valid_length"], 16)
+
+        other_dtype = stored.replace(kv_dtype="fp8_e4m3")
+        miss = self.client.lookup(other_dtype)
+        self.assertEqual((miss["result"], miss["reason"]), ("miss", "incompatible"), miss)
+
+        absent = self.client.lookup(self.identity([self.hash()]))
+        self.assertEqual((absent["result"], absent["reason"]), ("miss", "absent"), absent)
+
+    def test_commit_twice_is_eexist_and_leaves_no_part(self):
+        ident = self.identity([self.hash()])
+        self.client.commit(ident, b"first")
+        with self.assertRaises(FileExistsError):
+            self.client.commit(ident, b"second")
+        self.assertEqual(self.client.read(ident), b"first")
+        self.assertEqual(os.listdir(os.path.dirname(self.client.path_of(ident))),
+                         [ident.block_name()])
+
+    def test_failed_commit_removes_part_and_releases_block(self):
+        ident = self.identity([self.hash()])
+        with self.assertRaises(TypeError):  # fails after the create: not a buffer
+            self.client.commit(ident, 12345)
+        directory = os.path.dirname(self.client.path_of(ident))
+        self.assertEqual(os.listdir(directory), [])
+        self.client.commit(ident, b"retry")  # the abandoned reservation is gone
+        self.assertEqual(self.client.read(ident), b"retry")
+
+
+if __name__ == "__main__":
+    unittest.main()
