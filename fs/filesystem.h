@@ -51,6 +51,7 @@ struct Handle {
   std::mutex mu;                        // guards the fields below
   bool writing = false;                 // kPart: counted as an open writer in the store
   std::string text;                     // kText: contents; kControl: last reply
+  size_t reply_cursor = 0;              // kControl: how much of the reply was read
 };
 
 struct OpenReply {

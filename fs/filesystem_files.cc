@@ -95,12 +95,20 @@ Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> o
   switch (h.kind) {
     case Handle::Kind::kBlock: return h.reader->Read(offset, out);
     case Handle::Kind::kPart: return StatusCode::kBusy;
-    case Handle::Kind::kText:
-    case Handle::Kind::kControl: {
+    case Handle::Kind::kText: {
       std::lock_guard lock(h.mu);
       if (offset >= h.text.size()) return size_t{0};
       size_t n = std::min<size_t>(out.size(), h.text.size() - offset);
       std::memcpy(out.data(), h.text.data() + offset, n);
+      return n;
+    }
+    case Handle::Kind::kControl: {
+      // A reply is a stream: reads continue where the last one stopped, whatever the file
+      // offset (after write() it points past the request, and pread callers pass 0).
+      std::lock_guard lock(h.mu);
+      size_t n = std::min<size_t>(out.size(), h.text.size() - h.reply_cursor);
+      std::memcpy(out.data(), h.text.data() + h.reply_cursor, n);
+      h.reply_cursor += n;
       return n;
     }
   }
@@ -115,6 +123,7 @@ Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
         control_.Handle(c, std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
     std::lock_guard lock(h.mu);
     h.text = std::move(reply);
+    h.reply_cursor = 0;
     return data.size();
   }
   if (h.kind != Handle::Kind::kPart) return StatusCode::kImmutable;

@@ -6,6 +6,9 @@
 //
 // Without -f the daemon detaches after the mount is up. A bad configuration or an unusable data
 // directory is reported with the key or path at fault, and nothing is mounted.
+#include <errno.h>
+#include <stdlib.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -77,7 +80,15 @@ bool ParseArgs(int argc, char** argv, Args& a) {
     return false;
   }
   if (!a.defaults) a.config = positional[0];
-  a.mount.mountpoint = positional.back();
+  // Absolute: the daemon changes directory to / when it detaches, and unmounts by this path.
+  char* real = ::realpath(positional.back().c_str(), nullptr);
+  if (!real) {
+    std::fprintf(stderr, "gpucachefs: mountpoint %s: %s\n", positional.back().c_str(),
+                 std::strerror(errno));
+    return false;
+  }
+  a.mount.mountpoint = real;
+  std::free(real);
   return true;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -77,13 +78,15 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   fuse_loop_cfg_set_idle_threads(cfg, 10);
   int rc = fuse_session_loop_mt(se.get(), cfg);
   fuse_loop_cfg_destroy(cfg);
+  // libfuse reports the signal that ended the loop; an ordered stop is success.
+  bool clean = rc == 0 || rc == SIGINT || rc == SIGTERM || rc == SIGHUP;
 
   fs.store().SetRemovalObserver(nullptr);
   inval.Stop();
   fuse_session_unmount(se.get());
   fuse_remove_signal_handlers(se.get());
   std::fprintf(stderr, "gpucachefs: unmounted %s\n", options.mountpoint.c_str());
-  return rc == 0 ? 0 : 1;
+  return clean ? 0 : 1;
 }
 
 }  // namespace gpucache

@@ -38,6 +38,7 @@ std::string NamespaceSlug(const CacheIdentity& id) {
   if (auto at = model.find('@'); at != std::string_view::npos) model = model.substr(0, at);
   std::string slug = Sanitize(model, 32);
   if (slug.empty()) slug = "model";
+  if (slug[0] == '.') slug[0] = '_';  // never a hidden name, never "." or ".."
   slug += "." + Sanitize(id.kv_dtype, 12);
   slug += ".tp" + std::to_string(id.tp_rank) + "of" + std::to_string(id.tp_size);
   slug += ".pp" + std::to_string(id.pp_rank) + "of" + std::to_string(id.pp_size);

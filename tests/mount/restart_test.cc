@@ -63,7 +63,7 @@ TEST_CASE("Mount: SIGTERM unmounts cleanly and a restart keeps the blocks") {
   MountedFs m;
   MountClient client(m.mnt());
   REQUIRE(client.Commit(SampleIdentity(), Payload(1000)) == 0);
-  m.Stop();
+  CHECK(m.Stop() == 0);
   CHECK_FALSE(m.Mounted());
   CHECK(m.Log().find("unmounted") != std::string::npos);
   m.Start();

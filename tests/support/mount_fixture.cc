@@ -76,15 +76,16 @@ void MountedFs::Start() {
   }
 }
 
-void MountedFs::Stop() {
-  if (pid_ <= 0) return;
+int MountedFs::Stop() {
+  if (pid_ <= 0) return -1;
   ::kill(pid_, SIGTERM);
-  int status;
+  int status = 0;
   if (!WaitFor([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, std::chrono::seconds(10))) {
     Kill();
-    return;
+    return -1;
   }
   pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 void MountedFs::Kill() {

@@ -25,7 +25,7 @@ class MountedFs {
   std::string Log() const;
 
   void Start();
-  void Stop();  // SIGTERM, as systemd or Ctrl-C would
+  int Stop();  // SIGTERM, as systemd or Ctrl-C would; returns the daemon's exit status
   void Kill();  // SIGKILL, then lazily unmount the dead mount
   bool Mounted() const;
 

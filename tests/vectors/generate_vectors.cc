@@ -38,6 +38,11 @@ int main() {
     id.chain = {Bytes(8, 0), Bytes(64, 0xff)};
     cases.emplace_back("minimal lengths, unusual model name", id);
   }
+  {
+    CacheIdentity id = test::SampleIdentity("acme", 2);
+    id.model_revision = "org/..hidden@x";  // the slug must not start with '.'
+    cases.emplace_back("model name starting with a dot", id);
+  }
   nlohmann::json out = nlohmann::json::array();
   for (auto& [name, id] : cases) {
     Bytes gpck = EncodePhysicalKey(id);

@@ -322,6 +322,8 @@ class CacheIdentity:
         model = model[model.rfind(b"/") + 1:]  # rfind is -1 when absent: keeps everything
         model = model.split(b"@", 1)[0]
         slug = _sanitize(model, 32) or "model"
+        if slug.startswith("."):  # never a hidden name, never "." or ".."
+            slug = "_" + slug[1:]
         return "%s.%s.tp%dof%d.pp%dof%d" % (slug, _sanitize(self.kv_dtype.encode("ascii"), 12),
                                             self.tp_rank, self.tp_size, self.pp_rank, self.pp_size)
 

@@ -1,0 +1,226 @@
+#include "ctl/commands.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "clients/cpp/identity_file.h"
+#include "store/file_store.h"
+#include "store/layout.h"
+
+namespace gpucache::ctl {
+namespace {
+
+using nlohmann::json;
+
+int Fail(const std::string& message) {
+  std::cerr << "gpucachectl: " << message << "\n";
+  return 2;
+}
+
+// Sends one request through <mount>/.gpucache/ctl; the reply, or nullopt with `error` set.
+std::optional<json> Request(const std::string& mountpoint, const json& request, std::string& error) {
+  std::string path = mountpoint + "/.gpucache/ctl";
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    error = path + ": " + std::strerror(errno) + " (is gpucachefs mounted there?)";
+    return std::nullopt;
+  }
+  std::string body = request.dump();
+  std::string reply;
+  if (::write(fd, body.data(), body.size()) != static_cast<ssize_t>(body.size())) {
+    error = path + ": write: " + std::strerror(errno);
+  } else {
+    char buf[8192];
+    ssize_t n;
+    while ((n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(reply.size()))) > 0) reply.append(buf, n);
+  }
+  ::close(fd);
+  if (!error.empty()) return std::nullopt;
+  json j = json::parse(reply, nullptr, false);
+  if (j.is_discarded()) {
+    error = "the daemon's reply is not JSON: " + reply.substr(0, 200);
+    return std::nullopt;
+  }
+  return j;
+}
+
+std::optional<CacheIdentity> LoadIdentity(const std::string& file) {
+  try {
+    return IdentityFromTomlFile(file);
+  } catch (const std::exception& e) {
+    std::cerr << "gpucachectl: " << e.what() << "\n";
+    return std::nullopt;
+  }
+}
+
+std::optional<std::string> Xattr(const std::string& path, const std::string& key) {
+  char buf[16384];
+  ssize_t n = ::getxattr(path.c_str(), ("user.gpucache." + key).c_str(), buf, sizeof buf);
+  if (n < 0) return std::nullopt;
+  return std::string(buf, n);
+}
+
+// Reads the payload of a block file and checks every chunk; the index of the first bad chunk,
+// or -1 when all match.
+long FirstBadChunk(int fd, const BlockHeader& h) {
+  const auto& sums = h.checksums;
+  Bytes buf(sums.chunk_size);
+  for (size_t c = 0; c < sums.chunks.size(); ++c) {
+    uint64_t len = std::min<uint64_t>(sums.chunk_size, h.payload_length - c * sums.chunk_size);
+    std::span<uint8_t> piece(buf.data(), len);
+    if (PreadFull(fd, piece, h.data_offset + c * sums.chunk_size) != StatusCode::kOk ||
+        ChunkChecksum(piece, c) != sums.chunks[c]) {
+      return static_cast<long>(c);
+    }
+  }
+  return -1;
+}
+
+// Reads a whole block through the mount: the daemon verifies every byte it returns.
+int VerifyThroughMount(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  char buf[1 << 16];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) {
+  }
+  int err = n < 0 ? errno : 0;
+  ::close(fd);
+  return err;
+}
+
+int InspectMounted(const std::string& path, bool verify, bool as_json) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Fail(path + ": " + std::strerror(errno));
+  json j{{"path", path}, {"size", st.st_size}, {"owner_uid", st.st_uid}, {"owner_gid", st.st_gid}};
+  for (const char* key : {"state", "identity_text", "checksum", "epoch", "region", "valid_length"}) {
+    if (auto v = Xattr(path, key)) j[key] = *v;
+  }
+  if (verify) {
+    int err = VerifyThroughMount(path);
+    j["verified"] = err == 0 ? "ok" : std::string("failed: ") + std::strerror(err);
+  }
+  if (as_json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    for (auto& [k, v] : j.items()) std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+  }
+  return j.contains("verified") && j["verified"] != "ok" ? 2 : 0;
+}
+
+int InspectFile(const std::string& path, bool verify, bool as_json) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Fail(path + ": " + std::strerror(errno));
+  Result<BlockHeader> h = ReadBlockHeader(fd);
+  if (!h.ok()) {
+    ::close(fd);
+    return Fail(path + ": not a valid gpucache block file (bad magic, header checksum or length)");
+  }
+  Result<CacheIdentity> id = DecodePhysicalKey(h->identity);
+  json j{{"path", path},
+         {"format", "GPCF v1"},
+         {"payload_bytes", h->payload_length},
+         {"data_offset", h->data_offset},
+         {"chunk_size", h->checksums.chunk_size},
+         {"chunks", h->checksums.chunks.size()},
+         {"checksum", "xxh3-128:" + h->checksums.digest_hex},
+         {"epoch", h->commit_epoch},
+         {"region", h->region_id},
+         {"owner_uid", h->owner_uid},
+         {"owner_gid", h->owner_gid},
+         {"commit_time_ns", h->commit_time_ns}};
+  if (id.ok()) {
+    j["identity_text"] = RenderIdentity(id.value());
+    j["relative_path"] = AddressOf(id.value()).RelativePath();
+  } else {
+    j["identity_text"] = "<invalid identity>";
+  }
+  if (verify) {
+    long bad = FirstBadChunk(fd, h.value());
+    j["verified"] = bad < 0 ? std::string("ok") : "chunk " + std::to_string(bad) + " does not match";
+  }
+  ::close(fd);
+  if (as_json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    for (auto& [k, v] : j.items()) std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+  }
+  return (!id.ok() || (j.contains("verified") && j["verified"] != "ok")) ? 2 : 0;
+}
+
+}  // namespace
+
+int Path(const std::string& identity_file, bool as_json) {
+  auto id = LoadIdentity(identity_file);
+  if (!id) return 64;
+  BlockAddress a = AddressOf(*id);
+  if (as_json) {
+    std::cout << json{{"path", a.RelativePath()}, {"tenant", a.tenant}, {"namespace", a.ns},
+                      {"block", a.block}, {"identity_hex", HexEncode(EncodePhysicalKey(*id))}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::cout << a.RelativePath() << "\n";
+  }
+  return 0;
+}
+
+int Lookup(const std::string& mountpoint, const std::string& identity_file, bool as_json) {
+  auto id = LoadIdentity(identity_file);
+  if (!id) return 64;
+  std::string error;
+  auto reply = Request(mountpoint, {{"op", "lookup"}, {"identity", HexEncode(EncodePhysicalKey(*id))}}, error);
+  if (!reply) return Fail(error);
+  if (as_json) std::cout << reply->dump(2) << "\n";
+  if (!(*reply)["ok"].get<bool>()) {
+    if (!as_json) std::cerr << "gpucachectl: " << (*reply)["errno"].get<std::string>() << ": "
+                            << (*reply)["error"].get<std::string>() << "\n";
+    return 2;
+  }
+  std::string result = (*reply)["result"];
+  if (!as_json) {
+    if (result == "miss") std::cout << "miss (" << (*reply)["reason"].get<std::string>() << ")\n";
+    else std::cout << result << " " << (*reply)["path"].get<std::string>() << " valid_length="
+                   << (*reply)["valid_length"] << "\n";
+  }
+  return result == "miss" ? 1 : 0;
+}
+
+int Status(const std::string& mountpoint, bool as_json) {
+  std::string error;
+  auto reply = Request(mountpoint, {{"op", "status"}}, error);
+  if (!reply) return Fail(error);
+  if (!(*reply)["ok"].get<bool>()) return Fail((*reply)["error"].get<std::string>());
+  if (as_json) {
+    std::cout << reply->dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "mountpoint: " << mountpoint << "\nepoch: " << (*reply)["epoch"] << "\n";
+  std::printf("%-20s %8s %14s %6s %10s %10s %10s %8s %9s\n", "TENANT", "BLOCKS", "BYTES", "RESV",
+              "HITS", "PREFIX", "MISSES", "COMMITS", "CSUM_ERR");
+  for (auto& [name, t] : (*reply)["tenants"].items()) {
+    std::printf("%-20s %8llu %14llu %6llu %10llu %10llu %10llu %8llu %9llu\n", name.c_str(),
+                t["blocks"].get<unsigned long long>(), t["bytes"].get<unsigned long long>(),
+                t["reservations"].get<unsigned long long>(), t["hits"].get<unsigned long long>(),
+                t["prefix_hits"].get<unsigned long long>(), t["misses"].get<unsigned long long>(),
+                t["commits"].get<unsigned long long>(),
+                t["checksum_failures"].get<unsigned long long>());
+  }
+  return 0;
+}
+
+int Inspect(const std::string& block_path, bool verify, bool as_json) {
+  // A path inside a gpucachefs mount answers our xattrs; anything else is read as a backing
+  // block file (offline, no daemon needed).
+  if (Xattr(block_path, "state")) return InspectMounted(block_path, verify, as_json);
+  return InspectFile(block_path, verify, as_json);
+}
+
+}  // namespace gpucache::ctl

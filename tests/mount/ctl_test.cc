@@ -1,0 +1,96 @@
+// gpucachectl against a real mount, and offline.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "clients/cpp/identity_file.h"
+#include "tests/mount/mount_helpers.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+
+struct Run {
+  int rc;
+  std::string out;
+};
+
+Run Ctl(const std::string& args) {
+  std::string cmd = std::string(GPUCACHECTL_BIN) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string WriteIdentityToml(const std::string& dir, const CacheIdentity& id) {
+  std::string path = dir + "/identity.toml";
+  std::ofstream out(path);
+  nlohmann::json j = IdentityToJson(id);
+  for (auto& [k, v] : j.items()) {
+    if (k == "multimodal") continue;
+    out << k << " = " << v.dump() << "\n";  // JSON scalars and arrays are valid TOML here
+  }
+  return path;
+}
+
+TEST_CASE("gpucachectl: path, lookup, status and inspect") {
+  MountedFs m;
+  CacheIdentity id = SampleIdentity();
+  std::string toml = WriteIdentityToml(m.data() + "/..", id);
+
+  Run path = Ctl("path " + toml);
+  CHECK(path.rc == 0);
+  CHECK(path.out == AddressOf(id).RelativePath() + "\n");
+
+  Run miss = Ctl("lookup " + m.mnt() + " " + toml);
+  CHECK(miss.rc == 1);
+  CHECK(miss.out == "miss (absent)\n");
+
+  REQUIRE(MountClient(m.mnt()).Commit(id, Payload(70000)) == 0);
+  Run hit = Ctl("lookup --json " + m.mnt() + " " + toml);
+  CHECK(hit.rc == 0);
+  CHECK(nlohmann::json::parse(hit.out)["result"] == "hit");
+
+  Run status = Ctl("status --json " + m.mnt());
+  CHECK(status.rc == 0);
+  CHECK(nlohmann::json::parse(status.out)["tenants"]["acme"]["blocks"] == 1);
+  CHECK(Ctl("status " + m.mnt()).out.find("acme") != std::string::npos);
+
+  Run mounted = Ctl("inspect --verify --json " + m.mnt() + "/" + AddressOf(id).RelativePath());
+  CHECK(mounted.rc == 0);
+  auto mj = nlohmann::json::parse(mounted.out);
+  CHECK(mj["state"] == "COMMITTED");
+  CHECK(mj["size"] == 70000);
+  CHECK(mj["verified"] == "ok");
+
+  std::string backing = m.data() + "/blocks/" + AddressOf(id).RelativePath();
+  Run offline = Ctl("inspect --verify --json " + backing);
+  CHECK(offline.rc == 0);
+  auto oj = nlohmann::json::parse(offline.out);
+  CHECK(oj["relative_path"] == AddressOf(id).RelativePath());
+  CHECK(oj["checksum"] == mj["checksum"]);
+  CHECK(oj["chunks"] == 2);
+  CHECK(oj["verified"] == "ok");
+}
+
+TEST_CASE("gpucachectl: clear errors and exit codes") {
+  TempDir tmp;
+  CHECK(Ctl("").rc == 64);
+  CHECK(Ctl("path /nonexistent.toml").rc == 64);
+  Run not_mounted = Ctl("status " + tmp.path());
+  CHECK(not_mounted.rc == 2);
+  CHECK(not_mounted.out.find("is gpucachefs mounted there?") != std::string::npos);
+  std::ofstream(tmp.path() + "/junk") << "not a block";
+  Run junk = Ctl("inspect " + tmp.path() + "/junk");
+  CHECK(junk.rc == 2);
+  CHECK(junk.out.find("not a valid gpucache block file") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucache
