@@ -104,6 +104,7 @@ class Filesystem {
   // The node behind `ino`, after checking that `c` may use its tenant (if it has one).
   Result<Node> Resolve(const Caller& c, uint64_t ino);
   Result<AttrReply> AttrOf(uint64_t ino, const Node& n);
+  Result<AttrReply> NodeAttr(uint64_t ino, const Node& n);
   EntryReply Entry(const Node& n, const AttrReply& a, double entry_timeout);
   Result<EntryReply> LookupInNamespace(const Node& dir, std::string_view name);
   bool OwnsReservation(const Caller& c, ReservationId id);
@@ -115,6 +116,7 @@ class Filesystem {
   IndexedStore& store_;
   InodeTable inodes_;
   ControlPlane control_;
+  const uint64_t mount_time_ns_;  // times shown for directories and virtual files
 };
 
 std::vector<std::string> TenantNames(const Config& config);

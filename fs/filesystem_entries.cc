@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <linux/fs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs/filesystem.h"
@@ -45,7 +46,8 @@ Filesystem::Filesystem(const Config& config, IndexedStore& store)
       access_(config),
       store_(store),
       inodes_(TenantNames(config)),
-      control_(store, access_) {}
+      control_(store, access_),
+      mount_time_ns_(static_cast<uint64_t>(time(nullptr)) * 1000000000ull) {}
 
 Result<Node> Filesystem::Resolve(const Caller& c, uint64_t ino) {
   std::optional<Node> n = inodes_.Get(ino);
@@ -58,6 +60,14 @@ Result<Node> Filesystem::Resolve(const Caller& c, uint64_t ino) {
 }
 
 Result<AttrReply> Filesystem::AttrOf(uint64_t ino, const Node& n) {
+  Result<AttrReply> a = NodeAttr(ino, n);
+  if (a.ok() && n.kind != NodeKind::kBlock && n.kind != NodeKind::kPart) {
+    SetTime(a->attr, mount_time_ns_);
+  }
+  return a;
+}
+
+Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
   const double long_ttl = config_.entry_timeout;
   switch (n.kind) {
     case NodeKind::kRoot: return AttrReply{MakeAttr(ino, S_IFDIR | 0755, 0, 0, 0), long_ttl};
