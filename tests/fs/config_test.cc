@@ -1,0 +1,72 @@
+#include "fs/config.h"
+
+#include <doctest/doctest.h>
+
+namespace gpucache {
+namespace {
+
+TEST_CASE("Config: the built-in defaults parse and are usable") {
+  Config c = DefaultConfig();
+  CHECK(c.data_dir == "/var/lib/gpucache");
+  REQUIRE(c.tenants.size() == 1);
+  CHECK(c.tenants[0].name == "default");
+  CHECK(c.tenants[0].uids == std::vector<uint32_t>{0});
+  CHECK(c.admin_uids == std::vector<uint32_t>{0});
+  CHECK_FALSE(c.sync_commits);
+}
+
+TEST_CASE("Config: a full file") {
+  Config c = ParseConfig(R"(
+data_dir = "/srv/gpucache"
+max_block_bytes = 1048576
+sync_commits = true
+[admins]
+uids = [0, 5]
+gids = [990]
+[tenants.zeta]
+gids = [3000]
+[tenants.alpha]
+uids = [1000, 1001]
+[fuse]
+entry_timeout = 10
+negative_timeout = 0.5
+)",
+                         "test.toml");
+  CHECK(c.data_dir == "/srv/gpucache");
+  CHECK(c.max_block_bytes == 1048576);
+  CHECK(c.sync_commits);
+  CHECK(c.admin_gids == std::vector<uint32_t>{990});
+  REQUIRE(c.tenants.size() == 2);
+  CHECK(c.tenants[0].name == "alpha");  // sorted
+  CHECK(c.tenants[1].gids == std::vector<uint32_t>{3000});
+  CHECK(c.entry_timeout == 10.0);
+  CHECK(c.negative_timeout == 0.5);
+}
+
+TEST_CASE("Config: mistakes name the key") {
+  auto error = [](const std::string& text) {
+    try {
+      ParseConfig(text, "t.toml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<accepted>");
+  };
+  const std::string tenant = "\n[tenants.a]\nuids = [1]\n";
+  CHECK(error("data_dir = \"relative\"" + tenant).find("data_dir") != std::string::npos);
+  CHECK(error("datadir = \"/x\"" + tenant).find("'datadir': unknown key") != std::string::npos);
+  CHECK(error("max_block_bytes = -1" + tenant).find("max_block_bytes") != std::string::npos);
+  CHECK(error("sync_commits = \"yes\"" + tenant).find("sync_commits") != std::string::npos);
+  CHECK(error("data_dir = \"/x\"").find("tenants") != std::string::npos);
+  CHECK(error("[tenants.Bad]\nuids = [1]").find("tenants.Bad") != std::string::npos);
+  CHECK(error("[tenants.a]\n").find("at least one uid or gid") != std::string::npos);
+  CHECK(error("[tenants.a]\nuids = [-1]").find("tenants.a.uids") != std::string::npos);
+  CHECK(error("[tenants.a]\nuids = [\"root\"]").find("tenants.a.uids") != std::string::npos);
+  CHECK(error("[admins]\nuid = [0]" + tenant).find("admins.uid") != std::string::npos);
+  CHECK(error("[fuse]\nentry_timeout = -1" + tenant).find("fuse.entry_timeout") != std::string::npos);
+  CHECK(error("this is not toml").find("t.toml:1") != std::string::npos);
+  CHECK_THROWS_AS(LoadConfig("/nonexistent/gpucache.toml"), ConfigError);
+}
+
+}  // namespace
+}  // namespace gpucache

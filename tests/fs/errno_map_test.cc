@@ -1,0 +1,46 @@
+#include "fs/errno_map.h"
+
+#include <doctest/doctest.h>
+#include <errno.h>
+
+#include <map>
+
+namespace gpucache {
+namespace {
+
+TEST_CASE("ErrnoMap: every status code maps to the errno of DESIGN.md's table") {
+  const std::map<StatusCode, int> expected = {
+      {StatusCode::kOk, 0},
+      {StatusCode::kNotFound, ENOENT},
+      {StatusCode::kIncompatible, ENOENT},
+      {StatusCode::kAccessDenied, EACCES},
+      {StatusCode::kBusy, EBUSY},
+      {StatusCode::kChecksumMismatch, EIO},
+      {StatusCode::kImmutable, EPERM},
+      {StatusCode::kExists, EEXIST},
+      {StatusCode::kInvalidArgument, EINVAL},
+      {StatusCode::kTooLarge, EFBIG},
+      {StatusCode::kTenantQuota, EDQUOT},
+      {StatusCode::kNoSpace, ENOSPC},
+      {StatusCode::kExhausted, EAGAIN},
+      {StatusCode::kFenced, ESTALE},
+      {StatusCode::kDraining, EROFS},
+      {StatusCode::kNotSupported, ENOTSUP},
+      {StatusCode::kNotEmpty, ENOTEMPTY},
+      {StatusCode::kIoError, EIO},
+  };
+  for (StatusCode code : kAllStatusCodes) {
+    CAPTURE(ToString(code));
+    REQUIRE(expected.count(code) == 1);  // a new code must be added here and to the mapping
+    CHECK(ToErrno(code) == expected.at(code));
+  }
+  CHECK(expected.size() == std::size(kAllStatusCodes));
+}
+
+TEST_CASE("ErrnoMap: a missing xattr is ENODATA") {
+  CHECK(ToXattrErrno(StatusCode::kNotFound) == ENODATA);
+  CHECK(ToXattrErrno(StatusCode::kAccessDenied) == EACCES);
+}
+
+}  // namespace
+}  // namespace gpucache
