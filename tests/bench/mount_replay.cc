@@ -1,0 +1,125 @@
+#include "tests/bench/mount_replay.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "clients/cpp/mount_client.h"
+
+namespace gpucache::replay {
+namespace {
+
+constexpr long kFuseSuperMagic = 0x65735546;
+
+Bytes Hash8(uint64_t id) {
+  Bytes h(8);
+  for (int i = 0; i < 8; ++i) h[i] = static_cast<uint8_t>(id >> (8 * i));
+  return h;
+}
+
+// One identity per trace block: chain = [parent's hash, own hash], so that the store sees the
+// same parent links the trace has.
+CacheIdentity IdentityOf(const Request& r, size_t i) {
+  CacheIdentity id;
+  id.tenant = "replay";
+  id.trust_domain = "bench";
+  id.model_revision = "bench/model@1";
+  id.model_config_digest = "sha256:00";
+  id.tokenizer_revision = "tok@1";
+  id.kv_dtype = "bf16";
+  id.quant_format = "none";
+  id.layout_abi = "bench-v1";
+  id.position_encoding = "rope";
+  id.rope_scaling = "none";
+  id.block_capacity = kTokensPerBlock;
+  id.valid_length = kTokensPerBlock;
+  id.chain = {i == 0 ? Bytes(8, 0xff) : Hash8(r.blocks[i - 1]), Hash8(r.blocks[i])};
+  return id;
+}
+
+bool Mounted(const std::string& dir) {
+  struct statfs fs;
+  return ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == kFuseSuperMagic;
+}
+
+bool ReadAll(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char buf[1 << 16];
+  while (std::fread(buf, 1, sizeof buf, f) > 0) {
+  }
+  bool ok = !std::ferror(f);
+  std::fclose(f);
+  return ok;
+}
+
+}  // namespace
+
+MountResult ReplayThroughMount(const std::vector<Request>& trace, const std::string& policy,
+                               uint64_t capacity_blocks, uint64_t block_bytes,
+                               const std::string& mountpoint, const std::string& self_path) {
+  MountResult result;
+  namespace fs = std::filesystem;
+  std::string daemon = (fs::path(self_path).parent_path() / "gpucachefs").string();
+  char tmpl[] = "/tmp/gpucache-replay-XXXXXX";
+  std::string scratch = ::mkdtemp(tmpl);
+  std::string config = scratch + "/replay.toml";
+  std::ofstream(config) << "data_dir = \"" << scratch << "/data\"\n"
+                        << "[limits]\neviction_policy = \"" << policy << "\"\n"
+                        << "[tenants.replay]\nuids = [" << ::getuid() << "]\n"
+                        << "max_retained_bytes = " << capacity_blocks * block_bytes << "\n";
+  fs::create_directories(mountpoint);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(daemon.c_str(), "gpucachefs", config.c_str(), mountpoint.c_str(), "-f", nullptr);
+    ::_exit(127);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!Mounted(mountpoint) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!Mounted(mountpoint)) {
+    result.error = "gpucachefs (" + daemon + ") did not mount at " + mountpoint;
+  } else {
+    MountClient client(mountpoint);
+    Bytes payload(block_bytes, 0x5a);
+    result.ok = true;
+    for (const Request& r : trace) {
+      result.score.input_tokens += r.input_length;
+      bool leading = true;
+      for (size_t i = 0; i < r.blocks.size(); ++i) {
+        CacheIdentity id = IdentityOf(r, i);
+        std::string path = client.PathOf(id);
+        struct stat st;
+        bool present = ::stat(path.c_str(), &st) == 0 && ReadAll(path);
+        if (present && leading) result.score.hit_tokens += TokensInBlock(r, i);
+        leading = leading && present;
+        if (present) continue;
+        int err = client.Commit(id, payload);
+        if (err != 0 && err != EEXIST) {
+          result.ok = false;
+          result.error = "commit failed: " + std::string(std::strerror(err));
+          break;
+        }
+      }
+      if (!result.ok) break;
+    }
+  }
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  if (Mounted(mountpoint)) (void)std::system(("fusermount3 -u -z " + mountpoint).c_str());
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  return result;
+}
+
+}  // namespace gpucache::replay
