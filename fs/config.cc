@@ -4,6 +4,7 @@
 #include <set>
 #include <toml++/toml.h>
 
+#include "store/eviction/eviction_policy.h"
 #include "store/identity.h"
 
 namespace gpucache {
@@ -14,19 +15,28 @@ constexpr char kDefaultConfig[] = R"(# gpucachefs configuration (docs/configurat
 # Where committed blocks live. One directory per device; created if missing.
 data_dir = "/var/lib/gpucache"
 
-# Largest block a tenant may commit, in bytes (larger writes fail with EFBIG).
-max_block_bytes = 268435456
-
 # fdatasync every block before publishing it. A block torn by a power cut fails its checksums
 # and becomes a clean miss either way; turn this on to keep more blocks across power loss.
 sync_commits = false
+
+# Global limits; 0 means unlimited. The same keys (but eviction_policy and
+# reservation_lease) may be set per tenant in its [tenants.NAME] table.
+[limits]
+max_block_bytes = 268435456      # larger blocks fail with EFBIG
+max_inflight_requests = 0        # fills in flight (EAGAIN)
+max_inflight_bytes = 0           # bytes written but not yet committed (EAGAIN)
+max_registrations = 0            # reservations + committed + quarantined blocks (EAGAIN)
+max_retained_bytes = 0           # committed + quarantined bytes; evicts, then ENOSPC
+eviction_policy = "prefix-lru"   # prefix-lru, prefix-tinylfu, lru, oldest
+reservation_lease = 30.0         # seconds an idle, uncommitted .part survives
 
 # Callers who see every tenant and may send admin requests through .gpucache/ctl.
 [admins]
 uids = [0]
 gids = []
 
-# One table per tenant: its directory name and the callers who belong to it.
+# One table per tenant: its directory name, the callers who belong to it, and optionally its
+# own limits (max_retained_bytes here is the tenant's quota: evicts its own blocks, then EDQUOT).
 [tenants.default]
 uids = [0]
 gids = []
@@ -81,6 +91,20 @@ class Reader {
     return *v;
   }
 
+  Limits ReadLimits(const toml::table& t, const std::string& prefix, Limits l) const {
+    auto size = [&](const char* key, uint64_t def) {
+      int64_t v = Get<int64_t>(t, key, prefix + key, static_cast<int64_t>(def));
+      if (v < 0) Fail(prefix + key, "must be >= 0 (0: unlimited)");
+      return static_cast<uint64_t>(v);
+    };
+    l.max_block_bytes = size("max_block_bytes", l.max_block_bytes);
+    l.max_inflight_requests = size("max_inflight_requests", l.max_inflight_requests);
+    l.max_inflight_bytes = size("max_inflight_bytes", l.max_inflight_bytes);
+    l.max_registrations = size("max_registrations", l.max_registrations);
+    l.max_retained_bytes = size("max_retained_bytes", l.max_retained_bytes);
+    return l;
+  }
+
   const toml::table* Table(const toml::table& t, const std::string& key) const {
     const toml::node* n = t.get(key);
     if (!n) return nullptr;
@@ -90,13 +114,27 @@ class Reader {
 
   Config Build() const {
     Config c;
-    OnlyKeys(t_, "", {"data_dir", "max_block_bytes", "sync_commits", "admins", "tenants", "fuse"});
+    OnlyKeys(t_, "", {"data_dir", "sync_commits", "limits", "admins", "tenants", "fuse"});
     c.data_dir = Get<std::string>(t_, "data_dir", "data_dir", c.data_dir);
     if (c.data_dir.empty() || c.data_dir[0] != '/') Fail("data_dir", "must be an absolute path");
-    int64_t max = Get<int64_t>(t_, "max_block_bytes", "max_block_bytes", int64_t(c.max_block_bytes));
-    if (max <= 0 || max > (int64_t{64} << 30)) Fail("max_block_bytes", "must be 1..68719476736");
-    c.max_block_bytes = static_cast<uint64_t>(max);
     c.sync_commits = Get<bool>(t_, "sync_commits", "sync_commits", c.sync_commits);
+    if (const toml::table* l = Table(t_, "limits")) {
+      OnlyKeys(*l, "limits.", {"max_block_bytes", "max_inflight_requests", "max_inflight_bytes",
+                               "max_registrations", "max_retained_bytes", "eviction_policy",
+                               "reservation_lease"});
+      c.limits = ReadLimits(*l, "limits.", c.limits);
+      if (c.limits.max_block_bytes == 0) Fail("limits.max_block_bytes", "must be at least 1");
+      c.eviction_policy = Get<std::string>(*l, "eviction_policy", "limits.eviction_policy",
+                                           c.eviction_policy);
+      if (!MakePolicy(c.eviction_policy)) {
+        std::string known;
+        for (const std::string& n : PolicyNames()) known += (known.empty() ? "" : ", ") + n;
+        Fail("limits.eviction_policy", "unknown policy (known: " + known + ")");
+      }
+      c.reservation_lease = Get<double>(*l, "reservation_lease", "limits.reservation_lease",
+                                        c.reservation_lease);
+      if (c.reservation_lease <= 0) Fail("limits.reservation_lease", "must be > 0 seconds");
+    }
     if (const toml::table* a = Table(t_, "admins")) {
       OnlyKeys(*a, "admins.", {"uids", "gids"});
       c.admin_uids = Ids(*a, "uids", "admins.uids", c.admin_uids);
@@ -117,9 +155,10 @@ class Reader {
       if (!IsValidTenantName(name.str())) Fail(key, "tenant names are 1-64 of [a-z0-9_-]");
       const toml::table* t = node.as_table();
       if (!t) Fail(key, "must be a table with uids and/or gids");
-      OnlyKeys(*t, key + ".", {"uids", "gids"});
+      OnlyKeys(*t, key + ".", {"uids", "gids", "max_block_bytes", "max_inflight_requests",
+                               "max_inflight_bytes", "max_registrations", "max_retained_bytes"});
       TenantConfig tc{std::string(name.str()), Ids(*t, "uids", key + ".uids", {}),
-                      Ids(*t, "gids", key + ".gids", {})};
+                      Ids(*t, "gids", key + ".gids", {}), ReadLimits(*t, key + ".", Limits{})};
       if (tc.uids.empty() && tc.gids.empty()) Fail(key, "needs at least one uid or gid");
       c.tenants.push_back(std::move(tc));
     }
@@ -155,6 +194,13 @@ Config LoadConfig(const std::string& path) {
                       std::string(e.description()));
   }
   return Reader(t, path).Build();
+}
+
+ResourceLimits ResourceLimitsOf(const Config& config) {
+  ResourceLimits limits;
+  limits.global = config.limits;
+  for (const TenantConfig& t : config.tenants) limits.tenants[t.name] = t.limits;
+  return limits;
 }
 
 Config DefaultConfig() { return ParseConfig(kDefaultConfig, "<built-in defaults>"); }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "store/limits.h"
+
 namespace gpucache {
 
 struct ConfigError : std::runtime_error {
@@ -19,18 +21,24 @@ struct TenantConfig {
   std::string name;             // directory name under the mountpoint
   std::vector<uint32_t> uids;   // callers with one of these uids are members
   std::vector<uint32_t> gids;   // ... or with one of these as primary or supplementary group
+  Limits limits;                // this tenant's own limits (0: none)
 };
 
 struct Config {
   std::string data_dir = "/var/lib/gpucache";
-  uint64_t max_block_bytes = 256ull << 20;  // larger commits fail with EFBIG
   bool sync_commits = false;                // fdatasync each block before publishing it
+  Limits limits{.max_block_bytes = 256ull << 20};  // global limits ([limits])
+  std::string eviction_policy = "prefix-lru";
+  double reservation_lease = 30;            // seconds an idle, uncommitted .part survives
   std::vector<uint32_t> admin_uids = {0};   // may see every tenant and send admin requests
   std::vector<uint32_t> admin_gids;
   std::vector<TenantConfig> tenants;        // sorted by name; at least one
   double entry_timeout = 3600;     // seconds the kernel may cache committed entries/attributes
   double negative_timeout = 3600;  // seconds the kernel may cache a miss (a commit refreshes it)
 };
+
+// The store's limits: the global ones and every tenant's.
+ResourceLimits ResourceLimitsOf(const Config& config);
 
 // Parses and validates a configuration file. Throws ConfigError naming the file and key.
 Config LoadConfig(const std::string& path);

@@ -1,7 +1,11 @@
 #include "fs/control.h"
 
+#include <string.h>
+
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "fs/errno_map.h"
 
 namespace gpucache {
 namespace {
@@ -12,35 +16,93 @@ std::string Error(const char* err, const std::string& message) {
   return json{{"ok", false}, {"errno", err}, {"error", message}}.dump() + "\n";
 }
 
-json CountersJson(const TenantCounters& t) {
-  return json{{"blocks", t.blocks},
-              {"bytes", t.bytes},
-              {"reservations", t.reservations},
+std::string Error(StatusCode code, const std::string& message) {
+  const char* name = strerrorname_np(ToErrno(code));
+  return Error(name ? name : "EIO", message + ": " + std::string(ToString(code)));
+}
+
+std::string Ok(json body = json::object()) {
+  body["ok"] = true;
+  return body.dump() + "\n";
+}
+
+// Ordered: the stats file lists the counters in this order, holdings first.
+nlohmann::ordered_json CountersJson(const TenantCounters& t) {
+  const Usage& u = t.usage;
+  return nlohmann::ordered_json{{"blocks", u.blocks},
+              {"bytes", u.bytes},
+              {"reservations", u.reservations},
+              {"inflight_bytes", u.inflight_bytes},
+              {"quarantined_blocks", u.quarantined_blocks},
+              {"quarantined_bytes", u.quarantined_bytes},
               {"hits", t.hits},
               {"prefix_hits", t.prefix_hits},
               {"misses", t.misses},
               {"commits", t.commits},
-              {"checksum_failures", t.checksum_failures}};
+              {"checksum_failures", t.checksum_failures},
+              {"evictions", t.evictions},
+              {"invalidations", t.invalidations},
+              {"quarantined", t.quarantined},
+              {"reclaimed", t.reclaimed},
+              {"fenced", t.fenced},
+              {"expired", t.expired}};
 }
+
+json QuarantineJson(const QuarantineInfo& q) {
+  return json{{"region", q.region_id}, {"path", q.address.RelativePath()}, {"bytes", q.size},
+              {"reason", q.reason}, {"since_epoch", q.since_epoch}, {"open_handles", q.open_handles}};
+}
+
+// "tenant/namespace/block" from a request, checked for shape.
+std::optional<BlockAddress> ParsePath(const json& req) {
+  if (!req.contains("path") || !req["path"].is_string()) return std::nullopt;
+  std::string p = req["path"];
+  auto a = p.find('/'), b = p.find('/', a == std::string::npos ? a : a + 1);
+  if (a == std::string::npos || b == std::string::npos) return std::nullopt;
+  BlockAddress addr{p.substr(0, a), p.substr(a + 1, b - a - 1), p.substr(b + 1)};
+  if (!IsValidTenantName(addr.tenant) || !IsValidNamespaceName(addr.ns) ||
+      !IsValidBlockName(addr.block)) {
+    return std::nullopt;
+  }
+  return addr;
+}
+
+std::optional<uint64_t> Number(const json& req, const char* key) {
+  if (!req.contains(key) || !req[key].is_number_unsigned()) return std::nullopt;
+  return req[key].get<uint64_t>();
+}
+
+constexpr char kNotAdmin[] = "this request needs an admin (see [admins] in the configuration)";
+constexpr char kNotMember[] = "caller is not a member of the block's tenant";
 
 }  // namespace
 
 std::string ControlPlane::StatsText(const Caller& c) {
   StoreStats stats = store_.Stats();
   std::ostringstream out;
-  out << "epoch " << stats.epoch << "\n";
+  out << "epoch " << stats.epoch << (stats.draining ? " draining" : "") << "\n";
   for (const TenantConfig& t : access_.tenants()) {
     if (!access_.MayUseTenant(c, t.name)) continue;
-    const TenantCounters& n = stats.tenants[t.name];
-    out << "tenant=" << t.name << " blocks=" << n.blocks << " bytes=" << n.bytes
-        << " reservations=" << n.reservations << " hits=" << n.hits
-        << " prefix_hits=" << n.prefix_hits << " misses=" << n.misses << " commits=" << n.commits
-        << " checksum_failures=" << n.checksum_failures << "\n";
+    out << "tenant=" << t.name;
+    nlohmann::ordered_json counters = CountersJson(stats.tenants[t.name]);
+    for (auto& [k, v] : counters.items()) out << " " << k << "=" << v;
+    out << "\n";
   }
   return out.str();
 }
 
 std::string ControlPlane::EpochText() { return std::to_string(store_.Epoch()) + "\n"; }
+
+std::string ControlPlane::QuarantineText(const Caller& c) {
+  std::ostringstream out;
+  for (const QuarantineInfo& q : store_.ListQuarantine()) {
+    if (!access_.MayUseTenant(c, q.address.tenant)) continue;
+    out << "region=" << q.region_id << " path=" << q.address.RelativePath() << " bytes=" << q.size
+        << " reason=" << q.reason << " since_epoch=" << q.since_epoch
+        << " open_handles=" << q.open_handles << "\n";
+  }
+  return out.str();
+}
 
 std::string ControlPlane::Handle(const Caller& c, std::string_view request) {
   json req = json::parse(request, nullptr, /*allow_exceptions=*/false);
@@ -51,18 +113,25 @@ std::string ControlPlane::Handle(const Caller& c, std::string_view request) {
     return Error("EINVAL", "request needs a string field \"op\"");
   }
   std::string op = req["op"];
-  if (op == "lookup") {
-    if (!req.contains("identity") || !req["identity"].is_string()) {
-      return Error("EINVAL", "lookup needs \"identity\": the hex of the canonical identity (GPCK)");
-    }
-    return Lookup(c, req["identity"]);
-  }
+  if (op == "lookup") return Lookup(c, req);
   if (op == "status") return Status(c);
-  return Error("EINVAL", "unknown op '" + op.substr(0, 64) + "' (known: lookup, status)");
+  if (op == "quarantine") return Quarantine(c);
+  if (op == "fence") return Fence(c);
+  if (op == "reclaim") return Reclaim(c, req);
+  if (op == "drain") return Drain(c, req);
+  if (op == "evict") return Evict(c, req);
+  if (op == "pin") return Pin(c, req, true);
+  if (op == "unpin") return Pin(c, req, false);
+  return Error("EINVAL", "unknown op '" + op.substr(0, 64) +
+                             "' (known: lookup, status, quarantine, fence, reclaim, drain, evict, "
+                             "pin, unpin)");
 }
 
-std::string ControlPlane::Lookup(const Caller& c, const std::string& identity_hex) {
-  auto bytes = HexDecode(identity_hex);
+std::string ControlPlane::Lookup(const Caller& c, const json& req) {
+  if (!req.contains("identity") || !req["identity"].is_string()) {
+    return Error("EINVAL", "lookup needs \"identity\": the hex of the canonical identity (GPCK)");
+  }
+  auto bytes = HexDecode(req["identity"].get<std::string>());
   if (!bytes) return Error("EINVAL", "identity is not hex");
   Result<CacheIdentity> id = DecodePhysicalKey(*bytes);
   if (!id.ok()) return Error("EINVAL", "identity does not decode as a valid GPCK v1");
@@ -70,14 +139,14 @@ std::string ControlPlane::Lookup(const Caller& c, const std::string& identity_he
     return Error("EACCES", "caller is not a member of the identity's tenant");
   }
   LookupResult r = store_.Lookup(id.value());
-  json reply{{"ok", true}, {"result", ToString(r.kind)}};
+  json reply{{"result", ToString(r.kind)}};
   if (r.kind == LookupResult::Kind::kMiss) {
     reply["reason"] = ToString(r.reason);
   } else {
     reply["path"] = r.address.RelativePath();
     reply["valid_length"] = r.valid_length;
   }
-  return reply.dump() + "\n";
+  return Ok(reply);
 }
 
 std::string ControlPlane::Status(const Caller& c) {
@@ -86,7 +155,80 @@ std::string ControlPlane::Status(const Caller& c) {
   for (const TenantConfig& t : access_.tenants()) {
     if (access_.MayUseTenant(c, t.name)) tenants[t.name] = CountersJson(stats.tenants[t.name]);
   }
-  return json{{"ok", true}, {"epoch", stats.epoch}, {"tenants", tenants}}.dump() + "\n";
+  return Ok({{"epoch", stats.epoch}, {"draining", stats.draining}, {"tenants", tenants}});
+}
+
+std::string ControlPlane::Quarantine(const Caller& c) {
+  json list = json::array();
+  for (const QuarantineInfo& q : store_.ListQuarantine()) {
+    if (access_.MayUseTenant(c, q.address.tenant)) list.push_back(QuarantineJson(q));
+  }
+  return Ok({{"quarantine", list}});
+}
+
+std::string ControlPlane::Fence(const Caller& c) {
+  if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+  Result<uint64_t> epoch = store_.Fence();
+  if (!epoch.ok()) return Error(epoch.status(), "the new epoch could not be persisted");
+  return Ok({{"epoch", epoch.value()}});
+}
+
+std::string ControlPlane::Reclaim(const Caller& c, const json& req) {
+  if (auto epoch = Number(req, "fenced")) {
+    if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+    Result<uint64_t> n = store_.ReclaimFenced(*epoch);
+    if (!n.ok()) {
+      return Error(n.status(), "reclaim --fenced needs the current epoch, " +
+                                   std::to_string(store_.Epoch()) + ", after a fence");
+    }
+    return Ok({{"reclaimed", n.value()}, {"epoch", *epoch}});
+  }
+  if (auto region = Number(req, "drained")) {
+    Result<QuarantineInfo> q = store_.StatQuarantine(*region);
+    // Not found and not yours look the same: a region id says nothing about other tenants.
+    if (!q.ok() || !access_.MayUseTenant(c, q->address.tenant)) {
+      return Error("ENOENT", "no quarantined region " + std::to_string(*region) + " of yours");
+    }
+    StatusCode s = store_.ReclaimDrained(*region);
+    if (s != StatusCode::kOk) return Error(s, "the daemon still has a handle open on it");
+    return Ok({{"reclaimed", 1}, {"region", *region}});
+  }
+  return Error("EINVAL", "reclaim needs \"fenced\": EPOCH or \"drained\": REGION");
+}
+
+std::string ControlPlane::Drain(const Caller& c, const json& req) {
+  if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+  std::string action = req.value("action", std::string("start"));
+  DrainAction a;
+  if (action == "start") a = DrainAction::kStart;
+  else if (action == "finish") a = DrainAction::kFinish;
+  else if (action == "rollback") a = DrainAction::kRollback;
+  else return Error("EINVAL", "drain action is start, finish or rollback");
+  StatusCode s = store_.Drain(a);
+  if (s != StatusCode::kOk) {
+    return Error(s, action == "rollback" ? "rollback needs a drain that has not finished"
+                                         : "finish needs a drain in progress");
+  }
+  StoreStats st = store_.Stats();
+  return Ok({{"draining", st.draining}, {"epoch", st.epoch}});
+}
+
+std::string ControlPlane::Evict(const Caller& c, const json& req) {
+  if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+  auto a = ParsePath(req);
+  if (!a) return Error("EINVAL", "evict needs \"path\": \"TENANT/NAMESPACE/BLOCK\"");
+  StatusCode s = store_.Evict(*a);
+  if (s != StatusCode::kOk) return Error(s, s == StatusCode::kBusy ? "the block is pinned" : "not evicted");
+  return Ok({{"path", a->RelativePath()}});
+}
+
+std::string ControlPlane::Pin(const Caller& c, const json& req, bool pinned) {
+  auto a = ParsePath(req);
+  if (!a) return Error("EINVAL", "pin/unpin needs \"path\": \"TENANT/NAMESPACE/BLOCK\"");
+  if (!access_.MayUseTenant(c, a->tenant)) return Error("EACCES", kNotMember);
+  StatusCode s = store_.SetPinned(*a, pinned);
+  if (s != StatusCode::kOk) return Error(s, "no such committed block");
+  return Ok({{"path", a->RelativePath()}, {"pinned", pinned}});
 }
 
 }  // namespace gpucache

@@ -1,14 +1,17 @@
-// The virtual `.gpucache/` directory: `stats` and `epoch` (read-only views) and `ctl`, a
-// request/reply channel (docs/control-protocol.md).
+// The virtual `.gpucache/` directory: `stats`, `epoch` and `quarantine` (read-only views) and
+// `ctl`, a request/reply channel (docs/control-protocol.md).
 //
 // ctl: open `.gpucache/ctl` read-write, write one JSON request, read the JSON reply from the
-// same handle. Requests are authorized by the uid/groups of the caller that wrote them; a
-// request never reveals anything about a tenant the caller does not belong to. Every reply is
-// one JSON object and a newline, with "ok": true or "ok": false plus "errno" and "error".
+// same handle. Requests are authorized by the uid/groups of the caller that wrote them: admin
+// requests (fence, reclaim --fenced, drain, evict) need an admin; tenant requests (lookup,
+// pin, unpin, reclaim --drained) a member of the block's tenant or an admin. A request never
+// reveals anything about a tenant the caller does not belong to. Every reply is one JSON
+// object and a newline, with "ok": true, or "ok": false plus "errno" and "error".
 //
 // Thread safety: stateless apart from the store and policy, which lock themselves.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 
@@ -26,12 +29,20 @@ class ControlPlane {
   // Human-readable counters, one line per tenant the caller may see.
   std::string StatsText(const Caller& c);
   std::string EpochText();
+  // One line per quarantined block the caller may see.
+  std::string QuarantineText(const Caller& c);
   // Executes one request; always returns a reply (errors included).
   std::string Handle(const Caller& c, std::string_view request);
 
  private:
-  std::string Lookup(const Caller& c, const std::string& identity_hex);
+  std::string Lookup(const Caller& c, const nlohmann::json& req);
   std::string Status(const Caller& c);
+  std::string Quarantine(const Caller& c);
+  std::string Fence(const Caller& c);
+  std::string Reclaim(const Caller& c, const nlohmann::json& req);
+  std::string Drain(const Caller& c, const nlohmann::json& req);
+  std::string Evict(const Caller& c, const nlohmann::json& req);
+  std::string Pin(const Caller& c, const nlohmann::json& req, bool pinned);
 
   IndexedStore& store_;
   const AccessPolicy& access_;

@@ -119,8 +119,10 @@ int main(int argc, char** argv) {
   }
 
   gpucache::StoreOptions store_options;
-  store_options.max_block_bytes = config.max_block_bytes;
+  store_options.limits = gpucache::ResourceLimitsOf(config);
   store_options.sync_commits = config.sync_commits;
+  store_options.eviction_policy = config.eviction_policy;
+  store_options.reservation_lease_ns = static_cast<uint64_t>(config.reservation_lease * 1e9);
   gpucache::FileStoreReport report;
   std::string error;
   auto store = gpucache::FileStore::OpenDataDir(config.data_dir, store_options, &report, &error);
@@ -131,11 +133,12 @@ int main(int argc, char** argv) {
   for (const std::string& p : report.problems) std::fprintf(stderr, "gpucachefs: %s\n", p.c_str());
   std::fprintf(stderr,
                "gpucachefs: data %s: epoch %llu, %llu blocks loaded, %llu skipped, %llu "
-               "unfinished writes dropped\n",
+               "unfinished writes dropped, %llu quarantined awaiting reclaim\n",
                config.data_dir.c_str(), static_cast<unsigned long long>(report.epoch),
                static_cast<unsigned long long>(report.blocks_loaded),
                static_cast<unsigned long long>(report.blocks_skipped),
-               static_cast<unsigned long long>(report.reservations_dropped));
+               static_cast<unsigned long long>(report.reservations_dropped),
+               static_cast<unsigned long long>(report.quarantined));
 
   gpucache::Filesystem fs(config, *store);
   return gpucache::RunMount(fs, args.mount);

@@ -24,6 +24,7 @@
 #include "store/identity.h"
 #include "store/layout.h"
 #include "store/lifecycle.h"
+#include "store/limits.h"
 #include "store/status.h"
 
 namespace gpucache {
@@ -46,6 +47,7 @@ struct BlockInfo {
   uint64_t commit_time_ns = 0;  // CLOCK_REALTIME at commit
   std::string checksum;         // "xxh3-128:<hex>" of the whole payload
   BlockState state = BlockState::kCommitted;
+  bool pinned = false;          // never evicted (explicit invalidation still works)
 };
 
 using ReservationId = uint64_t;
@@ -75,27 +77,51 @@ struct LookupResult {
 std::string_view ToString(LookupResult::Kind kind);
 
 struct TenantCounters {
-  uint64_t blocks = 0;             // committed blocks now
-  uint64_t bytes = 0;              // committed payload bytes now
-  uint64_t reservations = 0;       // in flight now
-  uint64_t hits = 0;               // exact hits (lookups and opens)
+  Usage usage;                      // what the tenant holds now
+  uint64_t hits = 0;                // exact hits (path probes and lookups)
   uint64_t prefix_hits = 0;
   uint64_t misses = 0;
   uint64_t commits = 0;
   uint64_t checksum_failures = 0;
+  uint64_t evictions = 0;           // blocks evicted to make room or by an admin
+  uint64_t invalidations = 0;       // blocks unlinked by a client
+  uint64_t quarantined = 0;         // blocks that entered quarantine
+  uint64_t reclaimed = 0;           // quarantined blocks freed
+  uint64_t fenced = 0;              // reservations fenced by an epoch bump
+  uint64_t expired = 0;             // reservations abandoned past their lease
 };
 
 struct StoreStats {
   uint64_t epoch = 0;
+  bool draining = false;
   std::map<std::string, TenantCounters> tenants;
 };
 
 struct StoreOptions {
-  uint64_t max_block_bytes = 256ull << 20;  // EFBIG above this
+  ResourceLimits limits;
   // Flush payload and header to stable storage before publishing. Off by default: a block
   // lost or torn by a power cut fails its checksums and becomes a clean miss either way.
   bool sync_commits = false;
+  std::string eviction_policy = "prefix-lru";  // a name from PolicyNames()
+  // A reservation whose writers all closed is abandoned when not committed within this.
+  uint64_t reservation_lease_ns = 30ull * 1000 * 1000 * 1000;
 };
+
+// What a single-flight joiner can learn about a fill it did not lead.
+enum class FillState : uint8_t { kPending, kFinished, kFailed, kFenced };
+std::string_view ToString(FillState state);
+
+// A block out of the namespace whose bytes may still be in use.
+struct QuarantineInfo {
+  uint64_t region_id = 0;
+  BlockAddress address;
+  uint64_t size = 0;
+  std::string reason;         // "evicted", "invalidated", "restart"
+  uint64_t since_epoch = 0;   // epoch when it entered quarantine
+  int open_handles = 0;
+};
+
+enum class DrainAction : uint8_t { kStart, kFinish, kRollback };
 
 // An open committed block. Reads are verified chunk by chunk before any byte is returned.
 class BlockReader {
@@ -146,8 +172,31 @@ class BlockStore {
   virtual Result<BlockInfo> Stat(const BlockAddress& address) = 0;
   virtual Result<std::shared_ptr<BlockReader>> Open(const BlockAddress& address) = 0;
   virtual LookupResult Lookup(const CacheIdentity& identity) = 0;
-  // Explicit client invalidation (unlink of a committed block).
+  // Explicit client invalidation (unlink of a committed block). A block with open handles is
+  // quarantined rather than freed.
   virtual StatusCode Invalidate(const BlockAddress& address) = 0;
+
+  // --- Operations (admin requests; DESIGN.md "Lifecycle" and "Limits and eviction").
+  // Evicts one block now; kBusy if it is pinned. Open handles: quarantined.
+  virtual StatusCode Evict(const BlockAddress& address) = 0;
+  virtual StatusCode SetPinned(const BlockAddress& address, bool pinned) = 0;
+  // Bumps and persists the epoch; every in-flight reservation is fenced: its next write or
+  // commit fails with kFenced, and its credits are released now. Returns the new epoch.
+  virtual Result<uint64_t> Fence() = 0;
+  virtual std::vector<QuarantineInfo> ListQuarantine() = 0;
+  // A drained attestation: the holder of `region_id` no longer uses it. kBusy while the
+  // daemon itself still has a handle open on it.
+  virtual StatusCode ReclaimDrained(uint64_t region_id) = 0;
+  // Frees every block quarantined before the fence that made `epoch` current. kFenced if
+  // `epoch` is not the current epoch (fence first, then name the new epoch). Returns the count.
+  virtual Result<uint64_t> ReclaimFenced(uint64_t epoch) = 0;
+  // Rolling upgrade: kStart refuses new admits (kDraining) while reads and in-flight fills go
+  // on; kFinish fences; kRollback (before kFinish) resumes admits.
+  virtual StatusCode Drain(DrainAction action) = 0;
+  // The outcome of the latest fill of `address`, if remembered.
+  virtual std::optional<FillState> FillOutcome(const BlockAddress& address) = 0;
+  // Abandons reservations idle past their lease; returns how many. Called periodically.
+  virtual size_t ExpireReservations(uint64_t now_ns) = 0;
 
   virtual uint64_t Epoch() = 0;
   virtual StoreStats Stats() = 0;

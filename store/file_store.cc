@@ -36,6 +36,13 @@ class FileSource final : public IndexedStore::RawSource {
   const uint64_t data_offset_;
 };
 
+// A block moved out of the namespace into quarantine/.
+class QuarantinedFile final : public IndexedStore::StoredPayload {
+ public:
+  explicit QuarantinedFile(std::string p) : path(std::move(p)) {}
+  std::string path;
+};
+
 std::vector<std::string> ListDir(const std::string& path) {
   std::vector<std::string> names;
   std::error_code ec;
@@ -82,6 +89,7 @@ std::unique_ptr<FileStore> FileStore::OpenDataDir(const std::string& data_dir, S
   std::error_code ec;
   fs::create_directories(data_dir + "/blocks", ec);
   if (!ec) fs::create_directories(data_dir + "/tmp", ec);
+  if (!ec) fs::create_directories(data_dir + "/quarantine", ec);
   if (ec) {
     *error = "cannot create data directory " + data_dir + ": " + ec.message();
     return nullptr;
@@ -106,7 +114,7 @@ bool FileStore::Initialise(FileStoreReport& report, std::string& error) {
     return false;
   }
   report.epoch = epoch.value() + 1;
-  if (WriteFileAtomically(dir_ + "/EPOCH", std::to_string(report.epoch) + "\n") != StatusCode::kOk) {
+  if (DoPersistEpoch(report.epoch) != StatusCode::kOk) {
     error = "cannot persist the epoch in " + dir_ + "/EPOCH";
     return false;
   }
@@ -115,7 +123,9 @@ bool FileStore::Initialise(FileStoreReport& report, std::string& error) {
     ::unlink((dir_ + "/tmp/" + name).c_str());
     report.reservations_dropped++;
   }
+  pins_ = LoadPins();
   LoadBlocks(report);
+  LoadQuarantine(report);
   return true;
 }
 
@@ -135,6 +145,35 @@ void FileStore::LoadBlocks(FileStoreReport& report) {
   }
 }
 
+Result<BlockInfo> FileStore::ReadBlockInfo(const std::string& path, std::string& why) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) {
+    why = "cannot open";
+    return StatusCode::kIoError;
+  }
+  Result<BlockHeader> header = ReadBlockHeader(fd.get());
+  if (!header.ok()) {
+    why = "corrupt or truncated header";
+    return StatusCode::kInvalidArgument;
+  }
+  Result<CacheIdentity> identity = DecodePhysicalKey(header->identity);
+  if (!identity.ok()) {
+    why = "invalid identity";
+    return StatusCode::kInvalidArgument;
+  }
+  BlockInfo info;
+  info.address = AddressOf(identity.value());
+  info.identity = std::move(identity.value());
+  info.canonical_identity = std::move(header->identity);
+  info.size = header->payload_length;
+  info.commit_epoch = header->commit_epoch;
+  info.region_id = header->region_id;
+  info.owner = Owner{header->owner_uid, header->owner_gid};
+  info.commit_time_ns = header->commit_time_ns;
+  info.checksum = "xxh3-128:" + header->checksums.digest_hex;
+  return info;
+}
+
 void FileStore::LoadNamespace(const std::string& tenant, const std::string& ns,
                               FileStoreReport& report) {
   std::string ns_path = dir_ + "/blocks/" + tenant + "/" + ns;
@@ -143,44 +182,50 @@ void FileStore::LoadNamespace(const std::string& tenant, const std::string& ns,
   RestoreNamespace(tenant, ns, Owner{st.st_uid, st.st_gid});
   for (const std::string& name : ListDir(ns_path)) {
     std::string path = ns_path + "/" + name;
-    auto skip = [&](const std::string& why) {
-      report.problems.push_back("skipped " + tenant + "/" + ns + "/" + name + ": " + why);
+    std::string why;
+    Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(path, why)
+                                                    : Result<BlockInfo>(StatusCode::kInvalidArgument);
+    if (info.ok() && info->address != BlockAddress{tenant, ns, name}) {
+      why = "identity does not match the path";
+      info = StatusCode::kInvalidArgument;
+    }
+    if (!info.ok()) {
+      report.problems.push_back("skipped " + tenant + "/" + ns + "/" + name + ": " +
+                                (why.empty() ? "not a block name" : why));
       report.blocks_skipped++;
       ::unlink(path.c_str());
-    };
-    if (!IsValidBlockName(name)) {
-      skip("not a block name");
       continue;
     }
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    if (!fd.valid()) {
-      skip("cannot open");
-      continue;
-    }
-    Result<BlockHeader> header = ReadBlockHeader(fd.get());
-    if (!header.ok()) {
-      skip("corrupt or truncated header");
-      continue;
-    }
-    Result<CacheIdentity> identity = DecodePhysicalKey(header->identity);
-    BlockAddress address{tenant, ns, name};
-    if (!identity.ok() || AddressOf(identity.value()) != address) {
-      skip("identity does not match the path");
-      continue;
-    }
-    BlockInfo info;
-    info.address = std::move(address);
-    info.identity = std::move(identity.value());
-    info.canonical_identity = std::move(header->identity);
-    info.size = header->payload_length;
-    info.commit_epoch = header->commit_epoch;
-    info.region_id = header->region_id;
-    info.owner = Owner{header->owner_uid, header->owner_gid};
-    info.commit_time_ns = header->commit_time_ns;
-    info.checksum = "xxh3-128:" + header->checksums.digest_hex;
-    RestoreBlock(std::move(info), nullptr);
+    info->pinned = pins_.count(info->address.RelativePath()) != 0;
+    RestoreBlock(std::move(info.value()), nullptr);
     report.blocks_loaded++;
   }
+}
+
+// Quarantined bytes stay quarantined across a restart: only a reclaim frees them.
+void FileStore::LoadQuarantine(FileStoreReport& report) {
+  for (const std::string& name : ListDir(dir_ + "/quarantine")) {
+    std::string path = dir_ + "/quarantine/" + name;
+    std::string why;
+    Result<BlockInfo> info = ReadBlockInfo(path, why);
+    if (!info.ok() || std::to_string(info->region_id) != name) {
+      report.problems.push_back("dropped quarantine/" + name + ": " + (why.empty() ? "misnamed" : why));
+      ::unlink(path.c_str());
+      continue;
+    }
+    RestoreQuarantine(std::move(info.value()), std::make_shared<QuarantinedFile>(path));
+    report.quarantined++;
+  }
+}
+
+std::set<std::string> FileStore::LoadPins() {
+  std::set<std::string> pins;
+  std::ifstream in(dir_ + "/PINS");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) pins.insert(line);
+  }
+  return pins;
 }
 
 std::string FileStore::BlockPath(const BlockAddress& a) const {
@@ -282,8 +327,30 @@ Result<IndexedStore::Opened> FileStore::DoOpen(const BlockInfo& info,
                 std::move(header->checksums)};
 }
 
-void FileStore::DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>&) {
+std::shared_ptr<IndexedStore::StoredPayload> FileStore::DoQuarantine(
+    const BlockInfo& info, const std::shared_ptr<StoredPayload>&) {
+  std::string to = dir_ + "/quarantine/" + std::to_string(info.region_id);
+  // Open handles keep reading the same inode; the name is freed for a new commit.
+  ::rename(BlockPath(info.address).c_str(), to.c_str());
+  return std::make_shared<QuarantinedFile>(to);
+}
+
+void FileStore::DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
+  if (auto* q = dynamic_cast<QuarantinedFile*>(stored.get())) {
+    ::unlink(q->path.c_str());
+    return;
+  }
   ::unlink(BlockPath(info.address).c_str());
+}
+
+StatusCode FileStore::DoPersistEpoch(uint64_t epoch) {
+  return WriteFileAtomically(dir_ + "/EPOCH", std::to_string(epoch) + "\n");
+}
+
+void FileStore::DoPersistPins(const std::vector<BlockAddress>& pinned) {
+  std::string text;
+  for (const BlockAddress& a : pinned) text += a.RelativePath() + "\n";
+  WriteFileAtomically(dir_ + "/PINS", text);
 }
 
 }  // namespace gpucache

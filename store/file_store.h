@@ -4,6 +4,8 @@
 //   <data_dir>/EPOCH                      decimal epoch, bumped and rewritten at every open
 //   <data_dir>/tmp/<region>.part          payload of a reservation (RESERVED/WRITING)
 //   <data_dir>/blocks/<tenant>/<ns>/<blk> committed block files (docs/block-format.md)
+//   <data_dir>/quarantine/<region>        quarantined blocks (same format), kept until reclaimed
+//   <data_dir>/PINS                       relative paths of pinned blocks, one per line
 //
 // Commit reads the payload back once to compute checksums, writes the header, then renames the
 // temporary file into place: a block file exists under its name only when complete. Open()
@@ -15,6 +17,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,7 @@ struct FileStoreReport {
   uint64_t blocks_loaded = 0;
   uint64_t blocks_skipped = 0;        // corrupt or truncated, deleted
   uint64_t reservations_dropped = 0;  // .part payloads left by the previous run
+  uint64_t quarantined = 0;           // quarantined blocks still awaiting reclaim
   std::vector<std::string> problems;  // one line per skipped file, for the log
 };
 
@@ -50,13 +54,23 @@ class FileStore final : public IndexedStore {
   Result<Sealed> DoSeal(PendingPayload& p, const BlockInfo& draft) override;
   void DoDiscard(PendingPayload& p) override;
   Result<Opened> DoOpen(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  std::shared_ptr<StoredPayload> DoQuarantine(const BlockInfo& info,
+                                              const std::shared_ptr<StoredPayload>& stored) override;
   void DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  StatusCode DoPersistEpoch(uint64_t epoch) override;
+  void DoPersistPins(const std::vector<BlockAddress>& pinned) override;
 
  private:
   FileStore(std::string dir, StoreOptions options, Fd lock);
   bool Initialise(FileStoreReport& report, std::string& error);
   void LoadBlocks(FileStoreReport& report);
   void LoadNamespace(const std::string& tenant, const std::string& ns, FileStoreReport& report);
+  void LoadQuarantine(FileStoreReport& report);
+  std::set<std::string> LoadPins();
+  // Reads and checks a block file; the BlockInfo it describes, or why not.
+  Result<BlockInfo> ReadBlockInfo(const std::string& path, std::string& why);
+
+  std::set<std::string> pins_;  // relative paths pinned at start-up
 
   const std::string dir_;
   Fd lock_;

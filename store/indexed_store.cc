@@ -1,15 +1,17 @@
+// IndexedStore: namespaces, reservations, admission and commit.
 #include "store/indexed_store.h"
 
 #include <time.h>
 
 #include <algorithm>
 #include <cassert>
-#include <vector>
 
 #include "store/block_file.h"
 
 namespace gpucache {
 namespace {
+
+constexpr size_t kMaxOutcomes = 1 << 16;
 
 uint64_t NowNs() {
   timespec ts;
@@ -22,70 +24,15 @@ void Transition(BlockState& state, BlockState to) {
   state = to;
 }
 
-bool IsStrictPrefix(const std::vector<Bytes>& shorter, const std::vector<Bytes>& longer) {
-  return shorter.size() < longer.size() && std::equal(shorter.begin(), shorter.end(), longer.begin());
-}
+uint64_t MinNonZero(uint64_t a, uint64_t b) { return a == 0 ? b : (b == 0 ? a : std::min(a, b)); }
 
 }  // namespace
 
-std::string_view ToString(MissReason reason) {
-  switch (reason) {
-    case MissReason::kAbsent: return "absent";
-    case MissReason::kIncompatible: return "incompatible";
-    case MissReason::kQuarantined: return "quarantined";
-    case MissReason::kFenced: return "fenced";
-  }
-  return "unknown";
+IndexedStore::IndexedStore(StoreOptions options)
+    : options_(std::move(options)), policy_(MakePolicy(options_.eviction_policy)) {
+  if (!policy_) policy_ = MakePolicy(kDefaultPolicy);
 }
 
-std::string_view ToString(LookupResult::Kind kind) {
-  switch (kind) {
-    case LookupResult::Kind::kHit: return "hit";
-    case LookupResult::Kind::kPrefixHit: return "prefix_hit";
-    case LookupResult::Kind::kMiss: return "miss";
-  }
-  return "unknown";
-}
-
-// Serves a committed block's bytes only after the chunks they come from verified.
-class VerifyingReader final : public BlockReader {
- public:
-  VerifyingReader(IndexedStore& store, BlockInfo info, std::unique_ptr<IndexedStore::RawSource> src,
-                  PayloadChecksums sums)
-      : store_(store), info_(std::move(info)), src_(std::move(src)), sums_(std::move(sums)) {}
-
-  const BlockInfo& info() const override { return info_; }
-
-  Result<size_t> Read(uint64_t offset, std::span<uint8_t> out) override {
-    if (offset >= info_.size || out.empty()) return size_t{0};
-    uint64_t end = std::min<uint64_t>(info_.size, offset + out.size());
-    uint64_t cs = sums_.chunk_size;
-    uint64_t first = offset / cs, last = (end - 1) / cs;
-    uint64_t span_start = first * cs;
-    uint64_t span_end = std::min<uint64_t>(info_.size, (last + 1) * cs);
-    thread_local std::vector<uint8_t> buf;
-    buf.resize(span_end - span_start);
-    if (StatusCode s = src_->ReadRaw(span_start, buf); s != StatusCode::kOk) return s;
-    for (uint64_t c = first; c <= last; ++c) {
-      uint64_t at = c * cs - span_start;
-      uint64_t len = std::min<uint64_t>(cs, info_.size - c * cs);
-      if (ChunkChecksum({buf.data() + at, len}, c) != sums_.chunks[c]) {
-        store_.ReportCorrupt(info_.address, info_.region_id);
-        return StatusCode::kChecksumMismatch;
-      }
-    }
-    std::copy_n(buf.data() + (offset - span_start), end - offset, out.data());
-    return size_t(end - offset);
-  }
-
- private:
-  IndexedStore& store_;
-  const BlockInfo info_;
-  std::unique_ptr<IndexedStore::RawSource> src_;
-  const PayloadChecksums sums_;
-};
-
-IndexedStore::IndexedStore(StoreOptions options) : options_(options) {}
 IndexedStore::~IndexedStore() = default;
 
 // --- Namespaces -------------------------------------------------------------------------
@@ -149,11 +96,58 @@ std::vector<std::string> IndexedStore::ListEntries(std::string_view tenant, std:
   return out;
 }
 
+// --- Admission ---------------------------------------------------------------------------
+
+uint64_t IndexedStore::MaxBlockBytes(const std::string& tenant) const {
+  return MinNonZero(options_.limits.global.max_block_bytes,
+                    options_.limits.Tenant(tenant).max_block_bytes);
+}
+
+StatusCode IndexedStore::AdmitReservationLocked(const std::string& tenant) const {
+  if (draining_) return StatusCode::kDraining;
+  const Limits& g = options_.limits.global;
+  const Limits& t = options_.limits.Tenant(tenant);
+  Usage global = GlobalUsageLocked();
+  auto it = counters_.find(tenant);
+  Usage mine = it == counters_.end() ? Usage{} : it->second.usage;
+  if (!Within(global.reservations + 1, g.max_inflight_requests) ||
+      !Within(mine.reservations + 1, t.max_inflight_requests) ||
+      !Within(global.registrations() + 1, g.max_registrations) ||
+      !Within(mine.registrations() + 1, t.max_registrations)) {
+    return StatusCode::kExhausted;
+  }
+  return StatusCode::kOk;
+}
+
+StatusCode IndexedStore::AdmitBytesLocked(const Reservation& r, uint64_t new_size) const {
+  const std::string& tenant = r.info.address.tenant;
+  if (new_size > MaxBlockBytes(tenant)) return StatusCode::kTooLarge;
+  if (new_size <= r.info.size) return StatusCode::kOk;
+  uint64_t growth = new_size - r.info.size;
+  auto it = counters_.find(tenant);
+  uint64_t mine = it == counters_.end() ? 0 : it->second.usage.inflight_bytes;
+  if (!Within(GlobalUsageLocked().inflight_bytes + growth, options_.limits.global.max_inflight_bytes) ||
+      !Within(mine + growth, options_.limits.Tenant(tenant).max_inflight_bytes)) {
+    return StatusCode::kExhausted;
+  }
+  return StatusCode::kOk;
+}
+
 // --- Reservations -----------------------------------------------------------------------
 
 IndexedStore::Reservation* IndexedStore::FindLocked(ReservationId id) {
   auto it = reservations_.find(id);
   return it == reservations_.end() ? nullptr : &it->second;
+}
+
+void IndexedStore::RecordOutcomeLocked(const BlockAddress& address, FillState state) {
+  auto [it, inserted] = outcomes_.insert_or_assign(address, state);
+  if (!inserted) return;
+  outcome_order_.push_back(address);
+  if (outcome_order_.size() > kMaxOutcomes) {
+    outcomes_.erase(outcome_order_.front());
+    outcome_order_.pop_front();
+  }
 }
 
 Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner owner) {
@@ -166,6 +160,7 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
     std::lock_guard lock(mu_);
     if (!namespaces_.count({address.tenant, address.ns})) return StatusCode::kNotFound;
     if (blocks_.count(address) || reserved_.count(address)) return StatusCode::kExists;
+    if (StatusCode s = AdmitReservationLocked(address.tenant); s != StatusCode::kOk) return s;
     info.id = next_reservation_++;
     info.address = address;
     info.owner = owner;
@@ -173,24 +168,43 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
     info.epoch = epoch_.load();
     info.create_time_ns = NowNs();
     reserved_[address] = info.id;  // claim the address before leaving the lock
-    reservations_[info.id] = Reservation{info, {}, 0, 0, false, nullptr};
-    CountersLocked(address.tenant).reservations++;
+    Reservation r;
+    r.info = info;
+    r.last_activity_ns = info.create_time_ns;
+    reservations_[info.id] = std::move(r);
+    CountersLocked(address.tenant).usage.reservations++;
+    RecordOutcomeLocked(address, FillState::kPending);
   }
   auto payload = DoReserve(info);
   std::lock_guard lock(mu_);
+  Reservation* r = FindLocked(info.id);
   if (!payload.ok()) {
-    ReleaseReservationLocked(info.id);
+    if (r) ReleaseReservationLocked(info.id, FillState::kFailed);
     return payload.status();
   }
-  reservations_[info.id].payload = std::move(payload.value());
+  if (!r) {  // fenced while the medium prepared it
+    DoDiscard(*payload.value());
+    return StatusCode::kFenced;
+  }
+  r->payload = std::move(payload.value());
   return info.id;
 }
 
-void IndexedStore::ReleaseReservationLocked(ReservationId id) {
+void IndexedStore::ReleaseCreditsLocked(Reservation& r) {
+  Usage& u = CountersLocked(r.info.address.tenant).usage;
+  u.reservations--;
+  u.inflight_bytes -= r.info.size;
+  auto it = reserved_.find(r.info.address);
+  if (it != reserved_.end() && it->second == r.info.id) reserved_.erase(it);
+}
+
+void IndexedStore::ReleaseReservationLocked(ReservationId id, FillState outcome) {
   auto it = reservations_.find(id);
   if (it == reservations_.end()) return;
-  CountersLocked(it->second.info.address.tenant).reservations--;
-  reserved_.erase(it->second.info.address);
+  if (!it->second.fenced) {
+    ReleaseCreditsLocked(it->second);
+    RecordOutcomeLocked(it->second.info.address, outcome);
+  }
   reservations_.erase(it);
 }
 
@@ -199,16 +213,17 @@ StatusCode IndexedStore::SetIdentity(ReservationId id, std::span<const uint8_t> 
   std::lock_guard lock(mu_);
   Reservation* r = FindLocked(id);
   if (!r) return StatusCode::kNotFound;
+  if (r->fenced) return StatusCode::kFenced;
   if (r->sealing) return StatusCode::kBusy;
   r->identity.assign(canonical.begin(), canonical.end());
+  r->last_activity_ns = NowNs();
   return StatusCode::kOk;
 }
 
 Result<Bytes> IndexedStore::GetIdentity(ReservationId id) {
   std::lock_guard lock(mu_);
   Reservation* r = FindLocked(id);
-  if (!r) return StatusCode::kNotFound;
-  if (r->identity.empty()) return StatusCode::kNotFound;
+  if (!r || r->identity.empty()) return StatusCode::kNotFound;
   return r->identity;
 }
 
@@ -218,20 +233,36 @@ Result<size_t> IndexedStore::Write(ReservationId id, uint64_t offset, std::span<
     std::lock_guard lock(mu_);
     Reservation* r = FindLocked(id);
     if (!r) return StatusCode::kNotFound;
+    if (r->fenced) return StatusCode::kFenced;
     if (r->sealing) return StatusCode::kBusy;
-    if (offset + data.size() > options_.max_block_bytes || offset + data.size() < offset) {
-      return StatusCode::kTooLarge;
-    }
+    if (offset + data.size() < offset) return StatusCode::kTooLarge;
+    if (StatusCode s = AdmitBytesLocked(*r, offset + data.size()); s != StatusCode::kOk) return s;
     if (r->info.state == BlockState::kReserved) Transition(r->info.state, BlockState::kWriting);
     r->writes_inflight++;
     payload = r->payload;
   }
   Result<size_t> n = DoWrite(*payload, offset, data);
+  if (n.status() == StatusCode::kNoSpace) {
+    // The backing disk is full: make room (any tenant's evictable blocks) and try once more.
+    std::vector<Departure> evicted;
+    {
+      std::lock_guard lock(mu_);
+      MakeRoomLocked("", std::max<uint64_t>(data.size(), 1 << 20), evicted);
+    }
+    bool freed = !evicted.empty();
+    Finish(std::move(evicted), true);
+    if (freed) n = DoWrite(*payload, offset, data);
+  }
   std::lock_guard lock(mu_);
   Reservation* r = FindLocked(id);
-  if (r) {
-    r->writes_inflight--;
-    if (n.ok()) r->info.size = std::max<uint64_t>(r->info.size, offset + n.value());
+  if (!r) return n;
+  r->writes_inflight--;
+  r->last_activity_ns = NowNs();
+  if (r->fenced) return StatusCode::kFenced;
+  if (n.ok() && offset + n.value() > r->info.size) {
+    uint64_t end = offset + n.value();
+    CountersLocked(r->info.address.tenant).usage.inflight_bytes += end - r->info.size;
+    r->info.size = end;
   }
   return n;
 }
@@ -242,8 +273,9 @@ StatusCode IndexedStore::Truncate(ReservationId id, uint64_t size) {
     std::lock_guard lock(mu_);
     Reservation* r = FindLocked(id);
     if (!r) return StatusCode::kNotFound;
+    if (r->fenced) return StatusCode::kFenced;
     if (r->sealing || r->writes_inflight) return StatusCode::kBusy;
-    if (size > options_.max_block_bytes) return StatusCode::kTooLarge;
+    if (StatusCode s = AdmitBytesLocked(*r, size); s != StatusCode::kOk) return s;
     payload = r->payload;
     r->writes_inflight++;
   }
@@ -251,7 +283,11 @@ StatusCode IndexedStore::Truncate(ReservationId id, uint64_t size) {
   std::lock_guard lock(mu_);
   if (Reservation* r = FindLocked(id)) {
     r->writes_inflight--;
-    if (s == StatusCode::kOk) r->info.size = size;
+    if (s == StatusCode::kOk && !r->fenced) {
+      Usage& u = CountersLocked(r->info.address.tenant).usage;
+      u.inflight_bytes = u.inflight_bytes - r->info.size + size;
+      r->info.size = size;
+    }
   }
   return s;
 }
@@ -260,30 +296,47 @@ StatusCode IndexedStore::OpenWriter(ReservationId id) {
   std::lock_guard lock(mu_);
   Reservation* r = FindLocked(id);
   if (!r) return StatusCode::kNotFound;
+  if (r->fenced) return StatusCode::kFenced;
   if (r->sealing) return StatusCode::kBusy;
   r->writers++;
   return StatusCode::kOk;
 }
 
 void IndexedStore::CloseWriter(ReservationId id) {
-  std::lock_guard lock(mu_);
-  if (Reservation* r = FindLocked(id); r && r->writers > 0) r->writers--;
+  std::shared_ptr<PendingPayload> discard;
+  {
+    std::lock_guard lock(mu_);
+    Reservation* r = FindLocked(id);
+    if (!r || r->writers == 0) return;
+    r->writers--;
+    r->last_activity_ns = NowNs();
+    // A fenced reservation lives only until its last writer lets go.
+    if (r->fenced && r->writers == 0 && r->writes_inflight == 0 && !r->sealing) {
+      discard = std::move(r->payload);
+      reservations_.erase(id);
+    }
+  }
+  if (discard) DoDiscard(*discard);
 }
 
 StatusCode IndexedStore::Commit(ReservationId id) {
   std::shared_ptr<PendingPayload> payload;
   BlockInfo draft;
+  std::vector<Departure> evicted;
   {
     std::lock_guard lock(mu_);
     Reservation* r = FindLocked(id);
     if (!r) return StatusCode::kNotFound;
+    if (r->fenced) return StatusCode::kFenced;
     if (r->sealing || r->writers > 0 || r->writes_inflight > 0) return StatusCode::kBusy;
     auto identity = DecodePhysicalKey(r->identity);
     if (!identity.ok() || AddressOf(identity.value()) != r->info.address) {
       return StatusCode::kInvalidArgument;
     }
     if (r->info.size == 0) return StatusCode::kInvalidArgument;
-    if (r->info.size > options_.max_block_bytes) return StatusCode::kTooLarge;
+    if (r->info.size > MaxBlockBytes(r->info.address.tenant)) return StatusCode::kTooLarge;
+    StatusCode room = MakeRoomLocked(r->info.address.tenant, r->info.size, evicted);
+    if (room != StatusCode::kOk) return room;
     r->sealing = true;
     payload = r->payload;
     draft.address = r->info.address;
@@ -295,19 +348,25 @@ StatusCode IndexedStore::Commit(ReservationId id) {
     draft.owner = r->info.owner;
     draft.commit_time_ns = NowNs();
   }
+  Finish(std::move(evicted), true);
   Result<Sealed> sealed = DoSeal(*payload, draft);
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   Reservation* r = FindLocked(id);
   assert(r && r->sealing);  // nothing else removes a sealing reservation
-  if (!sealed.ok()) {
-    r->sealing = false;
-    return sealed.status();
+  r->sealing = false;
+  if (!sealed.ok()) return sealed.status();
+  if (r->fenced) {
+    // Fenced while sealing: fenced is not success, so the published file goes again.
+    reservations_.erase(id);
+    lock.unlock();
+    DoDrop(draft, sealed->stored);
+    return StatusCode::kFenced;
   }
   Transition(r->info.state, BlockState::kCommitted);
   draft.checksum = "xxh3-128:" + sealed->checksums.digest_hex;
-  ReleaseReservationLocked(id);
+  ReleaseReservationLocked(id, FillState::kFinished);
   CountersLocked(draft.address.tenant).commits++;
-  IndexLocked(Record{std::move(draft), std::move(sealed->stored)});
+  IndexLocked(Record{std::move(draft), std::move(sealed->stored), 0});
   return StatusCode::kOk;
 }
 
@@ -320,7 +379,7 @@ StatusCode IndexedStore::Abort(ReservationId id) {
     if (r->sealing || r->writes_inflight) return StatusCode::kBusy;
     Transition(r->info.state, BlockState::kAbsent);
     payload = std::move(r->payload);
-    ReleaseReservationLocked(id);
+    ReleaseReservationLocked(id, FillState::kFailed);
   }
   if (payload) DoDiscard(*payload);
   return StatusCode::kOk;
@@ -329,7 +388,7 @@ StatusCode IndexedStore::Abort(ReservationId id) {
 Result<ReservationInfo> IndexedStore::StatReservation(ReservationId id) {
   std::lock_guard lock(mu_);
   Reservation* r = FindLocked(id);
-  if (!r) return StatusCode::kNotFound;
+  if (!r || r->fenced) return StatusCode::kNotFound;
   return r->info;
 }
 
@@ -338,180 +397,6 @@ std::optional<ReservationId> IndexedStore::FindReservation(const BlockAddress& a
   auto it = reserved_.find(address);
   if (it == reserved_.end()) return std::nullopt;
   return it->second;
-}
-
-// --- Committed blocks -------------------------------------------------------------------
-
-void IndexedStore::IndexLocked(Record record) {
-  const BlockInfo& info = record.info;
-  TenantCounters& c = CountersLocked(info.address.tenant);
-  c.blocks++;
-  c.bytes += info.size;
-  by_logical_.emplace(Xxh128Hex(EncodeLogicalKey(info.identity)), info.address);
-  by_parent_.emplace(ParentKey{info.address.tenant, info.address.ns, info.identity.chain[0]},
-                     info.address);
-  BlockAddress address = info.address;
-  blocks_[address] = std::move(record);
-}
-
-IndexedStore::Record IndexedStore::UnindexLocked(std::map<BlockAddress, Record>::iterator it) {
-  Record record = std::move(it->second);
-  const BlockInfo& info = record.info;
-  blocks_.erase(it);
-  TenantCounters& c = CountersLocked(info.address.tenant);
-  c.blocks--;
-  c.bytes -= info.size;
-  auto erase_one = [&](auto& multimap, const auto& key) {
-    auto [lo, hi] = multimap.equal_range(key);
-    for (auto i = lo; i != hi; ++i) {
-      if (i->second == info.address) {
-        multimap.erase(i);
-        return;
-      }
-    }
-  };
-  erase_one(by_logical_, Xxh128Hex(EncodeLogicalKey(info.identity)));
-  erase_one(by_parent_, ParentKey{info.address.tenant, info.address.ns, info.identity.chain[0]});
-  return record;
-}
-
-Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
-  std::lock_guard lock(mu_);
-  auto it = blocks_.find(address);
-  if (it == blocks_.end()) return StatusCode::kNotFound;
-  return it->second.info;
-}
-
-Result<BlockInfo> IndexedStore::Probe(const BlockAddress& address) {
-  std::lock_guard lock(mu_);
-  auto it = blocks_.find(address);
-  TenantCounters& c = CountersLocked(address.tenant);
-  if (it == blocks_.end()) {
-    c.misses++;
-    return StatusCode::kNotFound;
-  }
-  c.hits++;
-  return it->second.info;
-}
-
-Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& address) {
-  Record record;
-  {
-    std::lock_guard lock(mu_);
-    auto it = blocks_.find(address);
-    if (it == blocks_.end()) return StatusCode::kNotFound;
-    record = it->second;
-  }
-  Result<Opened> opened = DoOpen(record.info, record.stored);
-  if (!opened.ok()) {
-    if (opened.status() == StatusCode::kChecksumMismatch) {
-      ReportCorrupt(address, record.info.region_id);
-    }
-    return opened.status();
-  }
-  return std::shared_ptr<BlockReader>(std::make_shared<VerifyingReader>(
-      *this, std::move(record.info), std::move(opened->source), std::move(opened->checksums)));
-}
-
-std::optional<LookupResult> IndexedStore::PrefixHitLocked(const CacheIdentity& want) {
-  BlockAddress self = AddressOf(want);
-  auto [lo, hi] = by_parent_.equal_range(ParentKey{self.tenant, self.ns, want.chain[0]});
-  const BlockInfo* best = nullptr;
-  for (auto it = lo; it != hi; ++it) {
-    const BlockInfo& have = blocks_.at(it->second).info;
-    if (!IsStrictPrefix(have.identity.chain, want.chain)) continue;
-    if (have.identity.multimodal != want.multimodal) continue;
-    if (have.identity.valid_length > want.valid_length) continue;  // never longer than asked
-    if (!best || have.identity.chain.size() > best->identity.chain.size()) best = &have;
-  }
-  if (!best) return std::nullopt;
-  return LookupResult{LookupResult::Kind::kPrefixHit, MissReason::kAbsent, best->address,
-                      best->identity.valid_length};
-}
-
-LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
-  if (Validate(identity) != StatusCode::kOk) return {};
-  BlockAddress address = AddressOf(identity);
-  Bytes canonical = EncodePhysicalKey(identity);
-  std::lock_guard lock(mu_);
-  TenantCounters& c = CountersLocked(identity.tenant);
-  if (auto it = blocks_.find(address);
-      it != blocks_.end() && it->second.info.canonical_identity == canonical) {
-    c.hits++;
-    return {LookupResult::Kind::kHit, MissReason::kAbsent, address, identity.valid_length};
-  }
-  if (auto prefix = PrefixHitLocked(identity)) {
-    c.prefix_hits++;
-    return *prefix;
-  }
-  c.misses++;
-  LookupResult miss;
-  if (by_logical_.count(Xxh128Hex(EncodeLogicalKey(identity)))) {
-    miss.reason = MissReason::kIncompatible;
-  }
-  return miss;
-}
-
-StatusCode IndexedStore::Invalidate(const BlockAddress& address) {
-  Record record;
-  {
-    std::lock_guard lock(mu_);
-    auto it = blocks_.find(address);
-    if (it == blocks_.end()) return StatusCode::kNotFound;
-    record = UnindexLocked(it);
-  }
-  DoDrop(record.info, record.stored);
-  return StatusCode::kOk;
-}
-
-void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id) {
-  Record record;
-  RemovalObserver observer;
-  {
-    std::lock_guard lock(mu_);
-    auto it = blocks_.find(address);
-    // Already gone: another read (the kernel retries a failed page) found it first. One
-    // corrupt block counts once.
-    if (it == blocks_.end() || it->second.info.region_id != region_id) return;
-    CountersLocked(address.tenant).checksum_failures++;
-    record = UnindexLocked(it);
-    observer = observer_;
-  }
-  DoDrop(record.info, record.stored);
-  if (observer) observer(address);
-}
-
-uint64_t IndexedStore::Epoch() { return epoch_.load(); }
-
-StoreStats IndexedStore::Stats() {
-  std::lock_guard lock(mu_);
-  return StoreStats{epoch_.load(), counters_};
-}
-
-void IndexedStore::SetRemovalObserver(RemovalObserver observer) {
-  std::lock_guard lock(mu_);
-  observer_ = std::move(observer);
-}
-
-TenantCounters& IndexedStore::CountersLocked(const std::string& tenant) { return counters_[tenant]; }
-
-void IndexedStore::RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner) {
-  std::lock_guard lock(mu_);
-  namespaces_[{tenant, ns}] = Namespace{owner};
-}
-
-void IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
-  std::lock_guard lock(mu_);
-  namespaces_.try_emplace({info.address.tenant, info.address.ns}, Namespace{info.owner});
-  IndexLocked(Record{std::move(info), std::move(stored)});
-}
-
-void IndexedStore::SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
-
-std::shared_ptr<IndexedStore::StoredPayload> IndexedStore::StoredFor(const BlockAddress& address) {
-  std::lock_guard lock(mu_);
-  auto it = blocks_.find(address);
-  return it == blocks_.end() ? nullptr : it->second.stored;
 }
 
 }  // namespace gpucache

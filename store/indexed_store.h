@@ -2,31 +2,37 @@
 //
 // It owns the in-memory index of namespaces and committed blocks, the reservation table with
 // its lifecycle transitions, the lookup rules (exact hit, prefix hit, incompatible miss), the
-// commit checks and the counters. A subclass supplies the medium: MemoryStore keeps bytes in
-// memory, FileStore in block files. Hooks are called without the lock held, so no disk I/O
-// ever happens under it.
+// commit checks, admission against ResourceLimits, eviction through an EvictionPolicy,
+// quarantine, epoch fencing, draining, fill outcomes and the counters. A subclass supplies
+// the medium: MemoryStore keeps bytes in memory, FileStore in block files. Medium hooks are
+// called without the lock held, so no disk I/O ever happens under it.
 //
-// Thread safety: all public methods are safe to call concurrently; one mutex guards the index.
+// Thread safety: all public methods are safe to call concurrently; one mutex guards the index
+// (fence_mu_ additionally serializes epoch bumps, taken before mu_).
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "store/block_store.h"
 #include "store/checksum.h"
+#include "store/eviction/eviction_policy.h"
 
 namespace gpucache {
 
 // Called (without any store lock held) when a committed block leaves the namespace for a
-// reason the caller of the operation could not see: corruption found on read, for now.
+// reason the kernel could not see: eviction, an admin request, corruption found on read.
 using RemovalObserver = std::function<void(const BlockAddress&)>;
 
 class IndexedStore : public BlockStore {
  public:
+  // REQUIRES: MakePolicy(options.eviction_policy) is not null (callers validate the name).
   explicit IndexedStore(StoreOptions options);
   ~IndexedStore() override;
 
@@ -56,8 +62,28 @@ class IndexedStore : public BlockStore {
   LookupResult Lookup(const CacheIdentity& identity) override;
   StatusCode Invalidate(const BlockAddress& address) override;
 
+  StatusCode Evict(const BlockAddress& address) override;
+  StatusCode SetPinned(const BlockAddress& address, bool pinned) override;
+  Result<uint64_t> Fence() override;
+  std::vector<QuarantineInfo> ListQuarantine() override;
+  Result<QuarantineInfo> StatQuarantine(uint64_t region_id);
+  StatusCode ReclaimDrained(uint64_t region_id) override;
+  Result<uint64_t> ReclaimFenced(uint64_t epoch) override;
+  StatusCode Drain(DrainAction action) override;
+  std::optional<FillState> FillOutcome(const BlockAddress& address) override;
+  size_t ExpireReservations(uint64_t now_ns) override;
+
   uint64_t Epoch() override;
   StoreStats Stats() override;
+
+  void SetRemovalObserver(RemovalObserver observer);
+  const StoreOptions& options() const { return options_; }
+
+  // Called by readers: the bytes of `address` (at `region_id`) failed their checksums. If the
+  // block is still that region: drops it, counts one failure, tells the observer.
+  void ReportCorrupt(const BlockAddress& address, uint64_t region_id);
+  // Called by readers when they close.
+  void ReaderClosed(const BlockAddress& address, uint64_t region_id);
 
   // --- Types a medium (subclass) implements; public so media may define them privately.
   // Medium-owned state of an in-flight reservation (a temp file, a buffer).
@@ -65,7 +91,7 @@ class IndexedStore : public BlockStore {
    public:
     virtual ~PendingPayload() = default;
   };
-  // Medium-owned state of a committed block, if any.
+  // Medium-owned state of a committed or quarantined block, if any.
   class StoredPayload {
    public:
     virtual ~StoredPayload() = default;
@@ -86,13 +112,6 @@ class IndexedStore : public BlockStore {
     PayloadChecksums checksums;
   };
 
-  void SetRemovalObserver(RemovalObserver observer);
-  const StoreOptions& options() const { return options_; }
-
-  // Called by readers: the bytes of `address` (at `region_id`) failed their checksums. If the
-  // block is still that region: drops it, counts one failure, tells the observer.
-  void ReportCorrupt(const BlockAddress& address, uint64_t region_id);
-
  protected:
   virtual StatusCode DoCreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) = 0;
   virtual StatusCode DoRemoveNamespace(std::string_view tenant, std::string_view ns) = 0;
@@ -104,11 +123,18 @@ class IndexedStore : public BlockStore {
   virtual Result<Sealed> DoSeal(PendingPayload& p, const BlockInfo& draft) = 0;
   virtual void DoDiscard(PendingPayload& p) = 0;
   virtual Result<Opened> DoOpen(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) = 0;
+  // Moves a block's bytes out of the namespace but keeps them; returns the new medium state.
+  virtual std::shared_ptr<StoredPayload> DoQuarantine(const BlockInfo& info,
+                                                      const std::shared_ptr<StoredPayload>& stored) = 0;
+  // Frees a block's bytes (committed or quarantined).
   virtual void DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) = 0;
+  virtual StatusCode DoPersistEpoch(uint64_t epoch) = 0;
+  virtual void DoPersistPins(const std::vector<BlockAddress>& pinned) = 0;
 
   // For subclasses restoring state at start-up (before any other call).
   void RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner);
   void RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored);
+  void RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored);
   void SetEpoch(uint64_t epoch);
   // The medium state of a committed block, or null.
   std::shared_ptr<StoredPayload> StoredFor(const BlockAddress& address);
@@ -117,14 +143,24 @@ class IndexedStore : public BlockStore {
   struct Reservation {
     ReservationInfo info;
     Bytes identity;
-    int writers = 0;        // handles that may still write
+    int writers = 0;          // handles that may still write
     int writes_inflight = 0;
-    bool sealing = false;   // Commit is running outside the lock
+    bool sealing = false;     // Commit is running outside the lock
+    bool fenced = false;      // an epoch bump took it: every further call is kFenced
+    uint64_t last_activity_ns = 0;
     std::shared_ptr<PendingPayload> payload;
   };
   struct Record {
     BlockInfo info;
     std::shared_ptr<StoredPayload> stored;
+    int open_readers = 0;
+  };
+  struct Quarantined {
+    BlockInfo info;
+    std::shared_ptr<StoredPayload> stored;
+    int open_readers = 0;
+    std::string reason;
+    uint64_t since_epoch = 0;
   };
   struct Namespace {
     Owner owner;
@@ -132,29 +168,61 @@ class IndexedStore : public BlockStore {
   using NamespaceKey = std::pair<std::string, std::string>;
   // Blocks that can serve as a prefix for each other share tenant, namespace and parent hash.
   using ParentKey = std::tuple<std::string, std::string, Bytes>;
+  // Work to finish outside the lock after a block left the namespace.
+  struct Departure {
+    BlockInfo info;
+    std::shared_ptr<StoredPayload> stored;
+    bool quarantine = false;  // keep the bytes (open handles), else drop them
+  };
 
+  // indexed_store.cc
   Reservation* FindLocked(ReservationId id);
+  void ReleaseReservationLocked(ReservationId id, FillState outcome);
+  void ReleaseCreditsLocked(Reservation& r);
+  StatusCode AdmitReservationLocked(const std::string& tenant) const;
+  StatusCode AdmitBytesLocked(const Reservation& r, uint64_t new_size) const;
+  uint64_t MaxBlockBytes(const std::string& tenant) const;
+  void RecordOutcomeLocked(const BlockAddress& address, FillState state);
+  // indexed_store_blocks.cc
   void IndexLocked(Record record);
   Record UnindexLocked(std::map<BlockAddress, Record>::iterator it);
+  std::optional<BlockAddress> ParentOfLocked(const BlockInfo& info);
   std::optional<LookupResult> PrefixHitLocked(const CacheIdentity& want);
+  StatusCode MakeRoomLocked(const std::string& tenant, uint64_t need, std::vector<Departure>& out);
+  Departure RemoveLocked(std::map<BlockAddress, Record>::iterator it, const char* reason);
+  void Finish(std::vector<Departure> departures, bool notify);
+  void PersistPins();
+  // indexed_store_ops.cc
+  Usage GlobalUsageLocked() const;
   TenantCounters& CountersLocked(const std::string& tenant);
-  void ReleaseReservationLocked(ReservationId id);
 
   const StoreOptions options_;
+  std::mutex fence_mu_;
   std::mutex mu_;
   std::atomic<uint64_t> epoch_{1};
+  bool draining_ = false;
+  bool drain_finished_ = false;
   uint64_t next_region_seq_ = 0;
   ReservationId next_reservation_ = 1;
+  std::unique_ptr<EvictionPolicy> policy_;
   std::map<NamespaceKey, Namespace> namespaces_;
   std::map<BlockAddress, Record> blocks_;
+  std::unordered_map<PolicyKey, BlockAddress> by_key_;
   std::multimap<std::string, BlockAddress> by_logical_;  // hex digest of GPCL -> blocks
-  std::multimap<ParentKey, BlockAddress> by_parent_;
+  std::multimap<ParentKey, BlockAddress> by_parent_;     // chain[0] -> blocks
+  std::map<ParentKey, BlockAddress> by_tail_;            // last chain hash -> block
+  std::map<uint64_t, Quarantined> quarantine_;           // by region id
   std::map<ReservationId, Reservation> reservations_;
   std::map<BlockAddress, ReservationId> reserved_;
+  std::map<BlockAddress, FillState> outcomes_;
+  std::deque<BlockAddress> outcome_order_;               // oldest first, for the bound
   std::map<std::string, TenantCounters> counters_;
   RemovalObserver observer_;
 
   friend class VerifyingReader;
 };
+
+// The policy key of a block address (a 64-bit digest).
+PolicyKey PolicyKeyOf(const BlockAddress& address);
 
 }  // namespace gpucache

@@ -80,6 +80,11 @@ Result<IndexedStore::Opened> MemoryStore::DoOpen(const BlockInfo&,
   return Opened{std::make_unique<MemorySource>(s), s->sums};
 }
 
+std::shared_ptr<IndexedStore::StoredPayload> MemoryStore::DoQuarantine(
+    const BlockInfo&, const std::shared_ptr<StoredPayload>& stored) {
+  return stored;  // the bytes stay where they are, out of the index
+}
+
 void MemoryStore::DoDrop(const BlockInfo&, const std::shared_ptr<StoredPayload>&) {}
 
 bool MemoryStore::TEST_CorruptByte(const BlockAddress& address, uint64_t offset) {

@@ -27,7 +27,11 @@ class MemoryStore final : public IndexedStore {
   Result<Sealed> DoSeal(PendingPayload& p, const BlockInfo& draft) override;
   void DoDiscard(PendingPayload& p) override;
   Result<Opened> DoOpen(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  std::shared_ptr<StoredPayload> DoQuarantine(const BlockInfo& info,
+                                              const std::shared_ptr<StoredPayload>& stored) override;
   void DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  StatusCode DoPersistEpoch(uint64_t) override { return StatusCode::kOk; }
+  void DoPersistPins(const std::vector<BlockAddress>&) override {}
 };
 
 }  // namespace gpucache

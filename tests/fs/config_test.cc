@@ -18,13 +18,19 @@ TEST_CASE("Config: the built-in defaults parse and are usable") {
 TEST_CASE("Config: a full file") {
   Config c = ParseConfig(R"(
 data_dir = "/srv/gpucache"
-max_block_bytes = 1048576
 sync_commits = true
+[limits]
+max_block_bytes = 1048576
+max_retained_bytes = 1000000000
+eviction_policy = "lru"
+reservation_lease = 5
 [admins]
 uids = [0, 5]
 gids = [990]
 [tenants.zeta]
 gids = [3000]
+max_retained_bytes = 5000
+max_inflight_requests = 2
 [tenants.alpha]
 uids = [1000, 1001]
 [fuse]
@@ -33,7 +39,14 @@ negative_timeout = 0.5
 )",
                          "test.toml");
   CHECK(c.data_dir == "/srv/gpucache");
-  CHECK(c.max_block_bytes == 1048576);
+  CHECK(c.limits.max_block_bytes == 1048576);
+  CHECK(c.limits.max_retained_bytes == 1000000000);
+  CHECK(c.eviction_policy == "lru");
+  CHECK(c.reservation_lease == 5.0);
+  ResourceLimits r = ResourceLimitsOf(c);
+  CHECK(r.Tenant("zeta").max_retained_bytes == 5000);
+  CHECK(r.Tenant("zeta").max_inflight_requests == 2);
+  CHECK(r.Tenant("alpha").max_retained_bytes == 0);
   CHECK(c.sync_commits);
   CHECK(c.admin_gids == std::vector<uint32_t>{990});
   REQUIRE(c.tenants.size() == 2);
@@ -55,7 +68,11 @@ TEST_CASE("Config: mistakes name the key") {
   const std::string tenant = "\n[tenants.a]\nuids = [1]\n";
   CHECK(error("data_dir = \"relative\"" + tenant).find("data_dir") != std::string::npos);
   CHECK(error("datadir = \"/x\"" + tenant).find("'datadir': unknown key") != std::string::npos);
-  CHECK(error("max_block_bytes = -1" + tenant).find("max_block_bytes") != std::string::npos);
+  CHECK(error("max_block_bytes = 5" + tenant).find("'max_block_bytes': unknown key") != std::string::npos);
+  CHECK(error("[limits]\nmax_block_bytes = -1" + tenant).find("limits.max_block_bytes") != std::string::npos);
+  CHECK(error("[limits]\neviction_policy = \"mru\"" + tenant).find("known: prefix-lru") != std::string::npos);
+  CHECK(error("[tenants.a]\nuids = [1]\nmax_retained_bytes = -5").find("tenants.a.max_retained_bytes") !=
+        std::string::npos);
   CHECK(error("sync_commits = \"yes\"" + tenant).find("sync_commits") != std::string::npos);
   CHECK(error("data_dir = \"/x\"").find("tenants") != std::string::npos);
   CHECK(error("[tenants.Bad]\nuids = [1]").find("tenants.Bad") != std::string::npos);

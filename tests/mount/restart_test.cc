@@ -90,7 +90,7 @@ TEST_CASE("Mount: a corrupted block file gives EIO, is counted, and then is a mi
   CHECK(std::get<int>(got) == EIO);
   struct stat st;
   CHECK(Errno(::stat(client.PathOf(id).c_str(), &st)) == ENOENT);
-  CHECK(ReadText(m.mnt() + "/.gpucache/stats").find("checksum_failures=1") != std::string::npos);
+  CHECK(ReadText(m.mnt() + "/.gpucache/stats").find(" checksum_failures=1 ") != std::string::npos);
   CHECK(Control(m, "{\"op\":\"lookup\",\"identity\":\"" + HexEncode(EncodePhysicalKey(id)) + "\"}")
             .find("\"result\":\"miss\"") != std::string::npos);
   // The engine recomputes and commits again.

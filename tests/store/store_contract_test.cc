@@ -162,7 +162,9 @@ TEST_CASE_TEMPLATE("Store: a committed block cannot be reserved again", F, Memor
 TEST_CASE_TEMPLATE("Store: commit checks identity, path, size and writers", F, MemoryFactory,
                    FileFactory) {
   F f;
-  auto s = f.Make(StoreOptions{.max_block_bytes = 1 << 20});
+  StoreOptions o;
+  o.limits.global.max_block_bytes = 1 << 20;
+  auto s = f.Make(o);
   CacheIdentity id = SampleIdentity();
   BlockAddress a = AddressOf(id);
   REQUIRE(s->CreateNamespace(a.tenant, a.ns, kOwner) == StatusCode::kOk);
@@ -207,7 +209,7 @@ TEST_CASE_TEMPLATE("Store: abort leaves nothing behind", F, MemoryFactory, FileF
   CHECK(s->ListEntries(a.tenant, a.ns) == std::vector<std::string>{a.block + ".part"});
   REQUIRE(s->Abort(r.value()) == StatusCode::kOk);
   CHECK(s->ListEntries(a.tenant, a.ns).empty());
-  CHECK(s->Stats().tenants["acme"].reservations == 0);
+  CHECK(s->Stats().tenants["acme"].usage.reservations == 0);
   CHECK(s->RemoveNamespace(a.tenant, a.ns) == StatusCode::kOk);
 }
 
@@ -228,7 +230,7 @@ TEST_CASE_TEMPLATE("Store: invalidate removes the block", F, MemoryFactory, File
   REQUIRE(CommitBlock(*s, SampleIdentity(), Payload(10)) == StatusCode::kOk);
   REQUIRE(s->Invalidate(AddressOf(SampleIdentity())) == StatusCode::kOk);
   CHECK(s->Lookup(SampleIdentity()).kind == LookupResult::Kind::kMiss);
-  CHECK(s->Stats().tenants["acme"].blocks == 0);
+  CHECK(s->Stats().tenants["acme"].usage.blocks == 0);
   CHECK(s->Invalidate(AddressOf(SampleIdentity())) == StatusCode::kNotFound);
 }
 
@@ -241,8 +243,8 @@ TEST_CASE_TEMPLATE("Store: counters follow commits, hits and misses", F, MemoryF
   s->Lookup(SampleIdentity("acme", 16));
   s->Probe(AddressOf(SampleIdentity("acme", 3)));
   TenantCounters c = s->Stats().tenants["acme"];
-  CHECK(c.blocks == 1);
-  CHECK(c.bytes == 1000);
+  CHECK(c.usage.blocks == 1);
+  CHECK(c.usage.bytes == 1000);
   CHECK(c.commits == 1);
   CHECK(c.hits == 1);
   CHECK(c.prefix_hits == 1);

@@ -1,0 +1,196 @@
+// IndexedStore: operations (fence, quarantine and reclaim, drain, reservation leases),
+// counters, and start-up restoration.
+#include <time.h>
+
+#include "store/indexed_store.h"
+
+namespace gpucache {
+
+Result<uint64_t> IndexedStore::Fence() {
+  std::lock_guard fence_lock(fence_mu_);
+  uint64_t next = epoch_.load() + 1;
+  // Persist first: a fence the daemon acknowledged survives a crash.
+  if (StatusCode s = DoPersistEpoch(next); s != StatusCode::kOk) return s;
+  std::vector<std::shared_ptr<PendingPayload>> discard;
+  {
+    std::lock_guard lock(mu_);
+    epoch_.store(next);
+    for (auto it = reservations_.begin(); it != reservations_.end();) {
+      Reservation& r = it->second;
+      if (r.fenced) {
+        ++it;
+        continue;
+      }
+      ReleaseCreditsLocked(r);
+      RecordOutcomeLocked(r.info.address, FillState::kFenced);
+      CountersLocked(r.info.address.tenant).fenced++;
+      r.fenced = true;
+      if (r.writers == 0 && r.writes_inflight == 0 && !r.sealing) {
+        if (r.payload) discard.push_back(std::move(r.payload));
+        it = reservations_.erase(it);
+      } else {
+        ++it;  // removed when its last writer lets go (CloseWriter) or its commit ends
+      }
+    }
+  }
+  for (auto& p : discard) DoDiscard(*p);
+  return next;
+}
+
+std::vector<QuarantineInfo> IndexedStore::ListQuarantine() {
+  std::lock_guard lock(mu_);
+  std::vector<QuarantineInfo> out;
+  for (const auto& [region, q] : quarantine_) {
+    out.push_back({region, q.info.address, q.info.size, q.reason, q.since_epoch, q.open_readers});
+  }
+  return out;
+}
+
+Result<QuarantineInfo> IndexedStore::StatQuarantine(uint64_t region_id) {
+  std::lock_guard lock(mu_);
+  auto it = quarantine_.find(region_id);
+  if (it == quarantine_.end()) return StatusCode::kNotFound;
+  const Quarantined& q = it->second;
+  return QuarantineInfo{region_id, q.info.address, q.info.size, q.reason, q.since_epoch, q.open_readers};
+}
+
+StatusCode IndexedStore::ReclaimDrained(uint64_t region_id) {
+  Quarantined q;
+  {
+    std::lock_guard lock(mu_);
+    auto it = quarantine_.find(region_id);
+    if (it == quarantine_.end()) return StatusCode::kNotFound;
+    if (it->second.open_readers > 0) return StatusCode::kBusy;  // we still see a handle
+    q = std::move(it->second);
+    quarantine_.erase(it);
+    TenantCounters& c = CountersLocked(q.info.address.tenant);
+    c.usage.quarantined_blocks--;
+    c.usage.quarantined_bytes -= q.info.size;
+    c.reclaimed++;
+  }
+  DoDrop(q.info, q.stored);
+  return StatusCode::kOk;
+}
+
+Result<uint64_t> IndexedStore::ReclaimFenced(uint64_t epoch) {
+  std::vector<Quarantined> freed;
+  {
+    std::lock_guard lock(mu_);
+    if (epoch != epoch_.load()) return StatusCode::kFenced;
+    for (auto it = quarantine_.begin(); it != quarantine_.end();) {
+      if (it->second.since_epoch >= epoch) {
+        ++it;  // quarantined after that fence: it needs a fence of its own
+        continue;
+      }
+      TenantCounters& c = CountersLocked(it->second.info.address.tenant);
+      c.usage.quarantined_blocks--;
+      c.usage.quarantined_bytes -= it->second.info.size;
+      c.reclaimed++;
+      freed.push_back(std::move(it->second));
+      it = quarantine_.erase(it);
+    }
+  }
+  for (Quarantined& q : freed) DoDrop(q.info, q.stored);
+  return uint64_t{freed.size()};
+}
+
+StatusCode IndexedStore::Drain(DrainAction action) {
+  {
+    std::lock_guard lock(mu_);
+    switch (action) {
+      case DrainAction::kStart:
+        draining_ = true;
+        return StatusCode::kOk;
+      case DrainAction::kRollback:
+        if (!draining_ || drain_finished_) return StatusCode::kInvalidArgument;
+        draining_ = false;
+        return StatusCode::kOk;
+      case DrainAction::kFinish:
+        if (!draining_) return StatusCode::kInvalidArgument;
+        drain_finished_ = true;
+        break;
+    }
+  }
+  Result<uint64_t> fenced = Fence();
+  return fenced.ok() ? StatusCode::kOk : fenced.status();
+}
+
+std::optional<FillState> IndexedStore::FillOutcome(const BlockAddress& address) {
+  std::lock_guard lock(mu_);
+  auto it = outcomes_.find(address);
+  if (it == outcomes_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t IndexedStore::ExpireReservations(uint64_t now_ns) {
+  std::vector<std::shared_ptr<PendingPayload>> discard;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = reservations_.begin(); it != reservations_.end();) {
+      Reservation& r = it->second;
+      bool idle = r.writers == 0 && r.writes_inflight == 0 && !r.sealing;
+      if (!r.fenced && idle && now_ns > r.last_activity_ns + options_.reservation_lease_ns) {
+        CountersLocked(r.info.address.tenant).expired++;
+        if (r.payload) discard.push_back(std::move(r.payload));
+        ReleaseCreditsLocked(r);
+        RecordOutcomeLocked(r.info.address, FillState::kFailed);
+        it = reservations_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& p : discard) DoDiscard(*p);
+  return discard.size();
+}
+
+uint64_t IndexedStore::Epoch() { return epoch_.load(); }
+
+StoreStats IndexedStore::Stats() {
+  std::lock_guard lock(mu_);
+  return StoreStats{epoch_.load(), draining_, counters_};
+}
+
+void IndexedStore::SetRemovalObserver(RemovalObserver observer) {
+  std::lock_guard lock(mu_);
+  observer_ = std::move(observer);
+}
+
+Usage IndexedStore::GlobalUsageLocked() const {
+  Usage total;
+  for (const auto& [tenant, c] : counters_) total += c.usage;
+  return total;
+}
+
+TenantCounters& IndexedStore::CountersLocked(const std::string& tenant) { return counters_[tenant]; }
+
+void IndexedStore::RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner) {
+  std::lock_guard lock(mu_);
+  namespaces_[{tenant, ns}] = Namespace{owner};
+}
+
+void IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
+  std::lock_guard lock(mu_);
+  namespaces_.try_emplace({info.address.tenant, info.address.ns}, Namespace{info.owner});
+  IndexLocked(Record{std::move(info), std::move(stored), 0});
+}
+
+void IndexedStore::RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
+  std::lock_guard lock(mu_);
+  Usage& u = CountersLocked(info.address.tenant).usage;
+  u.quarantined_blocks++;
+  u.quarantined_bytes += info.size;
+  info.state = BlockState::kQuarantined;
+  uint64_t region = info.region_id;
+  quarantine_[region] = Quarantined{std::move(info), std::move(stored), 0, "restart", 0};
+}
+
+void IndexedStore::SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
+
+std::shared_ptr<IndexedStore::StoredPayload> IndexedStore::StoredFor(const BlockAddress& address) {
+  std::lock_guard lock(mu_);
+  auto it = blocks_.find(address);
+  return it == blocks_.end() ? nullptr : it->second.stored;
+}
+
+}  // namespace gpucache

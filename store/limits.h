@@ -1,0 +1,64 @@
+// ResourceLimits: what the store admits, globally and per tenant (0 means unlimited).
+//
+//   max_block_bytes        a block larger than this fails with kTooLarge (EFBIG)
+//   max_inflight_requests  reservations (fills) in flight                 -> kExhausted (EAGAIN)
+//   max_inflight_bytes     bytes written to reservations not yet committed -> kExhausted (EAGAIN)
+//   max_registrations      reservations + committed + quarantined blocks  -> kExhausted (EAGAIN)
+//   max_retained_bytes     committed + quarantined bytes: when a commit would pass it the store
+//                          evicts; if nothing is evictable, kNoSpace (ENOSPC) for the global
+//                          limit, kTenantQuota (EDQUOT) for a tenant's
+//
+// Admission refuses cleanly: a refused request changes nothing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace gpucache {
+
+struct Limits {
+  uint64_t max_block_bytes = 0;
+  uint64_t max_inflight_requests = 0;
+  uint64_t max_inflight_bytes = 0;
+  uint64_t max_registrations = 0;
+  uint64_t max_retained_bytes = 0;
+};
+
+struct ResourceLimits {
+  Limits global{.max_block_bytes = 256ull << 20};
+  std::map<std::string, Limits> tenants;  // tenants without an entry have no tenant limits
+
+  const Limits& Tenant(const std::string& tenant) const {
+    static const Limits kNone;
+    auto it = tenants.find(tenant);
+    return it == tenants.end() ? kNone : it->second;
+  }
+};
+
+// What a tenant (or everyone) holds right now.
+struct Usage {
+  uint64_t reservations = 0;
+  uint64_t inflight_bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t bytes = 0;
+  uint64_t quarantined_blocks = 0;
+  uint64_t quarantined_bytes = 0;
+
+  uint64_t registrations() const { return reservations + blocks + quarantined_blocks; }
+  uint64_t retained_bytes() const { return bytes + quarantined_bytes; }
+  Usage& operator+=(const Usage& o) {
+    reservations += o.reservations;
+    inflight_bytes += o.inflight_bytes;
+    blocks += o.blocks;
+    bytes += o.bytes;
+    quarantined_blocks += o.quarantined_blocks;
+    quarantined_bytes += o.quarantined_bytes;
+    return *this;
+  }
+};
+
+// True when `value` stays within `limit` (0: unlimited).
+inline bool Within(uint64_t value, uint64_t limit) { return limit == 0 || value <= limit; }
+
+}  // namespace gpucache
