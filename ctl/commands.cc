@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -155,7 +156,79 @@ int InspectFile(const std::string& path, bool verify, bool as_json) {
   return (!id.ok() || (j.contains("verified") && j["verified"] != "ok")) ? 2 : 0;
 }
 
+// Sends a request and prints the reply: JSON as is, or `summary(reply)` for people.
+int Send(const std::string& mountpoint, const json& request, bool as_json,
+         const std::function<std::string(const json&)>& summary) {
+  std::string error;
+  auto reply = Request(mountpoint, request, error);
+  if (!reply) return Fail(error);
+  if (as_json) std::cout << reply->dump(2) << "\n";
+  if (!reply->value("ok", false)) {
+    if (!as_json) {
+      std::cerr << "gpucachectl: " << reply->value("errno", "") << ": " << reply->value("error", "")
+                << "\n";
+    }
+    return 2;
+  }
+  if (!as_json) std::cout << summary(*reply);
+  return 0;
+}
+
+// TENANT/NAMESPACE/BLOCK from either that form or a path inside the mount.
+std::string RelativeBlockPath(const std::string& mountpoint, const std::string& block) {
+  std::string mnt = mountpoint;
+  while (mnt.size() > 1 && mnt.back() == '/') mnt.pop_back();
+  if (block.rfind(mnt + "/", 0) == 0) return block.substr(mnt.size() + 1);
+  return block;
+}
+
 }  // namespace
+
+int Fence(const std::string& mountpoint, bool as_json) {
+  return Send(mountpoint, {{"op", "fence"}}, as_json, [](const json& r) {
+    return "fenced: epoch is now " + r["epoch"].dump() + "\n";
+  });
+}
+
+int Reclaim(const std::string& mountpoint, std::optional<uint64_t> fenced_epoch,
+            std::optional<uint64_t> drained_region, bool as_json) {
+  if (fenced_epoch.has_value() == drained_region.has_value()) {
+    std::cerr << "gpucachectl: reclaim needs exactly one of --fenced EPOCH or --drained REGION\n";
+    return 64;
+  }
+  json req{{"op", "reclaim"}};
+  if (fenced_epoch) req["fenced"] = *fenced_epoch;
+  if (drained_region) req["drained"] = *drained_region;
+  return Send(mountpoint, req, as_json, [](const json& r) {
+    return "reclaimed " + r["reclaimed"].dump() + " quarantined block(s)\n";
+  });
+}
+
+int Quarantine(const std::string& mountpoint, bool as_json) {
+  return Send(mountpoint, {{"op", "quarantine"}}, as_json, [](const json& r) {
+    std::string out;
+    for (const auto& q : r["quarantine"]) {
+      out += "region=" + q["region"].dump() + " path=" + q["path"].get<std::string>() +
+             " bytes=" + q["bytes"].dump() + " reason=" + q["reason"].get<std::string>() +
+             " since_epoch=" + q["since_epoch"].dump() + " open_handles=" + q["open_handles"].dump() + "\n";
+    }
+    return out.empty() ? std::string("no quarantined blocks\n") : out;
+  });
+}
+
+int Drain(const std::string& mountpoint, const std::string& action, bool as_json) {
+  return Send(mountpoint, {{"op", "drain"}, {"action", action}}, as_json, [&](const json& r) {
+    return "drain " + action + ": " + (r["draining"].get<bool>() ? "admits refused" : "admits accepted") +
+           ", epoch " + r["epoch"].dump() + "\n";
+  });
+}
+
+int BlockOp(const std::string& mountpoint, const std::string& op, const std::string& block,
+            bool as_json) {
+  std::string path = RelativeBlockPath(mountpoint, block);
+  return Send(mountpoint, {{"op", op}, {"path", path}}, as_json,
+              [&](const json&) { return op + ": " + path + "\n"; });
+}
 
 int Path(const std::string& identity_file, bool as_json) {
   auto id = LoadIdentity(identity_file);

@@ -1,5 +1,7 @@
 // gpucachectl: the admin tool for gpucache (docs/gpucachectl.md).
 #include <CLI/CLI.hpp>
+#include <map>
+#include <optional>
 
 #include "ctl/commands.h"
 
@@ -32,6 +34,42 @@ int main(int argc, char** argv) {
   inspect->add_flag("--verify", verify, "read the whole payload and check every checksum");
   inspect->add_flag("--json", json, "print machine-readable JSON");
 
+  auto* fence = app.add_subcommand("fence", "bump the epoch: every in-flight fill is fenced (ESTALE)");
+  fence->add_option("MOUNTPOINT", mountpoint)->required();
+  fence->add_flag("--json", json, "print machine-readable JSON");
+
+  std::optional<uint64_t> fenced_epoch, drained_region;
+  auto* reclaim = app.add_subcommand(
+      "reclaim", "free quarantined blocks: all of them after a fence, or one drained region");
+  reclaim->add_option("MOUNTPOINT", mountpoint)->required();
+  reclaim->add_option("--fenced", fenced_epoch, "the epoch the last fence returned (admin)");
+  reclaim->add_option("--drained", drained_region, "a region its holder attests is drained");
+  reclaim->add_flag("--json", json, "print machine-readable JSON");
+
+  auto* quarantine = app.add_subcommand("quarantine", "list quarantined blocks");
+  quarantine->add_option("MOUNTPOINT", mountpoint)->required();
+  quarantine->add_flag("--json", json, "print machine-readable JSON");
+
+  bool finish = false, rollback = false;
+  auto* drain = app.add_subcommand(
+      "drain", "rolling upgrade: refuse new fills (EROFS); --finish fences, --rollback resumes");
+  drain->add_option("MOUNTPOINT", mountpoint)->required();
+  drain->add_flag("--finish", finish, "end the drain with a fence (before the restart)");
+  drain->add_flag("--rollback", rollback, "cancel a drain that has not finished");
+  drain->add_flag("--json", json, "print machine-readable JSON");
+
+  std::map<std::string, CLI::App*> block_ops;
+  for (auto [name, help] : {std::pair{"evict", "evict a block now (admin; quarantined if open)"},
+                            std::pair{"pin", "never evict a block"},
+                            std::pair{"unpin", "let a block be evicted again"}}) {
+    auto* sub = app.add_subcommand(name, help);
+    sub->add_option("MOUNTPOINT", mountpoint)->required();
+    sub->add_option("BLOCK", block, "TENANT/NAMESPACE/BLOCK, or the block's path in the mount")
+        ->required();
+    sub->add_flag("--json", json, "print machine-readable JSON");
+    block_ops[name] = sub;
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -42,5 +80,15 @@ int main(int argc, char** argv) {
   if (*lookup) return gpucache::ctl::Lookup(mountpoint, identity, json);
   if (*status) return gpucache::ctl::Status(mountpoint, json);
   if (*inspect) return gpucache::ctl::Inspect(block, verify, json);
+  if (*fence) return gpucache::ctl::Fence(mountpoint, json);
+  if (*reclaim) return gpucache::ctl::Reclaim(mountpoint, fenced_epoch, drained_region, json);
+  if (*quarantine) return gpucache::ctl::Quarantine(mountpoint, json);
+  if (*drain) {
+    if (finish && rollback) return 64;
+    return gpucache::ctl::Drain(mountpoint, finish ? "finish" : rollback ? "rollback" : "start", json);
+  }
+  for (auto& [name, sub] : block_ops) {
+    if (*sub) return gpucache::ctl::BlockOp(mountpoint, name, block, json);
+  }
   return 64;
 }

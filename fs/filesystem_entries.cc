@@ -73,7 +73,8 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
     case NodeKind::kRoot: return AttrReply{MakeAttr(ino, S_IFDIR | 0755, 0, 0, 0), long_ttl};
     case NodeKind::kControlDir: return AttrReply{MakeAttr(ino, S_IFDIR | 0555, 0, 0, 0), long_ttl};
     case NodeKind::kStatsFile:
-    case NodeKind::kEpochFile: return AttrReply{MakeAttr(ino, S_IFREG | 0444, 0, 0, 0), long_ttl};
+    case NodeKind::kEpochFile:
+    case NodeKind::kQuarantineFile: return AttrReply{MakeAttr(ino, S_IFREG | 0444, 0, 0, 0), long_ttl};
     case NodeKind::kCtlFile: return AttrReply{MakeAttr(ino, S_IFREG | 0666, 0, 0, 0), long_ttl};
     case NodeKind::kTenant: {
       for (const TenantConfig& t : config_.tenants) {
@@ -139,6 +140,7 @@ Result<EntryReply> Filesystem::Lookup(const Caller& c, uint64_t parent, std::str
       if (name == "stats") child = Node{NodeKind::kStatsFile};
       else if (name == "epoch") child = Node{NodeKind::kEpochFile};
       else if (name == "ctl") child = Node{NodeKind::kCtlFile};
+      else if (name == "quarantine") child = Node{NodeKind::kQuarantineFile};
       else return StatusCode::kNotFound;
       break;
     case NodeKind::kTenant:
@@ -207,7 +209,8 @@ StatusCode Filesystem::Access(const Caller& c, uint64_t ino, int mask) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
   bool read_only = n->kind == NodeKind::kBlock || n->kind == NodeKind::kStatsFile ||
-                   n->kind == NodeKind::kEpochFile || n->kind == NodeKind::kControlDir;
+                   n->kind == NodeKind::kEpochFile || n->kind == NodeKind::kQuarantineFile ||
+                   n->kind == NodeKind::kControlDir;
   if ((mask & W_OK) && read_only) return StatusCode::kAccessDenied;
   return StatusCode::kOk;
 }
@@ -266,7 +269,11 @@ StatusCode Filesystem::Rename(const Caller& c, uint64_t parent, std::string_view
   if (new_name != block) return StatusCode::kInvalidArgument;  // the identity names the path
   BlockAddress address{dir->tenant, dir->ns, block};
   auto id = store_.FindReservation(address);
-  if (!id) return StatusCode::kNotFound;
+  if (!id) {
+    // A fill fenced by an epoch bump: fenced is not success, and the writer must hear why.
+    bool fenced = store_.FillOutcome(address) == FillState::kFenced;
+    return fenced ? StatusCode::kFenced : StatusCode::kNotFound;
+  }
   if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;
   if (StatusCode s = store_.Commit(*id); s != StatusCode::kOk) return s;
   Node part_node{NodeKind::kPart, dir->tenant, dir->ns, block};

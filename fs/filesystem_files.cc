@@ -78,9 +78,12 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
     }
     case NodeKind::kStatsFile:
     case NodeKind::kEpochFile:
+    case NodeKind::kQuarantineFile:
       if (WantsWrite(flags)) return StatusCode::kAccessDenied;
       h.kind = Handle::Kind::kText;
-      h.text = n->kind == NodeKind::kStatsFile ? control_.StatsText(c) : control_.EpochText();
+      h.text = n->kind == NodeKind::kStatsFile   ? control_.StatsText(c)
+               : n->kind == NodeKind::kEpochFile ? control_.EpochText()
+                                                 : control_.QuarantineText(c);
       r.direct_io = true;
       return r;
     case NodeKind::kCtlFile:
@@ -167,7 +170,7 @@ Result<std::vector<DirEntry>> Filesystem::ReadDir(const Caller& c, uint64_t ino)
       }
       return out;
     case NodeKind::kControlDir:
-      for (const char* f : {"stats", "epoch", "ctl"}) out.push_back({f, S_IFREG});
+      for (const char* f : {"stats", "epoch", "quarantine", "ctl"}) out.push_back({f, S_IFREG});
       return out;
     case NodeKind::kTenant:
       for (std::string& ns : store_.ListNamespaces(n->tenant)) out.push_back({std::move(ns), S_IFDIR});

@@ -8,8 +8,12 @@
 //   user.gpucache.epoch          epoch the block was committed in
 //   user.gpucache.region         region id (monotonic, never recycled)
 //   user.gpucache.valid_length   tokens in the block
+//   user.gpucache.pinned         "1" or "0"; a tenant member may set it (pinned: never evicted)
 // On a reservation (<block>.part): identity (writable by its owner until commit), state,
-// epoch and region.
+// epoch, region, and fill ("pending").
+// On a namespace directory: user.gpucache.fill.<block> is the outcome of that block's latest
+// fill (pending, finished, failed, fenced): how a single-flight joiner learns it
+// (docs/single-flight.md). Not listed, since it names blocks; ask for it by name.
 #include "fs/filesystem.h"
 
 namespace gpucache {
@@ -18,8 +22,9 @@ namespace {
 constexpr std::string_view kPrefix = "user.gpucache.";
 constexpr std::string_view kIdentity = "identity";
 const std::vector<std::string> kBlockKeys = {"identity", "identity_text", "state", "checksum",
-                                             "epoch", "region", "valid_length"};
-const std::vector<std::string> kPartKeys = {"identity", "state", "epoch", "region"};
+                                             "epoch", "region", "valid_length", "pinned"};
+const std::vector<std::string> kPartKeys = {"identity", "state", "epoch", "region", "fill"};
+constexpr std::string_view kFillPrefix = "fill.";
 
 // The key after the prefix, or nullopt when the name is not ours.
 std::optional<std::string_view> OurKey(std::string_view name) {
@@ -41,6 +46,7 @@ Result<std::string> Filesystem::BlockXattr(const Node& n, std::string_view key) 
   if (key == "epoch") return std::to_string(b->commit_epoch);
   if (key == "region") return std::to_string(b->region_id);
   if (key == "valid_length") return std::to_string(b->identity.valid_length);
+  if (key == "pinned") return std::string(b->pinned ? "1" : "0");
   return StatusCode::kNotFound;
 }
 
@@ -57,6 +63,7 @@ Result<std::string> Filesystem::PartXattr(const Node& n, std::string_view key) {
   if (key == "state") return std::string(ToString(r->state));
   if (key == "epoch") return std::to_string(r->epoch);
   if (key == "region") return std::to_string(r->region_id);
+  if (key == "fill") return std::string(ToString(FillState::kPending));
   return StatusCode::kNotFound;
 }
 
@@ -67,6 +74,13 @@ Result<std::string> Filesystem::GetXattr(const Caller& c, uint64_t ino, std::str
   if (!n.ok()) return n.status();
   if (n->kind == NodeKind::kBlock) return BlockXattr(n.value(), *key);
   if (n->kind == NodeKind::kPart) return PartXattr(n.value(), *key);
+  if (n->kind == NodeKind::kNamespace && key->starts_with(kFillPrefix)) {
+    std::string block(key->substr(kFillPrefix.size()));
+    if (!IsValidBlockName(block)) return StatusCode::kNotFound;
+    auto outcome = store_.FillOutcome({n->tenant, n->ns, block});
+    if (!outcome) return StatusCode::kNotFound;
+    return std::string(ToString(*outcome));
+  }
   return StatusCode::kNotFound;  // no attribute of that name (ENODATA at the edge)
 }
 
@@ -91,6 +105,11 @@ StatusCode Filesystem::SetXattr(const Caller& c, uint64_t ino, std::string_view 
   if (!key) return StatusCode::kNotSupported;
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
+  if (n->kind == NodeKind::kBlock && *key == "pinned") {
+    std::string v(value.begin(), value.end());
+    if (v != "0" && v != "1") return StatusCode::kInvalidArgument;
+    return store_.SetPinned({n->tenant, n->ns, n->block}, v == "1");
+  }
   if (n->kind != NodeKind::kPart || *key != kIdentity) return StatusCode::kImmutable;
   auto id = store_.FindReservation({n->tenant, n->ns, n->block});
   if (!id) return StatusCode::kNotFound;

@@ -25,6 +25,7 @@ enum class NodeKind : uint8_t {
   kStatsFile,   // .gpucache/stats
   kEpochFile,   // .gpucache/epoch
   kCtlFile,     // .gpucache/ctl
+  kQuarantineFile,  // .gpucache/quarantine
   kTenant,
   kNamespace,
   kBlock,       // committed block: <block>
@@ -46,6 +47,7 @@ inline constexpr uint64_t kControlDirIno = 2;
 inline constexpr uint64_t kStatsIno = 3;
 inline constexpr uint64_t kEpochIno = 4;
 inline constexpr uint64_t kCtlIno = 5;
+inline constexpr uint64_t kQuarantineIno = 6;
 inline constexpr uint64_t kFirstTenantIno = 16;
 inline constexpr uint64_t kFirstDynamicIno = 1 << 20;
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fs/fuse_ops.h"
+#include "fs/housekeeper.h"
 #include "fs/invalidator.h"
 
 namespace gpucache {
@@ -72,6 +73,8 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   Invalidator inval;  // threads start after daemonize, which forks
   inval.Start(se.get());
   WatchRemovals(fs, inval);
+  Housekeeper housekeeper(fs.store());
+  housekeeper.Start();
 
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(cfg, 1);
@@ -81,6 +84,7 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   // libfuse reports the signal that ended the loop; an ordered stop is success.
   bool clean = rc == 0 || rc == SIGINT || rc == SIGTERM || rc == SIGHUP;
 
+  housekeeper.Stop();
   fs.store().SetRemovalObserver(nullptr);
   inval.Stop();
   fuse_session_unmount(se.get());

@@ -1,0 +1,30 @@
+// Periodic store upkeep while mounted: abandons reservations idle past their lease.
+//
+// Thread safety: Start/Stop from one thread; the work runs on its own thread.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "store/indexed_store.h"
+
+namespace gpucache {
+
+class Housekeeper {
+ public:
+  explicit Housekeeper(IndexedStore& store) : store_(store) {}
+  ~Housekeeper() { Stop(); }
+  void Start();
+  void Stop();
+
+ private:
+  void Run();
+  IndexedStore& store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gpucache
