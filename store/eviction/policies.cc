@@ -86,6 +86,7 @@ class PrefixLruPolicy final : public EvictionPolicy {
     if (!all_.Contains(key)) return;
     Touch(key);
     if (tree_.IsLeaf(key)) leaves_.Put(key, last_[key]);
+    if (partials_.Contains(key)) partials_.Put(key, last_[key]);
   }
   void OnRemove(PolicyKey key) override {
     if (!all_.Contains(key)) return;
@@ -155,6 +156,7 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
       }
     }
     Touch(key);
+    if (partials_.Contains(key)) partials_.Put(key, tick_);
   }
 
   void OnMiss(PolicyKey key) override {

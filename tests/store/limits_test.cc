@@ -1,0 +1,311 @@
+// ResourceLimits, eviction, quarantine, fencing, drain and leases, on the reference store.
+#include <doctest/doctest.h>
+
+#include "store/file_store.h"
+#include "store/memory_store.h"
+#include "tests/support/sample_identity.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpucache {
+namespace {
+
+using test::Payload;
+using test::SampleIdentity;
+
+const Owner kOwner{1000, 1000};
+
+// A distinct block per (tenant, n): each its own parent, so none is another's prefix.
+CacheIdentity Block(const std::string& tenant, uint8_t n) {
+  CacheIdentity id = SampleIdentity(tenant, 16);  // a full block
+  id.chain[0] = test::Hash(n);
+  return id;
+}
+
+StatusCode Commit(IndexedStore& s, const CacheIdentity& id, size_t size) {
+  BlockAddress a = AddressOf(id);
+  s.CreateNamespace(a.tenant, a.ns, kOwner);
+  auto r = s.Reserve(a, kOwner);
+  if (!r.ok()) return r.status();
+  s.SetIdentity(r.value(), EncodePhysicalKey(id));
+  auto w = s.Write(r.value(), 0, Payload(size));
+  if (!w.ok()) {
+    s.Abort(r.value());
+    return w.status();
+  }
+  StatusCode c = s.Commit(r.value());
+  if (c != StatusCode::kOk) s.Abort(r.value());
+  return c;
+}
+
+bool Present(IndexedStore& s, const CacheIdentity& id) { return s.Stat(AddressOf(id)).ok(); }
+
+StoreOptions WithTenantQuota(uint64_t bytes) {
+  StoreOptions o;
+  o.limits.tenants["acme"].max_retained_bytes = bytes;
+  return o;
+}
+
+TEST_CASE("Limits: object size, tenant or global, is EFBIG") {
+  StoreOptions o;
+  o.limits.global.max_block_bytes = 10000;
+  o.limits.tenants["acme"].max_block_bytes = 5000;
+  MemoryStore s(o);
+  CHECK(Commit(s, Block("acme", 1), 5001) == StatusCode::kTooLarge);
+  CHECK(Commit(s, Block("acme", 2), 5000) == StatusCode::kOk);
+  CHECK(Commit(s, Block("globex", 3), 10001) == StatusCode::kTooLarge);
+  CHECK(Commit(s, Block("globex", 4), 10000) == StatusCode::kOk);
+}
+
+TEST_CASE("Limits: in-flight requests, bytes and registrations are EAGAIN and change nothing") {
+  StoreOptions o;
+  o.limits.tenants["acme"].max_inflight_requests = 1;
+  o.limits.tenants["acme"].max_inflight_bytes = 1000;
+  o.limits.global.max_registrations = 3;
+  MemoryStore s(o);
+  BlockAddress a1 = AddressOf(Block("acme", 1)), a2 = AddressOf(Block("acme", 2));
+  REQUIRE(s.CreateNamespace("acme", a1.ns, kOwner) == StatusCode::kOk);
+  auto r1 = s.Reserve(a1, kOwner);
+  REQUIRE(r1.ok());
+  CHECK(s.Reserve(a2, kOwner).status() == StatusCode::kExhausted);
+  CHECK(s.FindReservation(a2) == std::nullopt);
+  CHECK(s.Write(r1.value(), 0, Payload(1001)).status() == StatusCode::kExhausted);
+  CHECK(s.StatReservation(r1.value())->size == 0);
+  CHECK(s.Write(r1.value(), 0, Payload(1000)).ok());
+  CHECK(s.Stats().tenants["acme"].usage.inflight_bytes == 1000);
+  s.Abort(r1.value());
+  CHECK(s.Stats().tenants["acme"].usage.inflight_bytes == 0);
+  // Registrations count committed blocks too.
+  REQUIRE(Commit(s, Block("globex", 5), 10) == StatusCode::kOk);
+  REQUIRE(Commit(s, Block("globex", 6), 10) == StatusCode::kOk);
+  REQUIRE(Commit(s, Block("globex", 7), 10) == StatusCode::kOk);
+  CHECK(Commit(s, Block("globex", 8), 10) == StatusCode::kExhausted);
+}
+
+TEST_CASE("Eviction: a tenant quota evicts the tenant's own blocks, oldest-used first") {
+  MemoryStore s(WithTenantQuota(3000));
+  REQUIRE(Commit(s, Block("globex", 9), 5000) == StatusCode::kOk);  // no quota for globex
+  REQUIRE(Commit(s, Block("acme", 1), 1000) == StatusCode::kOk);
+  REQUIRE(Commit(s, Block("acme", 2), 1000) == StatusCode::kOk);
+  REQUIRE(Commit(s, Block("acme", 3), 1000) == StatusCode::kOk);
+  s.Probe(AddressOf(Block("acme", 1)));  // block 1 is now more recent than block 2
+  REQUIRE(Commit(s, Block("acme", 4), 1000) == StatusCode::kOk);
+  CHECK(Present(s, Block("acme", 1)));
+  CHECK_FALSE(Present(s, Block("acme", 2)));
+  CHECK(Present(s, Block("acme", 4)));
+  CHECK(Present(s, Block("globex", 9)));  // never another tenant's block
+  CHECK(s.Stats().tenants["acme"].evictions == 1);
+  CHECK(s.Stats().tenants["acme"].usage.bytes == 3000);
+}
+
+TEST_CASE("Eviction: pinned and open blocks stay; nothing evictable is EDQUOT and changes nothing") {
+  MemoryStore s(WithTenantQuota(2000));
+  REQUIRE(Commit(s, Block("acme", 1), 1000) == StatusCode::kOk);
+  REQUIRE(Commit(s, Block("acme", 2), 1000) == StatusCode::kOk);
+  REQUIRE(s.SetPinned(AddressOf(Block("acme", 1)), true) == StatusCode::kOk);
+  auto reader = s.Open(AddressOf(Block("acme", 2)));
+  REQUIRE(reader.ok());
+  CHECK(Commit(s, Block("acme", 3), 1000) == StatusCode::kTenantQuota);
+  CHECK(Present(s, Block("acme", 1)));
+  CHECK(Present(s, Block("acme", 2)));
+  CHECK(s.Stats().tenants["acme"].evictions == 0);
+  CHECK(s.Stats().tenants["acme"].usage.reservations == 0);
+  reader.value().reset();  // closed: block 2 is evictable again
+  CHECK(Commit(s, Block("acme", 3), 1000) == StatusCode::kOk);
+  CHECK_FALSE(Present(s, Block("acme", 2)));
+  CHECK(s.Evict(AddressOf(Block("acme", 1))) == StatusCode::kBusy);  // pinned
+  CHECK(s.SetPinned(AddressOf(Block("acme", 1)), false) == StatusCode::kOk);
+  CHECK(s.Evict(AddressOf(Block("acme", 1))) == StatusCode::kOk);
+  // A block larger than the whole quota can never fit.
+  CHECK(Commit(s, Block("acme", 4), 2001) == StatusCode::kTenantQuota);
+}
+
+TEST_CASE("Eviction: the global limit may evict any tenant's blocks, else ENOSPC") {
+  StoreOptions o;
+  o.limits.global.max_retained_bytes = 2000;
+  MemoryStore s(o);
+  REQUIRE(Commit(s, Block("globex", 1), 1000) == StatusCode::kOk);
+  REQUIRE(Commit(s, Block("acme", 2), 1000) == StatusCode::kOk);
+  REQUIRE(Commit(s, Block("acme", 3), 1000) == StatusCode::kOk);
+  CHECK_FALSE(Present(s, Block("globex", 1)));
+  s.SetPinned(AddressOf(Block("acme", 2)), true);
+  s.SetPinned(AddressOf(Block("acme", 3)), true);
+  CHECK(Commit(s, Block("globex", 4), 1000) == StatusCode::kNoSpace);
+}
+
+TEST_CASE("Eviction: prefix-aware default evicts a leaf before its ancestors") {
+  MemoryStore s(WithTenantQuota(3000));
+  CacheIdentity parent = Block("acme", 1);
+  CacheIdentity child = parent;
+  child.chain = {parent.chain.back(), test::Hash(50)};  // continues the parent's chain
+  child.valid_length = child.block_capacity;
+  REQUIRE(Commit(s, parent, 1000) == StatusCode::kOk);
+  REQUIRE(Commit(s, child, 1000) == StatusCode::kOk);
+  REQUIRE(Commit(s, Block("acme", 2), 1000) == StatusCode::kOk);
+  s.Probe(AddressOf(child));
+  s.Probe(AddressOf(Block("acme", 2)));
+  // The parent is the least recently used block, but it has a resident child: the child goes.
+  REQUIRE(Commit(s, Block("acme", 3), 1000) == StatusCode::kOk);
+  CHECK(Present(s, parent));
+  CHECK_FALSE(Present(s, child));
+}
+
+TEST_CASE("Quarantine: an open block that is invalidated keeps its bytes until reclaimed") {
+  MemoryStore s;
+  CacheIdentity id = Block("acme", 1);
+  Bytes payload = Payload(5000);
+  BlockAddress a = AddressOf(id);
+  s.CreateNamespace("acme", a.ns, kOwner);
+  auto r = s.Reserve(a, kOwner);
+  s.SetIdentity(r.value(), EncodePhysicalKey(id));
+  s.Write(r.value(), 0, payload);
+  REQUIRE(s.Commit(r.value()) == StatusCode::kOk);
+  auto reader = s.Open(a);
+  REQUIRE(reader.ok());
+  uint64_t region = reader.value()->info().region_id;
+  REQUIRE(s.Invalidate(a) == StatusCode::kOk);
+  CHECK_FALSE(Present(s, id));  // gone from the namespace
+  auto q = s.ListQuarantine();
+  REQUIRE(q.size() == 1);
+  CHECK(q[0].region_id == region);
+  CHECK(q[0].reason == "invalidated");
+  CHECK(q[0].open_handles == 1);
+  CHECK(s.Stats().tenants["acme"].usage.quarantined_bytes == 5000);
+  CHECK(s.Lookup(id).reason == MissReason::kQuarantined);
+  Bytes back(5000);
+  CHECK(reader.value()->Read(0, back).value() == 5000);  // the holder still reads its bytes
+  CHECK(back == payload);
+  CHECK(s.ReclaimDrained(region) == StatusCode::kBusy);  // we still see the handle
+  reader.value().reset();
+  CHECK(s.ListQuarantine().size() == 1);  // last close alone does not free it
+  CHECK(s.ExpireReservations(UINT64_MAX) == 0);
+  CHECK(s.ListQuarantine().size() == 1);  // nor does any timeout
+  CHECK(s.ReclaimDrained(region) == StatusCode::kOk);
+  CHECK(s.ListQuarantine().empty());
+  CHECK(s.Stats().tenants["acme"].usage.quarantined_bytes == 0);
+  CHECK(s.Stats().tenants["acme"].reclaimed == 1);
+}
+
+TEST_CASE("Quarantine: fence, then reclaim --fenced naming the new epoch") {
+  MemoryStore s;
+  REQUIRE(Commit(s, Block("acme", 1), 100) == StatusCode::kOk);
+  auto reader = s.Open(AddressOf(Block("acme", 1)));
+  REQUIRE(s.Evict(AddressOf(Block("acme", 1))) == StatusCode::kOk);
+  REQUIRE(s.ListQuarantine().size() == 1);
+  uint64_t before = s.Epoch();
+  CHECK(s.ReclaimFenced(before).status() == StatusCode::kOk);  // no fence yet: nothing
+  CHECK(s.ListQuarantine().size() == 1);
+  auto fenced = s.Fence();
+  REQUIRE(fenced.ok());
+  CHECK(fenced.value() == before + 1);
+  CHECK(s.ReclaimFenced(before).status() == StatusCode::kFenced);  // not the current epoch
+  CHECK(s.ReclaimFenced(fenced.value()).value() == 1);
+  CHECK(s.ListQuarantine().empty());
+}
+
+TEST_CASE("Fence: in-flight reservations fail with kFenced and their credits return") {
+  MemoryStore s;
+  CacheIdentity id = Block("acme", 1);
+  BlockAddress a = AddressOf(id);
+  s.CreateNamespace("acme", a.ns, kOwner);
+  auto r = s.Reserve(a, kOwner);
+  REQUIRE(s.OpenWriter(r.value()) == StatusCode::kOk);
+  REQUIRE(s.Write(r.value(), 0, Payload(100)).ok());
+  REQUIRE(s.SetIdentity(r.value(), EncodePhysicalKey(id)) == StatusCode::kOk);
+  REQUIRE(s.Fence().ok());
+  CHECK(s.Write(r.value(), 100, Payload(10)).status() == StatusCode::kFenced);
+  CHECK(s.Stats().tenants["acme"].usage.reservations == 0);
+  CHECK(s.Stats().tenants["acme"].usage.inflight_bytes == 0);
+  CHECK(s.FillOutcome(a) == FillState::kFenced);
+  CHECK(s.FindReservation(a) == std::nullopt);
+  s.CloseWriter(r.value());
+  CHECK(s.Commit(r.value()) == StatusCode::kNotFound);  // gone with its last writer
+  CHECK(s.Lookup(id).reason == MissReason::kFenced);
+  // A new fill of the same block starts cleanly in the new epoch.
+  CHECK(Commit(s, id, 100) == StatusCode::kOk);
+  CHECK(s.FillOutcome(a) == FillState::kFinished);
+}
+
+TEST_CASE("Fill outcomes: pending, finished, failed") {
+  MemoryStore s;
+  BlockAddress a = AddressOf(Block("acme", 1));
+  s.CreateNamespace("acme", a.ns, kOwner);
+  CHECK(s.FillOutcome(a) == std::nullopt);
+  auto r = s.Reserve(a, kOwner);
+  CHECK(s.FillOutcome(a) == FillState::kPending);
+  s.Abort(r.value());
+  CHECK(s.FillOutcome(a) == FillState::kFailed);
+  REQUIRE(Commit(s, Block("acme", 1), 10) == StatusCode::kOk);
+  CHECK(s.FillOutcome(a) == FillState::kFinished);
+}
+
+TEST_CASE("Drain: admits refused, reads and in-flight fills go on; rollback and finish") {
+  MemoryStore s;
+  REQUIRE(Commit(s, Block("acme", 1), 10) == StatusCode::kOk);
+  CacheIdentity inflight = Block("acme", 2);
+  BlockAddress a = AddressOf(inflight);
+  auto r = s.Reserve(a, kOwner);
+  REQUIRE(s.Drain(DrainAction::kStart) == StatusCode::kOk);
+  CHECK(Commit(s, Block("acme", 3), 10) == StatusCode::kDraining);
+  CHECK(s.Open(AddressOf(Block("acme", 1))).ok());
+  s.SetIdentity(r.value(), EncodePhysicalKey(inflight));
+  s.Write(r.value(), 0, Payload(10));
+  CHECK(s.Commit(r.value()) == StatusCode::kOk);
+  CHECK(s.Drain(DrainAction::kRollback) == StatusCode::kOk);
+  CHECK(Commit(s, Block("acme", 3), 10) == StatusCode::kOk);
+  uint64_t epoch = s.Epoch();
+  CHECK(s.Drain(DrainAction::kFinish) == StatusCode::kInvalidArgument);  // no drain running
+  REQUIRE(s.Drain(DrainAction::kStart) == StatusCode::kOk);
+  REQUIRE(s.Drain(DrainAction::kFinish) == StatusCode::kOk);
+  CHECK(s.Epoch() == epoch + 1);
+  CHECK(s.Drain(DrainAction::kRollback) == StatusCode::kInvalidArgument);  // too late
+  CHECK(s.Stats().draining);
+}
+
+TEST_CASE("Lease: an idle reservation is abandoned, one with a writer is not") {
+  StoreOptions o;
+  o.reservation_lease_ns = 1000;
+  MemoryStore s(o);
+  BlockAddress a = AddressOf(Block("acme", 1)), b = AddressOf(Block("acme", 2));
+  s.CreateNamespace("acme", a.ns, kOwner);
+  auto idle = s.Reserve(a, kOwner);
+  auto busy = s.Reserve(b, kOwner);
+  REQUIRE(s.OpenWriter(busy.value()) == StatusCode::kOk);
+  CHECK(s.ExpireReservations(UINT64_MAX / 2) == 1);
+  CHECK(s.FindReservation(a) == std::nullopt);
+  CHECK(s.FillOutcome(a) == FillState::kFailed);
+  CHECK(s.FindReservation(b).has_value());
+  CHECK(s.Stats().tenants["acme"].expired == 1);
+  (void)idle;
+}
+
+TEST_CASE("FileStore: quarantine and pins survive a restart") {
+  test::TempDir tmp;
+  uint64_t region;
+  {
+    std::string error;
+    StoreOptions defaults;
+    auto s = FileStore::OpenDataDir(tmp.path(), defaults, nullptr, &error);
+    REQUIRE(Commit(*s, Block("acme", 1), 5000) == StatusCode::kOk);
+    REQUIRE(Commit(*s, Block("acme", 2), 5000) == StatusCode::kOk);
+    REQUIRE(s->SetPinned(AddressOf(Block("acme", 2)), true) == StatusCode::kOk);
+    auto reader = s->Open(AddressOf(Block("acme", 1)));
+    region = reader.value()->info().region_id;
+    REQUIRE(s->Evict(AddressOf(Block("acme", 1))) == StatusCode::kOk);
+    CHECK_FALSE(std::filesystem::exists(s->BlockPath(AddressOf(Block("acme", 1)))));
+  }
+  FileStoreReport report;
+  std::string error;
+  StoreOptions defaults;
+  auto s = FileStore::OpenDataDir(tmp.path(), defaults, &report, &error);
+  REQUIRE(s);
+  CHECK(report.quarantined == 1);
+  auto q = s->ListQuarantine();
+  REQUIRE(q.size() == 1);
+  CHECK(q[0].region_id == region);
+  CHECK(s->Stat(AddressOf(Block("acme", 2)))->pinned);
+  CHECK(s->ReclaimFenced(s->Epoch()).value() == 1);  // the restart was a fence
+  CHECK(std::filesystem::is_empty(tmp.path() + "/quarantine"));
+}
+
+}  // namespace
+}  // namespace gpucache
