@@ -15,6 +15,12 @@ bool IsDynamicTenantNode(NodeKind k) {
   return k == NodeKind::kNamespace || k == NodeKind::kBlock || k == NodeKind::kPart;
 }
 
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
 void SetTime(struct stat& st, uint64_t ns) {
   st.st_mtim.tv_sec = st.st_ctim.tv_sec = st.st_atim.tv_sec = static_cast<time_t>(ns / 1000000000);
   st.st_mtim.tv_nsec = st.st_ctim.tv_nsec = st.st_atim.tv_nsec = static_cast<long>(ns % 1000000000);
@@ -164,7 +170,12 @@ Result<EntryReply> Filesystem::LookupInNamespace(const Node& dir, std::string_vi
   if (!IsValidBlockName(block)) return miss;
   BlockAddress address{dir.tenant, dir.ns, block};
   if (part) {
-    if (!store_.FindReservation(address)) return StatusCode::kNotFound;  // never cached
+    if (!store_.FindReservation(address)) {
+      // Never cached. For one reservation lease after a fence the name answers ESTALE, so
+      // that the fenced writer's rename (the kernel looks the name up first) says why; then
+      // the block can be filled again.
+      return store_.RecentlyFenced(address, NowNs()) ? StatusCode::kFenced : StatusCode::kNotFound;
+    }
     Node child{NodeKind::kPart, dir.tenant, dir.ns, block};
     Result<AttrReply> a = AttrOf(0, child);
     if (!a.ok()) return a.status();
@@ -271,8 +282,7 @@ StatusCode Filesystem::Rename(const Caller& c, uint64_t parent, std::string_view
   auto id = store_.FindReservation(address);
   if (!id) {
     // A fill fenced by an epoch bump: fenced is not success, and the writer must hear why.
-    bool fenced = store_.FillOutcome(address) == FillState::kFenced;
-    return fenced ? StatusCode::kFenced : StatusCode::kNotFound;
+    return store_.RecentlyFenced(address, NowNs()) ? StatusCode::kFenced : StatusCode::kNotFound;
   }
   if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;
   if (StatusCode s = store_.Commit(*id); s != StatusCode::kOk) return s;

@@ -141,7 +141,7 @@ IndexedStore::Reservation* IndexedStore::FindLocked(ReservationId id) {
 }
 
 void IndexedStore::RecordOutcomeLocked(const BlockAddress& address, FillState state) {
-  auto [it, inserted] = outcomes_.insert_or_assign(address, state);
+  auto [it, inserted] = outcomes_.insert_or_assign(address, Outcome{state, NowNs()});
   if (!inserted) return;
   outcome_order_.push_back(address);
   if (outcome_order_.size() > kMaxOutcomes) {

@@ -71,6 +71,9 @@ class IndexedStore : public BlockStore {
   Result<uint64_t> ReclaimFenced(uint64_t epoch) override;
   StatusCode Drain(DrainAction action) override;
   std::optional<FillState> FillOutcome(const BlockAddress& address) override;
+  // True while a fill of `address` fenced less than a reservation lease ago is remembered:
+  // its writer may still be about to commit, and must hear ESTALE.
+  bool RecentlyFenced(const BlockAddress& address, uint64_t now_ns);
   size_t ExpireReservations(uint64_t now_ns) override;
 
   uint64_t Epoch() override;
@@ -214,7 +217,11 @@ class IndexedStore : public BlockStore {
   std::map<uint64_t, Quarantined> quarantine_;           // by region id
   std::map<ReservationId, Reservation> reservations_;
   std::map<BlockAddress, ReservationId> reserved_;
-  std::map<BlockAddress, FillState> outcomes_;
+  struct Outcome {
+    FillState state;
+    uint64_t since_ns;
+  };
+  std::map<BlockAddress, Outcome> outcomes_;
   std::deque<BlockAddress> outcome_order_;               // oldest first, for the bound
   std::map<std::string, TenantCounters> counters_;
   RemovalObserver observer_;

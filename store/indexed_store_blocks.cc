@@ -328,7 +328,8 @@ LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
   LookupResult miss;
   if (by_logical_.count(Xxh128Hex(EncodeLogicalKey(identity)))) {
     miss.reason = MissReason::kIncompatible;
-  } else if (auto o = outcomes_.find(address); o != outcomes_.end() && o->second == FillState::kFenced) {
+  } else if (auto o = outcomes_.find(address);
+             o != outcomes_.end() && o->second.state == FillState::kFenced) {
     miss.reason = MissReason::kFenced;
   } else {
     for (const auto& [region, q] : quarantine_) {

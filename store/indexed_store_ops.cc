@@ -119,7 +119,14 @@ std::optional<FillState> IndexedStore::FillOutcome(const BlockAddress& address) 
   std::lock_guard lock(mu_);
   auto it = outcomes_.find(address);
   if (it == outcomes_.end()) return std::nullopt;
-  return it->second;
+  return it->second.state;
+}
+
+bool IndexedStore::RecentlyFenced(const BlockAddress& address, uint64_t now_ns) {
+  std::lock_guard lock(mu_);
+  auto it = outcomes_.find(address);
+  return it != outcomes_.end() && it->second.state == FillState::kFenced &&
+         now_ns < it->second.since_ns + options_.reservation_lease_ns;
 }
 
 size_t IndexedStore::ExpireReservations(uint64_t now_ns) {

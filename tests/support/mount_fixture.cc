@@ -31,7 +31,15 @@ bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit)
 
 }  // namespace
 
-MountedFs::MountedFs()
+std::string TestConfig(const std::string& limits, const std::string& acme,
+                       const std::string& globex) {
+  return "[limits]\n" + limits + "\n[admins]\nuids = [0]\n" +
+         "[tenants.acme]\nuids = [0, 1000]\n" + acme + "\n" +
+         "[tenants.globex]\nuids = [2000]\n" + globex + "\n" +
+         "[fuse]\nentry_timeout = 3600\nnegative_timeout = 3600\n";
+}
+
+MountedFs::MountedFs(const std::string& config_body)
     : mnt_(tmp_.path() + "/mnt"),
       data_(tmp_.path() + "/data"),
       config_(tmp_.path() + "/gpucache.toml"),
@@ -39,11 +47,7 @@ MountedFs::MountedFs()
   ::mkdir(mnt_.c_str(), 0755);
   // The scratch directory is 0700 from mkdtemp; tests run callers as other uids.
   ::chmod(tmp_.path().c_str(), 0755);
-  std::ofstream(config_) << "data_dir = \"" << data_ << "\"\n"
-                         << "[admins]\nuids = [0]\n"
-                         << "[tenants.acme]\nuids = [0, 1000]\n"
-                         << "[tenants.globex]\nuids = [2000]\n"
-                         << "[fuse]\nentry_timeout = 3600\nnegative_timeout = 3600\n";
+  std::ofstream(config_) << "data_dir = \"" << data_ << "\"\n" << config_body;
   Start();
 }
 

@@ -11,10 +11,15 @@
 
 namespace gpucache::test {
 
-// Tenants: acme = uids {0, 1000}, globex = uid 2000; admins: uid 0.
+// The test configuration without its data_dir: tenants acme = uids {0, 1000} and globex =
+// uid 2000, admins uid 0. The strings are added to the [limits], [tenants.acme] and
+// [tenants.globex] tables.
+std::string TestConfig(const std::string& limits = "", const std::string& acme = "",
+                       const std::string& globex = "");
+
 class MountedFs {
  public:
-  MountedFs();
+  explicit MountedFs(const std::string& config_body = TestConfig());
   ~MountedFs();
   MountedFs(const MountedFs&) = delete;
   MountedFs& operator=(const MountedFs&) = delete;

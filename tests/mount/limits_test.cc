@@ -1,0 +1,124 @@
+// Limits and eviction through a real mount: every errno of admission, and eviction rules.
+#include <doctest/doctest.h>
+#include <errno.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/mount/mount_helpers.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+
+// A distinct full block per (tenant, n) in one namespace.
+CacheIdentity Block(const std::string& tenant, uint8_t n) {
+  CacheIdentity id = SampleIdentity(tenant, 16);
+  id.chain[0] = Hash(n);
+  return id;
+}
+
+bool Present(const MountClient& client, const CacheIdentity& id) {
+  struct stat st;
+  return ::stat(client.PathOf(id).c_str(), &st) == 0;
+}
+
+TEST_CASE("Mount limits: a block over max_block_bytes is EFBIG") {
+  MountedFs m(TestConfig("", "max_block_bytes = 4096"));
+  MountClient client(m.mnt());
+  CHECK(client.Commit(Block("acme", 1), Payload(4097)) == EFBIG);
+  CHECK_FALSE(Present(client, Block("acme", 1)));
+  CHECK(client.Commit(Block("acme", 1), Payload(4096)) == 0);
+  CHECK(AsUser(2000, 2000, [&] { return client.Commit(Block("globex", 2), Payload(8192)); }) == 0);
+}
+
+TEST_CASE("Mount limits: in-flight requests, in-flight bytes, registrations are EAGAIN") {
+  MountedFs m(TestConfig("max_registrations = 3",
+                         "max_inflight_requests = 1\nmax_inflight_bytes = 10000"));
+  MountClient client(m.mnt());
+  CacheIdentity a = Block("acme", 1), b = Block("acme", 2);
+  REQUIRE(::mkdir(NsDir(m, a).c_str(), 0770) == 0);
+  int fd = ::open((client.PathOf(a) + ".part").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  REQUIRE(fd >= 0);
+  CHECK(Errno(::open((client.PathOf(b) + ".part").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600)) == EAGAIN);
+  Bytes big = Payload(10001);
+  CHECK(Errno(::write(fd, big.data(), big.size())) == EAGAIN);
+  CHECK(::write(fd, big.data(), 10000) == 10000);
+  ::close(fd);
+  REQUIRE(::unlink((client.PathOf(a) + ".part").c_str()) == 0);
+  // Registrations: reservations + committed + quarantined, across tenants.
+  REQUIRE(client.Commit(Block("acme", 3), Payload(10)) == 0);
+  REQUIRE(client.Commit(Block("acme", 4), Payload(10)) == 0);
+  REQUIRE(AsUser(2000, 2000, [&] { return client.Commit(Block("globex", 5), Payload(10)); }) == 0);
+  CHECK(client.Commit(Block("acme", 6), Payload(10)) == EAGAIN);
+}
+
+TEST_CASE("Mount eviction: a tenant quota evicts only the tenant's own unpinned blocks") {
+  MountedFs m(TestConfig("", "max_retained_bytes = 30000"));
+  MountClient client(m.mnt());
+  REQUIRE(AsUser(2000, 2000, [&] { return client.Commit(Block("globex", 9), Payload(50000)); }) == 0);
+  for (uint8_t i = 1; i <= 3; ++i) REQUIRE(client.Commit(Block("acme", i), Payload(10000, i)) == 0);
+  REQUIRE(::setxattr(client.PathOf(Block("acme", 1)).c_str(), "user.gpucache.pinned", "1", 1, 0) == 0);
+  REQUIRE(client.Commit(Block("acme", 4), Payload(10000, 4)) == 0);
+  CHECK(Present(client, Block("acme", 1)));        // pinned
+  CHECK_FALSE(Present(client, Block("acme", 2)));  // least recently used, unpinned
+  CHECK(Present(client, Block("acme", 3)));
+  CHECK(Present(client, Block("acme", 4)));
+  CHECK(AsUser(2000, 2000, [&] { return Present(client, Block("globex", 9)) ? 0 : 1; }) == 0);
+  char v[4];
+  CHECK(::getxattr(client.PathOf(Block("acme", 1)).c_str(), "user.gpucache.pinned", v, 4) == 1);
+  CHECK(v[0] == '1');
+  CHECK(ReadText(m.mnt() + "/.gpucache/stats").find(" evictions=1 ") != std::string::npos);
+}
+
+TEST_CASE("Mount eviction: nothing evictable is EDQUOT for a tenant quota, ENOSPC globally") {
+  MountedFs m(TestConfig("max_retained_bytes = 50000", "max_retained_bytes = 20000"));
+  MountClient client(m.mnt());
+  REQUIRE(client.Commit(Block("acme", 1), Payload(10000)) == 0);
+  REQUIRE(client.Commit(Block("acme", 2), Payload(10000)) == 0);
+  for (uint8_t i : {1, 2}) {
+    REQUIRE(::setxattr(client.PathOf(Block("acme", i)).c_str(), "user.gpucache.pinned", "1", 1, 0) == 0);
+  }
+  CHECK(client.Commit(Block("acme", 3), Payload(10000)) == EDQUOT);
+  CHECK(Present(client, Block("acme", 1)));
+  CHECK(Present(client, Block("acme", 2)));
+  // The global limit: globex fills the rest, then a pinned globex block leaves nothing.
+  REQUIRE(AsUser(2000, 2000, [&] { return client.Commit(Block("globex", 4), Payload(30000)); }) == 0);
+  REQUIRE(AsUser(2000, 2000, [&] {
+            return Errno(::setxattr(client.PathOf(Block("globex", 4)).c_str(), "user.gpucache.pinned", "1", 1, 0));
+          }) == 0);
+  CHECK(AsUser(2000, 2000, [&] { return client.Commit(Block("globex", 5), Payload(1000)); }) == ENOSPC);
+}
+
+TEST_CASE("Mount eviction: an evicted block is a miss at once, even though the kernel cached it") {
+  MountedFs m(TestConfig("", "max_retained_bytes = 20000"));
+  MountClient client(m.mnt());
+  REQUIRE(client.Commit(Block("acme", 1), Payload(10000)) == 0);
+  REQUIRE(client.Commit(Block("acme", 2), Payload(10000)) == 0);
+  REQUIRE(Present(client, Block("acme", 1)));  // entries and attributes now cached
+  REQUIRE(std::holds_alternative<Bytes>(client.Read(Block("acme", 1))));
+  REQUIRE(std::holds_alternative<Bytes>(client.Read(Block("acme", 2))));  // 1 is now the LRU
+  REQUIRE(client.Commit(Block("acme", 3), Payload(10000)) == 0);
+  // The daemon told the kernel to forget the entry: no stale hit.
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = !Present(client, Block("acme", 1));
+    if (!gone) ::usleep(10000);
+  }
+  CHECK(gone);
+  CHECK(std::get<int>(client.Read(Block("acme", 1))) == ENOENT);
+}
+
+TEST_CASE("Mount: only a member may pin, with 0 or 1") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  REQUIRE(client.Commit(Block("acme", 1), Payload(100)) == 0);
+  std::string path = client.PathOf(Block("acme", 1));
+  CHECK(Errno(::setxattr(path.c_str(), "user.gpucache.pinned", "yes", 3, 0)) == EINVAL);
+  CHECK(AsUser(2000, 2000, [&] { return Errno(::setxattr(path.c_str(), "user.gpucache.pinned", "1", 1, 0)); }) ==
+        EACCES);
+  CHECK(AsUser(1000, 1000, [&] { return Errno(::setxattr(path.c_str(), "user.gpucache.pinned", "1", 1, 0)); }) == 0);
+}
+
+}  // namespace
+}  // namespace gpucache

@@ -1,0 +1,180 @@
+// Quarantine and reclaim, fencing, single-flight outcomes and draining, through a real mount.
+#include <doctest/doctest.h>
+#include <errno.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/mount/mount_helpers.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+using nlohmann::json;
+
+json Ctl(const MountedFs& m, const json& request) {
+  return json::parse(Control(m, request.dump()), nullptr, false);
+}
+
+std::string Fill(const MountedFs& m, const CacheIdentity& id) {
+  std::string name = "user.gpucache.fill." + AddressOf(id).block;
+  char buf[64];
+  ssize_t n = ::getxattr(NsDir(m, id).c_str(), name.c_str(), buf, sizeof buf);
+  return n < 0 ? "errno " + std::to_string(errno) : std::string(buf, n);
+}
+
+TEST_CASE("Mount quarantine: unlink while open quarantines; last close does not free; drained reclaims") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity();
+  Bytes payload = Payload(200000);
+  REQUIRE(client.Commit(id, payload) == 0);
+  int fd = ::open(client.PathOf(id).c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::unlink(client.PathOf(id).c_str()) == 0);
+  struct stat st;
+  CHECK(Errno(::stat(client.PathOf(id).c_str(), &st)) == ENOENT);
+  std::string q = ReadText(m.mnt() + "/.gpucache/quarantine");
+  CHECK(q.find("path=" + AddressOf(id).RelativePath()) != std::string::npos);
+  CHECK(q.find("reason=invalidated") != std::string::npos);
+  CHECK(q.find("open_handles=1") != std::string::npos);
+  Bytes back(payload.size());
+  CHECK(::pread(fd, back.data(), back.size(), 0) == static_cast<ssize_t>(back.size()));
+  CHECK(back == payload);  // the holder still reads its bytes
+  ::close(fd);
+  ::usleep(50000);  // RELEASE is asynchronous
+  json list = Ctl(m, {{"op", "quarantine"}});
+  REQUIRE(list["quarantine"].size() == 1);  // last close alone does not free it
+  uint64_t region = list["quarantine"][0]["region"];
+  CHECK(list["quarantine"][0]["open_handles"] == 0);
+  // Another tenant can neither see nor reclaim it.
+  CHECK(AsUser(2000, 2000, [&] {
+          json r = Ctl(m, {{"op", "reclaim"}, {"drained", region}});
+          return r["ok"] == false && r["errno"] == "ENOENT" ? 0 : 1;
+        }) == 0);
+  CHECK(AsUser(2000, 2000, [&] { return ReadText(m.mnt() + "/.gpucache/quarantine").empty() ? 0 : 1; }) == 0);
+  // A member of the tenant attests the drain.
+  CHECK(AsUser(1000, 1000, [&] { return Ctl(m, {{"op", "reclaim"}, {"drained", region}})["ok"] == true ? 0 : 1; }) == 0);
+  CHECK(Ctl(m, {{"op", "quarantine"}})["quarantine"].empty());
+  CHECK(ReadText(m.mnt() + "/.gpucache/stats").find(" quarantined_bytes=0 ") != std::string::npos);
+}
+
+TEST_CASE("Mount quarantine: admin evict of an open block, then fence and reclaim --fenced") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity();
+  REQUIRE(client.Commit(id, Payload(5000)) == 0);
+  int fd = ::open(client.PathOf(id).c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  CHECK(AsUser(1000, 1000, [&] {
+          return Ctl(m, {{"op", "evict"}, {"path", AddressOf(id).RelativePath()}})["errno"] == "EACCES" ? 0 : 1;
+        }) == 0);
+  REQUIRE(Ctl(m, {{"op", "evict"}, {"path", AddressOf(id).RelativePath()}})["ok"] == true);
+  uint64_t epoch = std::stoull(ReadText(m.mnt() + "/.gpucache/epoch"));
+  json early = Ctl(m, {{"op", "reclaim"}, {"fenced", epoch}});
+  CHECK(early["reclaimed"] == 0);  // quarantined in this epoch: a fence must come first
+  CHECK(AsUser(1000, 1000, [&] { return Ctl(m, {{"op", "fence"}})["errno"] == "EACCES" ? 0 : 1; }) == 0);
+  json fenced = Ctl(m, {{"op", "fence"}});
+  REQUIRE(fenced["ok"] == true);
+  CHECK(fenced["epoch"] == epoch + 1);
+  CHECK(Ctl(m, {{"op", "reclaim"}, {"fenced", epoch}})["errno"] == "ESTALE");  // an old epoch
+  CHECK(Ctl(m, {{"op", "reclaim"}, {"fenced", epoch + 1}})["reclaimed"] == 1);
+  ::close(fd);
+}
+
+TEST_CASE("Mount fence: an in-flight writer gets ESTALE on write and on commit") {
+  MountedFs m(TestConfig("reservation_lease = 0.5"));
+  MountClient client(m.mnt());
+  CacheIdentity open_fill = SampleIdentity("acme", 2), closed_fill = SampleIdentity("acme", 3);
+  REQUIRE(::mkdir(NsDir(m, open_fill).c_str(), 0770) == 0);
+  int fd = ::open((client.PathOf(open_fill) + ".part").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, "abc", 3) == 3);
+  REQUIRE(WritePart(client.PathOf(closed_fill) + ".part", EncodePhysicalKey(closed_fill), Payload(10)) == 0);
+  REQUIRE(Ctl(m, {{"op", "fence"}})["ok"] == true);
+  CHECK(Errno(::write(fd, "def", 3)) == ESTALE);
+  ::close(fd);
+  CHECK(Errno(::rename((client.PathOf(closed_fill) + ".part").c_str(), client.PathOf(closed_fill).c_str())) ==
+        ESTALE);
+  struct stat st;
+  CHECK(Errno(::stat(client.PathOf(closed_fill).c_str(), &st)) == ENOENT);  // fenced is not success
+  CHECK(Fill(m, closed_fill) == "fenced");
+  CHECK(Fill(m, open_fill) == "fenced");
+  CHECK(ReadText(m.mnt() + "/.gpucache/stats").find(" reservations=0 ") != std::string::npos);
+  // For one lease the fenced name answers ESTALE; then the block is filled again.
+  CHECK(client.Commit(closed_fill, Payload(10)) == ESTALE);
+  ::usleep(600000);
+  CHECK(client.Commit(closed_fill, Payload(10)) == 0);
+}
+
+TEST_CASE("Mount single flight: a joiner learns pending, finished, failed without the bytes") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity();
+  std::string part = client.PathOf(id) + ".part";
+  REQUIRE(::mkdir(NsDir(m, id).c_str(), 0770) == 0);
+  CHECK(Fill(m, id) == "errno " + std::to_string(ENODATA));
+  int fd = ::open(part.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  REQUIRE(fd >= 0);
+  // The joiner (another member) gets EEXIST and reads the outcome instead of spinning.
+  CHECK(AsUser(1000, 1000, [&] { return Errno(::open(part.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600)); }) ==
+        EEXIST);
+  CHECK(AsUser(1000, 1000, [&] { return Fill(m, id) == "pending" ? 0 : 1; }) == 0);
+  char buf[32];
+  CHECK(::getxattr(part.c_str(), "user.gpucache.fill", buf, sizeof buf) == 7);
+  ::close(fd);
+  REQUIRE(::unlink(part.c_str()) == 0);
+  CHECK(Fill(m, id) == "failed");
+  REQUIRE(client.Commit(id, Payload(10)) == 0);
+  CHECK(Fill(m, id) == "finished");
+  CHECK(AsUser(2000, 2000, [&] { return Fill(m, id) == "errno " + std::to_string(EACCES) ? 0 : 1; }) == 0);
+}
+
+TEST_CASE("Mount drain: admits are EROFS, reads and in-flight fills go on; rollback; finish fences") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity stored = SampleIdentity("acme", 2), inflight = SampleIdentity("acme", 3),
+                refused = SampleIdentity("acme", 4);
+  REQUIRE(client.Commit(stored, Payload(100)) == 0);
+  int fd = ::open((client.PathOf(inflight) + ".part").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  REQUIRE(fd >= 0);
+  CHECK(AsUser(1000, 1000, [&] { return Ctl(m, {{"op", "drain"}})["errno"] == "EACCES" ? 0 : 1; }) == 0);
+  REQUIRE(Ctl(m, {{"op", "drain"}, {"action", "start"}})["draining"] == true);
+  CHECK(client.Commit(refused, Payload(100)) == EROFS);
+  CHECK(std::holds_alternative<Bytes>(client.Read(stored)));
+  Bytes ident = EncodePhysicalKey(inflight);
+  REQUIRE(::fsetxattr(fd, "user.gpucache.identity", ident.data(), ident.size(), 0) == 0);
+  REQUIRE(::write(fd, "xyz", 3) == 3);
+  ::close(fd);
+  CHECK(::rename((client.PathOf(inflight) + ".part").c_str(), client.PathOf(inflight).c_str()) == 0);
+  REQUIRE(Ctl(m, {{"op", "drain"}, {"action", "rollback"}})["draining"] == false);
+  CHECK(client.Commit(refused, Payload(100)) == 0);
+  uint64_t epoch = std::stoull(ReadText(m.mnt() + "/.gpucache/epoch"));
+  REQUIRE(Ctl(m, {{"op", "drain"}, {"action", "start"}})["ok"] == true);
+  json finished = Ctl(m, {{"op", "drain"}, {"action", "finish"}});
+  CHECK(finished["epoch"] == epoch + 1);
+  CHECK(Ctl(m, {{"op", "drain"}, {"action", "rollback"}})["ok"] == false);
+  CHECK(ReadText(m.mnt() + "/.gpucache/stats").rfind("epoch " + std::to_string(epoch + 1) + " draining", 0) == 0);
+}
+
+TEST_CASE("Mount: an idle .part is abandoned after its lease") {
+  MountedFs m(TestConfig("reservation_lease = 0.2"));
+  CacheIdentity id = SampleIdentity();
+  std::string part = MountClient(m.mnt()).PathOf(id) + ".part";
+  REQUIRE(::mkdir(NsDir(m, id).c_str(), 0770) == 0);
+  int fd = ::open(part.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  struct stat st;
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {  // the housekeeper runs every second
+    ::usleep(100000);
+    gone = ::stat(part.c_str(), &st) != 0;
+  }
+  CHECK(gone);
+  CHECK(Fill(m, id) == "failed");
+  CHECK(ReadText(m.mnt() + "/.gpucache/stats").find(" expired=1") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucache
