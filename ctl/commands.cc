@@ -223,6 +223,13 @@ int Drain(const std::string& mountpoint, const std::string& action, bool as_json
   });
 }
 
+int Isolate(const std::string& mountpoint, const std::string& dir, bool as_json) {
+  return Send(mountpoint, {{"op", "isolate"}, {"dir", dir}}, as_json, [&](const json&) {
+    return "isolated " + dir + ": its blocks are misses now; remove it from the configuration "
+           "before the next start\n";
+  });
+}
+
 int BlockOp(const std::string& mountpoint, const std::string& op, const std::string& block,
             bool as_json) {
   std::string path = RelativeBlockPath(mountpoint, block);
@@ -275,7 +282,14 @@ int Status(const std::string& mountpoint, bool as_json) {
     std::cout << reply->dump(2) << "\n";
     return 0;
   }
-  std::cout << "mountpoint: " << mountpoint << "\nepoch: " << (*reply)["epoch"] << "\n";
+  std::cout << "mountpoint: " << mountpoint << "\nepoch: " << (*reply)["epoch"]
+            << ((*reply).value("draining", false) ? " (draining: new fills refused)" : "") << "\n";
+  if (reply->contains("data_dirs")) {
+    for (const auto& d : (*reply)["data_dirs"]) {
+      std::cout << "data dir: " << d["path"].get<std::string>()
+                << (d["isolated"].get<bool>() ? " (isolated)" : "") << "\n";
+    }
+  }
   std::printf("%-20s %8s %14s %6s %10s %10s %10s %8s %9s\n", "TENANT", "BLOCKS", "BYTES", "RESV",
               "HITS", "PREFIX", "MISSES", "COMMITS", "CSUM_ERR");
   for (auto& [name, t] : (*reply)["tenants"].items()) {

@@ -58,6 +58,13 @@ int main(int argc, char** argv) {
   drain->add_flag("--rollback", rollback, "cancel a drain that has not finished");
   drain->add_flag("--json", json, "print machine-readable JSON");
 
+  std::string dir;
+  auto* isolate = app.add_subcommand(
+      "isolate", "take one data directory (a failed device) out of service; its blocks become misses");
+  isolate->add_option("MOUNTPOINT", mountpoint)->required();
+  isolate->add_option("DIR", dir, "a data directory from the configuration")->required();
+  isolate->add_flag("--json", json, "print machine-readable JSON");
+
   std::map<std::string, CLI::App*> block_ops;
   for (auto [name, help] : {std::pair{"evict", "evict a block now (admin; quarantined if open)"},
                             std::pair{"pin", "never evict a block"},
@@ -87,6 +94,7 @@ int main(int argc, char** argv) {
     if (finish && rollback) return 64;
     return gpucache::ctl::Drain(mountpoint, finish ? "finish" : rollback ? "rollback" : "start", json);
   }
+  if (*isolate) return gpucache::ctl::Isolate(mountpoint, dir, json);
   for (auto& [name, sub] : block_ops) {
     if (*sub) return gpucache::ctl::BlockOp(mountpoint, name, block, json);
   }

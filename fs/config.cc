@@ -12,7 +12,8 @@ namespace {
 
 constexpr char kDefaultConfig[] = R"(# gpucachefs configuration (docs/configuration.md lists every key).
 
-# Where committed blocks live. One directory per device; created if missing.
+# Where committed blocks live; created if missing. For several devices, give one directory
+# per device instead: data_dirs = ["/srv/nvme0/gpucache", "/srv/nvme1/gpucache"].
 data_dir = "/var/lib/gpucache"
 
 # fdatasync every block before publishing it. A block torn by a power cut fails its checksums
@@ -105,6 +106,18 @@ class Reader {
     return l;
   }
 
+  std::vector<std::string> Strings(const toml::table& t, const std::string& key) const {
+    const toml::array* a = t.get(key) ? t.get(key)->as_array() : nullptr;
+    if (!a) Fail(key, "must be an array of strings");
+    std::vector<std::string> out;
+    for (const auto& e : *a) {
+      auto v = e.value<std::string>();
+      if (!v) Fail(key, "must be an array of strings");
+      out.push_back(*v);
+    }
+    return out;
+  }
+
   const toml::table* Table(const toml::table& t, const std::string& key) const {
     const toml::node* n = t.get(key);
     if (!n) return nullptr;
@@ -114,9 +127,22 @@ class Reader {
 
   Config Build() const {
     Config c;
-    OnlyKeys(t_, "", {"data_dir", "sync_commits", "limits", "admins", "tenants", "fuse"});
-    c.data_dir = Get<std::string>(t_, "data_dir", "data_dir", c.data_dir);
-    if (c.data_dir.empty() || c.data_dir[0] != '/') Fail("data_dir", "must be an absolute path");
+    OnlyKeys(t_, "", {"data_dir", "data_dirs", "sync_commits", "limits", "admins", "tenants", "fuse"});
+    if (t_.contains("data_dir") && t_.contains("data_dirs")) {
+      Fail("data_dirs", "give data_dir (one directory) or data_dirs (a list), not both");
+    }
+    if (t_.contains("data_dir")) {
+      c.data_dirs = {Get<std::string>(t_, "data_dir", "data_dir", "")};
+    } else if (t_.contains("data_dirs")) {
+      c.data_dirs = Strings(t_, "data_dirs");
+    }
+    std::set<std::string> seen;
+    for (const std::string& d : c.data_dirs) {
+      const char* key = t_.contains("data_dirs") ? "data_dirs" : "data_dir";
+      if (d.empty() || d[0] != '/') Fail(key, "must be an absolute path");
+      if (!seen.insert(d).second) Fail(key, "lists " + d + " twice");
+    }
+    if (c.data_dirs.empty()) Fail("data_dirs", "needs at least one directory");
     c.sync_commits = Get<bool>(t_, "sync_commits", "sync_commits", c.sync_commits);
     if (const toml::table* l = Table(t_, "limits")) {
       OnlyKeys(*l, "limits.", {"max_block_bytes", "max_inflight_requests", "max_inflight_bytes",

@@ -25,7 +25,8 @@ struct TenantConfig {
 };
 
 struct Config {
-  std::string data_dir = "/var/lib/gpucache";
+  // Data directories, one per device (fault domain): `data_dir = "..."` or `data_dirs = [...]`.
+  std::vector<std::string> data_dirs = {"/var/lib/gpucache"};
   bool sync_commits = false;                // fdatasync each block before publishing it
   Limits limits{.max_block_bytes = 256ull << 20};  // global limits ([limits])
   std::string eviction_policy = "prefix-lru";

@@ -122,9 +122,10 @@ std::string ControlPlane::Handle(const Caller& c, std::string_view request) {
   if (op == "evict") return Evict(c, req);
   if (op == "pin") return Pin(c, req, true);
   if (op == "unpin") return Pin(c, req, false);
+  if (op == "isolate") return Isolate(c, req);
   return Error("EINVAL", "unknown op '" + op.substr(0, 64) +
                              "' (known: lookup, status, quarantine, fence, reclaim, drain, evict, "
-                             "pin, unpin)");
+                             "pin, unpin, isolate)");
 }
 
 std::string ControlPlane::Lookup(const Caller& c, const json& req) {
@@ -155,7 +156,14 @@ std::string ControlPlane::Status(const Caller& c) {
   for (const TenantConfig& t : access_.tenants()) {
     if (access_.MayUseTenant(c, t.name)) tenants[t.name] = CountersJson(stats.tenants[t.name]);
   }
-  return Ok({{"epoch", stats.epoch}, {"draining", stats.draining}, {"tenants", tenants}});
+  json reply{{"epoch", stats.epoch}, {"draining", stats.draining}, {"tenants", tenants}};
+  if (access_.IsAdmin(c)) {  // device paths are the operator's business
+    reply["data_dirs"] = json::array();
+    for (const DomainInfo& d : store_.Domains()) {
+      reply["data_dirs"].push_back({{"path", d.path}, {"isolated", d.isolated}});
+    }
+  }
+  return Ok(reply);
 }
 
 std::string ControlPlane::Quarantine(const Caller& c) {
@@ -229,6 +237,21 @@ std::string ControlPlane::Pin(const Caller& c, const json& req, bool pinned) {
   StatusCode s = store_.SetPinned(*a, pinned);
   if (s != StatusCode::kOk) return Error(s, "no such committed block");
   return Ok({{"path", a->RelativePath()}, {"pinned", pinned}});
+}
+
+std::string ControlPlane::Isolate(const Caller& c, const json& req) {
+  if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+  if (!req.contains("dir") || !req["dir"].is_string()) {
+    return Error("EINVAL", "isolate needs \"dir\": a configured data directory");
+  }
+  std::string dir = req["dir"];
+  StatusCode s = store_.IsolateDomain(dir);
+  if (s == StatusCode::kNotFound) return Error("ENOENT", dir + " is not a configured data directory");
+  if (s == StatusCode::kInvalidArgument) {
+    return Error("EINVAL", "refusing to isolate " + dir + ": it is the last data directory in service");
+  }
+  if (s != StatusCode::kOk) return Error(s, "not isolated");
+  return Ok({{"isolated", dir}});
 }
 
 }  // namespace gpucache

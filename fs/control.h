@@ -3,7 +3,7 @@
 //
 // ctl: open `.gpucache/ctl` read-write, write one JSON request, read the JSON reply from the
 // same handle. Requests are authorized by the uid/groups of the caller that wrote them: admin
-// requests (fence, reclaim --fenced, drain, evict) need an admin; tenant requests (lookup,
+// requests (fence, reclaim --fenced, drain, evict, isolate) need an admin; tenant requests (lookup,
 // pin, unpin, reclaim --drained) a member of the block's tenant or an admin. A request never
 // reveals anything about a tenant the caller does not belong to. Every reply is one JSON
 // object and a newline, with "ok": true, or "ok": false plus "errno" and "error".
@@ -43,6 +43,7 @@ class ControlPlane {
   std::string Drain(const Caller& c, const nlohmann::json& req);
   std::string Evict(const Caller& c, const nlohmann::json& req);
   std::string Pin(const Caller& c, const nlohmann::json& req, bool pinned);
+  std::string Isolate(const Caller& c, const nlohmann::json& req);
 
   IndexedStore& store_;
   const AccessPolicy& access_;

@@ -38,6 +38,12 @@ struct Args {
   gpucache::MountOptions mount;
 };
 
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
 bool IsMountOnlyOption(const std::string& o) {
   return o == "rw" || o == "defaults" || o == "auto" || o == "noauto" || o == "nofail" ||
          o == "_netdev" || o == "user" || o == "users" || o == "nouser" || o.rfind("x-", 0) == 0;
@@ -125,7 +131,7 @@ int main(int argc, char** argv) {
   store_options.reservation_lease_ns = static_cast<uint64_t>(config.reservation_lease * 1e9);
   gpucache::FileStoreReport report;
   std::string error;
-  auto store = gpucache::FileStore::OpenDataDir(config.data_dir, store_options, &report, &error);
+  auto store = gpucache::FileStore::OpenDataDirs(config.data_dirs, store_options, &report, &error);
   if (!store) {
     std::fprintf(stderr, "gpucachefs: %s\n", error.c_str());
     return 1;
@@ -134,7 +140,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "gpucachefs: data %s: epoch %llu, %llu blocks loaded, %llu skipped, %llu "
                "unfinished writes dropped, %llu quarantined awaiting reclaim\n",
-               config.data_dir.c_str(), static_cast<unsigned long long>(report.epoch),
+               Join(config.data_dirs).c_str(), static_cast<unsigned long long>(report.epoch),
                static_cast<unsigned long long>(report.blocks_loaded),
                static_cast<unsigned long long>(report.blocks_skipped),
                static_cast<unsigned long long>(report.reservations_dropped),

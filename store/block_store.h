@@ -123,6 +123,12 @@ struct QuarantineInfo {
 
 enum class DrainAction : uint8_t { kStart, kFinish, kRollback };
 
+// A fault domain: one data directory (one device).
+struct DomainInfo {
+  std::string path;
+  bool isolated = false;
+};
+
 // An open committed block. Reads are verified chunk by chunk before any byte is returned.
 class BlockReader {
  public:
@@ -197,6 +203,14 @@ class BlockStore {
   virtual std::optional<FillState> FillOutcome(const BlockAddress& address) = 0;
   // Abandons reservations idle past their lease; returns how many. Called periodically.
   virtual size_t ExpireReservations(uint64_t now_ns) = 0;
+
+  // Removes one fault domain: its blocks become misses and nothing new is placed there.
+  // Refuses (kInvalidArgument) to remove the last one; kNotFound for an unknown path.
+  virtual StatusCode IsolateDomain(const std::string& path) {
+    (void)path;
+    return StatusCode::kNotSupported;
+  }
+  virtual std::vector<DomainInfo> Domains() { return {}; }
 
   virtual uint64_t Epoch() = 0;
   virtual StoreStats Stats() = 0;

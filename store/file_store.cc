@@ -7,6 +7,9 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include <xxhash.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -19,9 +22,10 @@ constexpr size_t kSealReadSize = 1 << 20;
 
 class PendingFile final : public IndexedStore::PendingPayload {
  public:
-  PendingFile(Fd f, std::string p) : fd(std::move(f)), path(std::move(p)) {}
+  PendingFile(Fd f, std::string p, size_t d) : fd(std::move(f)), path(std::move(p)), dev(d) {}
   Fd fd;
   std::string path;
+  const size_t dev;  // the directory it will be published in
 };
 
 class FileSource final : public IndexedStore::RawSource {
@@ -35,6 +39,18 @@ class FileSource final : public IndexedStore::RawSource {
   Fd fd_;
   const uint64_t data_offset_;
 };
+
+// Which data directory a committed block lives in.
+class Located final : public IndexedStore::StoredPayload {
+ public:
+  explicit Located(size_t d) : dev(d) {}
+  const size_t dev;
+};
+
+size_t DeviceOf(const std::shared_ptr<IndexedStore::StoredPayload>& stored) {
+  auto* l = dynamic_cast<const Located*>(stored.get());
+  return l ? l->dev : 0;
+}
 
 // A block moved out of the namespace into quarantine/.
 class QuarantinedFile final : public IndexedStore::StoredPayload {
@@ -81,66 +97,82 @@ Result<BlockHeader> ReadBlockHeader(int fd) {
   return DecodeBlockHeader(prefix, file_size);
 }
 
-FileStore::FileStore(std::string dir, StoreOptions options, Fd lock)
-    : IndexedStore(options), dir_(std::move(dir)), lock_(std::move(lock)) {}
+FileStore::FileStore(std::vector<Device> devices, StoreOptions options)
+    : IndexedStore(std::move(options)), devices_(std::move(devices)) {}
 
-std::unique_ptr<FileStore> FileStore::OpenDataDir(const std::string& data_dir, StoreOptions options,
-                                           FileStoreReport* report, std::string* error) {
-  std::error_code ec;
-  fs::create_directories(data_dir + "/blocks", ec);
-  if (!ec) fs::create_directories(data_dir + "/tmp", ec);
-  if (!ec) fs::create_directories(data_dir + "/quarantine", ec);
-  if (ec) {
-    *error = "cannot create data directory " + data_dir + ": " + ec.message();
+std::unique_ptr<FileStore> FileStore::OpenDataDirs(const std::vector<std::string>& data_dirs,
+                                                   StoreOptions options, FileStoreReport* report,
+                                                   std::string* error) {
+  if (data_dirs.empty()) {
+    *error = "no data directory configured";
     return nullptr;
   }
-  std::string lock_path = data_dir + "/LOCK";
-  Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-    *error = "data directory " + data_dir + " is in use by another gpucachefs (" + lock_path +
-             " is locked) or not writable";
-    return nullptr;
+  std::vector<Device> devices;
+  for (const std::string& dir : data_dirs) {
+    std::error_code ec;
+    for (const char* sub : {"/blocks", "/tmp", "/quarantine"}) {
+      if (!ec) fs::create_directories(dir + sub, ec);
+    }
+    if (ec) {
+      *error = "cannot create data directory " + dir + ": " + ec.message();
+      return nullptr;
+    }
+    std::string lock_path = dir + "/LOCK";
+    Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+      *error = "data directory " + dir + " is in use by another gpucachefs (" + lock_path +
+               " is locked) or not writable";
+      return nullptr;
+    }
+    devices.push_back(Device{dir, std::move(lock), false});
   }
-  std::unique_ptr<FileStore> store(new FileStore(data_dir, options, std::move(lock)));
+  std::unique_ptr<FileStore> store(new FileStore(std::move(devices), std::move(options)));
   FileStoreReport local;
   if (!store->Initialise(report ? *report : local, *error)) return nullptr;
   return store;
 }
 
 bool FileStore::Initialise(FileStoreReport& report, std::string& error) {
-  Result<uint64_t> epoch = ReadEpoch(dir_ + "/EPOCH");
-  if (!epoch.ok()) {
-    error = dir_ + "/EPOCH does not hold a number; refusing to guess the epoch";
-    return false;
+  uint64_t epoch = 0;
+  for (const Device& d : devices_) {
+    Result<uint64_t> e = ReadEpoch(d.path + "/EPOCH");
+    if (!e.ok()) {
+      error = d.path + "/EPOCH does not hold a number; refusing to guess the epoch";
+      return false;
+    }
+    epoch = std::max(epoch, e.value());
   }
-  report.epoch = epoch.value() + 1;
+  report.epoch = epoch + 1;
   if (DoPersistEpoch(report.epoch) != StatusCode::kOk) {
-    error = "cannot persist the epoch in " + dir_ + "/EPOCH";
+    error = "cannot persist the epoch (EPOCH) in every data directory";
     return false;
   }
   SetEpoch(report.epoch);
-  for (const std::string& name : ListDir(dir_ + "/tmp")) {
-    ::unlink((dir_ + "/tmp/" + name).c_str());
-    report.reservations_dropped++;
-  }
   pins_ = LoadPins();
-  LoadBlocks(report);
-  LoadQuarantine(report);
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    for (const std::string& name : ListDir(devices_[dev].path + "/tmp")) {
+      ::unlink((devices_[dev].path + "/tmp/" + name).c_str());
+      report.reservations_dropped++;
+    }
+    LoadBlocks(dev, report);
+    LoadQuarantine(dev, report);
+  }
   return true;
 }
 
-void FileStore::LoadBlocks(FileStoreReport& report) {
-  for (const std::string& tenant : ListDir(dir_ + "/blocks")) {
+void FileStore::LoadBlocks(size_t dev, FileStoreReport& report) {
+  const std::string& dir = devices_[dev].path;
+  for (const std::string& tenant : ListDir(dir + "/blocks")) {
     if (!IsValidTenantName(tenant)) {
-      report.problems.push_back("ignored " + dir_ + "/blocks/" + tenant + ": not a tenant name");
+      report.problems.push_back("ignored " + dir + "/blocks/" + tenant + ": not a tenant name");
       continue;
     }
-    for (const std::string& ns : ListDir(dir_ + "/blocks/" + tenant)) {
+    for (const std::string& ns : ListDir(dir + "/blocks/" + tenant)) {
       if (!IsValidNamespaceName(ns)) {
         report.problems.push_back("ignored " + tenant + "/" + ns + ": not a namespace name");
         continue;
       }
-      LoadNamespace(tenant, ns, report);
+      LoadNamespace(dev, tenant, ns, report);
     }
   }
 }
@@ -174,9 +206,9 @@ Result<BlockInfo> FileStore::ReadBlockInfo(const std::string& path, std::string&
   return info;
 }
 
-void FileStore::LoadNamespace(const std::string& tenant, const std::string& ns,
+void FileStore::LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
                               FileStoreReport& report) {
-  std::string ns_path = dir_ + "/blocks/" + tenant + "/" + ns;
+  std::string ns_path = devices_[dev].path + "/blocks/" + tenant + "/" + ns;
   struct stat st{};
   ::stat(ns_path.c_str(), &st);
   RestoreNamespace(tenant, ns, Owner{st.st_uid, st.st_gid});
@@ -197,15 +229,20 @@ void FileStore::LoadNamespace(const std::string& tenant, const std::string& ns,
       continue;
     }
     info->pinned = pins_.count(info->address.RelativePath()) != 0;
-    RestoreBlock(std::move(info.value()), nullptr);
+    if (Stat(info->address).ok()) {  // the same block in two directories: keep one
+      report.problems.push_back("skipped " + path + ": a duplicate of a block already loaded");
+      report.blocks_skipped++;
+      continue;
+    }
+    RestoreBlock(std::move(info.value()), std::make_shared<Located>(dev));
     report.blocks_loaded++;
   }
 }
 
 // Quarantined bytes stay quarantined across a restart: only a reclaim frees them.
-void FileStore::LoadQuarantine(FileStoreReport& report) {
-  for (const std::string& name : ListDir(dir_ + "/quarantine")) {
-    std::string path = dir_ + "/quarantine/" + name;
+void FileStore::LoadQuarantine(size_t dev, FileStoreReport& report) {
+  for (const std::string& name : ListDir(devices_[dev].path + "/quarantine")) {
+    std::string path = devices_[dev].path + "/quarantine/" + name;
     std::string why;
     Result<BlockInfo> info = ReadBlockInfo(path, why);
     if (!info.ok() || std::to_string(info->region_id) != name) {
@@ -220,38 +257,106 @@ void FileStore::LoadQuarantine(FileStoreReport& report) {
 
 std::set<std::string> FileStore::LoadPins() {
   std::set<std::string> pins;
-  std::ifstream in(dir_ + "/PINS");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) pins.insert(line);
+  for (const Device& d : devices_) {
+    std::ifstream in(d.path + "/PINS");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty()) pins.insert(line);
+    }
   }
   return pins;
 }
 
-std::string FileStore::BlockPath(const BlockAddress& a) const {
-  return dir_ + "/blocks/" + a.tenant + "/" + a.ns + "/" + a.block;
+bool FileStore::Isolated(size_t dev) const {
+  std::lock_guard lock(devices_mu_);
+  return devices_[dev].isolated;
 }
 
+size_t FileStore::PlaceFor(const BlockAddress& a) const {
+  std::string key = a.RelativePath();
+  std::lock_guard lock(devices_mu_);
+  size_t best = 0;
+  uint64_t best_score = 0;
+  bool found = false;
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    if (devices_[d].isolated) continue;
+    uint64_t score = XXH3_64bits_withSeed(key.data(), key.size(), d);
+    if (!found || score > best_score) {
+      best = d;
+      best_score = score;
+      found = true;
+    }
+  }
+  return best;
+}
+
+std::string FileStore::PathIn(size_t dev, const BlockAddress& a) const {
+  return devices_[dev].path + "/blocks/" + a.tenant + "/" + a.ns + "/" + a.block;
+}
+
+StatusCode FileStore::IsolateDomain(const std::string& path) {
+  size_t dev = devices_.size();
+  {
+    std::lock_guard lock(devices_mu_);
+    size_t in_service = 0;
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      if (!devices_[d].isolated) in_service++;
+      if (devices_[d].path == path) dev = d;
+    }
+    if (dev == devices_.size()) return StatusCode::kNotFound;
+    if (devices_[dev].isolated) return StatusCode::kOk;
+    if (in_service == 1) return StatusCode::kInvalidArgument;  // never the last one
+    devices_[dev].isolated = true;
+  }
+  ForgetIf([dev](const BlockInfo&, const StoredPayload* stored) {
+    auto* l = dynamic_cast<const Located*>(stored);
+    return l && l->dev == dev;
+  });
+  return StatusCode::kOk;
+}
+
+std::vector<DomainInfo> FileStore::Domains() {
+  std::lock_guard lock(devices_mu_);
+  std::vector<DomainInfo> out;
+  for (const Device& d : devices_) out.push_back({d.path, d.isolated});
+  return out;
+}
+
+std::string FileStore::BlockPath(const BlockAddress& a) {
+  auto stored = StoredFor(a);
+  return PathIn(stored ? DeviceOf(stored) : PlaceFor(a), a);
+}
+
+// Namespaces exist in every directory in service, so that any placement can publish there.
 StatusCode FileStore::DoCreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
-  std::string tenant_dir = dir_ + "/blocks/" + std::string(tenant);
-  if (::mkdir(tenant_dir.c_str(), 0700) != 0 && errno != EEXIST) return StatusFromErrno(errno);
-  std::string path = tenant_dir + "/" + std::string(ns);
-  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return StatusFromErrno(errno);
-  // The backing directory records who created the namespace, for listings after a restart.
-  if (::chown(path.c_str(), owner.uid, owner.gid) != 0 && errno != EPERM) return StatusFromErrno(errno);
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    if (Isolated(dev)) continue;
+    std::string tenant_dir = devices_[dev].path + "/blocks/" + std::string(tenant);
+    if (::mkdir(tenant_dir.c_str(), 0700) != 0 && errno != EEXIST) return StatusFromErrno(errno);
+    std::string path = tenant_dir + "/" + std::string(ns);
+    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return StatusFromErrno(errno);
+    // The backing directory records who created the namespace, for listings after a restart.
+    if (::chown(path.c_str(), owner.uid, owner.gid) != 0 && errno != EPERM) {
+      return StatusFromErrno(errno);
+    }
+  }
   return StatusCode::kOk;
 }
 
 StatusCode FileStore::DoRemoveNamespace(std::string_view tenant, std::string_view ns) {
-  std::string path = dir_ + "/blocks/" + std::string(tenant) + "/" + std::string(ns);
-  return ::rmdir(path.c_str()) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
+  for (const Device& d : devices_) {
+    std::string path = d.path + "/blocks/" + std::string(tenant) + "/" + std::string(ns);
+    if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return StatusFromErrno(errno);
+  }
+  return StatusCode::kOk;
 }
 
 Result<std::shared_ptr<IndexedStore::PendingPayload>> FileStore::DoReserve(const ReservationInfo& info) {
-  std::string path = dir_ + "/tmp/" + std::to_string(info.region_id) + ".part";
+  size_t dev = PlaceFor(info.address);  // the payload is written where it will be published
+  std::string path = devices_[dev].path + "/tmp/" + std::to_string(info.region_id) + ".part";
   Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid()) return StatusFromErrno(errno);
-  return std::shared_ptr<PendingPayload>(std::make_shared<PendingFile>(std::move(fd), path));
+  return std::shared_ptr<PendingPayload>(std::make_shared<PendingFile>(std::move(fd), path, dev));
 }
 
 Result<size_t> FileStore::DoWrite(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
@@ -271,6 +376,7 @@ StatusCode FileStore::DoTruncate(PendingPayload& p, uint64_t size) {
 
 Result<IndexedStore::Sealed> FileStore::DoSeal(PendingPayload& p, const BlockInfo& draft) {
   auto& f = static_cast<PendingFile&>(p);
+  if (Isolated(f.dev)) return StatusCode::kIoError;  // its device left service meanwhile
   // Cut anything past the payload (a truncate to a smaller size leaves nothing behind).
   if (StatusCode s = DoTruncate(p, draft.size); s != StatusCode::kOk) return s;
   PayloadHasher hasher(ChunkSizeFor(draft.size));
@@ -295,14 +401,14 @@ Result<IndexedStore::Sealed> FileStore::DoSeal(PendingPayload& p, const BlockInf
     return s;
   }
   if (options().sync_commits && ::fdatasync(f.fd.get()) != 0) return StatusFromErrno(errno);
-  std::string target = BlockPath(draft.address);
+  std::string target = PathIn(f.dev, draft.address);
   if (::rename(f.path.c_str(), target.c_str()) != 0) return StatusFromErrno(errno);
   if (options().sync_commits) {
     FsyncDirectory(target.substr(0, target.find_last_of('/')));
   }
   f.fd.Reset();
   f.path.clear();
-  return Sealed{std::move(header.checksums), nullptr};
+  return Sealed{std::move(header.checksums), std::make_shared<Located>(f.dev)};
 }
 
 void FileStore::DoDiscard(PendingPayload& p) {
@@ -312,8 +418,8 @@ void FileStore::DoDiscard(PendingPayload& p) {
 }
 
 Result<IndexedStore::Opened> FileStore::DoOpen(const BlockInfo& info,
-                                               const std::shared_ptr<StoredPayload>&) {
-  Fd fd(::open(BlockPath(info.address).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+                                               const std::shared_ptr<StoredPayload>& stored) {
+  Fd fd(::open(PathIn(DeviceOf(stored), info.address).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) return errno == ENOENT ? StatusCode::kChecksumMismatch : StatusFromErrno(errno);
   // The header is re-read at every open: a file replaced or damaged on disk since it was
   // indexed is caught here, before any payload byte is served.
@@ -328,10 +434,11 @@ Result<IndexedStore::Opened> FileStore::DoOpen(const BlockInfo& info,
 }
 
 std::shared_ptr<IndexedStore::StoredPayload> FileStore::DoQuarantine(
-    const BlockInfo& info, const std::shared_ptr<StoredPayload>&) {
-  std::string to = dir_ + "/quarantine/" + std::to_string(info.region_id);
+    const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
+  size_t dev = DeviceOf(stored);
+  std::string to = devices_[dev].path + "/quarantine/" + std::to_string(info.region_id);
   // Open handles keep reading the same inode; the name is freed for a new commit.
-  ::rename(BlockPath(info.address).c_str(), to.c_str());
+  ::rename(PathIn(dev, info.address).c_str(), to.c_str());
   return std::make_shared<QuarantinedFile>(to);
 }
 
@@ -340,17 +447,24 @@ void FileStore::DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayloa
     ::unlink(q->path.c_str());
     return;
   }
-  ::unlink(BlockPath(info.address).c_str());
+  ::unlink(PathIn(DeviceOf(stored), info.address).c_str());
 }
 
 StatusCode FileStore::DoPersistEpoch(uint64_t epoch) {
-  return WriteFileAtomically(dir_ + "/EPOCH", std::to_string(epoch) + "\n");
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    if (Isolated(dev)) continue;
+    StatusCode s = WriteFileAtomically(devices_[dev].path + "/EPOCH", std::to_string(epoch) + "\n");
+    if (s != StatusCode::kOk) return s;
+  }
+  return StatusCode::kOk;
 }
 
 void FileStore::DoPersistPins(const std::vector<BlockAddress>& pinned) {
   std::string text;
   for (const BlockAddress& a : pinned) text += a.RelativePath() + "\n";
-  WriteFileAtomically(dir_ + "/PINS", text);
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    if (!Isolated(dev)) WriteFileAtomically(devices_[dev].path + "/PINS", text);
+  }
 }
 
 }  // namespace gpucache

@@ -1,4 +1,9 @@
-// FileStore: the store contract over one data directory of ordinary files.
+// FileStore: the store contract over one or more data directories of ordinary files.
+//
+// Each data directory is a fault domain (one device). A block is placed in a directory by
+// rendezvous hashing of its address over the directories still in service, so isolating one
+// moves only the blocks it held (which become misses). Every directory has the layout below;
+// EPOCH and PINS are written to all of them and read as the maximum / the union.
 //
 //   <data_dir>/LOCK                       flock()ed while a daemon owns the directory
 //   <data_dir>/EPOCH                      decimal epoch, bumped and rewritten at every open
@@ -17,6 +22,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,12 +44,19 @@ struct FileStoreReport {
 
 class FileStore final : public IndexedStore {
  public:
-  // Opens or initialises `data_dir`. On failure returns null and says why in `error`.
+  // Opens or initialises the data directories. On failure returns null and says why in `error`.
+  static std::unique_ptr<FileStore> OpenDataDirs(const std::vector<std::string>& data_dirs,
+                                                 StoreOptions options, FileStoreReport* report,
+                                                 std::string* error);
   static std::unique_ptr<FileStore> OpenDataDir(const std::string& data_dir, StoreOptions options,
-                                                FileStoreReport* report, std::string* error);
+                                                FileStoreReport* report, std::string* error) {
+    return OpenDataDirs({data_dir}, std::move(options), report, error);
+  }
 
-  const std::string& data_dir() const { return dir_; }
-  std::string BlockPath(const BlockAddress& address) const;
+  // Where a committed block's file is (or where a new one would be placed).
+  std::string BlockPath(const BlockAddress& address);
+  StatusCode IsolateDomain(const std::string& path) override;
+  std::vector<DomainInfo> Domains() override;
 
  protected:
   StatusCode DoCreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) override;
@@ -61,19 +74,30 @@ class FileStore final : public IndexedStore {
   void DoPersistPins(const std::vector<BlockAddress>& pinned) override;
 
  private:
-  FileStore(std::string dir, StoreOptions options, Fd lock);
+  struct Device {
+    std::string path;
+    Fd lock;
+    bool isolated = false;  // guarded by devices_mu_
+  };
+
+  FileStore(std::vector<Device> devices, StoreOptions options);
   bool Initialise(FileStoreReport& report, std::string& error);
-  void LoadBlocks(FileStoreReport& report);
-  void LoadNamespace(const std::string& tenant, const std::string& ns, FileStoreReport& report);
-  void LoadQuarantine(FileStoreReport& report);
+  void LoadBlocks(size_t dev, FileStoreReport& report);
+  void LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
+                     FileStoreReport& report);
+  void LoadQuarantine(size_t dev, FileStoreReport& report);
   std::set<std::string> LoadPins();
+  // The directory in service that `address` belongs in (rendezvous hashing).
+  size_t PlaceFor(const BlockAddress& address) const;
+  std::string PathIn(size_t dev, const BlockAddress& address) const;
+  bool Isolated(size_t dev) const;
   // Reads and checks a block file; the BlockInfo it describes, or why not.
   Result<BlockInfo> ReadBlockInfo(const std::string& path, std::string& why);
 
   std::set<std::string> pins_;  // relative paths pinned at start-up
 
-  const std::string dir_;
-  Fd lock_;
+  std::vector<Device> devices_;
+  mutable std::mutex devices_mu_;
 };
 
 // Reads and checks the header of a block file; shared with gpucachectl's offline inspect.

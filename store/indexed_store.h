@@ -141,6 +141,9 @@ class IndexedStore : public BlockStore {
   void SetEpoch(uint64_t epoch);
   // The medium state of a committed block, or null.
   std::shared_ptr<StoredPayload> StoredFor(const BlockAddress& address);
+  // Forgets (without touching their bytes) the committed blocks `lost` selects, as when their
+  // device is gone; tells the observer. Returns how many.
+  size_t ForgetIf(const std::function<bool(const BlockInfo&, const StoredPayload*)>& lost);
 
  private:
   struct Reservation {

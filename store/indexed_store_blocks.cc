@@ -394,6 +394,24 @@ void IndexedStore::PersistPins() {
   DoPersistPins(pinned);
 }
 
+size_t IndexedStore::ForgetIf(
+    const std::function<bool(const BlockInfo&, const StoredPayload*)>& lost) {
+  std::vector<BlockAddress> gone;
+  RemovalObserver observer;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [address, r] : blocks_) {
+      if (lost(r.info, r.stored.get())) gone.push_back(address);
+    }
+    for (const BlockAddress& a : gone) UnindexLocked(blocks_.find(a));
+    observer = observer_;
+  }
+  if (observer) {
+    for (const BlockAddress& a : gone) observer(a);
+  }
+  return gone.size();
+}
+
 void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id) {
   std::vector<Departure> gone;
   {

@@ -7,7 +7,7 @@ namespace {
 
 TEST_CASE("Config: the built-in defaults parse and are usable") {
   Config c = DefaultConfig();
-  CHECK(c.data_dir == "/var/lib/gpucache");
+  CHECK(c.data_dirs == std::vector<std::string>{"/var/lib/gpucache"});
   REQUIRE(c.tenants.size() == 1);
   CHECK(c.tenants[0].name == "default");
   CHECK(c.tenants[0].uids == std::vector<uint32_t>{0});
@@ -38,7 +38,9 @@ entry_timeout = 10
 negative_timeout = 0.5
 )",
                          "test.toml");
-  CHECK(c.data_dir == "/srv/gpucache");
+  CHECK(c.data_dirs == std::vector<std::string>{"/srv/gpucache"});
+  Config two = ParseConfig("data_dirs = [\"/a\", \"/b\"]\n[tenants.t]\nuids = [1]", "t");
+  CHECK(two.data_dirs == std::vector<std::string>{"/a", "/b"});
   CHECK(c.limits.max_block_bytes == 1048576);
   CHECK(c.limits.max_retained_bytes == 1000000000);
   CHECK(c.eviction_policy == "lru");
@@ -75,6 +77,9 @@ TEST_CASE("Config: mistakes name the key") {
         std::string::npos);
   CHECK(error("sync_commits = \"yes\"" + tenant).find("sync_commits") != std::string::npos);
   CHECK(error("data_dir = \"/x\"").find("tenants") != std::string::npos);
+  CHECK(error("data_dir = \"/x\"\ndata_dirs = [\"/y\"]" + tenant).find("not both") != std::string::npos);
+  CHECK(error("data_dirs = [\"/y\", \"/y\"]" + tenant).find("twice") != std::string::npos);
+  CHECK(error("data_dirs = []" + tenant).find("at least one") != std::string::npos);
   CHECK(error("[tenants.Bad]\nuids = [1]").find("tenants.Bad") != std::string::npos);
   CHECK(error("[tenants.a]\n").find("at least one uid or gid") != std::string::npos);
   CHECK(error("[tenants.a]\nuids = [-1]").find("tenants.a.uids") != std::string::npos);

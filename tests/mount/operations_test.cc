@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 #include <errno.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "tests/mount/mount_helpers.h"
@@ -174,6 +175,50 @@ TEST_CASE("Mount: an idle .part is abandoned after its lease") {
   CHECK(gone);
   CHECK(Fill(m, id) == "failed");
   CHECK(ReadText(m.mnt() + "/.gpucache/stats").find(" expired=1") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucache
+
+namespace gpucache {
+namespace {
+
+TEST_CASE("Mount isolate: one data directory leaves service; its blocks are misses; never the last") {
+  TempDir dirs;
+  std::string d0 = dirs.path() + "/nvme0", d1 = dirs.path() + "/nvme1";
+  MountedFs m("data_dirs = [\"" + d0 + "\", \"" + d1 + "\"]\n" + TestConfig());
+  MountClient client(m.mnt());
+  std::vector<CacheIdentity> ids;
+  for (uint8_t i = 0; i < 12; ++i) {
+    CacheIdentity id = SampleIdentity("acme", 16);
+    id.chain[0] = Hash(i);
+    REQUIRE(client.Commit(id, Payload(1000, i)) == 0);
+    ids.push_back(id);
+  }
+  auto on = [&](const std::string& dir, const CacheIdentity& id) {
+    return std::filesystem::exists(dir + "/blocks/" + AddressOf(id).RelativePath());
+  };
+  int in_d0 = 0;
+  for (const auto& id : ids) in_d0 += on(d0, id);
+  REQUIRE(in_d0 > 0);
+  REQUIRE(in_d0 < 12);
+  CHECK(Ctl(m, {{"op", "isolate"}, {"dir", d0}})["ok"] == true);
+  for (const auto& id : ids) {
+    struct stat st;
+    bool present = ::stat(client.PathOf(id).c_str(), &st) == 0;
+    CHECK(present == on(d1, id));
+  }
+  json last = Ctl(m, {{"op", "isolate"}, {"dir", d1}});
+  CHECK(last["ok"] == false);
+  CHECK(last["errno"] == "EINVAL");
+  CHECK(Ctl(m, {{"op", "isolate"}, {"dir", "/elsewhere"}})["errno"] == "ENOENT");
+  CHECK(AsUser(1000, 1000, [&] { return Ctl(m, {{"op", "isolate"}, {"dir", d1}})["errno"] == "EACCES" ? 0 : 1; }) == 0);
+  // New fills go to the directory still in service.
+  CacheIdentity fresh = SampleIdentity("acme", 16);
+  fresh.chain[0] = Hash(99);
+  REQUIRE(client.Commit(fresh, Payload(10)) == 0);
+  CHECK(on(d1, fresh));
+  CHECK(Ctl(m, {{"op", "status"}})["data_dirs"][0]["isolated"] == true);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "tests/support/sample_identity.h"
 #include "tests/support/temp_dir.h"
@@ -180,6 +181,54 @@ TEST_CASE("FileStore: an unreadable epoch file stops start-up instead of guessin
   std::string error;
   CHECK(FileStore::OpenDataDir(tmp.path(), {}, nullptr, &error) == nullptr);
   CHECK(error.find("EPOCH") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucache
+
+namespace gpucache {
+namespace {
+
+CacheIdentity Numbered(uint8_t n) {
+  CacheIdentity id = test::SampleIdentity("acme", 16);
+  id.chain[0] = test::Hash(n);
+  return id;
+}
+
+TEST_CASE("FileStore: blocks spread over several data directories; isolating one makes its blocks misses") {
+  test::TempDir tmp;
+  std::vector<std::string> dirs = {tmp.path() + "/d0", tmp.path() + "/d1", tmp.path() + "/d2"};
+  std::string error;
+  StoreOptions defaults;
+  {
+    auto s = FileStore::OpenDataDirs(dirs, defaults, nullptr, &error);
+    REQUIRE_MESSAGE(s, error);
+    for (uint8_t i = 0; i < 30; ++i) Commit(*s, Numbered(i), Payload(100, i));
+  }
+  FileStoreReport report;
+  auto s = FileStore::OpenDataDirs(dirs, defaults, &report, &error);
+  REQUIRE(s);
+  CHECK(report.blocks_loaded == 30);
+  std::map<std::string, int> per_dir;
+  for (uint8_t i = 0; i < 30; ++i) {
+    std::string path = s->BlockPath(AddressOf(Numbered(i)));
+    CHECK(fs::exists(path));
+    per_dir[path.substr(0, path.find("/blocks/"))]++;
+  }
+  CHECK(per_dir.size() == 3);  // every directory holds some
+  int in_d1 = per_dir[dirs[1]];
+  CHECK(s->IsolateDomain(tmp.path() + "/nope") == StatusCode::kNotFound);
+  REQUIRE(s->IsolateDomain(dirs[1]) == StatusCode::kOk);
+  CHECK(s->Stats().tenants["acme"].usage.blocks == uint64_t(30 - in_d1));
+  for (uint8_t i = 30; i < 60; ++i) {
+    Commit(*s, Numbered(i), Payload(100, i));
+    CHECK(s->BlockPath(AddressOf(Numbered(i))).rfind(dirs[1], 0) != 0);  // never placed there
+  }
+  REQUIRE(s->IsolateDomain(dirs[0]) == StatusCode::kOk);
+  CHECK(s->IsolateDomain(dirs[2]) == StatusCode::kInvalidArgument);  // never the last one
+  CHECK(s->Domains().size() == 3);
+  CHECK(s->Domains()[1].isolated);
+  CHECK_FALSE(s->Domains()[2].isolated);
 }
 
 }  // namespace

@@ -47,7 +47,9 @@ MountedFs::MountedFs(const std::string& config_body)
   ::mkdir(mnt_.c_str(), 0755);
   // The scratch directory is 0700 from mkdtemp; tests run callers as other uids.
   ::chmod(tmp_.path().c_str(), 0755);
-  std::ofstream(config_) << "data_dir = \"" << data_ << "\"\n" << config_body;
+  // A body that lists its own data_dirs (several devices) replaces the single data_dir.
+  bool own_dirs = config_body.find("data_dirs") != std::string::npos;
+  std::ofstream(config_) << (own_dirs ? "" : "data_dir = \"" + data_ + "\"\n") << config_body;
   Start();
 }
 

@@ -26,6 +26,7 @@ class MountedFs {
 
   const std::string& mnt() const { return mnt_; }
   const std::string& data() const { return data_; }
+  std::string scratch() const { return tmp_.path(); }
   const std::string& config() const { return config_; }
   std::string Log() const;
 
