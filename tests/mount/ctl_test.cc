@@ -94,3 +94,53 @@ TEST_CASE("gpucachectl: clear errors and exit codes") {
 
 }  // namespace
 }  // namespace gpucache
+
+namespace gpucache {
+namespace {
+
+TEST_CASE("gpucachectl: pin, unpin, evict, quarantine, fence, reclaim, drain") {
+  MountedFs m;
+  CacheIdentity id = SampleIdentity();
+  MountClient client(m.mnt());
+  REQUIRE(client.Commit(id, Payload(1000)) == 0);
+  std::string rel = AddressOf(id).RelativePath(), abs = m.mnt() + "/" + rel;
+
+  CHECK(Ctl("pin " + m.mnt() + " " + abs).rc == 0);  // a path inside the mount works too
+  Run refused = Ctl("evict " + m.mnt() + " " + rel);
+  CHECK(refused.rc == 2);
+  CHECK(refused.out.find("pinned") != std::string::npos);
+  CHECK(Ctl("unpin --json " + m.mnt() + " " + rel).rc == 0);
+  int fd = ::open(abs.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  CHECK(Ctl("evict " + m.mnt() + " " + rel).out == "evict: " + rel + "\n");
+  auto q = nlohmann::json::parse(Ctl("quarantine --json " + m.mnt()).out);
+  REQUIRE(q["quarantine"].size() == 1);
+  CHECK(q["quarantine"][0]["reason"] == "evicted");
+  ::close(fd);
+
+  Run fence = Ctl("fence --json " + m.mnt());
+  CHECK(fence.rc == 0);
+  uint64_t epoch = nlohmann::json::parse(fence.out)["epoch"];
+  CHECK(Ctl("reclaim " + m.mnt()).rc == 64);  // which kind?
+  Run stale = Ctl("reclaim " + m.mnt() + " --fenced " + std::to_string(epoch - 1));
+  CHECK(stale.rc == 2);
+  CHECK(stale.out.find("ESTALE") != std::string::npos);
+  CHECK(Ctl("reclaim " + m.mnt() + " --fenced " + std::to_string(epoch)).out ==
+        "reclaimed 1 quarantined block(s)\n");
+  CHECK(Ctl("quarantine " + m.mnt()).out == "no quarantined blocks\n");
+
+  CHECK(Ctl("drain " + m.mnt()).out.find("admits refused") != std::string::npos);
+  CHECK(client.Commit(SampleIdentity("acme", 3), Payload(10)) == EROFS);
+  CHECK(Ctl("drain --rollback " + m.mnt()).out.find("admits accepted") != std::string::npos);
+  CHECK(Ctl("status " + m.mnt()).out.find("data dir: " + m.data()) != std::string::npos);
+  CHECK(AsUser(1000, 1000, [&] { return Ctl("fence " + m.mnt()).rc; }) == 2);
+  for (const char* sub : {"fence", "reclaim", "quarantine", "drain", "evict", "pin", "unpin", "isolate"}) {
+    CAPTURE(sub);
+    Run help = Ctl(std::string(sub) + " --help");
+    CHECK(help.rc == 0);
+    CHECK(help.out.find("MOUNTPOINT") != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace gpucache
