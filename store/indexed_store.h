@@ -211,6 +211,7 @@ class IndexedStore : public BlockStore {
   uint64_t next_region_seq_ = 0;
   ReservationId next_reservation_ = 1;
   std::unique_ptr<EvictionPolicy> policy_;
+  bool policy_sized_ = false;  // told the capacity (the block count when it first filled)
   std::map<NamespaceKey, Namespace> namespaces_;
   std::map<BlockAddress, Record> blocks_;
   std::unordered_map<PolicyKey, BlockAddress> by_key_;

@@ -204,6 +204,10 @@ StatusCode IndexedStore::MakeRoomLocked(const std::string& tenant, uint64_t need
   std::set<PolicyKey> chosen;
   uint64_t freed_tenant = 0, freed_global = 0;
   auto pick = [&](bool own_tenant_only) -> bool {
+    if (!policy_sized_) {
+      policy_->SetCapacity(blocks_.size());
+      policy_sized_ = true;
+    }
     auto v = policy_->Victim([&](PolicyKey k) {
       if (chosen.count(k)) return false;
       auto a = by_key_.find(k);
@@ -251,8 +255,7 @@ Result<BlockInfo> IndexedStore::Probe(const BlockAddress& address) {
     policy_->OnMiss(PolicyKeyOf(address));
     return StatusCode::kNotFound;
   }
-  c.hits++;
-  policy_->OnAccess(PolicyKeyOf(address));
+  c.hits++;  // the use itself is counted for the policy when the block is opened
   return it->second.info;
 }
 
@@ -261,7 +264,10 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
   {
     std::lock_guard lock(mu_);
     auto it = blocks_.find(address);
-    if (it == blocks_.end()) return StatusCode::kNotFound;
+    if (it == blocks_.end()) {
+      policy_->OnMiss(PolicyKeyOf(address));
+      return StatusCode::kNotFound;
+    }
     it->second.open_readers++;  // the reader's destructor gives it back
     policy_->OnAccess(PolicyKeyOf(address));
     record = it->second;
@@ -315,12 +321,10 @@ LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
   if (auto it = blocks_.find(address);
       it != blocks_.end() && it->second.info.canonical_identity == canonical) {
     c.hits++;
-    policy_->OnAccess(PolicyKeyOf(address));
     return {LookupResult::Kind::kHit, MissReason::kAbsent, address, identity.valid_length};
   }
   if (auto prefix = PrefixHitLocked(identity)) {
     c.prefix_hits++;
-    policy_->OnAccess(PolicyKeyOf(prefix->address));
     return *prefix;
   }
   c.misses++;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -41,7 +42,9 @@ CacheIdentity IdentityOf(const Request& r, size_t i) {
   id.position_encoding = "rope";
   id.rope_scaling = "none";
   id.block_capacity = kTokensPerBlock;
-  id.valid_length = kTokensPerBlock;
+  // A prompt's last block is partial; a trace id is partial in one request only, so this never
+  // gives one id two identities.
+  id.valid_length = std::max<uint32_t>(1, TokensInBlock(r, i));
   id.chain = {i == 0 ? Bytes(8, 0xff) : Hash8(r.blocks[i - 1]), Hash8(r.blocks[i])};
   return id;
 }

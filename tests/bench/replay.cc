@@ -67,8 +67,8 @@ uint64_t Key(uint64_t id) {
 }  // namespace
 
 Score ReplayPolicy(const std::vector<Request>& trace, EvictionPolicy& policy, uint64_t capacity) {
-  policy.SetCapacity(capacity);
   std::unordered_set<uint64_t> resident;
+  bool sized = false;
   auto everything = [](PolicyKey) { return true; };
   Score s;
   for (const Request& r : trace) {
@@ -82,6 +82,10 @@ Score ReplayPolicy(const std::vector<Request>& trace, EvictionPolicy& policy, ui
       }
       policy.OnMiss(k);
       while (resident.size() >= capacity) {
+        if (!sized) {  // as the store does: the policy learns the capacity when it first fills
+          policy.SetCapacity(resident.size());
+          sized = true;
+        }
         auto v = policy.Victim(everything);
         if (!v) break;
         policy.OnRemove(*v);

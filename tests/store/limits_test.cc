@@ -87,7 +87,7 @@ TEST_CASE("Eviction: a tenant quota evicts the tenant's own blocks, oldest-used 
   REQUIRE(Commit(s, Block("acme", 1), 1000) == StatusCode::kOk);
   REQUIRE(Commit(s, Block("acme", 2), 1000) == StatusCode::kOk);
   REQUIRE(Commit(s, Block("acme", 3), 1000) == StatusCode::kOk);
-  s.Probe(AddressOf(Block("acme", 1)));  // block 1 is now more recent than block 2
+  s.Open(AddressOf(Block("acme", 1)));  // block 1 is now more recently used than block 2
   REQUIRE(Commit(s, Block("acme", 4), 1000) == StatusCode::kOk);
   CHECK(Present(s, Block("acme", 1)));
   CHECK_FALSE(Present(s, Block("acme", 2)));
@@ -141,8 +141,8 @@ TEST_CASE("Eviction: prefix-aware default evicts a leaf before its ancestors") {
   REQUIRE(Commit(s, parent, 1000) == StatusCode::kOk);
   REQUIRE(Commit(s, child, 1000) == StatusCode::kOk);
   REQUIRE(Commit(s, Block("acme", 2), 1000) == StatusCode::kOk);
-  s.Probe(AddressOf(child));
-  s.Probe(AddressOf(Block("acme", 2)));
+  s.Open(AddressOf(child));
+  s.Open(AddressOf(Block("acme", 2)));
   // The parent is the least recently used block, but it has a resident child: the child goes.
   REQUIRE(Commit(s, Block("acme", 3), 1000) == StatusCode::kOk);
   CHECK(Present(s, parent));
