@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 #include <toml++/toml.h>
 
 #include "store/eviction/eviction_policy.h"
@@ -227,6 +228,44 @@ ResourceLimits ResourceLimitsOf(const Config& config) {
   limits.global = config.limits;
   for (const TenantConfig& t : config.tenants) limits.tenants[t.name] = t.limits;
   return limits;
+}
+
+std::string EffectiveConfigText(const Config& c) {
+  auto ids = [](const std::vector<uint32_t>& v) {
+    toml::array a;
+    for (uint32_t x : v) a.push_back(int64_t{x});
+    return a;
+  };
+  auto limits = [](toml::table& t, const Limits& l) {
+    t.insert("max_block_bytes", int64_t(l.max_block_bytes));
+    t.insert("max_inflight_requests", int64_t(l.max_inflight_requests));
+    t.insert("max_inflight_bytes", int64_t(l.max_inflight_bytes));
+    t.insert("max_registrations", int64_t(l.max_registrations));
+    t.insert("max_retained_bytes", int64_t(l.max_retained_bytes));
+  };
+  toml::table root;
+  toml::array dirs;
+  for (const std::string& d : c.data_dirs) dirs.push_back(d);
+  root.insert("data_dirs", dirs);
+  root.insert("sync_commits", c.sync_commits);
+  toml::table lim;
+  limits(lim, c.limits);
+  lim.insert("eviction_policy", c.eviction_policy);
+  lim.insert("reservation_lease", c.reservation_lease);
+  root.insert("limits", lim);
+  root.insert("admins", toml::table{{"uids", ids(c.admin_uids)}, {"gids", ids(c.admin_gids)}});
+  toml::table tenants;
+  for (const TenantConfig& t : c.tenants) {
+    toml::table tt{{"uids", ids(t.uids)}, {"gids", ids(t.gids)}};
+    limits(tt, t.limits);
+    tenants.insert(t.name, tt);
+  }
+  root.insert("tenants", tenants);
+  root.insert("fuse", toml::table{{"entry_timeout", c.entry_timeout},
+                                  {"negative_timeout", c.negative_timeout}});
+  std::ostringstream out;
+  out << "# effective configuration (0: unlimited)\n" << root << "\n";
+  return out.str();
 }
 
 Config DefaultConfig() { return ParseConfig(kDefaultConfig, "<built-in defaults>"); }

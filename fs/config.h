@@ -47,6 +47,8 @@ Config LoadConfig(const std::string& path);
 Config ParseConfig(const std::string& text, const std::string& origin);
 // The built-in defaults: data in /var/lib/gpucache, one tenant "default" for root.
 Config DefaultConfig();
+// `config` as a TOML file with every key, defaults included (gpucachefs --check-config).
+std::string EffectiveConfigText(const Config& config);
 // The built-in defaults as a commented TOML file, a starting point for /etc/gpucache.
 std::string DefaultConfigText();
 

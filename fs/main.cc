@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fs/config.h"
+#include "fs/log.h"
 #include "fs/session.h"
 #include "store/file_store.h"
 
@@ -23,6 +24,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: gpucachefs CONFIG MOUNTPOINT [-f] [-d] [-o OPTIONS]\n"
     "       gpucachefs --defaults MOUNTPOINT [-f] [-d] [-o OPTIONS]\n"
+    "       gpucachefs --check-config CONFIG\n"
     "       gpucachefs --print-default-config | --version | --help\n"
     "\n"
     "Mounts the gpucache KV-block namespace at MOUNTPOINT, with blocks stored in the data\n"
@@ -30,7 +32,8 @@ constexpr char kUsage[] =
     "configuration (data in /var/lib/gpucache, tenant 'default' for root).\n"
     "  -f          stay in the foreground\n"
     "  -d          trace FUSE requests (implies -f)\n"
-    "  -o OPTIONS  mount options, passed to FUSE (mount(8)-only ones are ignored)\n";
+    "  -o OPTIONS  mount options, passed to FUSE (mount(8)-only ones are ignored)\n"
+    "--check-config validates CONFIG and prints the effective configuration, defaults included.\n";
 
 struct Args {
   std::string config;  // empty: built-in defaults
@@ -113,14 +116,24 @@ int main(int argc, char** argv) {
     std::fputs(gpucache::DefaultConfigText().c_str(), stdout);
     return 0;
   }
+  if (argc == 3 && std::strcmp(argv[1], "--check-config") == 0) {
+    try {
+      std::fputs(gpucache::EffectiveConfigText(gpucache::LoadConfig(argv[2])).c_str(), stdout);
+      return 0;
+    } catch (const gpucache::ConfigError& e) {
+      std::fprintf(stderr, "gpucachefs: configuration error: %s\n", e.what());
+      return 78;  // EX_CONFIG
+    }
+  }
   Args args;
   if (!ParseArgs(argc, argv, args)) return 64;
+  gpucache::InitLogging(args.mount.debug);
 
   gpucache::Config config;
   try {
     config = args.defaults ? gpucache::DefaultConfig() : gpucache::LoadConfig(args.config);
   } catch (const gpucache::ConfigError& e) {
-    std::fprintf(stderr, "gpucachefs: configuration error: %s\n", e.what());
+    spdlog::error("configuration error: {}", e.what());
     return 78;  // EX_CONFIG
   }
 
@@ -133,18 +146,14 @@ int main(int argc, char** argv) {
   std::string error;
   auto store = gpucache::FileStore::OpenDataDirs(config.data_dirs, store_options, &report, &error);
   if (!store) {
-    std::fprintf(stderr, "gpucachefs: %s\n", error.c_str());
+    spdlog::error("{}", error);
     return 1;
   }
-  for (const std::string& p : report.problems) std::fprintf(stderr, "gpucachefs: %s\n", p.c_str());
-  std::fprintf(stderr,
-               "gpucachefs: data %s: epoch %llu, %llu blocks loaded, %llu skipped, %llu "
-               "unfinished writes dropped, %llu quarantined awaiting reclaim\n",
-               Join(config.data_dirs).c_str(), static_cast<unsigned long long>(report.epoch),
-               static_cast<unsigned long long>(report.blocks_loaded),
-               static_cast<unsigned long long>(report.blocks_skipped),
-               static_cast<unsigned long long>(report.reservations_dropped),
-               static_cast<unsigned long long>(report.quarantined));
+  for (const std::string& p : report.problems) spdlog::warn("{}", p);
+  spdlog::info("data {}: epoch {}, {} blocks loaded, {} skipped, {} unfinished writes dropped, "
+               "{} quarantined awaiting reclaim",
+               Join(config.data_dirs), report.epoch, report.blocks_loaded, report.blocks_skipped,
+               report.reservations_dropped, report.quarantined);
 
   gpucache::Filesystem fs(config, *store);
   return gpucache::RunMount(fs, args.mount);

@@ -1,6 +1,7 @@
 #include "fs/session.h"
 
 #include <fuse_lowlevel.h>
+#include <systemd/sd-daemon.h>
 
 #include <csignal>
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "fs/fuse_ops.h"
 #include "fs/housekeeper.h"
+#include "fs/log.h"
 #include "fs/invalidator.h"
 
 namespace gpucache {
@@ -32,9 +34,16 @@ void OnInit(void* userdata, fuse_conn_info* conn) {
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 }
 
-// Sends kernel invalidations for blocks that disappear behind the kernel's back.
+// Sends kernel invalidations for blocks that disappear behind the kernel's back, and logs the
+// ones an operator should hear about.
 void WatchRemovals(Filesystem& fs, Invalidator& inval) {
-  fs.store().SetRemovalObserver([&fs, &inval](const BlockAddress& a) {
+  fs.store().SetRemovalObserver([&fs, &inval](const BlockAddress& a, RemovalReason why) {
+    if (why == RemovalReason::kCorrupt) {
+      spdlog::warn("checksum mismatch: {} removed from the namespace (EIO to its reader)",
+                   a.RelativePath());
+    } else {
+      spdlog::debug("{}: {}", ToString(why), a.RelativePath());
+    }
     auto dir = fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns});
     if (!dir) return;  // the kernel never saw the directory: nothing cached
     auto ino = fs.inodes().Find(Node{NodeKind::kBlock, a.tenant, a.ns, a.block});
@@ -58,16 +67,16 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   std::unique_ptr<fuse_session, SessionDeleter> se(fuse_session_new(&args, &ops, sizeof ops, &fs));
   fuse_opt_free_args(&args);
   if (!se) {
-    std::fprintf(stderr, "gpucachefs: invalid FUSE options: %s\n", opts.c_str());
+    spdlog::error("invalid FUSE options: {}", opts);
     return 1;
   }
   if (fuse_set_signal_handlers(se.get()) != 0) return 1;
   if (fuse_session_mount(se.get(), options.mountpoint.c_str()) != 0) {
-    std::fprintf(stderr, "gpucachefs: cannot mount at %s\n", options.mountpoint.c_str());
+    spdlog::error("cannot mount at {}", options.mountpoint);
     fuse_remove_signal_handlers(se.get());
     return 1;
   }
-  std::fprintf(stderr, "gpucachefs: mounted at %s\n", options.mountpoint.c_str());
+  spdlog::info("mounted at {}", options.mountpoint);
   fuse_daemonize(options.foreground || options.debug);
 
   Invalidator inval;  // threads start after daemonize, which forks
@@ -75,6 +84,10 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   WatchRemovals(fs, inval);
   Housekeeper housekeeper(fs.store());
   housekeeper.Start();
+  // Ready only now: configuration and data directories were checked before the mount, and the
+  // mount is up (Type=notify units wait for this).
+  sd_notifyf(0, "READY=1\nSTATUS=serving %s, epoch %llu", options.mountpoint.c_str(),
+             static_cast<unsigned long long>(fs.store().Epoch()));
 
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(cfg, 1);
@@ -83,13 +96,14 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   fuse_loop_cfg_destroy(cfg);
   // libfuse reports the signal that ended the loop; an ordered stop is success.
   bool clean = rc == 0 || rc == SIGINT || rc == SIGTERM || rc == SIGHUP;
+  sd_notify(0, "STOPPING=1");
 
   housekeeper.Stop();
   fs.store().SetRemovalObserver(nullptr);
   inval.Stop();
   fuse_session_unmount(se.get());
   fuse_remove_signal_handlers(se.get());
-  std::fprintf(stderr, "gpucachefs: unmounted %s\n", options.mountpoint.c_str());
+  spdlog::info("unmounted {}", options.mountpoint);
   return clean ? 0 : 1;
 }
 

@@ -13,6 +13,10 @@ PACKAGES=(
   doctest-dev                 # C++ unit and mount tests
   python3 python3-xxhash      # the pure-Python client and its tests
   attr                        # getfattr/setfattr for shell inspection and tests
+  libspdlog-dev               # leveled daemon logs, journald-friendly
+  libsystemd-dev systemd      # sd_notify readiness; systemd-analyze verifies the unit
+  libmicrohttpd-dev           # the loopback HTTP endpoint for Prometheus metrics
+  dpkg-dev lintian            # building and checking the .deb (dpkg-shlibdeps)
 )
 
 missing=()

@@ -250,7 +250,7 @@ Result<size_t> IndexedStore::Write(ReservationId id, uint64_t offset, std::span<
       MakeRoomLocked("", std::max<uint64_t>(data.size(), 1 << 20), evicted);
     }
     bool freed = !evicted.empty();
-    Finish(std::move(evicted), true);
+    Finish(std::move(evicted), RemovalReason::kEvicted);
     if (freed) n = DoWrite(*payload, offset, data);
   }
   std::lock_guard lock(mu_);
@@ -348,7 +348,7 @@ StatusCode IndexedStore::Commit(ReservationId id) {
     draft.owner = r->info.owner;
     draft.commit_time_ns = NowNs();
   }
-  Finish(std::move(evicted), true);
+  Finish(std::move(evicted), RemovalReason::kEvicted);
   Result<Sealed> sealed = DoSeal(*payload, draft);
   std::unique_lock lock(mu_);
   Reservation* r = FindLocked(id);

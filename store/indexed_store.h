@@ -26,9 +26,14 @@
 
 namespace gpucache {
 
+// Why a committed block left the namespace behind the kernel's back.
+enum class RemovalReason : uint8_t { kEvicted, kCorrupt, kLost };
+std::string_view ToString(RemovalReason reason);
+
 // Called (without any store lock held) when a committed block leaves the namespace for a
-// reason the kernel could not see: eviction, an admin request, corruption found on read.
-using RemovalObserver = std::function<void(const BlockAddress&)>;
+// reason the kernel could not see: eviction, an admin request, corruption found on read, a
+// device taken out of service.
+using RemovalObserver = std::function<void(const BlockAddress&, RemovalReason)>;
 
 class IndexedStore : public BlockStore {
  public:
@@ -196,7 +201,7 @@ class IndexedStore : public BlockStore {
   std::optional<LookupResult> PrefixHitLocked(const CacheIdentity& want);
   StatusCode MakeRoomLocked(const std::string& tenant, uint64_t need, std::vector<Departure>& out);
   Departure RemoveLocked(std::map<BlockAddress, Record>::iterator it, const char* reason);
-  void Finish(std::vector<Departure> departures, bool notify);
+  void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify);
   void PersistPins();
   // indexed_store_ops.cc
   Usage GlobalUsageLocked() const;

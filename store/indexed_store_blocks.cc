@@ -40,6 +40,15 @@ std::string_view ToString(LookupResult::Kind kind) {
   return "unknown";
 }
 
+std::string_view ToString(RemovalReason reason) {
+  switch (reason) {
+    case RemovalReason::kEvicted: return "evicted";
+    case RemovalReason::kCorrupt: return "corrupt";
+    case RemovalReason::kLost: return "lost";
+  }
+  return "unknown";
+}
+
 std::string_view ToString(FillState state) {
   switch (state) {
     case FillState::kPending: return "pending";
@@ -163,7 +172,7 @@ IndexedStore::Departure IndexedStore::RemoveLocked(std::map<BlockAddress, Record
 }
 
 // Medium work for blocks that left the namespace, outside the lock.
-void IndexedStore::Finish(std::vector<Departure> departures, bool notify) {
+void IndexedStore::Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) {
   RemovalObserver observer;
   {
     std::lock_guard lock(mu_);
@@ -178,7 +187,7 @@ void IndexedStore::Finish(std::vector<Departure> departures, bool notify) {
     } else {
       DoDrop(d.info, d.stored);
     }
-    if (notify && observer) observer(d.info.address);
+    if (notify && observer) observer(d.info.address, *notify);
   }
 }
 
@@ -356,7 +365,7 @@ StatusCode IndexedStore::Invalidate(const BlockAddress& address) {
     CountersLocked(address.tenant).invalidations++;
     gone.push_back(RemoveLocked(it, "invalidated"));
   }
-  Finish(std::move(gone), false);  // the kernel made this change itself (unlink)
+  Finish(std::move(gone), std::nullopt);  // the kernel made this change itself (unlink)
   if (was_pinned) PersistPins();
   return StatusCode::kOk;
 }
@@ -371,7 +380,7 @@ StatusCode IndexedStore::Evict(const BlockAddress& address) {
     CountersLocked(address.tenant).evictions++;
     gone.push_back(RemoveLocked(it, "evicted"));
   }
-  Finish(std::move(gone), true);
+  Finish(std::move(gone), RemovalReason::kEvicted);
   return StatusCode::kOk;
 }
 
@@ -411,7 +420,7 @@ size_t IndexedStore::ForgetIf(
     observer = observer_;
   }
   if (observer) {
-    for (const BlockAddress& a : gone) observer(a);
+    for (const BlockAddress& a : gone) observer(a, RemovalReason::kLost);
   }
   return gone.size();
 }
@@ -428,7 +437,7 @@ void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id
     Record r = UnindexLocked(it);
     gone.push_back(Departure{r.info, r.stored, false});  // wrong bytes are never kept
   }
-  Finish(std::move(gone), true);
+  Finish(std::move(gone), RemovalReason::kCorrupt);
 }
 
 }  // namespace gpucache

@@ -92,3 +92,33 @@ TEST_CASE("Config: mistakes name the key") {
 
 }  // namespace
 }  // namespace gpucache
+
+namespace gpucache {
+namespace {
+
+TEST_CASE("Config: the effective configuration is itself a valid configuration with the same values") {
+  Config c = ParseConfig(R"(
+data_dirs = ["/a", "/b"]
+[limits]
+max_retained_bytes = 77
+eviction_policy = "lru"
+[tenants.t]
+uids = [5]
+gids = [6]
+max_inflight_requests = 3
+)",
+                         "t.toml");
+  Config again = ParseConfig(EffectiveConfigText(c), "effective");
+  CHECK(again.data_dirs == c.data_dirs);
+  CHECK(again.limits.max_retained_bytes == 77);
+  CHECK(again.limits.max_block_bytes == c.limits.max_block_bytes);
+  CHECK(again.eviction_policy == "lru");
+  CHECK(again.reservation_lease == c.reservation_lease);
+  REQUIRE(again.tenants.size() == 1);
+  CHECK(again.tenants[0].uids == std::vector<uint32_t>{5});
+  CHECK(again.tenants[0].limits.max_inflight_requests == 3);
+  CHECK(again.admin_uids == c.admin_uids);
+}
+
+}  // namespace
+}  // namespace gpucache

@@ -256,7 +256,10 @@ TEST_CASE("Store: a corrupted byte in memory is never served, then it is a miss"
   CacheIdentity id = SampleIdentity();
   REQUIRE(CommitBlock(s, id, Payload(200000)) == StatusCode::kOk);
   std::vector<BlockAddress> removed;
-  s.SetRemovalObserver([&](const BlockAddress& a) { removed.push_back(a); });
+  s.SetRemovalObserver([&](const BlockAddress& a, RemovalReason why) {
+    CHECK(why == RemovalReason::kCorrupt);
+    removed.push_back(a);
+  });
   auto reader = s.Open(AddressOf(id));
   REQUIRE(reader.ok());
   REQUIRE(s.TEST_CorruptByte(AddressOf(id), 150000));

@@ -1,0 +1,40 @@
+#include "fs/log.h"
+
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
+
+#include <cstdlib>
+
+namespace gpucache {
+namespace {
+
+// "<N>": the syslog priority prefix journald reads from a service's stderr (sd-daemon(3)).
+class PriorityFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    static constexpr const char* kPriority[] = {"<7>", "<7>", "<6>", "<4>", "<3>", "<2>", "<6>"};
+    std::string_view p = kPriority[static_cast<int>(msg.level)];
+    dest.append(p.data(), p.data() + p.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<PriorityFlag>();
+  }
+};
+
+}  // namespace
+
+void InitLogging(bool debug) {
+  auto logger = spdlog::stderr_logger_mt("gpucachefs");
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  if (std::getenv("JOURNAL_STREAM")) {
+    formatter->add_flag<PriorityFlag>('*').set_pattern("%*%v");
+  } else {
+    formatter->set_pattern("%Y-%m-%d %H:%M:%S.%e gpucachefs %l: %v");
+  }
+  logger->set_formatter(std::move(formatter));
+  logger->set_level(debug ? spdlog::level::debug : spdlog::level::info);
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace gpucache

@@ -1,0 +1,120 @@
+// The systemd unit and the readiness protocol (Type=notify), without systemd as PID 1: the unit
+// is checked by systemd-analyze, and readiness by a fake NOTIFY_SOCKET listener.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/vfs.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/support/temp_dir.h"
+
+namespace gpucache {
+namespace {
+
+constexpr long kFuseSuperMagic = 0x65735546;
+
+bool Mounted(const std::string& dir) {
+  struct statfs fs;
+  return ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == kFuseSuperMagic;
+}
+
+// Waits up to `seconds` for one datagram on `fd`.
+std::string Receive(int fd, int seconds) {
+  timeval tv{seconds, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[4096];
+  ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  return n > 0 ? std::string(buf, n) : std::string();
+}
+
+TEST_CASE("systemd: the unit file verifies") {
+  test::TempDir tmp;
+  std::ifstream in(GPUCACHE_SOURCE_DIR "/packaging/gpucachefs.service");
+  std::stringstream unit;
+  unit << in.rdbuf();
+  std::string text = unit.str();
+  CHECK(text.find("Type=notify") != std::string::npos);
+  CHECK(text.find("Restart=on-failure") != std::string::npos);
+  CHECK(text.find("ExecStopPost=-/bin/fusermount3 -u -z") != std::string::npos);
+  for (const char* forbidden : {"PrivateTmp", "ProtectSystem", "PrivateMounts", "ProtectHome"}) {
+    CHECK(text.find(std::string("\n") + forbidden + "=") == std::string::npos);
+  }
+  // The installed path does not exist here: check a copy that runs the built binary.
+  size_t at = text.find("/usr/bin/gpucachefs");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, std::string("/usr/bin/gpucachefs").size(), GPUCACHEFS_BIN);
+  std::string copy = tmp.path() + "/gpucachefs.service";
+  std::ofstream(copy) << text;
+  std::string cmd = "systemd-analyze verify --man=no " + copy + " 2>&1";
+  CHECK(std::system(cmd.c_str()) == 0);
+}
+
+struct Daemon {
+  test::TempDir tmp;
+  std::string mnt = tmp.path() + "/mnt", config = tmp.path() + "/c.toml",
+              socket_path = tmp.path() + "/notify.sock";
+  int sock = -1;
+  pid_t pid = -1;
+
+  explicit Daemon(const std::string& config_text) {
+    ::mkdir(mnt.c_str(), 0755);
+    std::ofstream(config) << config_text;
+    sock = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path.c_str());
+    REQUIRE(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    pid = ::fork();
+    if (pid == 0) {
+      ::setenv("NOTIFY_SOCKET", socket_path.c_str(), 1);
+      int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 2);
+      ::execl(GPUCACHEFS_BIN, "gpucachefs", config.c_str(), mnt.c_str(), "-f", nullptr);
+      ::_exit(127);
+    }
+  }
+  int Wait() {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  ~Daemon() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    (void)std::system(("fusermount3 -u -z " + mnt + " 2>/dev/null").c_str());
+    ::close(sock);
+  }
+};
+
+TEST_CASE("systemd: READY=1 comes only once the mount is up; SIGTERM says STOPPING=1 and unmounts") {
+  test::TempDir data;
+  Daemon d("data_dir = \"" + data.path() + "/d\"\n[tenants.t]\nuids = [0]\n");
+  std::string ready = Receive(d.sock, 10);
+  REQUIRE(ready.find("READY=1") != std::string::npos);
+  CHECK(Mounted(d.mnt));  // no READY before the mount
+  CHECK(ready.find("STATUS=serving") != std::string::npos);
+  ::kill(d.pid, SIGTERM);
+  CHECK(Receive(d.sock, 10).find("STOPPING=1") != std::string::npos);
+  CHECK(d.Wait() == 0);
+  CHECK_FALSE(Mounted(d.mnt));
+}
+
+TEST_CASE("systemd: a bad configuration never reports ready and exits 78") {
+  Daemon d("data_dir = \"relative/path\"\n[tenants.t]\nuids = [0]\n");
+  CHECK(Receive(d.sock, 2).empty());
+  CHECK(d.Wait() == 78);
+  CHECK_FALSE(Mounted(d.mnt));
+}
+
+}  // namespace
+}  // namespace gpucache
