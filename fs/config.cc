@@ -43,6 +43,11 @@ gids = []
 uids = [0]
 gids = []
 
+[metrics]
+# Prometheus text exposition over HTTP at http://LISTEN/metrics (also <mountpoint>/.gpucache/metrics).
+# Every tenant's counters, no authentication: keep it on loopback. "" turns HTTP off.
+listen = "127.0.0.1:9110"
+
 [fuse]
 # Seconds the kernel may cache committed entries and misses; the daemon invalidates them itself.
 entry_timeout = 3600.0
@@ -128,7 +133,12 @@ class Reader {
 
   Config Build() const {
     Config c;
-    OnlyKeys(t_, "", {"data_dir", "data_dirs", "sync_commits", "limits", "admins", "tenants", "fuse"});
+    OnlyKeys(t_, "", {"data_dir", "data_dirs", "sync_commits", "limits", "admins", "tenants", "fuse",
+                      "metrics"});
+    if (const toml::table* m = Table(t_, "metrics")) {
+      OnlyKeys(*m, "metrics.", {"listen"});
+      c.metrics_listen = Get<std::string>(*m, "listen", "metrics.listen", c.metrics_listen);
+    }
     if (t_.contains("data_dir") && t_.contains("data_dirs")) {
       Fail("data_dirs", "give data_dir (one directory) or data_dirs (a list), not both");
     }
@@ -261,6 +271,7 @@ std::string EffectiveConfigText(const Config& c) {
     tenants.insert(t.name, tt);
   }
   root.insert("tenants", tenants);
+  root.insert("metrics", toml::table{{"listen", c.metrics_listen}});
   root.insert("fuse", toml::table{{"entry_timeout", c.entry_timeout},
                                   {"negative_timeout", c.negative_timeout}});
   std::ostringstream out;

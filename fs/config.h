@@ -34,6 +34,7 @@ struct Config {
   std::vector<uint32_t> admin_uids = {0};   // may see every tenant and send admin requests
   std::vector<uint32_t> admin_gids;
   std::vector<TenantConfig> tenants;        // sorted by name; at least one
+  std::string metrics_listen = "127.0.0.1:9110";  // Prometheus endpoint; empty: off
   double entry_timeout = 3600;     // seconds the kernel may cache committed entries/attributes
   double negative_timeout = 3600;  // seconds the kernel may cache a miss (a commit refreshes it)
 };

@@ -24,6 +24,7 @@
 #include "fs/config.h"
 #include "fs/control.h"
 #include "fs/inode_table.h"
+#include "fs/metrics.h"
 #include "store/indexed_store.h"
 
 namespace gpucache {
@@ -98,6 +99,9 @@ class Filesystem {
   StatusCode RemoveXattr(const Caller& c, uint64_t ino, std::string_view name);
 
   InodeTable& inodes() { return inodes_; }
+  Metrics& metrics() { return metrics_; }
+  // Every tenant's metrics (the HTTP endpoint); the file shows only the caller's tenants.
+  std::string RenderAllMetrics();
   IndexedStore& store() { return store_; }
 
  private:
@@ -116,6 +120,7 @@ class Filesystem {
   IndexedStore& store_;
   InodeTable inodes_;
   ControlPlane control_;
+  Metrics metrics_;
   const uint64_t mount_time_ns_;  // times shown for directories and virtual files
 };
 

@@ -80,7 +80,8 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
     case NodeKind::kControlDir: return AttrReply{MakeAttr(ino, S_IFDIR | 0555, 0, 0, 0), long_ttl};
     case NodeKind::kStatsFile:
     case NodeKind::kEpochFile:
-    case NodeKind::kQuarantineFile: return AttrReply{MakeAttr(ino, S_IFREG | 0444, 0, 0, 0), long_ttl};
+    case NodeKind::kQuarantineFile:
+    case NodeKind::kMetricsFile: return AttrReply{MakeAttr(ino, S_IFREG | 0444, 0, 0, 0), long_ttl};
     case NodeKind::kCtlFile: return AttrReply{MakeAttr(ino, S_IFREG | 0666, 0, 0, 0), long_ttl};
     case NodeKind::kTenant: {
       for (const TenantConfig& t : config_.tenants) {
@@ -147,6 +148,7 @@ Result<EntryReply> Filesystem::Lookup(const Caller& c, uint64_t parent, std::str
       else if (name == "epoch") child = Node{NodeKind::kEpochFile};
       else if (name == "ctl") child = Node{NodeKind::kCtlFile};
       else if (name == "quarantine") child = Node{NodeKind::kQuarantineFile};
+      else if (name == "metrics") child = Node{NodeKind::kMetricsFile};
       else return StatusCode::kNotFound;
       break;
     case NodeKind::kTenant:
@@ -221,6 +223,7 @@ StatusCode Filesystem::Access(const Caller& c, uint64_t ino, int mask) {
   if (!n.ok()) return n.status();
   bool read_only = n->kind == NodeKind::kBlock || n->kind == NodeKind::kStatsFile ||
                    n->kind == NodeKind::kEpochFile || n->kind == NodeKind::kQuarantineFile ||
+                   n->kind == NodeKind::kMetricsFile ||
                    n->kind == NodeKind::kControlDir;
   if ((mask & W_OK) && read_only) return StatusCode::kAccessDenied;
   return StatusCode::kOk;

@@ -79,11 +79,13 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
     case NodeKind::kStatsFile:
     case NodeKind::kEpochFile:
     case NodeKind::kQuarantineFile:
+    case NodeKind::kMetricsFile:
       if (WantsWrite(flags)) return StatusCode::kAccessDenied;
       h.kind = Handle::Kind::kText;
-      h.text = n->kind == NodeKind::kStatsFile   ? control_.StatsText(c)
-               : n->kind == NodeKind::kEpochFile ? control_.EpochText()
-                                                 : control_.QuarantineText(c);
+      if (n->kind == NodeKind::kStatsFile) h.text = control_.StatsText(c);
+      else if (n->kind == NodeKind::kEpochFile) h.text = control_.EpochText();
+      else if (n->kind == NodeKind::kQuarantineFile) h.text = control_.QuarantineText(c);
+      else h.text = metrics_.Render(store_, [&](const std::string& t) { return access_.MayUseTenant(c, t); });
       r.direct_io = true;
       return r;
     case NodeKind::kCtlFile:
@@ -96,7 +98,11 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
 
 Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> out) {
   switch (h.kind) {
-    case Handle::Kind::kBlock: return h.reader->Read(offset, out);
+    case Handle::Kind::kBlock: {
+      Result<size_t> n = h.reader->Read(offset, out);
+      if (n.ok()) metrics_.RecordRead(n.value());
+      return n;
+    }
     case Handle::Kind::kPart: return StatusCode::kBusy;
     case Handle::Kind::kText: {
       std::lock_guard lock(h.mu);
@@ -140,6 +146,7 @@ Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
     }
   }
   Result<size_t> n = store_.Write(h.reservation, offset, data);
+  if (n.ok()) metrics_.RecordWrite(n.value());
   if (!n.ok() && n.status() == StatusCode::kNotFound && store_.Stat(h.address).ok()) {
     return StatusCode::kImmutable;  // the reservation was committed: the block is read-only
   }
@@ -158,6 +165,10 @@ void Filesystem::Flush(Handle& h) {
 
 void Filesystem::Release(Handle& h) { Flush(h); }
 
+std::string Filesystem::RenderAllMetrics() {
+  return metrics_.Render(store_, [](const std::string&) { return true; });
+}
+
 Result<std::vector<DirEntry>> Filesystem::ReadDir(const Caller& c, uint64_t ino) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
@@ -170,7 +181,7 @@ Result<std::vector<DirEntry>> Filesystem::ReadDir(const Caller& c, uint64_t ino)
       }
       return out;
     case NodeKind::kControlDir:
-      for (const char* f : {"stats", "epoch", "quarantine", "ctl"}) out.push_back({f, S_IFREG});
+      for (const char* f : {"stats", "epoch", "quarantine", "metrics", "ctl"}) out.push_back({f, S_IFREG});
       return out;
     case NodeKind::kTenant:
       for (std::string& ns : store_.ListNamespaces(n->tenant)) out.push_back({std::move(ns), S_IFDIR});

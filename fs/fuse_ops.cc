@@ -48,6 +48,7 @@ void SetOpenFlags(fuse_file_info* fi, OpenReply& r) {
 }
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kLookup);
   auto r = Fs(req).Lookup(CallerOf(req), parent, name);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fuse_entry_param e = ToEntry(r.value());
@@ -65,22 +66,26 @@ void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 }
 
 void OpGetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kGetAttr);
   auto r = Fs(req).GetAttr(CallerOf(req), ino);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fuse_reply_attr(req, &r->attr, r->timeout);
 }
 
 void OpSetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kSetAttr);
   auto r = Fs(req).SetAttr(CallerOf(req), ino, *attr, to_set);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fuse_reply_attr(req, &r->attr, r->timeout);
 }
 
 void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kOther);
   ReplyStatus(req, Fs(req).Access(CallerOf(req), ino, mask));
 }
 
 void OpMkDir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kMkDir);
   auto r = Fs(req).MkDir(CallerOf(req), parent, name);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fuse_entry_param e = ToEntry(r.value());
@@ -88,15 +93,18 @@ void OpMkDir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t) {
 }
 
 void OpRmDir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kOther);
   ReplyStatus(req, Fs(req).RmDir(CallerOf(req), parent, name));
 }
 
 void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kUnlink);
   ReplyStatus(req, Fs(req).Unlink(CallerOf(req), parent, name));
 }
 
 void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
               const char* new_name, unsigned int flags) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kRename);
   ReplyStatus(req, Fs(req).Rename(CallerOf(req), parent, name, new_parent, new_name, flags));
 }
 
@@ -106,6 +114,7 @@ void OpSymlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { OpRefuse(
 void OpLink(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { OpRefuse(req); }
 
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, fuse_file_info* fi) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kCreate);
   auto r = Fs(req).Create(CallerOf(req), parent, name);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fuse_entry_param e = ToEntry(r->first);
@@ -118,6 +127,7 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, fuse_
 }
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kOpen);
   auto r = Fs(req).Open(CallerOf(req), ino, fi->flags);
   if (!r.ok()) return ReplyStatus(req, r.status());
   SetOpenFlags(fi, r.value());
@@ -128,6 +138,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kRead);
   thread_local std::vector<uint8_t> buf;  // reused: no allocation per read
   buf.resize(size);
   auto n = Fs(req).Read(HandleOf(fi), static_cast<uint64_t>(off), buf);
@@ -137,6 +148,7 @@ void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
 
 void OpWrite(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off,
              fuse_file_info* fi) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kWrite);
   auto n = Fs(req).Write(CallerOf(req), HandleOf(fi), static_cast<uint64_t>(off),
                          {reinterpret_cast<const uint8_t*>(data), size});
   if (!n.ok()) return ReplyStatus(req, n.status());
@@ -144,11 +156,13 @@ void OpWrite(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t of
 }
 
 void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kFlush);
   Fs(req).Flush(HandleOf(fi));
   fuse_reply_err(req, 0);
 }
 
 void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kRelease);
   std::unique_ptr<Handle> h(&HandleOf(fi));
   Fs(req).Release(*h);
   fuse_reply_err(req, 0);
@@ -162,6 +176,7 @@ struct DirHandle {
 };
 
 void OpOpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kReadDir);
   auto r = Fs(req).ReadDir(CallerOf(req), ino);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fi->fh = reinterpret_cast<uint64_t>(new DirHandle{std::move(r.value())});
@@ -169,6 +184,7 @@ void OpOpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void OpReadDir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kReadDir);
   auto& d = *reinterpret_cast<DirHandle*>(fi->fh);
   std::vector<char> buf(size);
   size_t used = 0;
@@ -196,12 +212,14 @@ void ReplyXattr(fuse_req_t req, const std::string& value, size_t size) {
 }
 
 void OpGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kGetXattr);
   auto r = Fs(req).GetXattr(CallerOf(req), ino, name);
   if (!r.ok()) return (void)fuse_reply_err(req, ToXattrErrno(r.status()));
   ReplyXattr(req, r.value(), size);
 }
 
 void OpListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kGetXattr);
   auto r = Fs(req).ListXattr(CallerOf(req), ino);
   if (!r.ok()) return ReplyStatus(req, r.status());
   std::string list;
@@ -211,11 +229,13 @@ void OpListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 void OpSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
                 int) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kSetXattr);
   ReplyStatus(req, Fs(req).SetXattr(CallerOf(req), ino, name,
                                     {reinterpret_cast<const uint8_t*>(value), size}));
 }
 
 void OpRemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kSetXattr);
   fuse_reply_err(req, ToXattrErrno(Fs(req).RemoveXattr(CallerOf(req), ino, name)));
 }
 

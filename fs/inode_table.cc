@@ -14,6 +14,7 @@ std::optional<Node> InodeTable::FixedLocked(uint64_t ino) const {
     case kEpochIno: return Node{NodeKind::kEpochFile};
     case kCtlIno: return Node{NodeKind::kCtlFile};
     case kQuarantineIno: return Node{NodeKind::kQuarantineFile};
+    case kMetricsIno: return Node{NodeKind::kMetricsFile};
   }
   if (ino >= kFirstTenantIno && ino < kFirstTenantIno + tenants_.size()) {
     return Node{NodeKind::kTenant, tenants_[ino - kFirstTenantIno]};
@@ -29,6 +30,7 @@ std::optional<uint64_t> InodeTable::FixedIno(const Node& node) const {
     case NodeKind::kEpochFile: return kEpochIno;
     case NodeKind::kCtlFile: return kCtlIno;
     case NodeKind::kQuarantineFile: return kQuarantineIno;
+    case NodeKind::kMetricsFile: return kMetricsIno;
     case NodeKind::kTenant: {
       auto it = std::lower_bound(tenants_.begin(), tenants_.end(), node.tenant);
       if (it != tenants_.end() && *it == node.tenant) return kFirstTenantIno + (it - tenants_.begin());

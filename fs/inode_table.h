@@ -26,6 +26,7 @@ enum class NodeKind : uint8_t {
   kEpochFile,   // .gpucache/epoch
   kCtlFile,     // .gpucache/ctl
   kQuarantineFile,  // .gpucache/quarantine
+  kMetricsFile,     // .gpucache/metrics
   kTenant,
   kNamespace,
   kBlock,       // committed block: <block>
@@ -48,6 +49,7 @@ inline constexpr uint64_t kStatsIno = 3;
 inline constexpr uint64_t kEpochIno = 4;
 inline constexpr uint64_t kCtlIno = 5;
 inline constexpr uint64_t kQuarantineIno = 6;
+inline constexpr uint64_t kMetricsIno = 7;
 inline constexpr uint64_t kFirstTenantIno = 16;
 inline constexpr uint64_t kFirstDynamicIno = 1 << 20;
 

@@ -16,6 +16,7 @@
 
 #include "fs/config.h"
 #include "fs/log.h"
+#include "fs/metrics_http.h"
 #include "fs/session.h"
 #include "store/file_store.h"
 
@@ -156,5 +157,15 @@ int main(int argc, char** argv) {
                report.reservations_dropped, report.quarantined);
 
   gpucache::Filesystem fs(config, *store);
+  gpucache::MetricsHttpServer metrics;
+  args.mount.on_mounted = [&] {
+    if (config.metrics_listen.empty()) return true;
+    if (!metrics.Start(config.metrics_listen, [&fs] { return fs.RenderAllMetrics(); }, &error)) {
+      spdlog::error("{}", error);
+      return false;
+    }
+    spdlog::info("metrics on http://{}/metrics", config.metrics_listen);
+    return true;
+  };
   return gpucache::RunMount(fs, args.mount);
 }

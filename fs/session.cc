@@ -78,6 +78,11 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   }
   spdlog::info("mounted at {}", options.mountpoint);
   fuse_daemonize(options.foreground || options.debug);
+  if (options.on_mounted && !options.on_mounted()) {
+    fuse_session_unmount(se.get());
+    fuse_remove_signal_handlers(se.get());
+    return 1;
+  }
 
   Invalidator inval;  // threads start after daemonize, which forks
   inval.Start(se.get());

@@ -1,6 +1,7 @@
 // Mounting and serving: the FUSE session's life from mount to clean unmount.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "fs/filesystem.h"
@@ -12,6 +13,9 @@ struct MountOptions {
   bool foreground = false;   // -f: stay in the foreground (systemd, tests)
   bool debug = false;        // -d: libfuse request tracing (implies foreground)
   std::string fuse_options;  // -o list passed through to libfuse, after gpucache's defaults
+  // Runs once mounted (after detaching, so threads it starts survive), before READY=1; false
+  // unmounts and fails start-up.
+  std::function<bool()> on_mounted;
 };
 
 // Mounts, serves until SIGINT/SIGTERM/SIGHUP or an unmount, then unmounts. Returns an exit code.

@@ -80,7 +80,10 @@ struct TenantCounters {
   Usage usage;                      // what the tenant holds now
   uint64_t hits = 0;                // exact hits (path probes and lookups)
   uint64_t prefix_hits = 0;
-  uint64_t misses = 0;
+  uint64_t misses = 0;               // all misses; the next three explain some of them
+  uint64_t misses_incompatible = 0;
+  uint64_t misses_quarantined = 0;
+  uint64_t misses_fenced = 0;
   uint64_t commits = 0;
   uint64_t checksum_failures = 0;
   uint64_t evictions = 0;           // blocks evicted to make room or by an admin

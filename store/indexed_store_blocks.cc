@@ -341,13 +341,16 @@ LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
   LookupResult miss;
   if (by_logical_.count(Xxh128Hex(EncodeLogicalKey(identity)))) {
     miss.reason = MissReason::kIncompatible;
+    c.misses_incompatible++;
   } else if (auto o = outcomes_.find(address);
              o != outcomes_.end() && o->second.state == FillState::kFenced) {
     miss.reason = MissReason::kFenced;
+    c.misses_fenced++;
   } else {
     for (const auto& [region, q] : quarantine_) {
       if (q.info.address == address) miss.reason = MissReason::kQuarantined;
     }
+    if (miss.reason == MissReason::kQuarantined) c.misses_quarantined++;
   }
   return miss;
 }

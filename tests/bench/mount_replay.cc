@@ -77,6 +77,7 @@ MountResult ReplayThroughMount(const std::vector<Request>& trace, const std::str
   std::string scratch = ::mkdtemp(tmpl);
   std::string config = scratch + "/replay.toml";
   std::ofstream(config) << "data_dir = \"" << scratch << "/data\"\n"
+                        << "[metrics]\nlisten = \"\"\n"
                         << "[limits]\neviction_policy = \"" << policy << "\"\n"
                         << "[tenants.replay]\nuids = [" << ::getuid() << "]\n"
                         << "max_retained_bytes = " << capacity_blocks * block_bytes << "\n";

@@ -36,6 +36,7 @@ std::string TestConfig(const std::string& limits, const std::string& acme,
   return "[limits]\n" + limits + "\n[admins]\nuids = [0]\n" +
          "[tenants.acme]\nuids = [0, 1000]\n" + acme + "\n" +
          "[tenants.globex]\nuids = [2000]\n" + globex + "\n" +
+         "[metrics]\nlisten = \"\"\n"  // tests run daemons side by side: no shared port
          "[fuse]\nentry_timeout = 3600\nnegative_timeout = 3600\n";
 }
 

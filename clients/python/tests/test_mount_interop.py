@@ -23,6 +23,8 @@ VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 
 CONFIG = """\
 data_dir = "{data}"
+[metrics]
+listen = ""
 [admins]
 uids = [0]
 [tenants.acme]
