@@ -2,6 +2,8 @@
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/syslog_sink.h>
+#include <syslog.h>
 
 #include <cstdlib>
 
@@ -24,6 +26,7 @@ class PriorityFlag final : public spdlog::custom_flag_formatter {
 }  // namespace
 
 void InitLogging(bool debug) {
+  spdlog::drop("gpucachefs");
   auto logger = spdlog::stderr_logger_mt("gpucachefs");
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
   if (std::getenv("JOURNAL_STREAM")) {
@@ -34,6 +37,14 @@ void InitLogging(bool debug) {
   logger->set_formatter(std::move(formatter));
   logger->set_level(debug ? spdlog::level::debug : spdlog::level::info);
   logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+void SwitchToSyslog() {
+  auto level = spdlog::default_logger()->level();
+  spdlog::drop("gpucachefs");
+  auto logger = spdlog::syslog_logger_mt("gpucachefs", "gpucachefs", LOG_PID, LOG_DAEMON);
+  logger->set_level(level);
   spdlog::set_default_logger(logger);
 }
 

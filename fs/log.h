@@ -9,7 +9,9 @@
 
 namespace gpucache {
 
-// Idempotent. `debug` lowers the level to debug.
+// `debug` lowers the level to debug.
 void InitLogging(bool debug);
+// After detaching (mount helper mode) stderr is gone: log to syslog instead.
+void SwitchToSyslog();
 
 }  // namespace gpucache

@@ -78,6 +78,7 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   }
   spdlog::info("mounted at {}", options.mountpoint);
   fuse_daemonize(options.foreground || options.debug);
+  if (!options.foreground && !options.debug) SwitchToSyslog();
   if (options.on_mounted && !options.on_mounted()) {
     fuse_session_unmount(se.get());
     fuse_remove_signal_handlers(se.get());

@@ -118,3 +118,31 @@ TEST_CASE("systemd: a bad configuration never reports ready and exits 78") {
 
 }  // namespace
 }  // namespace gpucache
+
+namespace gpucache {
+namespace {
+
+TEST_CASE("mount helper: mount.fuse3 starts a detached daemon with mount(8)-style options") {
+  test::TempDir tmp;
+  std::string cfg = tmp.path() + "/c.toml", mnt = tmp.path() + "/mnt";
+  ::mkdir(mnt.c_str(), 0755);
+  std::ofstream(cfg) << "data_dir = \"" << tmp.path() << "/d\"\n[metrics]\nlisten = \"\"\n"
+                     << "[tenants.t]\nuids = [0]\n";
+  // The "program#source" form: what `mount -t fuse.gpucachefs CONFIG MNT` does with
+  // /usr/bin/gpucachefs, here with the built binary. nofail and _netdev are fstab-only options.
+  std::string cmd = "/sbin/mount.fuse3 '" + std::string(GPUCACHEFS_BIN) + "#" + cfg + "' " + mnt +
+                    " -o rw,nofail,_netdev,noatime 2>/dev/null";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  CHECK(Mounted(mnt));  // mount returned: the daemon detached after mounting
+  uint64_t e = 0;
+  {
+    std::ifstream epoch(mnt + "/.gpucache/epoch");
+    CHECK(static_cast<bool>(epoch >> e));
+  }  // closed: an open file keeps the mount busy
+  CHECK(e == 1);
+  CHECK(std::system(("fusermount3 -u " + mnt).c_str()) == 0);
+  CHECK_FALSE(Mounted(mnt));
+}
+
+}  // namespace
+}  // namespace gpucache
