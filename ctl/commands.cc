@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clients/cpp/identity_file.h"
+#include "ctl/discover.h"
 #include "store/file_store.h"
 #include "store/layout.h"
 
@@ -228,6 +229,35 @@ int Isolate(const std::string& mountpoint, const std::string& dir, bool as_json)
     return "isolated " + dir + ": its blocks are misses now; remove it from the configuration "
            "before the next start\n";
   });
+}
+
+int Discover(const std::string& sysfs, const std::string& proc, const std::string& dev,
+             bool as_json) {
+  auto devices = Discover(DiscoverRoots{sysfs, proc, dev});
+  json list = json::array();
+  for (const BlockDevice& d : devices) {
+    list.push_back({{"name", d.name}, {"parent", d.parent}, {"bytes", d.bytes},
+                    {"filesystem", d.filesystem}, {"mountpoint", d.mountpoint},
+                    {"candidate", d.candidate}, {"reason", d.reason},
+                    {"suggested_data_dir", d.suggested_dir}});
+  }
+  if (as_json) {
+    std::cout << json{{"devices", list}}.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-14s %10s %-6s %-10s %s\n", "DEVICE", "SIZE", "FS", "CANDIDATE", "WHY");
+  for (const BlockDevice& d : devices) {
+    std::printf("%-14s %9.1fG %-6s %-10s %s\n", d.name.c_str(), double(d.bytes) / 1e9,
+                d.filesystem.empty() ? "-" : d.filesystem.c_str(), d.candidate ? "yes" : "no",
+                d.reason.c_str());
+  }
+  for (const BlockDevice& d : devices) {
+    if (!d.suggested_dir.empty()) {
+      std::printf("suggest: data_dirs += \"%s\"   (%s, %.1f GB)\n", d.suggested_dir.c_str(),
+                  d.name.c_str(), double(d.bytes) / 1e9);
+    }
+  }
+  return 0;
 }
 
 int BlockOp(const std::string& mountpoint, const std::string& op, const std::string& block,

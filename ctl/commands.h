@@ -18,6 +18,7 @@ int Reclaim(const std::string& mountpoint, std::optional<uint64_t> fenced_epoch,
 int Quarantine(const std::string& mountpoint, bool json);
 int Drain(const std::string& mountpoint, const std::string& action, bool json);
 int Isolate(const std::string& mountpoint, const std::string& dir, bool json);
+int Discover(const std::string& sysfs, const std::string& proc, const std::string& dev, bool json);
 // `op` is evict, pin or unpin; `block` is TENANT/NAMESPACE/BLOCK or a path inside the mount.
 int BlockOp(const std::string& mountpoint, const std::string& op, const std::string& block, bool json);
 

@@ -65,6 +65,14 @@ int main(int argc, char** argv) {
   isolate->add_option("DIR", dir, "a data directory from the configuration")->required();
   isolate->add_flag("--json", json, "print machine-readable JSON");
 
+  std::string sysfs = "/sys", proc = "/proc", dev = "/dev";
+  auto* discover = app.add_subcommand(
+      "discover", "list block devices and suggest data directories (reads only; never writes)");
+  discover->add_option("--sysfs", sysfs, "sysfs root")->capture_default_str();
+  discover->add_option("--proc", proc, "procfs root")->capture_default_str();
+  discover->add_option("--dev", dev, "device node directory")->capture_default_str();
+  discover->add_flag("--json", json, "print machine-readable JSON");
+
   std::map<std::string, CLI::App*> block_ops;
   for (auto [name, help] : {std::pair{"evict", "evict a block now (admin; quarantined if open)"},
                             std::pair{"pin", "never evict a block"},
@@ -95,6 +103,7 @@ int main(int argc, char** argv) {
     return gpucache::ctl::Drain(mountpoint, finish ? "finish" : rollback ? "rollback" : "start", json);
   }
   if (*isolate) return gpucache::ctl::Isolate(mountpoint, dir, json);
+  if (*discover) return gpucache::ctl::Discover(sysfs, proc, dev, json);
   for (auto& [name, sub] : block_ops) {
     if (*sub) return gpucache::ctl::BlockOp(mountpoint, name, block, json);
   }

@@ -1,0 +1,37 @@
+// Device discovery (gpucachectl discover): which block devices could hold gpucache data.
+//
+// Reads sysfs (/sys/class/block), the mount table (/proc/self/mountinfo) and, read-only, the
+// first 256 KiB of each device for filesystem signatures. It never writes anywhere. Excluded:
+// the device holding / and its parents, devices with holders (LVM, MD, dm-crypt), and mounted
+// devices (a mounted NVMe filesystem gets a suggested data directory instead).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpucache::ctl {
+
+struct DiscoverRoots {
+  std::string sysfs = "/sys";
+  std::string proc = "/proc";
+  std::string dev = "/dev";
+};
+
+struct BlockDevice {
+  std::string name;           // e.g. nvme0n1p1
+  std::string parent;         // whole-disk device for a partition, else empty
+  uint64_t bytes = 0;
+  std::string filesystem;     // ext4, xfs, btrfs, zfs, or empty
+  std::string mountpoint;     // where it is mounted, if it is
+  bool candidate = false;     // usable for a new data directory (after formatting)
+  std::string reason;         // why it is or is not a candidate
+  std::string suggested_dir;  // for a mounted NVMe filesystem: <mountpoint>/gpucache
+};
+
+std::vector<BlockDevice> Discover(const DiscoverRoots& roots);
+
+// Signature at the start of a device image (256 KiB or less); empty when none is known.
+std::string DetectFilesystem(const std::string& device_path);
+
+}  // namespace gpucache::ctl
