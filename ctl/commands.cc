@@ -13,6 +13,7 @@
 
 #include "clients/cpp/identity_file.h"
 #include "ctl/discover.h"
+#include "ctl/progress.h"
 #include "store/file_store.h"
 #include "store/layout.h"
 
@@ -233,7 +234,13 @@ int Isolate(const std::string& mountpoint, const std::string& dir, bool as_json)
 
 int Discover(const std::string& sysfs, const std::string& proc, const std::string& dev,
              bool as_json) {
-  auto devices = Discover(DiscoverRoots{sysfs, proc, dev});
+  std::unique_ptr<Progress> progress;
+  auto devices = Discover(DiscoverRoots{sysfs, proc, dev}, [&](size_t done, size_t total) {
+    if (!progress) progress = std::make_unique<Progress>("scanning block devices", total);
+    if (done > 0) progress->Step();
+  });
+  if (progress) progress->Step();  // the last device
+  progress.reset();
   json list = json::array();
   for (const BlockDevice& d : devices) {
     list.push_back({{"name", d.name}, {"parent", d.parent}, {"bytes", d.bytes},

@@ -66,7 +66,8 @@ std::string DetectFilesystem(const std::string& device_path) {
   return "";
 }
 
-std::vector<BlockDevice> Discover(const DiscoverRoots& roots) {
+std::vector<BlockDevice> Discover(const DiscoverRoots& roots,
+                                  const std::function<void(size_t, size_t)>& on_device) {
   std::vector<BlockDevice> out;
   fs::path cls = fs::path(roots.sysfs) / "class" / "block";
   std::error_code ec;
@@ -76,11 +77,14 @@ std::vector<BlockDevice> Discover(const DiscoverRoots& roots) {
     if (mp == "/") root_dev = dev;
   }
   std::vector<BlockDevice> devices;
-  for (const auto& entry : fs::directory_iterator(cls, ec)) {
+  std::vector<fs::path> entries;
+  for (const auto& entry : fs::directory_iterator(cls, ec)) entries.push_back(entry.path());
+  for (const fs::path& path : entries) {
+    if (on_device) on_device(devices.size(), entries.size());
     BlockDevice d;
-    d.name = entry.path().filename().string();
-    fs::path real = fs::canonical(entry.path(), ec);
-    if (ec) real = entry.path();
+    d.name = path.filename().string();
+    fs::path real = fs::canonical(path, ec);
+    if (ec) real = path;
     if (fs::exists(real / "partition")) d.parent = real.parent_path().filename().string();
     d.bytes = std::strtoull(ReadLine(real / "size").c_str(), nullptr, 10) * 512;
     bool holders = fs::exists(real / "holders") && !fs::is_empty(real / "holders", ec);

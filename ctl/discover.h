@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,9 @@ struct BlockDevice {
   std::string suggested_dir;  // for a mounted NVMe filesystem: <mountpoint>/gpucache
 };
 
-std::vector<BlockDevice> Discover(const DiscoverRoots& roots);
+// `on_device` is called once per device scanned (progress reporting).
+std::vector<BlockDevice> Discover(const DiscoverRoots& roots,
+                                  const std::function<void(size_t done, size_t total)>& on_device = {});
 
 // Signature at the start of a device image (256 KiB or less); empty when none is known.
 std::string DetectFilesystem(const std::string& device_path);
