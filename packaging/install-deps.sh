@@ -12,6 +12,8 @@ PACKAGES=(
   libcli11-dev                # gpucachectl command line
   doctest-dev                 # C++ unit and mount tests
   python3 python3-xxhash      # the pure-Python client and its tests
+  python3-torch               # the engine tests: a small PyTorch transformer reusing KV
+  libopenblas0-pthread        # makes Debian's torch use OpenBLAS (20x the generic BLAS)
   attr                        # getfattr/setfattr for shell inspection and tests
   libspdlog-dev               # leveled daemon logs, journald-friendly
   libsystemd-dev systemd      # sd_notify readiness; systemd-analyze verifies the unit
