@@ -59,6 +59,7 @@ struct OpenReply {
   std::unique_ptr<Handle> handle;
   bool keep_cache = false;  // immutable contents: the kernel may keep its pages
   bool direct_io = false;   // generated contents: bypass the page cache
+  bool noflush = false;     // nothing to do on close(): spare the FLUSH round trip
 };
 
 struct DirEntry {

@@ -60,6 +60,7 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
       h.kind = Handle::Kind::kBlock;
       h.reader = std::move(reader.value());
       r.keep_cache = true;  // committed bytes never change under this name
+      r.noflush = true;     // a reader's close has nothing to flush
       return r;
     }
     case NodeKind::kPart: {

@@ -44,6 +44,7 @@ void ReplyStatus(fuse_req_t req, StatusCode s) { fuse_reply_err(req, ToErrno(s))
 void SetOpenFlags(fuse_file_info* fi, OpenReply& r) {
   fi->keep_cache = r.keep_cache;
   fi->direct_io = r.direct_io;
+  fi->noflush = r.noflush;
   fi->fh = reinterpret_cast<uint64_t>(r.handle.release());
 }
 

@@ -4,6 +4,8 @@
 #include <systemd/sd-daemon.h>
 
 #include <csignal>
+#include <fstream>
+#include <sstream>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -32,6 +34,26 @@ void OnInit(void* userdata, fuse_conn_info* conn) {
   // itself. Automatic invalidation would only add GETATTR round trips to reads, and turn the
   // EIO of a corrupt block into the ENOENT of a vanished one.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+}
+
+// The kernel reads ahead only 128 KiB on a FUSE mount unless its bdi says otherwise; blocks are
+// read whole, so let it ask for 1 MiB at a time (max_write 1 MiB also raised max_pages). The
+// mount's device number comes from the mount table: a stat() of the mountpoint would be a FUSE
+// request to ourselves before the loop runs.
+void RaiseReadahead(const std::string& mountpoint) {
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line, device;
+  while (std::getline(mounts, line)) {
+    std::istringstream f(line);
+    std::string id, parent, majmin, root, point;
+    f >> id >> parent >> majmin >> root >> point;
+    if (point == mountpoint) device = majmin;  // the last match is the newest mount
+  }
+  if (device.empty()) return;
+  std::string path = "/sys/class/bdi/" + device + "/read_ahead_kb";
+  std::ofstream f(path);
+  f << "1024\n";
+  if (!f.flush()) spdlog::debug("cannot raise readahead through {}", path);
 }
 
 // Sends kernel invalidations for blocks that disappear behind the kernel's back, and logs the
@@ -90,6 +112,7 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   WatchRemovals(fs, inval);
   Housekeeper housekeeper(fs.store());
   housekeeper.Start();
+  RaiseReadahead(options.mountpoint);
   // Ready only now: configuration and data directories were checked before the mount, and the
   // mount is up (Type=notify units wait for this).
   sd_notifyf(0, "READY=1\nSTATUS=serving %s, epoch %llu", options.mountpoint.c_str(),

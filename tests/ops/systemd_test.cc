@@ -132,6 +132,11 @@ TEST_CASE("mount helper: mount.fuse3 starts a detached daemon with mount(8)-styl
   // /usr/bin/gpucachefs, here with the built binary. nofail and _netdev are fstab-only options.
   std::string cmd = "/sbin/mount.fuse3 '" + std::string(GPUCACHEFS_BIN) + "#" + cfg + "' " + mnt +
                     " -o rw,nofail,_netdev,noatime 2>/dev/null";
+  // Whatever fails below, the detached daemon's mount goes (the daemon exits with it).
+  struct Unmount {
+    std::string mnt;
+    ~Unmount() { (void)std::system(("fusermount3 -u -z " + mnt + " 2>/dev/null").c_str()); }
+  } unmount{mnt};
   REQUIRE(std::system(cmd.c_str()) == 0);
   CHECK(Mounted(mnt));  // mount returned: the daemon detached after mounting
   uint64_t e = 0;

@@ -34,6 +34,7 @@ class MountedFs {
   int Stop();  // SIGTERM, as systemd or Ctrl-C would; returns the daemon's exit status
   void Kill();  // SIGKILL, then lazily unmount the dead mount
   bool Mounted() const;
+  pid_t pid() const { return pid_; }
 
  private:
   TempDir tmp_;

@@ -1,0 +1,348 @@
+// gpucache-bench: the data path through the mount, each case against the same work done
+// directly on a directory of the same filesystem in the same run (A/B alternated, median of
+// three), and, where it applies, libfuse's stock passthrough_ll over the backing files.
+//
+//   gpucache-bench [--cases read,commit,stat,probe,restart] [--quick] [--restart-blocks N]
+//
+// One line per case:
+//   case=NAME gpucache=V direct=V ratio=R unit=U [passthrough_ll=V]
+// ratio is gpucache/direct for throughputs (GB/s, ops/s) and direct/gpucache for latencies
+// (us): above 1 means gpucache does better. Needs root (mounts; cold cases drop the page cache).
+#include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <thread>
+
+#include "clients/cpp/mount_client.h"
+#include "store/layout.h"
+#include "tests/support/mount_fixture.h"
+#include "tests/support/sample_identity.h"
+
+namespace gpucache::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(const std::function<void()>& work) {
+  auto t = Clock::now();
+  work();
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+bool DropCaches() {
+  ::sync();
+  std::ofstream f("/proc/sys/vm/drop_caches");
+  f << "3\n";
+  return static_cast<bool>(f.flush());
+}
+
+uint64_t ReadWhole(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  thread_local std::vector<char> buf(1 << 20);
+  uint64_t total = 0;
+  ssize_t n;
+  while ((n = ::read(fd, buf.data(), buf.size())) > 0) total += static_cast<uint64_t>(n);
+  ::close(fd);
+  return total;
+}
+
+// Reads every file with `readers` threads; GB/s.
+double ReadPass(const std::vector<std::string>& files, int readers) {
+  std::atomic<uint64_t> bytes{0};
+  double s = Seconds([&] {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < readers; ++r) {
+      threads.emplace_back([&, r] {
+        for (size_t i = r; i < files.size(); i += readers) bytes += ReadWhole(files[i]);
+      });
+    }
+    for (auto& t : threads) t.join();
+  });
+  return double(bytes) / s / 1e9;
+}
+
+CacheIdentity Numbered(uint32_t n, size_t units = 16) {
+  CacheIdentity id = test::SampleIdentity("acme", units);
+  id.chain[0] = Bytes(16, 0);
+  for (int i = 0; i < 4; ++i) id.chain[0][i] = static_cast<uint8_t>(n >> (8 * i));
+  return id;
+}
+
+// libfuse's passthrough_ll example, built from Debian's libfuse3-dev, over `source`.
+class Passthrough {
+ public:
+  Passthrough(const std::string& binary, const std::string& source, const std::string& mnt) : mnt_(mnt) {
+    if (binary.empty() || !fs::exists(binary)) return;
+    fs::create_directories(mnt);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 2);
+      std::string opt = "source=" + source;
+      ::execl(binary.c_str(), "passthrough_ll", "-o", opt.c_str(), mnt.c_str(), "-f", nullptr);
+      ::_exit(127);
+    }
+    for (int i = 0; i < 500 && !Up(); ++i) ::usleep(10000);
+  }
+  ~Passthrough() {
+    if (pid_ > 0) {
+      (void)std::system(("fusermount3 -u -z " + mnt_).c_str());
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool Up() const {
+    struct statfs s;
+    return pid_ > 0 && ::statfs(mnt_.c_str(), &s) == 0 && s.f_type == 0x65735546;
+  }
+  std::string Path(const std::string& rel) const { return mnt_ + "/" + rel; }
+
+ private:
+  std::string mnt_;
+  pid_t pid_ = -1;
+};
+
+struct Line {
+  std::string name;
+  double gpucache, direct;
+  std::string unit;
+  bool latency = false;
+  std::optional<double> passthrough;
+  void Print() const {
+    double ratio = latency ? direct / gpucache : gpucache / direct;
+    std::printf("case=%s gpucache=%.4g direct=%.4g ratio=%.3f unit=%s", name.c_str(), gpucache, direct,
+                ratio, unit.c_str());
+    if (passthrough) std::printf(" passthrough_ll=%.4g", *passthrough);
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+};
+
+class Bench {
+ public:
+  Bench(bool quick, std::string passthrough_bin)
+      : quick_(quick), pt_bin_(std::move(passthrough_bin)),
+        m_(test::TestConfig("max_block_bytes = 134217728")),
+        client_(m_.mnt()),
+        direct_(m_.scratch() + "/direct") {
+    fs::create_directories(direct_);
+  }
+
+  void Reads() {
+    std::vector<uint64_t> sizes = quick_ ? std::vector<uint64_t>{4} : std::vector<uint64_t>{1, 4, 16, 64};
+    for (uint64_t mib : sizes) {
+      uint64_t total = quick_ ? 64 : 256;
+      uint32_t count = static_cast<uint32_t>(std::max<uint64_t>(4, total / mib));
+      std::vector<std::string> mounted, backing;
+      for (uint32_t i = 0; i < count; ++i) {
+        CacheIdentity id = Numbered(next_++);
+        if (client_.Commit(id, test::Payload(mib << 20, static_cast<uint8_t>(i))) != 0) return;
+        mounted.push_back(client_.PathOf(id));
+        backing.push_back(m_.data() + "/blocks/" + AddressOf(id).RelativePath());
+      }
+      Passthrough pt(pt_bin_, m_.data() + "/blocks", m_.scratch() + "/pt");
+      std::vector<std::string> via_pt;
+      for (uint32_t i = 0; i < count; ++i) {
+        via_pt.push_back(pt.Path(backing[i].substr(m_.data().size() + 8)));
+      }
+      for (int readers : {1, 4}) {
+        for (bool cold : {false, true}) {
+          std::vector<double> g, d, p;
+          if (!cold) {  // warm: every file read once before measuring
+            ReadPass(mounted, readers);
+            ReadPass(backing, readers);
+            if (pt.Up()) ReadPass(via_pt, readers);
+          }
+          for (int rep = 0; rep < 3; ++rep) {
+            if (cold && !DropCaches()) return;
+            g.push_back(ReadPass(mounted, readers));
+            if (cold) DropCaches();
+            d.push_back(ReadPass(backing, readers));
+            if (pt.Up()) {
+              if (cold) DropCaches();
+              p.push_back(ReadPass(via_pt, readers));
+            }
+          }
+          Line l{"read_" + std::to_string(mib) + "MiB_" + (cold ? "cold" : "warm") + "_" +
+                     std::to_string(readers) + "readers",
+                 Median(g), Median(d), "GB/s"};
+          if (!p.empty()) l.passthrough = Median(p);
+          l.Print();
+        }
+      }
+    }
+  }
+
+  void Commits() {
+    for (uint64_t kib : {64, 1024, 4096}) {
+      Bytes payload = test::Payload(kib << 10);
+      int per_pass = static_cast<int>(std::clamp<uint64_t>((quick_ ? 16 : 64) * 1024 / kib, 16, 400));
+      for (int writers : {1, 4}) {
+        std::vector<double> g, d;
+        for (int rep = 0; rep < 3; ++rep) {
+          uint32_t base = next_;
+          next_ += per_pass;
+          g.push_back(per_pass / Seconds([&] {
+            Parallel(writers, per_pass, [&](int i) { client_.Commit(Numbered(base + i), payload); });
+          }));
+          d.push_back(per_pass / Seconds([&] {
+            Parallel(writers, per_pass, [&](int i) { DirectCommit(base + i, payload); });
+          }));
+        }
+        Line{"commit_" + std::to_string(kib) + "KiB_" + std::to_string(writers) + "writers", Median(g),
+             Median(d), "ops/s"}.Print();
+      }
+    }
+  }
+
+  void Stats() {
+    CacheIdentity id = Numbered(next_++);
+    client_.Commit(id, test::Payload(4096));
+    std::string hit = client_.PathOf(id), miss = client_.PathOf(Numbered(next_++));
+    std::string dhit = direct_ + "/stat-hit", dmiss = direct_ + "/stat-miss";
+    std::ofstream(dhit) << "x";
+    struct stat st;
+    for (auto [name, g, d] : {std::tuple{"stat_hit", hit, dhit}, std::tuple{"stat_miss", miss, dmiss}}) {
+      auto rate = [&](const std::string& p, int n) {
+        return n / Seconds([&] {
+          for (int i = 0; i < n; ++i) ::stat(p.c_str(), &st);
+        });
+      };
+      double first_g = 1e6 / rate(g, 1), first_d = 1e6 / rate(d, 1);
+      Line{std::string(name) + "_first", first_g, first_d, "us", true}.Print();
+      int n = quick_ ? 20000 : 200000;
+      std::vector<double> gv, dv;
+      for (int rep = 0; rep < 3; ++rep) {
+        gv.push_back(rate(g, n));
+        dv.push_back(rate(d, n));
+      }
+      Line{std::string(name) + "_warm", Median(gv), Median(dv), "ops/s"}.Print();
+    }
+  }
+
+  void Probe() {
+    // A 64-block chain: each block continues the previous one; the probe stats them in order.
+    std::vector<std::string> mounted, direct;
+    for (int i = 0; i < 64; ++i) {
+      CacheIdentity id = Numbered(next_++);
+      client_.Commit(id, test::Payload(4096));
+      mounted.push_back(client_.PathOf(id));
+      direct.push_back(direct_ + "/chain-" + std::to_string(i));
+      std::ofstream(direct.back()) << "x";
+    }
+    struct stat st;
+    auto probe = [&](const std::vector<std::string>& paths) {
+      int n = 0;
+      for (const auto& p : paths) n += ::stat(p.c_str(), &st) == 0;
+      return n;
+    };
+    probe(mounted);
+    probe(direct);
+    std::vector<double> g, d;
+    for (int rep = 0; rep < 3; ++rep) {
+      g.push_back(1e6 * Seconds([&] { for (int i = 0; i < 100; ++i) probe(mounted); }) / 100);
+      d.push_back(1e6 * Seconds([&] { for (int i = 0; i < 100; ++i) probe(direct); }) / 100);
+    }
+    Line{"prefix_probe_64", Median(g), Median(d), "us", true}.Print();
+  }
+
+  void Restart(uint32_t blocks) {
+    std::printf("# restart: committing %u blocks of 4 KiB...\n", blocks);
+    std::fflush(stdout);
+    CacheIdentity last;
+    Bytes payload = test::Payload(4096);
+    for (uint32_t i = 0; i < blocks; ++i) {
+      last = Numbered(next_++);
+      client_.Commit(last, payload);
+    }
+    m_.Stop();
+    std::string path = client_.PathOf(last);
+    struct stat st;
+    double s = Seconds([&] {
+      m_.Start();
+      while (::stat(path.c_str(), &st) != 0) ::usleep(1000);
+    });
+    uint64_t rss_kib = 0;
+    std::ifstream status("/proc/" + std::to_string(m_.pid()) + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmRSS:", 0) == 0) rss_kib = std::stoull(line.substr(6));
+    }
+    std::printf("case=restart_%u gpucache=%.3f direct=NA ratio=NA unit=s\n", blocks, s);
+    std::printf("case=resident_memory_per_block gpucache=%.0f direct=NA ratio=NA unit=bytes\n",
+                double(rss_kib) * 1024 / blocks);
+  }
+
+ private:
+  static void Parallel(int threads, int n, const std::function<void(int)>& f) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        for (int i = t; i < n; i += threads) f(i);
+      });
+    }
+    for (auto& t : ts) t.join();
+  }
+
+  void DirectCommit(uint32_t n, const Bytes& payload) {
+    std::string final_path = direct_ + "/" + std::to_string(n), tmp = final_path + ".tmp";
+    int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    (void)::write(fd, payload.data(), payload.size());
+    ::close(fd);
+    ::rename(tmp.c_str(), final_path.c_str());
+  }
+
+  bool quick_;
+  std::string pt_bin_;
+  test::MountedFs m_;
+  MountClient client_;
+  std::string direct_;
+  uint32_t next_ = 1;
+};
+
+}  // namespace
+}  // namespace gpucache::bench
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpucache-bench: the data path through the mount against direct access"};
+  std::string cases = "read,commit,stat,probe,restart";
+  bool quick = false;
+  uint32_t restart_blocks = 100000;
+  std::string passthrough = (std::filesystem::path(argv[0]).parent_path() / "passthrough_ll").string();
+  app.add_option("--cases", cases, "comma-separated: read, commit, stat, probe, restart");
+  app.add_flag("--quick", quick, "fewer sizes and repetitions");
+  app.add_option("--restart-blocks", restart_blocks, "blocks committed before the restart case");
+  app.add_option("--passthrough", passthrough, "libfuse's passthrough_ll binary (empty: skip)");
+  CLI11_PARSE(app, argc, argv);
+  if (::geteuid() != 0) {
+    std::fprintf(stderr, "gpucache-bench: run as root (it mounts and drops the page cache)\n");
+    return 2;
+  }
+  gpucache::bench::Bench b(quick, passthrough);
+  auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
+  if (want("read")) b.Reads();
+  if (want("commit")) b.Commits();
+  if (want("stat")) b.Stats();
+  if (want("probe")) b.Probe();
+  if (want("restart")) b.Restart(restart_blocks);
+  return 0;
+}
