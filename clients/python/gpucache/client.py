@@ -56,7 +56,8 @@ class MountClient:
     def commit(self, identity: CacheIdentity, payload) -> None:
         """Publishes payload (any C-contiguous buffer) as the block named by identity.
 
-        mkdir the namespace (EEXIST is fine), create <block>.part with O_EXCL, set the
+        Create <block>.part with O_EXCL (making the namespace directory first if it is
+        missing), set the
         identity xattr, write everything, close, rename to the final name. The daemon checks
         the identity against the path and publishes the block atomically at the rename.
         EEXIST from the create means another writer holds the block or it is already
@@ -65,13 +66,18 @@ class MountClient:
         """
         gpck = identity.encode_physical_key()  # validates before touching the mount
         directory = os.path.join(self.mountpoint, identity.tenant, identity.namespace_name())
-        try:
-            os.mkdir(directory, 0o770)
-        except FileExistsError:
-            pass
         final = os.path.join(directory, identity.block_name())
         part = final + PART_SUFFIX
-        fd = os.open(part, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+        flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC
+        try:
+            fd = os.open(part, flags, 0o600)
+        except FileNotFoundError:
+            # The namespace usually exists; make it only when it does not (one round trip less).
+            try:
+                os.mkdir(directory, 0o770)
+            except FileExistsError:
+                pass
+            fd = os.open(part, flags, 0o600)
         try:
             try:
                 # The identity goes on before any payload: the daemon stores it with the
@@ -125,8 +131,7 @@ class MountClient:
             # split request would be two broken ones.
             if os.write(fd, request) != len(request):
                 raise OSError(errno.EIO, "short write of the control request")
-            # The reply is served from offset 0 of the handle, but write() has moved the file
-            # position past the request, so a plain read() would miss the reply's start: pread.
+            # The reply is a stream (docs/control-protocol.md): read() and pread() both work.
             reply = b""
             while chunk := os.pread(fd, 1 << 16, len(reply)):
                 reply += chunk
