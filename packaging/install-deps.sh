@@ -19,6 +19,7 @@ PACKAGES=(
   libsystemd-dev systemd      # sd_notify readiness; systemd-analyze verifies the unit
   libmicrohttpd-dev           # the loopback HTTP endpoint for Prometheus metrics
   dpkg-dev lintian            # building and checking the .deb (dpkg-shlibdeps)
+  clang-14 libclang-rt-14-dev # libFuzzer, ASan and UBSan for packaging/fuzz.sh
 )
 
 missing=()
