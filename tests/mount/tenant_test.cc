@@ -1,5 +1,8 @@
 // Tenant isolation by the caller's uid, through a real mount.
 #include <dirent.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
 #include <doctest/doctest.h>
 #include <errno.h>
 
@@ -84,6 +87,48 @@ TEST_CASE("Mount: a tenant cannot commit into another tenant or take over anothe
   // uid 1000 is a member but not the writer: it may neither abandon nor commit the fill.
   CHECK(AsUser(1000, 1000, [&] { return Errno(::unlink(part.c_str())); }) == EPERM);
   CHECK(AsUser(1000, 1000, [&] { return Errno(::rename(part.c_str(), client.PathOf(id).c_str())); }) == EPERM);
+}
+
+}  // namespace
+}  // namespace gpucache
+
+namespace gpucache {
+namespace {
+
+TEST_CASE("Mount attacks: dot-dot, overlong names, exchange renames and cross-tenant renames") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity mine = SampleIdentity("acme"), theirs = SampleIdentity("globex");
+  REQUIRE(client.Commit(mine, Payload(100)) == 0);
+  REQUIRE(AsUser(2000, 2000, [&] { return client.Commit(theirs, Payload(100)); }) == 0);
+  struct stat st;
+  // Walking out of one's own tenant into another through ".." is still a walk into it.
+  std::string sneaky = NsDir(m, mine) + "/../../globex/" + AddressOf(theirs).ns + "/" + AddressOf(theirs).block;
+  CHECK(AsUser(1000, 1000, [&] { return Errno(::stat(sneaky.c_str(), &st)); }) == EACCES);
+  CHECK(AsUser(1000, 1000, [&] { return Errno(::open(sneaky.c_str(), O_RDONLY)); }) == EACCES);
+  // Overlong names are not block names: absent on lookup, refused on create.
+  std::string overlong = NsDir(m, mine) + "/" + std::string(300, 'a');
+  CHECK(Errno(::stat(overlong.c_str(), &st)) == ENOENT);
+  CHECK(Errno(::open((overlong + ".part").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600)) == EINVAL);
+  // A block name that is not lowercase hex is simply absent; creating it is refused.
+  CHECK(Errno(::stat((NsDir(m, mine) + "/" + std::string(32, 'G')).c_str(), &st)) == ENOENT);
+  CHECK(Errno(::open((NsDir(m, mine) + "/" + std::string(32, 'G') + ".part").c_str(),
+                     O_CREAT | O_EXCL | O_WRONLY, 0600)) == EINVAL);
+  // RENAME_EXCHANGE of two committed blocks, and any rename across tenants (root may see both).
+  CacheIdentity other = SampleIdentity("acme", 3);
+  REQUIRE(client.Commit(other, Payload(100)) == 0);
+  CHECK(Errno(::renameat2(AT_FDCWD, client.PathOf(mine).c_str(), AT_FDCWD, client.PathOf(other).c_str(),
+                          RENAME_EXCHANGE)) != 0);
+  CHECK(Errno(::rename(client.PathOf(mine).c_str(), client.PathOf(theirs).c_str())) == EPERM);
+  CHECK(std::get<Bytes>(client.Read(mine)) == Payload(100));  // nothing moved
+  CHECK(std::get<Bytes>(client.Read(other)) == Payload(100));
+  // A .part renamed into another tenant's namespace is refused too.
+  std::string part = client.PathOf(SampleIdentity("acme", 5)) + ".part";
+  int fd = ::open(part.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  CHECK(Errno(::rename(part.c_str(), (NsDir(m, theirs) + "/" + AddressOf(SampleIdentity("acme", 5)).block).c_str())) ==
+        EPERM);
 }
 
 }  // namespace
