@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 cmd=${1:-build}
 case "$cmd" in run|test|build) ;; *) echo "usage: $0 run|test|build" >&2; exit 64 ;; esac
 
-packaging/install-deps.sh
+packaging/install-deps.sh "$([ "$cmd" = test ] && echo test || echo build)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
 

@@ -5,7 +5,7 @@
 # crash, leak or sanitizer report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packaging/install-deps.sh
+packaging/install-deps.sh test
 seconds=${FUZZ_SECONDS:-60}
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DGPUCACHE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_identity fuzz_block_header fuzz_control fuzz_config

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gpucache builds, tests and runs with. Idempotent: packages
 # already present are left alone, and apt-get is only called when something is missing.
+#   install-deps.sh build   what building and running need
+#   install-deps.sh [test]  that, and what the tests, the package check and the fuzzers need
 set -euo pipefail
+mode=${1:-test}
 
 PACKAGES=(
   build-essential cmake pkg-config git
@@ -12,15 +15,23 @@ PACKAGES=(
   libcli11-dev                # gpucachectl command line
   doctest-dev                 # C++ unit and mount tests
   python3 python3-xxhash      # the pure-Python client and its tests
-  python3-torch               # the engine tests: a small PyTorch transformer reusing KV
-  libopenblas0-pthread        # makes Debian's torch use OpenBLAS (20x the generic BLAS)
   attr                        # getfattr/setfattr for shell inspection and tests
   libspdlog-dev               # leveled daemon logs, journald-friendly
-  libsystemd-dev systemd      # sd_notify readiness; systemd-analyze verifies the unit
+  libsystemd-dev              # sd_notify readiness
   libmicrohttpd-dev           # the loopback HTTP endpoint for Prometheus metrics
+)
+TEST_PACKAGES=(
+  python3-torch               # the engine tests: a small PyTorch transformer reusing KV
+  libopenblas0-pthread        # makes Debian's torch use OpenBLAS (20x the generic BLAS)
+  systemd                     # systemd-analyze verifies the unit
   dpkg-dev lintian            # building and checking the .deb (dpkg-shlibdeps)
   clang-14 libclang-rt-14-dev # libFuzzer, ASan and UBSan for packaging/fuzz.sh
 )
+case "$mode" in
+  build) ;;
+  test) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+  *) echo "usage: $0 [build|test]" >&2; exit 64 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
