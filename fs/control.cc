@@ -12,8 +12,12 @@ namespace {
 
 using nlohmann::json;
 
+// Replies may echo what the caller sent; invalid UTF-8 is replaced rather than thrown on (a
+// throw here would take the daemon down: found by fuzz_control).
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 std::string Error(const char* err, const std::string& message) {
-  return json{{"ok", false}, {"errno", err}, {"error", message}}.dump() + "\n";
+  return Dump(json{{"ok", false}, {"errno", err}, {"error", message}}) + "\n";
 }
 
 std::string Error(StatusCode code, const std::string& message) {
@@ -23,7 +27,7 @@ std::string Error(StatusCode code, const std::string& message) {
 
 std::string Ok(json body = json::object()) {
   body["ok"] = true;
-  return body.dump() + "\n";
+  return Dump(body) + "\n";
 }
 
 // Ordered: the stats file lists the counters in this order, holdings first.
@@ -70,6 +74,13 @@ std::optional<BlockAddress> ParsePath(const json& req) {
 std::optional<uint64_t> Number(const json& req, const char* key) {
   if (!req.contains(key) || !req[key].is_number_unsigned()) return std::nullopt;
   return req[key].get<uint64_t>();
+}
+
+// At most 64 printable ASCII characters of something a caller sent, for an error message.
+std::string Printable(const std::string& s) {
+  std::string out;
+  for (char c : s.substr(0, 64)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  return out;
 }
 
 constexpr char kNotAdmin[] = "this request needs an admin (see [admins] in the configuration)";
@@ -123,7 +134,7 @@ std::string ControlPlane::Handle(const Caller& c, std::string_view request) {
   if (op == "pin") return Pin(c, req, true);
   if (op == "unpin") return Pin(c, req, false);
   if (op == "isolate") return Isolate(c, req);
-  return Error("EINVAL", "unknown op '" + op.substr(0, 64) +
+  return Error("EINVAL", "unknown op '" + Printable(op) +
                              "' (known: lookup, status, quarantine, fence, reclaim, drain, evict, "
                              "pin, unpin, isolate)");
 }

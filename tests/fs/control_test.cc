@@ -1,0 +1,47 @@
+#include "fs/control.h"
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "store/memory_store.h"
+
+namespace gpucache {
+namespace {
+
+struct Plane {
+  Config config = ParseConfig("[admins]\nuids = [0]\n[tenants.acme]\nuids = [1000]\n", "t");
+  AccessPolicy access{config};
+  MemoryStore store;
+  ControlPlane control{store, access};
+  nlohmann::json Ask(uint32_t uid, const std::string& request) {
+    return nlohmann::json::parse(control.Handle(Caller{uid, uid, nullptr}, request));
+  }
+};
+
+// Regression (fuzz_control): an unknown op whose 64th byte fell inside a multi-byte UTF-8
+// character made the error message invalid UTF-8, and the JSON serializer threw, which would
+// have terminated the daemon.
+TEST_CASE("Control: an unknown op cut inside a UTF-8 character is answered, not a crash") {
+  Plane p;
+  std::string op = std::string(63, 'x') + "\xc3\xa9";  // the cut lands between 0xc3 and 0xa9
+  auto reply = p.Ask(1000, "{\"op\":\"" + op + "\"}");
+  CHECK(reply["ok"] == false);
+  CHECK(reply["errno"] == "EINVAL");
+}
+
+TEST_CASE("Control: admin requests from a member are refused and change nothing") {
+  Plane p;
+  uint64_t epoch = p.store.Epoch();
+  for (const char* req : {R"({"op":"fence"})", R"({"op":"drain"})", R"({"op":"reclaim","fenced":1})",
+                          R"({"op":"isolate","dir":"/x"})"}) {
+    CAPTURE(req);
+    CHECK(p.Ask(1000, req)["errno"] == "EACCES");
+  }
+  CHECK(p.store.Epoch() == epoch);
+  CHECK_FALSE(p.store.Stats().draining);
+  CHECK(p.Ask(0, R"({"op":"fence"})")["epoch"] == epoch + 1);
+}
+
+}  // namespace
+}  // namespace gpucache
