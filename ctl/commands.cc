@@ -99,6 +99,15 @@ int VerifyThroughMount(const std::string& path) {
   return err;
 }
 
+// A flat report: pretty JSON, or one "key: value" line per field.
+void PrintReport(const json& j, bool as_json) {
+  if (as_json) {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  for (auto& [k, v] : j.items()) std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+}
+
 int InspectMounted(const std::string& path, bool verify, bool as_json) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return Fail(path + ": " + std::strerror(errno));
@@ -110,11 +119,7 @@ int InspectMounted(const std::string& path, bool verify, bool as_json) {
     int err = VerifyThroughMount(path);
     j["verified"] = err == 0 ? "ok" : std::string("failed: ") + std::strerror(err);
   }
-  if (as_json) {
-    std::cout << j.dump(2) << "\n";
-  } else {
-    for (auto& [k, v] : j.items()) std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
-  }
+  PrintReport(j, as_json);
   return j.contains("verified") && j["verified"] != "ok" ? 2 : 0;
 }
 
@@ -150,11 +155,7 @@ int InspectFile(const std::string& path, bool verify, bool as_json) {
     j["verified"] = bad < 0 ? std::string("ok") : "chunk " + std::to_string(bad) + " does not match";
   }
   ::close(fd);
-  if (as_json) {
-    std::cout << j.dump(2) << "\n";
-  } else {
-    for (auto& [k, v] : j.items()) std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
-  }
+  PrintReport(j, as_json);
   return (!id.ok() || (j.contains("verified") && j["verified"] != "ok")) ? 2 : 0;
 }
 

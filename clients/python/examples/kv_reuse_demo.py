@@ -9,6 +9,7 @@ The same request is then recomputed from scratch and the outputs compared.
 """
 
 import argparse
+import contextlib
 import os
 import random
 import sys
@@ -34,6 +35,20 @@ def make_adapter(mnt, tenant, model):
     return KVBlockAdapter(mnt, spec, tenant=tenant, block_tokens=256, unit_tokens=16)
 
 
+@contextlib.contextmanager
+def mounted(args):
+    """args.mount if given, else a gpucachefs of our own (GPUCACHE_BUILD_DIR) for the duration."""
+    if args.mount:
+        yield args.mount
+        return
+    from daemon import Daemon
+    daemon = Daemon()
+    try:
+        yield daemon.mnt
+    finally:
+        daemon.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--prefix", type=int, default=4096, help="shared prefix tokens")
@@ -41,14 +56,9 @@ def main():
     ap.add_argument("--tenant", default="acme")
     args = ap.parse_args()
     torch.set_num_threads(os.cpu_count())
-    daemon = None
-    if not args.mount:
-        from daemon import Daemon
-        daemon = Daemon()
-        args.mount = daemon.mnt
-    try:
+    with mounted(args) as mnt:
         model = make_model()
-        adapter = make_adapter(args.mount, args.tenant, model)
+        adapter = make_adapter(mnt, args.tenant, model)
         rng = random.Random(0)
         prefix = [rng.randrange(1024) for _ in range(args.prefix)]
         first = prefix + [rng.randrange(1024) for _ in range(100)]
@@ -74,9 +84,6 @@ def main():
         print("recompute: decoded %s (%.2f s)" % (full_tokens[:6], full_s))
         print("same output: %s; %.1fx faster with the cache" % (hit_tokens == full_tokens, full_s / hit_s))
         return 0 if hit_tokens == full_tokens else 1
-    finally:
-        if daemon:
-            daemon.close()
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ sys.path[:0] = [os.path.join(HERE, ".."), os.path.join(HERE, "..", "tests"), HER
 
 import torch  # noqa: E402
 
-from kv_reuse_demo import make_adapter, make_model  # noqa: E402
+from kv_reuse_demo import make_adapter, make_model, mounted  # noqa: E402
 
 CHUNK = 512
 
@@ -33,14 +33,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="hit measurements per size (best kept)")
     args = ap.parse_args()
     torch.set_num_threads(os.cpu_count())
-    daemon = None
-    if not args.mount:
-        from daemon import Daemon
-        daemon = Daemon()
-        args.mount = daemon.mnt
-    try:
+    with mounted(args) as mnt:
         model = make_model()
-        adapter = make_adapter(args.mount, args.tenant, model)
+        adapter = make_adapter(mnt, args.tenant, model)
         print("# model d_model=%d heads=%d layers=%d, %d threads, KV %d bytes/token, block %d tokens" %
               (model.d_model, model.heads, model.layers, torch.get_num_threads(),
                adapter.block_bytes() // adapter.block_tokens, adapter.block_tokens), flush=True)
@@ -71,9 +66,6 @@ def main():
                   "load_MBps=%.0f cached_tokens=%d same_first_token=%s" %
                   (size, best * 1e3, recompute * 1e3, recompute / best, load_best * 1e3,
                    mb / load_best, cached, hit_tokens == full_tokens), flush=True)
-    finally:
-        if daemon:
-            daemon.close()
 
 
 if __name__ == "__main__":

@@ -49,8 +49,12 @@ class Daemon:
                     if f.read().strip():
                         return
             except OSError:
+                if self.proc.poll() is not None:
+                    break
                 time.sleep(0.05)
-        raise RuntimeError("gpucachefs did not mount")
+        self.log.flush()
+        with open(os.path.join(self.tmp, "daemon.log"), errors="replace") as f:
+            raise RuntimeError("gpucachefs did not mount; its log:\n" + f.read())
 
     def kill(self):
         """SIGKILL: the mount stays, answering ENOTCONN, as after a crash."""

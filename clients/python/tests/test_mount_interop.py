@@ -8,40 +8,14 @@ Each test gets a fresh daemon, data directory and mountpoint.
 import json
 import os
 import random
-import shutil
-import signal
 import subprocess
-import tempfile
-import time
 import unittest
 
+from daemon import BUILD_DIR, Daemon
 from gpucache import CacheIdentity, MountClient, Multimodal
 
-BUILD_DIR = os.environ.get("GPUCACHE_BUILD_DIR")
 VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                        "..", "..", "..", "tests", "vectors", "identity.json")
-
-CONFIG = """\
-data_dir = "{data}"
-[metrics]
-listen = ""
-[admins]
-uids = [0]
-[tenants.acme]
-uids = [0, 1000]
-"""
-
-
-def _is_mounted(path):
-    # os.path.ismount() says False for a dead FUSE mount (its lstat fails with ENOTCONN), so
-    # ask the kernel's table instead.
-    path = os.path.realpath(path)
-    with open("/proc/self/mounts") as f:
-        for line in f:
-            target = line.split()[1].replace("\\040", " ")
-            if target == path:
-                return True
-    return False
 
 
 def _toml(identity):
@@ -61,56 +35,16 @@ def _toml(identity):
 @unittest.skipUnless(BUILD_DIR, "set GPUCACHE_BUILD_DIR to the build directory to run")
 class MountInteropTest(unittest.TestCase):
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="gpucache-py-")
-        self.mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(self.mnt)
-        cfg = os.path.join(self.tmp, "gpucache.toml")
-        with open(cfg, "w") as f:
-            f.write(CONFIG.format(data=os.path.join(self.tmp, "data")))
-        self.log_path = os.path.join(self.tmp, "gpucachefs.log")
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([os.path.join(BUILD_DIR, "gpucachefs"), cfg, self.mnt, "-f"],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-        self._wait_for_mount()
+        self.daemon = Daemon()  # fresh data directory and mountpoint (tests/daemon.py)
+        self.tmp, self.mnt = self.daemon.tmp, self.daemon.mnt
         self.client = MountClient(self.mnt)
         self.rng = random.Random(self.id())  # reproducible per test
         with open(VECTORS) as f:
             self.base = CacheIdentity.from_json(json.load(f)[0]["identity"])
         self.assertEqual(self.base.tenant, "acme")
 
-    def _wait_for_mount(self):
-        epoch = os.path.join(self.mnt, ".gpucache", "epoch")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.fail("gpucachefs exited with %d:\n%s" % (self.proc.returncode, self._log()))
-            try:
-                with open(epoch) as f:
-                    if f.read().strip():
-                        return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        self.fail("mount not up after 10 s:\n" + self._log())
-
-    def _log(self):
-        self.log.flush()
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
-
     def tearDown(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        if _is_mounted(self.mnt):
-            subprocess.run(["fusermount3", "-u", "-z", self.mnt], check=False)
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.daemon.close()
 
     # ---- helpers ----
 
