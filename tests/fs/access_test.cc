@@ -31,7 +31,7 @@ TEST_CASE("Access: members by uid, primary gid or supplementary group") {
   CHECK_FALSE(p.MayUseTenant(Caller{1000, 1000}, "nosuch"));
 }
 
-TEST_CASE("Access: admins use every tenant; others are not admins") {
+TEST_CASE("Access: admins use every tenant, others are not admins") {
   AccessPolicy p(TwoTenants());
   CHECK(p.IsAdmin(Caller{0, 0}));
   CHECK(p.IsAdmin(Caller{5, 990}));

@@ -188,7 +188,7 @@ TEST_CASE("Mount: xattrs tell a person what a block is") {
   CHECK(std::string(names, n).find("user.gpucache.region") != std::string::npos);
 }
 
-TEST_CASE("Mount: unlink of a block invalidates it; unlink of a .part abandons it") {
+TEST_CASE("Mount: unlink of a block invalidates it, unlink of a .part abandons it") {
   MountedFs m;
   MountClient client(m.mnt());
   CacheIdentity id = SampleIdentity();

@@ -24,7 +24,7 @@ std::string Fill(const MountedFs& m, const CacheIdentity& id) {
   return n < 0 ? "errno " + std::to_string(errno) : std::string(buf, n);
 }
 
-TEST_CASE("Mount quarantine: unlink while open quarantines; last close does not free; drained reclaims") {
+TEST_CASE("Mount quarantine: unlink while open quarantines, last close does not free, drained reclaims") {
   MountedFs m;
   MountClient client(m.mnt());
   CacheIdentity id = SampleIdentity();
@@ -131,7 +131,7 @@ TEST_CASE("Mount single flight: a joiner learns pending, finished, failed withou
   CHECK(AsUser(2000, 2000, [&] { return Fill(m, id) == "errno " + std::to_string(EACCES) ? 0 : 1; }) == 0);
 }
 
-TEST_CASE("Mount drain: admits are EROFS, reads and in-flight fills go on; rollback; finish fences") {
+TEST_CASE("Mount drain: admits are EROFS, reads and in-flight fills go on, rollback, finish fences") {
   MountedFs m;
   MountClient client(m.mnt());
   CacheIdentity stored = SampleIdentity("acme", 2), inflight = SampleIdentity("acme", 3),
@@ -183,7 +183,7 @@ TEST_CASE("Mount: an idle .part is abandoned after its lease") {
 namespace gpucache {
 namespace {
 
-TEST_CASE("Mount isolate: one data directory leaves service; its blocks are misses; never the last") {
+TEST_CASE("Mount isolate: one data directory leaves service, its blocks are misses, never the last") {
   TempDir dirs;
   std::string d0 = dirs.path() + "/nvme0", d1 = dirs.path() + "/nvme1";
   MountedFs m("data_dirs = [\"" + d0 + "\", \"" + d1 + "\"]\n" + TestConfig());

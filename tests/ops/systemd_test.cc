@@ -96,7 +96,7 @@ struct Daemon {
   }
 };
 
-TEST_CASE("systemd: READY=1 comes only once the mount is up; SIGTERM says STOPPING=1 and unmounts") {
+TEST_CASE("systemd: READY=1 comes only once the mount is up, SIGTERM says STOPPING=1 and unmounts") {
   test::TempDir data;
   Daemon d("data_dir = \"" + data.path() + "/d\"\n[metrics]\nlisten = \"\"\n[tenants.t]\nuids = [0]\n");
   std::string ready = Receive(d.sock, 10);

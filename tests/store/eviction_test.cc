@@ -9,7 +9,7 @@ namespace {
 
 auto kAll = [](PolicyKey) { return true; };
 
-TEST_CASE("Policy: every name makes a policy; unknown names do not") {
+TEST_CASE("Policy: every name makes a policy, unknown names do not") {
   for (const std::string& name : PolicyNames()) {
     auto p = MakePolicy(name);
     REQUIRE(p);

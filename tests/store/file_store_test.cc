@@ -195,7 +195,7 @@ CacheIdentity Numbered(uint8_t n) {
   return id;
 }
 
-TEST_CASE("FileStore: blocks spread over several data directories; isolating one makes its blocks misses") {
+TEST_CASE("FileStore: blocks spread over several data directories, isolating one makes its blocks misses") {
   test::TempDir tmp;
   std::vector<std::string> dirs = {tmp.path() + "/d0", tmp.path() + "/d1", tmp.path() + "/d2"};
   std::string error;

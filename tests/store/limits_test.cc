@@ -97,7 +97,7 @@ TEST_CASE("Eviction: a tenant quota evicts the tenant's own blocks, oldest-used 
   CHECK(s.Stats().tenants["acme"].usage.bytes == 3000);
 }
 
-TEST_CASE("Eviction: pinned and open blocks stay; nothing evictable is EDQUOT and changes nothing") {
+TEST_CASE("Eviction: pinned and open blocks stay, nothing evictable is EDQUOT and changes nothing") {
   MemoryStore s(WithTenantQuota(2000));
   REQUIRE(Commit(s, Block("acme", 1), 1000) == StatusCode::kOk);
   REQUIRE(Commit(s, Block("acme", 2), 1000) == StatusCode::kOk);
@@ -238,7 +238,7 @@ TEST_CASE("Fill outcomes: pending, finished, failed") {
   CHECK(s.FillOutcome(a) == FillState::kFinished);
 }
 
-TEST_CASE("Drain: admits refused, reads and in-flight fills go on; rollback and finish") {
+TEST_CASE("Drain: admits refused, reads and in-flight fills go on, rollback and finish") {
   MemoryStore s;
   REQUIRE(Commit(s, Block("acme", 1), 10) == StatusCode::kOk);
   CacheIdentity inflight = Block("acme", 2);
