@@ -121,6 +121,8 @@ class Filesystem {
   IndexedStore& store_;
   InodeTable inodes_;
   ControlPlane control_;
+  // ESTALE for a `.part` whose reservation a recent fence took, else ENOENT (adr/0006).
+  StatusCode PartGone(const BlockAddress& address);
   Metrics metrics_;
   const uint64_t mount_time_ns_;  // times shown for directories and virtual files
 };

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/clock.h"
 #include "fs/filesystem.h"
 
 namespace gpucache {
@@ -13,12 +14,6 @@ namespace {
 
 bool IsDynamicTenantNode(NodeKind k) {
   return k == NodeKind::kNamespace || k == NodeKind::kBlock || k == NodeKind::kPart;
-}
-
-uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
 void SetTime(struct stat& st, uint64_t ns) {
@@ -176,7 +171,7 @@ Result<EntryReply> Filesystem::LookupInNamespace(const Node& dir, std::string_vi
       // Never cached. For one reservation lease after a fence the name answers ESTALE, so
       // that the fenced writer's rename (the kernel looks the name up first) says why; then
       // the block can be filled again.
-      return store_.RecentlyFenced(address, NowNs()) ? StatusCode::kFenced : StatusCode::kNotFound;
+      return PartGone(address);
     }
     Node child{NodeKind::kPart, dir.tenant, dir.ns, block};
     Result<AttrReply> a = AttrOf(0, child);
@@ -208,8 +203,9 @@ Result<AttrReply> Filesystem::SetAttr(const Caller& c, uint64_t ino, const struc
     return StatusCode::kImmutable;
   }
   if (to_set & FUSE_SET_ATTR_SIZE) {
-    auto id = store_.FindReservation({n->tenant, n->ns, n->block});
-    if (!id) return StatusCode::kNotFound;
+    BlockAddress address{n->tenant, n->ns, n->block};
+    auto id = store_.FindReservation(address);
+    if (!id) return PartGone(address);
     if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;
     if (StatusCode s = store_.Truncate(*id, static_cast<uint64_t>(attr.st_size)); s != StatusCode::kOk) {
       return s;
@@ -285,7 +281,7 @@ StatusCode Filesystem::Rename(const Caller& c, uint64_t parent, std::string_view
   auto id = store_.FindReservation(address);
   if (!id) {
     // A fill fenced by an epoch bump: fenced is not success, and the writer must hear why.
-    return store_.RecentlyFenced(address, NowNs()) ? StatusCode::kFenced : StatusCode::kNotFound;
+    return PartGone(address);
   }
   if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;
   if (StatusCode s = store_.Commit(*id); s != StatusCode::kOk) return s;
@@ -294,6 +290,12 @@ StatusCode Filesystem::Rename(const Caller& c, uint64_t parent, std::string_view
     inodes_.Rename(*ino, Node{NodeKind::kBlock, dir->tenant, dir->ns, block});
   }
   return StatusCode::kOk;
+}
+
+// A `.part` whose reservation is gone: ESTALE while it was fenced less than a lease ago (its
+// writer must hear the fence at its next step, adr/0006), else ENOENT.
+StatusCode Filesystem::PartGone(const BlockAddress& address) {
+  return store_.RecentlyFenced(address, NowNs()) ? StatusCode::kFenced : StatusCode::kNotFound;
 }
 
 }  // namespace gpucache

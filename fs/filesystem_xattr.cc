@@ -111,8 +111,11 @@ StatusCode Filesystem::SetXattr(const Caller& c, uint64_t ino, std::string_view 
     return store_.SetPinned({n->tenant, n->ns, n->block}, v == "1");
   }
   if (n->kind != NodeKind::kPart || *key != kIdentity) return StatusCode::kImmutable;
-  auto id = store_.FindReservation({n->tenant, n->ns, n->block});
-  if (!id) return StatusCode::kNotFound;
+  BlockAddress address{n->tenant, n->ns, n->block};
+  auto id = store_.FindReservation(address);
+  // A fence between the create and this setxattr took the reservation: the writer must hear
+  // ESTALE, as its write or rename would (adr/0006), not ENOENT (found by tests/load).
+  if (!id) return PartGone(address);
   if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;
   // Stored as given; Commit checks it against the path and refuses the rename if it is wrong.
   return store_.SetIdentity(*id, value);
