@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "store/failpoint.h"
+
 namespace gpucache {
 namespace {
 
@@ -356,13 +358,19 @@ Result<std::shared_ptr<IndexedStore::PendingPayload>> FileStore::DoReserve(const
   std::string path = devices_[dev].path + "/tmp/" + std::to_string(info.region_id) + ".part";
   Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid()) return StatusFromErrno(errno);
+  GPUCACHE_FAILPOINT("reserve.after_create");
   return std::shared_ptr<PendingPayload>(std::make_shared<PendingFile>(std::move(fd), path, dev));
 }
 
 Result<size_t> FileStore::DoWrite(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
   auto& f = static_cast<PendingFile&>(p);
+  if (GPUCACHE_FAILPOINT_FIRES("write.torn")) {  // half of this request lands, then the crash
+    PwriteFull(f.fd.get(), data.first(data.size() / 2), kBlockDataOffset + offset);
+    failpoint::Crash("write.torn");
+  }
   StatusCode s = PwriteFull(f.fd.get(), data, kBlockDataOffset + offset);
   if (s != StatusCode::kOk) return s;
+  GPUCACHE_FAILPOINT("write.after");
   return data.size();
 }
 
@@ -379,6 +387,7 @@ Result<IndexedStore::Sealed> FileStore::DoSeal(PendingPayload& p, const BlockInf
   if (Isolated(f.dev)) return StatusCode::kIoError;  // its device left service meanwhile
   // Cut anything past the payload (a truncate to a smaller size leaves nothing behind).
   if (StatusCode s = DoTruncate(p, draft.size); s != StatusCode::kOk) return s;
+  GPUCACHE_FAILPOINT("seal.after_truncate");
   PayloadHasher hasher(ChunkSizeFor(draft.size));
   Bytes buf(std::min<uint64_t>(draft.size, kSealReadSize));
   for (uint64_t at = 0; at < draft.size; at += buf.size()) {
@@ -397,12 +406,19 @@ Result<IndexedStore::Sealed> FileStore::DoSeal(PendingPayload& p, const BlockInf
   header.commit_time_ns = draft.commit_time_ns;
   header.identity = draft.canonical_identity;
   header.checksums = hasher.Finish();
-  if (StatusCode s = PwriteFull(f.fd.get(), EncodeBlockHeader(header), 0); s != StatusCode::kOk) {
-    return s;
+  GPUCACHE_FAILPOINT("seal.after_checksums");
+  Bytes encoded = EncodeBlockHeader(header);
+  if (GPUCACHE_FAILPOINT_FIRES("seal.torn_header")) {  // half a header, then the crash
+    PwriteFull(f.fd.get(), std::span(encoded).first(encoded.size() / 2), 0);
+    failpoint::Crash("seal.torn_header");
   }
+  if (StatusCode s = PwriteFull(f.fd.get(), encoded, 0); s != StatusCode::kOk) return s;
+  GPUCACHE_FAILPOINT("seal.after_header");
   if (options().sync_commits && ::fdatasync(f.fd.get()) != 0) return StatusFromErrno(errno);
   std::string target = PathIn(f.dev, draft.address);
+  GPUCACHE_FAILPOINT("seal.before_rename");
   if (::rename(f.path.c_str(), target.c_str()) != 0) return StatusFromErrno(errno);
+  GPUCACHE_FAILPOINT("seal.after_rename");
   if (options().sync_commits) {
     FsyncDirectory(target.substr(0, target.find_last_of('/')));
   }

@@ -7,6 +7,7 @@
 #include <cassert>
 
 #include "store/block_file.h"
+#include "store/failpoint.h"
 
 namespace gpucache {
 namespace {
@@ -217,6 +218,7 @@ StatusCode IndexedStore::SetIdentity(ReservationId id, std::span<const uint8_t> 
   if (r->sealing) return StatusCode::kBusy;
   r->identity.assign(canonical.begin(), canonical.end());
   r->last_activity_ns = NowNs();
+  GPUCACHE_FAILPOINT("identity.after_set");
   return StatusCode::kOk;
 }
 
@@ -350,6 +352,19 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   }
   Finish(std::move(evicted), RemovalReason::kEvicted);
   Result<Sealed> sealed = DoSeal(*payload, draft);
+  if (sealed.status() == StatusCode::kNoSpace) {
+    // The backing disk filled up under the payload and the header (or a sync) found no room:
+    // make room from anyone's evictable blocks and seal once more, as Write does. ENOSPC is for
+    // a disk with nothing evictable (found by tests/reliability/full_disk_test.cc).
+    std::vector<Departure> room;
+    {
+      std::lock_guard lock(mu_);
+      MakeRoomLocked("", kBlockDataOffset, room);
+    }
+    bool freed = !room.empty();
+    Finish(std::move(room), RemovalReason::kEvicted);
+    if (freed) sealed = DoSeal(*payload, draft);
+  }
   std::unique_lock lock(mu_);
   Reservation* r = FindLocked(id);
   assert(r && r->sealing);  // nothing else removes a sealing reservation
@@ -367,6 +382,7 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   ReleaseReservationLocked(id, FillState::kFinished);
   CountersLocked(draft.address.tenant).commits++;
   IndexLocked(Record{std::move(draft), std::move(sealed->stored), 0});
+  GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged
   return StatusCode::kOk;
 }
 

@@ -430,17 +430,23 @@ size_t IndexedStore::ForgetIf(
 
 void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id) {
   std::vector<Departure> gone;
+  bool was_pinned;
   {
     std::lock_guard lock(mu_);
     auto it = blocks_.find(address);
     // Already gone: another read (the kernel retries a failed page) found it first. One
     // corrupt block counts once.
     if (it == blocks_.end() || it->second.info.region_id != region_id) return;
+    was_pinned = it->second.info.pinned;
     CountersLocked(address.tenant).checksum_failures++;
     Record r = UnindexLocked(it);
     gone.push_back(Departure{r.info, r.stored, false});  // wrong bytes are never kept
   }
   Finish(std::move(gone), RemovalReason::kCorrupt);
+  // The pin leaves with the block: a stale entry in the persisted pins would pin whatever is
+  // committed at that path next, from the next restart on (found by the reliability suite's
+  // model tester, tests/reliability/model_test.cc).
+  if (was_pinned) PersistPins();
 }
 
 }  // namespace gpucache

@@ -1,0 +1,206 @@
+// A full disk for real: the data directory is an 8 MiB tmpfs and the daemon's own limits are
+// unlimited, so the disk fills before any quota does. What must hold (DESIGN.md, "Errors at the
+// FUSE boundary" and "Limits and eviction"):
+//   - with nothing evictable (every block pinned), a commit that does not fit fails with ENOSPC,
+//     commits nothing, leaves no .part and no file in the data directory's tmp/, and every
+//     block already committed still reads back identical;
+//   - after some blocks are invalidated, commits succeed again;
+//   - with evictable blocks, a full disk evicts instead of failing: every commit succeeds.
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+
+#include <cstdio>
+#include <map>
+
+#include "tests/reliability/reliability_helpers.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+
+// A tmpfs of `size` mounted at `path` for the life of the object.
+class Tmpfs {
+ public:
+  Tmpfs(std::string path, const std::string& size) : path_(std::move(path)) {
+    ::mkdir(path_.c_str(), 0755);
+    mounted_ =
+        ::mount("tmpfs", path_.c_str(), "tmpfs", 0, ("size=" + size + ",mode=0755").c_str()) == 0;
+  }
+  ~Tmpfs() {
+    if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
+  }
+  Tmpfs(const Tmpfs&) = delete;
+  Tmpfs& operator=(const Tmpfs&) = delete;
+  bool mounted() const { return mounted_; }
+  const std::string& path() const { return path_; }
+  uint64_t FreeBytes() const {
+    struct statvfs s;
+    return ::statvfs(path_.c_str(), &s) == 0 ? uint64_t(s.f_bavail) * s.f_frsize : 0;
+  }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+};
+
+struct Kept {
+  CacheIdentity id;
+  Bytes payload;
+};
+
+class FullDisk {
+ public:
+  FullDisk(const Tmpfs& disk, MountedFs& m) : disk_(disk), m_(m), client_(m.mnt()) {}
+
+  CommitResult Commit(uint64_t n, size_t size) {
+    Kept k{RelBlock(n), SeededPayload(n, size)};
+    CommitResult r = CommitSteps(m_.mnt(), k.id, k.payload, 256 * 1024);
+    if (r.err == 0)
+      kept_[n] = std::move(k);
+    else
+      last_failed_ = k.id;
+    return r;
+  }
+
+  // A failed commit left nothing behind: no block, no .part, nothing in tmp/, no credits.
+  void CheckCleanFailure(const CommitResult& r) {
+    std::string step = StepName(r.step);
+    CAPTURE(step);
+    CHECK(r.err == ENOSPC);
+    bool left = StatErrno(client_.PathOf(last_failed_)) != ENOENT ||
+                StatErrno(client_.PathOf(last_failed_) + ".part") != ENOENT ||
+                LookupResultOf(m_, last_failed_) != "miss" ||
+                !FilesUnder(disk_.path() + "/tmp").empty() || Counter(m_, "reservations") != 0 ||
+                Counter(m_, "inflight_bytes") != 0;
+    CHECK_FALSE(left);  // no block, no .part, no file in tmp/, no credits held
+    partial_ += left;
+    failure_steps_[StepName(r.step)]++;
+  }
+
+  void Pin(uint64_t n, bool pinned) {
+    REQUIRE(::setxattr(client_.PathOf(kept_.at(n).id).c_str(), "user.gpucache.pinned",
+                       pinned ? "1" : "0", 1, 0) == 0);
+  }
+
+  // Every kept block reads back identical, or (if `may_be_evicted`) is a clean miss; the
+  // counters and the files on disk agree with what is there.
+  size_t CheckKept(bool may_be_evicted) {
+    size_t present = 0;
+    for (auto it = kept_.begin(); it != kept_.end();) {
+      ReadOutcome r = ReadWhole(client_.PathOf(it->second.id));
+      CAPTURE(it->first);
+      CHECK(WrongBytes(r.got, it->second.payload) == 0);
+      if (r.err == ENOENT && may_be_evicted) {
+        it = kept_.erase(it);
+        continue;
+      }
+      CHECK(r.err == 0);
+      CHECK(r.got.size() == it->second.payload.size());
+      ++present;
+      ++it;
+    }
+    CHECK(Counter(m_, "blocks") == present);
+    size_t files = 0;
+    for (const std::string& f : FilesUnder(disk_.path() + "/blocks")) files += !f.empty();
+    CHECK(files == present);
+    CHECK(FilesUnder(disk_.path() + "/tmp").empty());
+    return present;
+  }
+
+  std::map<uint64_t, Kept>& kept() { return kept_; }
+  const std::map<std::string, int>& failure_steps() const { return failure_steps_; }
+  int partial() const { return partial_; }
+  MountClient& client() { return client_; }
+
+ private:
+  const Tmpfs& disk_;
+  MountedFs& m_;
+  MountClient client_;
+  std::map<uint64_t, Kept> kept_;
+  CacheIdentity last_failed_;
+  std::map<std::string, int> failure_steps_;
+  int partial_ = 0;  // failed commits that left something behind
+};
+
+TEST_CASE(
+    "Reliability full disk: ENOSPC through the mount commits nothing and eviction makes room") {
+  uint64_t seed = TestSeed();
+  INFO("GPUCACHE_SEED=" << seed);
+  Rng rng(seed);
+  TempDir holder;
+  Tmpfs disk(holder.path() + "/disk", "8m");
+  REQUIRE_MESSAGE(disk.mounted(), "cannot mount a tmpfs (needs root)");
+  // The daemon's limits are far above the disk: the disk fills first.
+  MountedFs m("data_dirs = [\"" + disk.path() + "\"]\n" +
+              TestConfig("max_retained_bytes = 1073741824"));
+  FullDisk fd(disk, m);
+  uint64_t n = 1;
+
+  // 1. Pinned blocks (nothing evictable) until a commit does not fit.
+  CommitResult r;
+  while ((r = fd.Commit(n, rng.Range(200 * 1024, 700 * 1024))).err == 0) fd.Pin(n++, true);
+  n++;
+  size_t filled = fd.kept().size();
+  REQUIRE(filled >= 8);
+  fd.CheckCleanFailure(r);
+  // To the brim: a payload of every free page leaves none for the header, so it fails at the
+  // commit itself; one page less fits exactly; then not even one byte fits.
+  uint64_t free_bytes = disk.FreeBytes();
+  if (free_bytes >= 2 * 4096) {
+    r = fd.Commit(n++, free_bytes);
+    fd.CheckCleanFailure(r);
+    r = fd.Commit(n, free_bytes - 4096);
+    CHECK(r.err == 0);
+    CHECK(disk.FreeBytes() == 0);
+    if (r.err == 0) fd.Pin(n, true);
+    n++;
+  }
+  r = fd.Commit(n++, 1);
+  fd.CheckCleanFailure(r);
+  fd.CheckKept(false);
+
+  // 2. Invalidate two blocks: a commit fits again.
+  for (int i = 0; i < 2; ++i) {
+    auto victim = fd.kept().begin();
+    REQUIRE(::unlink(fd.client().PathOf(victim->second.id).c_str()) == 0);
+    fd.kept().erase(victim);
+  }
+  r = fd.Commit(n, 300 * 1024);
+  CHECK(r.err == 0);
+  if (r.err == 0) fd.Pin(n, true);
+  n++;
+  fd.CheckKept(false);
+
+  // 3. Unpinned: the full disk evicts instead of failing, even when a payload takes every free
+  // page (the header then needs room that only eviction can give).
+  for (auto& [k, v] : fd.kept()) fd.Pin(k, false);
+  uint64_t evictions_before = Counter(m, "evictions");
+  int commits = 0, failed = 0;
+  for (int i = 0; i < 30; ++i) {
+    size_t size = i % 10 == 9 ? std::max<uint64_t>(disk.FreeBytes(), 4096)
+                              : rng.Range(100 * 1024, 900 * 1024);
+    r = fd.Commit(n++, size);
+    CAPTURE(i);
+    CAPTURE(size);
+    std::string step = StepName(r.step);
+    CAPTURE(step);
+    CHECK(r.err == 0);
+    commits += r.err == 0;
+    failed += r.err != 0;
+  }
+  uint64_t evicted = Counter(m, "evictions") - evictions_before;
+  size_t present = fd.CheckKept(true);
+  std::string steps;
+  for (auto& [s, c] : fd.failure_steps()) steps += " " + s + "=" + std::to_string(c);
+  std::printf(
+      "full disk: filled=%zu blocks (8 MiB tmpfs) enospc_failures:%s left_behind=%d "
+      "then unpinned commits=%d failed=%d evicted=%llu present=%zu\n",
+      filled, steps.c_str(), fd.partial(), commits, failed,
+      static_cast<unsigned long long>(evicted), present);
+  CHECK(evicted > 0);
+  CHECK(failed == 0);
+}
+
+}  // namespace
+}  // namespace gpucache
