@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 
+#include "ctl/cold_commands.h"
 #include "ctl/commands.h"
 
 int main(int argc, char** argv) {
@@ -85,6 +86,36 @@ int main(int argc, char** argv) {
     block_ops[name] = sub;
   }
 
+  gpucache::ctl::ColdArgs cold_args;
+  auto* cold = app.add_subcommand("cold", "the S3 cold tier: pack, refill, report, failed jobs, reclaim");
+  cold->require_subcommand(1);
+  std::map<std::string, CLI::App*> cold_ops;
+  auto cold_op = [&](const char* name, const char* help) {
+    auto* sub = cold->add_subcommand(name, help);
+    sub->add_option("MOUNTPOINT", cold_args.mountpoint)->required();
+    sub->add_flag("--json", json, "print machine-readable JSON");
+    cold_ops[name] = sub;
+    return sub;
+  };
+  auto* cpack = cold_op("pack", "pack committed blocks without a cold copy and upload them");
+  cpack->add_option("--tenant", cold_args.tenant, "only this tenant (members may pack their own)");
+  cpack->add_option("--budget", cold_args.budget, "stop before this many payload bytes");
+  auto* crefill = cold_op("refill", "fetch a block from the cold tier into the hot tier (exit 1: missing)");
+  crefill->add_option("IDENTITY", cold_args.identity_file, "identity TOML file")->required();
+  crefill->add_option("--budget", cold_args.budget, "refuse blocks larger than this many bytes");
+  cold_op("report", "sink and refill counters (admin)");
+  cold_op("failed", "list the failed upload jobs (admin)");
+  cold_op("retry", "move a failed job back to the queue (admin)")
+      ->add_option("JOB", cold_args.job, "job id from `cold failed`")->required();
+  cold_op("drop", "forget a failed job (admin)")
+      ->add_option("JOB", cold_args.job, "job id from `cold failed`")->required();
+  cold_op("drain", "upload every pending job now (admin)");
+  cold_op("reclaim", "delete a manifest and what only it references, each delete confirmed")
+      ->add_option("MANIFEST", cold_args.manifest, "the manifest's 64-hex-digit digest")->required();
+  auto* cretain = cold_op("retain", "keep a manifest from reclaim for SECONDS (admin)");
+  cretain->add_option("MANIFEST", cold_args.manifest, "the manifest's digest")->required();
+  cretain->add_option("SECONDS", cold_args.seconds)->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -104,6 +135,9 @@ int main(int argc, char** argv) {
   }
   if (*isolate) return gpucache::ctl::Isolate(mountpoint, dir, json);
   if (*discover) return gpucache::ctl::Discover(sysfs, proc, dev, json);
+  for (auto& [name, sub] : cold_ops) {
+    if (*sub) return gpucache::ctl::Cold(name, cold_args, json);
+  }
   for (auto& [name, sub] : block_ops) {
     if (*sub) return gpucache::ctl::BlockOp(mountpoint, name, block, json);
   }

@@ -52,6 +52,30 @@ listen = "127.0.0.1:9110"
 # Seconds the kernel may cache committed entries and misses; the daemon invalidates them itself.
 entry_timeout = 3600.0
 negative_timeout = 3600.0
+
+[cold]
+# The optional S3 cold tier (docs/cold-tier.md): packs committed blocks into objects and
+# refills them on request. Off by default. Endpoint and bucket may also come from
+# GPUCACHE_S3_ENDPOINT / GPUCACHE_S3_BUCKET; keys only from credentials_file or
+# GPUCACHE_S3_ACCESS_KEY / GPUCACHE_S3_SECRET_KEY, never from this file.
+enabled = false
+endpoint = ""                    # e.g. "http://127.0.0.1:7480"
+bucket = ""
+region = "us-east-1"
+credentials_file = ""            # access_key=... and secret_key=... lines; re-read on SIGHUP
+prefix = "gpucache/"
+write_back = "after-commit"      # after-commit (packed in the background) or manual
+pack_target_bytes = 67108864
+pack_max_blocks = 1024
+flush_interval = 2.0             # seconds between write-back rounds
+max_jobs = 256                   # pending + failed pack jobs
+max_bytes = 1073741824           # pending + failed pack bytes
+concurrency = 4                  # uploads in flight
+refill_budget_bytes = 268435456  # default and ceiling per refill request
+connect_timeout = 2.0
+transfer_timeout = 30.0
+retention = 0.0                  # seconds each new manifest is kept from reclaim
+retired_tenants = []
 )";
 
 class Reader {
@@ -131,10 +155,64 @@ class Reader {
     return n->as_table();
   }
 
+  uint64_t Positive(const toml::table& t, const char* key, uint64_t def, uint64_t max) const {
+    int64_t v = Get<int64_t>(t, key, std::string("cold.") + key, static_cast<int64_t>(def));
+    if (v <= 0 || static_cast<uint64_t>(v) > max) {
+      Fail(std::string("cold.") + key, "must be 1.." + std::to_string(max));
+    }
+    return static_cast<uint64_t>(v);
+  }
+
+  double Seconds(const toml::table& t, const char* key, double def, bool zero_ok) const {
+    double v = Get<double>(t, key, std::string("cold.") + key, def);
+    if (v < 0 || (!zero_ok && v == 0)) Fail(std::string("cold.") + key, "must be > 0 seconds");
+    return v;
+  }
+
+  ColdConfig ReadCold(const toml::table& t) const {
+    OnlyKeys(t, "cold.", {"enabled", "endpoint", "bucket", "region", "credentials_file", "prefix",
+                          "write_back", "pack_target_bytes", "pack_max_blocks", "flush_interval",
+                          "max_jobs", "max_bytes", "concurrency", "refill_budget_bytes",
+                          "connect_timeout", "transfer_timeout", "retention", "retired_tenants"});
+    ColdConfig c;
+    c.enabled = Get<bool>(t, "enabled", "cold.enabled", c.enabled);
+    c.endpoint = Get<std::string>(t, "endpoint", "cold.endpoint", c.endpoint);
+    c.bucket = Get<std::string>(t, "bucket", "cold.bucket", c.bucket);
+    c.region = Get<std::string>(t, "region", "cold.region", c.region);
+    c.credentials_file = Get<std::string>(t, "credentials_file", "cold.credentials_file", "");
+    c.prefix = Get<std::string>(t, "prefix", "cold.prefix", c.prefix);
+    bool prefix_ok = c.prefix.size() <= 128 && (c.prefix.empty() || c.prefix.back() == '/');
+    for (char ch : c.prefix) {
+      prefix_ok &= (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '/' ||
+                   ch == '-' || ch == '_' || ch == '.';
+    }
+    if (!prefix_ok) Fail("cold.prefix", "empty, or [a-z0-9/._-] ending with '/' (<= 128)");
+    c.write_back = Get<std::string>(t, "write_back", "cold.write_back", c.write_back);
+    if (c.write_back != "after-commit" && c.write_back != "manual") {
+      Fail("cold.write_back", "must be \"after-commit\" or \"manual\"");
+    }
+    c.pack_target_bytes = Positive(t, "pack_target_bytes", c.pack_target_bytes, 1ull << 40);
+    c.pack_max_blocks = Positive(t, "pack_max_blocks", c.pack_max_blocks, 4096);
+    c.flush_interval = Seconds(t, "flush_interval", c.flush_interval, false);
+    c.max_jobs = Positive(t, "max_jobs", c.max_jobs, 1u << 20);
+    c.max_bytes = Positive(t, "max_bytes", c.max_bytes, 1ull << 50);
+    c.concurrency = Positive(t, "concurrency", c.concurrency, 64);
+    c.refill_budget_bytes = Positive(t, "refill_budget_bytes", c.refill_budget_bytes, 1ull << 40);
+    c.connect_timeout = Seconds(t, "connect_timeout", c.connect_timeout, false);
+    c.transfer_timeout = Seconds(t, "transfer_timeout", c.transfer_timeout, false);
+    c.retention = Seconds(t, "retention", c.retention, true);
+    if (t.contains("retired_tenants")) c.retired_tenants = Strings(t, "retired_tenants");
+    for (const std::string& r : c.retired_tenants) {
+      if (!IsValidTenantName(r)) Fail("cold.retired_tenants", "lists an invalid tenant name");
+    }
+    return c;
+  }
+
   Config Build() const {
     Config c;
     OnlyKeys(t_, "", {"data_dir", "data_dirs", "sync_commits", "limits", "admins", "tenants", "fuse",
-                      "metrics"});
+                      "metrics", "cold"});
+    if (const toml::table* cold = Table(t_, "cold")) c.cold = ReadCold(*cold);
     if (const toml::table* m = Table(t_, "metrics")) {
       OnlyKeys(*m, "metrics.", {"listen"});
       c.metrics_listen = Get<std::string>(*m, "listen", "metrics.listen", c.metrics_listen);
@@ -274,6 +352,19 @@ std::string EffectiveConfigText(const Config& c) {
   root.insert("metrics", toml::table{{"listen", c.metrics_listen}});
   root.insert("fuse", toml::table{{"entry_timeout", c.entry_timeout},
                                   {"negative_timeout", c.negative_timeout}});
+  const ColdConfig& k = c.cold;
+  toml::array retired;
+  for (const std::string& r : k.retired_tenants) retired.push_back(r);
+  root.insert("cold", toml::table{
+      {"enabled", k.enabled}, {"endpoint", k.endpoint}, {"bucket", k.bucket},
+      {"region", k.region}, {"credentials_file", k.credentials_file}, {"prefix", k.prefix},
+      {"write_back", k.write_back}, {"pack_target_bytes", int64_t(k.pack_target_bytes)},
+      {"pack_max_blocks", int64_t(k.pack_max_blocks)}, {"flush_interval", k.flush_interval},
+      {"max_jobs", int64_t(k.max_jobs)}, {"max_bytes", int64_t(k.max_bytes)},
+      {"concurrency", int64_t(k.concurrency)},
+      {"refill_budget_bytes", int64_t(k.refill_budget_bytes)},
+      {"connect_timeout", k.connect_timeout}, {"transfer_timeout", k.transfer_timeout},
+      {"retention", k.retention}, {"retired_tenants", retired}});
   std::ostringstream out;
   out << "# effective configuration (0: unlimited)\n" << root << "\n";
   return out.str();

@@ -24,6 +24,30 @@ struct TenantConfig {
   Limits limits;                // this tenant's own limits (0: none)
 };
 
+// [cold]: the optional S3 cold tier (docs/cold-tier.md). Plain data: fs/ does not include
+// cold/; the daemon's main turns this into the cold tier's options. Keys are never read from
+// this file: they come from credentials_file or the GPUCACHE_S3_* environment.
+struct ColdConfig {
+  bool enabled = false;
+  std::string endpoint;                       // http(s)://host:port (or GPUCACHE_S3_ENDPOINT)
+  std::string bucket;                         // or GPUCACHE_S3_BUCKET
+  std::string region = "us-east-1";           // SigV4 signing region
+  std::string credentials_file;               // access_key=/secret_key= lines; re-read on SIGHUP
+  std::string prefix = "gpucache/";           // key prefix in the bucket
+  std::string write_back = "after-commit";    // after-commit (background) or manual
+  uint64_t pack_target_bytes = 64ull << 20;   // close a pack at this many payload bytes
+  uint64_t pack_max_blocks = 1024;            // ... or this many blocks
+  double flush_interval = 2.0;                // seconds between write-back rounds
+  uint64_t max_jobs = 256;                    // sink: pending + failed jobs
+  uint64_t max_bytes = 1ull << 30;            // sink: pending + failed bytes
+  uint64_t concurrency = 4;                   // uploads in flight
+  uint64_t refill_budget_bytes = 256ull << 20;  // default and ceiling per refill request
+  double connect_timeout = 2.0;               // seconds
+  double transfer_timeout = 30.0;             // seconds, whole request
+  double retention = 0;                       // seconds each new manifest is retained
+  std::vector<std::string> retired_tenants;   // never packed, never refilled
+};
+
 struct Config {
   // Data directories, one per device (fault domain): `data_dir = "..."` or `data_dirs = [...]`.
   std::vector<std::string> data_dirs = {"/var/lib/gpucache"};
@@ -37,6 +61,7 @@ struct Config {
   std::string metrics_listen = "127.0.0.1:9110";  // Prometheus endpoint; empty: off
   double entry_timeout = 3600;     // seconds the kernel may cache committed entries/attributes
   double negative_timeout = 3600;  // seconds the kernel may cache a miss (a commit refreshes it)
+  ColdConfig cold;
 };
 
 // The store's limits: the global ones and every tenant's.

@@ -102,6 +102,10 @@ std::string ControlPlane::StatsText(const Caller& c) {
   return out.str();
 }
 
+void ControlPlane::AddExtension(std::string prefix, ControlExtension extension) {
+  extensions_.emplace_back(std::move(prefix), std::move(extension));
+}
+
 std::string ControlPlane::EpochText() { return std::to_string(store_.Epoch()) + "\n"; }
 
 std::string ControlPlane::QuarantineText(const Caller& c) {
@@ -134,6 +138,14 @@ std::string ControlPlane::Handle(const Caller& c, std::string_view request) {
   if (op == "pin") return Pin(c, req, true);
   if (op == "unpin") return Pin(c, req, false);
   if (op == "isolate") return Isolate(c, req);
+  for (const auto& [prefix, extension] : extensions_) {
+    if (op.rfind(prefix, 0) != 0) continue;
+    ExtensionCaller who{c.uid, c.gid, access_.IsAdmin(c), {}};
+    for (const TenantConfig& t : access_.tenants()) {
+      if (access_.MayUseTenant(c, t.name)) who.tenants.push_back(t.name);
+    }
+    return extension(who, request);
+  }
   return Error("EINVAL", "unknown op '" + Printable(op) +
                              "' (known: lookup, status, quarantine, fence, reclaim, drain, evict, "
                              "pin, unpin, isolate)");

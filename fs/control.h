@@ -12,8 +12,10 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fs/access.h"
 #include "store/indexed_store.h"
@@ -21,6 +23,18 @@
 namespace gpucache {
 
 inline constexpr size_t kMaxControlRequest = 64 * 1024;
+
+// What a control extension (a module fs/ does not include, such as the cold tier) learns of
+// the caller that wrote a request: fs/ authenticates it; the extension authorizes with this.
+struct ExtensionCaller {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  bool admin = false;
+  std::vector<std::string> tenants;  // tenants the caller is a member of
+};
+// Handles a request whose "op" starts with the extension's prefix; returns the whole reply
+// line (the same shape as every other reply). Runs on the FUSE thread that wrote the request.
+using ControlExtension = std::function<std::string(const ExtensionCaller&, std::string_view)>;
 
 class ControlPlane {
  public:
@@ -33,6 +47,8 @@ class ControlPlane {
   std::string QuarantineText(const Caller& c);
   // Executes one request; always returns a reply (errors included).
   std::string Handle(const Caller& c, std::string_view request);
+  // REQUIRES: called before the mount serves requests. `prefix` like "cold.".
+  void AddExtension(std::string prefix, ControlExtension extension);
 
  private:
   std::string Lookup(const Caller& c, const nlohmann::json& req);
@@ -47,6 +63,7 @@ class ControlPlane {
 
   IndexedStore& store_;
   const AccessPolicy& access_;
+  std::vector<std::pair<std::string, ControlExtension>> extensions_;
 };
 
 }  // namespace gpucache

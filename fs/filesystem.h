@@ -104,6 +104,12 @@ class Filesystem {
   // Every tenant's metrics (the HTTP endpoint); the file shows only the caller's tenants.
   std::string RenderAllMetrics();
   IndexedStore& store() { return store_; }
+  // A block committed behind the kernel's back (a cold-tier refill): the kernel may hold a
+  // negative dentry for it. The session installs the handler that invalidates it.
+  void BlockAppeared(const BlockAddress& a);
+  void SetAppearedHandler(std::function<void(const BlockAddress&)> handler);
+  // Control-channel extensions are registered here at start-up (fs/control.h).
+  ControlPlane& control() { return control_; }
 
  private:
   // The node behind `ino`, after checking that `c` may use its tenant (if it has one).
@@ -123,6 +129,8 @@ class Filesystem {
   ControlPlane control_;
   // ESTALE for a `.part` whose reservation a recent fence took, else ENOENT (adr/0006).
   StatusCode PartGone(const BlockAddress& address);
+  std::mutex appeared_mu_;
+  std::function<void(const BlockAddress&)> appeared_;  // guarded by appeared_mu_
   Metrics metrics_;
   const uint64_t mount_time_ns_;  // times shown for directories and virtual files
 };

@@ -166,6 +166,16 @@ void Filesystem::Flush(Handle& h) {
 
 void Filesystem::Release(Handle& h) { Flush(h); }
 
+void Filesystem::BlockAppeared(const BlockAddress& a) {
+  std::lock_guard lock(appeared_mu_);
+  if (appeared_) appeared_(a);
+}
+
+void Filesystem::SetAppearedHandler(std::function<void(const BlockAddress&)> handler) {
+  std::lock_guard lock(appeared_mu_);
+  appeared_ = std::move(handler);
+}
+
 std::string Filesystem::RenderAllMetrics() {
   return metrics_.Render(store_, [](const std::string&) { return true; });
 }

@@ -9,12 +9,14 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "fs/config.h"
+#include "fs/daemon_cold.h"
 #include "fs/log.h"
 #include "fs/metrics_http.h"
 #include "fs/session.h"
@@ -157,10 +159,24 @@ int main(int argc, char** argv) {
                report.reservations_dropped, report.quarantined);
 
   gpucache::Filesystem fs(config, *store);
+  std::unique_ptr<gpucache::DaemonCold> cold;
+  if (config.cold.enabled) {
+    cold = gpucache::DaemonCold::Create(config.cold, *store, &error);
+    if (!cold) {
+      spdlog::error("configuration error: {}", error);
+      return 78;  // EX_CONFIG
+    }
+    cold->Wire(fs, *store);
+  }
   gpucache::MetricsHttpServer metrics;
+  auto render = [&fs, &cold] { return fs.RenderAllMetrics() + (cold ? cold->Metrics() : ""); };
   args.mount.on_mounted = [&] {
+    // SIGHUP reloads what can change without a restart (the cold tier's credentials) and
+    // never unmounts, with or without a cold tier (libfuse's own handler would unmount).
+    if (cold) cold->Start();
+    else std::signal(SIGHUP, SIG_IGN);
     if (config.metrics_listen.empty()) return true;
-    if (!metrics.Start(config.metrics_listen, [&fs] { return fs.RenderAllMetrics(); }, &error)) {
+    if (!metrics.Start(config.metrics_listen, render, &error)) {
       spdlog::error("{}", error);
       return false;
     }

@@ -71,6 +71,11 @@ void WatchRemovals(Filesystem& fs, Invalidator& inval) {
     auto ino = fs.inodes().Find(Node{NodeKind::kBlock, a.tenant, a.ns, a.block});
     inval.Push(*dir, a.block, ino.value_or(0));
   });
+  // A block that appeared without a rename through the mount: drop a cached miss for it.
+  fs.SetAppearedHandler([&fs, &inval](const BlockAddress& a) {
+    auto dir = fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns});
+    if (dir) inval.Push(*dir, a.block, 0);
+  });
 }
 
 }  // namespace
@@ -129,6 +134,7 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
 
   housekeeper.Stop();
   fs.store().SetRemovalObserver(nullptr);
+  fs.SetAppearedHandler(nullptr);
   inval.Stop();
   fuse_session_unmount(se.get());
   fuse_remove_signal_handlers(se.get());

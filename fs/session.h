@@ -18,7 +18,8 @@ struct MountOptions {
   std::function<bool()> on_mounted;
 };
 
-// Mounts, serves until SIGINT/SIGTERM/SIGHUP or an unmount, then unmounts. Returns an exit code.
+// Mounts, serves until SIGINT/SIGTERM or an unmount, then unmounts (gpucachefs turns SIGHUP
+// into a reload in on_mounted). Returns an exit code.
 int RunMount(Filesystem& fs, const MountOptions& options);
 
 }  // namespace gpucache

@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages gpucache builds, tests and runs with. Idempotent: packages
 # already present are left alone, and apt-get is only called when something is missing.
 #   install-deps.sh build   what building and running need
-#   install-deps.sh [test]  that, and what the tests, the package check and the fuzzers need
+#   install-deps.sh [test]  that, and what the tests, the package check, the fuzzers and the
+#                           cold tier's S3 tests (a local Ceph RADOS Gateway) need
 set -euo pipefail
 mode=${1:-test}
 
@@ -19,6 +20,8 @@ PACKAGES=(
   libspdlog-dev               # leveled daemon logs, journald-friendly
   libsystemd-dev              # sd_notify readiness
   libmicrohttpd-dev           # the loopback HTTP endpoint for Prometheus metrics
+  libcurl4-openssl-dev        # the cold tier's S3 client (HTTP, TLS, SigV4 signing)
+  libssl-dev                  # libcrypto SHA-256: S3 payload hashes, cold-tier content addresses
 )
 TEST_PACKAGES=(
   python3-torch               # the engine tests: a small PyTorch transformer reusing KV
@@ -27,9 +30,15 @@ TEST_PACKAGES=(
   dpkg-dev lintian            # building and checking the .deb (dpkg-shlibdeps)
   clang-14 libclang-rt-14-dev # libFuzzer, ASan and UBSan for packaging/fuzz.sh
 )
+COLD_PACKAGES=(
+  ceph-mon ceph-osd           # one monitor and one memstore OSD behind the test gateway
+  radosgw                     # the real S3 server the cold-tier tests run against
+  ceph-common                 # the ceph CLI the harness uses to set the cluster up
+  python3-boto3               # s3_check.py reads back what the cold tier wrote as plain S3
+)
 case "$mode" in
   build) ;;
-  test) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+  test) PACKAGES+=("${TEST_PACKAGES[@]}" "${COLD_PACKAGES[@]}") ;;
   *) echo "usage: $0 [build|test]" >&2; exit 64 ;;
 esac
 

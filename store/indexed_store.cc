@@ -381,8 +381,12 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   draft.checksum = "xxh3-128:" + sealed->checksums.digest_hex;
   ReleaseReservationLocked(id, FillState::kFinished);
   CountersLocked(draft.address.tenant).commits++;
+  BlockAddress committed = draft.address;
   IndexLocked(Record{std::move(draft), std::move(sealed->stored), 0});
   GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged
+  CommitObserver observer = commit_observer_;
+  lock.unlock();
+  if (observer) observer(committed);
   return StatusCode::kOk;
 }
 

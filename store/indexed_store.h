@@ -34,6 +34,9 @@ std::string_view ToString(RemovalReason reason);
 // reason the kernel could not see: eviction, an admin request, corruption found on read, a
 // device taken out of service.
 using RemovalObserver = std::function<void(const BlockAddress&, RemovalReason)>;
+// Called (without any store lock held, on the committing thread) after a block is published.
+// Must be cheap: it delays the writer's commit reply (the cold tier only queues the address).
+using CommitObserver = std::function<void(const BlockAddress&)>;
 
 class IndexedStore : public BlockStore {
  public:
@@ -85,6 +88,8 @@ class IndexedStore : public BlockStore {
   StoreStats Stats() override;
 
   void SetRemovalObserver(RemovalObserver observer);
+  // REQUIRES: called before the store is shared between threads (start-up wiring).
+  void SetCommitObserver(CommitObserver observer) { commit_observer_ = std::move(observer); }
   const StoreOptions& options() const { return options_; }
 
   // Called by readers: the bytes of `address` (at `region_id`) failed their checksums. If the
@@ -234,6 +239,7 @@ class IndexedStore : public BlockStore {
   std::deque<BlockAddress> outcome_order_;               // oldest first, for the bound
   std::map<std::string, TenantCounters> counters_;
   RemovalObserver observer_;
+  CommitObserver commit_observer_;  // set once at start-up, then read-only
 
   friend class VerifyingReader;
 };

@@ -1,0 +1,214 @@
+#include "cold/control.h"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "store/identity.h"
+
+namespace gpucache::cold {
+namespace {
+
+using nlohmann::json;
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
+std::string Error(const char* err, const std::string& message) {
+  return Dump(json{{"ok", false}, {"errno", err}, {"error", message}});
+}
+std::string Ok(json body = json::object()) {
+  body["ok"] = true;
+  return Dump(body);
+}
+
+constexpr char kNotAdmin[] = "this request needs an admin (see [admins] in the configuration)";
+
+std::optional<uint64_t> Number(const json& req, const char* key) {
+  if (!req.contains(key) || !req[key].is_number_unsigned()) return std::nullopt;
+  return req[key].get<uint64_t>();
+}
+
+json ErrorJson(const JobError& e) {
+  return json{{"job", e.job_id}, {"step", e.step}, {"kind", ToString(e.error.kind)},
+              {"http_status", e.error.http_status}, {"code", e.error.code},
+              {"message", e.error.message}, {"ambiguous", e.error.ambiguous}};
+}
+
+json DrainJson(const DrainReport& r) {
+  json j{{"rounds", r.rounds}, {"attempted", r.attempted}, {"uploaded", r.uploaded},
+         {"requeued", r.requeued}, {"failed", r.failed}, {"pending", r.pending},
+         {"failed_total", r.failed_total}};
+  if (r.first_error) j["first_error"] = ErrorJson(*r.first_error);
+  return j;
+}
+
+json StatsJson(const ColdTierStats& s) {
+  return json{{"submitted", s.sink.submitted}, {"refused", s.sink.refused},
+              {"uploaded", s.sink.uploaded}, {"failed", s.sink.failed},
+              {"dropped", s.sink.dropped}, {"requests", s.sink.requests},
+              {"pending", s.sink.pending}, {"in_flight", s.sink.in_flight},
+              {"failed_now", s.sink.failed_now}, {"bytes_held", s.sink.bytes_held},
+              {"queued", s.queued}, {"queue_overflow", s.queue_overflow},
+              {"packed_blocks", s.packed_blocks}, {"refills", s.refills},
+              {"refill_hits", s.refill_hits}, {"refill_missing", s.refill_missing},
+              {"refill_refused", s.refill_refused}};
+}
+
+Authorization AuthOf(const ColdCaller& who) { return Authorization{who.tenants, who.admin}; }
+
+std::string Refill(ColdTier& tier, const ColdCaller& who, const json& req) {
+  if (!req.contains("identity") || !req["identity"].is_string()) {
+    return Error("EINVAL", "cold.refill needs \"identity\": the hex of the canonical identity");
+  }
+  auto bytes = HexDecode(req["identity"].get<std::string>());
+  if (!bytes) return Error("EINVAL", "identity is not hex");
+  uint64_t budget = tier.options().refill_budget_bytes;
+  if (req.contains("budget")) {
+    auto b = Number(req, "budget");
+    if (!b) return Error("EINVAL", "budget must be a non-negative integer (bytes)");
+    budget = *b;
+  }
+  RefillResult r = tier.Refill(AuthOf(who), *bytes, budget, {who.uid, who.gid});
+  switch (r.outcome.status) {
+    case RefillStatus::kInvalid: return Error("EINVAL", r.outcome.detail);
+    case RefillStatus::kWrongTenant: return Error("EACCES", r.outcome.detail);
+    case RefillStatus::kRetired: return Error("EACCES", r.outcome.detail);
+    case RefillStatus::kMissing:
+      return Ok(json{{"result", "missing"}, {"reason", ToString(r.outcome.reason)},
+                     {"detail", r.outcome.detail}});
+    case RefillStatus::kHit: break;
+  }
+  json reply{{"result", "hit"}, {"path", r.outcome.address.RelativePath()},
+             {"bytes", r.outcome.payload_bytes_downloaded}};
+  if (r.commit == StatusCode::kExists) reply["result"] = "already-hot";
+  else if (r.commit != StatusCode::kOk) {
+    return Error("EIO", "refilled but not committed: " + std::string(ToString(r.commit)));
+  }
+  return Ok(reply);
+}
+
+std::string Pack(ColdTier& tier, const ColdCaller& who, const json& req) {
+  std::string tenant;
+  if (req.contains("tenant")) {
+    if (!req["tenant"].is_string() || !IsValidTenantName(req["tenant"].get<std::string>())) {
+      return Error("EINVAL", "tenant must be a tenant name");
+    }
+    tenant = req["tenant"];
+  }
+  if (!who.admin && (tenant.empty() || !who.tenants.count(tenant))) {
+    return Error("EACCES", "cold.pack needs an admin, or a member of the named tenant");
+  }
+  if (!tenant.empty() && tier.ops().IsRetired(tenant)) {
+    return Error("EACCES", "tenant " + tenant + " is retired");
+  }
+  uint64_t budget = UINT64_MAX;
+  if (req.contains("budget")) {
+    auto b = Number(req, "budget");
+    if (!b) return Error("EINVAL", "budget must be a non-negative integer (bytes)");
+    budget = *b;
+  }
+  BackfillReport b = tier.Pack(tenant, budget);
+  DrainReport d = tier.DrainNow();
+  return Ok(json{{"blocks", b.blocks}, {"bytes", b.bytes}, {"packs", b.packs},
+                 {"skipped_cold", b.skipped_cold}, {"refused_packs", b.refused},
+                 {"budget_reached", b.budget_reached}, {"drain", DrainJson(d)}});
+}
+
+std::optional<Sha256> ManifestArg(const json& req) {
+  if (!req.contains("manifest") || !req["manifest"].is_string()) return std::nullopt;
+  return Sha256FromHex(req["manifest"].get<std::string>());
+}
+
+std::string Reclaim(ColdTier& tier, const ColdCaller& who, const json& req) {
+  auto m = ManifestArg(req);
+  if (!m) return Error("EINVAL", "cold.reclaim needs \"manifest\": 64 lowercase hex digits");
+  uint64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::system_clock::now().time_since_epoch()).count();
+  ReclaimReport r = tier.ops().Reclaim(*m, now, AuthOf(who));
+  json reply{{"refused", r.refused}, {"reason", r.reason}, {"deleted", r.deleted}, {"kept", r.kept}};
+  if (r.error) reply["error_detail"] = r.error->message;
+  if (r.refused) return Error(r.reason.rfind("not an owner", 0) == 0 ? "EACCES" : "EPERM", r.reason);
+  if (r.error) return Error("EIO", "reclaim stopped: " + r.error->message);
+  return Ok(reply);
+}
+
+std::string Retain(ColdTier& tier, const json& req) {
+  auto m = ManifestArg(req);
+  auto seconds = Number(req, "seconds");
+  if (!m || !seconds) return Error("EINVAL", "cold.retain needs \"manifest\" and \"seconds\"");
+  uint64_t until = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count() +
+                   *seconds * 1'000'000'000ull;
+  auto r = tier.ops().RecordRetention(*m, until);
+  if (!r.ok()) return Error("EIO", r.error().message);
+  return Ok(json{{"retain_until_unix_ns", until}});
+}
+
+std::string FailedList(ColdTier& tier) {
+  json jobs = json::array();
+  for (const FailedJob& f : tier.sink().Failed()) {
+    jobs.push_back(json{{"job", f.id}, {"manifest", f.manifest_key}, {"blocks", f.blocks},
+                        {"bytes", f.bytes}, {"attempts", f.attempts},
+                        {"error", ErrorJson(f.last_error)}});
+  }
+  return Ok(json{{"failed", jobs}});
+}
+
+std::string RetryOrDrop(ColdTier& tier, const json& req, bool retry) {
+  auto job = Number(req, "job");
+  if (!job) return Error("EINVAL", "needs \"job\": a failed job's id (gpucachectl cold failed)");
+  bool done = retry ? tier.sink().Retry(*job) : tier.sink().Drop(*job);
+  if (!done) return Error("ENOENT", "no failed job " + std::to_string(*job));
+  return Ok(json{{"job", *job}});
+}
+
+}  // namespace
+
+std::string HandleColdRequest(ColdTier& tier, const ColdCaller& who, std::string_view request) {
+  json req = json::parse(request, nullptr, /*allow_exceptions=*/false);
+  if (req.is_discarded() || !req.is_object() || !req.contains("op") || !req["op"].is_string()) {
+    return Error("EINVAL", "request is not a JSON object with an \"op\"");
+  }
+  std::string op = req["op"];
+  if (op == "cold.refill") return Refill(tier, who, req);
+  if (op == "cold.pack") return Pack(tier, who, req);
+  if (op == "cold.reclaim") return Reclaim(tier, who, req);
+  bool known = op == "cold.report" || op == "cold.failed" || op == "cold.retry" ||
+               op == "cold.drop" || op == "cold.drain" || op == "cold.retain";
+  if (!known) {
+    return Error("EINVAL", "unknown cold op (known: cold.refill, cold.pack, cold.reclaim, "
+                           "cold.report, cold.failed, cold.retry, cold.drop, cold.drain, "
+                           "cold.retain)");
+  }
+  if (!who.admin) return Error("EACCES", kNotAdmin);
+  if (op == "cold.report") return Ok(json{{"cold", StatsJson(tier.Stats())}});
+  if (op == "cold.failed") return FailedList(tier);
+  if (op == "cold.retry") return RetryOrDrop(tier, req, true);
+  if (op == "cold.drop") return RetryOrDrop(tier, req, false);
+  if (op == "cold.drain") return Ok(json{{"drain", DrainJson(tier.DrainNow())}});
+  return Retain(tier, req);
+}
+
+std::string RenderColdMetrics(const ColdTierStats& s) {
+  std::ostringstream out;
+  auto counter = [&](const char* name, const char* help, uint64_t v, const char* type = "counter") {
+    out << "# HELP gpucache_cold_" << name << " " << help << "\n# TYPE gpucache_cold_" << name
+        << " " << type << "\ngpucache_cold_" << name << " " << v << "\n";
+  };
+  counter("jobs_submitted_total", "Pack jobs admitted to the sink.", s.sink.submitted);
+  counter("jobs_refused_total", "Pack jobs refused (invalid or sink full).", s.sink.refused);
+  counter("jobs_uploaded_total", "Pack jobs fully uploaded.", s.sink.uploaded);
+  counter("jobs_failed_total", "Pack jobs moved to the failed queue.", s.sink.failed);
+  counter("requests_total", "Object store requests made by the sink.", s.sink.requests);
+  counter("jobs_pending", "Pack jobs waiting to be uploaded.", s.sink.pending, "gauge");
+  counter("jobs_failed", "Pack jobs in the failed queue.", s.sink.failed_now, "gauge");
+  counter("bytes_held", "Bytes held by pending, in-flight and failed jobs.", s.sink.bytes_held, "gauge");
+  counter("queue_overflow_total", "Commits not queued for write-back (queue full).", s.queue_overflow);
+  counter("packed_blocks_total", "Blocks packed (write-back and backfill).", s.packed_blocks);
+  counter("refills_total", "Refill requests.", s.refills);
+  counter("refill_hits_total", "Refills that returned a verified block.", s.refill_hits);
+  counter("refill_missing_total", "Refills answered Missing.", s.refill_missing);
+  counter("refill_refused_total", "Refills refused (tenant, retired, invalid).", s.refill_refused);
+  return out.str();
+}
+
+}  // namespace gpucache::cold

@@ -1,0 +1,33 @@
+// The cold tier's control requests: "cold.*" ops on <mountpoint>/.gpucache/ctl
+// (docs/control-protocol.md, "Cold tier"). The daemon's main registers HandleColdRequest as a
+// control extension; fs/ authenticates the caller, this file authorizes each op:
+//   cold.refill   a member of the identity's tenant, or an admin
+//   cold.pack     an admin, or a member of the named tenant
+//   cold.reclaim  an owner of every tenant in the manifest, or an admin
+//   cold.report, cold.failed, cold.retry, cold.drop, cold.drain, cold.retain, cold.list: admins
+// Replies are one JSON object and a newline: "ok": true, or "ok": false with "errno" and
+// "error", like every other control reply. Input is hostile: every field is type-checked.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "cold/tier.h"
+
+namespace gpucache::cold {
+
+struct ColdCaller {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  bool admin = false;
+  std::set<std::string> tenants;
+};
+
+std::string HandleColdRequest(ColdTier& tier, const ColdCaller& who, std::string_view request);
+
+// Prometheus text for the tier's counters (appended to the daemon's /metrics).
+std::string RenderColdMetrics(const ColdTierStats& s);
+
+}  // namespace gpucache::cold

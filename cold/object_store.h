@@ -1,0 +1,74 @@
+// ObjectStore: the four S3 verbs the cold tier needs (plus listing for operations), as an
+// interface so the sink, refill and ops logic can be unit-tested against an in-memory fake
+// while the integration tests and the daemon use the libcurl S3 client (cold/s3_client.h).
+//
+// Every failure is classified once, here, so that retry decisions are made in one place:
+//   kNotFound   the key does not exist (404 / NoSuchKey); a normal answer for Head and Get
+//   kTemporary  5xx, 429/SlowDown, RequestTimeout, connect/transfer timeouts, resets
+//   kPermanent  every other 4xx, malformed replies, bad configuration
+// `ambiguous` is set on a failed Put/Delete whose request may have reached the server (the
+// outcome is unknown): the caller must not assume the object is absent.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace gpucache::cold {
+
+enum class ObjectErrorKind : uint8_t { kNotFound, kTemporary, kPermanent };
+std::string_view ToString(ObjectErrorKind kind);
+
+struct ObjectError {
+  ObjectErrorKind kind = ObjectErrorKind::kPermanent;
+  int http_status = 0;     // 0 when no HTTP reply arrived
+  std::string code;        // S3 error code (e.g. "SlowDown") or curl's error name
+  std::string message;     // for logs and reports; never contains credentials
+  bool ambiguous = false;  // the request may have taken effect
+};
+
+// A value or an ObjectError.
+template <typename T>
+class ObjectResult {
+ public:
+  ObjectResult(T value) : v_(std::move(value)) {}           // NOLINT
+  ObjectResult(ObjectError error) : v_(std::move(error)) {}  // NOLINT
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  T& value() & { return std::get<T>(v_); }
+  const T& value() const& { return std::get<T>(v_); }
+  const ObjectError& error() const { return std::get<ObjectError>(v_); }
+
+ private:
+  std::variant<T, ObjectError> v_;
+};
+
+struct Done {};
+
+struct ObjectMeta {
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;
+};
+
+class ObjectStore {
+ public:
+  virtual ~ObjectStore() = default;
+  // Uploads `body` as `key` with a SHA-256 payload hash (integrity checked by the server).
+  virtual ObjectResult<Done> Put(std::string_view key, std::span<const uint8_t> body) = 0;
+  virtual ObjectResult<ObjectMeta> Head(std::string_view key) = 0;
+  // Bytes [offset, offset + length) of `key`; a reply of any other length is kPermanent.
+  virtual ObjectResult<std::vector<uint8_t>> GetRange(std::string_view key, uint64_t offset,
+                                                      uint64_t length) = 0;
+  // Whole object (manifests), refused as kPermanent when larger than `max_bytes`.
+  virtual ObjectResult<std::vector<uint8_t>> Get(std::string_view key, uint64_t max_bytes) = 0;
+  // Deleting an absent key succeeds (S3 semantics).
+  virtual ObjectResult<Done> Delete(std::string_view key) = 0;
+  // Every key under `prefix`, following continuation tokens.
+  virtual ObjectResult<std::vector<ObjectMeta>> List(std::string_view prefix) = 0;
+};
+
+}  // namespace gpucache::cold

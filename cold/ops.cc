@@ -1,0 +1,199 @@
+#include "cold/ops.h"
+
+#include <charconv>
+#include <chrono>
+
+#include "cold/manifest.h"
+#include "cold/pack.h"
+
+namespace gpucache::cold {
+namespace {
+
+constexpr std::string_view kRetentionTag = "gpucache-retention 1 ";
+
+uint64_t NowUnixNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::vector<std::string> TenantsOf(IndexedStore& store, const std::string& only) {
+  if (!only.empty()) return {only};
+  std::vector<std::string> out;
+  for (const auto& [name, counters] : store.Stats().tenants) out.push_back(name);
+  return out;
+}
+
+}  // namespace
+
+ObjectResult<Done> ColdOps::RecordRetention(const Sha256& manifest, uint64_t until) const {
+  std::string s = std::string(kRetentionTag) + std::to_string(until) + "\n";
+  return objects_.Put(RetentionKey(prefix_, manifest), {reinterpret_cast<const uint8_t*>(s.data()), s.size()});
+}
+
+ObjectResult<uint64_t> ColdOps::RetentionOf(const Sha256& manifest) const {
+  auto r = objects_.Get(RetentionKey(prefix_, manifest), 128);
+  if (!r.ok()) {
+    if (r.error().kind == ObjectErrorKind::kNotFound) return uint64_t{0};
+    return r.error();
+  }
+  std::string_view s(reinterpret_cast<const char*>(r.value().data()), r.value().size());
+  uint64_t until = 0;
+  if (s.substr(0, kRetentionTag.size()) != kRetentionTag || s.empty() || s.back() != '\n') {
+    // An unreadable record must not shorten retention: keep forever until fixed by hand.
+    return UINT64_MAX;
+  }
+  s = s.substr(kRetentionTag.size(), s.size() - kRetentionTag.size() - 1);
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), until);
+  if (ec != std::errc() || p != s.data() + s.size()) return UINT64_MAX;
+  return until;
+}
+
+bool ColdOps::DeleteConfirmed(const std::string& key, ReclaimReport& report) const {
+  auto d = objects_.Delete(key);
+  if (!d.ok()) {
+    report.error = d.error();
+    return false;
+  }
+  auto h = objects_.Head(key);
+  if (h.ok() || h.error().kind != ObjectErrorKind::kNotFound) {
+    report.error = h.ok() ? ObjectError{ObjectErrorKind::kPermanent, 0, "StillPresent",
+                                        key + " is still visible after DELETE"}
+                          : h.error();
+    return false;
+  }
+  report.deleted.push_back(key);
+  return true;
+}
+
+std::string ColdOps::LiveReference(const Sha256& self, const Sha256& object,
+                                   ReclaimReport& r) const {
+  auto keys = objects_.List(ManifestPrefix(prefix_));
+  if (!keys.ok()) {
+    r.error = keys.error();
+    return "cannot list manifests to prove the object unreferenced";
+  }
+  for (const ObjectMeta& meta : keys.value()) {
+    std::optional<Sha256> digest = ManifestDigestOfKey(prefix_, meta.key);
+    if (digest && *digest == self) continue;
+    auto bytes = objects_.Get(meta.key, kMaxManifestBytes);
+    if (!bytes.ok()) return meta.key + " cannot be read";
+    DecodedManifest d = DecodeManifest(bytes.value());
+    if (d.error != ManifestError::kNone) return meta.key + " is not a v3 manifest";
+    if (d.manifest.object_digest == object) return "referenced by " + meta.key;
+  }
+  return "";
+}
+
+ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Authorization& who) const {
+  ReclaimReport r;
+  auto refuse = [&r](std::string why) {
+    r.refused = true;
+    r.reason = std::move(why);
+    return r;
+  };
+  const std::string mkey = ManifestKey(prefix_, manifest);
+  auto bytes = objects_.Get(mkey, kMaxManifestBytes);
+  if (!bytes.ok()) {
+    r.error = bytes.error();
+    return refuse(bytes.error().kind == ObjectErrorKind::kNotFound ? "no such manifest"
+                                                                    : "manifest unreadable");
+  }
+  DecodedManifest d = DecodeManifest(bytes.value());
+  if (d.error != ManifestError::kNone) {
+    return refuse("manifest version " + std::to_string(d.version) + " refused: " + d.detail);
+  }
+  if (ComputeSha256(bytes.value()) != manifest) return refuse("manifest does not match its key");
+  auto until = RetentionOf(manifest);
+  if (!until.ok()) {
+    r.error = until.error();
+    return refuse("retention record unreadable");
+  }
+  if (until.value() > now) return refuse("retained until " + std::to_string(until.value()));
+  for (const ManifestEntry& e : d.manifest.entries) {
+    if (!who.MayActFor(e.address.tenant)) return refuse("not an owner of tenant " + e.address.tenant);
+  }
+  for (const ManifestEntry& e : d.manifest.entries) {
+    std::string lkey = LocatorKey(prefix_, e.address);
+    auto loc = objects_.Get(lkey, kMaxLocatorBytes);
+    if (!loc.ok() && loc.error().kind == ObjectErrorKind::kNotFound) continue;
+    if (!loc.ok()) {
+      r.error = loc.error();
+      return r;
+    }
+    if (DecodeLocator(loc.value()) != manifest) {
+      r.kept.push_back(lkey + ": names another manifest");
+      continue;
+    }
+    if (!DeleteConfirmed(lkey, r)) return r;
+  }
+  if (!DeleteConfirmed(mkey, r)) return r;
+  std::string okey = PackKey(prefix_, d.manifest.object_digest);
+  if (std::string why = LiveReference(manifest, d.manifest.object_digest, r); !why.empty()) {
+    r.kept.push_back(okey + ": " + why);
+    return r;
+  }
+  if (!DeleteConfirmed(okey, r)) return r;
+  if (until.value() != 0) DeleteConfirmed(RetentionKey(prefix_, manifest), r);
+  return r;
+}
+
+StatusCode ColdOps::AddBlock(IndexedStore& store, const BlockAddress& a, PackBuilder& builder) {
+  Result<std::shared_ptr<BlockReader>> reader = store.Open(a);
+  if (!reader.ok()) return reader.status();
+  const BlockInfo& info = reader.value()->info();
+  std::vector<uint8_t> payload(info.size);
+  uint64_t done = 0;
+  while (done < payload.size()) {
+    Result<size_t> n = reader.value()->Read(done, {payload.data() + done, payload.size() - done});
+    if (!n.ok()) return n.status();
+    if (n.value() == 0) return StatusCode::kIoError;
+    done += n.value();
+  }
+  builder.Add(a, info.canonical_identity, payload);
+  return StatusCode::kOk;
+}
+
+BackfillReport ColdOps::Backfill(IndexedStore& store, Sink& sink, const std::string& tenant,
+                                 uint64_t budget, const PackOptions& pack,
+                                 const std::function<void(const BackfillReport&)>& progress) const {
+  BackfillReport rep;
+  PackBuilder builder(prefix_);
+  auto flush = [&] {
+    if (builder.count() == 0) return;
+    SubmitOutcome s = sink.Submit(builder.Build(NowUnixNs()));
+    (s.admission == Admission::kAccepted ? rep.packs : rep.refused)++;
+  };
+  for (const std::string& t : TenantsOf(store, tenant)) {
+    if (IsRetired(t)) continue;
+    for (const std::string& ns : store.ListNamespaces(t)) {
+      for (const std::string& name : store.ListEntries(t, ns)) {
+        BlockAddress a{t, ns, name};
+        if (!IsValidBlockName(name)) continue;  // a ".part": not committed
+        Result<BlockInfo> info = store.Stat(a);
+        if (!info.ok()) continue;
+        if (rep.bytes + info->size > budget) {
+          rep.budget_reached = true;
+          flush();
+          return rep;
+        }
+        auto h = objects_.Head(LocatorKey(prefix_, a));
+        if (h.ok()) {
+          rep.skipped_cold++;
+          continue;
+        }
+        if (AddBlock(store, a, builder) != StatusCode::kOk) continue;
+        rep.blocks++;
+        rep.bytes += info->size;
+        if (progress) progress(rep);
+        if (builder.payload_bytes() >= pack.target_bytes || builder.count() >= pack.max_blocks) {
+          flush();
+        }
+      }
+    }
+  }
+  flush();
+  return rep;
+}
+
+}  // namespace gpucache::cold

@@ -1,0 +1,89 @@
+// Cold-tier operations (DESIGN.md "Tiers"; docs/cold-tier.md): retention records, reclaim,
+// retired tenants and backfill.
+//
+// Reclaim removes one manifest and what only it references, and proves each step:
+//   - refused unless the manifest decodes as v3 (a legacy manifest's references are unknown);
+//   - refused while its retention record says to keep it;
+//   - refused unless the caller may act for every tenant in it (ownership);
+//   - locators are deleted only where they still name this manifest (a newer pack of the same
+//     block keeps its locator);
+//   - the pack object is deleted only when no other manifest references it, which is proved
+//     by reading every manifest; any manifest that cannot be read or decoded as v3 keeps it;
+//   - every delete is followed by a HEAD that must answer "not found".
+//
+// Thread safety: const after construction.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cold/digest.h"
+#include "cold/object_store.h"
+#include "cold/refill.h"
+#include "cold/sink.h"
+#include "store/indexed_store.h"
+
+namespace gpucache::cold {
+
+struct ReclaimReport {
+  bool refused = false;
+  std::string reason;                 // why refused, or why something was kept
+  std::vector<std::string> deleted;   // keys deleted and confirmed absent
+  std::vector<std::string> kept;      // keys kept, each "key: why"
+  std::optional<ObjectError> error;   // the request that stopped the reclaim
+};
+
+struct BackfillReport {
+  size_t blocks = 0;         // blocks enqueued
+  uint64_t bytes = 0;        // their payload bytes
+  size_t packs = 0;          // jobs submitted
+  size_t skipped_cold = 0;   // already had a locator
+  size_t refused = 0;        // packs the sink refused (full)
+  bool budget_reached = false;
+};
+
+struct PackOptions {
+  uint64_t target_bytes = 64ull << 20;  // close a pack at this many payload bytes
+  size_t max_blocks = 1024;             // or this many blocks (<= kMaxManifestEntries)
+};
+
+class ColdOps {
+ public:
+  ColdOps(ObjectStore& objects, std::string prefix, std::set<std::string> retired_tenants)
+      : objects_(objects), prefix_(std::move(prefix)), retired_(std::move(retired_tenants)) {}
+
+  bool IsRetired(const std::string& tenant) const { return retired_.count(tenant) > 0; }
+
+  // Keeps the manifest (and what it references) until `retain_until_unix_ns`.
+  ObjectResult<Done> RecordRetention(const Sha256& manifest, uint64_t retain_until_unix_ns) const;
+  // The retention deadline recorded for `manifest`; 0 if none. Errors other than "absent".
+  ObjectResult<uint64_t> RetentionOf(const Sha256& manifest) const;
+
+  ReclaimReport Reclaim(const Sha256& manifest, uint64_t now_unix_ns,
+                        const Authorization& who) const;
+
+  // Packs committed blocks of the hot store (of `tenant`, or all when empty) that have no
+  // locator yet and submits them to `sink`, stopping before `byte_budget` payload bytes.
+  // Blocks of retired tenants are skipped. `progress` is told each block enqueued.
+  BackfillReport Backfill(IndexedStore& store, Sink& sink, const std::string& tenant,
+                          uint64_t byte_budget, const PackOptions& pack,
+                          const std::function<void(const BackfillReport&)>& progress = {}) const;
+
+  // Reads a committed block through the store's verifying reader and adds it to `builder`.
+  static StatusCode AddBlock(IndexedStore& store, const BlockAddress& a, PackBuilder& builder);
+
+ private:
+  bool DeleteConfirmed(const std::string& key, ReclaimReport& report) const;
+  // "" when no manifest other than `self` references `object`; else why it must stay.
+  std::string LiveReference(const Sha256& self, const Sha256& object, ReclaimReport& r) const;
+
+  ObjectStore& objects_;
+  const std::string prefix_;
+  const std::set<std::string> retired_;
+};
+
+}  // namespace gpucache::cold

@@ -1,0 +1,70 @@
+#include "cold/pack.h"
+
+#include "store/checksum.h"
+
+namespace gpucache::cold {
+
+std::array<uint8_t, 16> PayloadChecksum(std::span<const uint8_t> payload) {
+  // The hot tier's whole-payload digest, so a refilled block's checksum equals the original's.
+  return *ChecksumFromText(ComputeChecksums(payload).digest_hex);
+}
+
+bool PackBuilder::Add(const BlockAddress& address, std::span<const uint8_t> canonical_identity,
+                      std::span<const uint8_t> payload) {
+  for (const ManifestEntry& e : entries_) {
+    if (e.address == address) return false;
+  }
+  ManifestEntry e;
+  e.address = address;
+  e.identity_digest = ComputeSha256(canonical_identity);
+  e.offset = kPackHeaderBytes + payload_.size();
+  e.length = payload.size();
+  e.checksum = PayloadChecksum(payload);
+  entries_.push_back(std::move(e));
+  payload_.insert(payload_.end(), payload.begin(), payload.end());
+  return true;
+}
+
+PackedPair PackBuilder::Build(uint64_t created_unix_ns) {
+  PackedPair p;
+  uint32_t n = static_cast<uint32_t>(entries_.size());
+  p.object = {'G', 'P', 'C', 'P', 1, 0, 0, 0, static_cast<uint8_t>(n), static_cast<uint8_t>(n >> 8),
+              static_cast<uint8_t>(n >> 16), static_cast<uint8_t>(n >> 24), 0, 0, 0, 0};
+  p.object.insert(p.object.end(), payload_.begin(), payload_.end());
+  Manifest& m = p.decoded;
+  m.object_digest = ComputeSha256(p.object);
+  m.object_size = p.object.size();
+  m.created_unix_ns = created_unix_ns;
+  m.entries = std::move(entries_);
+  p.manifest = EncodeManifest(m);
+  p.manifest_digest = ComputeSha256(p.manifest);
+  p.object_key = PackKey(prefix_, m.object_digest);
+  p.manifest_key = ManifestKey(prefix_, p.manifest_digest);
+  entries_.clear();
+  payload_.clear();
+  return p;
+}
+
+std::string ValidatePair(std::string_view prefix, const PackedPair& pair) {
+  DecodedManifest d = DecodeManifest(pair.manifest);
+  if (d.error != ManifestError::kNone) return "manifest: " + d.detail;
+  if (!(d.manifest == pair.decoded)) return "manifest bytes differ from the decoded manifest";
+  Sha256 md = ComputeSha256(pair.manifest);
+  if (md != pair.manifest_digest || pair.manifest_key != ManifestKey(prefix, md)) {
+    return "manifest key does not match its content";
+  }
+  const Manifest& m = d.manifest;
+  if (ComputeSha256(pair.object) != m.object_digest || pair.object.size() != m.object_size ||
+      pair.object_key != PackKey(prefix, m.object_digest)) {
+    return "object does not match the manifest's digest, size or key";
+  }
+  for (const ManifestEntry& e : m.entries) {
+    std::span<const uint8_t> range(pair.object.data() + e.offset, e.length);
+    if (PayloadChecksum(range) != e.checksum) {
+      return "checksum mismatch for " + e.address.RelativePath();
+    }
+  }
+  return "";
+}
+
+}  // namespace gpucache::cold

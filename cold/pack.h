@@ -1,0 +1,58 @@
+// Packing committed blocks into one object plus its manifest, and validating such a pair.
+//
+// A PackedPair is what the sink uploads: the object, the manifest and one locator per block,
+// each with its content-addressed key. ValidatePair re-derives every digest and checksum
+// from the bytes, so a pair that reaches the object store is consistent by construction and
+// a refill can trust a range that matches its manifest entry.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cold/manifest.h"
+#include "store/identity.h"
+
+namespace gpucache::cold {
+
+// Pack object header: "GPCP", u16 version 1, u16 0, u32 entry count, u32 0. Payloads follow.
+inline constexpr size_t kPackHeaderBytes = 16;
+
+struct PackedPair {
+  std::string object_key;
+  std::vector<uint8_t> object;
+  std::string manifest_key;
+  std::vector<uint8_t> manifest;
+  Sha256 manifest_digest{};
+  Manifest decoded;  // what `manifest` encodes
+  uint64_t bytes() const { return object.size() + manifest.size(); }
+};
+
+// Collects verified payloads. Not thread-safe.
+class PackBuilder {
+ public:
+  explicit PackBuilder(std::string prefix) : prefix_(std::move(prefix)) {}
+  // REQUIRES: `canonical_identity` is a valid GPCK whose address is `address`, and `payload`
+  // was read through a verifying reader. Returns false (and adds nothing) for a duplicate.
+  bool Add(const BlockAddress& address, std::span<const uint8_t> canonical_identity,
+           std::span<const uint8_t> payload);
+  size_t count() const { return entries_.size(); }
+  uint64_t payload_bytes() const { return payload_.size(); }
+  // REQUIRES: count() > 0. Resets the builder.
+  PackedPair Build(uint64_t created_unix_ns);
+
+ private:
+  std::string prefix_;
+  std::vector<ManifestEntry> entries_;
+  std::vector<uint8_t> payload_;
+};
+
+// "" if the pair is consistent: keys match contents, the manifest decodes as v3, the object's
+// digest and size match, and every range's checksum matches its bytes. Else why not.
+std::string ValidatePair(std::string_view prefix, const PackedPair& pair);
+
+// The XXH3-128 of a payload as a manifest stores it.
+std::array<uint8_t, 16> PayloadChecksum(std::span<const uint8_t> payload);
+
+}  // namespace gpucache::cold

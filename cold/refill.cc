@@ -1,0 +1,140 @@
+#include "cold/refill.h"
+
+#include "cold/manifest.h"
+#include "cold/pack.h"
+#include "store/identity.h"
+#include "store/layout.h"
+
+namespace gpucache::cold {
+namespace {
+
+RefillOutcome Refused(RefillStatus s, std::string detail) {
+  RefillOutcome o;
+  o.status = s;
+  o.detail = std::move(detail);
+  return o;
+}
+
+RefillOutcome Missing(const BlockAddress& a, MissingReason r, std::string detail) {
+  RefillOutcome o;
+  o.status = RefillStatus::kMissing;
+  o.reason = r;
+  o.address = a;
+  o.detail = std::move(detail);
+  return o;
+}
+
+// A failed metadata GET as a Missing outcome: absent for 404, else unavailable.
+RefillOutcome FromError(const BlockAddress& a, const ObjectError& e, const char* what) {
+  if (e.kind == ObjectErrorKind::kNotFound) return Missing(a, MissingReason::kAbsent, "");
+  return Missing(a, MissingReason::kUnavailable,
+                 std::string(what) + ": " + std::string(ToString(e.kind)) + " " + e.code);
+}
+
+}  // namespace
+
+std::string_view ToString(RefillStatus s) {
+  switch (s) {
+    case RefillStatus::kHit: return "hit";
+    case RefillStatus::kMissing: return "missing";
+    case RefillStatus::kWrongTenant: return "wrong-tenant";
+    case RefillStatus::kRetired: return "retired-tenant";
+    case RefillStatus::kInvalid: return "invalid";
+  }
+  return "?";
+}
+
+std::string_view ToString(MissingReason r) {
+  switch (r) {
+    case MissingReason::kNone: return "none";
+    case MissingReason::kAbsent: return "absent";
+    case MissingReason::kLegacyManifest: return "legacy-manifest";
+    case MissingReason::kIdentityMismatch: return "identity-mismatch";
+    case MissingReason::kOverBudget: return "over-budget";
+    case MissingReason::kCorrupt: return "corrupt";
+    case MissingReason::kMalformed: return "malformed";
+    case MissingReason::kUnavailable: return "unavailable";
+  }
+  return "?";
+}
+
+RefillOutcome Refiller::Fetch(const Authorization& who, std::span<const uint8_t> expected,
+                              uint64_t byte_budget) const {
+  Result<CacheIdentity> id = DecodePhysicalKey(expected);
+  if (!id.ok()) return Refused(RefillStatus::kInvalid, "identity is not a valid GPCK");
+  if (!who.MayActFor(id->tenant)) {
+    return Refused(RefillStatus::kWrongTenant, "caller is not a member of the identity's tenant");
+  }
+  if (retired_.count(id->tenant)) {
+    return Refused(RefillStatus::kRetired, "tenant " + id->tenant + " is retired");
+  }
+  BlockAddress a = AddressOf(id.value());
+
+  auto loc = objects_.Get(LocatorKey(prefix_, a), kMaxLocatorBytes);
+  if (!loc.ok()) return FromError(a, loc.error(), "locator");
+  std::optional<Sha256> md = DecodeLocator(loc.value());
+  if (!md) return Missing(a, MissingReason::kMalformed, "locator does not decode");
+
+  auto mbytes = objects_.Get(ManifestKey(prefix_, *md), kMaxManifestBytes);
+  if (!mbytes.ok()) return FromError(a, mbytes.error(), "manifest");
+  if (ComputeSha256(mbytes.value()) != *md) {
+    return Missing(a, MissingReason::kCorrupt, "manifest does not match its content address");
+  }
+  DecodedManifest d = DecodeManifest(mbytes.value());
+  if (d.error == ManifestError::kLegacy) return Missing(a, MissingReason::kLegacyManifest, d.detail);
+  if (d.error != ManifestError::kNone) return Missing(a, MissingReason::kMalformed, d.detail);
+
+  const ManifestEntry* entry = nullptr;
+  for (const ManifestEntry& e : d.manifest.entries) {
+    if (e.address == a) entry = &e;
+  }
+  if (!entry) return Missing(a, MissingReason::kAbsent, "manifest does not list the block");
+  if (entry->identity_digest != ComputeSha256(expected)) {
+    return Missing(a, MissingReason::kIdentityMismatch, "packed under a different identity");
+  }
+  if (entry->length > byte_budget) {
+    return Missing(a, MissingReason::kOverBudget,
+                   std::to_string(entry->length) + " bytes > budget " + std::to_string(byte_budget));
+  }
+  auto range = objects_.GetRange(PackKey(prefix_, d.manifest.object_digest), entry->offset,
+                                 entry->length);
+  if (!range.ok()) return FromError(a, range.error(), "pack");
+  RefillOutcome o;
+  o.address = a;
+  o.payload_bytes_downloaded = range.value().size();
+  if (range.value().size() != entry->length || PayloadChecksum(range.value()) != entry->checksum) {
+    return Missing(a, MissingReason::kCorrupt, "payload does not match its checksum");
+  }
+  o.status = RefillStatus::kHit;
+  o.payload = std::move(range.value());
+  return o;
+}
+
+StatusCode CommitRefill(BlockStore& store, Owner owner, std::span<const uint8_t> identity,
+                        std::span<const uint8_t> payload) {
+  Result<CacheIdentity> id = DecodePhysicalKey(identity);
+  if (!id.ok()) return StatusCode::kInvalidArgument;
+  BlockAddress a = AddressOf(id.value());
+  Result<ReservationId> r = store.Reserve(a, owner);
+  if (!r.ok() && r.status() == StatusCode::kNotFound) {
+    // The namespace directory went away with its last block; recreate it as an engine would.
+    StatusCode c = store.CreateNamespace(a.tenant, a.ns, owner);
+    if (c != StatusCode::kOk && c != StatusCode::kExists) return c;
+    r = store.Reserve(a, owner);
+  }
+  if (!r.ok()) return r.status();
+  ReservationId rid = r.value();
+  StatusCode s = store.SetIdentity(rid, identity);
+  if (s == StatusCode::kOk) s = store.OpenWriter(rid);
+  if (s == StatusCode::kOk) {
+    Result<size_t> w = store.Write(rid, 0, payload);
+    if (!w.ok()) s = w.status();
+    else if (w.value() != payload.size()) s = StatusCode::kIoError;
+    store.CloseWriter(rid);
+  }
+  if (s == StatusCode::kOk) s = store.Commit(rid);
+  if (s != StatusCode::kOk) store.Abort(rid);
+  return s;
+}
+
+}  // namespace gpucache::cold

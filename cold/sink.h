@@ -1,0 +1,136 @@
+// The cold sink: an asynchronous, bounded queue of pack uploads (DESIGN.md "Tiers").
+//
+// Admission: a PackedPair is validated (ValidatePair) before it is admitted, and refused when
+// the jobs or bytes held (pending + in flight + failed; they share the limits) would exceed
+// the limits. Nothing is ever admitted half.
+//
+// Draining: each round takes a snapshot of the pending jobs and attempts each exactly once.
+// A job uploads the object, then the manifest, then one locator per block; a refill finds a
+// block only through its locator, so nothing is visible before everything it needs is. A job
+// resumes at the step that failed. A temporary error sends the job back to the tail of the
+// queue until it has been attempted `max_attempts` times (3 by default); a permanent or
+// exhausted error moves it to the failed queue, whose entries can be listed, retried and
+// dropped one by one.
+//
+// The sink never deletes an object. After an ambiguous failure (a PUT that may have reached
+// the server) the object may be referenced by a manifest that is already visible, so the only
+// safe reaction is to leave it; reclaiming orphans is an explicit operation (cold/ops.h) that
+// first proves ownership and the absence of live references.
+//
+// Thread safety: every method may be called from any thread; one drain runs at a time.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cold/object_store.h"
+#include "cold/pack.h"
+
+namespace gpucache::cold {
+
+struct SinkLimits {
+  size_t max_jobs = 256;              // pending + in flight + failed
+  uint64_t max_bytes = 1ull << 30;    // object + manifest bytes of those jobs
+  int max_attempts = 3;               // attempts per job before it is failed
+  int concurrency = 4;                // uploads in flight during a drain round
+  std::string Validate() const;       // "" when usable
+};
+
+enum class Admission : uint8_t { kAccepted, kInvalid, kFull };
+std::string_view ToString(Admission a);
+
+struct SubmitOutcome {
+  Admission admission = Admission::kAccepted;
+  uint64_t job_id = 0;
+  std::string detail;  // why it was refused
+};
+
+struct JobError {
+  uint64_t job_id = 0;
+  std::string step;  // "object", "manifest", "locator"
+  ObjectError error;
+  std::string Describe() const;
+};
+
+struct FailedJob {
+  uint64_t id = 0;
+  std::string manifest_key;
+  size_t blocks = 0;
+  uint64_t bytes = 0;
+  int attempts = 0;
+  JobError last_error;
+};
+
+struct DrainReport {
+  size_t rounds = 0;
+  size_t attempted = 0;  // job attempts made
+  size_t uploaded = 0;   // jobs fully uploaded
+  size_t requeued = 0;   // temporary errors sent back to the tail
+  size_t failed = 0;     // jobs moved to the failed queue
+  size_t pending = 0;    // after the drain
+  size_t failed_total = 0;
+  std::optional<JobError> first_error;  // the first job error seen, if any
+};
+
+struct SinkStats {
+  uint64_t submitted = 0;  // admitted jobs
+  uint64_t refused = 0;    // invalid or over the limits
+  uint64_t uploaded = 0;
+  uint64_t failed = 0;     // entered the failed queue (a retried job can enter twice)
+  uint64_t dropped = 0;    // removed from the failed queue by an operator
+  uint64_t requests = 0;   // object store requests made
+  size_t pending = 0;
+  size_t in_flight = 0;
+  size_t failed_now = 0;
+  uint64_t bytes_held = 0;
+};
+
+class Sink {
+ public:
+  // `store` is borrowed and must outlive the sink.
+  Sink(ObjectStore& store, std::string prefix, SinkLimits limits);
+  ~Sink();
+
+  // Called on the draining thread after each job is fully uploaded (e.g. to record retention).
+  // REQUIRES: set before the first drain.
+  void SetUploadedHook(std::function<void(const PackedPair&)> hook) { uploaded_hook_ = std::move(hook); }
+
+  SubmitOutcome Submit(PackedPair pair);
+  // One round over a snapshot of the pending jobs.
+  DrainReport DrainRound();
+  // Rounds until nothing is pending or `max_rounds` rounds ran.
+  DrainReport Drain(size_t max_rounds = 16);
+
+  std::vector<FailedJob> Failed() const;
+  // Moves a failed job back to the pending tail with a fresh attempt count. False if unknown.
+  bool Retry(uint64_t job_id);
+  bool Drop(uint64_t job_id);
+  SinkStats Stats() const;
+
+ private:
+  struct Job;
+  enum class Outcome : uint8_t { kUploaded, kRequeue, kFail };
+  Outcome Attempt(Job& job);
+  void Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report);
+
+  ObjectStore& store_;
+  const std::string prefix_;
+  const SinkLimits limits_;
+  std::mutex drain_mu_;  // one drain at a time; never held with mu_ across I/O
+  mutable std::mutex mu_;
+  uint64_t next_id_ = 1;
+  std::deque<std::unique_ptr<Job>> pending_;
+  std::vector<std::unique_ptr<Job>> failed_;
+  size_t in_flight_ = 0;
+  uint64_t in_flight_bytes_ = 0;
+  SinkStats stats_;
+  std::function<void(const PackedPair&)> uploaded_hook_;
+};
+
+}  // namespace gpucache::cold

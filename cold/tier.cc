@@ -1,0 +1,140 @@
+#include "cold/tier.h"
+
+#include <chrono>
+
+#include "store/layout.h"
+
+namespace gpucache::cold {
+namespace {
+
+uint64_t NowUnixNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+ColdTier::ColdTier(IndexedStore& store, ObjectStore& objects, ColdTierOptions options)
+    : store_(store),
+      objects_(objects),
+      options_(std::move(options)),
+      sink_(objects, options_.prefix, options_.sink),
+      refiller_(objects, options_.prefix, options_.retired_tenants),
+      ops_(objects, options_.prefix, options_.retired_tenants) {
+  if (options_.retention_ns > 0) {
+    sink_.SetUploadedHook([this](const PackedPair& p) { RecordRetention(p.manifest_digest); });
+  }
+}
+
+ColdTier::~ColdTier() { Stop(); }
+
+void ColdTier::Start() {
+  std::lock_guard lock(mu_);
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void ColdTier::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ColdTier::OnCommitted(const BlockAddress& address) {
+  if (options_.write_back != WriteBack::kAfterCommit) return;
+  if (options_.retired_tenants.count(address.tenant)) return;
+  std::lock_guard lock(mu_);
+  if (queued_.size() >= options_.max_queued_commits) {
+    overflow_++;  // left for a backfill (gpucachectl cold pack)
+    return;
+  }
+  queued_.push_back(address);
+}
+
+void ColdTier::Run() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    wake_.wait_for(lock, std::chrono::milliseconds(options_.flush_interval_ms));
+    if (stop_) break;
+    lock.unlock();
+    PackQueued();
+    sink_.DrainRound();
+    lock.lock();
+  }
+}
+
+// Packs the queued commits that are still committed (evicted or invalidated ones are gone).
+void ColdTier::PackQueued() {
+  std::deque<BlockAddress> batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(queued_);
+  }
+  PackBuilder builder(options_.prefix);
+  auto flush = [&] {
+    if (builder.count() == 0) return;
+    size_t n = builder.count();
+    if (sink_.Submit(builder.Build(NowUnixNs())).admission == Admission::kAccepted) packed_ += n;
+  };
+  for (const BlockAddress& a : batch) {
+    if (ColdOps::AddBlock(store_, a, builder) != StatusCode::kOk) continue;
+    if (builder.payload_bytes() >= options_.pack.target_bytes ||
+        builder.count() >= options_.pack.max_blocks) {
+      flush();
+    }
+  }
+  flush();
+}
+
+void ColdTier::RecordRetention(const Sha256& manifest) {
+  ops_.RecordRetention(manifest, NowUnixNs() + options_.retention_ns);
+}
+
+BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
+                              const std::function<void(const BackfillReport&)>& progress) {
+  BackfillReport r = ops_.Backfill(store_, sink_, tenant, byte_budget, options_.pack, progress);
+  packed_ += r.blocks;
+  return r;
+}
+
+DrainReport ColdTier::DrainNow() { return sink_.Drain(); }
+
+RefillResult ColdTier::Refill(const Authorization& who, std::span<const uint8_t> identity,
+                              uint64_t byte_budget, Owner owner) {
+  refills_++;
+  RefillResult r;
+  r.outcome = refiller_.Fetch(who, identity, std::min(byte_budget, options_.refill_budget_bytes));
+  switch (r.outcome.status) {
+    case RefillStatus::kHit:
+      hits_++;
+      r.commit = CommitRefill(store_, owner, identity, r.outcome.payload);
+      if (r.commit == StatusCode::kOk && refilled_) refilled_(r.outcome.address);
+      break;
+    case RefillStatus::kMissing: missing_++; break;
+    default: refused_++; break;
+  }
+  return r;
+}
+
+ColdTierStats ColdTier::Stats() const {
+  ColdTierStats s;
+  s.sink = sink_.Stats();
+  {
+    std::lock_guard lock(mu_);
+    s.queued = queued_.size();
+  }
+  s.queue_overflow = overflow_;
+  s.packed_blocks = packed_;
+  s.refills = refills_;
+  s.refill_hits = hits_;
+  s.refill_missing = missing_;
+  s.refill_refused = refused_;
+  return s;
+}
+
+}  // namespace gpucache::cold

@@ -1,0 +1,114 @@
+// ColdTier: the cold tier as the daemon runs it. Owns the sink, the refiller and the
+// operations over one object store, and a background thread that packs recently committed
+// blocks (write-back "after-commit") and drains the sink.
+//
+// The cold tier is never on the prefill-to-decode path: the commit observer only queues an
+// address (bounded; an overflow is counted and left for a backfill), and every object store
+// request runs on the background thread or on the thread of an explicit control request.
+//
+// Thread safety: every public method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "cold/object_store.h"
+#include "cold/ops.h"
+#include "cold/refill.h"
+#include "cold/sink.h"
+#include "store/indexed_store.h"
+
+namespace gpucache::cold {
+
+enum class WriteBack : uint8_t { kAfterCommit, kManual };
+
+struct ColdTierOptions {
+  std::string prefix = "gpucache/";       // key prefix in the bucket ("" or ends with '/')
+  WriteBack write_back = WriteBack::kAfterCommit;
+  PackOptions pack;
+  SinkLimits sink;
+  uint64_t flush_interval_ms = 2000;      // pack what is queued at least this often
+  size_t max_queued_commits = 65536;      // addresses waiting to be packed
+  uint64_t refill_budget_bytes = 256ull << 20;  // default and ceiling per refill request
+  std::set<std::string> retired_tenants;  // never packed, never refilled
+  uint64_t retention_ns = 0;              // each new manifest is kept this long (0: no record)
+};
+
+struct ColdTierStats {
+  SinkStats sink;
+  uint64_t queued = 0;           // commits waiting to be packed
+  uint64_t queue_overflow = 0;   // commits not queued (queue full)
+  uint64_t packed_blocks = 0;    // blocks packed by write-back and backfill
+  uint64_t refills = 0;          // refill requests
+  uint64_t refill_hits = 0;
+  uint64_t refill_missing = 0;
+  uint64_t refill_refused = 0;   // wrong tenant, retired, invalid
+};
+
+struct RefillResult {
+  RefillOutcome outcome;
+  StatusCode commit = StatusCode::kOk;  // the hot-store commit, on a hit
+};
+
+class ColdTier {
+ public:
+  // `store` and `objects` are borrowed and must outlive the tier.
+  ColdTier(IndexedStore& store, ObjectStore& objects, ColdTierOptions options);
+  ~ColdTier();
+
+  // Starts the background thread (write-back and draining). Idempotent.
+  void Start();
+  void Stop();
+
+  // The store's commit observer: queues the address for write-back. Cheap, never blocks on I/O.
+  void OnCommitted(const BlockAddress& address);
+
+  // Packs committed blocks without a locator (all tenants, or one) up to `byte_budget`,
+  // then drains the sink. `progress` sees each block enqueued.
+  BackfillReport Pack(const std::string& tenant, uint64_t byte_budget,
+                      const std::function<void(const BackfillReport&)>& progress = {});
+  DrainReport DrainNow();
+  // Fetches a block for an authorized caller and commits it to the hot store as `owner`.
+  // `byte_budget` is capped at the configured refill budget.
+  RefillResult Refill(const Authorization& who, std::span<const uint8_t> identity,
+                      uint64_t byte_budget, Owner owner);
+
+  // Told (on the refilling thread) of each block a refill committed to the hot store.
+  // REQUIRES: set before Start() and before any refill.
+  void SetRefilledHook(std::function<void(const BlockAddress&)> hook) { refilled_ = std::move(hook); }
+
+  Sink& sink() { return sink_; }
+  const ColdOps& ops() const { return ops_; }
+  const ColdTierOptions& options() const { return options_; }
+  ColdTierStats Stats() const;
+
+ private:
+  void Run();
+  void PackQueued();
+  void RecordRetention(const Sha256& manifest);
+
+  IndexedStore& store_;
+  ObjectStore& objects_;
+  const ColdTierOptions options_;
+  Sink sink_;
+  Refiller refiller_;
+  ColdOps ops_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<BlockAddress> queued_;
+  bool stop_ = false;
+  std::thread thread_;
+  std::function<void(const BlockAddress&)> refilled_;
+  std::atomic<uint64_t> overflow_{0}, packed_{0}, refills_{0}, hits_{0}, missing_{0}, refused_{0};
+};
+
+}  // namespace gpucache::cold

@@ -1,0 +1,157 @@
+#include "ctl/cold_commands.h"
+
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "clients/cpp/identity_file.h"
+#include "ctl/channel.h"
+#include "ctl/progress.h"
+#include "store/identity.h"
+
+namespace gpucache::ctl {
+namespace {
+
+using nlohmann::json;
+
+uint64_t Field(const json& j, const char* key) { return j.value(key, uint64_t{0}); }
+
+std::optional<json> ColdReport(const std::string& mountpoint) {
+  std::string error;
+  auto r = Request(mountpoint, {{"op", "cold.report"}}, error);
+  if (!r || !r->value("ok", false)) return std::nullopt;
+  return (*r)["cold"];
+}
+
+// Committed blocks the caller can see: the most a pack can enqueue.
+uint64_t HotBlocks(const std::string& mountpoint) {
+  std::string error;
+  auto r = Request(mountpoint, {{"op", "status"}}, error);
+  uint64_t n = 0;
+  if (r && r->value("ok", false)) {
+    for (auto& [name, t] : (*r)["tenants"].items()) n += Field(t, "blocks");
+  }
+  return n;
+}
+
+// cold.pack can take minutes: it runs on one handle while a second one polls cold.report for
+// the bar (blocks packed so far out of the blocks in the hot tier).
+int Pack(const ColdArgs& a, bool as_json) {
+  json req{{"op", "cold.pack"}};
+  if (!a.tenant.empty()) req["tenant"] = a.tenant;
+  if (a.budget) req["budget"] = *a.budget;
+  auto start = ColdReport(a.mountpoint);
+  uint64_t base = start ? Field(*start, "packed_blocks") : 0;
+  std::atomic<bool> done{false};
+  std::thread bar;
+  if (start && !as_json) {
+    bar = std::thread([&] {
+      Progress p("packing blocks", HotBlocks(a.mountpoint));
+      uint64_t shown = 0;
+      while (!done) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        auto now = ColdReport(a.mountpoint);
+        uint64_t packed = now ? Field(*now, "packed_blocks") - base : shown;
+        if (packed > shown) p.Step(packed - shown), shown = packed;
+      }
+    });
+  }
+  int rc = Send(a.mountpoint, req, as_json, [](const json& r) {
+    const json& d = r["drain"];
+    std::string s = "packed " + r["blocks"].dump() + " block(s), " + r["bytes"].dump() +
+                    " bytes, in " + r["packs"].dump() + " pack(s); " + r["skipped_cold"].dump() +
+                    " already cold" + (r.value("budget_reached", false) ? "; budget reached" : "") +
+                    "\nuploaded " + d["uploaded"].dump() + ", pending " + d["pending"].dump() +
+                    ", failed " + d["failed_total"].dump() + "\n";
+    if (d.contains("first_error")) s += "first error: " + d["first_error"]["message"].get<std::string>() + "\n";
+    return s;
+  });
+  done = true;
+  if (bar.joinable()) bar.join();
+  return rc;
+}
+
+int Refill(const ColdArgs& a, bool as_json) {
+  CacheIdentity id;
+  try {
+    id = IdentityFromTomlFile(a.identity_file);
+  } catch (const std::exception& e) {
+    std::cerr << "gpucachectl: " << e.what() << "\n";
+    return 64;
+  }
+  json req{{"op", "cold.refill"}, {"identity", HexEncode(EncodePhysicalKey(id))}};
+  if (a.budget) req["budget"] = *a.budget;
+  std::string error;
+  auto reply = Request(a.mountpoint, req, error);
+  if (!reply) return Fail(error);
+  const json& r = *reply;
+  if (as_json) std::cout << r.dump(2) << "\n";
+  if (!r.value("ok", false)) {
+    if (!as_json) std::cerr << "gpucachectl: " << r.value("errno", "") << ": " << r.value("error", "") << "\n";
+    return 2;
+  }
+  bool missing = r["result"] == "missing";
+  if (!as_json) {
+    std::cout << (missing ? "missing (" + r["reason"].get<std::string>() + ")"
+                          : r["result"].get<std::string>() + " " + r["path"].get<std::string>())
+              << "\n";
+  }
+  int rc = 0;
+  return rc != 0 ? rc : missing ? 1 : 0;
+}
+
+std::string ReportText(const json& r) {
+  std::string out;
+  for (auto& [k, v] : r["cold"].items()) out += k + ": " + v.dump() + "\n";
+  return out;
+}
+
+std::string FailedText(const json& r) {
+  std::string out;
+  for (const auto& f : r["failed"]) {
+    out += "job=" + f["job"].dump() + " blocks=" + f["blocks"].dump() + " bytes=" +
+           f["bytes"].dump() + " attempts=" + f["attempts"].dump() + " step=" +
+           f["error"]["step"].get<std::string>() + " error=" + f["error"]["kind"].get<std::string>() +
+           " " + f["error"]["code"].get<std::string>() + "\n";
+  }
+  return out.empty() ? std::string("no failed jobs\n") : out;
+}
+
+}  // namespace
+
+int Cold(const std::string& action, const ColdArgs& a, bool as_json) {
+  const std::string& m = a.mountpoint;
+  if (action == "pack") return Pack(a, as_json);
+  if (action == "refill") return Refill(a, as_json);
+  if (action == "report") return Send(m, {{"op", "cold.report"}}, as_json, ReportText);
+  if (action == "failed") return Send(m, {{"op", "cold.failed"}}, as_json, FailedText);
+  if (action == "retry" || action == "drop") {
+    return Send(m, {{"op", "cold." + action}, {"job", a.job}}, as_json, [&](const json&) {
+      return action + ": job " + std::to_string(a.job) + "\n";
+    });
+  }
+  if (action == "drain") {
+    return Send(m, {{"op", "cold.drain"}}, as_json, [](const json& r) {
+      return "uploaded " + r["drain"]["uploaded"].dump() + ", pending " +
+             r["drain"]["pending"].dump() + ", failed " + r["drain"]["failed_total"].dump() + "\n";
+    });
+  }
+  if (action == "reclaim") {
+    return Send(m, {{"op", "cold.reclaim"}, {"manifest", a.manifest}}, as_json, [](const json& r) {
+      std::string out;
+      for (const auto& k : r["deleted"]) out += "deleted " + k.get<std::string>() + "\n";
+      for (const auto& k : r["kept"]) out += "kept " + k.get<std::string>() + "\n";
+      return out;
+    });
+  }
+  if (action == "retain") {
+    return Send(m, {{"op", "cold.retain"}, {"manifest", a.manifest}, {"seconds", a.seconds}},
+                as_json, [](const json& r) {
+                  return "retained until " + r["retain_until_unix_ns"].dump() + " (unix ns)\n";
+                });
+  }
+  return 64;
+}
+
+}  // namespace gpucache::ctl

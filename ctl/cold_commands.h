@@ -1,0 +1,24 @@
+// gpucachectl cold ...: the cold tier's operations (docs/gpucachectl.md, "cold").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace gpucache::ctl {
+
+struct ColdArgs {
+  std::string mountpoint;
+  std::string tenant;              // pack: only this tenant
+  std::optional<uint64_t> budget;  // pack, refill: byte budget
+  std::string identity_file;       // refill
+  std::string manifest;            // reclaim, retain: 64 hex digits
+  uint64_t job = 0;                // retry, drop
+  uint64_t seconds = 0;            // retain
+};
+
+// `action`: pack, refill, report, failed, retry, drop, reclaim, drain, retain.
+// Exit codes as every command: 0 ok, 1 refill answered missing, 2 error, 64 bad usage.
+int Cold(const std::string& action, const ColdArgs& args, bool json);
+
+}  // namespace gpucache::ctl

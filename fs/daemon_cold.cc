@@ -1,0 +1,111 @@
+#include "fs/daemon_cold.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <spdlog/spdlog.h>
+
+#include "cold/control.h"
+
+namespace gpucache {
+namespace {
+
+std::atomic<bool> g_reload{false};
+extern "C" void OnSighup(int) { g_reload.store(true); }
+
+cold::ColdTierOptions TierOptions(const ColdConfig& c) {
+  cold::ColdTierOptions o;
+  o.prefix = c.prefix;
+  o.write_back = c.write_back == "manual" ? cold::WriteBack::kManual : cold::WriteBack::kAfterCommit;
+  o.pack.target_bytes = c.pack_target_bytes;
+  o.pack.max_blocks = c.pack_max_blocks;
+  o.sink.max_jobs = c.max_jobs;
+  o.sink.max_bytes = c.max_bytes;
+  o.sink.concurrency = static_cast<int>(c.concurrency);
+  o.flush_interval_ms = static_cast<uint64_t>(c.flush_interval * 1000);
+  o.refill_budget_bytes = c.refill_budget_bytes;
+  o.retired_tenants = {c.retired_tenants.begin(), c.retired_tenants.end()};
+  o.retention_ns = static_cast<uint64_t>(c.retention * 1e9);
+  return o;
+}
+
+}  // namespace
+
+std::unique_ptr<DaemonCold> DaemonCold::Create(const ColdConfig& c, IndexedStore& store,
+                                               std::string* error) {
+  std::unique_ptr<DaemonCold> d(new DaemonCold());
+  cold::S3Options& s3 = d->s3_;
+  s3.endpoint = c.endpoint;
+  s3.bucket = c.bucket;
+  s3.region = c.region;
+  s3.credentials_file = c.credentials_file;
+  s3.connect_timeout_ms = static_cast<uint32_t>(c.connect_timeout * 1000);
+  s3.transfer_timeout_ms = static_cast<uint32_t>(c.transfer_timeout * 1000);
+  cold::ApplyEnvironment(s3);
+  if (std::string e = cold::LoadCredentialsFile(s3); !e.empty()) {
+    *error = "[cold] " + e;
+    return nullptr;
+  }
+  if (std::string e = s3.Validate(); !e.empty()) {
+    *error = "[cold] " + e + " (configuration or GPUCACHE_S3_* environment)";
+    return nullptr;
+  }
+  auto client = cold::S3Client::Create(s3);
+  if (!client.ok()) {
+    *error = "[cold] " + client.error().message;
+    return nullptr;
+  }
+  d->client_ = std::move(client.value());
+  d->tier_ = std::make_unique<cold::ColdTier>(store, *d->client_, TierOptions(c));
+  spdlog::info("cold tier: {} bucket {} prefix '{}', write-back {}", s3.endpoint, s3.bucket,
+               c.prefix, c.write_back);
+  return d;
+}
+
+DaemonCold::~DaemonCold() {
+  stop_ = true;
+  if (reload_.joinable()) reload_.join();
+  if (tier_) tier_->Stop();
+}
+
+void DaemonCold::Wire(Filesystem& fs, IndexedStore& store) {
+  cold::ColdTier* tier = tier_.get();
+  store.SetCommitObserver([tier](const BlockAddress& a) { tier->OnCommitted(a); });
+  tier->SetRefilledHook([&fs](const BlockAddress& a) { fs.BlockAppeared(a); });
+  fs.control().AddExtension("cold.", [tier](const ExtensionCaller& c, std::string_view req) {
+    cold::ColdCaller who{c.uid, c.gid, c.admin, {c.tenants.begin(), c.tenants.end()}};
+    return cold::HandleColdRequest(*tier, who, req);
+  });
+}
+
+void DaemonCold::Start() {
+  tier_->Start();
+  // Replaces libfuse's SIGHUP handler (which would unmount): SIGHUP now means "reload keys".
+  struct sigaction sa {};
+  sa.sa_handler = OnSighup;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGHUP, &sa, nullptr);
+  reload_ = std::thread([this] { WatchReload(); });
+}
+
+void DaemonCold::WatchReload() {
+  while (!stop_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (!g_reload.exchange(false)) continue;
+    cold::S3Options fresh = s3_;
+    cold::ApplyEnvironment(fresh);
+    if (std::string e = cold::LoadCredentialsFile(fresh); !e.empty()) {
+      spdlog::error("SIGHUP: cold tier credentials not reloaded: {}", e);
+      continue;
+    }
+    if (client_->UpdateCredentials(fresh.access_key, fresh.secret_key)) {
+      spdlog::info("SIGHUP: cold tier credentials reloaded");
+    } else {
+      spdlog::error("SIGHUP: cold tier credentials not reloaded: empty key");
+    }
+  }
+}
+
+std::string DaemonCold::Metrics() const { return cold::RenderColdMetrics(tier_->Stats()); }
+
+}  // namespace gpucache

@@ -1,0 +1,301 @@
+// The cold tier end to end against a real Ceph RADOS Gateway on 127.0.0.1 (ctest fixture
+// cold_rgw starts it; tests/cold/harness), through a real gpucachefs mount.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "cold/manifest.h"
+#include "cold/s3_client.h"
+#include "tests/cold/rgw_support.h"
+#include "tests/mount/mount_helpers.h"
+
+namespace gpucache::cold {
+using namespace testing;
+using test::Control;
+using test::MountedFs;
+using nlohmann::json;
+
+namespace {
+
+CacheIdentity Block(int i) {
+  CacheIdentity id = test::SampleIdentity("acme");
+  id.chain[1] = test::Hash(static_cast<uint8_t>(200 + i));
+  return id;
+}
+
+Bytes Payload(int i, size_t size) {
+  Bytes b = test::Payload(size, static_cast<uint8_t>(i + 1));
+  b[0] = static_cast<uint8_t>(i);
+  return b;
+}
+
+std::string IdentityHex(const CacheIdentity& id) { return HexEncode(EncodePhysicalKey(id)); }
+
+json Ctl(const MountedFs& m, const json& req) {
+  return json::parse(Control(m, req.dump()), nullptr, false);
+}
+
+// A mounted daemon whose cold tier talks to `endpoint`.
+struct ColdMount {
+  test::TempDir creds_dir;
+  std::string prefix;
+  std::unique_ptr<MountedFs> fs;
+  ColdMount(const std::string& endpoint, const char* name, const std::string& extra = "")
+      : prefix(UniquePrefix(name)) {
+    std::string creds = creds_dir.path() + "/s3.credentials";
+    WriteCredentials(creds);
+    fs = std::make_unique<MountedFs>(test::TestConfig() + ColdSection(endpoint, creds, prefix, extra));
+  }
+  void Commit(int i, size_t size) {
+    REQUIRE(MountClient(fs->mnt()).Commit(Block(i), Payload(i, size)) == 0);
+  }
+  void Evict(int i) {
+    json r = Ctl(*fs, {{"op", "evict"}, {"path", AddressOf(Block(i)).RelativePath()}});
+    REQUIRE(r["ok"] == true);
+    struct stat st;
+    REQUIRE(::stat(MountClient(fs->mnt()).PathOf(Block(i)).c_str(), &st) != 0);
+  }
+  json Refill(int i, std::optional<uint64_t> budget = std::nullopt) {
+    json req{{"op", "cold.refill"}, {"identity", IdentityHex(Block(i))}};
+    if (budget) req["budget"] = *budget;
+    return Ctl(*fs, req);
+  }
+};
+
+std::unique_ptr<S3Client> DirectClient() { return Client(*ServerOptions()); }
+
+size_t CountRequests(const std::vector<json>& log, size_t from, const std::string& method,
+                     const std::string& path_part) {
+  size_t n = 0;
+  for (size_t i = from; i < log.size(); i++) {
+    n += log[i]["method"] == method &&
+         log[i]["path"].get<std::string>().find(path_part) != std::string::npos;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("Cold: pack, list with boto3, evict, refill: blocks come back byte-identical") {
+  auto env = RgwEnv();
+  REQUIRE_MESSAGE(!env.empty(), "GPUCACHE_S3_ENV_FILE: run through ctest (fixture cold_rgw)");
+  ColdMount m(env["GPUCACHE_S3_ENDPOINT"], "roundtrip");
+  const size_t sizes[] = {1024, 300 * 1024, 2 << 20};
+  for (int i = 0; i < 3; i++) m.Commit(i, sizes[i]);
+
+  json packed = Ctl(*m.fs, {{"op", "cold.pack"}});
+  REQUIRE(packed["ok"] == true);
+  CHECK(packed["blocks"] == 3);
+  CHECK(packed["drain"]["uploaded"] == packed["packs"]);
+  CHECK(packed["drain"]["failed_total"] == 0);
+
+  // Ordinary S3: boto3 lists the keys and reads the manifest and the pack object.
+  int rc = 0;
+  std::string keys = Boto3("list " + m.prefix, &rc);
+  REQUIRE(rc == 0);
+  CHECK(keys.find(m.prefix + "packs/") != std::string::npos);
+  CHECK(keys.find(m.prefix + "locators/acme/") != std::string::npos);
+  auto mpos = keys.find(m.prefix + "manifests/");
+  REQUIRE(mpos != std::string::npos);
+  std::string mkey = keys.substr(mpos, keys.find('\n', mpos) - mpos);
+  test::TempDir tmp;
+  REQUIRE(Boto3("get " + mkey + " " + tmp.path() + "/manifest") == "");
+  std::string mtext = test::ReadText(tmp.path() + "/manifest");
+  DecodedManifest d = DecodeManifest({reinterpret_cast<const uint8_t*>(mtext.data()), mtext.size()});
+  REQUIRE(d.error == ManifestError::kNone);
+  REQUIRE(d.manifest.entries.size() == 3);
+  std::string okey = PackKey(m.prefix, d.manifest.object_digest);
+  Boto3("get " + okey + " " + tmp.path() + "/pack", &rc);
+  REQUIRE(rc == 0);
+  std::string object = test::ReadText(tmp.path() + "/pack");
+  CHECK(object.size() == d.manifest.object_size);
+  for (int i = 0; i < 3; i++) {
+    for (const ManifestEntry& e : d.manifest.entries) {
+      if (e.address != AddressOf(Block(i))) continue;
+      Bytes want = Payload(i, sizes[i]);
+      CHECK(object.compare(e.offset, e.length,
+                           std::string(want.begin(), want.end())) == 0);
+    }
+  }
+
+  for (int i = 0; i < 3; i++) m.Evict(i);
+  for (int i = 0; i < 3; i++) {
+    json r = m.Refill(i);
+    REQUIRE(r["ok"] == true);
+    CHECK(r["result"] == "hit");
+    auto got = MountClient(m.fs->mnt()).Read(Block(i));
+    REQUIRE(std::holds_alternative<Bytes>(got));
+    CHECK(std::get<Bytes>(got) == Payload(i, sizes[i]));
+  }
+  // Packing again finds every block already cold.
+  json again = Ctl(*m.fs, {{"op", "cold.pack"}});
+  CHECK(again["blocks"] == 0);
+  CHECK(again["skipped_cold"] == 3);
+}
+
+TEST_CASE("Cold: wrong tenant, legacy manifest and budget refusals download nothing") {
+  auto env = RgwEnv();
+  REQUIRE(!env.empty());
+  LoggedProxy proxy(env["GPUCACHE_S3_ENDPOINT"], 0.0);
+  REQUIRE(proxy.ready());
+  ColdMount m(proxy.endpoint(), "guards");
+  m.Commit(0, 64 * 1024);
+  m.Commit(1, 64 * 1024);
+  REQUIRE(Ctl(*m.fs, {{"op", "cold.pack"}})["drain"]["uploaded"] == 1);
+  m.Evict(0);
+  m.Evict(1);
+
+  // globex (uid 2000) asks for an acme block: refused before any request reaches S3.
+  size_t before = proxy.Requests().size();
+  std::string req = json{{"op", "cold.refill"}, {"identity", IdentityHex(Block(0))}}.dump();
+  int err = test::AsUser(2000, 2000, [&] {
+    std::string reply = Control(*m.fs, req);
+    return reply.find("\"EACCES\"") != std::string::npos ? 0 : 1;
+  });
+  CHECK(err == 0);
+  CHECK(proxy.Requests().size() == before);
+
+  // Over budget: Missing, and the pack object is never read.
+  before = proxy.Requests().size();
+  json over = m.Refill(0, 64 * 1024 - 1);
+  CHECK(over["result"] == "missing");
+  CHECK(over["reason"] == "over-budget");
+  CHECK(CountRequests(proxy.Requests(), before, "GET", "/packs/") == 0);
+
+  // A legacy (v2) manifest for block 1: Missing, no payload download.
+  auto s3 = DirectClient();
+  std::string lkey = LocatorKey(m.prefix, AddressOf(Block(1)));
+  auto loc = s3->Get(lkey, kMaxLocatorBytes);
+  REQUIRE(loc.ok());
+  auto md = DecodeLocator(loc.value());
+  REQUIRE(md);
+  auto manifest = s3->Get(ManifestKey(m.prefix, *md), kMaxManifestBytes);
+  REQUIRE(manifest.ok());
+  std::vector<uint8_t> legacy = manifest.value();
+  legacy[4] = 2;
+  Sha256 ld = ComputeSha256(legacy);
+  REQUIRE(s3->Put(ManifestKey(m.prefix, ld), legacy).ok());
+  REQUIRE(s3->Put(lkey, EncodeLocator(ld)).ok());
+  before = proxy.Requests().size();
+  json old = m.Refill(1);
+  CHECK(old["result"] == "missing");
+  CHECK(old["reason"] == "legacy-manifest");
+  CHECK(CountRequests(proxy.Requests(), before, "GET", "/packs/") == 0);
+
+  // And the path works through the same proxy when nothing is wrong.
+  before = proxy.Requests().size();
+  json ok = m.Refill(0, 64 * 1024);
+  CHECK(ok["result"] == "hit");
+  CHECK(CountRequests(proxy.Requests(), before, "GET", "/packs/") == 1);
+}
+
+TEST_CASE("Cold: an unreachable object store is Missing quickly and the hot tier works") {
+  auto env = RgwEnv();
+  REQUIRE(!env.empty());
+  ColdMount m("http://127.0.0.1:9", "unreachable");  // discard port: nothing listens
+  m.Commit(0, 4096);
+  auto t0 = std::chrono::steady_clock::now();
+  json r = m.Refill(5);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(r["ok"] == true);
+  CHECK(r["result"] == "missing");
+  CHECK(r["reason"] == "unavailable");
+  MESSAGE("cold: refill against an unreachable object store answered Missing in " << s << " s");
+  CHECK(s < 10);  // a liveness bound (connect timeout 1 s), not a performance target
+  auto got = MountClient(m.fs->mnt()).Read(Block(0));
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == Payload(0, 4096));
+  json packed = Ctl(*m.fs, {{"op", "cold.pack"}});
+  CHECK(packed["drain"]["uploaded"] == 0);
+  CHECK(packed["drain"]["pending"].get<int>() + packed["drain"]["failed_total"].get<int>() >= 1);
+}
+
+}  // namespace gpucache::cold
+
+namespace gpucache::cold {
+
+TEST_CASE("Cold: gpucachectl cold pack, failed, retry, drop and report") {
+  auto env = RgwEnv();
+  REQUIRE(!env.empty());
+  ColdMount m("http://127.0.0.1:9", "ctl");  // nothing listens: every upload fails
+  m.Commit(0, 4096);
+  m.Commit(1, 8192);
+  const std::string ctl = std::string(GPUCACHECTL_BIN) + " cold ";
+  int rc = 0;
+  json pack = json::parse(Run(ctl + "pack " + m.fs->mnt() + " --json", &rc), nullptr, false);
+  CHECK(rc == 0);
+  CHECK(pack["blocks"] == 2);
+  CHECK(pack["drain"]["uploaded"] == 0);
+  CHECK(pack["drain"].contains("first_error"));
+
+  json failed = json::parse(Run(ctl + "failed " + m.fs->mnt() + " --json", &rc), nullptr, false);
+  REQUIRE(failed["failed"].size() == 1);
+  uint64_t job = failed["failed"][0]["job"];
+  CHECK(failed["failed"][0]["attempts"] == 3);  // a connection refused is temporary
+  CHECK(failed["failed"][0]["error"]["kind"] == "temporary");
+
+  Run(ctl + "retry " + m.fs->mnt() + " " + std::to_string(job), &rc);
+  CHECK(rc == 0);
+  json report = json::parse(Run(ctl + "report " + m.fs->mnt() + " --json", &rc), nullptr, false);
+  CHECK(report["cold"]["pending"] == 1);
+  CHECK(report["cold"]["failed_now"] == 0);
+  Run(ctl + "drain " + m.fs->mnt(), &rc);
+  Run(ctl + "drop " + m.fs->mnt() + " " + std::to_string(job), &rc);
+  CHECK(rc == 0);
+  Run(ctl + "drop " + m.fs->mnt() + " " + std::to_string(job) + " 2>/dev/null", &rc);
+  CHECK(rc == 2);  // already dropped
+  report = json::parse(Run(ctl + "report " + m.fs->mnt() + " --json", &rc), nullptr, false);
+  CHECK(report["cold"]["bytes_held"] == 0);
+  CHECK(report["cold"]["dropped"] == 1);
+
+  // Admin requests from a tenant member are refused.
+  int err = test::AsUser(1000, 1000, [&] {
+    std::string reply = Control(*m.fs, R"({"op":"cold.report"})");
+    return reply.find("\"EACCES\"") != std::string::npos ? 0 : 1;
+  });
+  CHECK(err == 0);
+}
+
+}  // namespace gpucache::cold
+
+namespace gpucache::cold {
+
+TEST_CASE("Cold: SIGHUP re-reads rotated credentials without unmounting") {
+  auto env = RgwEnv();
+  REQUIRE(!env.empty());
+  ColdMount m(env["GPUCACHE_S3_ENDPOINT"], "rotate");
+  std::string creds = m.creds_dir.path() + "/s3.credentials";
+  std::ofstream(creds) << "access_key=" << env["GPUCACHE_S3_ACCESS_KEY"]
+                       << "\nsecret_key=not-the-secret\n";
+  ::kill(m.fs->pid(), SIGHUP);  // picks up the wrong key: uploads are refused (403, permanent)
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  m.Commit(0, 4096);
+  json refused = Ctl(*m.fs, {{"op", "cold.pack"}});
+  CHECK(refused["drain"]["uploaded"] == 0);
+  CHECK(refused["drain"]["first_error"]["kind"] == "permanent");
+  CHECK(refused["drain"]["first_error"]["message"].get<std::string>().find("not-the-secret") ==
+        std::string::npos);
+
+  WriteCredentials(creds);  // the rotated (right) key
+  ::kill(m.fs->pid(), SIGHUP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  CHECK(m.fs->Mounted());
+  json failed = Ctl(*m.fs, {{"op", "cold.failed"}});
+  REQUIRE(failed["failed"].size() == 1);
+  CHECK(Ctl(*m.fs, {{"op", "cold.retry"}, {"job", failed["failed"][0]["job"]}})["ok"] == true);
+  json drained = Ctl(*m.fs, {{"op", "cold.drain"}});
+  CHECK(drained["drain"]["uploaded"] == 1);
+  CHECK(m.fs->Mounted());
+}
+
+TEST_CASE("Cold: without a cold tier SIGHUP does not unmount either") {
+  MountedFs fs;
+  ::kill(fs.pid(), SIGHUP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(fs.Mounted());
+  CHECK(MountClient(fs.mnt()).Commit(Block(0), Payload(0, 100)) == 0);
+}
+
+}  // namespace gpucache::cold

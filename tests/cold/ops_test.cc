@@ -1,0 +1,129 @@
+#include "cold/ops.h"
+
+#include <doctest/doctest.h>
+
+#include "store/memory_store.h"
+#include "tests/cold/cold_test_util.h"
+#include "tests/support/memory_object_store.h"
+
+namespace gpucache::cold {
+using namespace testing;
+
+namespace {
+
+constexpr uint64_t kNow = 2'000'000'000'000'000'000ull;
+
+PackedPair Upload(MemoryObjectStore& s3, PackedPair p) {
+  Sink sink(s3, kPrefix, {});
+  PackedPair copy = p;
+  REQUIRE(sink.Submit(std::move(copy)).admission == Admission::kAccepted);
+  REQUIRE(sink.Drain().uploaded == 1);
+  return p;
+}
+
+const Authorization kAdmin{{}, true};
+
+}  // namespace
+
+TEST_CASE("ColdOps: reclaim deletes locators, manifest and object, each confirmed by HEAD") {
+  MemoryObjectStore s3;
+  PackedPair p = Upload(s3, MakePack(0, 3));
+  ColdOps ops(s3, kPrefix, {});
+  ReclaimReport r = ops.Reclaim(p.manifest_digest, kNow, kAdmin);
+  CHECK_FALSE(r.refused);
+  CHECK_FALSE(r.error);
+  CHECK(r.deleted.size() == 5);  // 3 locators, the manifest, the object
+  CHECK(s3.Objects().empty());
+  size_t deletes = 0;
+  auto log = s3.Log();
+  for (size_t i = 0; i < log.size(); i++) {
+    if (log[i].verb != "DELETE") continue;
+    deletes++;
+    REQUIRE(i + 1 < log.size());
+    CHECK(log[i + 1].verb == "HEAD");
+    CHECK(log[i + 1].key == log[i].key);
+  }
+  CHECK(deletes == 5);
+}
+
+TEST_CASE("ColdOps: an object another manifest references is kept, so is a newer locator") {
+  MemoryObjectStore s3;
+  PackedPair old = Upload(s3, MakePack(0, 2));
+  // The same object under a second manifest (another creation time): a live reference.
+  Manifest twin = old.decoded;
+  twin.created_unix_ns += 1;
+  std::vector<uint8_t> tb = EncodeManifest(twin);
+  s3.Set(ManifestKey(kPrefix, ComputeSha256(tb)), tb);
+  // Block 1 was repacked later: its locator names the newer manifest.
+  s3.Set(LocatorKey(kPrefix, old.decoded.entries[1].address), EncodeLocator(ComputeSha256(tb)));
+  ColdOps ops(s3, kPrefix, {});
+  ReclaimReport r = ops.Reclaim(old.manifest_digest, kNow, kAdmin);
+  CHECK_FALSE(r.refused);
+  auto objects = s3.Objects();
+  CHECK(objects.count(old.object_key) == 1);
+  CHECK(objects.count(old.manifest_key) == 0);
+  CHECK(objects.count(LocatorKey(kPrefix, old.decoded.entries[0].address)) == 0);
+  CHECK(objects.count(LocatorKey(kPrefix, old.decoded.entries[1].address)) == 1);
+  CHECK(r.kept.size() == 2);
+}
+
+TEST_CASE("ColdOps: retention, legacy manifests and non-owners are refused, changing nothing") {
+  MemoryObjectStore s3;
+  PackedPair p = Upload(s3, MakePack(0, 1));
+  ColdOps ops(s3, kPrefix, {});
+  REQUIRE(ops.RecordRetention(p.manifest_digest, kNow + 1).ok());
+  CHECK(ops.RetentionOf(p.manifest_digest).value() == kNow + 1);
+  auto before = s3.Objects();
+  ReclaimReport kept = ops.Reclaim(p.manifest_digest, kNow, kAdmin);
+  CHECK(kept.refused);
+  CHECK(s3.Objects() == before);
+  Authorization globex{{"globex"}, false};
+  ReclaimReport stranger = ops.Reclaim(p.manifest_digest, kNow + 2, globex);
+  CHECK(stranger.refused);
+  CHECK(s3.Objects() == before);
+  std::vector<uint8_t> legacy = p.manifest;
+  legacy[4] = 2;
+  Sha256 ld = ComputeSha256(legacy);
+  s3.Set(ManifestKey(kPrefix, ld), legacy);
+  CHECK(ops.Reclaim(ld, kNow + 2, kAdmin).refused);
+  CHECK(s3.Count("DELETE") == 0);
+  // Past retention, by an owner, it goes (and the legacy manifest still blocks the object).
+  Authorization acme{{"acme"}, false};
+  ReclaimReport done = ops.Reclaim(p.manifest_digest, kNow + 2, acme);
+  CHECK_FALSE(done.refused);
+  CHECK(s3.Objects().count(p.manifest_key) == 0);
+  CHECK(s3.Objects().count(p.object_key) == 1);
+}
+
+TEST_CASE("ColdOps: backfill enqueues committed blocks and stops at the byte budget") {
+  MemoryObjectStore s3;
+  MemoryStore hot;
+  for (int i = 0; i < 10; i++) {
+    REQUIRE(CommitBlock(hot, NthIdentity(i), test::Payload(1000, i)) == StatusCode::kOk);
+  }
+  REQUIRE(CommitBlock(hot, NthIdentity(0, "oldco"), test::Payload(1000, 0)) == StatusCode::kOk);
+  ColdOps ops(s3, kPrefix, {"oldco"});
+  Sink sink(s3, kPrefix, {});
+  PackOptions pack;
+  pack.max_blocks = 2;
+  BackfillReport r = ops.Backfill(hot, sink, "", 4500, pack);
+  CHECK(r.blocks == 4);
+  CHECK(r.bytes == 4000);
+  CHECK(r.budget_reached);
+  CHECK(r.packs == 2);
+  sink.Drain();
+  BackfillReport rest = ops.Backfill(hot, sink, "", 1 << 20, pack);
+  CHECK(rest.skipped_cold == 4);
+  CHECK(rest.blocks == 6);  // the retired tenant's block is never packed
+  CHECK_FALSE(rest.budget_reached);
+  sink.Drain();
+  Refiller refiller(s3, kPrefix, {"oldco"});
+  Authorization acme{{"acme"}, false};
+  for (int i = 0; i < 10; i++) {
+    RefillOutcome o = refiller.Fetch(acme, EncodePhysicalKey(NthIdentity(i)), 1 << 20);
+    REQUIRE(o.status == RefillStatus::kHit);
+    CHECK(o.payload == test::Payload(1000, i));
+  }
+}
+
+}  // namespace gpucache::cold

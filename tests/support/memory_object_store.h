@@ -1,0 +1,116 @@
+// An in-memory ObjectStore for unit tests of the cold tier's logic (sink, refill, ops), with
+// a request log and scripted faults. The integration tests use the real S3 client against a
+// real gateway (tests/cold/harness); this fake only stands in where the logic is under test.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cold/object_store.h"
+
+namespace gpucache::cold::testing {
+
+class MemoryObjectStore final : public ObjectStore {
+ public:
+  struct Request {
+    std::string verb;  // PUT HEAD GET GETRANGE DELETE LIST
+    std::string key;
+  };
+  // Decides a fault for a request, or nullopt to serve it. Called under the store's lock.
+  using FaultFn = std::function<std::optional<ObjectError>(const Request&)>;
+
+  void SetFault(FaultFn f) {
+    std::lock_guard l(mu_);
+    fault_ = std::move(f);
+  }
+  std::vector<Request> Log() const {
+    std::lock_guard l(mu_);
+    return log_;
+  }
+  void ClearLog() {
+    std::lock_guard l(mu_);
+    log_.clear();
+  }
+  size_t Count(const std::string& verb) const {
+    std::lock_guard l(mu_);
+    size_t n = 0;
+    for (const Request& r : log_) n += r.verb == verb;
+    return n;
+  }
+  std::map<std::string, std::vector<uint8_t>> Objects() const {
+    std::lock_guard l(mu_);
+    return objects_;
+  }
+  void Set(const std::string& key, std::vector<uint8_t> v) {
+    std::lock_guard l(mu_);
+    objects_[key] = std::move(v);
+  }
+
+  ObjectResult<Done> Put(std::string_view key, std::span<const uint8_t> body) override {
+    std::lock_guard l(mu_);
+    if (auto e = Begin("PUT", key)) return *e;
+    objects_[std::string(key)] = {body.begin(), body.end()};
+    return Done{};
+  }
+  ObjectResult<ObjectMeta> Head(std::string_view key) override {
+    std::lock_guard l(mu_);
+    if (auto e = Begin("HEAD", key)) return *e;
+    auto it = objects_.find(std::string(key));
+    if (it == objects_.end()) return NotFound();
+    return ObjectMeta{it->first, it->second.size(), ""};
+  }
+  ObjectResult<std::vector<uint8_t>> GetRange(std::string_view key, uint64_t off,
+                                              uint64_t len) override {
+    std::lock_guard l(mu_);
+    if (auto e = Begin("GETRANGE", key)) return *e;
+    auto it = objects_.find(std::string(key));
+    if (it == objects_.end()) return NotFound();
+    if (off > it->second.size() || len > it->second.size() - off) {
+      return ObjectError{ObjectErrorKind::kPermanent, 416, "InvalidRange", ""};
+    }
+    return std::vector<uint8_t>(it->second.begin() + off, it->second.begin() + off + len);
+  }
+  ObjectResult<std::vector<uint8_t>> Get(std::string_view key, uint64_t max) override {
+    std::lock_guard l(mu_);
+    if (auto e = Begin("GET", key)) return *e;
+    auto it = objects_.find(std::string(key));
+    if (it == objects_.end()) return NotFound();
+    if (it->second.size() > max) return ObjectError{ObjectErrorKind::kPermanent, 0, "TooLarge", ""};
+    return it->second;
+  }
+  ObjectResult<Done> Delete(std::string_view key) override {
+    std::lock_guard l(mu_);
+    if (auto e = Begin("DELETE", key)) return *e;
+    objects_.erase(std::string(key));
+    return Done{};
+  }
+  ObjectResult<std::vector<ObjectMeta>> List(std::string_view prefix) override {
+    std::lock_guard l(mu_);
+    if (auto e = Begin("LIST", prefix)) return *e;
+    std::vector<ObjectMeta> out;
+    for (const auto& [k, v] : objects_) {
+      if (k.compare(0, prefix.size(), prefix) == 0) out.push_back({k, v.size(), ""});
+    }
+    return out;
+  }
+
+ private:
+  static ObjectError NotFound() { return {ObjectErrorKind::kNotFound, 404, "NoSuchKey", ""}; }
+  std::optional<ObjectError> Begin(const char* verb, std::string_view key) {
+    Request r{verb, std::string(key)};
+    log_.push_back(r);
+    return fault_ ? fault_(r) : std::nullopt;
+  }
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::vector<uint8_t>> objects_;
+  std::vector<Request> log_;
+  FaultFn fault_;
+};
+
+}  // namespace gpucache::cold::testing
