@@ -29,6 +29,8 @@
 
 namespace gpucache {
 
+class Env;  // store/env.h
+
 struct Owner {
   uint32_t uid = 0;
   uint32_t gid = 0;
@@ -105,6 +107,9 @@ struct StoreOptions {
   // Flush payload and header to stable storage before publishing. Off by default: a block
   // lost or torn by a power cut fails its checksums and becomes a clean miss either way.
   bool sync_commits = false;
+  // The file operations of the commit path (FileStore); null means the POSIX ones. Borrowed:
+  // must outlive the store. Tests put a fault-injecting Env here (tests/support/fault_env.h).
+  Env* env = nullptr;
   std::string eviction_policy = "prefix-lru";  // a name from PolicyNames()
   // A reservation whose writers all closed is abandoned when not committed within this.
   uint64_t reservation_lease_ns = 30ull * 1000 * 1000 * 1000;

@@ -97,6 +97,7 @@ class FileStore final : public IndexedStore {
   std::set<std::string> pins_;  // relative paths pinned at start-up
 
   std::vector<Device> devices_;
+  Env& env_;  // options().env, or the POSIX one
   mutable std::mutex devices_mu_;
 };
 

@@ -1,0 +1,46 @@
+#include "store/env.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "store/posix_io.h"
+
+namespace gpucache {
+namespace {
+
+class PosixEnv final : public Env {
+ public:
+  int CreateExclusive(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    return fd >= 0 ? fd : -errno;
+  }
+  StatusCode Write(int fd, std::span<const uint8_t> data, uint64_t offset) override {
+    return PwriteFull(fd, data, offset);
+  }
+  StatusCode Read(int fd, std::span<uint8_t> out, uint64_t offset) override {
+    return PreadFull(fd, out, offset);
+  }
+  StatusCode Truncate(int fd, uint64_t size) override {
+    return ::ftruncate(fd, static_cast<off_t>(size)) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
+  }
+  StatusCode SyncData(int fd) override {
+    return ::fdatasync(fd) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
+  }
+  StatusCode Rename(const std::string& from, const std::string& to) override {
+    return ::rename(from.c_str(), to.c_str()) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
+  }
+  StatusCode SyncDir(const std::string& dir) override { return FsyncDirectory(dir); }
+  void Remove(const std::string& path) override { ::unlink(path.c_str()); }
+};
+
+}  // namespace
+
+Env& Env::Posix() {
+  static PosixEnv env;
+  return env;
+}
+
+}  // namespace gpucache
