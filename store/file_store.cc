@@ -159,7 +159,9 @@ bool FileStore::Initialise(FileStoreReport& report, std::string& error) {
       ::unlink((devices_[dev].path + "/tmp/" + name).c_str());
       report.reservations_dropped++;
     }
+    LoadSnapshot(dev);
     LoadBlocks(dev, report);
+    snapshot_.clear();
     LoadQuarantine(dev, report);
   }
   return true;
@@ -220,8 +222,11 @@ void FileStore::LoadNamespace(size_t dev, const std::string& tenant, const std::
   for (const std::string& name : ListDir(ns_path)) {
     std::string path = ns_path + "/" + name;
     std::string why;
-    Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(path, why)
-                                                    : Result<BlockInfo>(StatusCode::kInvalidArgument);
+    std::optional<BlockInfo> known = FromSnapshot(path, tenant + "/" + ns + "/" + name);
+    if (known) report.from_snapshot++;
+    Result<BlockInfo> info = known                    ? Result<BlockInfo>(std::move(*known))
+                             : IsValidBlockName(name) ? ReadBlockInfo(path, why)
+                                                      : Result<BlockInfo>(StatusCode::kInvalidArgument);
     if (info.ok() && info->address != BlockAddress{tenant, ns, name}) {
       why = "identity does not match the path";
       info = StatusCode::kInvalidArgument;
@@ -241,6 +246,86 @@ void FileStore::LoadNamespace(size_t dev, const std::string& tenant, const std::
     }
     RestoreBlock(std::move(info.value()), std::make_shared<Located>(dev));
     report.blocks_loaded++;
+  }
+}
+
+void FileStore::LoadSnapshot(size_t dev) {
+  std::string path = devices_[dev].path + "/" + kSnapshotFile;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  Bytes bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Used once: whatever happens during this run, the next start scans unless this one closes
+  // cleanly and writes a new snapshot.
+  ::unlink(path.c_str());
+  auto entries = DecodeSnapshot(bytes);
+  if (!entries) return;
+  for (SnapshotEntry& e : *entries) {
+    std::string key = e.path;
+    snapshot_.emplace(std::move(key), std::move(e));
+  }
+}
+
+std::optional<BlockInfo> FileStore::FromSnapshot(const std::string& path, const std::string& relative) {
+  auto it = snapshot_.find(relative);
+  if (it == snapshot_.end()) return std::nullopt;
+  const SnapshotEntry& e = it->second;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_ino != e.inode ||
+      static_cast<uint64_t>(st.st_size) != e.file_size || st.st_ctim.tv_sec != e.ctime_sec ||
+      st.st_ctim.tv_nsec != e.ctime_nsec) {
+    return std::nullopt;  // not the file the snapshot saw: read it in full
+  }
+  Result<CacheIdentity> identity = DecodePhysicalKey(e.identity);
+  if (!identity.ok()) return std::nullopt;
+  BlockInfo info;
+  info.address = AddressOf(identity.value());
+  if (info.address.RelativePath() != relative) return std::nullopt;
+  info.identity = std::move(identity.value());
+  info.canonical_identity = e.identity;
+  info.size = e.size;
+  info.commit_epoch = e.commit_epoch;
+  info.region_id = e.region_id;
+  info.owner = Owner{e.uid, e.gid};
+  info.commit_time_ns = e.commit_time_ns;
+  info.checksum = "xxh3-128:" + e.digest_hex;
+  return info;
+}
+
+FileStore::~FileStore() { SaveSnapshots(); }
+
+void FileStore::SaveSnapshots() {
+  std::vector<std::pair<size_t, BlockInfo>> blocks;
+  ForEachBlock([&](const BlockInfo& info, const StoredPayload* stored) {
+    auto* l = dynamic_cast<const Located*>(stored);
+    blocks.emplace_back(l ? l->dev : 0, info);
+  });
+  std::vector<std::vector<SnapshotEntry>> per_dev(devices_.size());
+  for (auto& [dev, info] : blocks) {
+    if (dev >= devices_.size() || Isolated(dev)) continue;
+    struct stat st {};
+    if (::lstat(PathIn(dev, info.address).c_str(), &st) != 0) continue;
+    constexpr std::string_view kTag = "xxh3-128:";
+    SnapshotEntry e;
+    e.path = info.address.RelativePath();
+    e.identity = info.canonical_identity;
+    e.size = info.size;
+    e.commit_epoch = info.commit_epoch;
+    e.region_id = info.region_id;
+    e.uid = info.owner.uid;
+    e.gid = info.owner.gid;
+    e.commit_time_ns = info.commit_time_ns;
+    e.digest_hex = info.checksum.substr(info.checksum.rfind(kTag, 0) == 0 ? kTag.size() : 0);
+    e.inode = st.st_ino;
+    e.file_size = static_cast<uint64_t>(st.st_size);
+    e.ctime_sec = st.st_ctim.tv_sec;
+    e.ctime_nsec = st.st_ctim.tv_nsec;
+    per_dev[dev].push_back(std::move(e));
+  }
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    if (Isolated(dev)) continue;
+    Bytes bytes = EncodeSnapshot(per_dev[dev]);
+    WriteFileAtomically(devices_[dev].path + "/" + kSnapshotFile,
+                        std::string(bytes.begin(), bytes.end()));
   }
 }
 

@@ -21,6 +21,9 @@
 // Thread safety: as BlockStore. One FileStore per data directory (enforced by LOCK).
 #pragma once
 
+#include <optional>
+#include <unordered_map>
+
 #include <memory>
 #include <mutex>
 #include <set>
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "store/block_file.h"
+#include "store/index_snapshot.h"
 #include "store/indexed_store.h"
 #include "store/posix_io.h"
 
@@ -39,11 +43,14 @@ struct FileStoreReport {
   uint64_t blocks_skipped = 0;        // corrupt or truncated, deleted
   uint64_t reservations_dropped = 0;  // .part payloads left by the previous run
   uint64_t quarantined = 0;           // quarantined blocks still awaiting reclaim
+  uint64_t from_snapshot = 0;         // of blocks_loaded, known from the index snapshot
   std::vector<std::string> problems;  // one line per skipped file, for the log
 };
 
 class FileStore final : public IndexedStore {
  public:
+  // Writes the index snapshot of every data directory in service (a clean close).
+  ~FileStore() override;
   // Opens or initialises the data directories. On failure returns null and says why in `error`.
   static std::unique_ptr<FileStore> OpenDataDirs(const std::vector<std::string>& data_dirs,
                                                  StoreOptions options, FileStoreReport* report,
@@ -81,6 +88,12 @@ class FileStore final : public IndexedStore {
   };
 
   FileStore(std::vector<Device> devices, StoreOptions options);
+  // Index snapshots (store/index_snapshot.h): written at a clean close, read and deleted at
+  // start.
+  void SaveSnapshots();
+  void LoadSnapshot(size_t dev);
+  // The block at `path` as the snapshot describes it, if the file is still that very file.
+  std::optional<BlockInfo> FromSnapshot(const std::string& path, const std::string& relative);
   bool Initialise(FileStoreReport& report, std::string& error);
   void LoadBlocks(size_t dev, FileStoreReport& report);
   void LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
@@ -98,6 +111,7 @@ class FileStore final : public IndexedStore {
 
   std::vector<Device> devices_;
   Env& env_;  // options().env, or the POSIX one
+  std::unordered_map<std::string, SnapshotEntry> snapshot_;  // start-up only: by relative path
   mutable std::mutex devices_mu_;
 };
 

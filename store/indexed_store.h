@@ -154,6 +154,8 @@ class IndexedStore : public BlockStore {
   // Forgets (without touching their bytes) the committed blocks `lost` selects, as when their
   // device is gone; tells the observer. Returns how many.
   size_t ForgetIf(const std::function<bool(const BlockInfo&, const StoredPayload*)>& lost);
+  // Calls `fn` for every committed block, under the store's lock (no I/O in `fn`).
+  void ForEachBlock(const std::function<void(const BlockInfo&, const StoredPayload*)>& fn);
 
  private:
   struct Reservation {

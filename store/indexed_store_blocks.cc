@@ -428,6 +428,12 @@ size_t IndexedStore::ForgetIf(
   return gone.size();
 }
 
+void IndexedStore::ForEachBlock(
+    const std::function<void(const BlockInfo&, const StoredPayload*)>& fn) {
+  std::lock_guard lock(mu_);
+  for (const auto& [address, r] : blocks_) fn(r.info, r.stored.get());
+}
+
 void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id) {
   std::vector<Departure> gone;
   bool was_pinned;
