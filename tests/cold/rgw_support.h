@@ -94,6 +94,18 @@ class LoggedProxy {
   }
   std::string endpoint() const { return "http://127.0.0.1:" + port_; }
   bool ready() const { return !port_.empty(); }
+  // The number of requests logged once the log has stopped growing: the proxy writes a line
+  // after it answered, so a client can be done with a request before its line appears.
+  size_t Settled() const {
+    size_t n = Requests().size();
+    for (int i = 0; i < 50; i++) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      size_t now = Requests().size();
+      if (now == n) return n;
+      n = now;
+    }
+    return n;
+  }
   // Every request logged so far, in arrival order (a stall is logged when it ends, so the
   // file's order is not the order requests came in; "seq" is).
   std::vector<nlohmann::json> Requests() const {

@@ -52,6 +52,7 @@ TEST_CASE("Cold: 1,000 jobs through the proxy at 30% faults: submitted = uploade
   std::map<std::string, int> tries;
   std::set<std::string> denied;
   int after_permanent = 0, deletes = 0;
+  proxy.Settled();  // stalls are logged when they end
   for (const auto& req : proxy.Requests()) {
     std::string path = req["path"];
     if (path.find("/" + prefix) == std::string::npos) continue;
