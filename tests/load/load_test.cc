@@ -104,7 +104,14 @@ int CommitSteps(const MountClient& client, const CacheIdentity& id, const Bytes&
   if (::fsetxattr(fd, "user.gpucache.identity", gpck.data(), gpck.size(), 0) != 0) err = errno;
   if (!err) {
     step = 4;
-    if (::write(fd, payload.data(), payload.size()) != static_cast<ssize_t>(payload.size())) err = errno ? errno : EIO;
+    // A write split into several FUSE requests returns a short count when a later piece fails
+    // (a fence mid-write): write the rest, and the next call reports the error itself.
+    for (size_t done = 0; !err && done < payload.size();) {
+      ssize_t n = ::write(fd, payload.data() + done, payload.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) err = n < 0 ? errno : EIO;
+      else done += static_cast<size_t>(n);
+    }
   }
   if (!err) step = 5;
   if (::close(fd) != 0 && !err) err = errno;
