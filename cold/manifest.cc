@@ -1,5 +1,7 @@
 #include "cold/manifest.h"
 
+#include "store/codec.h"
+
 #include <cstring>
 #include <set>
 
@@ -9,58 +11,24 @@ namespace {
 constexpr char kMagic[4] = {'G', 'P', 'C', 'M'};
 constexpr std::string_view kLocatorTag = "gpucache-locator 1 ";
 
-void PutU8(std::vector<uint8_t>& out, uint8_t v) { out.push_back(v); }
-void PutLe(std::vector<uint8_t>& out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; i++) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-void PutBytes(std::vector<uint8_t>& out, std::span<const uint8_t> b) {
-  out.insert(out.end(), b.begin(), b.end());
-}
-void PutName(std::vector<uint8_t>& out, const std::string& s) {
-  PutU8(out, static_cast<uint8_t>(s.size()));
-  out.insert(out.end(), s.begin(), s.end());
+// A name: u8 length, then the bytes (names are at most 80 bytes, validated by the caller).
+void PutName(ByteWriter& w, const std::string& s) {
+  w.U8(static_cast<uint8_t>(s.size()));
+  w.Raw(s);
 }
 
-// Bounds-checked little-endian reader over hostile bytes: every read either succeeds or
-// marks the whole decode failed; nothing reads past the end.
-class Reader {
- public:
-  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
-  bool ok() const { return ok_; }
-  bool done() const { return pos_ == b_.size(); }
-  uint64_t Le(int bytes) {
-    if (!Need(bytes)) return 0;
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) v |= uint64_t{b_[pos_ + i]} << (8 * i);
-    pos_ += bytes;
-    return v;
-  }
-  template <size_t N>
-  std::array<uint8_t, N> Array() {
-    std::array<uint8_t, N> a{};
-    if (Need(N)) {
-      std::memcpy(a.data(), b_.data() + pos_, N);
-      pos_ += N;
-    }
-    return a;
-  }
-  std::string Name() {
-    uint64_t n = Le(1);
-    if (!Need(n)) return {};
-    std::string s(reinterpret_cast<const char*>(b_.data() + pos_), n);
-    pos_ += n;
-    return s;
-  }
+std::string GetName(ByteReader& r) {
+  auto b = r.Raw(r.U8());
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
 
- private:
-  bool Need(uint64_t n) {
-    if (!ok_ || n > b_.size() - pos_) ok_ = false;
-    return ok_;
-  }
-  std::span<const uint8_t> b_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
+template <size_t N>
+std::array<uint8_t, N> GetArray(ByteReader& r) {
+  std::array<uint8_t, N> a{};
+  auto b = r.Raw(N);
+  if (b.size() == N) std::memcpy(a.data(), b.data(), N);
+  return a;
+}
 
 DecodedManifest Refuse(ManifestError e, uint16_t version, std::string detail) {
   DecodedManifest d;
@@ -93,32 +61,33 @@ std::string CheckEntries(const Manifest& m) {
 }  // namespace
 
 std::vector<uint8_t> EncodeManifest(const Manifest& m) {
-  std::vector<uint8_t> out(kMagic, kMagic + 4);
-  PutLe(out, kManifestVersion, 2);
-  PutLe(out, 0, 2);
-  PutBytes(out, m.object_digest);
-  PutLe(out, m.object_size, 8);
-  PutLe(out, m.created_unix_ns, 8);
-  PutLe(out, m.entries.size(), 4);
+  ByteWriter w;
+  w.Raw(std::string_view(kMagic, 4));
+  w.U16(kManifestVersion);
+  w.U16(0);
+  w.Raw(m.object_digest);
+  w.U64(m.object_size);
+  w.U64(m.created_unix_ns);
+  w.U32(static_cast<uint32_t>(m.entries.size()));
   for (const ManifestEntry& e : m.entries) {
-    PutName(out, e.address.tenant);
-    PutName(out, e.address.ns);
-    PutName(out, e.address.block);
-    PutBytes(out, e.identity_digest);
-    PutLe(out, e.offset, 8);
-    PutLe(out, e.length, 8);
-    PutBytes(out, e.checksum);
+    PutName(w, e.address.tenant);
+    PutName(w, e.address.ns);
+    PutName(w, e.address.block);
+    w.Raw(e.identity_digest);
+    w.U64(e.offset);
+    w.U64(e.length);
+    w.Raw(e.checksum);
   }
-  return out;
+  return w.Take();
 }
 
 DecodedManifest DecodeManifest(std::span<const uint8_t> bytes) {
-  Reader r(bytes);
-  auto magic = r.Array<4>();
+  ByteReader r(bytes);
+  auto magic = GetArray<4>(r);
   if (!r.ok() || std::memcmp(magic.data(), kMagic, 4) != 0) {
     return Refuse(ManifestError::kMalformed, 0, "not a gpucache manifest (magic)");
   }
-  auto version = static_cast<uint16_t>(r.Le(2));
+  uint16_t version = r.U16();
   if (!r.ok()) return Refuse(ManifestError::kMalformed, 0, "truncated header");
   if (version == 1 || version == 2) {
     return Refuse(ManifestError::kLegacy, version,
@@ -131,28 +100,28 @@ DecodedManifest DecodeManifest(std::span<const uint8_t> bytes) {
   DecodedManifest d;
   d.version = version;
   Manifest& m = d.manifest;
-  uint64_t reserved = r.Le(2);
-  m.object_digest = r.Array<32>();
-  m.object_size = r.Le(8);
-  m.created_unix_ns = r.Le(8);
-  uint64_t count = r.Le(4);
+  uint16_t reserved = r.U16();
+  m.object_digest = GetArray<32>(r);
+  m.object_size = r.U64();
+  m.created_unix_ns = r.U64();
+  uint32_t count = r.U32();
   if (!r.ok() || reserved != 0 || count == 0 || count > kMaxManifestEntries) {
     return Refuse(ManifestError::kMalformed, version, "bad header fields");
   }
   m.entries.reserve(count);
-  for (uint64_t i = 0; i < count && r.ok(); i++) {
+  for (uint32_t i = 0; i < count && r.ok(); i++) {
     ManifestEntry e;
-    e.address.tenant = r.Name();
-    e.address.ns = r.Name();
-    e.address.block = r.Name();
-    e.identity_digest = r.Array<32>();
-    e.offset = r.Le(8);
-    e.length = r.Le(8);
-    e.checksum = r.Array<16>();
+    e.address.tenant = GetName(r);
+    e.address.ns = GetName(r);
+    e.address.block = GetName(r);
+    e.identity_digest = GetArray<32>(r);
+    e.offset = r.U64();
+    e.length = r.U64();
+    e.checksum = GetArray<16>(r);
     m.entries.push_back(std::move(e));
   }
   if (!r.ok()) return Refuse(ManifestError::kMalformed, version, "truncated entries");
-  if (!r.done()) return Refuse(ManifestError::kMalformed, version, "trailing bytes");
+  if (!r.AtEnd()) return Refuse(ManifestError::kMalformed, version, "trailing bytes");
   if (std::string why = CheckEntries(m); !why.empty()) {
     return Refuse(ManifestError::kMalformed, version, why);
   }

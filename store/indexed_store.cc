@@ -384,9 +384,8 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   BlockAddress committed = draft.address;
   IndexLocked(Record{std::move(draft), std::move(sealed->stored), 0});
   GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged
-  CommitObserver observer = commit_observer_;
   lock.unlock();
-  if (observer) observer(committed);
+  if (commit_observer_) commit_observer_(committed);  // set once at start-up: no copy needed
   return StatusCode::kOk;
 }
 

@@ -20,6 +20,7 @@
 
 #include "clients/cpp/mount_client.h"
 #include "store/layout.h"
+#include "tests/mount/mount_helpers.h"
 #include "tests/support/mount_fixture.h"
 #include "tests/support/sample_identity.h"
 
@@ -62,20 +63,6 @@ uint64_t WrongBytes(int key, const Bytes& got) {
   uint64_t wrong = 0;
   for (size_t i = 0; i < got.size(); i++) wrong += got[i] != want[i];
   return wrong;
-}
-
-// One request through .gpucache/ctl; the reply.
-std::string Control(const std::string& mnt, const std::string& request) {
-  int fd = ::open((mnt + "/.gpucache/ctl").c_str(), O_RDWR);
-  if (fd < 0) return "";
-  std::string reply;
-  if (::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0) reply.append(buf, n);
-  }
-  ::close(fd);
-  return reply;
 }
 
 // The epoch in a fence reply {"epoch":N,...}, or 0.
@@ -178,9 +165,9 @@ TEST_CASE("Load: 16 writers and 16 readers, same-key races, every byte checked")
   auto fencer = [&] {
     while (!stop) {
       std::this_thread::sleep_for(std::chrono::seconds(2));
-      uint64_t epoch = EpochOf(Control(fs.mnt(), R"({"op":"fence"})"));
+      uint64_t epoch = EpochOf(test::Control(fs, R"({"op":"fence"})"));
       if (epoch == 0) { errors++; continue; }
-      Control(fs.mnt(), R"({"op":"reclaim","fenced":)" + std::to_string(epoch) + "}");
+      test::Control(fs, R"({"op":"reclaim","fenced":)" + std::to_string(epoch) + "}");
       fences++;
     }
   };
