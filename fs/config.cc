@@ -52,6 +52,10 @@ listen = "127.0.0.1:9110"
 # Seconds the kernel may cache committed entries and misses; the daemon invalidates them itself.
 entry_timeout = 3600.0
 negative_timeout = 3600.0
+# Who checks access on path walks: "daemon" (any uid/gid lists; each walk into a tenant asks
+# the daemon) or "kernel" (each tenant is one owner uid and one group; the kernel checks mode
+# bits and caches tenant entries too, so a warm stat never leaves the kernel). adr/0009.
+permissions = "daemon"
 
 [cold]
 # The optional S3 cold tier (docs/cold-tier.md): packs committed blocks into objects and
@@ -256,12 +260,16 @@ class Reader {
       c.admin_gids = Ids(*a, "gids", "admins.gids", {});
     }
     if (const toml::table* f = Table(t_, "fuse")) {
-      OnlyKeys(*f, "fuse.", {"entry_timeout", "negative_timeout"});
+      OnlyKeys(*f, "fuse.", {"entry_timeout", "negative_timeout", "permissions"});
       c.entry_timeout = Get<double>(*f, "entry_timeout", "fuse.entry_timeout", c.entry_timeout);
       c.negative_timeout =
           Get<double>(*f, "negative_timeout", "fuse.negative_timeout", c.negative_timeout);
       if (c.entry_timeout < 0) Fail("fuse.entry_timeout", "must be >= 0");
       if (c.negative_timeout < 0) Fail("fuse.negative_timeout", "must be >= 0");
+      c.permissions = Get<std::string>(*f, "permissions", "fuse.permissions", c.permissions);
+      if (c.permissions != "daemon" && c.permissions != "kernel") {
+        Fail("fuse.permissions", "must be \"daemon\" or \"kernel\"");
+      }
     }
     const toml::table* tenants = Table(t_, "tenants");
     if (!tenants || tenants->empty()) Fail("tenants", "configure at least one [tenants.NAME]");
@@ -279,10 +287,32 @@ class Reader {
     }
     std::sort(c.tenants.begin(), c.tenants.end(),
               [](const TenantConfig& a, const TenantConfig& b) { return a.name < b.name; });
+    if (c.KernelPermissions()) CheckKernelPermissions(c);
     return c;
   }
 
  private:
+  // With kernel permission checks, access must be expressible in mode bits: root (who
+  // bypasses them) and, per tenant, one owner uid and one group (adr/0009).
+  void CheckKernelPermissions(const Config& c) const {
+    for (const TenantConfig& t : c.tenants) {
+      std::string key = "tenants." + t.name;
+      if (std::count_if(t.uids.begin(), t.uids.end(), [](uint32_t u) { return u != 0; }) > 1) {
+        Fail(key + ".uids", "fuse.permissions = \"kernel\" allows one uid besides 0 per tenant; "
+                            "put the members in a group and list its gid");
+      }
+      if (t.gids.size() > 1) {
+        Fail(key + ".gids", "fuse.permissions = \"kernel\" allows one gid per tenant");
+      }
+    }
+    for (uint32_t u : c.admin_uids) {
+      if (u != 0) Fail("admins.uids", "fuse.permissions = \"kernel\" allows only uid 0 as admin");
+    }
+    if (!c.admin_gids.empty()) {
+      Fail("admins.gids", "fuse.permissions = \"kernel\" allows no admin groups");
+    }
+  }
+
   const toml::table& t_;
   std::string origin_;
 };
@@ -351,7 +381,8 @@ std::string EffectiveConfigText(const Config& c) {
   root.insert("tenants", tenants);
   root.insert("metrics", toml::table{{"listen", c.metrics_listen}});
   root.insert("fuse", toml::table{{"entry_timeout", c.entry_timeout},
-                                  {"negative_timeout", c.negative_timeout}});
+                                  {"negative_timeout", c.negative_timeout},
+                                  {"permissions", c.permissions}});
   const ColdConfig& k = c.cold;
   toml::array retired;
   for (const std::string& r : k.retired_tenants) retired.push_back(r);

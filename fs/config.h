@@ -61,6 +61,11 @@ struct Config {
   std::string metrics_listen = "127.0.0.1:9110";  // Prometheus endpoint; empty: off
   double entry_timeout = 3600;     // seconds the kernel may cache committed entries/attributes
   double negative_timeout = 3600;  // seconds the kernel may cache a miss (a commit refreshes it)
+  // "daemon": the daemon checks every walk into a tenant (any uid/gid lists, adr/0001).
+  // "kernel": every tenant maps onto one owner uid and one group, the kernel checks mode bits
+  // (default_permissions) and may cache tenant entries too (adr/0009).
+  std::string permissions = "daemon";
+  bool KernelPermissions() const { return permissions == "kernel"; }
   ColdConfig cold;
 };
 

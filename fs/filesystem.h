@@ -4,10 +4,13 @@
 // caller and decoded arguments and returns a Result; fs/fuse_ops.cc decodes requests, calls
 // one method, and replies (mapping StatusCode to errno once, in fs/errno_map.cc).
 //
-// Access: the daemon checks every request itself (no default_permissions): tenant-scoped
-// nodes need a member of the tenant or an admin. Tenant directory entries are never cached by
-// the kernel, so every path walk into a tenant is re-checked with the walking caller's
-// credentials, while everything below a tenant may be cached for long.
+// Access: the daemon checks every request itself: tenant-scoped nodes need a member of the
+// tenant or an admin. With fuse.permissions = "daemon" (no default_permissions) tenant
+// directory entries are never cached by the kernel, so every path walk into a tenant is
+// re-checked with the walking caller's credentials (adr/0001). With "kernel" the mount uses
+// default_permissions and each tenant directory carries its tenant's owner uid and group with
+// mode 0770 (0700 without a group), so the kernel checks every walk from cached attributes
+// and tenant entries are cached like the rest (adr/0009).
 //
 // Thread safety: all methods may run concurrently; the store and inode table lock themselves.
 #pragma once
@@ -70,6 +73,8 @@ struct DirEntry {
 class Filesystem {
  public:
   Filesystem(const Config& config, IndexedStore& store);
+  // The mount must use default_permissions: access is expressed in mode bits (adr/0009).
+  bool KernelPermissions() const { return config_.KernelPermissions(); }
 
   Result<EntryReply> Lookup(const Caller& c, uint64_t parent, std::string_view name);
   void Forget(uint64_t ino, uint64_t nlookup);

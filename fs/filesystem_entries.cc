@@ -34,6 +34,32 @@ struct stat MakeAttr(uint64_t ino, mode_t mode, uint32_t uid, uint32_t gid, uint
   return st;
 }
 
+const TenantConfig* TenantNamed(const Config& config, std::string_view name) {
+  for (const TenantConfig& t : config.tenants) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+// A tenant's directories as mode bits, for kernel permission checks (adr/0009): its one uid
+// other than root owns them, its one group shares them, nobody else may enter. Config
+// validation guarantees at most one of each.
+struct TenantMode {
+  uint32_t uid = 0, gid = 0;
+  mode_t mode = 0700;
+};
+TenantMode TenantModeOf(const TenantConfig& t) {
+  TenantMode m;
+  for (uint32_t u : t.uids) {
+    if (u != 0) m.uid = u;
+  }
+  if (!t.gids.empty()) {
+    m.gid = t.gids[0];
+    m.mode = 0770;
+  }
+  return m;
+}
+
 }  // namespace
 
 std::vector<std::string> TenantNames(const Config& config) {
@@ -79,16 +105,23 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
     case NodeKind::kMetricsFile: return AttrReply{MakeAttr(ino, S_IFREG | 0444, 0, 0, 0), long_ttl};
     case NodeKind::kCtlFile: return AttrReply{MakeAttr(ino, S_IFREG | 0666, 0, 0, 0), long_ttl};
     case NodeKind::kTenant: {
-      for (const TenantConfig& t : config_.tenants) {
-        if (t.name != n.tenant) continue;
-        uint32_t uid = t.uids.empty() ? 0 : t.uids[0], gid = t.gids.empty() ? 0 : t.gids[0];
-        return AttrReply{MakeAttr(ino, S_IFDIR | 0770, uid, gid, 0), 0};  // re-checked per walk
+      const TenantConfig* t = TenantNamed(config_, n.tenant);
+      if (!t) return StatusCode::kNotFound;
+      if (config_.KernelPermissions()) {
+        TenantMode m = TenantModeOf(*t);
+        return AttrReply{MakeAttr(ino, S_IFDIR | m.mode, m.uid, m.gid, 0), long_ttl};
       }
-      return StatusCode::kNotFound;
+      uint32_t uid = t->uids.empty() ? 0 : t->uids[0], gid = t->gids.empty() ? 0 : t->gids[0];
+      return AttrReply{MakeAttr(ino, S_IFDIR | 0770, uid, gid, 0), 0};  // re-checked per walk
     }
     case NodeKind::kNamespace: {
       Result<Owner> o = store_.StatNamespace(n.tenant, n.ns);
       if (!o.ok()) return o.status();
+      if (const TenantConfig* t = TenantNamed(config_, n.tenant); t && config_.KernelPermissions()) {
+        // Every member, not only its creator, may commit in it: the tenant's mode bits.
+        TenantMode m = TenantModeOf(*t);
+        return AttrReply{MakeAttr(ino, S_IFDIR | m.mode, m.uid, m.gid, 0), long_ttl};
+      }
       return AttrReply{MakeAttr(ino, S_IFDIR | 0770, o->uid, o->gid, 0), long_ttl};
     }
     case NodeKind::kBlock: {
@@ -133,7 +166,9 @@ Result<EntryReply> Filesystem::Lookup(const Caller& c, uint64_t parent, std::str
       } else if (access_.IsTenant(name)) {
         if (!access_.MayUseTenant(c, name)) return StatusCode::kAccessDenied;
         child = Node{NodeKind::kTenant, std::string(name)};
-        entry_ttl = 0;  // every walk into a tenant comes back here and is checked
+        // Daemon permissions: every walk into a tenant comes back here and is checked. Kernel
+        // permissions: the kernel checks the tenant directory's mode bits itself.
+        if (!config_.KernelPermissions()) entry_ttl = 0;
       } else {
         return StatusCode::kNotFound;
       }

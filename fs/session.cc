@@ -18,8 +18,8 @@
 namespace gpucache {
 namespace {
 
-// allow_other: tenants are other uids than the mounting root. No default_permissions: the
-// daemon decides access itself (fs/filesystem.h).
+// allow_other: tenants are other uids than the mounting root. default_permissions only with
+// fuse.permissions = "kernel"; otherwise the daemon decides access itself (fs/filesystem.h).
 constexpr char kBaseOptions[] = "allow_other,fsname=gpucache,subtype=gpucachefs";
 
 struct SessionDeleter {
@@ -82,6 +82,7 @@ void WatchRemovals(Filesystem& fs, Invalidator& inval) {
 
 int RunMount(Filesystem& fs, const MountOptions& options) {
   std::string opts = kBaseOptions;
+  if (fs.KernelPermissions()) opts += ",default_permissions";
   if (!options.fuse_options.empty()) opts += "," + options.fuse_options;
   std::vector<std::string> argv_s = {"gpucachefs", "-o", opts};
   if (options.debug) argv_s.push_back("-d");

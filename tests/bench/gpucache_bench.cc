@@ -3,6 +3,7 @@
 // three), and, where it applies, libfuse's stock passthrough_ll over the backing files.
 //
 //   gpucache-bench [--cases read,commit,stat,probe,restart] [--quick] [--restart-blocks N]
+//                  [--permissions daemon|kernel]
 //
 // One line per case:
 //   case=NAME gpucache=V direct=V ratio=R unit=U [passthrough_ll=V]
@@ -139,9 +140,11 @@ struct Line {
 
 class Bench {
  public:
-  Bench(bool quick, std::string passthrough_bin)
+  Bench(bool quick, std::string passthrough_bin, bool kernel_permissions)
       : quick_(quick), pt_bin_(std::move(passthrough_bin)),
-        m_(test::TestConfig("max_block_bytes = 134217728")),
+        m_(kernel_permissions
+               ? test::TestConfig("max_block_bytes = 134217728", "gids = [3000]") + "permissions = \"kernel\"\n"
+               : test::TestConfig("max_block_bytes = 134217728")),
         client_(m_.mnt()),
         direct_(m_.scratch() + "/direct") {
     fs::create_directories(direct_);
@@ -217,9 +220,11 @@ class Bench {
   void Stats() {
     CacheIdentity id = Numbered(next_++);
     client_.Commit(id, test::Payload(4096));
-    std::string hit = client_.PathOf(id), miss = client_.PathOf(Numbered(next_++));
-    std::string dhit = direct_ + "/stat-hit", dmiss = direct_ + "/stat-miss";
-    std::ofstream(dhit) << "x";
+    CacheIdentity missing = Numbered(next_++);
+    std::string hit = client_.PathOf(id), miss = client_.PathOf(missing);
+    // The baseline is the same names in the backing directory itself: the block's own file,
+    // and a missing name beside it (the same depth of path walk).
+    std::string dhit = Backing(id), dmiss = Backing(missing);
     struct stat st;
     for (auto [name, g, d] : {std::tuple{"stat_hit", hit, dhit}, std::tuple{"stat_miss", miss, dmiss}}) {
       auto rate = [&](const std::string& p, int n) {
@@ -246,8 +251,7 @@ class Bench {
       CacheIdentity id = Numbered(next_++);
       client_.Commit(id, test::Payload(4096));
       mounted.push_back(client_.PathOf(id));
-      direct.push_back(direct_ + "/chain-" + std::to_string(i));
-      std::ofstream(direct.back()) << "x";
+      direct.push_back(Backing(id));
     }
     struct stat st;
     auto probe = [&](const std::vector<std::string>& paths) {
@@ -322,6 +326,11 @@ class Bench {
   std::string pt_bin_;
   test::MountedFs m_;
   MountClient client_;
+  // A block's file in the (single) data directory.
+  std::string Backing(const CacheIdentity& id) const {
+    return m_.data() + "/blocks/" + AddressOf(id).RelativePath();
+  }
+
   std::string direct_;
   uint32_t next_ = 1;
 };
@@ -339,12 +348,16 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "fewer sizes and repetitions");
   app.add_option("--restart-blocks", restart_blocks, "blocks committed before the restart case");
   app.add_option("--passthrough", passthrough, "libfuse's passthrough_ll binary (empty: skip)");
+  std::string permissions = "daemon";
+  app.add_option("--permissions", permissions, "fuse.permissions of the mount: daemon or kernel (adr/0009)")
+      ->check(CLI::IsMember({"daemon", "kernel"}));
   CLI11_PARSE(app, argc, argv);
   if (::geteuid() != 0) {
     std::fprintf(stderr, "gpucache-bench: run as root (it mounts and drops the page cache)\n");
     return 2;
   }
-  gpucache::bench::Bench b(quick, passthrough);
+  std::printf("# fuse.permissions=%s\n", permissions.c_str());
+  gpucache::bench::Bench b(quick, passthrough, permissions == "kernel");
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
   if (want("read")) b.Reads();
   if (want("commit")) b.Commits();

@@ -86,6 +86,7 @@ TEST_CASE("Config: mistakes name the key") {
   CHECK(error("[tenants.a]\nuids = [\"root\"]").find("tenants.a.uids") != std::string::npos);
   CHECK(error("[admins]\nuid = [0]" + tenant).find("admins.uid") != std::string::npos);
   CHECK(error("[fuse]\nentry_timeout = -1" + tenant).find("fuse.entry_timeout") != std::string::npos);
+  CHECK(error("[fuse]\npermissions = \"mode\"" + tenant).find("fuse.permissions") != std::string::npos);
   CHECK(error("this is not toml").find("t.toml:1") != std::string::npos);
   CHECK_THROWS_AS(LoadConfig("/nonexistent/gpucache.toml"), ConfigError);
 }
@@ -95,6 +96,32 @@ TEST_CASE("Config: mistakes name the key") {
 
 namespace gpucache {
 namespace {
+
+TEST_CASE("Config: kernel permissions need access that mode bits can express") {
+  auto error = [](const std::string& text) {
+    try {
+      ParseConfig("[fuse]\npermissions = \"kernel\"\n" + text, "t.toml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<accepted>");
+  };
+  // One owner uid (root does not count: it bypasses mode bits) and one group per tenant.
+  CHECK(error("[tenants.a]\nuids = [0, 1000]\ngids = [3000]") == "<accepted>");
+  CHECK(error("[tenants.a]\ngids = [3000]\n[tenants.b]\nuids = [2000]") == "<accepted>");
+  CHECK(error("[tenants.a]\nuids = [1000, 1001]").find("tenants.a.uids") != std::string::npos);
+  CHECK(error("[tenants.a]\ngids = [1, 2]").find("tenants.a.gids") != std::string::npos);
+  // Admins other than root could not walk into tenants the kernel checks.
+  CHECK(error("[admins]\nuids = [0, 5]\n[tenants.a]\nuids = [1]").find("admins.uids") != std::string::npos);
+  CHECK(error("[admins]\ngids = [990]\n[tenants.a]\nuids = [1]").find("admins.gids") != std::string::npos);
+  // The default stays the daemon's own check, which takes any lists.
+  Config c = ParseConfig("[tenants.a]\nuids = [1000, 1001]\ngids = [1, 2]", "t.toml");
+  CHECK(c.permissions == "daemon");
+  CHECK_FALSE(c.KernelPermissions());
+  Config k = ParseConfig("[fuse]\npermissions = \"kernel\"\n[tenants.a]\nuids = [7]", "t.toml");
+  CHECK(k.KernelPermissions());
+  CHECK(ParseConfig(EffectiveConfigText(k), "effective").KernelPermissions());
+}
 
 TEST_CASE("Config: the effective configuration is itself a valid configuration with the same values") {
   Config c = ParseConfig(R"(

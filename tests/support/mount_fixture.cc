@@ -105,10 +105,12 @@ void MountedFs::Kill() {
   (void)std::system(cmd.c_str());
 }
 
-int AsUser(uid_t uid, gid_t gid, const std::function<int()>& fn) {
+int AsUser(uid_t uid, gid_t gid, const std::function<int()>& fn) { return AsUser(uid, gid, {}, fn); }
+
+int AsUser(uid_t uid, gid_t gid, const std::vector<gid_t>& groups, const std::function<int()>& fn) {
   pid_t pid = ::fork();
   if (pid == 0) {
-    if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 ||
+    if (::setgroups(groups.size(), groups.data()) != 0 || ::setresgid(gid, gid, gid) != 0 ||
         ::setresuid(uid, uid, uid) != 0) {
       ::_exit(254);
     }

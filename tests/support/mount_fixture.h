@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 #include <sys/types.h>
 
 #include "tests/support/temp_dir.h"
@@ -45,6 +46,8 @@ class MountedFs {
 // Runs `fn` in a child process with the given uid/gid (and no supplementary groups); returns
 // what fn returned (an errno, 0 for success) or 255 if the child died.
 int AsUser(uid_t uid, gid_t gid, const std::function<int()>& fn);
+// The same with these supplementary groups.
+int AsUser(uid_t uid, gid_t gid, const std::vector<gid_t>& groups, const std::function<int()>& fn);
 
 // errno of a syscall-like expression: 0 if it returned >= 0, errno otherwise.
 int Errno(long rc);
