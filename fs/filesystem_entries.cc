@@ -12,6 +12,8 @@
 namespace gpucache {
 namespace {
 
+constexpr double kPartAttrTimeout = 1.0;  // seconds
+
 bool IsDynamicTenantNode(NodeKind k) {
   return k == NodeKind::kNamespace || k == NodeKind::kBlock || k == NodeKind::kPart;
 }
@@ -136,7 +138,10 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
       if (!id) return StatusCode::kNotFound;
       Result<ReservationInfo> r = store_.StatReservation(*id);
       if (!r.ok()) return r.status();
-      AttrReply a{MakeAttr(ino, S_IFREG | 0600, r->owner.uid, r->owner.gid, r->size), 0};
+      // The entry is never cached (every walk revalidates it, so a fenced .part says ESTALE),
+      // but its attributes may be for a moment: with kernel permission checks an expired
+      // attribute costs a GETATTR round trip per check (the identity setxattr, the rename).
+      AttrReply a{MakeAttr(ino, S_IFREG | 0600, r->owner.uid, r->owner.gid, r->size), kPartAttrTimeout};
       SetTime(a.attr, r->create_time_ns);
       return a;
     }
