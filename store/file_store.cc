@@ -6,15 +6,17 @@
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
-#include <xxhash.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
 #include "store/env.h"
 #include "store/failpoint.h"
+#include "store/placement.h"
 
 namespace gpucache {
 namespace {
@@ -365,19 +367,28 @@ bool FileStore::Isolated(size_t dev) const {
 size_t FileStore::PlaceFor(const BlockAddress& a) const {
   std::string key = a.RelativePath();
   std::lock_guard lock(devices_mu_);
-  size_t best = 0;
-  uint64_t best_score = 0;
-  bool found = false;
+  RefreshWeightsLocked();
+  std::vector<PlacementCandidate> candidates;
+  candidates.reserve(devices_.size());
   for (size_t d = 0; d < devices_.size(); ++d) {
-    if (devices_[d].isolated) continue;
-    uint64_t score = XXH3_64bits_withSeed(key.data(), key.size(), d);
-    if (!found || score > best_score) {
-      best = d;
-      best_score = score;
-      found = true;
+    candidates.push_back({d, devices_[d].free_bytes, !devices_[d].isolated});
+  }
+  return PickPlacement(key, candidates).value_or(0);
+}
+
+void FileStore::RefreshWeightsLocked() const {
+  uint64_t now = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+  if (weights_read_ns_ != 0 && now - weights_read_ns_ < 1000000000ull) return;
+  weights_read_ns_ = now;
+  for (const Device& d : devices_) {
+    struct statvfs v {};
+    // Unreadable: keep the last weight rather than starve or flood the directory.
+    if (::statvfs(d.path.c_str(), &v) == 0) {
+      d.free_bytes = static_cast<double>(v.f_bavail) * static_cast<double>(v.f_frsize);
     }
   }
-  return best;
 }
 
 std::string FileStore::PathIn(size_t dev, const BlockAddress& a) const {

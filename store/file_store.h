@@ -1,8 +1,10 @@
 // FileStore: the store contract over one or more data directories of ordinary files.
 //
-// Each data directory is a fault domain (one device). A block is placed in a directory by
-// rendezvous hashing of its address over the directories still in service, so isolating one
-// moves only the blocks it held (which become misses). Every directory has the layout below;
+// Each data directory is a fault domain (one device). A new block is placed in a directory by
+// weighted rendezvous hashing of its address over the directories still in service, weighted
+// by their free bytes (store/placement.h): reads of many blocks spread over the devices, a
+// fuller device takes fewer new blocks, and isolating one moves only the blocks it held (which
+// become misses). A committed block stays where it was published; the index knows where. Every directory has the layout below;
 // EPOCH and PINS are written to all of them and read as the maximum / the union.
 //
 //   <data_dir>/LOCK                       flock()ed while a daemon owns the directory
@@ -84,7 +86,8 @@ class FileStore final : public IndexedStore {
   struct Device {
     std::string path;
     Fd lock;
-    bool isolated = false;  // guarded by devices_mu_
+    bool isolated = false;      // guarded by devices_mu_
+    mutable double free_bytes = 1;  // placement weight, guarded by devices_mu_
   };
 
   FileStore(std::vector<Device> devices, StoreOptions options);
@@ -100,8 +103,10 @@ class FileStore final : public IndexedStore {
                      FileStoreReport& report);
   void LoadQuarantine(size_t dev, FileStoreReport& report);
   std::set<std::string> LoadPins();
-  // The directory in service that `address` belongs in (rendezvous hashing).
+  // The directory in service that a new block at `address` goes to (weighted rendezvous).
   size_t PlaceFor(const BlockAddress& address) const;
+  // Re-reads every directory's free bytes when the last reading is older than a second.
+  void RefreshWeightsLocked() const;
   std::string PathIn(size_t dev, const BlockAddress& address) const;
   bool Isolated(size_t dev) const;
   // Reads and checks a block file; the BlockInfo it describes, or why not.
@@ -113,6 +118,7 @@ class FileStore final : public IndexedStore {
   Env& env_;  // options().env, or the POSIX one
   std::unordered_map<std::string, SnapshotEntry> snapshot_;  // start-up only: by relative path
   mutable std::mutex devices_mu_;
+  mutable uint64_t weights_read_ns_ = 0;  // steady clock; guarded by devices_mu_
 };
 
 // Reads and checks the header of a block file; shared with gpucachectl's offline inspect.

@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -214,7 +215,43 @@ class Bench {
         Line{"commit_" + std::to_string(kib) + "KiB_" + std::to_string(writers) + "writers", Median(g),
              Median(d), "ops/s"}.Print();
       }
+      ProfileOneWriter(kib, payload);
     }
+  }
+
+  // Where a commit's time goes: the FUSE requests one commit sends, and how long the daemon
+  // spent in each (from its own latency histograms), printed as a comment line.
+  void ProfileOneWriter(uint64_t kib, const Bytes& payload) {
+    constexpr int kCommits = 50;
+    std::map<std::string, std::pair<double, double>> before = OpTotals();
+    for (int i = 0; i < kCommits; ++i) client_.Commit(Numbered(next_++), payload);
+    std::map<std::string, std::pair<double, double>> after = OpTotals();
+    std::printf("# commit_%lluKiB per commit, requests (daemon us):", static_cast<unsigned long long>(kib));
+    double total_us = 0;
+    for (const auto& [op, a] : after) {
+      double n = a.first - before[op].first, secs = a.second - before[op].second;
+      if (n <= 0) continue;
+      std::printf(" %s=%.2g (%.0f)", op.c_str(), n / kCommits, 1e6 * secs / n);
+      total_us += 1e6 * secs / kCommits;
+    }
+    std::printf(" daemon_total_us=%.0f\n", total_us);
+  }
+
+  // op -> (count, seconds) from the daemon's gpucache_fuse_op_seconds histogram.
+  std::map<std::string, std::pair<double, double>> OpTotals() const {
+    std::map<std::string, std::pair<double, double>> out;
+    std::ifstream in(m_.mnt() + "/.gpucache/metrics");
+    for (std::string line; std::getline(in, line);) {
+      for (auto [suffix, is_count] : {std::pair{"_count{op=\"", true}, std::pair{"_sum{op=\"", false}}) {
+        std::string prefix = std::string("gpucache_fuse_op_seconds") + suffix;
+        if (!line.starts_with(prefix)) continue;
+        size_t end = line.find('"', prefix.size());
+        std::string op = line.substr(prefix.size(), end - prefix.size());
+        double v = std::stod(line.substr(line.rfind(' ') + 1));
+        (is_count ? out[op].first : out[op].second) = v;
+      }
+    }
+    return out;
   }
 
   void Stats() {

@@ -6,43 +6,18 @@
 //     block already committed still reads back identical;
 //   - after some blocks are invalidated, commits succeed again;
 //   - with evictable blocks, a full disk evicts instead of failing: every commit succeeds.
-#include <sys/mount.h>
 #include <sys/statvfs.h>
 
 #include <cstdio>
 #include <map>
 
 #include "tests/reliability/reliability_helpers.h"
+#include "tests/support/tmpfs.h"
 
 namespace gpucache {
 namespace {
 
 using namespace test;
-
-// A tmpfs of `size` mounted at `path` for the life of the object.
-class Tmpfs {
- public:
-  Tmpfs(std::string path, const std::string& size) : path_(std::move(path)) {
-    ::mkdir(path_.c_str(), 0755);
-    mounted_ =
-        ::mount("tmpfs", path_.c_str(), "tmpfs", 0, ("size=" + size + ",mode=0755").c_str()) == 0;
-  }
-  ~Tmpfs() {
-    if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
-  }
-  Tmpfs(const Tmpfs&) = delete;
-  Tmpfs& operator=(const Tmpfs&) = delete;
-  bool mounted() const { return mounted_; }
-  const std::string& path() const { return path_; }
-  uint64_t FreeBytes() const {
-    struct statvfs s;
-    return ::statvfs(path_.c_str(), &s) == 0 ? uint64_t(s.f_bavail) * s.f_frsize : 0;
-  }
-
- private:
-  std::string path_;
-  bool mounted_ = false;
-};
 
 struct Kept {
   CacheIdentity id;

@@ -10,6 +10,7 @@
 
 #include "tests/support/sample_identity.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tmpfs.h"
 
 namespace gpucache {
 namespace {
@@ -193,6 +194,29 @@ CacheIdentity Numbered(uint8_t n) {
   CacheIdentity id = test::SampleIdentity("acme", 16);
   id.chain[0] = test::Hash(n);
   return id;
+}
+
+TEST_CASE("FileStore: new blocks go to data directories in proportion to their free bytes") {
+  test::TempDir tmp;
+  test::Tmpfs small(tmp.path() + "/small", "16m"), large(tmp.path() + "/large", "48m");
+  if (!small.mounted() || !large.mounted()) {
+    MESSAGE("skipped: cannot mount tmpfs (not root?)");
+    return;
+  }
+  std::string error;
+  auto s = FileStore::OpenDataDirs({small.path(), large.path()}, StoreOptions{}, nullptr, &error);
+  REQUIRE_MESSAGE(s, error);
+  std::map<std::string, int> per_dir;
+  for (uint32_t i = 0; i < 400; ++i) {
+    CacheIdentity id = SampleIdentity("acme");
+    for (int b = 0; b < 4; ++b) id.chain[0][b] = static_cast<uint8_t>(i >> (8 * b));
+    Commit(*s, id, Payload(100, 1));
+    std::string path = s->BlockPath(AddressOf(id));
+    per_dir[path.substr(0, path.find("/blocks/"))]++;
+  }
+  // Free bytes 16 MiB : 48 MiB, so about a quarter and three quarters.
+  CHECK(per_dir[small.path()] == doctest::Approx(100).epsilon(0.3));
+  CHECK(per_dir[large.path()] == doctest::Approx(300).epsilon(0.12));
 }
 
 TEST_CASE("FileStore: blocks spread over several data directories, isolating one makes its blocks misses") {
