@@ -21,6 +21,11 @@ data_dir = "/var/lib/gpucache"
 # and becomes a clean miss either way; turn this on to keep more blocks across power loss.
 sync_commits = false
 
+# How committed payloads are read from the data directories: "posix" (pread through the page
+# cache) or "uring" (io_uring into registered buffers, O_DIRECT where the filesystem allows;
+# pread on tmpfs and wherever io_uring is refused). docs/performance.md has the measurements.
+backing_io = "posix"
+
 # Global limits; 0 means unlimited. The same keys (but eviction_policy and
 # reservation_lease) may be set per tenant in its [tenants.NAME] table.
 [limits]
@@ -214,8 +219,8 @@ class Reader {
 
   Config Build() const {
     Config c;
-    OnlyKeys(t_, "", {"data_dir", "data_dirs", "sync_commits", "limits", "admins", "tenants", "fuse",
-                      "metrics", "cold"});
+    OnlyKeys(t_, "", {"data_dir", "data_dirs", "sync_commits", "backing_io", "limits", "admins",
+                      "tenants", "fuse", "metrics", "cold"});
     if (const toml::table* cold = Table(t_, "cold")) c.cold = ReadCold(*cold);
     if (const toml::table* m = Table(t_, "metrics")) {
       OnlyKeys(*m, "metrics.", {"listen"});
@@ -237,6 +242,10 @@ class Reader {
     }
     if (c.data_dirs.empty()) Fail("data_dirs", "needs at least one directory");
     c.sync_commits = Get<bool>(t_, "sync_commits", "sync_commits", c.sync_commits);
+    c.backing_io = Get<std::string>(t_, "backing_io", "backing_io", c.backing_io);
+    if (c.backing_io != "posix" && c.backing_io != "uring") {
+      Fail("backing_io", "must be \"posix\" or \"uring\"");
+    }
     if (const toml::table* l = Table(t_, "limits")) {
       OnlyKeys(*l, "limits.", {"max_block_bytes", "max_inflight_requests", "max_inflight_bytes",
                                "max_registrations", "max_retained_bytes", "eviction_policy",
@@ -366,6 +375,7 @@ std::string EffectiveConfigText(const Config& c) {
   for (const std::string& d : c.data_dirs) dirs.push_back(d);
   root.insert("data_dirs", dirs);
   root.insert("sync_commits", c.sync_commits);
+  root.insert("backing_io", c.backing_io);
   toml::table lim;
   limits(lim, c.limits);
   lim.insert("eviction_policy", c.eviction_policy);

@@ -52,6 +52,7 @@ struct Config {
   // Data directories, one per device (fault domain): `data_dir = "..."` or `data_dirs = [...]`.
   std::vector<std::string> data_dirs = {"/var/lib/gpucache"};
   bool sync_commits = false;                // fdatasync each block before publishing it
+  std::string backing_io = "posix";         // payload reads: "posix" (pread) or "uring"
   Limits limits{.max_block_bytes = 256ull << 20};  // global limits ([limits])
   std::string eviction_policy = "prefix-lru";
   double reservation_lease = 30;            // seconds an idle, uncommitted .part survives

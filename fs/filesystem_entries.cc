@@ -127,7 +127,7 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
       return AttrReply{MakeAttr(ino, S_IFDIR | 0770, o->uid, o->gid, 0), long_ttl};
     }
     case NodeKind::kBlock: {
-      Result<BlockInfo> b = store_.Stat({n.tenant, n.ns, n.block});
+      Result<BlockInfo> b = store_.StatAttributes({n.tenant, n.ns, n.block});
       if (!b.ok()) return b.status();
       AttrReply a{MakeAttr(ino, S_IFREG | 0444, b->owner.uid, b->owner.gid, b->size), long_ttl};
       SetTime(a.attr, b->commit_time_ns);

@@ -141,14 +141,14 @@ Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
     std::lock_guard lock(h.mu);
     if (!h.writing) {  // written again after a flush: a writer once more
       if (StatusCode s = store_.OpenWriter(h.reservation); s != StatusCode::kOk) {
-        return store_.Stat(h.address).ok() ? StatusCode::kImmutable : s;
+        return store_.StatAttributes(h.address).ok() ? StatusCode::kImmutable : s;
       }
       h.writing = true;
     }
   }
   Result<size_t> n = store_.Write(h.reservation, offset, data);
   if (n.ok()) metrics_.RecordWrite(n.value());
-  if (!n.ok() && n.status() == StatusCode::kNotFound && store_.Stat(h.address).ok()) {
+  if (!n.ok() && n.status() == StatusCode::kNotFound && store_.StatAttributes(h.address).ok()) {
     return StatusCode::kImmutable;  // the reservation was committed: the block is read-only
   }
   return n;

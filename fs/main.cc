@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
   gpucache::StoreOptions store_options;
   store_options.limits = gpucache::ResourceLimitsOf(config);
   store_options.sync_commits = config.sync_commits;
+  store_options.backing_io = config.backing_io;
   store_options.eviction_policy = config.eviction_policy;
   store_options.reservation_lease_ns = static_cast<uint64_t>(config.reservation_lease * 1e9);
   gpucache::FileStoreReport report;

@@ -11,6 +11,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libfuse3-dev fuse3          # the FUSE low-level API and fusermount3
   libxxhash-dev               # XXH3 checksums and path digests
+  liburing-dev                # io_uring block reads into registered buffers (store/io/)
   libtomlplusplus-dev         # TOML configuration and identity files
   nlohmann-json3-dev          # control-channel requests/replies, test vectors
   libcli11-dev                # gpucachectl command line

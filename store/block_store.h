@@ -113,6 +113,10 @@ struct StoreOptions {
   std::string eviction_policy = "prefix-lru";  // a name from PolicyNames()
   // A reservation whose writers all closed is abandoned when not committed within this.
   uint64_t reservation_lease_ns = 30ull * 1000 * 1000 * 1000;
+  // How FileStore reads committed payloads: "posix" (pread through the page cache) or "uring"
+  // (store/io/: io_uring into registered buffers, O_DIRECT where the filesystem allows it, pread
+  // on tmpfs and wherever io_uring is refused). Anything else is refused at open.
+  std::string backing_io = "posix";
 };
 
 // What a single-flight joiner can learn about a fill it did not lead.

@@ -13,9 +13,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <tuple>
 
 #include "store/env.h"
 #include "store/failpoint.h"
+#include "store/io/uring_source.h"
 #include "store/placement.h"
 
 namespace gpucache {
@@ -66,10 +69,13 @@ class QuarantinedFile final : public IndexedStore::StoredPayload {
 
 std::vector<std::string> ListDir(const std::string& path) {
   std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(path, ec)) {
-    names.push_back(entry.path().filename().string());
+  DIR* dir = ::opendir(path.c_str());
+  if (!dir) return names;
+  while (const dirent* e = ::readdir(dir)) {
+    std::string_view name(e->d_name);
+    if (name != "." && name != "..") names.emplace_back(name);
   }
+  ::closedir(dir);
   return names;
 }
 
@@ -105,13 +111,24 @@ Result<BlockHeader> ReadBlockHeader(int fd) {
 FileStore::FileStore(std::vector<Device> devices, StoreOptions options)
     : IndexedStore(std::move(options)),
       devices_(std::move(devices)),
-      env_(this->options().env ? *this->options().env : Env::Posix()) {}
+      env_(this->options().env ? *this->options().env : Env::Posix()) {
+  for (size_t dev = 0; dev < devices_.size(); ++dev) located_.push_back(std::make_shared<Located>(dev));
+  if (this->options().backing_io == "uring") {
+    UringReaderOptions o;
+    o.probe_dir = devices_.empty() ? std::string() : devices_[0].path;  // sizes the queue depth
+    uring_ = UringReader::Create(o);  // null only for invalid pool options: then pread
+  }
+}
 
 std::unique_ptr<FileStore> FileStore::OpenDataDirs(const std::vector<std::string>& data_dirs,
                                                    StoreOptions options, FileStoreReport* report,
                                                    std::string* error) {
   if (data_dirs.empty()) {
     *error = "no data directory configured";
+    return nullptr;
+  }
+  if (options.backing_io != "posix" && options.backing_io != "uring") {
+    *error = "backing_io must be \"posix\" or \"uring\", not \"" + options.backing_io + "\"";
     return nullptr;
   }
   std::vector<Device> devices;
@@ -164,6 +181,8 @@ bool FileStore::Initialise(FileStoreReport& report, std::string& error) {
     LoadSnapshot(dev);
     LoadBlocks(dev, report);
     snapshot_.clear();
+    snapshot_.shrink_to_fit();
+    snapshot_namespaces_.clear();
     LoadQuarantine(dev, report);
   }
   return true;
@@ -221,111 +240,148 @@ void FileStore::LoadNamespace(size_t dev, const std::string& tenant, const std::
   struct stat st{};
   ::stat(ns_path.c_str(), &st);
   RestoreNamespace(tenant, ns, Owner{st.st_uid, st.st_gid});
+  const std::string relative_prefix = tenant + "/" + ns + "/";
+  auto in_snapshot = snapshot_namespaces_.find(tenant + "/" + ns);
+  int64_t snapshot_ns = in_snapshot == snapshot_namespaces_.end() ? -1 : in_snapshot->second;
+  // Entries are checked relative to the directory: no walk of the whole path per block.
+  Fd dir(::open(ns_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::string path, relative;
   for (const std::string& name : ListDir(ns_path)) {
-    std::string path = ns_path + "/" + name;
-    std::string why;
-    std::optional<BlockInfo> known = FromSnapshot(path, tenant + "/" + ns + "/" + name);
-    if (known) report.from_snapshot++;
-    Result<BlockInfo> info = known                    ? Result<BlockInfo>(std::move(*known))
-                             : IsValidBlockName(name) ? ReadBlockInfo(path, why)
+    path.assign(ns_path).append("/").append(name);
+    relative.assign(relative_prefix).append(name);
+    bool pinned = !pins_.empty() && pins_.count(relative) != 0;
+    bool restored;
+    if (std::optional<IndexedBlock> known = FromSnapshot(dir.get(), path, snapshot_ns, name)) {
+      report.from_snapshot++;
+      known->address = BlockAddress{tenant, ns, name};
+      known->pinned = pinned;
+      restored = RestoreBlock(*known, located_[dev]);
+    } else {
+      std::string why;
+      Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(path, why)
                                                       : Result<BlockInfo>(StatusCode::kInvalidArgument);
-    if (info.ok() && info->address != BlockAddress{tenant, ns, name}) {
-      why = "identity does not match the path";
-      info = StatusCode::kInvalidArgument;
+      if (info.ok() && info->address != BlockAddress{tenant, ns, name}) {
+        why = "identity does not match the path";
+        info = StatusCode::kInvalidArgument;
+      }
+      if (!info.ok()) {
+        report.problems.push_back("skipped " + relative + ": " + (why.empty() ? "not a block name" : why));
+        report.blocks_skipped++;
+        ::unlink(path.c_str());
+        continue;
+      }
+      info->pinned = pinned;
+      restored = RestoreBlock(std::move(info.value()), located_[dev]);
     }
-    if (!info.ok()) {
-      report.problems.push_back("skipped " + tenant + "/" + ns + "/" + name + ": " +
-                                (why.empty() ? "not a block name" : why));
-      report.blocks_skipped++;
-      ::unlink(path.c_str());
-      continue;
-    }
-    info->pinned = pins_.count(info->address.RelativePath()) != 0;
-    if (Stat(info->address).ok()) {  // the same block in two directories: keep one
+    if (!restored) {  // the same block in two directories: keep one
       report.problems.push_back("skipped " + path + ": a duplicate of a block already loaded");
       report.blocks_skipped++;
       continue;
     }
-    RestoreBlock(std::move(info.value()), std::make_shared<Located>(dev));
     report.blocks_loaded++;
   }
 }
 
 void FileStore::LoadSnapshot(size_t dev) {
   std::string path = devices_[dev].path + "/" + kSnapshotFile;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return;
-  Bytes bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0) return;
+  Bytes bytes(static_cast<size_t>(st.st_size));
+  StatusCode read = PreadFull(fd.get(), bytes, 0);
+  fd.Reset();
   // Used once: whatever happens during this run, the next start scans unless this one closes
   // cleanly and writes a new snapshot.
   ::unlink(path.c_str());
-  auto entries = DecodeSnapshot(bytes);
-  if (!entries) return;
-  for (SnapshotEntry& e : *entries) {
-    std::string key = e.path;
-    snapshot_.emplace(std::move(key), std::move(e));
+  if (read != StatusCode::kOk) return;
+  std::optional<IndexSnapshot> snapshot = DecodeSnapshot(bytes);
+  if (!snapshot) return;
+  for (uint32_t i = 0; i < snapshot->namespaces.size(); ++i) {
+    snapshot_namespaces_.emplace(std::move(snapshot->namespaces[i]), i);
   }
+  snapshot_ = std::move(snapshot->entries);
+  std::sort(snapshot_.begin(), snapshot_.end(), [](const SnapshotEntry& a, const SnapshotEntry& b) {
+    return std::tie(a.ns, a.block) < std::tie(b.ns, b.block);
+  });
+  ReserveBlocks(snapshot_.size());
 }
 
-std::optional<BlockInfo> FileStore::FromSnapshot(const std::string& path, const std::string& relative) {
-  auto it = snapshot_.find(relative);
-  if (it == snapshot_.end()) return std::nullopt;
-  const SnapshotEntry& e = it->second;
+std::optional<IndexedStore::IndexedBlock> FileStore::FromSnapshot(int dir_fd, const std::string& path,
+                                                                  int64_t ns, const std::string& name) {
+  if (ns < 0) return std::nullopt;
+  std::optional<BlockDigest> block = ParseBlockName(name);
+  if (!block) return std::nullopt;
+  auto it = std::lower_bound(snapshot_.begin(), snapshot_.end(), std::pair(ns, *block),
+                             [](const SnapshotEntry& e, const std::pair<int64_t, BlockDigest>& key) {
+                               return std::tie(e.ns, e.block) < std::tie(key.first, key.second);
+                             });
+  if (it == snapshot_.end() || it->ns != ns || it->block != *block) return std::nullopt;
+  const SnapshotEntry& e = *it;
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_ino != e.inode ||
+  int got = dir_fd >= 0 ? ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW)
+                        : ::lstat(path.c_str(), &st);
+  if (got != 0 || !S_ISREG(st.st_mode) || st.st_ino != e.inode ||
       static_cast<uint64_t>(st.st_size) != e.file_size || st.st_ctim.tv_sec != e.ctime_sec ||
       st.st_ctim.tv_nsec != e.ctime_nsec) {
     return std::nullopt;  // not the file the snapshot saw: read it in full
   }
-  Result<CacheIdentity> identity = DecodePhysicalKey(e.identity);
-  if (!identity.ok()) return std::nullopt;
-  BlockInfo info;
-  info.address = AddressOf(identity.value());
-  if (info.address.RelativePath() != relative) return std::nullopt;
-  info.identity = std::move(identity.value());
-  info.canonical_identity = e.identity;
-  info.size = e.size;
-  info.commit_epoch = e.commit_epoch;
-  info.region_id = e.region_id;
-  info.owner = Owner{e.uid, e.gid};
-  info.commit_time_ns = e.commit_time_ns;
-  info.checksum = "xxh3-128:" + e.digest_hex;
-  return info;
+  IndexedBlock b;  // the caller sets the address
+  b.size = e.size;
+  b.commit_epoch = e.commit_epoch;
+  b.region_id = e.region_id;
+  b.owner = Owner{e.uid, e.gid};
+  b.commit_time_ns = e.commit_time_ns;
+  b.checksum = e.digest;
+  b.keys = e.keys;
+  return b;
 }
 
 FileStore::~FileStore() { SaveSnapshots(); }
 
 void FileStore::SaveSnapshots() {
-  std::vector<std::pair<size_t, BlockInfo>> blocks;
-  ForEachBlock([&](const BlockInfo& info, const StoredPayload* stored) {
+  std::vector<IndexSnapshot> per_dev(devices_.size());
+  std::vector<std::map<std::string, uint32_t>> ns_index(devices_.size());
+  std::vector<bool> in_service(devices_.size());
+  for (size_t dev = 0; dev < devices_.size(); ++dev) in_service[dev] = !Isolated(dev);
+  // Under the store's lock: no I/O here; the files are checked below.
+  std::string ns_name;
+  ForEachBlock([&](const IndexedBlock& b, const StoredPayload* stored) {
     auto* l = dynamic_cast<const Located*>(stored);
-    blocks.emplace_back(l ? l->dev : 0, info);
+    size_t dev = l ? l->dev : 0;
+    if (dev >= devices_.size() || !in_service[dev]) return;
+    IndexSnapshot& snapshot = per_dev[dev];
+    ns_name.assign(b.address.tenant).append("/").append(b.address.ns);
+    auto [ns, added] = ns_index[dev].try_emplace(ns_name, static_cast<uint32_t>(snapshot.namespaces.size()));
+    if (added) snapshot.namespaces.push_back(ns_name);
+    SnapshotEntry& e = snapshot.entries.emplace_back();
+    e.ns = ns->second;
+    e.block = ParseBlockName(b.address.block).value_or(BlockDigest{});
+    e.size = b.size;
+    e.commit_epoch = b.commit_epoch;
+    e.region_id = b.region_id;
+    e.uid = b.owner.uid;
+    e.gid = b.owner.gid;
+    e.commit_time_ns = b.commit_time_ns;
+    e.digest = b.checksum;
+    e.keys = b.keys;
   });
-  std::vector<std::vector<SnapshotEntry>> per_dev(devices_.size());
-  for (auto& [dev, info] : blocks) {
-    if (dev >= devices_.size() || Isolated(dev)) continue;
-    struct stat st {};
-    if (::lstat(PathIn(dev, info.address).c_str(), &st) != 0) continue;
-    constexpr std::string_view kTag = "xxh3-128:";
-    SnapshotEntry e;
-    e.path = info.address.RelativePath();
-    e.identity = info.canonical_identity;
-    e.size = info.size;
-    e.commit_epoch = info.commit_epoch;
-    e.region_id = info.region_id;
-    e.uid = info.owner.uid;
-    e.gid = info.owner.gid;
-    e.commit_time_ns = info.commit_time_ns;
-    e.digest_hex = info.checksum.substr(info.checksum.rfind(kTag, 0) == 0 ? kTag.size() : 0);
-    e.inode = st.st_ino;
-    e.file_size = static_cast<uint64_t>(st.st_size);
-    e.ctime_sec = st.st_ctim.tv_sec;
-    e.ctime_nsec = st.st_ctim.tv_nsec;
-    per_dev[dev].push_back(std::move(e));
-  }
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    if (Isolated(dev)) continue;
-    Bytes bytes = EncodeSnapshot(per_dev[dev]);
+    if (!in_service[dev]) continue;
+    IndexSnapshot& snapshot = per_dev[dev];
+    std::string base = devices_[dev].path + "/blocks/", path;
+    size_t kept = 0;
+    for (SnapshotEntry& e : snapshot.entries) {
+      struct stat st {};
+      path.assign(base).append(snapshot.namespaces[e.ns]).append("/").append(FormatBlockName(e.block));
+      if (::lstat(path.c_str(), &st) != 0) continue;
+      e.inode = st.st_ino;
+      e.file_size = static_cast<uint64_t>(st.st_size);
+      e.ctime_sec = st.st_ctim.tv_sec;
+      e.ctime_nsec = st.st_ctim.tv_nsec;
+      snapshot.entries[kept++] = e;
+    }
+    snapshot.entries.resize(kept);
+    Bytes bytes = EncodeSnapshot(snapshot);
     WriteFileAtomically(devices_[dev].path + "/" + kSnapshotFile,
                         std::string(bytes.begin(), bytes.end()));
   }
@@ -409,7 +465,7 @@ StatusCode FileStore::IsolateDomain(const std::string& path) {
     if (in_service == 1) return StatusCode::kInvalidArgument;  // never the last one
     devices_[dev].isolated = true;
   }
-  ForgetIf([dev](const BlockInfo&, const StoredPayload* stored) {
+  ForgetIf([dev](const StoredPayload* stored) {
     auto* l = dynamic_cast<const Located*>(stored);
     return l && l->dev == dev;
   });
@@ -528,7 +584,7 @@ Result<IndexedStore::Sealed> FileStore::DoSeal(PendingPayload& p, const BlockInf
   }
   f.fd.Reset();
   f.path.clear();
-  return Sealed{std::move(header.checksums), std::make_shared<Located>(f.dev)};
+  return Sealed{std::move(header.checksums), located_[f.dev]};
 }
 
 void FileStore::DoDiscard(PendingPayload& p) {
@@ -543,14 +599,30 @@ Result<IndexedStore::Opened> FileStore::DoOpen(const BlockInfo& info,
   if (!fd.valid()) return errno == ENOENT ? StatusCode::kChecksumMismatch : StatusFromErrno(errno);
   // The header is re-read at every open: a file replaced or damaged on disk since it was
   // indexed is caught here, before any payload byte is served.
+  // (IndexedStore checks the identity it returns.)
   Result<BlockHeader> header = ReadBlockHeader(fd.get());
-  if (!header.ok() || header->identity != info.canonical_identity ||
-      header->region_id != info.region_id || header->payload_length != info.size) {
+  if (!header.ok() || header->region_id != info.region_id || header->payload_length != info.size) {
     return StatusCode::kChecksumMismatch;
   }
   uint64_t data_offset = header->data_offset;
-  return Opened{std::make_unique<FileSource>(std::move(fd), data_offset),
-                std::move(header->checksums)};
+  std::unique_ptr<RawSource> source;
+  if (uring_) {
+    source = std::make_unique<UringSource>(*uring_, std::move(fd), data_offset);
+  } else {
+    source = std::make_unique<FileSource>(std::move(fd), data_offset);
+  }
+  return Opened{std::move(source), std::move(header->checksums), std::move(header->identity)};
+}
+
+Result<Bytes> FileStore::DoReadIdentity(const BlockInfo& info,
+                                        const std::shared_ptr<StoredPayload>& stored) {
+  Fd fd(::open(PathIn(DeviceOf(stored), info.address).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return errno == ENOENT ? StatusCode::kChecksumMismatch : StatusFromErrno(errno);
+  Result<BlockHeader> header = ReadBlockHeader(fd.get());
+  if (!header.ok() || header->region_id != info.region_id || header->payload_length != info.size) {
+    return StatusCode::kChecksumMismatch;
+  }
+  return std::move(header->identity);
 }
 
 std::shared_ptr<IndexedStore::StoredPayload> FileStore::DoQuarantine(

@@ -39,6 +39,8 @@
 
 namespace gpucache {
 
+class UringReader;
+
 struct FileStoreReport {
   uint64_t epoch = 0;
   uint64_t blocks_loaded = 0;
@@ -76,6 +78,8 @@ class FileStore final : public IndexedStore {
   Result<Sealed> DoSeal(PendingPayload& p, const BlockInfo& draft) override;
   void DoDiscard(PendingPayload& p) override;
   Result<Opened> DoOpen(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  Result<Bytes> DoReadIdentity(const BlockInfo& info,
+                               const std::shared_ptr<StoredPayload>& stored) override;
   std::shared_ptr<StoredPayload> DoQuarantine(const BlockInfo& info,
                                               const std::shared_ptr<StoredPayload>& stored) override;
   void DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
@@ -96,7 +100,10 @@ class FileStore final : public IndexedStore {
   void SaveSnapshots();
   void LoadSnapshot(size_t dev);
   // The block at `path` as the snapshot describes it, if the file is still that very file.
-  std::optional<BlockInfo> FromSnapshot(const std::string& path, const std::string& relative);
+  // `name` in the directory `dir_fd` (if >= 0, else at `path`); `ns` indexes
+  // snapshot_namespaces_ (-1: not in the snapshot). The address is left for the caller to set.
+  std::optional<IndexedBlock> FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
+                                           const std::string& name);
   bool Initialise(FileStoreReport& report, std::string& error);
   void LoadBlocks(size_t dev, FileStoreReport& report);
   void LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
@@ -115,8 +122,13 @@ class FileStore final : public IndexedStore {
   std::set<std::string> pins_;  // relative paths pinned at start-up
 
   std::vector<Device> devices_;
+  std::vector<std::shared_ptr<StoredPayload>> located_;  // per device, shared by its blocks
   Env& env_;  // options().env, or the POSIX one
-  std::unordered_map<std::string, SnapshotEntry> snapshot_;  // start-up only: by relative path
+  // backing_io "uring": serves every UringSource this store opens (so it outlives them).
+  std::unique_ptr<UringReader> uring_;
+  // Start-up only: the snapshot of the directory being loaded, entries sorted by (ns, block).
+  std::unordered_map<std::string, uint32_t> snapshot_namespaces_;  // "tenant/ns" -> index
+  std::vector<SnapshotEntry> snapshot_;
   mutable std::mutex devices_mu_;
   mutable uint64_t weights_read_ns_ = 0;  // steady clock; guarded by devices_mu_
 };

@@ -2,25 +2,36 @@
 
 #include "store/codec.h"
 
+#include <algorithm>
+
 #include <xxhash.h>
 
 
 namespace gpucache {
-Bytes EncodeSnapshot(const std::vector<SnapshotEntry>& entries) {
+namespace {
+constexpr uint32_t kVersion = 2;
+}  // namespace
+
+Bytes EncodeSnapshot(const IndexSnapshot& snapshot) {
   ByteWriter w;
   w.Raw(std::string_view("GPCX"));
-  w.U32(1);
-  w.U64(entries.size());
-  for (const SnapshotEntry& e : entries) {
-    w.Str(e.path);
-    w.U32(static_cast<uint32_t>(e.identity.size()));
-    w.Raw(e.identity);
+  w.U32(kVersion);
+  w.U32(static_cast<uint32_t>(snapshot.namespaces.size()));
+  for (const std::string& ns : snapshot.namespaces) w.Str(ns);
+  w.U64(snapshot.entries.size());
+  for (const SnapshotEntry& e : snapshot.entries) {
+    w.U32(e.ns);
+    w.Raw(e.block);
     for (uint64_t v : {e.size, e.commit_epoch, e.region_id}) w.U64(v);
     w.U32(e.uid);
     w.U32(e.gid);
     w.U64(e.commit_time_ns);
-    auto digest = HexDecode(e.digest_hex);
-    w.Raw(digest && digest->size() == 16 ? *digest : Bytes(16, 0));
+    w.Raw(e.digest);
+    const IndexKeys& k = e.keys;
+    for (uint64_t v : {k.identity, k.logical, k.parent, k.tail, k.prefix}) w.U64(v);
+    w.U32(k.valid_length);
+    w.U32(k.block_capacity);
+    w.U8(k.chain_length);
     w.U64(e.inode);
     w.U64(e.file_size);
     w.U64(static_cast<uint64_t>(e.ctime_sec));
@@ -32,34 +43,56 @@ Bytes EncodeSnapshot(const std::vector<SnapshotEntry>& entries) {
   return w.Take();
 }
 
-std::optional<std::vector<SnapshotEntry>> DecodeSnapshot(std::span<const uint8_t> bytes) {
-  if (bytes.size() < 24) return std::nullopt;
+namespace {
+
+template <size_t N>
+void ReadArray(ByteReader& in, std::array<uint8_t, N>& out) {
+  auto b = in.Raw(N);
+  if (b.size() == N) std::copy(b.begin(), b.end(), out.begin());
+}
+
+}  // namespace
+
+std::optional<IndexSnapshot> DecodeSnapshot(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 28) return std::nullopt;
   std::span<const uint8_t> body = bytes.first(bytes.size() - 8);
   if (ByteReader(bytes.last(8)).U64() != XXH3_64bits(body.data(), body.size())) return std::nullopt;
   ByteReader in(body);
   in.Expect("GPCX");
-  if (in.U32() != 1) return std::nullopt;
+  if (in.U32() != kVersion) return std::nullopt;
+  IndexSnapshot out;
+  uint32_t namespaces = in.U32();
+  if (!in.ok() || namespaces > body.size()) return std::nullopt;
+  out.namespaces.reserve(namespaces);
+  for (uint32_t i = 0; i < namespaces && in.ok(); i++) out.namespaces.push_back(in.Str());
   uint64_t count = in.U64();
   if (!in.ok() || count > body.size()) return std::nullopt;
-  std::vector<SnapshotEntry> out;
-  out.reserve(count);
+  out.entries.reserve(count);
   for (uint64_t i = 0; i < count && in.ok(); i++) {
-    SnapshotEntry e;
-    e.path = in.Str();
-    auto id = in.Raw(in.U32());
-    e.identity.assign(id.begin(), id.end());
+    SnapshotEntry& e = out.entries.emplace_back();
+    e.ns = in.U32();
+    if (e.ns >= out.namespaces.size()) return std::nullopt;
+    ReadArray(in, e.block);
     e.size = in.U64();
     e.commit_epoch = in.U64();
     e.region_id = in.U64();
     e.uid = in.U32();
     e.gid = in.U32();
     e.commit_time_ns = in.U64();
-    e.digest_hex = HexEncode(in.Raw(16));
+    ReadArray(in, e.digest);
+    IndexKeys& k = e.keys;
+    k.identity = in.U64();
+    k.logical = in.U64();
+    k.parent = in.U64();
+    k.tail = in.U64();
+    k.prefix = in.U64();
+    k.valid_length = in.U32();
+    k.block_capacity = in.U32();
+    k.chain_length = in.U8();
     e.inode = in.U64();
     e.file_size = in.U64();
     e.ctime_sec = static_cast<int64_t>(in.U64());
     e.ctime_nsec = static_cast<int64_t>(in.U64());
-    out.push_back(std::move(e));
   }
   if (!in.ok() || !in.AtEnd()) return std::nullopt;
   return out;

@@ -8,11 +8,17 @@
 // that test and is read and checked in full, as without a snapshot. And nothing is served on
 // the snapshot's word: every open re-reads the header, every read verifies checksums.
 //
-// Format (little-endian): "GPCX", u32 version 1, u64 count, then per entry: u16 length + the
-// path "tenant/ns/block", u32 length + the GPCK identity, u64 payload size, u64 commit epoch,
-// u64 region id, u32 uid, u32 gid, u64 commit time (ns), 16 bytes XXH3-128 of the payload,
+// The snapshot carries what the index keeps (IndexKeys, store/index_keys.h), not the identity:
+// loading it decodes nothing. Whether the entry's keys belong to the file's identity is not
+// checked at start; every open and Stat compares the header's identity with keys.identity.
+//
+// Format (little-endian): "GPCX", u32 version 2, u32 namespace count, per namespace u16 length
+// + "tenant/ns"; u64 entry count, then per entry: u32 namespace index, the block name as 16
+// binary bytes, u64 payload size, u64 commit epoch, u64 region id, u32 uid, u32 gid,
+// u64 commit time (ns), 16 bytes XXH3-128 of the payload, the keys (u64 identity, logical,
+// parent, tail and prefix digests, u32 valid length, u32 block capacity, u8 chain length),
 // u64 inode, u64 file size, i64 ctime seconds, i64 ctime nanoseconds; then the XXH3-64 of
-// everything before it.
+// everything before it. Version 1 (which carried the GPCK identity) is refused: one scan.
 #pragma once
 
 #include <cstdint>
@@ -22,19 +28,21 @@
 #include <vector>
 
 #include "store/identity.h"
+#include "store/index_keys.h"
 
 namespace gpucache {
 
 struct SnapshotEntry {
-  std::string path;  // tenant/namespace/block
-  Bytes identity;    // GPCK
+  uint32_t ns = 0;        // index into IndexSnapshot::namespaces
+  BlockDigest block{};    // the block file's name, in binary
   uint64_t size = 0;
   uint64_t commit_epoch = 0;
   uint64_t region_id = 0;
   uint32_t uid = 0;
   uint32_t gid = 0;
   uint64_t commit_time_ns = 0;
-  std::string digest_hex;  // 32 lowercase hex digits
+  BlockDigest digest{};  // XXH3-128 of the payload
+  IndexKeys keys;
   uint64_t inode = 0;
   uint64_t file_size = 0;
   int64_t ctime_sec = 0;
@@ -42,10 +50,17 @@ struct SnapshotEntry {
   bool operator==(const SnapshotEntry&) const = default;
 };
 
+struct IndexSnapshot {
+  std::vector<std::string> namespaces;  // "tenant/namespace"
+  std::vector<SnapshotEntry> entries;
+  bool operator==(const IndexSnapshot&) const = default;
+};
+
 inline constexpr char kSnapshotFile[] = "INDEX";
 
-Bytes EncodeSnapshot(const std::vector<SnapshotEntry>& entries);
-// nullopt for anything that is not an intact version-1 snapshot.
-std::optional<std::vector<SnapshotEntry>> DecodeSnapshot(std::span<const uint8_t> bytes);
+Bytes EncodeSnapshot(const IndexSnapshot& snapshot);
+// nullopt for anything that is not an intact version-2 snapshot (a namespace index out of
+// range included).
+std::optional<IndexSnapshot> DecodeSnapshot(std::span<const uint8_t> bytes);
 
 }  // namespace gpucache

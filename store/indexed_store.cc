@@ -47,21 +47,26 @@ StatusCode IndexedStore::CreateNamespace(std::string_view tenant, std::string_vi
   }
   if (StatusCode s = DoCreateNamespace(tenant, ns, owner); s != StatusCode::kOk) return s;
   std::lock_guard lock(mu_);
-  return namespaces_.emplace(key, Namespace{owner}).second ? StatusCode::kOk : StatusCode::kExists;
+  if (namespaces_.count(key)) return StatusCode::kExists;
+  AddNamespaceLocked(key.first, key.second, owner);
+  return StatusCode::kOk;
 }
 
 StatusCode IndexedStore::RemoveNamespace(std::string_view tenant, std::string_view ns) {
   std::unique_lock lock(mu_);
   NamespaceKey key{std::string(tenant), std::string(ns)};
-  if (!namespaces_.count(key)) return StatusCode::kNotFound;
+  auto it = namespaces_.find(key);
+  if (it == namespaces_.end()) return StatusCode::kNotFound;
   BlockAddress lo{key.first, key.second, ""};
   auto in_ns = [&](const BlockAddress& a) { return a.tenant == lo.tenant && a.ns == lo.ns; };
-  auto b = blocks_.lower_bound(lo);
   auto r = reserved_.lower_bound(lo);
-  if ((b != blocks_.end() && in_ns(b->first)) || (r != reserved_.end() && in_ns(r->first))) {
+  if (!it->second.blocks.empty() || (r != reserved_.end() && in_ns(r->first))) {
     return StatusCode::kNotEmpty;
   }
-  namespaces_.erase(key);
+  ns_by_id_[it->second.id] = namespaces_.end();
+  last_indexed_ns_.reset();
+  free_ns_ids_.push_back(it->second.id);
+  namespaces_.erase(it);
   lock.unlock();
   return DoRemoveNamespace(tenant, ns);
 }
@@ -88,8 +93,9 @@ std::vector<std::string> IndexedStore::ListEntries(std::string_view tenant, std:
   std::vector<std::string> out;
   BlockAddress lo{std::string(tenant), std::string(ns), ""};
   auto in_ns = [&](const BlockAddress& a) { return a.tenant == lo.tenant && a.ns == lo.ns; };
-  for (auto it = blocks_.lower_bound(lo); it != blocks_.end() && in_ns(it->first); ++it) {
-    out.push_back(it->first.block);
+  if (auto it = namespaces_.find(NamespaceKey{lo.tenant, lo.ns}); it != namespaces_.end()) {
+    out.reserve(it->second.blocks.size());
+    for (const auto& [name, record] : it->second.blocks) out.push_back(FormatBlockName(name));
   }
   for (auto it = reserved_.lower_bound(lo); it != reserved_.end() && in_ns(it->first); ++it) {
     out.push_back(it->first.block + std::string(kPartSuffix));
@@ -160,7 +166,7 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
   {
     std::lock_guard lock(mu_);
     if (!namespaces_.count({address.tenant, address.ns})) return StatusCode::kNotFound;
-    if (blocks_.count(address) || reserved_.count(address)) return StatusCode::kExists;
+    if (FindBlockLocked(address) || reserved_.count(address)) return StatusCode::kExists;
     if (StatusCode s = AdmitReservationLocked(address.tenant); s != StatusCode::kOk) return s;
     info.id = next_reservation_++;
     info.address = address;
@@ -351,6 +357,7 @@ StatusCode IndexedStore::Commit(ReservationId id) {
     draft.commit_time_ns = NowNs();
   }
   Finish(std::move(evicted), RemovalReason::kEvicted);
+  const IndexKeys keys = IndexKeysOf(draft.identity, draft.canonical_identity);
   Result<Sealed> sealed = DoSeal(*payload, draft);
   if (sealed.status() == StatusCode::kNoSpace) {
     // The backing disk filled up under the payload and the header (or a sync) found no room:
@@ -378,11 +385,19 @@ StatusCode IndexedStore::Commit(ReservationId id) {
     return StatusCode::kFenced;
   }
   Transition(r->info.state, BlockState::kCommitted);
-  draft.checksum = "xxh3-128:" + sealed->checksums.digest_hex;
   ReleaseReservationLocked(id, FillState::kFinished);
   CountersLocked(draft.address.tenant).commits++;
+  Record record;
+  record.size = draft.size;
+  record.commit_epoch = draft.commit_epoch;
+  record.region_id = draft.region_id;
+  record.commit_time_ns = draft.commit_time_ns;
+  record.owner = draft.owner;
+  record.keys = keys;
+  record.checksum = ParseBlockName(sealed->checksums.digest_hex).value_or(BlockDigest{});
+  record.stored = std::move(sealed->stored);
   BlockAddress committed = draft.address;
-  IndexLocked(Record{std::move(draft), std::move(sealed->stored), 0});
+  IndexLocked(committed, std::move(record));
   GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged
   lock.unlock();
   if (commit_observer_) commit_observer_(committed);  // set once at start-up: no copy needed

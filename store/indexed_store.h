@@ -7,11 +7,23 @@
 // the medium: MemoryStore keeps bytes in memory, FileStore in block files. Medium hooks are
 // called without the lock held, so no disk I/O ever happens under it.
 //
+// The index is sized for millions of blocks: per committed block it keeps a Record of fixed
+// size (the block name as 16 binary bytes in its namespace's ordered map, sizes, epoch,
+// region, owner, commit time, the payload digest, pin and reader counts, and IndexKeys:
+// 64-bit digests of the identity's parts; store/index_keys.h) and one entry in each side
+// table (policy key, parent hash, tail hash, logical key). Tenant and namespace strings live
+// once, in the namespace table; a record names its namespace by a 32-bit id. The identity
+// itself is not kept: Stat reads it back through the medium (DoReadIdentity), Open from the
+// header it re-reads anyway, and both check it against IndexKeys::identity. StatAttributes
+// and Probe answer from memory alone, with the identity fields left empty.
+//
 // Thread safety: all public methods are safe to call concurrently; one mutex guards the index
 // (fence_mu_ additionally serializes epoch bumps, taken before mu_).
 #pragma once
 
 #include <atomic>
+#include <bit>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -23,6 +35,7 @@
 #include "store/block_store.h"
 #include "store/checksum.h"
 #include "store/eviction/eviction_policy.h"
+#include "store/index_keys.h"
 
 namespace gpucache {
 
@@ -63,8 +76,14 @@ class IndexedStore : public BlockStore {
   Result<ReservationInfo> StatReservation(ReservationId id) override;
   std::optional<ReservationId> FindReservation(const BlockAddress& address) override;
 
+  // The whole BlockInfo; the identity is read back through the medium (for FileStore, the
+  // block file's header) and checked. kNotFound if the block is gone or its stored identity
+  // no longer matches (then it is dropped as corrupt).
   Result<BlockInfo> Stat(const BlockAddress& address) override;
-  // Stat that counts: a hit or a miss for the block's tenant (a path probe by an engine).
+  // Stat from memory alone: every BlockInfo field but `identity` and `canonical_identity`,
+  // which are left empty. What attributes (getattr, lookup) need; no I/O.
+  Result<BlockInfo> StatAttributes(const BlockAddress& address);
+  // StatAttributes that counts: a hit or a miss for the block's tenant (a path probe).
   Result<BlockInfo> Probe(const BlockAddress& address);
   Result<std::shared_ptr<BlockReader>> Open(const BlockAddress& address) override;
   LookupResult Lookup(const CacheIdentity& identity) override;
@@ -123,6 +142,20 @@ class IndexedStore : public BlockStore {
   struct Opened {
     std::unique_ptr<RawSource> source;
     PayloadChecksums checksums;
+    Bytes identity;  // the canonical identity the medium holds for the block (GPCK)
+  };
+  // A committed block as the index keeps it: no identity bytes, only their IndexKeys. What a
+  // medium saves at a clean close and restores from at start-up.
+  struct IndexedBlock {
+    BlockAddress address;
+    uint64_t size = 0;
+    uint64_t commit_epoch = 0;
+    uint64_t region_id = 0;
+    Owner owner;
+    uint64_t commit_time_ns = 0;
+    BlockDigest checksum{};  // XXH3-128 of the payload, canonical byte order
+    IndexKeys keys;
+    bool pinned = false;
   };
 
  protected:
@@ -135,7 +168,12 @@ class IndexedStore : public BlockStore {
   // `draft` holds every field but the checksum.
   virtual Result<Sealed> DoSeal(PendingPayload& p, const BlockInfo& draft) = 0;
   virtual void DoDiscard(PendingPayload& p) = 0;
+  // `info` carries no identity; the medium returns the one it holds, and the caller checks it.
   virtual Result<Opened> DoOpen(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) = 0;
+  // The canonical identity the medium holds for a committed block (`info` carries none);
+  // kChecksumMismatch if its bytes are gone or damaged.
+  virtual Result<Bytes> DoReadIdentity(const BlockInfo& info,
+                                       const std::shared_ptr<StoredPayload>& stored) = 0;
   // Moves a block's bytes out of the namespace but keeps them; returns the new medium state.
   virtual std::shared_ptr<StoredPayload> DoQuarantine(const BlockInfo& info,
                                                       const std::shared_ptr<StoredPayload>& stored) = 0;
@@ -146,16 +184,21 @@ class IndexedStore : public BlockStore {
 
   // For subclasses restoring state at start-up (before any other call).
   void RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner);
-  void RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored);
+  // Both return false (and change nothing) if the address is already indexed.
+  // REQUIRES: `info` is whole (identity decoded, canonical bytes set).
+  bool RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored);
+  bool RestoreBlock(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored);
   void RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored);
+  // About `blocks` more blocks are to be restored: sizes the side tables once.
+  void ReserveBlocks(size_t blocks);
   void SetEpoch(uint64_t epoch);
   // The medium state of a committed block, or null.
   std::shared_ptr<StoredPayload> StoredFor(const BlockAddress& address);
   // Forgets (without touching their bytes) the committed blocks `lost` selects, as when their
   // device is gone; tells the observer. Returns how many.
-  size_t ForgetIf(const std::function<bool(const BlockInfo&, const StoredPayload*)>& lost);
+  size_t ForgetIf(const std::function<bool(const StoredPayload*)>& lost);
   // Calls `fn` for every committed block, under the store's lock (no I/O in `fn`).
-  void ForEachBlock(const std::function<void(const BlockInfo&, const StoredPayload*)>& fn);
+  void ForEachBlock(const std::function<void(const IndexedBlock&, const StoredPayload*)>& fn);
 
  private:
   struct Reservation {
@@ -168,13 +211,37 @@ class IndexedStore : public BlockStore {
     uint64_t last_activity_ns = 0;
     std::shared_ptr<PendingPayload> payload;
   };
+  // One committed block. Its name is its key in the namespace's map; its namespace is `ns`.
   struct Record {
-    BlockInfo info;
+    uint64_t size = 0;
+    uint64_t commit_epoch = 0;
+    uint64_t region_id = 0;
+    uint64_t commit_time_ns = 0;
+    Owner owner;
+    uint32_t ns = 0;            // namespace id (ns_by_id_)
+    int32_t open_readers = 0;
+    IndexKeys keys;
+    BlockDigest checksum{};     // XXH3-128 of the payload
+    bool pinned = false;
     std::shared_ptr<StoredPayload> stored;
-    int open_readers = 0;
   };
+  // Block names in binary order (== name order), compared a word at a time.
+  struct DigestLess {
+    bool operator()(const BlockDigest& a, const BlockDigest& b) const {
+      uint64_t a0 = Word(a, 0), b0 = Word(b, 0);
+      return a0 != b0 ? a0 < b0 : Word(a, 8) < Word(b, 8);
+    }
+    static uint64_t Word(const BlockDigest& d, size_t at) {
+      uint64_t w;
+      std::memcpy(&w, d.data() + at, 8);
+      // Read big-endian: numeric order is then byte order.
+      return std::endian::native == std::endian::little ? __builtin_bswap64(w) : w;
+    }
+  };
+  using BlockMap = std::map<BlockDigest, Record, DigestLess>;
+  using BlockRef = BlockMap::iterator;  // stable until the block leaves the index
   struct Quarantined {
-    BlockInfo info;
+    BlockInfo info;  // the identity fields are not needed (and may be empty)
     std::shared_ptr<StoredPayload> stored;
     int open_readers = 0;
     std::string reason;
@@ -182,13 +249,33 @@ class IndexedStore : public BlockStore {
   };
   struct Namespace {
     Owner owner;
+    uint32_t id = 0;
+    BlockMap blocks;  // committed blocks, in name order
   };
   using NamespaceKey = std::pair<std::string, std::string>;
-  // Blocks that can serve as a prefix for each other share tenant, namespace and parent hash.
-  using ParentKey = std::tuple<std::string, std::string, Bytes>;
+  // Orders namespace keys and finds them by string_views, without building a key.
+  struct NamespaceLess {
+    using is_transparent = void;
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+      int t = std::string_view(a.first).compare(std::string_view(b.first));
+      return t != 0 ? t < 0 : std::string_view(a.second) < std::string_view(b.second);
+    }
+  };
+  using NamespaceMap = std::map<NamespaceKey, Namespace, NamespaceLess>;
+  // A digest within one namespace: blocks that can serve as a prefix for each other share
+  // namespace and parent hash.
+  struct NsDigest {
+    uint32_t ns;
+    uint64_t digest;
+    bool operator==(const NsDigest&) const = default;
+  };
+  struct NsDigestHash {
+    size_t operator()(const NsDigest& k) const { return k.digest ^ (uint64_t{k.ns} * 0x9E3779B97F4A7C15ull); }
+  };
   // Work to finish outside the lock after a block left the namespace.
   struct Departure {
-    BlockInfo info;
+    BlockInfo info;  // without identity
     std::shared_ptr<StoredPayload> stored;
     bool quarantine = false;  // keep the bytes (open handles), else drop them
   };
@@ -202,12 +289,17 @@ class IndexedStore : public BlockStore {
   uint64_t MaxBlockBytes(const std::string& tenant) const;
   void RecordOutcomeLocked(const BlockAddress& address, FillState state);
   // indexed_store_blocks.cc
-  void IndexLocked(Record record);
-  Record UnindexLocked(std::map<BlockAddress, Record>::iterator it);
-  std::optional<BlockAddress> ParentOfLocked(const BlockInfo& info);
-  std::optional<LookupResult> PrefixHitLocked(const CacheIdentity& want);
+  Namespace* NamespaceLocked(std::string_view tenant, std::string_view ns);
+  Namespace& AddNamespaceLocked(const std::string& tenant, const std::string& ns, Owner owner);
+  const NamespaceKey& NamespaceKeyOf(uint32_t id) const { return ns_by_id_[id]->first; }
+  std::optional<BlockRef> FindBlockLocked(const BlockAddress& address);
+  BlockAddress AddressOfLocked(BlockRef it) const;
+  BlockInfo AttributesOfLocked(BlockRef it) const;  // without identity
+  bool IndexLocked(const BlockAddress& address, Record record);
+  Record UnindexLocked(BlockRef it);
+  std::optional<LookupResult> PrefixHitLocked(const CacheIdentity& want, const BlockAddress& self);
   StatusCode MakeRoomLocked(const std::string& tenant, uint64_t need, std::vector<Departure>& out);
-  Departure RemoveLocked(std::map<BlockAddress, Record>::iterator it, const char* reason);
+  Departure RemoveLocked(BlockRef it, const char* reason);
   void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify);
   void PersistPins();
   // indexed_store_ops.cc
@@ -224,12 +316,15 @@ class IndexedStore : public BlockStore {
   ReservationId next_reservation_ = 1;
   std::unique_ptr<EvictionPolicy> policy_;
   bool policy_sized_ = false;  // told the capacity (the block count when it first filled)
-  std::map<NamespaceKey, Namespace> namespaces_;
-  std::map<BlockAddress, Record> blocks_;
-  std::unordered_map<PolicyKey, BlockAddress> by_key_;
-  std::multimap<std::string, BlockAddress> by_logical_;  // hex digest of GPCL -> blocks
-  std::multimap<ParentKey, BlockAddress> by_parent_;     // chain[0] -> blocks
-  std::map<ParentKey, BlockAddress> by_tail_;            // last chain hash -> block
+  NamespaceMap namespaces_;
+  std::vector<NamespaceMap::iterator> ns_by_id_;  // end() for a free id
+  std::vector<uint32_t> free_ns_ids_;
+  std::optional<NamespaceMap::iterator> last_indexed_ns_;  // IndexLocked's hint
+  size_t block_count_ = 0;
+  std::unordered_map<PolicyKey, BlockRef> by_key_;
+  std::unordered_map<uint64_t, uint32_t> by_logical_;               // GPCL digest -> blocks
+  std::unordered_multimap<NsDigest, BlockRef, NsDigestHash> by_parent_;  // chain[0] -> blocks
+  std::unordered_map<NsDigest, BlockRef, NsDigestHash> by_tail_;         // last chain hash -> block
   std::map<uint64_t, Quarantined> quarantine_;           // by region id
   std::map<ReservationId, Reservation> reservations_;
   std::map<BlockAddress, ReservationId> reserved_;

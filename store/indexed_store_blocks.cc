@@ -10,16 +10,31 @@
 namespace gpucache {
 namespace {
 
-bool IsStrictPrefix(const std::vector<Bytes>& shorter, const std::vector<Bytes>& longer) {
-  return shorter.size() < longer.size() && std::equal(shorter.begin(), shorter.end(), longer.begin());
+std::string ChecksumText(const BlockDigest& digest) { return "xxh3-128:" + FormatBlockName(digest); }
+
+}  // namespace
+
+namespace {
+
+// XXH3-64 of "tenant/ns/block", without allocating for names of the usual lengths.
+PolicyKey PolicyKeyOfParts(std::string_view tenant, std::string_view ns, std::string_view block) {
+  char buf[512];
+  size_t n = tenant.size() + ns.size() + block.size() + 2;
+  if (n > sizeof(buf)) {
+    std::string s = std::string(tenant) + '/' + std::string(ns) + '/' + std::string(block);
+    return XXH3_64bits(s.data(), s.size());
+  }
+  char* p = std::copy(tenant.begin(), tenant.end(), buf);
+  *p++ = '/';
+  p = std::copy(ns.begin(), ns.end(), p);
+  *p++ = '/';
+  std::copy(block.begin(), block.end(), p);
+  return XXH3_64bits(buf, n);
 }
 
 }  // namespace
 
-PolicyKey PolicyKeyOf(const BlockAddress& a) {
-  std::string s = a.tenant + '/' + a.ns + '/' + a.block;
-  return XXH3_64bits(s.data(), s.size());
-}
+PolicyKey PolicyKeyOf(const BlockAddress& a) { return PolicyKeyOfParts(a.tenant, a.ns, a.block); }
 
 std::string_view ToString(MissReason reason) {
   switch (reason) {
@@ -101,72 +116,130 @@ class VerifyingReader final : public BlockReader {
 
 // --- The index ---------------------------------------------------------------------------
 
-std::optional<BlockAddress> IndexedStore::ParentOfLocked(const BlockInfo& info) {
-  auto it = by_tail_.find(ParentKey{info.address.tenant, info.address.ns, info.identity.chain[0]});
-  if (it == by_tail_.end()) return std::nullopt;
+IndexedStore::Namespace* IndexedStore::NamespaceLocked(std::string_view tenant, std::string_view ns) {
+  auto it = namespaces_.find(std::pair<std::string_view, std::string_view>(tenant, ns));
+  return it == namespaces_.end() ? nullptr : &it->second;
+}
+
+IndexedStore::Namespace& IndexedStore::AddNamespaceLocked(const std::string& tenant,
+                                                          const std::string& ns, Owner owner) {
+  auto found = namespaces_.find(std::pair<std::string_view, std::string_view>(tenant, ns));
+  if (found != namespaces_.end()) return found->second;
+  auto it = namespaces_.try_emplace(NamespaceKey{tenant, ns}).first;
+  it->second.owner = owner;
+  if (!free_ns_ids_.empty()) {
+    it->second.id = free_ns_ids_.back();
+    free_ns_ids_.pop_back();
+    ns_by_id_[it->second.id] = it;
+  } else {
+    it->second.id = static_cast<uint32_t>(ns_by_id_.size());
+    ns_by_id_.push_back(it);
+  }
   return it->second;
 }
 
-void IndexedStore::IndexLocked(Record record) {
-  const BlockInfo& info = record.info;
-  Usage& u = CountersLocked(info.address.tenant).usage;
-  u.blocks++;
-  u.bytes += info.size;
-  by_logical_.emplace(Xxh128Hex(EncodeLogicalKey(info.identity)), info.address);
-  by_parent_.emplace(ParentKey{info.address.tenant, info.address.ns, info.identity.chain[0]},
-                     info.address);
-  by_tail_[ParentKey{info.address.tenant, info.address.ns, info.identity.chain.back()}] = info.address;
-  std::optional<PolicyKey> parent;
-  if (auto p = ParentOfLocked(info); p && *p != info.address && blocks_.count(*p)) {
-    parent = PolicyKeyOf(*p);
-  }
-  PolicyKey key = PolicyKeyOf(info.address);
-  by_key_[key] = info.address;
-  policy_->OnInsert(key, parent, info.identity.valid_length < info.identity.block_capacity);
-  BlockAddress address = info.address;
-  blocks_[address] = std::move(record);
+std::optional<IndexedStore::BlockRef> IndexedStore::FindBlockLocked(const BlockAddress& address) {
+  std::optional<BlockDigest> name = ParseBlockName(address.block);
+  if (!name) return std::nullopt;
+  Namespace* ns = NamespaceLocked(address.tenant, address.ns);
+  if (!ns) return std::nullopt;
+  auto it = ns->blocks.find(*name);
+  if (it == ns->blocks.end()) return std::nullopt;
+  return it;
 }
 
-IndexedStore::Record IndexedStore::UnindexLocked(std::map<BlockAddress, Record>::iterator it) {
-  Record record = std::move(it->second);
-  const BlockInfo& info = record.info;
-  blocks_.erase(it);
-  Usage& u = CountersLocked(info.address.tenant).usage;
+BlockAddress IndexedStore::AddressOfLocked(BlockRef it) const {
+  const NamespaceKey& key = NamespaceKeyOf(it->second.ns);
+  return BlockAddress{key.first, key.second, FormatBlockName(it->first)};
+}
+
+BlockInfo IndexedStore::AttributesOfLocked(BlockRef it) const {
+  const Record& r = it->second;
+  BlockInfo info;
+  info.address = AddressOfLocked(it);
+  info.size = r.size;
+  info.commit_epoch = r.commit_epoch;
+  info.region_id = r.region_id;
+  info.owner = r.owner;
+  info.commit_time_ns = r.commit_time_ns;
+  info.checksum = ChecksumText(r.checksum);
+  info.pinned = r.pinned;
+  return info;
+}
+
+bool IndexedStore::IndexLocked(const BlockAddress& address, Record record) {
+  std::optional<BlockDigest> name = ParseBlockName(address.block);
+  if (!name) return false;
+  // Restores come a namespace at a time: the previous block's namespace is likely this one's.
+  Namespace& ns = last_indexed_ns_ && (*last_indexed_ns_)->first.first == address.tenant &&
+                          (*last_indexed_ns_)->first.second == address.ns
+                      ? (*last_indexed_ns_)->second
+                      : AddNamespaceLocked(address.tenant, address.ns, record.owner);
+  last_indexed_ns_ = ns_by_id_[ns.id];
+  record.ns = ns.id;
+  auto [it, inserted] = ns.blocks.try_emplace(*name, std::move(record));
+  if (!inserted) return false;
+  block_count_++;
+  const Record& r = it->second;
+  Usage& u = CountersLocked(address.tenant).usage;
+  u.blocks++;
+  u.bytes += r.size;
+  by_logical_[r.keys.logical]++;
+  by_parent_.emplace(NsDigest{ns.id, r.keys.parent}, it);
+  by_tail_[NsDigest{ns.id, r.keys.tail}] = it;
+  std::optional<PolicyKey> parent;
+  // The resident block whose last chain hash is this block's parent hash, if any.
+  if (auto p = by_tail_.find(NsDigest{ns.id, r.keys.parent}); p != by_tail_.end() && p->second != it) {
+    const NamespaceKey& pk = NamespaceKeyOf(p->second->second.ns);
+    parent = PolicyKeyOfParts(pk.first, pk.second, FormatBlockName(p->second->first));
+  }
+  PolicyKey key = PolicyKeyOf(address);
+  by_key_[key] = it;
+  policy_->OnInsert(key, parent, r.keys.valid_length < r.keys.block_capacity);
+  return true;
+}
+
+IndexedStore::Record IndexedStore::UnindexLocked(BlockRef it) {
+  BlockAddress address = AddressOfLocked(it);
+  Record& r = it->second;
+  Usage& u = CountersLocked(address.tenant).usage;
   u.blocks--;
-  u.bytes -= info.size;
-  auto erase_one = [&](auto& multimap, const auto& key) {
-    auto [lo, hi] = multimap.equal_range(key);
-    for (auto i = lo; i != hi; ++i) {
-      if (i->second == info.address) {
-        multimap.erase(i);
-        return;
-      }
+  u.bytes -= r.size;
+  if (auto l = by_logical_.find(r.keys.logical); l != by_logical_.end() && --l->second == 0) {
+    by_logical_.erase(l);
+  }
+  auto [lo, hi] = by_parent_.equal_range(NsDigest{r.ns, r.keys.parent});
+  for (auto i = lo; i != hi; ++i) {
+    if (i->second == it) {
+      by_parent_.erase(i);
+      break;
     }
-  };
-  erase_one(by_logical_, Xxh128Hex(EncodeLogicalKey(info.identity)));
-  erase_one(by_parent_, ParentKey{info.address.tenant, info.address.ns, info.identity.chain[0]});
-  auto tail = by_tail_.find(ParentKey{info.address.tenant, info.address.ns, info.identity.chain.back()});
-  if (tail != by_tail_.end() && tail->second == info.address) by_tail_.erase(tail);
-  PolicyKey key = PolicyKeyOf(info.address);
+  }
+  auto tail = by_tail_.find(NsDigest{r.ns, r.keys.tail});
+  if (tail != by_tail_.end() && tail->second == it) by_tail_.erase(tail);
+  PolicyKey key = PolicyKeyOf(address);
   by_key_.erase(key);
   policy_->OnRemove(key);
+  Record record = std::move(r);
+  ns_by_id_[record.ns]->second.blocks.erase(it);
+  block_count_--;
   return record;
 }
 
-IndexedStore::Departure IndexedStore::RemoveLocked(std::map<BlockAddress, Record>::iterator it,
-                                                   const char* reason) {
+IndexedStore::Departure IndexedStore::RemoveLocked(BlockRef it, const char* reason) {
   int open = it->second.open_readers;
+  BlockInfo info = AttributesOfLocked(it);
   Record r = UnindexLocked(it);
-  Departure d{r.info, r.stored, open > 0};
+  Departure d{info, r.stored, open > 0};
   if (d.quarantine) {
     // The bytes may still be in use through an open handle: they stay, counted, until a
     // drained attestation or a fenced reclaim.
-    Usage& u = CountersLocked(r.info.address.tenant).usage;
+    Usage& u = CountersLocked(info.address.tenant).usage;
     u.quarantined_blocks++;
-    u.quarantined_bytes += r.info.size;
-    CountersLocked(r.info.address.tenant).quarantined++;
-    r.info.state = BlockState::kQuarantined;
-    quarantine_[r.info.region_id] = Quarantined{r.info, r.stored, open, reason, epoch_.load()};
+    u.quarantined_bytes += info.size;
+    CountersLocked(info.address.tenant).quarantined++;
+    info.state = BlockState::kQuarantined;
+    quarantine_[info.region_id] = Quarantined{std::move(info), r.stored, open, reason, epoch_.load()};
   }
   return d;
 }
@@ -214,22 +287,22 @@ StatusCode IndexedStore::MakeRoomLocked(const std::string& tenant, uint64_t need
   uint64_t freed_tenant = 0, freed_global = 0;
   auto pick = [&](bool own_tenant_only) -> bool {
     if (!policy_sized_) {
-      policy_->SetCapacity(blocks_.size());
+      policy_->SetCapacity(block_count_);
       policy_sized_ = true;
     }
     auto v = policy_->Victim([&](PolicyKey k) {
       if (chosen.count(k)) return false;
       auto a = by_key_.find(k);
       if (a == by_key_.end()) return false;
-      const Record& r = blocks_.at(a->second);
-      return !r.info.pinned && r.open_readers == 0 &&
-             (!own_tenant_only || r.info.address.tenant == tenant);
+      const Record& r = a->second->second;
+      return !r.pinned && r.open_readers == 0 &&
+             (!own_tenant_only || NamespaceKeyOf(r.ns).first == tenant);
     });
     if (!v) return false;
     chosen.insert(*v);
-    const Record& r = blocks_.at(by_key_.at(*v));
-    if (r.info.address.tenant == tenant) freed_tenant += r.info.size;
-    freed_global += r.info.size;
+    const Record& r = by_key_.at(*v)->second;
+    if (NamespaceKeyOf(r.ns).first == tenant) freed_tenant += r.size;
+    freed_global += r.size;
     return true;
   };
   while (freed_tenant < tenant_excess) {
@@ -239,65 +312,110 @@ StatusCode IndexedStore::MakeRoomLocked(const std::string& tenant, uint64_t need
     if (!pick(false)) return tenant.empty() && !chosen.empty() ? StatusCode::kOk : StatusCode::kNoSpace;
   }
   for (PolicyKey k : chosen) {
-    auto a = by_key_.at(k);
-    CountersLocked(a.tenant).evictions++;
-    out.push_back(RemoveLocked(blocks_.find(a), "evicted"));
+    BlockRef it = by_key_.at(k);
+    CountersLocked(NamespaceKeyOf(it->second.ns).first).evictions++;
+    out.push_back(RemoveLocked(it, "evicted"));
   }
   return StatusCode::kOk;
 }
 
 // --- Reading -----------------------------------------------------------------------------
 
-Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
+Result<BlockInfo> IndexedStore::StatAttributes(const BlockAddress& address) {
   std::lock_guard lock(mu_);
-  auto it = blocks_.find(address);
-  if (it == blocks_.end()) return StatusCode::kNotFound;
-  return it->second.info;
+  auto it = FindBlockLocked(address);
+  if (!it) return StatusCode::kNotFound;
+  return AttributesOfLocked(*it);
+}
+
+Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
+  BlockInfo info;
+  std::shared_ptr<StoredPayload> stored;
+  uint64_t identity_digest;
+  {
+    std::lock_guard lock(mu_);
+    auto it = FindBlockLocked(address);
+    if (!it) return StatusCode::kNotFound;
+    info = AttributesOfLocked(*it);
+    stored = (*it)->second.stored;
+    identity_digest = (*it)->second.keys.identity;
+  }
+  Result<Bytes> canonical = DoReadIdentity(info, stored);
+  if (canonical.ok() && IdentityDigest(canonical.value()) == identity_digest) {
+    if (Result<CacheIdentity> id = DecodePhysicalKey(canonical.value()); id.ok()) {
+      info.identity = std::move(id.value());
+      info.canonical_identity = std::move(canonical.value());
+      return info;
+    }
+  }
+  if (!canonical.ok() && canonical.status() != StatusCode::kChecksumMismatch) {
+    return canonical.status();
+  }
+  // The medium no longer holds what was committed there: the block is gone, as an open of it
+  // would find.
+  ReportCorrupt(address, info.region_id);
+  return StatusCode::kNotFound;
 }
 
 Result<BlockInfo> IndexedStore::Probe(const BlockAddress& address) {
   std::lock_guard lock(mu_);
-  auto it = blocks_.find(address);
+  auto it = FindBlockLocked(address);
   TenantCounters& c = CountersLocked(address.tenant);
-  if (it == blocks_.end()) {
+  if (!it) {
     c.misses++;
     policy_->OnMiss(PolicyKeyOf(address));
     return StatusCode::kNotFound;
   }
   c.hits++;  // the use itself is counted for the policy when the block is opened
-  return it->second.info;
+  return AttributesOfLocked(*it);
 }
 
 Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& address) {
-  Record record;
+  BlockInfo info;
+  std::shared_ptr<StoredPayload> stored;
+  uint64_t identity_digest;
   {
     std::lock_guard lock(mu_);
-    auto it = blocks_.find(address);
-    if (it == blocks_.end()) {
+    auto it = FindBlockLocked(address);
+    if (!it) {
       policy_->OnMiss(PolicyKeyOf(address));
       return StatusCode::kNotFound;
     }
-    it->second.open_readers++;  // the reader's destructor gives it back
+    (*it)->second.open_readers++;  // the reader's destructor gives it back
     policy_->OnAccess(PolicyKeyOf(address));
-    record = it->second;
+    info = AttributesOfLocked(*it);
+    stored = (*it)->second.stored;
+    identity_digest = (*it)->second.keys.identity;
   }
-  Result<Opened> opened = DoOpen(record.info, record.stored);
-  if (!opened.ok()) {
-    ReaderClosed(address, record.info.region_id);
-    if (opened.status() == StatusCode::kChecksumMismatch) {
-      ReportCorrupt(address, record.info.region_id);
+  Result<Opened> opened = DoOpen(info, stored);
+  StatusCode status = opened.status();
+  if (opened.ok()) {
+    // The medium's identity must be the one committed: a file replaced or damaged since it was
+    // indexed is caught here, before any payload byte is served.
+    Result<CacheIdentity> id = IdentityDigest(opened->identity) == identity_digest
+                                   ? DecodePhysicalKey(opened->identity)
+                                   : Result<CacheIdentity>(StatusCode::kInvalidArgument);
+    if (id.ok()) {
+      info.identity = std::move(id.value());
+      info.canonical_identity = std::move(opened->identity);
+    } else {
+      status = StatusCode::kChecksumMismatch;
     }
-    return opened.status();
+  }
+  if (status != StatusCode::kOk) {
+    ReaderClosed(address, info.region_id);
+    if (status == StatusCode::kChecksumMismatch) ReportCorrupt(address, info.region_id);
+    return status;
   }
   return std::shared_ptr<BlockReader>(std::make_shared<VerifyingReader>(
-      *this, std::move(record.info), std::move(opened->source), std::move(opened->checksums)));
+      *this, std::move(info), std::move(opened->source), std::move(opened->checksums)));
 }
 
 void IndexedStore::ReaderClosed(const BlockAddress& address, uint64_t region_id) {
   std::lock_guard lock(mu_);
-  auto it = blocks_.find(address);
-  if (it != blocks_.end() && it->second.info.region_id == region_id) {
-    it->second.open_readers--;
+  auto it = FindBlockLocked(address);
+  if (it && (*it)->second.region_id == region_id) {
+    (*it)->second.open_readers--;
     return;
   }
   // Last close of a quarantined block does not free it: only reclaim does.
@@ -305,41 +423,50 @@ void IndexedStore::ReaderClosed(const BlockAddress& address, uint64_t region_id)
   if (q != quarantine_.end() && q->second.open_readers > 0) q->second.open_readers--;
 }
 
-std::optional<LookupResult> IndexedStore::PrefixHitLocked(const CacheIdentity& want) {
-  BlockAddress self = AddressOf(want);
-  auto [lo, hi] = by_parent_.equal_range(ParentKey{self.tenant, self.ns, want.chain[0]});
-  const BlockInfo* best = nullptr;
+std::optional<LookupResult> IndexedStore::PrefixHitLocked(const CacheIdentity& want,
+                                                          const BlockAddress& self) {
+  Namespace* ns = NamespaceLocked(self.tenant, self.ns);
+  if (!ns) return std::nullopt;
+  auto [lo, hi] = by_parent_.equal_range(NsDigest{ns->id, XXH3_64bits(want.chain[0].data(), want.chain[0].size())});
+  // A candidate is a prefix when its chain is a strict prefix of the wanted one and its
+  // multimodal inputs are the same: its ChainDigest equals the wanted chain's, cut to its
+  // length. Digests of the wanted chain, by length, computed once each.
+  std::vector<std::optional<uint64_t>> digests(want.chain.size());
+  std::optional<BlockRef> best;
   for (auto it = lo; it != hi; ++it) {
-    const BlockInfo& have = blocks_.at(it->second).info;
-    if (!IsStrictPrefix(have.identity.chain, want.chain)) continue;
-    if (have.identity.multimodal != want.multimodal) continue;
-    if (have.identity.valid_length > want.valid_length) continue;  // never longer than asked
-    if (!best || have.identity.chain.size() > best->identity.chain.size()) best = &have;
+    const IndexKeys& have = it->second->second.keys;
+    if (have.chain_length >= want.chain.size()) continue;
+    std::optional<uint64_t>& d = digests[have.chain_length];
+    if (!d) d = ChainDigest(want, have.chain_length);
+    if (have.prefix != *d) continue;
+    if (have.valid_length > want.valid_length) continue;  // never longer than asked
+    if (!best || have.chain_length > (*best)->second.keys.chain_length) best = it->second;
   }
   if (!best) return std::nullopt;
-  return LookupResult{LookupResult::Kind::kPrefixHit, MissReason::kAbsent, best->address,
-                      best->identity.valid_length};
+  return LookupResult{LookupResult::Kind::kPrefixHit, MissReason::kAbsent, AddressOfLocked(*best),
+                      (*best)->second.keys.valid_length};
 }
 
 LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
   if (Validate(identity) != StatusCode::kOk) return {};
   BlockAddress address = AddressOf(identity);
-  Bytes canonical = EncodePhysicalKey(identity);
+  uint64_t canonical = IdentityDigest(EncodePhysicalKey(identity));
+  Bytes logical_key = EncodeLogicalKey(identity);
+  uint64_t logical = XXH3_64bits(logical_key.data(), logical_key.size());
   std::lock_guard lock(mu_);
   TenantCounters& c = CountersLocked(identity.tenant);
-  if (auto it = blocks_.find(address);
-      it != blocks_.end() && it->second.info.canonical_identity == canonical) {
+  if (auto it = FindBlockLocked(address); it && (*it)->second.keys.identity == canonical) {
     c.hits++;
     return {LookupResult::Kind::kHit, MissReason::kAbsent, address, identity.valid_length};
   }
-  if (auto prefix = PrefixHitLocked(identity)) {
+  if (auto prefix = PrefixHitLocked(identity, address)) {
     c.prefix_hits++;
     return *prefix;
   }
   c.misses++;
   policy_->OnMiss(PolicyKeyOf(address));
   LookupResult miss;
-  if (by_logical_.count(Xxh128Hex(EncodeLogicalKey(identity)))) {
+  if (by_logical_.count(logical)) {
     miss.reason = MissReason::kIncompatible;
     c.misses_incompatible++;
   } else if (auto o = outcomes_.find(address);
@@ -362,11 +489,11 @@ StatusCode IndexedStore::Invalidate(const BlockAddress& address) {
   bool was_pinned;
   {
     std::lock_guard lock(mu_);
-    auto it = blocks_.find(address);
-    if (it == blocks_.end()) return StatusCode::kNotFound;
-    was_pinned = it->second.info.pinned;
+    auto it = FindBlockLocked(address);
+    if (!it) return StatusCode::kNotFound;
+    was_pinned = (*it)->second.pinned;
     CountersLocked(address.tenant).invalidations++;
-    gone.push_back(RemoveLocked(it, "invalidated"));
+    gone.push_back(RemoveLocked(*it, "invalidated"));
   }
   Finish(std::move(gone), std::nullopt);  // the kernel made this change itself (unlink)
   if (was_pinned) PersistPins();
@@ -377,11 +504,11 @@ StatusCode IndexedStore::Evict(const BlockAddress& address) {
   std::vector<Departure> gone;
   {
     std::lock_guard lock(mu_);
-    auto it = blocks_.find(address);
-    if (it == blocks_.end()) return StatusCode::kNotFound;
-    if (it->second.info.pinned) return StatusCode::kBusy;
+    auto it = FindBlockLocked(address);
+    if (!it) return StatusCode::kNotFound;
+    if ((*it)->second.pinned) return StatusCode::kBusy;
     CountersLocked(address.tenant).evictions++;
-    gone.push_back(RemoveLocked(it, "evicted"));
+    gone.push_back(RemoveLocked(*it, "evicted"));
   }
   Finish(std::move(gone), RemovalReason::kEvicted);
   return StatusCode::kOk;
@@ -390,10 +517,10 @@ StatusCode IndexedStore::Evict(const BlockAddress& address) {
 StatusCode IndexedStore::SetPinned(const BlockAddress& address, bool pinned) {
   {
     std::lock_guard lock(mu_);
-    auto it = blocks_.find(address);
-    if (it == blocks_.end()) return StatusCode::kNotFound;
-    if (it->second.info.pinned == pinned) return StatusCode::kOk;
-    it->second.info.pinned = pinned;
+    auto it = FindBlockLocked(address);
+    if (!it) return StatusCode::kNotFound;
+    if ((*it)->second.pinned == pinned) return StatusCode::kOk;
+    (*it)->second.pinned = pinned;
   }
   PersistPins();
   return StatusCode::kOk;
@@ -403,23 +530,30 @@ void IndexedStore::PersistPins() {
   std::vector<BlockAddress> pinned;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [address, r] : blocks_) {
-      if (r.info.pinned) pinned.push_back(address);
+    for (auto& [key, ns] : namespaces_) {
+      for (auto it = ns.blocks.begin(); it != ns.blocks.end(); ++it) {
+        if (it->second.pinned) pinned.push_back(AddressOfLocked(it));
+      }
     }
   }
   DoPersistPins(pinned);
 }
 
-size_t IndexedStore::ForgetIf(
-    const std::function<bool(const BlockInfo&, const StoredPayload*)>& lost) {
+size_t IndexedStore::ForgetIf(const std::function<bool(const StoredPayload*)>& lost) {
   std::vector<BlockAddress> gone;
   RemovalObserver observer;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [address, r] : blocks_) {
-      if (lost(r.info, r.stored.get())) gone.push_back(address);
+    std::vector<BlockRef> refs;
+    for (auto& [key, ns] : namespaces_) {
+      for (auto it = ns.blocks.begin(); it != ns.blocks.end(); ++it) {
+        if (lost(it->second.stored.get())) refs.push_back(it);
+      }
     }
-    for (const BlockAddress& a : gone) UnindexLocked(blocks_.find(a));
+    for (BlockRef it : refs) {
+      gone.push_back(AddressOfLocked(it));
+      UnindexLocked(it);
+    }
     observer = observer_;
   }
   if (observer) {
@@ -429,9 +563,25 @@ size_t IndexedStore::ForgetIf(
 }
 
 void IndexedStore::ForEachBlock(
-    const std::function<void(const BlockInfo&, const StoredPayload*)>& fn) {
+    const std::function<void(const IndexedBlock&, const StoredPayload*)>& fn) {
   std::lock_guard lock(mu_);
-  for (const auto& [address, r] : blocks_) fn(r.info, r.stored.get());
+  IndexedBlock b;
+  for (auto& [key, ns] : namespaces_) {
+    b.address.tenant = key.first;
+    b.address.ns = key.second;
+    for (const auto& [name, r] : ns.blocks) {
+      b.address.block = FormatBlockName(name);
+      b.size = r.size;
+      b.commit_epoch = r.commit_epoch;
+      b.region_id = r.region_id;
+      b.owner = r.owner;
+      b.commit_time_ns = r.commit_time_ns;
+      b.checksum = r.checksum;
+      b.keys = r.keys;
+      b.pinned = r.pinned;
+      fn(b, r.stored.get());
+    }
+  }
 }
 
 void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id) {
@@ -439,14 +589,15 @@ void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id
   bool was_pinned;
   {
     std::lock_guard lock(mu_);
-    auto it = blocks_.find(address);
+    auto it = FindBlockLocked(address);
     // Already gone: another read (the kernel retries a failed page) found it first. One
     // corrupt block counts once.
-    if (it == blocks_.end() || it->second.info.region_id != region_id) return;
-    was_pinned = it->second.info.pinned;
+    if (!it || (*it)->second.region_id != region_id) return;
+    was_pinned = (*it)->second.pinned;
     CountersLocked(address.tenant).checksum_failures++;
-    Record r = UnindexLocked(it);
-    gone.push_back(Departure{r.info, r.stored, false});  // wrong bytes are never kept
+    BlockInfo info = AttributesOfLocked(*it);
+    Record r = UnindexLocked(*it);
+    gone.push_back(Departure{std::move(info), r.stored, false});  // wrong bytes are never kept
   }
   Finish(std::move(gone), RemovalReason::kCorrupt);
   // The pin leaves with the block: a stale entry in the persisted pins would pin whatever is

@@ -173,13 +173,48 @@ TenantCounters& IndexedStore::CountersLocked(const std::string& tenant) { return
 
 void IndexedStore::RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner) {
   std::lock_guard lock(mu_);
-  namespaces_[{tenant, ns}] = Namespace{owner};
+  AddNamespaceLocked(tenant, ns, owner).owner = owner;
 }
 
-void IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
+bool IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
+  IndexedBlock b;
+  b.address = std::move(info.address);
+  b.size = info.size;
+  b.commit_epoch = info.commit_epoch;
+  b.region_id = info.region_id;
+  b.owner = info.owner;
+  b.commit_time_ns = info.commit_time_ns;
+  constexpr std::string_view kTag = "xxh3-128:";
+  std::string_view digest(info.checksum);
+  if (digest.starts_with(kTag)) digest.remove_prefix(kTag.size());
+  b.checksum = ParseBlockName(digest).value_or(BlockDigest{});
+  b.keys = IndexKeysOf(info.identity, info.canonical_identity);
+  b.pinned = info.pinned;
+  return RestoreBlock(b, std::move(stored));
+}
+
+bool IndexedStore::RestoreBlock(const IndexedBlock& b, std::shared_ptr<StoredPayload> stored) {
+  Record r;
+  r.size = b.size;
+  r.commit_epoch = b.commit_epoch;
+  r.region_id = b.region_id;
+  r.commit_time_ns = b.commit_time_ns;
+  r.owner = b.owner;
+  r.keys = b.keys;
+  r.checksum = b.checksum;
+  r.pinned = b.pinned;
+  r.stored = std::move(stored);
   std::lock_guard lock(mu_);
-  namespaces_.try_emplace({info.address.tenant, info.address.ns}, Namespace{info.owner});
-  IndexLocked(Record{std::move(info), std::move(stored), 0});
+  return IndexLocked(b.address, std::move(r));
+}
+
+void IndexedStore::ReserveBlocks(size_t blocks) {
+  std::lock_guard lock(mu_);
+  size_t n = block_count_ + blocks;
+  by_key_.reserve(n);
+  by_logical_.reserve(n);
+  by_parent_.reserve(n);
+  by_tail_.reserve(n);
 }
 
 void IndexedStore::RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
@@ -196,8 +231,8 @@ void IndexedStore::SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
 
 std::shared_ptr<IndexedStore::StoredPayload> IndexedStore::StoredFor(const BlockAddress& address) {
   std::lock_guard lock(mu_);
-  auto it = blocks_.find(address);
-  return it == blocks_.end() ? nullptr : it->second.stored;
+  auto it = FindBlockLocked(address);
+  return it ? (*it)->second.stored : nullptr;
 }
 
 }  // namespace gpucache

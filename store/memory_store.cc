@@ -14,9 +14,11 @@ class Buffer final : public IndexedStore::PendingPayload {
 
 class Stored final : public IndexedStore::StoredPayload {
  public:
-  explicit Stored(Bytes b, PayloadChecksums s) : bytes(std::move(b)), sums(std::move(s)) {}
+  Stored(Bytes b, PayloadChecksums s, Bytes id)
+      : bytes(std::move(b)), sums(std::move(s)), identity(std::move(id)) {}
   Bytes bytes;  // mutable only through TEST_CorruptByte
   const PayloadChecksums sums;
+  const Bytes identity;  // canonical (GPCK)
 };
 
 class MemorySource final : public IndexedStore::RawSource {
@@ -68,7 +70,7 @@ Result<IndexedStore::Sealed> MemoryStore::DoSeal(PendingPayload& p, const BlockI
   std::lock_guard lock(b.mu);
   b.bytes.resize(draft.size);
   PayloadChecksums sums = ComputeChecksums(b.bytes);
-  auto stored = std::make_shared<Stored>(std::move(b.bytes), sums);
+  auto stored = std::make_shared<Stored>(std::move(b.bytes), sums, draft.canonical_identity);
   return Sealed{std::move(sums), std::move(stored)};
 }
 
@@ -77,7 +79,11 @@ void MemoryStore::DoDiscard(PendingPayload&) {}
 Result<IndexedStore::Opened> MemoryStore::DoOpen(const BlockInfo&,
                                                  const std::shared_ptr<StoredPayload>& stored) {
   auto s = std::static_pointer_cast<Stored>(stored);
-  return Opened{std::make_unique<MemorySource>(s), s->sums};
+  return Opened{std::make_unique<MemorySource>(s), s->sums, s->identity};
+}
+
+Result<Bytes> MemoryStore::DoReadIdentity(const BlockInfo&, const std::shared_ptr<StoredPayload>& stored) {
+  return std::static_pointer_cast<Stored>(stored)->identity;
 }
 
 std::shared_ptr<IndexedStore::StoredPayload> MemoryStore::DoQuarantine(

@@ -27,6 +27,8 @@ class MemoryStore final : public IndexedStore {
   Result<Sealed> DoSeal(PendingPayload& p, const BlockInfo& draft) override;
   void DoDiscard(PendingPayload& p) override;
   Result<Opened> DoOpen(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  Result<Bytes> DoReadIdentity(const BlockInfo& info,
+                               const std::shared_ptr<StoredPayload>& stored) override;
   std::shared_ptr<StoredPayload> DoQuarantine(const BlockInfo& info,
                                               const std::shared_ptr<StoredPayload>& stored) override;
   void DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;

@@ -73,44 +73,116 @@ class LruPolicy final : public EvictionPolicy {
 };
 
 // Least recently used leaf first; ancestors only when no leaf is eligible.
+//
+// Per block: one hash entry (last use, parent, children, which orders hold it, and its links
+// in the recency list of all blocks) plus a (last use, key) entry in `leaves_` for a leaf and
+// in `partials_` for a partial block. Every use takes a new, largest tick, so the list of all
+// blocks in recency order is kept by appending at its back: no ordered set per block.
 class PrefixLruPolicy final : public EvictionPolicy {
  public:
   std::string_view name() const override { return "prefix-lru"; }
   void OnInsert(PolicyKey key, std::optional<PolicyKey> parent, bool partial) override {
-    Touch(key);
-    if (auto no_longer_leaf = tree_.Insert(key, parent)) leaves_.Erase(*no_longer_leaf);
-    leaves_.Put(key, last_[key]);
-    if (partial) partials_.Put(key, last_[key]);
+    Entry& e = *nodes_.try_emplace(key).first;
+    Touch(e);
+    e.second.has_parent = parent.has_value();
+    e.second.parent = parent.value_or(0);
+    if (parent) {
+      auto p = nodes_.find(*parent);
+      if (p != nodes_.end() && p->second.children++ == 0) Unlist(leaves_, *p, kLeaf);
+    }
+    List(leaves_, e, kLeaf);
+    if (partial) List(partials_, e, kPartial);
   }
   void OnAccess(PolicyKey key) override {
-    if (!all_.Contains(key)) return;
-    Touch(key);
-    if (tree_.IsLeaf(key)) leaves_.Put(key, last_[key]);
-    if (partials_.Contains(key)) partials_.Put(key, last_[key]);
+    auto it = nodes_.find(key);
+    if (it == nodes_.end()) return;
+    Touch(*it);
+    if (it->second.children == 0) List(leaves_, *it, kLeaf);
   }
   void OnRemove(PolicyKey key) override {
-    if (!all_.Contains(key)) return;
-    all_.Erase(key);
-    leaves_.Erase(key);
-    partials_.Erase(key);
-    last_.erase(key);
-    if (auto now_leaf = tree_.Remove(key)) leaves_.Put(*now_leaf, last_[*now_leaf]);
+    auto it = nodes_.find(key);
+    if (it == nodes_.end()) return;
+    Node& n = it->second;
+    Unlink(*it);
+    Unlist(leaves_, *it, kLeaf);
+    Unlist(partials_, *it, kPartial);
+    bool has_parent = n.has_parent;
+    PolicyKey parent = n.parent;
+    nodes_.erase(it);
+    if (!has_parent) return;
+    auto p = nodes_.find(parent);
+    if (p != nodes_.end() && p->second.children > 0 && --p->second.children == 0) {
+      List(leaves_, *p, kLeaf);  // it became a leaf
+    }
   }
   std::optional<PolicyKey> Victim(const EligibleFn& eligible) override {
-    if (auto v = partials_.First(eligible)) return v;
-    if (auto v = leaves_.First(eligible)) return v;
-    return all_.First(eligible);
+    if (auto v = First(partials_, eligible)) return v;
+    if (auto v = First(leaves_, eligible)) return v;
+    for (const Entry* e = oldest_; e; e = e->second.newer) {
+      if (eligible(e->first)) return e->first;
+    }
+    return std::nullopt;
   }
 
  private:
-  void Touch(PolicyKey key) {
-    last_[key] = ++tick_;
-    all_.Put(key, tick_);
+  using Order = std::set<std::pair<uint64_t, PolicyKey>>;
+  enum Listed : uint8_t { kLeaf = 1, kPartial = 2 };
+  struct Node;
+  using Entry = std::pair<const PolicyKey, Node>;  // stable in an unordered_map
+  struct Node {
+    uint64_t last = 0;  // tick of the latest insert or use
+    PolicyKey parent = 0;
+    Entry* older = nullptr;  // the recency list of all blocks
+    Entry* newer = nullptr;
+    uint32_t children = 0;  // resident blocks inserted with this one as their parent
+    bool has_parent = false;
+    bool linked = false;    // in the recency list
+    uint8_t listed = 0;     // Listed bits: the orders holding (last, key)
+  };
+  static std::optional<PolicyKey> First(const Order& order, const EligibleFn& eligible) {
+    for (const auto& [tick, key] : order) {
+      if (eligible(key)) return key;
+    }
+    return std::nullopt;
+  }
+  static void List(Order& order, Entry& e, Listed bit) {
+    if (e.second.listed & bit) return;
+    order.insert({e.second.last, e.first});
+    e.second.listed |= bit;
+  }
+  static void Unlist(Order& order, Entry& e, Listed bit) {
+    if (!(e.second.listed & bit)) return;
+    order.erase({e.second.last, e.first});
+    e.second.listed &= static_cast<uint8_t>(~bit);
+  }
+  void Unlink(Entry& e) {
+    Node& n = e.second;
+    if (!n.linked) return;
+    (n.older ? n.older->second.newer : oldest_) = n.newer;
+    (n.newer ? n.newer->second.older : newest_) = n.older;
+    n.older = n.newer = nullptr;
+    n.linked = false;
+  }
+  // A new, largest `last`: the block moves to the back of every order holding it.
+  void Touch(Entry& e) {
+    Node& n = e.second;
+    uint8_t listed = n.listed;
+    Unlink(e);
+    Unlist(leaves_, e, kLeaf);
+    Unlist(partials_, e, kPartial);
+    n.last = ++tick_;
+    n.older = newest_;
+    (newest_ ? newest_->second.newer : oldest_) = &e;
+    newest_ = &e;
+    n.linked = true;
+    if (listed & kLeaf) List(leaves_, e, kLeaf);
+    if (listed & kPartial) List(partials_, e, kPartial);
   }
   uint64_t tick_ = 0;
-  std::unordered_map<PolicyKey, uint64_t> last_;
-  OrderedSet all_, leaves_, partials_;  // partial blocks go first, least recent first
-  PrefixTracker tree_;
+  std::unordered_map<PolicyKey, Node> nodes_;
+  Entry* oldest_ = nullptr;  // the recency list of all blocks, least recent first
+  Entry* newest_ = nullptr;
+  Order leaves_, partials_;  // partial blocks go first, least recent first
 };
 
 // Ours: W-TinyLFU restricted to leaves.

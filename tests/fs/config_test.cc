@@ -86,6 +86,7 @@ TEST_CASE("Config: mistakes name the key") {
   CHECK(error("[tenants.a]\nuids = [\"root\"]").find("tenants.a.uids") != std::string::npos);
   CHECK(error("[admins]\nuid = [0]" + tenant).find("admins.uid") != std::string::npos);
   CHECK(error("[fuse]\nentry_timeout = -1" + tenant).find("fuse.entry_timeout") != std::string::npos);
+  CHECK(error("backing_io = \"aio\"" + tenant).find("backing_io") != std::string::npos);
   CHECK(error("[fuse]\npermissions = \"mode\"" + tenant).find("fuse.permissions") != std::string::npos);
   CHECK(error("this is not toml").find("t.toml:1") != std::string::npos);
   CHECK_THROWS_AS(LoadConfig("/nonexistent/gpucache.toml"), ConfigError);

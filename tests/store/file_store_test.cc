@@ -204,7 +204,8 @@ TEST_CASE("FileStore: new blocks go to data directories in proportion to their f
     return;
   }
   std::string error;
-  auto s = FileStore::OpenDataDirs({small.path(), large.path()}, StoreOptions{}, nullptr, &error);
+  StoreOptions defaults;
+  auto s = FileStore::OpenDataDirs({small.path(), large.path()}, defaults, nullptr, &error);
   REQUIRE_MESSAGE(s, error);
   std::map<std::string, int> per_dir;
   for (uint32_t i = 0; i < 400; ++i) {

@@ -51,13 +51,18 @@ Bytes ReadAll(FileStore& s, int k) {
 }  // namespace
 
 TEST_CASE("Index snapshot: encode then decode, and every truncation or flip refused") {
-  SnapshotEntry e{"acme/ns/0123", EncodePhysicalKey(Key(1)), 5, 2, 9, 1000, 1001, 77,
-                  "00112233445566778899aabbccddeeff", 12345, 70000, 1700000000, 5};
-  Bytes b = EncodeSnapshot({e, e});
+  SnapshotEntry e{1, *ParseBlockName("00112233445566778899aabbccddeeff"), 5, 2, 9, 1000, 1001, 77,
+                  *ParseBlockName("8899aabbccddeeff0011223344556677"),
+                  IndexKeysOf(Key(1), EncodePhysicalKey(Key(1))), 12345, 70000, 1700000000, 5};
+  IndexSnapshot snapshot{{"acme/ns", "beta/ns"}, {e, e}};
+  snapshot.entries[0].ns = 0;
+  Bytes b = EncodeSnapshot(snapshot);
   auto d = DecodeSnapshot(b);
   REQUIRE(d);
-  CHECK(d->size() == 2);
-  CHECK((*d)[1] == e);
+  CHECK(*d == snapshot);
+  CHECK(d->entries[1] == e);
+  snapshot.entries[0].ns = 2;  // no such namespace
+  CHECK_FALSE(DecodeSnapshot(EncodeSnapshot(snapshot)));
   for (size_t n = 0; n < b.size(); n++) {
     CHECK_FALSE(DecodeSnapshot(std::span(b).first(n)));
     Bytes flipped = b;
@@ -129,6 +134,119 @@ TEST_CASE("Index snapshot: a damaged or planted snapshot only costs a full scan"
   CHECK(second.from_snapshot == 0);
   CHECK(second.blocks_loaded == 1);
   CHECK(ReadAll(*s, 0) == test::Payload(5000, 0));
+}
+
+TEST_CASE("Index snapshot: lookups after a restart from the snapshot answer as before it") {
+  test::TempDir tmp;
+  FileStoreReport report;
+  CacheIdentity half = test::SampleIdentity("acme", 8);
+  CacheIdentity other_dtype = test::SampleIdentity("acme", 16);
+  other_dtype.kv_dtype = "fp16";
+  auto commit = [](FileStore& s, const CacheIdentity& id) {
+    BlockAddress a = AddressOf(id);
+    s.CreateNamespace(a.tenant, a.ns, kOwner);
+    auto r = s.Reserve(a, kOwner);
+    REQUIRE(r.ok());
+    REQUIRE(s.SetIdentity(r.value(), EncodePhysicalKey(id)) == StatusCode::kOk);
+    REQUIRE(s.Write(r.value(), 0, test::Payload(4096)).ok());
+    REQUIRE(s.Commit(r.value()) == StatusCode::kOk);
+  };
+  {
+    auto s = Open(tmp.path(), report);
+    commit(*s, half);
+    commit(*s, other_dtype);
+  }
+  FileStoreReport second;
+  auto s = Open(tmp.path(), second);
+  REQUIRE(second.from_snapshot == 2);
+  CHECK(s->Lookup(half).kind == LookupResult::Kind::kHit);
+  LookupResult full = s->Lookup(test::SampleIdentity("acme", 16));
+  CHECK(full.kind == LookupResult::Kind::kPrefixHit);
+  CHECK(full.address == AddressOf(half));
+  CHECK(full.valid_length == 128);
+  CHECK(s->Lookup(test::SampleIdentity("acme", 4)).kind == LookupResult::Kind::kMiss);
+  CacheIdentity other_parent = test::SampleIdentity("acme", 16);
+  other_parent.chain[0] = test::Hash(99);
+  CHECK(s->Lookup(other_parent).kind == LookupResult::Kind::kMiss);
+  // Same logical key as other_dtype, another physical one.
+  other_dtype.quant_format = "fp8";
+  LookupResult miss = s->Lookup(other_dtype);
+  CHECK(miss.kind == LookupResult::Kind::kMiss);
+  CHECK(miss.reason == MissReason::kIncompatible);
+  // Stat still tells the whole identity, read back from the block file.
+  auto info = s->Stat(AddressOf(half));
+  REQUIRE(info.ok());
+  CHECK(info->identity == half);
+  CHECK(info->canonical_identity == EncodePhysicalKey(half));
+  CHECK(info->checksum.rfind("xxh3-128:", 0) == 0);
+  auto attrs = s->StatAttributes(AddressOf(half));
+  REQUIRE(attrs.ok());
+  CHECK(attrs->identity.chain.empty());
+  CHECK(attrs->checksum == info->checksum);
+  CHECK(attrs->size == info->size);
+  CHECK(attrs->region_id == info->region_id);
+}
+
+TEST_CASE("Index snapshot: a version-1 snapshot is refused and costs one scan") {
+  test::TempDir tmp;
+  FileStoreReport report;
+  {
+    auto s = Open(tmp.path(), report);
+    Commit(*s, 0);
+  }
+  {
+    std::fstream f(tmp.path() + "/INDEX", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4);
+    f.put('\x01');
+  }
+  FileStoreReport second;
+  auto s = Open(tmp.path(), second);
+  CHECK(second.from_snapshot == 0);
+  CHECK(second.blocks_loaded == 1);
+}
+
+TEST_CASE("Index snapshot: a header damaged in place after a restart from it is never served") {
+  // The snapshot's keys are trusted at start (no header is read), so Stat and Open must catch
+  // a block file whose identity no longer reads back.
+  test::TempDir tmp;
+  FileStoreReport report;
+  std::string path;
+  {
+    auto s = Open(tmp.path(), report);
+    Commit(*s, 0);
+    path = s->BlockPath(AddressOf(Key(0)));
+  }
+  FileStoreReport second;
+  auto s = Open(tmp.path(), second);
+  REQUIRE(second.from_snapshot == 1);
+  // A byte of the identity's model name, inside the header.
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::string head(4096, '\0');
+  f.read(head.data(), head.size());
+  size_t at = head.find("Llama");
+  REQUIRE(at != std::string::npos);
+  f.seekp(static_cast<std::streamoff>(at));
+  f.put('X');
+  f.close();
+  CHECK_FALSE(s->Stat(AddressOf(Key(0))).ok());
+  CHECK(s->Lookup(Key(0)).kind == LookupResult::Kind::kMiss);
+  CHECK(ReadAll(*s, 0).empty());
+}
+
+TEST_CASE("Index keys: a chain's prefix digest matches the shorter block's") {
+  CacheIdentity full = test::SampleIdentity("acme", 16), half = test::SampleIdentity("acme", 8);
+  IndexKeys k = IndexKeysOf(half, EncodePhysicalKey(half));
+  CHECK(k.chain_length == 9);
+  CHECK(ChainDigest(full, k.chain_length) == k.prefix);
+  CacheIdentity mm = full;
+  mm.multimodal = Multimodal{"proc", test::Hash(5)};
+  CHECK(ChainDigest(mm, k.chain_length) != k.prefix);
+  BlockAddress a = AddressOf(full);
+  auto digest = ParseBlockName(a.block);
+  REQUIRE(digest);
+  CHECK(FormatBlockName(*digest) == a.block);
+  CHECK_FALSE(ParseBlockName("0123"));
+  CHECK_FALSE(ParseBlockName(std::string(32, 'A')));
 }
 
 }  // namespace gpucache

@@ -76,6 +76,42 @@ TEST_CASE_TEMPLATE("Store: commit then exact hit returns identical bytes", F, Me
   CHECK(reader.value()->Read(payload.size(), tail).value() == 0);
 }
 
+TEST_CASE_TEMPLATE("Store: Stat tells the whole identity, StatAttributes and Probe only attributes",
+                   F, MemoryFactory, FileFactory) {
+  F f;
+  auto s = f.Make();
+  CacheIdentity id = SampleIdentity();
+  REQUIRE(CommitBlock(*s, id, Payload(5000)) == StatusCode::kOk);
+  auto full = s->Stat(AddressOf(id));
+  REQUIRE(full.ok());
+  CHECK(full->address == AddressOf(id));
+  CHECK(full->identity == id);
+  CHECK(full->canonical_identity == EncodePhysicalKey(id));
+  CHECK(full->size == 5000);
+  CHECK(full->owner == kOwner);
+  CHECK(full->checksum == "xxh3-128:" + ComputeChecksums(Payload(5000)).digest_hex);
+  CHECK(full->state == BlockState::kCommitted);
+  for (auto attrs : {s->StatAttributes(AddressOf(id)), s->Probe(AddressOf(id))}) {
+    REQUIRE(attrs.ok());
+    CHECK(attrs->identity.chain.empty());
+    CHECK(attrs->canonical_identity.empty());
+    BlockInfo expected = full.value();
+    expected.identity = {};
+    expected.canonical_identity.clear();
+    CHECK(attrs->address == expected.address);
+    CHECK(attrs->size == expected.size);
+    CHECK(attrs->commit_epoch == expected.commit_epoch);
+    CHECK(attrs->region_id == expected.region_id);
+    CHECK(attrs->owner == expected.owner);
+    CHECK(attrs->commit_time_ns == expected.commit_time_ns);
+    CHECK(attrs->checksum == expected.checksum);
+    CHECK(attrs->pinned == expected.pinned);
+  }
+  CHECK(s->Stat(AddressOf(SampleIdentity("acme", 3))).status() == StatusCode::kNotFound);
+  CHECK(s->StatAttributes({"acme", AddressOf(id).ns, "not-a-block-name"}).status() ==
+        StatusCode::kNotFound);
+}
+
 TEST_CASE_TEMPLATE("Store: a miss is a miss with a reason", F, MemoryFactory, FileFactory) {
   F f;
   auto s = f.Make();

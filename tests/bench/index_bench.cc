@@ -1,0 +1,243 @@
+// gpucache-index-bench: restart time and in-memory index size of a FileStore, in process (no
+// FUSE, no root).
+//
+//   gpucache-index-bench [--blocks N] [--dir DIR] [--keep] [--no-scan] [--policy NAME]
+//   gpucache-index-bench --phase populate|measure --data DIR [--blocks N]   (one phase, for
+//   profiling: populate once, then measure as often as needed)
+//
+// Commits N blocks (4 KiB payloads, realistic identities: a few tenants and namespaces, chains
+// of consecutive 256-token blocks as an engine writes them, the last block of a chain partial)
+// into a scratch data directory under DIR, closes the store cleanly (the index snapshot is
+// written), then, in a fresh process so that the populate phase's heap does not blur the
+// numbers, measures:
+//   restart_store_N       open from the snapshot until one block opens and reads (s)
+//   restart_store_cpu_N   CPU time (user + system) of restart_store_N (s)
+//   restart_store_scan_N  the same after removing INDEX: every header is read (s)
+//   index_bytes_per_block heap in use (mallinfo2) after the open minus before, over N
+//   index_rss_per_block   resident set after the open minus before, over N
+// One machine-readable line per case: `case=NAME gpucache=VALUE unit=UNIT`.
+#include <CLI/CLI.hpp>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "store/file_store.h"
+#include "tests/support/sample_identity.h"
+
+extern char** environ;
+
+namespace gpucache::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr Owner kOwner{1000, 1000};
+constexpr size_t kPayload = 4096;
+constexpr uint32_t kChainBlocks = 32;  // blocks per sequence (an 8k-token prompt)
+constexpr uint32_t kUnits = 16;        // hash units of 16 tokens per 256-token block
+
+Bytes Digest16(uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t in[3] = {a, b, c};
+  XXH128_hash_t h = XXH3_128bits(in, sizeof(in));
+  Bytes out(16);
+  for (int i = 0; i < 8; ++i) {
+    out[i] = static_cast<uint8_t>(h.high64 >> (56 - 8 * i));
+    out[8 + i] = static_cast<uint8_t>(h.low64 >> (56 - 8 * i));
+  }
+  return out;
+}
+
+// Block `i` of the whole run: sequence i / kChainBlocks, position i % kChainBlocks. The
+// sequences rotate over five namespaces (two tenants, two models, two TP ranks).
+CacheIdentity IdentityOf(uint64_t i) {
+  uint64_t seq = i / kChainBlocks, pos = i % kChainBlocks;
+  static const char* kTenants[] = {"acme", "acme", "acme", "beta", "beta"};
+  uint64_t space = seq % 5;
+  CacheIdentity id = test::SampleIdentity(kTenants[space], 0);
+  if (space == 1 || space == 4) id.model_revision = "Qwen/Qwen2.5-7B-Instruct@a09a354";
+  if (space == 2) id.tp_rank = 1;
+  id.chain.clear();
+  // chain[0] is the parent: the last unit hash of the previous block (zero for the first).
+  id.chain.push_back(pos == 0 ? Bytes(16, 0) : Digest16(seq, pos - 1, kUnits));
+  for (uint32_t u = 1; u <= kUnits; ++u) id.chain.push_back(Digest16(seq, pos, u));
+  id.valid_length = 256;
+  if (pos == kChainBlocks - 1) {  // the tail of the prompt: a partial block
+    id.chain.resize(1 + kUnits / 2);
+    id.valid_length = 130;
+  }
+  return id;
+}
+
+std::string g_policy = std::string(kDefaultPolicy);
+
+std::unique_ptr<FileStore> OpenStore(const std::string& dir, FileStoreReport* report) {
+  std::string error;
+  StoreOptions options;
+  options.sync_commits = false;
+  options.eviction_policy = g_policy;
+  auto store = FileStore::OpenDataDir(dir, options, report, &error);
+  if (!store) {
+    std::fprintf(stderr, "cannot open %s: %s\n", dir.c_str(), error.c_str());
+    std::exit(1);
+  }
+  return store;
+}
+
+int Populate(const std::string& dir, uint64_t blocks) {
+  auto store = OpenStore(dir, nullptr);
+  Bytes payload = test::Payload(kPayload);
+  auto start = Clock::now();
+  for (uint64_t i = 0; i < blocks; ++i) {
+    CacheIdentity id = IdentityOf(i);
+    BlockAddress a = AddressOf(id);
+    if (i < 5 * kChainBlocks) store->CreateNamespace(a.tenant, a.ns, kOwner);
+    auto r = store->Reserve(a, kOwner);
+    payload[0] = static_cast<uint8_t>(i);
+    if (!r.ok() || store->SetIdentity(r.value(), EncodePhysicalKey(id)) != StatusCode::kOk ||
+        !store->Write(r.value(), 0, payload).ok() || store->Commit(r.value()) != StatusCode::kOk) {
+      std::fprintf(stderr, "commit of block %llu failed\n", static_cast<unsigned long long>(i));
+      return 1;
+    }
+  }
+  double s = std::chrono::duration<double>(Clock::now() - start).count();
+  std::fprintf(stderr, "populated %llu blocks in %.2f s\n", static_cast<unsigned long long>(blocks), s);
+  return 0;  // the destructor writes the snapshot
+}
+
+size_t HeapInUse() {
+  struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+size_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t total = 0, resident = 0;
+  statm >> total >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+double CpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// Opens the store and times it until the first hit: one block (the last committed) opens and
+// a byte of it reads back verified.
+double RestartToFirstHit(const std::string& dir, uint64_t blocks, FileStoreReport& report,
+                         std::unique_ptr<FileStore>& out, double* cpu = nullptr) {
+  auto start = Clock::now();
+  double cpu0 = CpuSeconds();
+  out = OpenStore(dir, &report);
+  auto reader = out->Open(AddressOf(IdentityOf(blocks - 1)));
+  uint8_t byte = 0;
+  if (!reader.ok() || !reader.value()->Read(0, {&byte, 1}).ok()) {
+    std::fprintf(stderr, "first hit failed after restart\n");
+    std::exit(1);
+  }
+  if (cpu) *cpu = CpuSeconds() - cpu0;
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int Measure(const std::string& dir, uint64_t blocks, bool scan) {
+  {
+    FileStoreReport report;
+    std::unique_ptr<FileStore> store;
+    size_t heap0 = HeapInUse(), rss0 = ResidentBytes();
+    double cpu = 0;
+    double t = RestartToFirstHit(dir, blocks, report, store, &cpu);
+    size_t heap1 = HeapInUse(), rss1 = ResidentBytes();
+    if (report.from_snapshot != blocks) {
+      std::fprintf(stderr, "warning: %llu of %llu blocks came from the snapshot\n",
+                   static_cast<unsigned long long>(report.from_snapshot),
+                   static_cast<unsigned long long>(blocks));
+    }
+    std::printf("case=restart_store_%llu gpucache=%.3f unit=s\n",
+                static_cast<unsigned long long>(blocks), t);
+    // CPU time (user + system) of the same: steadier than wall time on a shared machine.
+    std::printf("case=restart_store_cpu_%llu gpucache=%.3f unit=s\n",
+                static_cast<unsigned long long>(blocks), cpu);
+    std::printf("case=index_bytes_per_block gpucache=%.0f unit=B\n",
+                double(heap1 - heap0) / double(blocks));
+    std::printf("case=index_rss_per_block gpucache=%.0f unit=B\n",
+                double(rss1 > rss0 ? rss1 - rss0 : 0) / double(blocks));
+    std::fflush(stdout);
+  }  // a clean close: writes the snapshot again
+  if (!scan) return 0;
+  fs::remove(dir + "/" + kSnapshotFile);
+  FileStoreReport report;
+  std::unique_ptr<FileStore> store;
+  double t = RestartToFirstHit(dir, blocks, report, store);
+  if (report.blocks_loaded != blocks) {
+    std::fprintf(stderr, "scan loaded %llu of %llu blocks\n",
+                 static_cast<unsigned long long>(report.blocks_loaded),
+                 static_cast<unsigned long long>(blocks));
+    return 1;
+  }
+  std::printf("case=restart_store_scan_%llu gpucache=%.3f unit=s\n",
+              static_cast<unsigned long long>(blocks), t);
+  return 0;
+}
+
+// Runs this binary again for the measure phase: a fresh heap and resident set.
+int MeasureInChild(const std::string& dir, uint64_t blocks, bool scan) {
+  std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::string n = std::to_string(blocks);
+  const char* argv[] = {self.c_str(), "--phase", "measure", "--data", dir.c_str(),
+                        "--blocks", n.c_str(), "--policy", g_policy.c_str(),
+                        scan ? nullptr : "--no-scan", nullptr};
+  pid_t pid;
+  if (::posix_spawn(&pid, self.c_str(), nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
+    return 1;
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace
+}  // namespace gpucache::bench
+
+int main(int argc, char** argv) {
+  using namespace gpucache::bench;
+  CLI::App app{"gpucache-index-bench: FileStore restart time and index bytes per block"};
+  uint64_t blocks = 100000;
+  std::string dir = "/var/tmp", data, phase = "all";
+  bool keep = false, no_scan = false;
+  app.add_option("--blocks", blocks, "committed blocks")->check(CLI::PositiveNumber);
+  app.add_option("--dir", dir, "where to make the scratch data directory");
+  app.add_option("--data", data, "use this data directory as is (populate: create it)");
+  app.add_option("--phase", phase, "all, populate or measure")
+      ->check(CLI::IsMember({"all", "populate", "measure"}));
+  app.add_flag("--keep", keep, "keep the scratch data directory");
+  app.add_flag("--no-scan", no_scan, "skip the restart without a snapshot");
+  app.add_option("--policy", g_policy, "eviction policy")->check(CLI::IsMember(gpucache::PolicyNames()));
+  CLI11_PARSE(app, argc, argv);
+
+  bool scratch = data.empty();
+  if (scratch) {
+    std::string tmpl = dir + "/gpucache-index-bench.XXXXXX";
+    if (!::mkdtemp(tmpl.data())) {
+      std::perror("mkdtemp");
+      return 1;
+    }
+    data = tmpl;
+  }
+  int rc = 0;
+  if (phase == "all" || phase == "populate") rc = Populate(data, blocks);
+  if (rc == 0 && phase == "all") rc = MeasureInChild(data, blocks, !no_scan);
+  if (phase == "measure") rc = Measure(data, blocks, !no_scan);
+  if (scratch && !keep && phase == "all") fs::remove_all(data);
+  if (keep) std::fprintf(stderr, "data directory kept: %s\n", data.c_str());
+  return rc;
+}
