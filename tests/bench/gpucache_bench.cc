@@ -3,7 +3,7 @@
 // three), and, where it applies, libfuse's stock passthrough_ll over the backing files.
 //
 //   gpucache-bench [--cases read,commit,stat,probe,restart] [--quick] [--restart-blocks N]
-//                  [--permissions daemon|kernel]
+//                  [--permissions daemon|kernel] [--backing-io posix|uring]
 //
 // One line per case:
 //   case=NAME gpucache=V direct=V ratio=R unit=U [passthrough_ll=V]
@@ -141,11 +141,11 @@ struct Line {
 
 class Bench {
  public:
-  Bench(bool quick, std::string passthrough_bin, bool kernel_permissions)
+  Bench(bool quick, std::string passthrough_bin, bool kernel_permissions, const std::string& backing_io)
       : quick_(quick), pt_bin_(std::move(passthrough_bin)),
-        m_(kernel_permissions
+        m_("backing_io = \"" + backing_io + "\"\n" + (kernel_permissions
                ? test::TestConfig("max_block_bytes = 134217728", "gids = [3000]") + "permissions = \"kernel\"\n"
-               : test::TestConfig("max_block_bytes = 134217728")),
+               : test::TestConfig("max_block_bytes = 134217728"))),
         client_(m_.mnt()),
         direct_(m_.scratch() + "/direct") {
     fs::create_directories(direct_);
@@ -388,13 +388,16 @@ int main(int argc, char** argv) {
   std::string permissions = "daemon";
   app.add_option("--permissions", permissions, "fuse.permissions of the mount: daemon or kernel (adr/0009)")
       ->check(CLI::IsMember({"daemon", "kernel"}));
+  std::string backing_io = "posix";
+  app.add_option("--backing-io", backing_io, "backing_io of the mount: posix or uring (adr/0010)")
+      ->check(CLI::IsMember({"posix", "uring"}));
   CLI11_PARSE(app, argc, argv);
   if (::geteuid() != 0) {
     std::fprintf(stderr, "gpucache-bench: run as root (it mounts and drops the page cache)\n");
     return 2;
   }
-  std::printf("# fuse.permissions=%s\n", permissions.c_str());
-  gpucache::bench::Bench b(quick, passthrough, permissions == "kernel");
+  std::printf("# fuse.permissions=%s backing_io=%s\n", permissions.c_str(), backing_io.c_str());
+  gpucache::bench::Bench b(quick, passthrough, permissions == "kernel", backing_io);
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
   if (want("read")) b.Reads();
   if (want("commit")) b.Commits();
