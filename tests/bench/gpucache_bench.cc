@@ -31,6 +31,7 @@
 #include "store/layout.h"
 #include "tests/support/mount_fixture.h"
 #include "tests/support/sample_identity.h"
+#include "tests/support/page_cache.h"
 
 namespace gpucache::bench {
 namespace {
@@ -44,17 +45,8 @@ double Seconds(const std::function<void()>& work) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-bool DropCaches() {
-  ::sync();
-  std::ofstream f("/proc/sys/vm/drop_caches");
-  f << "3\n";
-  return static_cast<bool>(f.flush());
-}
+using test::DropCaches;
+using test::Median;
 
 uint64_t ReadWhole(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -30,6 +30,7 @@
 #include "store/io/uring_reader.h"
 #include "store/io/uring_source.h"
 #include "store/posix_io.h"
+#include "tests/support/page_cache.h"
 
 namespace gpucache::bench {
 namespace {
@@ -47,17 +48,8 @@ struct Config {
   size_t slot_kib = 1024;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-bool DropCaches() {
-  ::sync();
-  std::ofstream f("/proc/sys/vm/drop_caches");
-  f << "3\n";
-  return static_cast<bool>(f.flush());
-}
+using test::DropCaches;
+using test::Median;
 
 uint8_t PatternByte(size_t file, size_t i) { return static_cast<uint8_t>(i * 131 + file * 7 + (i >> 12)); }
 

@@ -9,20 +9,12 @@
 
 #include "store/block_file.h"
 #include "tests/mount/mount_helpers.h"
+#include "tests/support/page_cache.h"
 
 namespace gpucache {
 namespace {
 
 using namespace test;
-
-void DropCaches() {
-  ::sync();
-  int fd = ::open("/proc/sys/vm/drop_caches", O_WRONLY);
-  if (fd >= 0) {
-    (void)!::write(fd, "3", 1);
-    ::close(fd);
-  }
-}
 
 TEST_CASE("Mount: backing_io = uring reads every block back identical, and damage is EIO") {
   MountedFs m("backing_io = \"uring\"\n" + TestConfig("max_block_bytes = 67108864"));
