@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <variant>
 
 #include "store/block_file.h"
@@ -26,8 +27,12 @@ TEST_CASE("Mount: backing_io = uring reads every block back identical, and damag
     blocks.emplace_back(id, Payload(size, static_cast<uint8_t>(size)));
     REQUIRE(client.Commit(id, blocks.back().second) == 0);
   }
-  for (int pass = 0; pass < 2; ++pass) {  // cold from the device, then from the kernel's cache
-    if (pass == 0) DropCaches();
+  auto backing = [&](const CacheIdentity& id) { return m.data() + "/blocks/" + AddressOf(id).RelativePath(); };
+  // Cold from the device (O_DIRECT: nothing of the files is cached), then from the kernel's
+  // cache of verified pages. Progress goes to stderr so that a hang says where it was.
+  for (const auto& [id, payload] : blocks) REQUIRE(EvictFile(backing(id)));
+  for (int pass = 0; pass < 2; ++pass) {
+    std::fprintf(stderr, "backing_io test: read pass %d\n", pass);
     for (const auto& [id, payload] : blocks) {
       auto got = client.Read(id);
       REQUIRE(std::holds_alternative<Bytes>(got));
@@ -36,16 +41,17 @@ TEST_CASE("Mount: backing_io = uring reads every block back identical, and damag
   }
   // Flip one payload byte of the largest block on disk; the kernel forgets its pages.
   const auto& [id, payload] = blocks.back();
-  std::string backing = m.data() + "/blocks/" + AddressOf(id).RelativePath();
-  int fd = ::open(backing.c_str(), O_RDWR);
+  int fd = ::open(backing(id).c_str(), O_RDWR);
   REQUIRE(fd >= 0);
   uint8_t byte = static_cast<uint8_t>(payload[3 << 20] ^ 0x01);
   REQUIRE(::pwrite(fd, &byte, 1, kBlockDataOffset + (3 << 20)) == 1);
   ::close(fd);
-  DropCaches();
+  REQUIRE(EvictFile(backing(id)));
   // A fresh mount: no verified page of the damaged block is cached anywhere.
+  std::fprintf(stderr, "backing_io test: restarting\n");
   m.Stop();
   m.Start();
+  std::fprintf(stderr, "backing_io test: reading the damaged block\n");
   auto got = client.Read(id);
   REQUIRE(std::holds_alternative<int>(got));
   CHECK(std::get<int>(got) == EIO);
