@@ -1,0 +1,131 @@
+// IndexedStore: blocks leaving the namespace (invalidation, eviction, corruption, lost
+// devices), pins, and walks over the committed blocks.
+#include "store/indexed_store.h"
+
+namespace gpucache {
+
+// --- Leaving the namespace ---------------------------------------------------------------
+
+StatusCode IndexedStore::Invalidate(const BlockAddress& address) {
+  std::vector<Departure> gone;
+  bool was_pinned;
+  {
+    std::lock_guard lock(mu_);
+    auto it = FindBlockLocked(address);
+    if (!it) return StatusCode::kNotFound;
+    was_pinned = (*it)->second.pinned;
+    CountersLocked(address.tenant).invalidations++;
+    gone.push_back(RemoveLocked(*it, "invalidated"));
+  }
+  Finish(std::move(gone), std::nullopt);  // the kernel made this change itself (unlink)
+  if (was_pinned) PersistPins();
+  return StatusCode::kOk;
+}
+
+StatusCode IndexedStore::Evict(const BlockAddress& address) {
+  std::vector<Departure> gone;
+  {
+    std::lock_guard lock(mu_);
+    auto it = FindBlockLocked(address);
+    if (!it) return StatusCode::kNotFound;
+    if ((*it)->second.pinned) return StatusCode::kBusy;
+    CountersLocked(address.tenant).evictions++;
+    gone.push_back(RemoveLocked(*it, "evicted"));
+  }
+  Finish(std::move(gone), RemovalReason::kEvicted);
+  return StatusCode::kOk;
+}
+
+StatusCode IndexedStore::SetPinned(const BlockAddress& address, bool pinned) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = FindBlockLocked(address);
+    if (!it) return StatusCode::kNotFound;
+    if ((*it)->second.pinned == pinned) return StatusCode::kOk;
+    (*it)->second.pinned = pinned;
+  }
+  PersistPins();
+  return StatusCode::kOk;
+}
+
+void IndexedStore::PersistPins() {
+  std::vector<BlockAddress> pinned;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, ns] : namespaces_) {
+      for (auto it = ns.blocks.begin(); it != ns.blocks.end(); ++it) {
+        if (it->second.pinned) pinned.push_back(AddressOfLocked(it));
+      }
+    }
+  }
+  DoPersistPins(pinned);
+}
+
+size_t IndexedStore::ForgetIf(const std::function<bool(const StoredPayload*)>& lost) {
+  std::vector<BlockAddress> gone;
+  RemovalObserver observer;
+  {
+    std::lock_guard lock(mu_);
+    std::vector<BlockRef> refs;
+    for (auto& [key, ns] : namespaces_) {
+      for (auto it = ns.blocks.begin(); it != ns.blocks.end(); ++it) {
+        if (lost(it->second.stored.get())) refs.push_back(it);
+      }
+    }
+    for (BlockRef it : refs) {
+      gone.push_back(AddressOfLocked(it));
+      UnindexLocked(it);
+    }
+    observer = observer_;
+  }
+  if (observer) {
+    for (const BlockAddress& a : gone) observer(a, RemovalReason::kLost);
+  }
+  return gone.size();
+}
+
+void IndexedStore::ForEachBlock(
+    const std::function<void(const IndexedBlock&, const StoredPayload*)>& fn) {
+  std::lock_guard lock(mu_);
+  IndexedBlock b;
+  for (auto& [key, ns] : namespaces_) {
+    b.address.tenant = key.first;
+    b.address.ns = key.second;
+    for (const auto& [name, r] : ns.blocks) {
+      b.address.block = FormatBlockName(name);
+      b.size = r.size;
+      b.commit_epoch = r.commit_epoch;
+      b.region_id = r.region_id;
+      b.owner = r.owner;
+      b.commit_time_ns = r.commit_time_ns;
+      b.checksum = r.checksum;
+      b.keys = r.keys;
+      b.pinned = r.pinned;
+      fn(b, r.stored.get());
+    }
+  }
+}
+
+void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id) {
+  std::vector<Departure> gone;
+  bool was_pinned;
+  {
+    std::lock_guard lock(mu_);
+    auto it = FindBlockLocked(address);
+    // Already gone: another read (the kernel retries a failed page) found it first. One
+    // corrupt block counts once.
+    if (!it || (*it)->second.region_id != region_id) return;
+    was_pinned = (*it)->second.pinned;
+    CountersLocked(address.tenant).checksum_failures++;
+    BlockInfo info = AttributesOfLocked(*it);
+    Record r = UnindexLocked(*it);
+    gone.push_back(Departure{std::move(info), r.stored, false});  // wrong bytes are never kept
+  }
+  Finish(std::move(gone), RemovalReason::kCorrupt);
+  // The pin leaves with the block: a stale entry in the persisted pins would pin whatever is
+  // committed at that path next, from the next restart on (found by the reliability suite's
+  // model tester, tests/reliability/model_test.cc).
+  if (was_pinned) PersistPins();
+}
+
+}  // namespace gpucache
