@@ -24,6 +24,10 @@ int ToErrno(StatusCode code) {
     case StatusCode::kNotSupported: return ENOTSUP;
     case StatusCode::kNotEmpty: return ENOTEMPTY;
     case StatusCode::kIoError: return EIO;
+    case StatusCode::kNameTooLong: return ENAMETOOLONG;
+    // The daemon's own fd table, not the caller's: EMFILE would send the engine looking at its
+    // own descriptors. EAGAIN says what to do (retry or recompute), as for other credits.
+    case StatusCode::kNoHandles: return EAGAIN;
   }
   return EIO;
 }

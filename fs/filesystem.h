@@ -54,6 +54,7 @@ struct Handle {
   BlockAddress address;                 // kPart
   std::mutex mu;                        // guards the fields below
   bool writing = false;                 // kPart: counted as an open writer in the store
+  bool append = false;                  // kPart: opened with O_APPEND
   std::string text;                     // kText: contents; kControl: last reply
   size_t reply_cursor = 0;              // kControl: how much of the reply was read
 };
@@ -78,7 +79,9 @@ class Filesystem {
 
   Result<EntryReply> Lookup(const Caller& c, uint64_t parent, std::string_view name);
   void Forget(uint64_t ino, uint64_t nlookup);
-  Result<AttrReply> GetAttr(const Caller& c, uint64_t ino);
+  // `h`: the handle the kernel passed, if any. An open block keeps its attributes after it
+  // left the namespace, as an unlinked file does.
+  Result<AttrReply> GetAttr(const Caller& c, uint64_t ino, Handle* h = nullptr);
   Result<AttrReply> SetAttr(const Caller& c, uint64_t ino, const struct stat& attr, int to_set);
   StatusCode Access(const Caller& c, uint64_t ino, int mask);
   Result<EntryReply> MkDir(const Caller& c, uint64_t parent, std::string_view name);
@@ -86,6 +89,8 @@ class Filesystem {
   StatusCode Unlink(const Caller& c, uint64_t parent, std::string_view name);
   StatusCode Rename(const Caller& c, uint64_t parent, std::string_view name, uint64_t new_parent,
                     std::string_view new_name, unsigned flags);
+  // mknod, symlink and link: never allowed; the errno says where (RefuseChangeIn).
+  StatusCode RefuseNewEntry(const Caller& c, uint64_t parent, std::string_view name);
 
   Result<std::pair<EntryReply, OpenReply>> Create(const Caller& c, uint64_t parent,
                                                   std::string_view name);
@@ -132,6 +137,15 @@ class Filesystem {
   IndexedStore& store_;
   InodeTable inodes_;
   ControlPlane control_;
+  // The refusal of a change the namespace does not allow in directory `dir`: EACCES in the
+  // root and .gpucache (root-owned, 0755/0555: what the kernel answers a non-owner there with
+  // fuse.permissions = "kernel"), EPERM inside a tenant. Both permission modes answer alike.
+  static StatusCode RefuseChangeIn(const Node& dir);
+  // kNameTooLong for a component longer than NAME_MAX, which no node here can have.
+  static StatusCode CheckName(std::string_view name);
+  // The mode and owner of a tenant's block or `.part`, and of a block read through a handle.
+  struct stat FileAttr(uint64_t ino, NodeKind kind, const std::string& tenant, Owner owner,
+                       uint64_t size) const;
   // ESTALE for a `.part` whose reservation a recent fence took, else ENOENT (adr/0006).
   StatusCode PartGone(const BlockAddress& address);
   std::mutex appeared_mu_;

@@ -1,6 +1,7 @@
 // Filesystem: lookups, attributes and the entry-changing operations (mkdir, rmdir, unlink,
 // rename = commit).
 #include <fcntl.h>
+#include <limits.h>
 #include <fuse_lowlevel.h>
 #include <linux/fs.h>
 #include <time.h>
@@ -50,16 +51,22 @@ struct TenantMode {
   uint32_t uid = 0, gid = 0;
   mode_t mode = 0700;
 };
-TenantMode TenantModeOf(const TenantConfig& t) {
+TenantMode TenantModeOf(const TenantConfig& t, mode_t owner_bits = 0700) {
   TenantMode m;
   for (uint32_t u : t.uids) {
     if (u != 0) m.uid = u;
   }
+  m.mode = owner_bits;
   if (!t.gids.empty()) {
     m.gid = t.gids[0];
-    m.mode = 0770;
+    m.mode |= owner_bits >> 3;
   }
   return m;
+}
+
+bool IsRootOwnedVirtual(NodeKind k) {
+  return k == NodeKind::kRoot || k == NodeKind::kControlDir || k == NodeKind::kStatsFile ||
+         k == NodeKind::kEpochFile || k == NodeKind::kQuarantineFile || k == NodeKind::kMetricsFile;
 }
 
 }  // namespace
@@ -129,7 +136,7 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
     case NodeKind::kBlock: {
       Result<BlockInfo> b = store_.StatAttributes({n.tenant, n.ns, n.block});
       if (!b.ok()) return b.status();
-      AttrReply a{MakeAttr(ino, S_IFREG | 0444, b->owner.uid, b->owner.gid, b->size), long_ttl};
+      AttrReply a{FileAttr(ino, NodeKind::kBlock, n.tenant, b->owner, b->size), long_ttl};
       SetTime(a.attr, b->commit_time_ns);
       return a;
     }
@@ -141,12 +148,34 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
       // The entry is never cached (every walk revalidates it, so a fenced .part says ESTALE),
       // but its attributes may be for a moment: with kernel permission checks an expired
       // attribute costs a GETATTR round trip per check (the identity setxattr, the rename).
-      AttrReply a{MakeAttr(ino, S_IFREG | 0600, r->owner.uid, r->owner.gid, r->size), kPartAttrTimeout};
+      AttrReply a{FileAttr(ino, NodeKind::kPart, n.tenant, r->owner, r->size), kPartAttrTimeout};
       SetTime(a.attr, r->create_time_ns);
       return a;
     }
   }
   return StatusCode::kNotFound;
+}
+
+// With kernel permission checks the mode bits only say who may ask: every member may try to
+// write a block (pinning is a setxattr, which the kernel allows only with write permission),
+// and the daemon answers EPERM or EBUSY exactly as without them (adr/0009). Outsiders never
+// get this far: the tenant directory stops them.
+struct stat Filesystem::FileAttr(uint64_t ino, NodeKind kind, const std::string& tenant,
+                                 Owner owner, uint64_t size) const {
+  const TenantConfig* t = TenantNamed(config_, tenant);
+  if (config_.KernelPermissions() && t) {
+    TenantMode m = TenantModeOf(*t, 0600);
+    return MakeAttr(ino, S_IFREG | m.mode, m.uid, m.gid, size);
+  }
+  return MakeAttr(ino, S_IFREG | (kind == NodeKind::kBlock ? 0444 : 0600), owner.uid, owner.gid, size);
+}
+
+StatusCode Filesystem::RefuseChangeIn(const Node& dir) {
+  return IsRootOwnedVirtual(dir.kind) ? StatusCode::kAccessDenied : StatusCode::kImmutable;
+}
+
+StatusCode Filesystem::CheckName(std::string_view name) {
+  return name.size() > NAME_MAX ? StatusCode::kNameTooLong : StatusCode::kOk;
 }
 
 EntryReply Filesystem::Entry(const Node& n, const AttrReply& a, double entry_timeout) {
@@ -162,6 +191,7 @@ EntryReply Filesystem::Entry(const Node& n, const AttrReply& a, double entry_tim
 Result<EntryReply> Filesystem::Lookup(const Caller& c, uint64_t parent, std::string_view name) {
   Result<Node> dir = Resolve(c, parent);
   if (!dir.ok()) return dir.status();
+  if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
   Node child;
   double entry_ttl = config_.entry_timeout;
   switch (dir->kind) {
@@ -228,16 +258,36 @@ Result<EntryReply> Filesystem::LookupInNamespace(const Node& dir, std::string_vi
 
 void Filesystem::Forget(uint64_t ino, uint64_t nlookup) { inodes_.Forget(ino, nlookup); }
 
-Result<AttrReply> Filesystem::GetAttr(const Caller& c, uint64_t ino) {
+Result<AttrReply> Filesystem::GetAttr(const Caller& c, uint64_t ino, Handle* h) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
-  return AttrOf(ino, n.value());
+  Result<AttrReply> a = AttrOf(ino, n.value());
+  // The attributes an open block handle keeps after its block left the namespace (found
+  // corrupt, evicted, invalidated), as an unlinked file keeps them: the kernel asks for them
+  // with the handle before a read that reaches the end of the file, and the reader must then
+  // hear what the read itself says (EIO for corruption), not ENOENT. Found by the reliability
+  // suite (tests/reliability/corruption_test.cc).
+  if (a.status() == StatusCode::kNotFound && h && h->kind == Handle::Kind::kBlock && h->reader) {
+    const BlockInfo& b = h->reader->info();
+    AttrReply kept{FileAttr(ino, NodeKind::kBlock, b.address.tenant, b.owner, b.size), 0};
+    SetTime(kept.attr, b.commit_time_ns);
+    return kept;
+  }
+  return a;
 }
 
 Result<AttrReply> Filesystem::SetAttr(const Caller& c, uint64_t ino, const struct stat& attr,
                                       int to_set) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
+  if (IsRootOwnedVirtual(n->kind)) {
+    // What the kernel answers a non-owner of a root-owned, read-only node: EPERM for changes
+    // only the owner may make, EACCES for those that need write permission.
+    bool owner_only = to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+                                ((to_set & FUSE_SET_ATTR_ATIME_NOW) ? 0 : FUSE_SET_ATTR_ATIME) |
+                                ((to_set & FUSE_SET_ATTR_MTIME_NOW) ? 0 : FUSE_SET_ATTR_MTIME));
+    return owner_only ? StatusCode::kImmutable : StatusCode::kAccessDenied;
+  }
   if (n->kind != NodeKind::kPart) return StatusCode::kImmutable;
   if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
     return StatusCode::kImmutable;
@@ -246,7 +296,7 @@ Result<AttrReply> Filesystem::SetAttr(const Caller& c, uint64_t ino, const struc
     BlockAddress address{n->tenant, n->ns, n->block};
     auto id = store_.FindReservation(address);
     if (!id) return PartGone(address);
-    if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;
+    if (!OwnsReservation(c, *id)) return StatusCode::kBusy;  // someone else's fill
     if (StatusCode s = store_.Truncate(*id, static_cast<uint64_t>(attr.st_size)); s != StatusCode::kOk) {
       return s;
     }
@@ -268,7 +318,8 @@ StatusCode Filesystem::Access(const Caller& c, uint64_t ino, int mask) {
 Result<EntryReply> Filesystem::MkDir(const Caller& c, uint64_t parent, std::string_view name) {
   Result<Node> dir = Resolve(c, parent);
   if (!dir.ok()) return dir.status();
-  if (dir->kind != NodeKind::kTenant) return StatusCode::kImmutable;  // tenants come from config
+  if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
+  if (dir->kind != NodeKind::kTenant) return RefuseChangeIn(dir.value());  // tenants come from config
   if (!IsValidNamespaceName(name)) return StatusCode::kInvalidArgument;
   StatusCode s = store_.CreateNamespace(dir->tenant, name, Owner{c.uid, c.gid});
   if (s != StatusCode::kOk) return s;
@@ -281,7 +332,8 @@ Result<EntryReply> Filesystem::MkDir(const Caller& c, uint64_t parent, std::stri
 StatusCode Filesystem::RmDir(const Caller& c, uint64_t parent, std::string_view name) {
   Result<Node> dir = Resolve(c, parent);
   if (!dir.ok()) return dir.status();
-  if (dir->kind != NodeKind::kTenant) return StatusCode::kImmutable;
+  if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
+  if (dir->kind != NodeKind::kTenant) return RefuseChangeIn(dir.value());
   return store_.RemoveNamespace(dir->tenant, name);
 }
 
@@ -293,14 +345,15 @@ bool Filesystem::OwnsReservation(const Caller& c, ReservationId id) {
 StatusCode Filesystem::Unlink(const Caller& c, uint64_t parent, std::string_view name) {
   Result<Node> dir = Resolve(c, parent);
   if (!dir.ok()) return dir.status();
-  if (dir->kind != NodeKind::kNamespace) return StatusCode::kImmutable;
+  if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
+  if (dir->kind != NodeKind::kNamespace) return RefuseChangeIn(dir.value());
   bool part = name.ends_with(kPartSuffix);
   std::string block(part ? name.substr(0, name.size() - kPartSuffix.size()) : name);
   BlockAddress address{dir->tenant, dir->ns, block};
   if (!part) return store_.Invalidate(address);  // the explicit client invalidation
   auto id = store_.FindReservation(address);
   if (!id) return StatusCode::kNotFound;
-  if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;  // not yours to abandon
+  if (!OwnsReservation(c, *id)) return StatusCode::kBusy;  // someone else's fill
   return store_.Abort(*id);
 }
 
@@ -310,6 +363,11 @@ StatusCode Filesystem::Rename(const Caller& c, uint64_t parent, std::string_view
   if (!dir.ok()) return dir.status();
   Result<Node> new_dir = Resolve(c, new_parent);
   if (!new_dir.ok()) return new_dir.status();
+  if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
+  if (StatusCode s = CheckName(new_name); s != StatusCode::kOk) return s;
+  if (IsRootOwnedVirtual(dir->kind) || IsRootOwnedVirtual(new_dir->kind)) {
+    return StatusCode::kAccessDenied;
+  }
   // The only rename gpucache knows is the commit: <block>.part -> <block> in one namespace.
   if (dir->kind != NodeKind::kNamespace || parent != new_parent || (flags & RENAME_EXCHANGE) ||
       !name.ends_with(kPartSuffix)) {
@@ -323,13 +381,20 @@ StatusCode Filesystem::Rename(const Caller& c, uint64_t parent, std::string_view
     // A fill fenced by an epoch bump: fenced is not success, and the writer must hear why.
     return PartGone(address);
   }
-  if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;
+  if (!OwnsReservation(c, *id)) return StatusCode::kBusy;  // someone else's fill
   if (StatusCode s = store_.Commit(*id); s != StatusCode::kOk) return s;
   Node part_node{NodeKind::kPart, dir->tenant, dir->ns, block};
   if (auto ino = inodes_.Find(part_node)) {
     inodes_.Rename(*ino, Node{NodeKind::kBlock, dir->tenant, dir->ns, block});
   }
   return StatusCode::kOk;
+}
+
+StatusCode Filesystem::RefuseNewEntry(const Caller& c, uint64_t parent, std::string_view name) {
+  Result<Node> dir = Resolve(c, parent);
+  if (!dir.ok()) return dir.status();
+  if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
+  return RefuseChangeIn(dir.value());
 }
 
 // A `.part` whose reservation is gone: ESTALE while it was fenced less than a lease ago (its

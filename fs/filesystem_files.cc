@@ -19,7 +19,8 @@ Result<std::pair<EntryReply, OpenReply>> Filesystem::Create(const Caller& c, uin
                                                             std::string_view name) {
   Result<Node> dir = Resolve(c, parent);
   if (!dir.ok()) return dir.status();
-  if (dir->kind != NodeKind::kNamespace) return StatusCode::kImmutable;
+  if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
+  if (dir->kind != NodeKind::kNamespace) return RefuseChangeIn(dir.value());
   // Only reservations are created: <block>.part, exclusively.
   if (!name.ends_with(kPartSuffix)) return StatusCode::kInvalidArgument;
   std::string block(name.substr(0, name.size() - kPartSuffix.size()));
@@ -64,16 +65,27 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
       return r;
     }
     case NodeKind::kPart: {
+      // docs/user-guide.md, "Opening a .part": only its writer (or an admin) may reopen it,
+      // and only to write; O_TRUNC empties it, O_APPEND writes at its end.
       if (!WantsWrite(flags)) return StatusCode::kBusy;  // not COMMITTED: not readable
       BlockAddress address{n->tenant, n->ns, n->block};
       auto id = store_.FindReservation(address);
-      if (!id) return StatusCode::kNotFound;
+      if (!id) return PartGone(address);
       if (!OwnsReservation(c, *id)) return StatusCode::kBusy;  // someone else's fill
       if (StatusCode s = store_.OpenWriter(*id); s != StatusCode::kOk) return s;
+      // The mount uses atomic_o_trunc: the kernel leaves O_TRUNC to us, and a reopen that kept
+      // the old bytes would publish them under the new ones (issue 13, defect 1).
+      if (flags & O_TRUNC) {
+        if (StatusCode s = store_.Truncate(*id, 0); s != StatusCode::kOk) {
+          store_.CloseWriter(*id);
+          return s;
+        }
+      }
       h.kind = Handle::Kind::kPart;
       h.reservation = *id;
       h.address = address;
       h.writing = true;
+      h.append = (flags & O_APPEND) != 0;
       r.direct_io = true;  // as in Create
       return r;
     }
@@ -146,7 +158,9 @@ Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
       h.writing = true;
     }
   }
-  Result<size_t> n = store_.Write(h.reservation, offset, data);
+  // O_APPEND: the kernel's idea of the end (its cached size) may be stale; the store's is not.
+  Result<size_t> n = h.append ? store_.Append(h.reservation, data)
+                              : store_.Write(h.reservation, offset, data);
   if (n.ok()) metrics_.RecordWrite(n.value());
   if (!n.ok() && n.status() == StatusCode::kNotFound && store_.StatAttributes(h.address).ok()) {
     return StatusCode::kImmutable;  // the reservation was committed: the block is read-only

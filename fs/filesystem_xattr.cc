@@ -9,6 +9,7 @@
 //   user.gpucache.region         region id (monotonic, never recycled)
 //   user.gpucache.valid_length   tokens in the block
 //   user.gpucache.pinned         "1" or "0"; a tenant member may set it (pinned: never evicted)
+//   user.gpucache.owner          uid:gid of the committer
 // On a reservation (<block>.part): identity (writable by its owner until commit), state,
 // epoch, region, and fill ("pending").
 // On a namespace directory: user.gpucache.fill.<block> is the outcome of that block's latest
@@ -22,7 +23,7 @@ namespace {
 constexpr std::string_view kPrefix = "user.gpucache.";
 constexpr std::string_view kIdentity = "identity";
 const std::vector<std::string> kBlockKeys = {"identity", "identity_text", "state", "checksum",
-                                             "epoch", "region", "valid_length", "pinned"};
+                                             "epoch", "region", "valid_length", "pinned", "owner"};
 const std::vector<std::string> kPartKeys = {"identity", "state", "epoch", "region", "fill"};
 constexpr std::string_view kFillPrefix = "fill.";
 
@@ -47,6 +48,7 @@ Result<std::string> Filesystem::BlockXattr(const Node& n, std::string_view key) 
   if (key == "region") return std::to_string(b->region_id);
   if (key == "valid_length") return std::to_string(b->identity.valid_length);
   if (key == "pinned") return std::string(b->pinned ? "1" : "0");
+  if (key == "owner") return std::to_string(b->owner.uid) + ":" + std::to_string(b->owner.gid);
   return StatusCode::kNotFound;
 }
 
@@ -101,10 +103,14 @@ Result<std::vector<std::string>> Filesystem::ListXattr(const Caller& c, uint64_t
 
 StatusCode Filesystem::SetXattr(const Caller& c, uint64_t ino, std::string_view name,
                                 std::span<const uint8_t> value) {
-  auto key = OurKey(name);
-  if (!key) return StatusCode::kNotSupported;
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
+  // Root-owned, read-only nodes: what the kernel answers a non-owner, whatever the name.
+  if (RefuseChangeIn(n.value()) == StatusCode::kAccessDenied) {
+    return StatusCode::kAccessDenied;
+  }
+  auto key = OurKey(name);
+  if (!key) return StatusCode::kNotSupported;
   if (n->kind == NodeKind::kBlock && *key == "pinned") {
     std::string v(value.begin(), value.end());
     if (v != "0" && v != "1") return StatusCode::kInvalidArgument;
@@ -116,15 +122,18 @@ StatusCode Filesystem::SetXattr(const Caller& c, uint64_t ino, std::string_view 
   // A fence between the create and this setxattr took the reservation: the writer must hear
   // ESTALE, as its write or rename would (adr/0006), not ENOENT (found by tests/load).
   if (!id) return PartGone(address);
-  if (!OwnsReservation(c, *id)) return StatusCode::kImmutable;
+  if (!OwnsReservation(c, *id)) return StatusCode::kBusy;  // someone else's fill
   // Stored as given; Commit checks it against the path and refuses the rename if it is wrong.
   return store_.SetIdentity(*id, value);
 }
 
 StatusCode Filesystem::RemoveXattr(const Caller& c, uint64_t ino, std::string_view name) {
-  if (!OurKey(name)) return StatusCode::kNotSupported;
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
+  if (RefuseChangeIn(n.value()) == StatusCode::kAccessDenied) {
+    return StatusCode::kAccessDenied;
+  }
+  if (!OurKey(name)) return StatusCode::kNotSupported;
   return StatusCode::kImmutable;
 }
 

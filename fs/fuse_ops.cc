@@ -66,42 +66,10 @@ void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
   fuse_reply_none(req);
 }
 
-// The attributes an open block handle keeps after its block left the namespace (found
-// corrupt, evicted, invalidated), as an unlinked file keeps them: the kernel asks for them with
-// the handle before a read that reaches the end of the file, and the reader must then hear
-// what the read itself says (EIO for corruption), not ENOENT. Found by the reliability suite
-// (tests/reliability/corruption_test.cc).
-bool HandleAttr(fuse_ino_t ino, fuse_file_info* fi, struct stat& st) {
-  if (!fi) return false;
-  Handle& h = HandleOf(fi);
-  if (h.kind != Handle::Kind::kBlock || !h.reader) return false;
-  const BlockInfo& b = h.reader->info();
-  st = {};
-  st.st_ino = ino;
-  st.st_mode = S_IFREG | 0444;
-  st.st_nlink = 1;
-  st.st_uid = b.owner.uid;
-  st.st_gid = b.owner.gid;
-  st.st_size = static_cast<off_t>(b.size);
-  st.st_blksize = 1 << 20;
-  st.st_blocks = static_cast<blkcnt_t>((b.size + 511) / 512);
-  st.st_mtim.tv_sec = st.st_ctim.tv_sec = st.st_atim.tv_sec =
-      static_cast<time_t>(b.commit_time_ns / 1000000000);
-  st.st_mtim.tv_nsec = st.st_ctim.tv_nsec = st.st_atim.tv_nsec =
-      static_cast<long>(b.commit_time_ns % 1000000000);
-  return true;
-}
-
 void OpGetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kGetAttr);
-  auto r = Fs(req).GetAttr(CallerOf(req), ino);
-  if (!r.ok()) {
-    struct stat st;
-    if (r.status() == StatusCode::kNotFound && HandleAttr(ino, fi, st)) {
-      return (void)fuse_reply_attr(req, &st, 0);
-    }
-    return ReplyStatus(req, r.status());
-  }
+  auto r = Fs(req).GetAttr(CallerOf(req), ino, fi ? &HandleOf(fi) : nullptr);
+  if (!r.ok()) return ReplyStatus(req, r.status());
   fuse_reply_attr(req, &r->attr, r->timeout);
 }
 
@@ -141,10 +109,13 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
   ReplyStatus(req, Fs(req).Rename(CallerOf(req), parent, name, new_parent, new_name, flags));
 }
 
-void OpRefuse(fuse_req_t req) { fuse_reply_err(req, EPERM); }
-void OpMknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { OpRefuse(req); }
-void OpSymlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { OpRefuse(req); }
-void OpLink(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { OpRefuse(req); }
+void OpRefuse(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kOther);
+  ReplyStatus(req, Fs(req).RefuseNewEntry(CallerOf(req), parent, name));
+}
+void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, dev_t) { OpRefuse(req, parent, name); }
+void OpSymlink(fuse_req_t req, const char*, fuse_ino_t parent, const char* name) { OpRefuse(req, parent, name); }
+void OpLink(fuse_req_t req, fuse_ino_t, fuse_ino_t parent, const char* name) { OpRefuse(req, parent, name); }
 
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, fuse_file_info* fi) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kCreate);

@@ -275,6 +275,17 @@ Result<size_t> IndexedStore::Write(ReservationId id, uint64_t offset, std::span<
   return n;
 }
 
+Result<size_t> IndexedStore::Append(ReservationId id, std::span<const uint8_t> data) {
+  uint64_t end;
+  {
+    std::lock_guard lock(mu_);
+    Reservation* r = FindLocked(id);
+    if (!r) return StatusCode::kNotFound;
+    end = r->info.size;
+  }
+  return Write(id, end, data);
+}
+
 StatusCode IndexedStore::Truncate(ReservationId id, uint64_t size) {
   std::shared_ptr<PendingPayload> payload;
   {

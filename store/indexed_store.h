@@ -67,6 +67,8 @@ class IndexedStore : public BlockStore {
   StatusCode SetIdentity(ReservationId id, std::span<const uint8_t> canonical) override;
   Result<Bytes> GetIdentity(ReservationId id) override;
   Result<size_t> Write(ReservationId id, uint64_t offset, std::span<const uint8_t> data) override;
+  // Writes `data` at the end of the payload as the store knows it (O_APPEND).
+  Result<size_t> Append(ReservationId id, std::span<const uint8_t> data);
   // Sets the size of a reservation's payload (truncate of a `.part`).
   StatusCode Truncate(ReservationId id, uint64_t size);
   StatusCode OpenWriter(ReservationId id) override;

@@ -11,6 +11,9 @@ StatusCode StatusFromErrno(int err) {
     case EDQUOT: return StatusCode::kNoSpace;
     case EFBIG: return StatusCode::kTooLarge;
     case ENOENT: return StatusCode::kNotFound;
+    case EMFILE:  // the daemon's fd table is full (per process or system-wide):
+    case ENFILE:  // nothing is wrong with the block, so not an I/O error
+      return StatusCode::kNoHandles;
     default: return StatusCode::kIoError;
   }
 }

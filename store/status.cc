@@ -22,6 +22,8 @@ std::string_view ToString(StatusCode code) {
     case StatusCode::kNotSupported: return "not supported";
     case StatusCode::kNotEmpty: return "not empty";
     case StatusCode::kIoError: return "I/O error";
+    case StatusCode::kNameTooLong: return "name too long";
+    case StatusCode::kNoHandles: return "out of file handles";
   }
   return "unknown";
 }

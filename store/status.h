@@ -33,6 +33,8 @@ enum class StatusCode : uint8_t {
   kNotSupported,      // operation or attribute outside what gpucache offers
   kNotEmpty,          // namespace directory still holds blocks or reservations
   kIoError,           // backing storage failed (not a checksum problem)
+  kNameTooLong,       // a path component longer than NAME_MAX (255 bytes)
+  kNoHandles,         // the daemon's file table is full (EMFILE/ENFILE): retry later
 };
 
 // Every code, in declaration order; tests iterate it to prove each one is mapped.
@@ -43,6 +45,7 @@ inline constexpr StatusCode kAllStatusCodes[] = {
     StatusCode::kTooLarge,     StatusCode::kTenantQuota,  StatusCode::kNoSpace,
     StatusCode::kExhausted,    StatusCode::kFenced,       StatusCode::kDraining,
     StatusCode::kNotSupported, StatusCode::kNotEmpty,     StatusCode::kIoError,
+    StatusCode::kNameTooLong,  StatusCode::kNoHandles,
 };
 
 std::string_view ToString(StatusCode code);

@@ -8,7 +8,7 @@
 namespace gpucache {
 namespace {
 
-TEST_CASE("ErrnoMap: every status code maps to the errno of DESIGN.md's table") {
+TEST_CASE("ErrnoMap: every status code maps to the errno of the table in docs/user-guide.md") {
   const std::map<StatusCode, int> expected = {
       {StatusCode::kOk, 0},
       {StatusCode::kNotFound, ENOENT},
@@ -28,6 +28,8 @@ TEST_CASE("ErrnoMap: every status code maps to the errno of DESIGN.md's table") 
       {StatusCode::kNotSupported, ENOTSUP},
       {StatusCode::kNotEmpty, ENOTEMPTY},
       {StatusCode::kIoError, EIO},
+      {StatusCode::kNameTooLong, ENAMETOOLONG},
+      {StatusCode::kNoHandles, EAGAIN},
   };
   for (StatusCode code : kAllStatusCodes) {
     CAPTURE(ToString(code));

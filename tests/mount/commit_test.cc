@@ -144,7 +144,8 @@ TEST_CASE("Mount: only the commit rename exists") {
   CHECK(Errno(::symlink("/etc/passwd", (NsDir(m, a) + "/sym").c_str())) == EPERM);
   CHECK(Errno(::mkfifo((NsDir(m, a) + "/fifo").c_str(), 0600)) == EPERM);
   CHECK(Errno(::open((NsDir(m, a) + "/notablock").c_str(), O_CREAT | O_WRONLY, 0600)) == EINVAL);
-  CHECK(Errno(::mkdir((m.mnt() + "/newtenant").c_str(), 0700)) == EPERM);
+  // The root is the daemon's (0755 root): EACCES, as the kernel answers there (issue 13).
+  CHECK(Errno(::mkdir((m.mnt() + "/newtenant").c_str(), 0700)) == EACCES);
   CHECK(Errno(::mkdir((m.mnt() + "/acme/not-a-namespace").c_str(), 0700)) == EINVAL);
 }
 

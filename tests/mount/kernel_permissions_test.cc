@@ -88,7 +88,14 @@ TEST_CASE("Kernel permissions: members by uid, primary group or supplementary gr
   second.chain[0][0] ^= 0x5a;
   CHECK(AsUser(4001, 4001, std::vector<gid_t>{3000}, [&] { return client.Commit(second, payload); }) == 0);
   REQUIRE(::stat(client.PathOf(second).c_str(), &st) == 0);
-  CHECK(st.st_uid == 4001);  // blocks still say who committed them
+  // Blocks carry the tenant's owner and group, so every member may pin them (mode bits only
+  // say who may ask; the daemon refuses writes); who committed one is its owner xattr.
+  CHECK(st.st_uid == 1000);
+  CHECK(st.st_gid == 3000);
+  CHECK((st.st_mode & 07777) == 0660);
+  char owner[32] = {};
+  CHECK(::getxattr(client.PathOf(second).c_str(), "user.gpucache.owner", owner, sizeof owner - 1) > 0);
+  CHECK(std::string(owner) == "4001:4001");
   CHECK(st.st_size == static_cast<off_t>(payload.size()));
 }
 
