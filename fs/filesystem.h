@@ -97,6 +97,10 @@ class Filesystem {
   Result<OpenReply> Open(const Caller& c, uint64_t ino, int flags);
   Result<size_t> Read(Handle& h, uint64_t offset, std::span<uint8_t> out);
   Result<size_t> Write(const Caller& c, Handle& h, uint64_t offset, std::span<const uint8_t> data);
+  // fallocate(2) on a `.part` handle, mode 0: declares the payload's size, so the store decides
+  // whether it fits (evicting first if it must) before any of it is written. Other modes and
+  // other handles: kNotSupported.
+  StatusCode Allocate(Handle& h, int mode, uint64_t offset, uint64_t length);
   void Flush(Handle& h);
   void Release(Handle& h);
 

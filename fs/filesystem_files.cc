@@ -168,6 +168,15 @@ Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
   return n;
 }
 
+StatusCode Filesystem::Allocate(Handle& h, int mode, uint64_t offset, uint64_t length) {
+  if (h.kind != Handle::Kind::kPart || mode != 0) return StatusCode::kNotSupported;
+  if (offset + length < offset) return StatusCode::kTooLarge;
+  Result<ReservationInfo> r = store_.StatReservation(h.reservation);
+  if (!r.ok()) return store_.StatAttributes(h.address).ok() ? StatusCode::kImmutable : PartGone(h.address);
+  if (offset + length <= r->size) return StatusCode::kOk;
+  return store_.Truncate(h.reservation, offset + length);
+}
+
 // close() sends FLUSH synchronously but RELEASE asynchronously, so a writer that closes and
 // renames at once may have its RENAME served before its RELEASE. Flush therefore ends the
 // handle's writer role; a later write through the same handle (a dup'ed fd) takes it again.

@@ -172,6 +172,13 @@ void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   fuse_reply_err(req, 0);
 }
 
+void OpFallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length,
+                 fuse_file_info* fi) {
+  OpTimer timer(Fs(req).metrics(), FuseOp::kOther);
+  ReplyStatus(req, Fs(req).Allocate(HandleOf(fi), mode, static_cast<uint64_t>(offset),
+                                    static_cast<uint64_t>(length)));
+}
+
 void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, 0); }
 
 // A directory handle holds the listing taken at opendir, so readdir pages through a snapshot.
@@ -265,6 +272,7 @@ fuse_lowlevel_ops MakeOperations() {
   ops.flush = OpFlush;
   ops.release = OpRelease;
   ops.fsync = OpFsync;
+  ops.fallocate = OpFallocate;
   ops.opendir = OpOpenDir;
   ops.readdir = OpReadDir;
   ops.releasedir = OpReleaseDir;

@@ -26,6 +26,10 @@ class PosixEnv final : public Env {
   StatusCode Truncate(int fd, uint64_t size) override {
     return ::ftruncate(fd, static_cast<off_t>(size)) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
   }
+  StatusCode Allocate(int fd, uint64_t offset, uint64_t len) override {
+    if (::fallocate(fd, 0, static_cast<off_t>(offset), static_cast<off_t>(len)) == 0) return StatusCode::kOk;
+    return errno == EOPNOTSUPP ? StatusCode::kNotSupported : StatusFromErrno(errno);
+  }
   StatusCode SyncData(int fd) override {
     return ::fdatasync(fd) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
   }

@@ -25,6 +25,9 @@ class Env {
   // Reads exactly out.size() bytes; kIoError at end of file.
   virtual StatusCode Read(int fd, std::span<uint8_t> out, uint64_t offset) = 0;
   virtual StatusCode Truncate(int fd, uint64_t size) = 0;
+  // Allocates [offset, offset + len) on disk and extends the file over it (fallocate mode 0),
+  // so later writes there cannot meet a full disk; kNotSupported where the filesystem cannot.
+  virtual StatusCode Allocate(int fd, uint64_t offset, uint64_t len) = 0;
   virtual StatusCode SyncData(int fd) = 0;
   virtual StatusCode Rename(const std::string& from, const std::string& to) = 0;
   virtual StatusCode SyncDir(const std::string& dir) = 0;

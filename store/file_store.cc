@@ -420,6 +420,24 @@ StatusCode FileStore::DoTruncate(PendingPayload& p, uint64_t size) {
   return env_.Truncate(f.fd.get(), kBlockDataOffset + size);
 }
 
+StatusCode FileStore::DoAllocate(PendingPayload& p, uint64_t size) {
+  auto& f = static_cast<PendingFile&>(p);
+  StatusCode s = env_.Allocate(f.fd.get(), kBlockDataOffset, size);
+  return s == StatusCode::kNotSupported ? DoTruncate(p, size) : s;
+}
+
+std::optional<IndexedStore::DeviceSpace> FileStore::DoDeviceSpace(const PendingPayload& p) {
+  struct statvfs v {};
+  if (::statvfs(devices_[static_cast<const PendingFile&>(p).dev].path.c_str(), &v) != 0) {
+    return std::nullopt;
+  }
+  return DeviceSpace{uint64_t{v.f_bavail} * v.f_frsize, uint64_t{v.f_blocks} * v.f_frsize};
+}
+
+bool FileStore::DoSharesDevice(const PendingPayload& p, const StoredPayload* stored) const {
+  return DeviceOf(stored) == static_cast<const PendingFile&>(p).dev;
+}
+
 Result<IndexedStore::Sealed> FileStore::DoSeal(PendingPayload& p, const BlockInfo& draft) {
   auto& f = static_cast<PendingFile&>(p);
   if (Isolated(f.dev)) return StatusCode::kIoError;  // its device left service meanwhile

@@ -75,6 +75,9 @@ class FileStore final : public IndexedStore {
   Result<std::shared_ptr<PendingPayload>> DoReserve(const ReservationInfo& info) override;
   Result<size_t> DoWrite(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) override;
   StatusCode DoTruncate(PendingPayload& p, uint64_t size) override;
+  StatusCode DoAllocate(PendingPayload& p, uint64_t size) override;
+  std::optional<DeviceSpace> DoDeviceSpace(const PendingPayload& p) override;
+  bool DoSharesDevice(const PendingPayload& p, const StoredPayload* stored) const override;
   Result<Sealed> DoSeal(PendingPayload& p, const BlockInfo& draft) override;
   void DoDiscard(PendingPayload& p) override;
   Result<Opened> DoOpen(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;

@@ -237,6 +237,7 @@ Result<Bytes> IndexedStore::GetIdentity(ReservationId id) {
 
 Result<size_t> IndexedStore::Write(ReservationId id, uint64_t offset, std::span<const uint8_t> data) {
   std::shared_ptr<PendingPayload> payload;
+  std::string tenant;
   {
     std::lock_guard lock(mu_);
     Reservation* r = FindLocked(id);
@@ -248,18 +249,13 @@ Result<size_t> IndexedStore::Write(ReservationId id, uint64_t offset, std::span<
     if (r->info.state == BlockState::kReserved) Transition(r->info.state, BlockState::kWriting);
     r->writes_inflight++;
     payload = r->payload;
+    tenant = r->info.address.tenant;
   }
   Result<size_t> n = DoWrite(*payload, offset, data);
-  if (n.status() == StatusCode::kNoSpace) {
-    // The backing disk is full: make room (any tenant's evictable blocks) and try once more.
-    std::vector<Departure> evicted;
-    {
-      std::lock_guard lock(mu_);
-      MakeRoomLocked("", std::max<uint64_t>(data.size(), 1 << 20), evicted);
-    }
-    bool freed = !evicted.empty();
-    Finish(std::move(evicted), RemovalReason::kEvicted);
-    if (freed) n = DoWrite(*payload, offset, data);
+  if (n.status() == StatusCode::kNoSpace &&
+      MakeDeviceRoom(*payload, tenant, data.size()) == StatusCode::kOk) {
+    // The device was full, and evicting what may go there made room: once more.
+    n = DoWrite(*payload, offset, data);
   }
   std::lock_guard lock(mu_);
   Reservation* r = FindLocked(id);
@@ -288,6 +284,8 @@ Result<size_t> IndexedStore::Append(ReservationId id, std::span<const uint8_t> d
 
 StatusCode IndexedStore::Truncate(ReservationId id, uint64_t size) {
   std::shared_ptr<PendingPayload> payload;
+  std::string tenant;
+  uint64_t old_size;
   {
     std::lock_guard lock(mu_);
     Reservation* r = FindLocked(id);
@@ -296,9 +294,16 @@ StatusCode IndexedStore::Truncate(ReservationId id, uint64_t size) {
     if (r->sealing || r->writes_inflight) return StatusCode::kBusy;
     if (StatusCode s = AdmitBytesLocked(*r, size); s != StatusCode::kOk) return s;
     payload = r->payload;
+    tenant = r->info.address.tenant;
+    old_size = r->info.size;
     r->writes_inflight++;
   }
-  StatusCode s = DoTruncate(*payload, size);
+  // Growing declares the size: the room is found (or refused) now, whole, before any write.
+  StatusCode s = size > old_size ? DoAllocate(*payload, size) : DoTruncate(*payload, size);
+  if (s == StatusCode::kNoSpace && size > old_size &&
+      MakeDeviceRoom(*payload, tenant, size - old_size) == StatusCode::kOk) {
+    s = DoAllocate(*payload, size);
+  }
   std::lock_guard lock(mu_);
   if (Reservation* r = FindLocked(id)) {
     r->writes_inflight--;
@@ -354,7 +359,7 @@ StatusCode IndexedStore::Commit(ReservationId id) {
     }
     if (r->info.size == 0) return StatusCode::kInvalidArgument;
     if (r->info.size > MaxBlockBytes(r->info.address.tenant)) return StatusCode::kTooLarge;
-    StatusCode room = MakeRoomLocked(r->info.address.tenant, r->info.size, evicted);
+    StatusCode room = MakeRoomForCommitLocked(r->info.address.tenant, r->info.size, evicted);
     if (room != StatusCode::kOk) return room;
     r->sealing = true;
     payload = r->payload;
@@ -370,18 +375,12 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   Finish(std::move(evicted), RemovalReason::kEvicted);
   const IndexKeys keys = IndexKeysOf(draft.identity, draft.canonical_identity);
   Result<Sealed> sealed = DoSeal(*payload, draft);
-  if (sealed.status() == StatusCode::kNoSpace) {
-    // The backing disk filled up under the payload and the header (or a sync) found no room:
-    // make room from anyone's evictable blocks and seal once more, as Write does. ENOSPC is for
-    // a disk with nothing evictable (found by tests/reliability/full_disk_test.cc).
-    std::vector<Departure> room;
-    {
-      std::lock_guard lock(mu_);
-      MakeRoomLocked("", kBlockDataOffset, room);
-    }
-    bool freed = !room.empty();
-    Finish(std::move(room), RemovalReason::kEvicted);
-    if (freed) sealed = DoSeal(*payload, draft);
+  if (sealed.status() == StatusCode::kNoSpace &&
+      MakeDeviceRoom(*payload, draft.address.tenant, kBlockDataOffset) == StatusCode::kOk) {
+    // The device filled up under the payload and the header (or a sync) found no room: room
+    // was made from blocks that may go, as Write does; ENOSPC is for a device where evicting
+    // would not help (found by tests/reliability/full_disk_test.cc).
+    sealed = DoSeal(*payload, draft);
   }
   std::unique_lock lock(mu_);
   Reservation* r = FindLocked(id);

@@ -166,6 +166,26 @@ class IndexedStore : public BlockStore {
   virtual Result<std::shared_ptr<PendingPayload>> DoReserve(const ReservationInfo& info) = 0;
   virtual Result<size_t> DoWrite(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) = 0;
   virtual StatusCode DoTruncate(PendingPayload& p, uint64_t size) = 0;
+  // Grows the payload to `size` bytes and, where the medium can, allocates them, so that the
+  // writes that follow cannot meet a full device (a fill that declares its size).
+  virtual StatusCode DoAllocate(PendingPayload& p, uint64_t size) { return DoTruncate(p, size); }
+  // The free and total bytes of the device `p` is written to, read now; nullopt for a medium
+  // without such a limit. Lets a full device be judged before anything is evicted for it.
+  struct DeviceSpace {
+    uint64_t free = 0;
+    uint64_t total = 0;
+  };
+  virtual std::optional<DeviceSpace> DoDeviceSpace(const PendingPayload& p) {
+    (void)p;
+    return std::nullopt;
+  }
+  // Whether evicting a block stored as `stored` frees room on the device `p` is written to.
+  // Called under the store's lock: memory only.
+  virtual bool DoSharesDevice(const PendingPayload& p, const StoredPayload* stored) const {
+    (void)p;
+    (void)stored;
+    return true;
+  }
   // Computes checksums over the `size` payload bytes, persists, and publishes at the address.
   // `draft` holds every field but the checksum.
   virtual Result<Sealed> DoSeal(PendingPayload& p, const BlockInfo& draft) = 0;
@@ -300,7 +320,25 @@ class IndexedStore : public BlockStore {
   bool IndexLocked(const BlockAddress& address, Record record);
   Record UnindexLocked(BlockRef it);
   std::optional<LookupResult> PrefixHitLocked(const CacheIdentity& want, const BlockAddress& self);
-  StatusCode MakeRoomLocked(const std::string& tenant, uint64_t need, std::vector<Departure>& out);
+  // What eviction must free, decided whole before any block goes (a refusal changes nothing).
+  struct RoomRequest {
+    std::string_view tenant;      // whose fill needs the room
+    uint64_t own_bytes = 0;       // from the tenant's own blocks (its quota): else kTenantQuota
+    uint64_t shared_bytes = 0;    // from anyone's (global limit, full device): else kNoSpace
+    uint64_t shares_of = 0;       // bytes the fair shares are computed over (see FairShareLocked)
+    const PendingPayload* device = nullptr;  // only blocks on the device this payload is on
+  };
+  // Chooses victims for `req` by the eviction policy, then evicts them into `out`.
+  StatusCode MakeRoomLocked(const RoomRequest& req, std::vector<Departure>& out);
+  // The room a commit of `need` bytes by `tenant` needs under the retained-byte limits.
+  StatusCode MakeRoomForCommitLocked(const std::string& tenant, uint64_t need,
+                                     std::vector<Departure>& out);
+  // A write to `p` met a full device: frees `need` bytes there (plus slack) from blocks that may
+  // go, or returns kNoSpace having evicted nothing when they would not suffice.
+  StatusCode MakeDeviceRoom(const PendingPayload& p, const std::string& tenant, uint64_t need);
+  // The fair share of `total` bytes for each tenant holding bytes (and `tenant`): eviction for
+  // one tenant's fill never takes another below it (docs/eviction.md).
+  uint64_t FairShareLocked(std::string_view tenant, uint64_t total) const;
   Departure RemoveLocked(BlockRef it, const char* reason);
   void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify);
   void PersistPins();

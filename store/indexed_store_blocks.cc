@@ -266,50 +266,79 @@ void IndexedStore::Finish(std::vector<Departure> departures, std::optional<Remov
 
 // --- Making room -------------------------------------------------------------------------
 
-StatusCode IndexedStore::MakeRoomLocked(const std::string& tenant, uint64_t need,
-                                        std::vector<Departure>& out) {
+StatusCode IndexedStore::MakeRoomForCommitLocked(const std::string& tenant, uint64_t need,
+                                                 std::vector<Departure>& out) {
   Usage global = GlobalUsageLocked();
   auto it = counters_.find(tenant);
   Usage mine = it == counters_.end() ? Usage{} : it->second.usage;
-  uint64_t tenant_limit = tenant.empty() ? 0 : options_.limits.Tenant(tenant).max_retained_bytes;
+  uint64_t tenant_limit = options_.limits.Tenant(tenant).max_retained_bytes;
   uint64_t global_limit = options_.limits.global.max_retained_bytes;
-  // With no tenant (a full disk), free `need` bytes from anyone.
-  uint64_t tenant_excess = tenant_limit && mine.retained_bytes() + need > tenant_limit
-                               ? mine.retained_bytes() + need - tenant_limit : 0;
-  uint64_t global_excess = tenant.empty() ? need
-                           : global_limit && global.retained_bytes() + need > global_limit
-                               ? global.retained_bytes() + need - global_limit : 0;
   if (tenant_limit && need > tenant_limit) return StatusCode::kTenantQuota;
   if (global_limit && need > global_limit) return StatusCode::kNoSpace;
+  RoomRequest req{.tenant = tenant, .shares_of = global_limit};
+  if (tenant_limit && mine.retained_bytes() + need > tenant_limit) {
+    req.own_bytes = mine.retained_bytes() + need - tenant_limit;
+  }
+  if (global_limit && global.retained_bytes() + need > global_limit) {
+    req.shared_bytes = global.retained_bytes() + need - global_limit;
+  }
+  if (req.own_bytes == 0 && req.shared_bytes == 0) return StatusCode::kOk;
+  return MakeRoomLocked(req, out);
+}
 
+uint64_t IndexedStore::FairShareLocked(std::string_view tenant, uint64_t total) const {
+  uint64_t holders = 0;
+  bool counted = false;
+  for (const auto& [name, c] : counters_) {
+    if (c.usage.retained_bytes() == 0 && name != tenant) continue;
+    holders++;
+    counted |= name == tenant;
+  }
+  if (!counted) holders++;
+  return total / holders;
+}
+
+StatusCode IndexedStore::MakeRoomLocked(const RoomRequest& req, std::vector<Departure>& out) {
+  if (!policy_sized_) {
+    policy_->SetCapacity(block_count_);
+    policy_sized_ = true;
+  }
+  const uint64_t share = FairShareLocked(req.tenant, req.shares_of);
   // Choose every victim first; evict only if they suffice, so a refusal changes nothing.
   std::set<PolicyKey> chosen;
-  uint64_t freed_tenant = 0, freed_global = 0;
-  auto pick = [&](bool own_tenant_only) -> bool {
-    if (!policy_sized_) {
-      policy_->SetCapacity(block_count_);
-      policy_sized_ = true;
-    }
+  std::map<std::string_view, uint64_t> taken;  // per other tenant, bytes chosen so far
+  uint64_t freed_own = 0, freed_shared = 0;
+  auto may_go = [&](const Record& r, bool own_only) {
+    if (r.pinned || r.open_readers != 0) return false;
+    if (req.device && !DoSharesDevice(*req.device, r.stored.get())) return false;
+    std::string_view owner = NamespaceKeyOf(r.ns).first;
+    if (owner == req.tenant) return true;
+    if (own_only) return false;
+    // Another tenant's block, only while that tenant keeps at least its fair share.
+    auto c = counters_.find(std::string(owner));
+    uint64_t held = c == counters_.end() ? 0 : c->second.usage.retained_bytes();
+    return held >= taken[owner] + r.size + share;
+  };
+  auto pick = [&](bool own_only) -> bool {
     auto v = policy_->Victim([&](PolicyKey k) {
       if (chosen.count(k)) return false;
       auto a = by_key_.find(k);
-      if (a == by_key_.end()) return false;
-      const Record& r = a->second->second;
-      return !r.pinned && r.open_readers == 0 &&
-             (!own_tenant_only || NamespaceKeyOf(r.ns).first == tenant);
+      return a != by_key_.end() && may_go(a->second->second, own_only);
     });
     if (!v) return false;
     chosen.insert(*v);
     const Record& r = by_key_.at(*v)->second;
-    if (NamespaceKeyOf(r.ns).first == tenant) freed_tenant += r.size;
-    freed_global += r.size;
+    std::string_view owner = NamespaceKeyOf(r.ns).first;
+    if (owner == req.tenant) freed_own += r.size;
+    else taken[owner] += r.size;
+    freed_shared += r.size;
     return true;
   };
-  while (freed_tenant < tenant_excess) {
+  while (freed_own < req.own_bytes) {
     if (!pick(true)) return StatusCode::kTenantQuota;
   }
-  while (freed_global < global_excess) {
-    if (!pick(false)) return tenant.empty() && !chosen.empty() ? StatusCode::kOk : StatusCode::kNoSpace;
+  while (freed_shared < req.shared_bytes) {
+    if (!pick(false)) return StatusCode::kNoSpace;
   }
   for (PolicyKey k : chosen) {
     BlockRef it = by_key_.at(k);
@@ -317,6 +346,29 @@ StatusCode IndexedStore::MakeRoomLocked(const std::string& tenant, uint64_t need
     out.push_back(RemoveLocked(it, "evicted"));
   }
   return StatusCode::kOk;
+}
+
+StatusCode IndexedStore::MakeDeviceRoom(const PendingPayload& p, const std::string& tenant,
+                                        uint64_t need) {
+  // Filesystems keep some slack of their own (metadata, rounding to blocks).
+  constexpr uint64_t kSlack = 256 << 10;
+  std::optional<DeviceSpace> space = DoDeviceSpace(p);  // I/O: before the lock
+  std::vector<Departure> evicted;
+  StatusCode s;
+  {
+    std::lock_guard lock(mu_);
+    uint64_t free = space ? space->free : 0;
+    uint64_t short_by = need + kSlack - std::min(need + kSlack, free);
+    uint64_t capacity = GlobalUsageLocked().retained_bytes();
+    if (space) capacity = space->total;
+    // The fair shares are of the device's whole size, not of what is left on it.
+    RoomRequest req{.tenant = tenant, .shared_bytes = short_by, .shares_of = capacity,
+                    .device = &p};
+    // The device says it has room: the ENOSPC is not one eviction can answer.
+    s = short_by == 0 ? StatusCode::kNoSpace : MakeRoomLocked(req, evicted);
+  }
+  Finish(std::move(evicted), RemovalReason::kEvicted);
+  return s;
 }
 
 // --- Reading -----------------------------------------------------------------------------

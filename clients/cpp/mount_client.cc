@@ -12,6 +12,16 @@ namespace gpucache {
 namespace {
 
 constexpr char kIdentityXattr[] = "user.gpucache.identity";
+// From this size on a commit declares its size first (one round trip): on a full device the
+// daemon then decides whether the block can fit before it evicts anything for it.
+constexpr size_t kDeclareSizeFrom = 1 << 20;
+
+// fallocate(2) declares the size; a daemon that cannot (EOPNOTSUPP) is no reason to fail.
+int DeclareSize(int fd, size_t size) {
+  if (size < kDeclareSizeFrom) return 0;
+  if (::fallocate(fd, 0, 0, static_cast<off_t>(size)) == 0) return 0;
+  return errno == EOPNOTSUPP || errno == ENOSYS ? 0 : errno;
+}
 
 int WriteAll(int fd, std::span<const uint8_t> data) {
   while (!data.empty()) {
@@ -44,6 +54,7 @@ int MountClient::Commit(const CacheIdentity& id, std::span<const uint8_t> payloa
   Bytes canonical = EncodePhysicalKey(id);
   int err = 0;
   if (::fsetxattr(fd, kIdentityXattr, canonical.data(), canonical.size(), 0) != 0) err = errno;
+  if (!err) err = DeclareSize(fd, payload.size());
   if (!err) err = WriteAll(fd, payload);
   if (::close(fd) != 0 && !err) err = errno;
   if (!err && ::rename(part.c_str(), final_path.c_str()) != 0) err = errno;

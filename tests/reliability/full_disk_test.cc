@@ -177,5 +177,76 @@ TEST_CASE(
   CHECK(failed == 0);
 }
 
+// Issue 13, defect 2: on a 16 MiB device holding another tenant's 10 MiB, a 20 MiB commit
+// evicted every evictable block of every tenant and then failed with ENOSPC anyway.
+struct TwoTenants {
+  TempDir holder;
+  Tmpfs disk{holder.path() + "/disk", "16m"};
+  std::unique_ptr<MountedFs> m;
+  std::vector<Kept> globex;  // tenant B's blocks, 1 MiB each
+
+  TwoTenants() {
+    REQUIRE_MESSAGE(disk.mounted(), "cannot mount a tmpfs (needs root)");
+    m = std::make_unique<MountedFs>("data_dirs = [\"" + disk.path() + "\"]\n" + TestConfig());
+    MountClient client(m->mnt());
+    for (uint64_t n = 1; n <= 10; ++n) {
+      Kept k{RelBlock(n, "globex"), SeededPayload(n, 1 << 20)};
+      REQUIRE(AsUser(2000, 2000, [&] { return client.Commit(k.id, k.payload); }) == 0);
+      globex.push_back(std::move(k));
+    }
+  }
+  // How many of B's blocks still read back identical (none may read back different).
+  size_t GlobexPresent() {
+    MountClient client(m->mnt());
+    size_t present = 0;
+    for (const Kept& k : globex) {
+      ReadOutcome r = ReadWhole(client.PathOf(k.id));  // root: an admin reads every tenant
+      CHECK(WrongBytes(r.got, k.payload) == 0);
+      present += r.err == 0 && r.got == k.payload;
+    }
+    return present;
+  }
+};
+
+TEST_CASE("Reliability full disk: a block that cannot fit is refused before anything is evicted") {
+  TwoTenants t;
+  MountClient client(t.m->mnt());
+  uint64_t evictions = Counter(*t.m, "evictions", "globex");
+  // Declared (the clients fallocate blocks of 1 MiB and more first): decided up front.
+  CHECK(client.Commit(RelBlock(100), SeededPayload(100, 20 << 20)) == ENOSPC);
+  CHECK(Counter(*t.m, "evictions", "globex") == evictions);
+  CHECK(t.GlobexPresent() == 10);
+  CHECK(FilesUnder(t.disk.path() + "/tmp").empty());
+  // Plain writes, size unknown until the end: what is evicted for them never takes tenant B
+  // below its fair share (half of what the device holds and has free, for two tenants).
+  CommitResult r = CommitSteps(t.m->mnt(), RelBlock(101), SeededPayload(101, 20 << 20));
+  CHECK(r.err == ENOSPC);
+  size_t present = t.GlobexPresent();
+  std::printf("full disk, 20 MiB into 16 MiB: declared evicted 0, undeclared left globex %zu of 10\n",
+              present);
+  CHECK(present >= 7);
+  CHECK(FilesUnder(t.disk.path() + "/tmp").empty());
+}
+
+TEST_CASE("Reliability full disk: one tenant's fills never take another below its fair share") {
+  TwoTenants t;
+  MountClient client(t.m->mnt());
+  // Tenant A fills the device with 1 MiB blocks, twice what it has free: every commit must
+  // succeed (B's excess goes first, then A's own oldest), and B keeps its fair share.
+  int failed = 0;
+  for (uint64_t n = 200; n < 212; ++n) {
+    int err = n % 2 ? client.Commit(RelBlock(n), SeededPayload(n, 1 << 20))
+                    : CommitSteps(t.m->mnt(), RelBlock(n), SeededPayload(n, 1 << 20)).err;
+    CAPTURE(n);
+    CHECK(err == 0);
+    failed += err != 0;
+  }
+  size_t present = t.GlobexPresent();
+  std::printf("full disk, 12 MiB of tenant A after 10 MiB of B on 16 MiB: B keeps %zu of 10, "
+              "A failed %d\n", present, failed);
+  CHECK(present >= 7);
+  CHECK(Counter(*t.m, "blocks", "acme") > 0);
+}
+
 }  // namespace
 }  // namespace gpucache

@@ -121,15 +121,38 @@ TEST_CASE("Eviction: pinned and open blocks stay, nothing evictable is EDQUOT an
 
 TEST_CASE("Eviction: the global limit may evict any tenant's blocks, else ENOSPC") {
   StoreOptions o;
+  o.limits.global.max_retained_bytes = 4000;
+  MemoryStore s(o);
+  for (uint8_t n : {1, 2, 3}) REQUIRE(Commit(s, Block("globex", n), 1000) == StatusCode::kOk);
+  REQUIRE(Commit(s, Block("acme", 4), 1000) == StatusCode::kOk);
+  // globex holds 3000, over its fair share (2000 of 4000 for two tenants): its oldest goes.
+  REQUIRE(Commit(s, Block("acme", 5), 1000) == StatusCode::kOk);
+  CHECK_FALSE(Present(s, Block("globex", 1)));
+  CHECK(Present(s, Block("globex", 2)));
+  for (uint8_t n : {4, 5}) s.SetPinned(AddressOf(Block("acme", n)), true);
+  for (uint8_t n : {2, 3}) s.SetPinned(AddressOf(Block("globex", n)), true);
+  CHECK(Commit(s, Block("globex", 6), 1000) == StatusCode::kNoSpace);
+}
+
+TEST_CASE("Eviction: one tenant's commit never takes another below its fair share") {
+  StoreOptions o;
   o.limits.global.max_retained_bytes = 2000;
   MemoryStore s(o);
   REQUIRE(Commit(s, Block("globex", 1), 1000) == StatusCode::kOk);
   REQUIRE(Commit(s, Block("acme", 2), 1000) == StatusCode::kOk);
+  // globex is at its fair share (1000 of 2000): acme's commit evicts acme's own older block,
+  // though globex's is the least recently used.
   REQUIRE(Commit(s, Block("acme", 3), 1000) == StatusCode::kOk);
-  CHECK_FALSE(Present(s, Block("globex", 1)));
-  s.SetPinned(AddressOf(Block("acme", 2)), true);
+  CHECK(Present(s, Block("globex", 1)));
+  CHECK_FALSE(Present(s, Block("acme", 2)));
+  // With acme's own blocks pinned, nothing may go for it: ENOSPC, and globex is untouched.
   s.SetPinned(AddressOf(Block("acme", 3)), true);
-  CHECK(Commit(s, Block("globex", 4), 1000) == StatusCode::kNoSpace);
+  CHECK(Commit(s, Block("acme", 4), 1000) == StatusCode::kNoSpace);
+  CHECK(Present(s, Block("globex", 1)));
+  // A third tenant shares 2000 three ways (666 each): globex's one block would take it to 0,
+  // below its share, so not even a newcomer may have it.
+  CHECK(Commit(s, Block("initech", 5), 1000) == StatusCode::kNoSpace);
+  CHECK(Present(s, Block("globex", 1)));
 }
 
 TEST_CASE("Eviction: prefix-aware default evicts a leaf before its ancestors") {

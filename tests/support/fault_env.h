@@ -86,6 +86,11 @@ class FaultEnv final : public Env {
     if (auto s = Begin(false)) return *s;
     return Env::Posix().Truncate(fd, size);
   }
+  StatusCode Allocate(int fd, uint64_t offset, uint64_t len) override {
+    std::lock_guard l(mu_);
+    if (auto s = Begin(false)) return *s;
+    return Env::Posix().Allocate(fd, offset, len);
+  }
   StatusCode SyncData(int fd) override {
     std::lock_guard l(mu_);
     if (auto s = Begin(false)) return *s;

@@ -23,6 +23,22 @@ PART_SUFFIX = ".part"
 _PathLike = Union[str, "os.PathLike[str]"]
 
 
+# From this size on a commit declares its size first (one round trip): on a full device the
+# daemon then decides whether the block can fit before it evicts anything for it.
+_DECLARE_SIZE_FROM = 1 << 20
+
+
+def _declare_size(fd: int, payload) -> None:
+    size = memoryview(payload).nbytes
+    if size < _DECLARE_SIZE_FROM:
+        return
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS):
+            raise
+
+
 def _write_all(fd: int, data) -> None:
     # cast("B"): slice by bytes even for a multi-dimensional buffer such as a numpy array.
     view = memoryview(data).cast("B")
@@ -83,6 +99,7 @@ class MountClient:
                 # The identity goes on before any payload: the daemon stores it with the
                 # reservation and, at the rename, refuses it (EINVAL) unless it names this path.
                 os.setxattr(fd, IDENTITY_XATTR, gpck)
+                _declare_size(fd, payload)
                 _write_all(fd, payload)
             except BaseException:
                 _close_quietly(fd)  # keep the first error, as the C++ client does
