@@ -1,15 +1,19 @@
 #include "fs/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "fs/metrics_http.h"
 #include "store/eviction/eviction_policy.h"
 #include "store/identity.h"
 
 namespace gpucache {
 namespace {
+
+constexpr double kMaxLeaseSeconds = 365.0 * 86400;
 
 constexpr char kDefaultConfig[] = R"(# gpucachefs configuration (docs/configuration.md lists every key).
 
@@ -126,6 +130,8 @@ class Reader {
     auto v = n->value_exact<T>();
     if constexpr (std::is_same_v<T, double>) {
       if (!v) v = n->value<double>();  // an integer is a fine number of seconds
+      // TOML has nan and inf; no key here means either (a lease of nan never expires).
+      if (v && !std::isfinite(*v)) Fail(name, "must be a finite number");
     }
     if (!v) Fail(name, "has the wrong type");
     return *v;
@@ -172,9 +178,14 @@ class Reader {
     return static_cast<uint64_t>(v);
   }
 
-  double Seconds(const toml::table& t, const char* key, double def, bool zero_ok) const {
+  // `max` keeps the value within what its users convert it to (milliseconds in 32 bits,
+  // nanoseconds in 64).
+  double Seconds(const toml::table& t, const char* key, double def, bool zero_ok, double max) const {
     double v = Get<double>(t, key, std::string("cold.") + key, def);
-    if (v < 0 || (!zero_ok && v == 0)) Fail(std::string("cold.") + key, "must be > 0 seconds");
+    if (v < 0 || (!zero_ok && v == 0) || v > max) {
+      Fail(std::string("cold.") + key, std::string(zero_ok ? "must be >= 0" : "must be > 0") +
+                                           " and at most " + std::to_string(int64_t(max)) + " seconds");
+    }
     return v;
   }
 
@@ -202,14 +213,14 @@ class Reader {
     }
     c.pack_target_bytes = Positive(t, "pack_target_bytes", c.pack_target_bytes, 1ull << 40);
     c.pack_max_blocks = Positive(t, "pack_max_blocks", c.pack_max_blocks, 4096);
-    c.flush_interval = Seconds(t, "flush_interval", c.flush_interval, false);
+    c.flush_interval = Seconds(t, "flush_interval", c.flush_interval, false, 3600);
     c.max_jobs = Positive(t, "max_jobs", c.max_jobs, 1u << 20);
     c.max_bytes = Positive(t, "max_bytes", c.max_bytes, 1ull << 50);
     c.concurrency = Positive(t, "concurrency", c.concurrency, 64);
     c.refill_budget_bytes = Positive(t, "refill_budget_bytes", c.refill_budget_bytes, 1ull << 40);
-    c.connect_timeout = Seconds(t, "connect_timeout", c.connect_timeout, false);
-    c.transfer_timeout = Seconds(t, "transfer_timeout", c.transfer_timeout, false);
-    c.retention = Seconds(t, "retention", c.retention, true);
+    c.connect_timeout = Seconds(t, "connect_timeout", c.connect_timeout, false, 3600);
+    c.transfer_timeout = Seconds(t, "transfer_timeout", c.transfer_timeout, false, 3600);
+    c.retention = Seconds(t, "retention", c.retention, true, 10 * kMaxLeaseSeconds);
     if (t.contains("retired_tenants")) c.retired_tenants = Strings(t, "retired_tenants");
     for (const std::string& r : c.retired_tenants) {
       if (!IsValidTenantName(r)) Fail("cold.retired_tenants", "lists an invalid tenant name");
@@ -225,6 +236,11 @@ class Reader {
     if (const toml::table* m = Table(t_, "metrics")) {
       OnlyKeys(*m, "metrics.", {"listen"});
       c.metrics_listen = Get<std::string>(*m, "listen", "metrics.listen", c.metrics_listen);
+      sockaddr_in addr;
+      std::string why;
+      if (!c.metrics_listen.empty() && !ParseListenAddress(c.metrics_listen, &addr, &why)) {
+        Fail("metrics.listen", why.substr(why.find(':') + 2));
+      }
     }
     if (t_.contains("data_dir") && t_.contains("data_dirs")) {
       Fail("data_dirs", "give data_dir (one directory) or data_dirs (a list), not both");
@@ -261,7 +277,9 @@ class Reader {
       }
       c.reservation_lease = Get<double>(*l, "reservation_lease", "limits.reservation_lease",
                                         c.reservation_lease);
-      if (c.reservation_lease <= 0) Fail("limits.reservation_lease", "must be > 0 seconds");
+      if (c.reservation_lease <= 0 || c.reservation_lease > kMaxLeaseSeconds) {
+        Fail("limits.reservation_lease", "must be > 0 and at most 31536000 seconds (a year)");
+      }
     }
     if (const toml::table* a = Table(t_, "admins")) {
       OnlyKeys(*a, "admins.", {"uids", "gids"});

@@ -31,10 +31,8 @@ cold::ColdTierOptions TierOptions(const ColdConfig& c) {
 
 }  // namespace
 
-std::unique_ptr<DaemonCold> DaemonCold::Create(const ColdConfig& c, IndexedStore& store,
-                                               std::string* error) {
-  std::unique_ptr<DaemonCold> d(new DaemonCold());
-  cold::S3Options& s3 = d->s3_;
+std::optional<cold::S3Options> DaemonCold::CheckOptions(const ColdConfig& c, std::string* error) {
+  cold::S3Options s3;
   s3.endpoint = c.endpoint;
   s3.bucket = c.bucket;
   s3.region = c.region;
@@ -44,12 +42,22 @@ std::unique_ptr<DaemonCold> DaemonCold::Create(const ColdConfig& c, IndexedStore
   cold::ApplyEnvironment(s3);
   if (std::string e = cold::LoadCredentialsFile(s3); !e.empty()) {
     *error = "[cold] " + e;
-    return nullptr;
+    return std::nullopt;
   }
   if (std::string e = s3.Validate(); !e.empty()) {
     *error = "[cold] " + e + " (configuration or GPUCACHE_S3_* environment)";
-    return nullptr;
+    return std::nullopt;
   }
+  return s3;
+}
+
+std::unique_ptr<DaemonCold> DaemonCold::Create(const ColdConfig& c, IndexedStore& store,
+                                               std::string* error) {
+  std::optional<cold::S3Options> options = CheckOptions(c, error);
+  if (!options) return nullptr;
+  std::unique_ptr<DaemonCold> d(new DaemonCold());
+  cold::S3Options& s3 = d->s3_;
+  s3 = std::move(*options);
   auto client = cold::S3Client::Create(s3);
   if (!client.ok()) {
     *error = "[cold] " + client.error().message;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -23,6 +24,9 @@ class DaemonCold {
   // Makes no request: an unreachable object store must not stop the hot tier from mounting.
   static std::unique_ptr<DaemonCold> Create(const ColdConfig& config, IndexedStore& store,
                                             std::string* error);
+  // What Create checks of the options, the environment and the credentials file, without a
+  // store: start-up and --check-config refuse a bad [cold] before touching any data directory.
+  static std::optional<cold::S3Options> CheckOptions(const ColdConfig& config, std::string* error);
   ~DaemonCold();
 
   // Before the mount serves: the control extension and the commit observer.

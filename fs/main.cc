@@ -8,6 +8,7 @@
 // directory is reported with the key or path at fault, and nothing is mounted.
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <csignal>
 #include <cstdio>
@@ -101,6 +102,18 @@ bool ParseArgs(int argc, char** argv, Args& a) {
   }
   a.mount.mountpoint = real;
   std::free(real);
+  struct stat st;
+  if (::stat(a.mount.mountpoint.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    std::fprintf(stderr, "gpucachefs: mountpoint %s: not a directory\n", a.mount.mountpoint.c_str());
+    return false;
+  }
+  return true;
+}
+
+// What start-up checks of a loaded configuration beyond LoadConfig, before it touches a data
+// directory: a refused start changes nothing on disk (no epoch bump).
+bool CheckStartable(const gpucache::Config& config, std::string* error) {
+  if (config.cold.enabled && !gpucache::DaemonCold::CheckOptions(config.cold, error)) return false;
   return true;
 }
 
@@ -120,8 +133,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc == 3 && std::strcmp(argv[1], "--check-config") == 0) {
+    // Exactly what start-up refuses of a configuration (LoadConfig, then CheckStartable).
     try {
-      std::fputs(gpucache::EffectiveConfigText(gpucache::LoadConfig(argv[2])).c_str(), stdout);
+      gpucache::Config config = gpucache::LoadConfig(argv[2]);
+      std::string error;
+      if (!CheckStartable(config, &error)) {
+        std::fprintf(stderr, "gpucachefs: configuration error: %s\n", error.c_str());
+        return 78;  // EX_CONFIG
+      }
+      std::fputs(gpucache::EffectiveConfigText(config).c_str(), stdout);
       return 0;
     } catch (const gpucache::ConfigError& e) {
       std::fprintf(stderr, "gpucachefs: configuration error: %s\n", e.what());
@@ -140,6 +160,19 @@ int main(int argc, char** argv) {
     return 78;  // EX_CONFIG
   }
 
+  std::string error;
+  if (!CheckStartable(config, &error)) {
+    spdlog::error("configuration error: {}", error);
+    return 78;  // EX_CONFIG
+  }
+  // The metrics socket is bound now, before any data directory is touched: a taken port
+  // refuses the start and leaves the epoch alone. It is served once the mount is up.
+  gpucache::MetricsHttpServer metrics;
+  if (!config.metrics_listen.empty() && !metrics.Bind(config.metrics_listen, &error)) {
+    spdlog::error("{}", error);
+    return 1;
+  }
+
   gpucache::StoreOptions store_options;
   store_options.limits = gpucache::ResourceLimitsOf(config);
   store_options.sync_commits = config.sync_commits;
@@ -147,7 +180,6 @@ int main(int argc, char** argv) {
   store_options.eviction_policy = config.eviction_policy;
   store_options.reservation_lease_ns = static_cast<uint64_t>(config.reservation_lease * 1e9);
   gpucache::FileStoreReport report;
-  std::string error;
   auto store = gpucache::FileStore::OpenDataDirs(config.data_dirs, store_options, &report, &error);
   if (!store) {
     spdlog::error("{}", error);
@@ -169,7 +201,6 @@ int main(int argc, char** argv) {
     }
     cold->Wire(fs, *store);
   }
-  gpucache::MetricsHttpServer metrics;
   auto render = [&fs, &cold] { return fs.RenderAllMetrics() + (cold ? cold->Metrics() : ""); };
   args.mount.on_mounted = [&] {
     // SIGHUP reloads what can change without a restart (the cold tier's credentials) and
@@ -177,7 +208,7 @@ int main(int argc, char** argv) {
     if (cold) cold->Start();
     else std::signal(SIGHUP, SIG_IGN);
     if (config.metrics_listen.empty()) return true;
-    if (!metrics.Start(config.metrics_listen, render, &error)) {
+    if (!metrics.Start(render, &error)) {
       spdlog::error("{}", error);
       return false;
     }

@@ -2,50 +2,94 @@
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <charconv>
 #include <cstring>
 
 namespace gpucache {
 namespace {
 
-MHD_Result Answer(void* cls, MHD_Connection* connection, const char* url, const char* method,
-                  const char*, const char*, size_t*, void**) {
-  auto* render = static_cast<std::function<std::string()>*>(cls);
-  bool ok = std::strcmp(method, "GET") == 0 && std::strcmp(url, "/metrics") == 0;
-  std::string body = ok ? (*render)() : "gpucachefs: GET /metrics\n";
+MHD_Result Reply(MHD_Connection* connection, unsigned status, const std::string& body,
+                 const char* content_type) {
   MHD_Response* response =
-      MHD_create_response_from_buffer(body.size(), body.data(), MHD_RESPMEM_MUST_COPY);
-  MHD_add_response_header(response, "Content-Type",
-                          ok ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain");
-  MHD_Result r = MHD_queue_response(connection, ok ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND, response);
+      MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  MHD_add_response_header(response, "Content-Type", content_type);
+  MHD_Result r = MHD_queue_response(connection, status, response);
   MHD_destroy_response(response);
   return r;
 }
 
+MHD_Result Answer(void* cls, MHD_Connection* connection, const char* url, const char* method,
+                  const char*, const char*, size_t*, void**) {
+  auto* render = static_cast<std::function<std::string()>*>(cls);
+  bool get = std::strcmp(method, "GET") == 0 || std::strcmp(method, "HEAD") == 0;
+  if (get && std::strcmp(url, "/metrics") == 0) {
+    return Reply(connection, MHD_HTTP_OK, (*render)(), "text/plain; version=0.0.4; charset=utf-8");
+  }
+  if (get && std::strcmp(url, "/healthz") == 0) {
+    return Reply(connection, MHD_HTTP_OK, "ok\n", "text/plain");
+  }
+  return Reply(connection, MHD_HTTP_NOT_FOUND, "gpucachefs: GET /metrics or /healthz\n", "text/plain");
+}
+
 }  // namespace
 
-bool MetricsHttpServer::Start(const std::string& listen, std::function<std::string()> render,
-                              std::string* error) {
+bool ParseListenAddress(const std::string& listen, sockaddr_in* out, std::string* error) {
   auto colon = listen.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  int port = colon == std::string::npos ? -1 : std::atoi(listen.c_str() + colon + 1);
-  if (colon == std::string::npos || port <= 0 || port > 65535 ||
-      ::inet_pton(AF_INET, listen.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
-    *error = "metrics.listen: expected IPv4:PORT, got '" + listen + "'";
+  *out = sockaddr_in{};
+  out->sin_family = AF_INET;
+  unsigned port = 0;
+  bool ok = colon != std::string::npos && colon + 1 < listen.size();
+  if (ok) {
+    const char* end = listen.data() + listen.size();
+    auto [p, ec] = std::from_chars(listen.data() + colon + 1, end, port);
+    ok = ec == std::errc() && p == end && port >= 1 && port <= 65535;
+  }
+  ok = ok && ::inet_pton(AF_INET, listen.substr(0, colon).c_str(), &out->sin_addr) == 1;
+  if (!ok) {
+    *error = "metrics.listen: expected IPv4:PORT with PORT 1-65535 (e.g. \"127.0.0.1:9110\"), got '" +
+             listen + "'";
     return false;
   }
-  addr.sin_port = htons(static_cast<uint16_t>(port));
+  out->sin_port = htons(static_cast<uint16_t>(port));
+  return true;
+}
+
+MetricsHttpServer::~MetricsHttpServer() {
+  Stop();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+bool MetricsHttpServer::Bind(const std::string& listen, std::string* error) {
+  sockaddr_in addr;
+  if (!ParseListenAddress(listen, &addr, error)) return false;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int one = 1;
+  if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 128) != 0) {
+    *error = "cannot serve metrics on " + listen + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  listen_fd_ = fd;
+  listen_ = listen;
+  return true;
+}
+
+bool MetricsHttpServer::Start(std::function<std::string()> render, std::string* error) {
   render_ = std::move(render);
-  daemon_ = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, static_cast<uint16_t>(port), nullptr,
-                             nullptr, &Answer, &render_, MHD_OPTION_SOCK_ADDR, &addr,
-                             MHD_OPTION_CONNECTION_LIMIT, 16u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                             MHD_OPTION_END);
+  daemon_ = MHD_start_daemon(
+      MHD_USE_EPOLL_INTERNAL_THREAD, 0, nullptr, nullptr, &Answer, &render_,
+      MHD_OPTION_LISTEN_SOCKET, listen_fd_, MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
+      MHD_OPTION_CONNECTION_TIMEOUT, kIdleSeconds, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      kConnectionMemory, MHD_OPTION_END);
   if (!daemon_) {
-    *error = "cannot serve metrics on " + listen + " (address in use?)";
+    *error = "cannot serve metrics on " + listen_;
     return false;
   }
+  listen_fd_ = -1;  // the daemon owns it now
   return true;
 }
 

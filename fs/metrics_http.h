@@ -1,10 +1,19 @@
-// Serves the metrics over HTTP (GET /metrics) with GNU libmicrohttpd, for Prometheus.
+// Serves the metrics over HTTP with GNU libmicrohttpd, for Prometheus: GET /metrics (the text
+// exposition) and GET /healthz (200 "ok" while the daemon serves).
 //
 // Meant for a loopback address (the default is 127.0.0.1:9110): the endpoint shows every
-// tenant's counters and has no authentication of its own.
+// tenant's counters and has no authentication of its own. Any local user can connect, so the
+// server must keep answering scrapes while others hold connections open: it polls with epoll,
+// admits up to kMaxConnections at once, drops a connection idle for kIdleSeconds, and gives
+// each one kConnectionMemory bytes (a scrape's request is a few hundred bytes).
 //
-// Thread safety: Start/Stop from one thread; requests are served on libmicrohttpd's thread.
+// The socket is bound by Bind() before the daemon touches its data directories or forks (a
+// taken port refuses the start and changes nothing); Start() serves it once the mount is up.
+//
+// Thread safety: Bind/Start/Stop from one thread; requests are served on libmicrohttpd's thread.
 #pragma once
+
+#include <netinet/in.h>
 
 #include <cstdint>
 #include <functional>
@@ -14,18 +23,29 @@ struct MHD_Daemon;
 
 namespace gpucache {
 
+// Parses "IPv4:PORT" (PORT 1-65535). Returns false and says why in `error`.
+bool ParseListenAddress(const std::string& listen, sockaddr_in* out, std::string* error);
+
 class MetricsHttpServer {
  public:
+  static constexpr unsigned kMaxConnections = 1024;
+  static constexpr unsigned kIdleSeconds = 2;
+  static constexpr size_t kConnectionMemory = 16 * 1024;
+
   MetricsHttpServer() = default;
-  ~MetricsHttpServer() { Stop(); }
+  ~MetricsHttpServer();
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
-  // `listen` is "IPv4:PORT". Returns false and says why in `error`.
-  bool Start(const std::string& listen, std::function<std::string()> render, std::string* error);
+  // Binds and listens on `listen` ("IPv4:PORT"). Returns false and says why in `error`.
+  bool Bind(const std::string& listen, std::string* error);
+  // Serves the bound socket. REQUIRES: Bind() succeeded.
+  bool Start(std::function<std::string()> render, std::string* error);
   void Stop();
 
  private:
+  int listen_fd_ = -1;
+  std::string listen_;
   MHD_Daemon* daemon_ = nullptr;
   std::function<std::string()> render_;
 };

@@ -92,6 +92,38 @@ TEST_CASE("Config: mistakes name the key") {
   CHECK_THROWS_AS(LoadConfig("/nonexistent/gpucache.toml"), ConfigError);
 }
 
+// Issue 13, defect 6: these passed the check, then the daemon mounted, bumped the epoch and
+// exited 1 (listen), or ran with a lease that never expires (nan).
+TEST_CASE("Config: refused as start-up refuses them: listen addresses and non-finite numbers") {
+  auto error = [](const std::string& text) {
+    try {
+      ParseConfig(text + "\n[tenants.a]\nuids = [1]\n", "t.toml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<accepted>");
+  };
+  for (const char* listen : {"localhost:9110", "0.0.0.0:99999", "127.0.0.1:", "127.0.0.1:0",
+                             "127.0.0.1:80x", ":9110", "127.0.0.1"}) {
+    CAPTURE(listen);
+    CHECK(error(std::string("[metrics]\nlisten = \"") + listen + "\"").find("metrics.listen") !=
+          std::string::npos);
+  }
+  CHECK(error("[metrics]\nlisten = \"127.0.0.1:9110\"") == "<accepted>");
+  CHECK(error("[metrics]\nlisten = \"\"") == "<accepted>");
+  for (const char* value : {"nan", "inf", "-inf", "+nan"}) {
+    CAPTURE(value);
+    for (const std::string key : {"[limits]\nreservation_lease", "[fuse]\nentry_timeout",
+                                  "[fuse]\nnegative_timeout", "[cold]\nflush_interval",
+                                  "[cold]\nconnect_timeout", "[cold]\nretention"}) {
+      CAPTURE(key);
+      CHECK(error(key + " = " + value).find("finite") != std::string::npos);
+    }
+  }
+  CHECK(error("[limits]\nreservation_lease = 1e12").find("limits.reservation_lease") != std::string::npos);
+  CHECK(error("[cold]\ntransfer_timeout = 1e7").find("cold.transfer_timeout") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpucache
 

@@ -42,6 +42,8 @@ std::string HttpGet(int port, const std::string& path) {
     s = -1;
   }
   if (s < 0) return "";
+  timeval limit{10, 0};  // a server that never answers fails the test instead of hanging it
+  ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
   (void)::write(s, req.data(), req.size());
   std::string out;
@@ -125,7 +127,84 @@ TEST_CASE("Metrics: a taken port stops start-up with a clear error and nothing s
   struct statfs fs;
   REQUIRE(::statfs(mnt.c_str(), &fs) == 0);
   CHECK(fs.f_type != 0x65735546);
+  // The port is checked before the data directory is touched: a refused start changes nothing
+  // on disk (issue 13, defect 6: it used to open the store and bump the epoch first).
+  struct stat st;
+  CHECK(::stat((tmp.path() + "/d").c_str(), &st) != 0);
   ::close(holder);
+}
+
+TEST_CASE("Start-up: a refused start leaves the data directory's epoch alone") {
+  TempDir tmp;
+  std::string data = tmp.path() + "/d", mnt = tmp.path() + "/mnt";
+  ::mkdir(mnt.c_str(), 0755);
+  {
+    MountedFs first("data_dirs = [\"" + data + "\"]\n" + TestConfig());
+  }
+  std::string epoch = ReadText(data + "/EPOCH");
+  REQUIRE_FALSE(epoch.empty());
+  auto start = [&](const std::string& extra) {
+    std::string cfg = tmp.path() + "/c.toml";
+    std::ofstream(cfg) << "data_dir = \"" << data << "\"\n" << TestConfig() << extra;
+    return std::system((std::string(GPUCACHEFS_BIN) + " " + cfg + " " + mnt + " -f 2>/dev/null").c_str());
+  };
+  // A [cold] table whose credentials file is missing: refused before the store is opened.
+  CHECK(start("[cold]\nenabled = true\nendpoint = \"http://127.0.0.1:1\"\nbucket = \"b\"\n"
+              "credentials_file = \"/nonexistent/creds\"\n") != 0);
+  CHECK(ReadText(data + "/EPOCH") == epoch);
+  // A mountpoint that is not a directory.
+  std::ofstream(tmp.path() + "/file") << "x";
+  std::string cfg = tmp.path() + "/c2.toml";
+  std::ofstream(cfg) << "data_dir = \"" << data << "\"\n" << TestConfig();
+  CHECK(std::system((std::string(GPUCACHEFS_BIN) + " " + cfg + " " + tmp.path() + "/file -f 2>/dev/null").c_str()) != 0);
+  CHECK(ReadText(data + "/EPOCH") == epoch);
+}
+
+int Connect(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(s);
+    return -1;
+  }
+  return s;
+}
+
+// Issue 13, defect 4: 16 connections at most, each kept 10 s, so 20 idle connections from any
+// local uid made every scrape fail.
+TEST_CASE("Metrics: scrapes and /healthz keep working while others hold idle and slow connections") {
+  int port = FreePort();
+  std::string body = TestConfig();
+  body.replace(body.find("listen = \"\""), std::string("listen = \"\"").size(),
+               "listen = \"127.0.0.1:" + std::to_string(port) + "\"");
+  MountedFs m(body);
+  REQUIRE(HttpGet(port, "/healthz").find(" 200 OK") != std::string::npos);
+  std::vector<int> held;
+  for (int i = 0; i < 200; ++i) {
+    int s = Connect(port);
+    REQUIRE(s >= 0);
+    if (i % 4 == 0) (void)::write(s, "GET /met", 8);  // a slow request, never finished
+    held.push_back(s);
+  }
+  std::string scrape = HttpGet(port, "/metrics");
+  CHECK(scrape.find(" 200 OK") != std::string::npos);
+  CHECK(scrape.find("gpucache_epoch") != std::string::npos);
+  std::string health = HttpGet(port, "/healthz");
+  CHECK(health.find(" 200 OK") != std::string::npos);
+  CHECK(health.find("\r\n\r\nok\n") != std::string::npos);
+  // Idle and stalled connections are closed by the server after a short idle time.
+  timeval limit{10, 0};
+  int closed = 0;
+  for (int s : held) {
+    ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+    char c;
+    closed += ::read(s, &c, 1) == 0;
+    ::close(s);
+  }
+  CHECK(closed == 200);
 }
 
 }  // namespace
