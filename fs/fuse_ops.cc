@@ -6,6 +6,7 @@
 
 #include "fs/errno_map.h"
 #include "fs/filesystem.h"
+#include "fs/log.h"
 
 namespace gpucache {
 namespace {
@@ -39,7 +40,23 @@ fuse_entry_param ToEntry(const EntryReply& e) {
   return p;
 }
 
-void ReplyStatus(fuse_req_t req, StatusCode s) { fuse_reply_err(req, ToErrno(s)); }
+// Every error reply is counted by reason. A full fd table would otherwise look like a silent
+// stream of EAGAIN: it is logged, once per burst.
+void Refused(fuse_req_t req, StatusCode s) {
+  if (s == StatusCode::kOk) return;
+  Fs(req).metrics().RecordRefusal(s);
+  static LogLimiter no_handles(std::chrono::seconds(10));
+  if (s == StatusCode::kNoHandles && no_handles.Allow()) {
+    spdlog::error("out of file descriptors (EMFILE/ENFILE): requests answered EAGAIN "
+                  "({} more since the last report); raise LimitNOFILE or the fd limit",
+                  no_handles.Suppressed());
+  }
+}
+
+void ReplyStatus(fuse_req_t req, StatusCode s) {
+  Refused(req, s);
+  fuse_reply_err(req, ToErrno(s));
+}
 
 void SetOpenFlags(fuse_file_info* fi, OpenReply& r) {
   fi->keep_cache = r.keep_cache;
@@ -225,7 +242,10 @@ void ReplyXattr(fuse_req_t req, const std::string& value, size_t size) {
 void OpGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kGetXattr);
   auto r = Fs(req).GetXattr(CallerOf(req), ino, name);
-  if (!r.ok()) return (void)fuse_reply_err(req, ToXattrErrno(r.status()));
+  if (!r.ok()) {
+    Refused(req, r.status());
+    return (void)fuse_reply_err(req, ToXattrErrno(r.status()));
+  }
   ReplyXattr(req, r.value(), size);
 }
 
@@ -247,7 +267,9 @@ void OpSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
 
 void OpRemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kSetXattr);
-  fuse_reply_err(req, ToXattrErrno(Fs(req).RemoveXattr(CallerOf(req), ino, name)));
+  StatusCode s = Fs(req).RemoveXattr(CallerOf(req), ino, name);
+  Refused(req, s);
+  fuse_reply_err(req, ToXattrErrno(s));
 }
 
 fuse_lowlevel_ops MakeOperations() {

@@ -40,6 +40,14 @@ void InitLogging(bool debug) {
   spdlog::set_default_logger(logger);
 }
 
+bool LogLimiter::Allow() {
+  int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  int64_t last = last_.load(std::memory_order_relaxed);
+  if (now - last >= interval_ && last_.compare_exchange_strong(last, now)) return true;
+  suppressed_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
 void SwitchToSyslog() {
   auto level = spdlog::default_logger()->level();
   spdlog::drop("gpucachefs");

@@ -8,6 +8,7 @@
 // directory is reported with the key or path at fault, and nothing is mounted.
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <csignal>
@@ -110,6 +111,26 @@ bool ParseArgs(int argc, char** argv, Args& a) {
   return true;
 }
 
+// The daemon holds one descriptor per open block and per fill. systemd's unit raises the limit
+// (LimitNOFILE), but mount(8), fstab and a manual start inherit the login's soft 1024: take the
+// hard limit, which needs no privilege, and say what it is.
+void RaiseFdLimit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return;
+  rlim_t was = r.rlim_cur;
+  if (r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &r) != 0) r.rlim_cur = was;
+  }
+  if (r.rlim_cur == was) {
+    spdlog::info("file descriptors: limit {} (hard {})", static_cast<uint64_t>(r.rlim_cur),
+                 static_cast<uint64_t>(r.rlim_max));
+  } else {
+    spdlog::info("file descriptors: limit raised from {} to {}", static_cast<uint64_t>(was),
+                 static_cast<uint64_t>(r.rlim_cur));
+  }
+}
+
 // What start-up checks of a loaded configuration beyond LoadConfig, before it touches a data
 // directory: a refused start changes nothing on disk (no epoch bump).
 bool CheckStartable(const gpucache::Config& config, std::string* error) {
@@ -151,6 +172,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!ParseArgs(argc, argv, args)) return 64;
   gpucache::InitLogging(args.mount.debug);
+  RaiseFdLimit();
 
   gpucache::Config config;
   try {

@@ -1,6 +1,10 @@
 #include "fs/metrics.h"
 
+#include <string.h>
+
 #include <sstream>
+
+#include "fs/errno_map.h"
 
 namespace gpucache {
 
@@ -129,6 +133,15 @@ std::string Metrics::Render(IndexedStore& store,
   w.Family("gpucache_written_bytes_total", "counter", "Payload bytes written by fills through FUSE.");
   w.Sample("gpucache_written_bytes_total", "", static_cast<double>(written_bytes_.load()));
 
+  w.Family("gpucache_refusals_total", "counter",
+           "Requests answered with an error, by errno and the store's reason.");
+  for (StatusCode code : kAllStatusCodes) {
+    uint64_t n = refusals_[static_cast<size_t>(code)].load(std::memory_order_relaxed);
+    if (code == StatusCode::kOk || n == 0) continue;
+    const char* name = strerrorname_np(ToErrno(code));
+    w.Sample("gpucache_refusals_total", "errno=\"" + std::string(name ? name : "?") +
+                 "\",reason=\"" + std::string(ToString(code)) + "\"", double(n));
+  }
   w.Family("gpucache_fuse_op_seconds", "histogram", "FUSE operation latency, by operation.");
   for (size_t i = 0; i < kFuseOpCount; ++i) {
     const Histogram& h = ops_[i];

@@ -35,6 +35,11 @@ class Metrics {
   void RecordOp(FuseOp op, std::chrono::nanoseconds elapsed);
   void RecordRead(uint64_t bytes) { read_bytes_.fetch_add(bytes, std::memory_order_relaxed); }
   void RecordWrite(uint64_t bytes) { written_bytes_.fetch_add(bytes, std::memory_order_relaxed); }
+  // A request answered with an error (every errno the FUSE layer replies, by status).
+  void RecordRefusal(StatusCode s) {
+    refusals_[static_cast<size_t>(s)].fetch_add(1, std::memory_order_relaxed);
+  }
+  uint64_t Refusals(StatusCode s) const { return refusals_[static_cast<size_t>(s)].load(); }
 
   // The Prometheus text exposition (version 0.0.4). `show_tenant` filters per-tenant series.
   std::string Render(IndexedStore& store, const std::function<bool(const std::string&)>& show_tenant);
@@ -47,6 +52,7 @@ class Metrics {
   };
   std::array<Histogram, kFuseOpCount> ops_;
   std::atomic<uint64_t> read_bytes_{0}, written_bytes_{0};
+  std::array<std::atomic<uint64_t>, std::size(kAllStatusCodes)> refusals_{};
 };
 
 // Times one FUSE operation (RAII): construct at entry, the destructor records.

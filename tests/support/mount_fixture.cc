@@ -40,7 +40,9 @@ std::string TestConfig(const std::string& limits, const std::string& acme,
          "[fuse]\nentry_timeout = 3600\nnegative_timeout = 3600\n";
 }
 
-MountedFs::MountedFs(const std::string& config_body)
+MountedFs::MountedFs(const std::string& config_body) : MountedFs(config_body, 0) { Start(); }
+
+MountedFs::MountedFs(const std::string& config_body, int /*unstarted*/)
     : mnt_(tmp_.path() + "/mnt"),
       data_(tmp_.path() + "/data"),
       config_(tmp_.path() + "/gpucache.toml"),
@@ -51,6 +53,11 @@ MountedFs::MountedFs(const std::string& config_body)
   // A body that lists its own data_dirs (several devices) replaces the single data_dir.
   bool own_dirs = config_body.find("data_dirs") != std::string::npos;
   std::ofstream(config_) << (own_dirs ? "" : "data_dir = \"" + data_ + "\"\n") << config_body;
+}
+
+MountedFs::MountedFs(const std::string& config_body, std::vector<std::string> launcher)
+    : MountedFs(config_body, 0) {
+  launcher_ = std::move(launcher);
   Start();
 }
 
@@ -75,7 +82,12 @@ void MountedFs::Start() {
   if (pid_ == 0) {
     int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     ::dup2(fd, 2);
-    ::execl(GPUCACHEFS_BIN, "gpucachefs", config_.c_str(), mnt_.c_str(), "-f", nullptr);
+    std::vector<std::string> args = launcher_;
+    for (const char* a : {GPUCACHEFS_BIN, config_.c_str(), mnt_.c_str(), "-f"}) args.push_back(a);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
   if (!WaitFor([this] { return Mounted(); }, std::chrono::seconds(10))) {

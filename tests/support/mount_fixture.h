@@ -21,6 +21,9 @@ std::string TestConfig(const std::string& limits = "", const std::string& acme =
 class MountedFs {
  public:
   explicit MountedFs(const std::string& config_body = TestConfig());
+  // The daemon started through `launcher` (a command that execs its arguments, such as
+  // {"prlimit", "--nofile=64:4096", "--"}).
+  MountedFs(const std::string& config_body, std::vector<std::string> launcher);
   ~MountedFs();
   MountedFs(const MountedFs&) = delete;
   MountedFs& operator=(const MountedFs&) = delete;
@@ -38,8 +41,10 @@ class MountedFs {
   pid_t pid() const { return pid_; }
 
  private:
+  MountedFs(const std::string& config_body, int unstarted);  // writes the config, does not start
   TempDir tmp_;
   std::string mnt_, data_, config_, log_;
+  std::vector<std::string> launcher_;
   pid_t pid_ = -1;
 };
 

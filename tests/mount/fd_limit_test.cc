@@ -1,0 +1,64 @@
+// The daemon's file descriptors (issue 13, defect 5): it keeps one per open block and per fill,
+// used to inherit a soft limit of 1024 outside systemd, and a full table answered EIO to every
+// tenant.
+#include <doctest/doctest.h>
+#include <errno.h>
+
+#include <map>
+#include <vector>
+
+#include "tests/mount/mount_helpers.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+
+// Starts a daemon with the given RLIMIT_NOFILE, as a login shell or mount(8) would hand it down.
+std::unique_ptr<MountedFs> MountWithFdLimit(int soft, int hard) {
+  return std::make_unique<MountedFs>(
+      TestConfig(), std::vector<std::string>{"prlimit", "--nofile=" + std::to_string(soft) + ":" +
+                                                            std::to_string(hard), "--"});
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_CASE("Fd limit: the daemon raises its soft limit to the hard one and says so") {
+  auto m = MountWithFdLimit(64, 4096);
+  std::string limits = ReadText("/proc/" + std::to_string(m->pid()) + "/limits");
+  CHECK(limits.find("Max open files            4096                 4096") != std::string::npos);
+  CHECK(m->Log().find("file descriptors: limit raised from 64 to 4096") != std::string::npos);
+}
+
+TEST_CASE("Fd limit: a full fd table answers EAGAIN, counted and logged once per burst, never EIO") {
+  auto m = MountWithFdLimit(80, 80);  // nothing to raise to
+  MountClient client(m->mnt());
+  CacheIdentity id = SampleIdentity();
+  REQUIRE(client.Commit(id, Payload(4096)) == 0);
+  std::vector<int> fds;
+  std::map<int, int> errors;
+  for (int i = 0; i < 200; ++i) {
+    int fd = ::open(client.PathOf(id).c_str(), O_RDONLY);
+    if (fd >= 0) fds.push_back(fd);
+    else errors[errno]++;
+  }
+  CHECK(fds.size() > 10);          // the table held some
+  CHECK(errors[EAGAIN] > 0);       // and then said "retry later"
+  CHECK(errors.size() == 1);       // nothing else: no EIO, no ENOENT
+  for (int fd : fds) ::close(fd);
+  // The block is intact and served again once descriptors are free.
+  auto got = client.Read(id);
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == Payload(4096));
+  std::string metrics = ReadText(m->mnt() + "/.gpucache/metrics");
+  CHECK(metrics.find("gpucache_refusals_total{errno=\"EAGAIN\",reason=\"out of file handles\"} " +
+                     std::to_string(errors[EAGAIN])) != std::string::npos);
+  CHECK(Count(m->Log(), "out of file descriptors") == 1);
+}
+
+}  // namespace
+}  // namespace gpucache
