@@ -24,7 +24,7 @@ class ConnectorConfig:
     geometry: KVGeometry
     hash_seed: Optional[str] = None  # vLLM's PYTHONHASHSEED; None reads the environment
     io_threads: int = 4  # parallel preadv calls while loading
-    save_threads: int = 2  # background commits
+    save_threads: int = 4  # background commits (through FUSE each waits on the daemon)
     max_inflight_save_bytes: int = 2 << 30  # wait_for_save waits for older commits above this
     cold_refill: bool = False  # ask .gpucache/ctl for a missed prefix (asynchronous load)
     cold_budget_bytes: int = 256 << 20  # at most this much refilled per request

@@ -104,7 +104,16 @@ def halves(layer: PagedLayer) -> Tuple[torch.Tensor, torch.Tensor]:
 def scatter(layer: PagedLayer, ids: torch.Tensor, staging: torch.Tensor) -> None:
     """Copies staging[:, i] into engine block ids[i] of the paged layer: one op per half."""
     for half, src in zip(halves(layer), staging):
-        half.index_copy_(0, ids, src)
+        if half.device.type == "cpu":
+            _rows(half)[ids.numpy()] = _rows(src)
+        else:  # a device cache: one (asynchronous, from pinned memory) copy per half
+            half.index_copy_(0, ids.to(half.device), src.to(half.device, non_blocking=True))
+
+
+def _rows(t: torch.Tensor):
+    # torch 1.13's CPU index_copy_ copies element by element (0.4 GB/s here, against 4.4 for
+    # numpy's row-wise fancy assignment, which moves each engine block with one memcpy).
+    return t.view(torch.uint8).numpy().reshape(t.shape[0], -1)
 
 
 def gather(layer: PagedLayer, ids: torch.Tensor, staging: torch.Tensor) -> None:
