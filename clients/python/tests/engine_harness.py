@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import time
 from typing import Callable, Dict, List, Optional, Set
 
 import torch
@@ -141,6 +142,8 @@ class EngineHarness:
         self.steps += 1
         self.model.step = self.steps
         scheduled = self._schedule_running() + self._schedule_waiting()
+        if not scheduled:
+            time.sleep(0.005)  # only asynchronous loads in flight: an idle engine step
         meta = None
         if self.scheduler is not None:
             meta = self.scheduler.build_meta(StepInfo(
