@@ -14,6 +14,7 @@ times and prints the medians, one line per case:
 ratio = gpucache / direct. Cold loads first drop the page cache of exactly the files read
 (posix_fadvise DONTNEED on the backing files and on the mount's own pages). load_layerwise
 also prints, as a comment, the time until layer 0 is usable and until all layers are.
+`--cases layout_study` measures adr/0011's choice instead (engine_layout_study.py).
 """
 
 import argparse
@@ -25,7 +26,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = os.path.join(HERE, "..", "..", "clients", "python")
-sys.path[:0] = [PYTHON, os.path.join(PYTHON, "tests")]
+sys.path[:0] = [PYTHON, os.path.join(PYTHON, "tests"), HERE]
 
 import torch  # noqa: E402
 
@@ -111,6 +112,32 @@ class Side:
                 for c in self.namer.chains(hashes, none_hash("0"))]
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far (/proc/PID/stat, fields 14 and 15)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds of the daemon and of this process over the measured parts of a case."""
+
+    def __init__(self, daemon_pid):
+        self.pid, self.daemon, self.client, self.wall = daemon_pid, 0.0, 0.0, 0.0
+
+    def measure(self, fn, *args):
+        d, c, t = cpu_seconds(self.pid), time.process_time(), time.perf_counter()
+        result = fn(*args)
+        self.daemon += cpu_seconds(self.pid) - d
+        self.client += time.process_time() - c
+        self.wall += time.perf_counter() - t
+        return result
+
+    def report(self, case):
+        print("# %s through the mount: %.2f s wall, CPU %.2f s in the daemon, %.2f s in the engine "
+              "process (%d cores)" % (case, self.wall, self.daemon, self.client, os.cpu_count()), flush=True)
+
+
 def evict(path):
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -155,12 +182,19 @@ def main():
     try:
         direct_root = os.path.join(daemon.tmp, "direct")
         os.makedirs(os.path.join(direct_root, MODEL.tenant))
+        if "layout_study" in cases:  # adr/0011; not among the default cases
+            import engine_layout_study
+            engine_layout_study.run(daemon, direct_root, args.io_threads, args.repeat)
+            cases = [c for c in cases if c != "layout_study"]
+            if not cases:
+                return
         cache = paged_cache(args.tokens // 16 + 16)
         sides = [Side("gpucache", daemon.mnt, cache, args), Side("direct", direct_root, cache, args)]
         print("# %d tokens, %d MiB of KV in %d blocks of %d MiB, %d read threads, %d commit threads, "
               "%d cores" % (args.tokens, nbytes >> 20, args.tokens // 256, LLAMA8B.payload_bytes >> 20,
                             args.io_threads, args.save_threads, os.cpu_count()), flush=True)
         saves = {s.name: [] for s in sides}
+        meters = {c: CpuMeter(daemon.proc.pid) for c in ("save", "warm", "cold")}
         stored = None
         # Saving is also how the load cases get their blocks. Round 0 warms up; after each
         # round the previous one's blocks are deleted, as eviction would, so every round
@@ -169,7 +203,7 @@ def main():
         for r in range(max(1, args.repeat) + 1):
             tokens = prompt(r, args.tokens)
             for s in sides:
-                seconds = s.save(tokens)
+                seconds = meters["save"].measure(s.save, tokens) if r and s.name == "gpucache" else s.save(tokens)
                 if r:
                     saves[s.name].append(gbps(nbytes, seconds))
                 if stored is not None:
@@ -177,12 +211,13 @@ def main():
             stored = tokens
         if "save_llama8b_4k" in cases:
             line("save_llama8b_4k", statistics.median(saves["gpucache"]), statistics.median(saves["direct"]))
-        run_loads(cases, sides, stored, nbytes, args.repeat, daemon)
+            meters["save"].report("save_llama8b_4k")
+        run_loads(cases, sides, stored, nbytes, args.repeat, daemon, meters)
     finally:
         daemon.close()
 
 
-def run_loads(cases, sides, tokens, nbytes, repeat, daemon):
+def run_loads(cases, sides, tokens, nbytes, repeat, daemon, meters):
     for s in sides:
         s.load(tokens)  # brings the pages in (the saves bypassed the page cache)
     warm = {s.name: [] for s in sides}
@@ -190,7 +225,7 @@ def run_loads(cases, sides, tokens, nbytes, repeat, daemon):
     cold = {s.name: [] for s in sides}
     for _ in range(repeat):
         for s in sides:
-            f, every = s.load(tokens)
+            f, every = meters["warm"].measure(s.load, tokens) if s.name == "gpucache" else s.load(tokens)
             warm[s.name].append(gbps(nbytes, every))
             first[s.name].append(f)
         if "load_llama8b_4k_cold" in cases:
@@ -199,13 +234,16 @@ def run_loads(cases, sides, tokens, nbytes, repeat, daemon):
                     evict(path)  # for gpucache: the mount's pages ...
                     if s.name == "gpucache":  # ... and the backing file's
                         evict(os.path.join(daemon.data, "blocks", os.path.relpath(path, daemon.mnt)))
-                cold[s.name].append(gbps(nbytes, s.load(tokens)[1]))
+                load = meters["cold"].measure(s.load, tokens) if s.name == "gpucache" else s.load(tokens)
+                cold[s.name].append(gbps(nbytes, load[1]))
     med = {k: {n: statistics.median(v) for n, v in d.items()} for k, d in
            (("warm", warm), ("first", first), ("cold", cold)) if all(d.values())}
     if "load_llama8b_4k_warm" in cases:
         line("load_llama8b_4k_warm", med["warm"]["gpucache"], med["warm"]["direct"])
+        meters["warm"].report("load_llama8b_4k_warm")
     if "load_llama8b_4k_cold" in cases:
         line("load_llama8b_4k_cold", med["cold"]["gpucache"], med["cold"]["direct"])
+        meters["cold"].report("load_llama8b_4k_cold")
     if "load_layerwise" in cases:
         line("load_layerwise", med["warm"]["gpucache"], med["warm"]["direct"])
         per_layer = {n: nbytes / med["warm"][n] / 1e9 / LLAMA8B.layers * 1e3 for n in med["warm"]}
