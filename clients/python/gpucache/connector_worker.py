@@ -60,7 +60,8 @@ class WorkerCore:
         sync = [spec for spec in meta.loads if not spec.is_async]
         for spec in meta.loads:
             if spec.is_async:
-                self._async.submit(self._load_async, spec)
+                # The deadline runs from now, not from when a pool thread gets to the request.
+                self._async.submit(self._load_async, spec, time.monotonic() + self.config.cold_deadline_s)
         if sync:
             self._load = self._new_load(sync)
             self._load.start()
@@ -73,11 +74,19 @@ class WorkerCore:
         if self._load is not None:
             self._load.finish_layer(layer)
 
-    def _load_async(self, spec: LoadSpec) -> None:
+    def _load_async(self, spec: LoadSpec, deadline: float) -> None:
+        # Whatever happens, the request is reported done, or the engine would wait forever.
+        failed = {i for op in spec.blocks for i in op.engine_block_ids}
+        try:
+            failed = self._refill_and_load(spec, deadline)
+        finally:
+            with self._lock:
+                self._async_done[spec.req_id] = failed
+
+    def _refill_and_load(self, spec: LoadSpec, deadline: float) -> Set[int]:
         """Refills the cold part of the prefix (bounded by budget and deadline), then loads."""
         good = len(spec.blocks)
         if spec.hot_blocks < len(spec.blocks):
-            deadline = time.monotonic() + self.config.cold_deadline_s
             cold = spec.blocks[spec.hot_blocks:]
             run = RefillRun(self.config.root, [self.namer.identity(op.chain, op.adapter) for op in cold],
                             self.config.geometry.payload_bytes, self.config.cold_budget_bytes)
@@ -88,9 +97,7 @@ class WorkerCore:
         load.start()
         for layer in range(len(self.layers)):
             load.finish_layer(layer)
-        failed = load.finish().get(spec.req_id, set())
-        with self._lock:
-            self._async_done[spec.req_id] = set(failed)
+        return load.finish().get(spec.req_id, set())
 
     # ---- saving -----------------------------------------------------------------------
 

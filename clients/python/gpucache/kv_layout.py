@@ -122,4 +122,13 @@ def gather(layer: PagedLayer, ids: torch.Tensor, staging: torch.Tensor) -> None:
     staging[0] and staging[1] must be contiguous (index_select writes `out` in place).
     """
     for half, dst in zip(halves(layer), staging):
-        torch.index_select(half, 0, ids, out=dst)
+        if half.device.type == "cpu":
+            torch.index_select(half, 0, ids, out=dst)
+        else:  # blocking: the commit reads dst as soon as the gathers are done
+            dst.copy_(half.index_select(0, ids.to(half.device)))
+
+
+def wait_for_device_copies(layer: PagedLayer) -> None:
+    """Before staging is reused: scatter's device copies from it are asynchronous."""
+    if halves(layer)[0].device.type == "cuda":
+        torch.cuda.current_stream(halves(layer)[0].device).synchronize()

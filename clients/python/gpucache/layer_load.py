@@ -21,7 +21,7 @@ import torch
 from .block_io import BlockSource, LoadFailure
 from .block_names import BlockNamer
 from .connector_types import LoadSpec, WorkerStats
-from .kv_layout import PagedLayer, engine_block_ids, scatter
+from .kv_layout import PagedLayer, engine_block_ids, scatter, wait_for_device_copies
 from .staging import StagingPool
 
 
@@ -81,6 +81,9 @@ class LayerwiseLoad:
                 item.source.read_layer(layer, self.geometry.block_halves(buffers, item.row))
             except LoadFailure as e:
                 self.truncate(item.spec, item.pos, e.reason)
+            except Exception:  # a bug must not pass for a good block
+                self.truncate(item.spec, item.pos, "error")
+                raise
 
     def finish_layer(self, layer: int) -> None:
         """Returns when layer `layer` of every good block is in the paged cache."""
@@ -118,6 +121,8 @@ class LayerwiseLoad:
             wait(futures)
         for item in self._items:
             item.source.close()
+        if self.layers:
+            wait_for_device_copies(self.layers[0])
         self._staging_pool.release(self._staging)
         self._closed = True
         return self.error_block_ids()
