@@ -117,8 +117,8 @@ class WorkerCore:
         if batch is None:
             return
         if not batch.wait_gathered():
-            batch.drop()
-            self.stats.count_failure("save-incomplete")
+            batch.drop()  # a layer was never saved: committing would store garbage
+            self.stats.skipped_commits["incomplete"] = self.stats.skipped_commits.get("incomplete", 0) + 1
             return
         futures = batch.commit(self._savers, self.commit_gate)
         share = batch.bytes // max(1, len(futures))
@@ -128,7 +128,7 @@ class WorkerCore:
     def _bound_inflight(self) -> None:
         self._commits = [(f, n) for f, n in self._commits if not f.done()]
         while self._commits and sum(n for _, n in self._commits) > self.config.max_inflight_save_bytes:
-            self._commits.pop(0)[0].result()
+            wait([self._commits.pop(0)[0]])
 
     def drain(self) -> None:
         """Waits for every commit in flight (tests, benchmarks, shutdown)."""
