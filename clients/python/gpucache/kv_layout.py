@@ -9,7 +9,8 @@ one region per layer, in layer order, each starting at a multiple of 4096 bytes 
 That is exactly what vLLM's paged layer `[2, num_blocks, block_size, kv_heads, head_dim]` holds
 for the block's engine blocks, K half then V half, so loading a layer of n blocks is one
 `preadv` per block into a staging tensor `[2, n * blocks_per_block, block_size, heads, dim]`
-and one `index_copy_` into the paged cache, and saving is the reverse.
+and one row-wise copy per half into the paged cache (scatter), and saving is one
+`index_select` per half into staging (gather) and one `writev` per block.
 """
 
 from __future__ import annotations
