@@ -4,6 +4,7 @@ A synthetic model writes KV that is a pure function of token, position and layer
 request attends to can be checked against what recompute gives, bit for bit.
 """
 
+import dataclasses
 import os
 import random
 import tempfile
@@ -13,7 +14,9 @@ import torch
 
 from connector_support import BLOCK, GEOMETRY, config, engine, garbage_past, identities
 from daemon import BUILD_DIR, Daemon
-from engine_harness import Request
+from engine_harness import PagedCache, Request
+from gpucache.client import MountClient
+from gpucache.connector_worker import WorkerCore
 from gpucache.connector_types import ScheduledRequest, StepInfo
 from gpucache.kv_layout import KVGeometry
 
@@ -126,6 +129,58 @@ class ConnectorLifecycleTest(unittest.TestCase):
             k, v = h.cache.read(layer, b.block_ids, 4 * BLOCK)
             ek, ev = model.kv(b.tokens[:4 * BLOCK], 0, layer)
             self.assertTrue(torch.equal(k[16:], ek[16:]) and torch.equal(v[16:], ev[16:]))
+
+
+@unittest.skipUnless(BUILD_DIR, "set GPUCACHE_BUILD_DIR to the build directory to run")
+class TensorParallelTest(unittest.TestCase):
+    """One scheduler, two workers (TP ranks 0 and 1): each names and stores its own shard."""
+
+    def test_each_rank_saves_and_loads_its_shard_and_reports_its_own_failures(self):
+        daemon = Daemon()
+        try:
+            cfg = config(daemon.mnt)
+            cfg.model = dataclasses.replace(cfg.model, tp_size=2)
+            ranks = [dataclasses.replace(cfg.model, tp_rank=r) for r in (0, 1)]
+            tokens = prompt("tp", 3, tail=1)
+            h, model = engine(cfg)  # rank 0's worker drives its cache; rank 1 gets the same metas
+            rank1 = WorkerCore(cfg, ranks[1])
+            cache1 = PagedCache(GEOMETRY, 96)
+            rank1.register(cache1.layers)
+            req = Request("a", tokens)
+            req.block_ids = h.cache.allocate(3 * BLOCK // 16 + 1)
+            h.scheduler.lookup(req.view(), 0)
+            h.scheduler.on_alloc(req.view(), req.block_ids, 0)
+            meta = h.scheduler.build_meta(StepInfo([ScheduledRequest("a", 0, len(tokens), req.block_ids, True)]))
+            for worker, cache in ((h.worker, h.cache), (rank1, cache1)):
+                worker.bind(meta)
+                for layer in range(GEOMETRY.layers):
+                    cache.write(layer, req.block_ids, 0, *model.kv(tokens, 0, layer))
+                    worker.save_layer(layer, cache.layers[layer])
+                worker.wait_for_save()
+                worker.drain()
+                self.assertEqual(worker.stats.committed_blocks, 3)
+            paths = [[MountClient(daemon.mnt).path_of(w.namer.identity(op.chain)) for op in meta.saves[0].blocks]
+                     for w in (h.worker, rank1)]
+            self.assertFalse(set(paths[0]) & set(paths[1]))  # tp_rank is in every path
+            MountClient(daemon.mnt).control({"op": "evict", "path": os.path.relpath(paths[1][1], daemon.mnt)})
+
+            b = Request("b", tokens)
+            self.assertEqual(h.scheduler.lookup(b.view(), 0), (3 * BLOCK, False))  # rank 0's view
+            b.block_ids = list(range(40, 40 + 3 * BLOCK // 16 + 1))
+            h.scheduler.on_alloc(b.view(), b.block_ids, 3 * BLOCK)
+            meta = h.scheduler.build_meta(StepInfo([ScheduledRequest("b", 3 * BLOCK, 1, b.block_ids, True)]))
+            errors = []
+            for worker in (h.worker, rank1):
+                worker.bind(meta)
+                worker.start_load()
+                for layer in range(GEOMETRY.layers):
+                    worker.wait_for_layer(layer)
+                worker.get_finished(set())
+                errors.append(worker.take_load_errors())
+            per = BLOCK // 16
+            self.assertEqual(errors, [set(), set(b.block_ids[per:3 * per])])  # rank 1 from its block 1 on
+        finally:
+            daemon.close()
 
 
 @unittest.skipUnless(BUILD_DIR, "set GPUCACHE_BUILD_DIR to the build directory to run")
