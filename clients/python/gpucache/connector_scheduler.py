@@ -32,7 +32,7 @@ class _Request:
 @dataclasses.dataclass(frozen=True)
 class _Match:
     num_computed: int
-    hot: int  # leading blocks present in the mount
+    hot: int  # blocks [0, hot) are computed by the engine or present in the mount
     blocks: int  # blocks reported as loadable (hot ones plus cold candidates)
     is_async: bool
 
@@ -54,7 +54,9 @@ class SchedulerCore:
         req = self._request(view)
         # At least one prompt token is always left to compute: the engine needs its logits.
         usable = min(len(req.chains), (len(view.prompt_token_ids) - 1) // self.geometry.block_tokens)
-        hot = self._probe(req, usable)
+        # Blocks the engine computed itself (its own prefix cache) need not be in the mount:
+        # the probe starts at the first block it still needs.
+        hot = self._probe(req, num_computed_tokens // self.geometry.block_tokens, usable)
         blocks, is_async = hot, False
         if self.config.cold_refill and hot < usable:
             affordable = self.config.cold_budget_bytes // self.geometry.payload_bytes
@@ -75,10 +77,11 @@ class SchedulerCore:
             self._requests[view.req_id] = req
         return req
 
-    def _probe(self, req: _Request, limit: int) -> int:
-        """Leading blocks present (stat until the first miss; any error is a miss)."""
+    def _probe(self, req: _Request, start: int, limit: int) -> int:
+        """The end of the run of blocks present from `start` on (stat until the first miss;
+        any error is a miss)."""
         adapter = req.view.lora_name or ""
-        for j in range(limit):
+        for j in range(start, limit):
             path = os.path.join(self.config.root, self.namer.identity(req.chains[j], adapter).relative_path())
             try:
                 os.stat(path)

@@ -105,6 +105,15 @@ class ConnectorLifecycleTest(unittest.TestCase):
         self.assertEqual(sum(os.path.exists(os.path.join(self.daemon.mnt, i.relative_path()))
                              for i in identities(self.cfg, self.prefix)), 4)
 
+    def test_blocks_the_engine_has_itself_need_not_be_in_the_mount(self):
+        self.save_prefix()
+        first = identities(self.cfg, self.prefix)[0]
+        MountClient(self.daemon.mnt).control({"op": "evict", "path": first.relative_path()})
+        h, _ = engine(self.cfg)
+        view = Request("b", self.prefix + [4]).view()
+        self.assertEqual(h.scheduler.lookup(view, 0), (0, False))  # block 0 is missing
+        self.assertEqual(h.scheduler.lookup(view, BLOCK), (3 * BLOCK, False))  # the engine has it
+
     def test_engine_blocks_the_engine_computed_itself_are_not_written(self):
         self.save_prefix()
         h, model = engine(self.cfg)
