@@ -49,12 +49,15 @@ def connector_config(mnt, tenant, model, block_tokens=256, **changes):
     return ConnectorConfig(root=mnt, model=ModelIdentity(**ident), geometry=geometry, hash_seed="0")
 
 
-def make_engine(model, config=None, num_blocks=2048, chunk=CHUNK):
-    """An engine over a fresh paged cache, with the connector when config is given."""
+def make_engine(model, config=None, num_blocks=2048, chunk=CHUNK, worker=None):
+    """An engine over a fresh paged cache, with the connector when config is given (and the
+    given worker half, which keeps its threads and staging buffers, as an engine's does)."""
     geometry = config.geometry if config else KVGeometry(
         layers=model.layers, kv_heads=model.heads, head_dim=model.head_dim, dtype=torch.float32,
         engine_block_size=16, block_tokens=256)
-    scheduler, worker = (SchedulerCore(config), WorkerCore(config)) if config else (None, None)
+    scheduler = SchedulerCore(config) if config else None
+    if config and worker is None:
+        worker = WorkerCore(config)
     return EngineHarness(scheduler, worker, PagedCache(geometry, num_blocks), TinyModel(model), chunk)
 
 
