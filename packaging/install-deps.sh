@@ -27,6 +27,7 @@ PACKAGES=(
 TEST_PACKAGES=(
   python3-torch               # the engine tests: a small PyTorch transformer reusing KV
   libopenblas0-pthread        # makes Debian's torch use OpenBLAS (20x the generic BLAS)
+  python3-cbor2 python3-numpy # the engine connector: vLLM's sha256_cbor block hashes; preadv into tensor buffers
   systemd                     # systemd-analyze verifies the unit
   dpkg-dev lintian            # building and checking the .deb (dpkg-shlibdeps)
   clang-14 libclang-rt-14-dev # libFuzzer, ASan and UBSan for packaging/fuzz.sh

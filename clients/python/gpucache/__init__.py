@@ -14,6 +14,10 @@ failed or partial read, and never retry in a loop on the hot path. On the write 
 commit (EEXIST included: someone else has, or is writing, the block) is simply dropped.
 
 Requires only the standard library and the `xxhash` module (Debian: python3-xxhash).
+
+The engine connector (vLLM V1's KV connector and its engine-neutral core) lives in the
+submodules vllm_connector, connector_scheduler and connector_worker; they also need torch,
+numpy and cbor2 and are not imported here (docs/engine-integration.md).
 """
 
 from .client import IDENTITY_XATTR, MountClient

@@ -19,6 +19,7 @@ from .identity import CacheIdentity
 
 IDENTITY_XATTR = "user.gpucache.identity"
 PART_SUFFIX = ".part"
+_IOV_MAX = os.sysconf("SC_IOV_MAX")
 
 _PathLike = Union[str, "os.PathLike[str]"]
 
@@ -40,13 +41,19 @@ def _declare_size(fd: int, payload) -> None:
 
 
 def _write_all(fd: int, data) -> None:
+    """Writes one buffer, or a list of buffers in order (one writev per at most IOV_MAX)."""
     # cast("B"): slice by bytes even for a multi-dimensional buffer such as a numpy array.
-    view = memoryview(data).cast("B")
-    while view:
-        n = os.write(fd, view)  # EINTR is retried by Python itself (PEP 475)
+    views = [memoryview(b).cast("B") for b in (data if isinstance(data, list) else [data])]
+    views = [v for v in views if v.nbytes]
+    while views:
+        n = os.writev(fd, views[:_IOV_MAX])  # EINTR is retried by Python itself (PEP 475)
         if n <= 0:  # a zero-length write would loop forever; C++ reports it as EIO
             raise OSError(errno.EIO, os.strerror(errno.EIO))
-        view = view[n:]
+        while n and n >= views[0].nbytes:  # drop what was written, keep the rest
+            n -= views[0].nbytes
+            views.pop(0)
+        if n:
+            views[0] = views[0][n:]
 
 
 def _read_all(fd: int, size_hint: int = 0) -> bytes:
@@ -70,7 +77,8 @@ class MountClient:
         return os.path.join(self.mountpoint, identity.relative_path())
 
     def commit(self, identity: CacheIdentity, payload) -> None:
-        """Publishes payload (any C-contiguous buffer) as the block named by identity.
+        """Publishes payload (any C-contiguous buffer, or a list of them written in order) as
+        the block named by identity.
 
         Create <block>.part with O_EXCL (making the namespace directory first if it is
         missing), set the
@@ -140,13 +148,16 @@ class MountClient:
         "path" (relative to the mount) and "valid_length" for hits, "reason" for misses; or
         {"ok": false, "errno": "EACCES"|..., "error": "..."}. OSError if the mount fails.
         """
-        request = json.dumps({"op": "lookup", "identity": identity.encode_physical_key().hex()},
-                             separators=(",", ":")).encode()
+        return self.control({"op": "lookup", "identity": identity.encode_physical_key().hex()})
+
+    def control(self, request: dict) -> dict:
+        """One request on .gpucache/ctl (docs/control-protocol.md); returns the parsed reply."""
+        data = json.dumps(request, separators=(",", ":")).encode()
         fd = os.open(os.path.join(self.mountpoint, ".gpucache", "ctl"), os.O_RDWR | os.O_CLOEXEC)
         try:
             # One write() is one request: the daemon parses each write on its own, so a
             # split request would be two broken ones.
-            if os.write(fd, request) != len(request):
+            if os.write(fd, data) != len(data):
                 raise OSError(errno.EIO, "short write of the control request")
             # The reply is a stream (docs/control-protocol.md): read() and pread() both work.
             reply = b""

@@ -27,14 +27,15 @@ def is_mounted(path):
 
 
 class Daemon:
-    def __init__(self):
+    def __init__(self, extra_config: str = ""):
+        """extra_config: TOML appended to the configuration (a [cold] section, say)."""
         self.tmp = tempfile.mkdtemp(prefix="gpucache-py-")
         self.mnt = os.path.join(self.tmp, "mnt")
         self.data = os.path.join(self.tmp, "data")
         os.mkdir(self.mnt)
         self.config = os.path.join(self.tmp, "gpucache.toml")
         with open(self.config, "w") as f:
-            f.write(CONFIG.format(data=self.data))
+            f.write(CONFIG.format(data=self.data) + extra_config)
         self.proc = None
         self.log = open(os.path.join(self.tmp, "daemon.log"), "ab")
         self.start()

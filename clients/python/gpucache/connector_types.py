@@ -1,0 +1,109 @@
+"""What the engine-neutral connector core is configured with and passes between its halves.
+
+The scheduler half decides, per engine step, which gpucache blocks each request loads and
+saves; the worker half (one per TP/PP rank) moves the bytes. What goes from one to the other
+is a StepMeta: plain data, picklable, as vLLM ships connector metadata to its workers. A block
+travels as its chain (and adapter), not as a path: each worker names the block for its own
+shard (tp_rank is part of the identity).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Dict, List, Optional, Sequence
+
+from .block_names import ModelIdentity
+from .kv_layout import KVGeometry
+
+
+@dataclasses.dataclass
+class ConnectorConfig:
+    root: str  # the gpucachefs mountpoint (or, for the benchmark's direct side, a directory)
+    model: ModelIdentity
+    geometry: KVGeometry
+    hash_seed: Optional[str] = None  # vLLM's PYTHONHASHSEED; None reads the environment
+    io_threads: int = 4  # parallel preadv calls while loading
+    save_threads: int = 4  # background commits (through FUSE each waits on the daemon)
+    max_inflight_save_bytes: int = 2 << 30  # wait_for_save waits for older commits above this
+    cold_refill: bool = False  # ask .gpucache/ctl for a missed prefix (asynchronous load)
+    cold_budget_bytes: int = 256 << 20  # at most this much refilled per request
+    cold_deadline_s: float = 2.0  # a refill not done by then is a miss
+    pin_staging: Optional[bool] = None  # None: pinned when torch has CUDA
+
+    def seed(self) -> str:
+        seed = self.hash_seed if self.hash_seed is not None else os.environ.get("PYTHONHASHSEED")
+        if seed is None:
+            # vLLM would hash from a random root: no other engine could ever share the blocks.
+            raise ValueError("set PYTHONHASHSEED (as for vLLM) or ConnectorConfig.hash_seed")
+        return seed
+
+
+@dataclasses.dataclass
+class RequestView:
+    """What the core needs of a request (vLLM's Request has all of it)."""
+
+    req_id: str
+    prompt_token_ids: Sequence[int]
+    lora_name: Optional[str] = None
+    cache_salt: Optional[str] = None
+
+
+@dataclasses.dataclass
+class BlockOp:
+    """One gpucache block of a request and the engine blocks it maps to."""
+
+    index: int  # j: the block covers tokens [j * block_tokens, (j + 1) * block_tokens)
+    chain: List[bytes]
+    adapter: str
+    engine_block_ids: List[int]
+
+
+@dataclasses.dataclass
+class LoadSpec:
+    req_id: str
+    blocks: List[BlockOp]
+    skip_engine_blocks: int = 0  # of blocks[0]: already computed by the engine, not written
+    is_async: bool = False
+    hot_blocks: int = 0  # leading blocks found in the mount; the rest is asked of the cold tier
+
+
+@dataclasses.dataclass
+class SaveSpec:
+    req_id: str
+    blocks: List[BlockOp]
+
+
+@dataclasses.dataclass
+class StepMeta:
+    loads: List[LoadSpec] = dataclasses.field(default_factory=list)
+    saves: List[SaveSpec] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ScheduledRequest:
+    """One request in an engine step, as vLLM's SchedulerOutput describes it."""
+
+    req_id: str
+    num_computed_tokens: int  # before this step
+    num_scheduled_tokens: int
+    new_block_ids: Optional[List[int]] = None  # blocks added this step (all blocks if replace)
+    replace_block_ids: bool = False  # a new or resumed (after preemption) request
+
+
+@dataclasses.dataclass
+class StepInfo:
+    scheduled: List[ScheduledRequest]
+    finished_req_ids: Sequence[str] = ()
+    preempted_req_ids: Sequence[str] = ()
+
+
+@dataclasses.dataclass
+class WorkerStats:
+    loaded_blocks: int = 0
+    failed_blocks: Dict[str, int] = dataclasses.field(default_factory=dict)  # reason -> count
+    committed_blocks: int = 0
+    skipped_commits: Dict[str, int] = dataclasses.field(default_factory=dict)  # errno -> count
+
+    def count_failure(self, reason: str) -> None:
+        self.failed_blocks[reason] = self.failed_blocks.get(reason, 0) + 1

@@ -1,0 +1,162 @@
+"""The worker half of the connector core: moves bytes between the mount and the paged cache.
+
+Call order per engine step (vLLM V1's model runner, docs/engine-integration.md):
+  bind(meta); start_load(); for each layer: wait_for_layer(l) ... save_layer(l, kv);
+  wait_for_save(); get_finished(finished ids); take_load_errors(); clear()
+Synchronous loads are layer-wise within the step. Asynchronous ones (a prefix asked of the
+cold tier) run on a thread of their own across steps and are reported by get_finished() as
+received; their failed blocks come with take_load_errors() in that same step.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from .block_names import BlockNamer, ModelIdentity
+from .cold_refill import RefillRun
+from .connector_types import ConnectorConfig, LoadSpec, StepMeta, WorkerStats
+from .kv_layout import PagedLayer
+from .layer_load import LayerwiseLoad
+from .layer_save import SaveBatch
+from .staging import StagingPool
+
+
+class WorkerCore:
+    def __init__(self, config: ConnectorConfig, model: Optional[ModelIdentity] = None):
+        """`model` overrides config.model for this rank (its tp_rank / pp_rank)."""
+        self.config = config
+        self.namer = BlockNamer(model or config.model, config.geometry)
+        self.stats = WorkerStats()
+        self.layers: List[PagedLayer] = []
+        self.staging = StagingPool(config.geometry, config.pin_staging)
+        self._io = ThreadPoolExecutor(config.io_threads, thread_name_prefix="gpucache-read")
+        self._copier = ThreadPoolExecutor(1, thread_name_prefix="gpucache-gather")
+        self._savers = ThreadPoolExecutor(config.save_threads, thread_name_prefix="gpucache-commit")
+        self._async = ThreadPoolExecutor(2, thread_name_prefix="gpucache-async-load")
+        self.commit_gate = threading.Event()  # tests clear it to hold commits in flight
+        self.commit_gate.set()
+        self._meta: Optional[StepMeta] = None
+        self._load: Optional[LayerwiseLoad] = None
+        self._save: Optional[SaveBatch] = None
+        self._commits: List[Tuple[Future, int]] = []  # in flight, with their bytes
+        self._lock = threading.Lock()
+        self._async_done: Dict[str, Set[int]] = {}  # req id -> its failed engine blocks
+        self._errors: Set[int] = set()
+
+    def register(self, layers: Sequence[PagedLayer]) -> None:
+        """The paged cache, one entry per layer in forward order."""
+        self.layers = list(layers)
+
+    # ---- loading ----------------------------------------------------------------------
+
+    def bind(self, meta: StepMeta) -> None:
+        self._meta = meta
+
+    def start_load(self) -> None:
+        meta = self._meta or StepMeta()
+        sync = [spec for spec in meta.loads if not spec.is_async]
+        for spec in meta.loads:
+            if spec.is_async:
+                # The deadline runs from now, not from when a pool thread gets to the request.
+                self._async.submit(self._load_async, spec, time.monotonic() + self.config.cold_deadline_s)
+        if sync:
+            self._load = self._new_load(sync)
+            self._load.start()
+
+    def _new_load(self, specs: List[LoadSpec]) -> LayerwiseLoad:
+        return LayerwiseLoad(self.config.root, self.namer, specs, self.layers, self._io,
+                             self.staging, self.stats, self.config.io_threads)
+
+    def wait_for_layer(self, layer: int) -> None:
+        if self._load is not None:
+            self._load.finish_layer(layer)
+
+    def _load_async(self, spec: LoadSpec, deadline: float) -> None:
+        # Whatever happens, the request is reported done, or the engine would wait forever.
+        failed = {i for op in spec.blocks for i in op.engine_block_ids}
+        try:
+            failed = self._refill_and_load(spec, deadline)
+        finally:
+            with self._lock:
+                self._async_done[spec.req_id] = failed
+
+    def _refill_and_load(self, spec: LoadSpec, deadline: float) -> Set[int]:
+        """Refills the cold part of the prefix (bounded by budget and deadline), then loads."""
+        good = len(spec.blocks)
+        if spec.hot_blocks < len(spec.blocks):
+            cold = spec.blocks[spec.hot_blocks:]
+            run = RefillRun(self.config.root, [self.namer.identity(op.chain, op.adapter) for op in cold],
+                            self.config.geometry.payload_bytes, self.config.cold_budget_bytes)
+            good = spec.hot_blocks + run.wait(deadline)
+        load = self._new_load([spec])
+        if good < len(spec.blocks):
+            load.truncate(0, good, "refill")
+        load.start()
+        for layer in range(len(self.layers)):
+            load.finish_layer(layer)
+        return load.finish().get(spec.req_id, set())
+
+    # ---- saving -----------------------------------------------------------------------
+
+    def save_layer(self, layer: int, paged: Optional[PagedLayer] = None) -> None:
+        """Queues the copy of layer `layer` of this step's completed blocks; never waits."""
+        meta = self._meta
+        if meta is None or not meta.saves:
+            return
+        if self._save is None:
+            self._save = SaveBatch(self.config.root, self.namer, meta.saves, len(self.layers),
+                                   self.staging, self._copier, self.stats)
+        self._save.gather_layer(layer, self.layers[layer] if paged is None else paged)
+
+    def wait_for_save(self) -> None:
+        """Returns once this step's blocks are out of the paged cache; commits go on."""
+        batch, self._save = self._save, None
+        if batch is None:
+            return
+        if not batch.wait_gathered():
+            batch.drop()  # a layer was never saved: committing would store garbage
+            self.stats.skipped_commits["incomplete"] = self.stats.skipped_commits.get("incomplete", 0) + 1
+            return
+        futures = batch.commit(self._savers, self.commit_gate)
+        share = batch.bytes // max(1, len(futures))
+        self._commits.extend((f, share) for f in futures)
+        self._bound_inflight()
+
+    def _bound_inflight(self) -> None:
+        self._commits = [(f, n) for f, n in self._commits if not f.done()]
+        while self._commits and sum(n for _, n in self._commits) > self.config.max_inflight_save_bytes:
+            wait([self._commits.pop(0)[0]])
+
+    def drain(self) -> None:
+        """Waits for every commit in flight (tests, benchmarks, shutdown)."""
+        wait([f for f, _ in self._commits])
+        self._commits = []
+
+    # ---- end of step ------------------------------------------------------------------
+
+    def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
+        """(requests done sending: none, saves never hold blocks; requests done receiving)."""
+        if self._load is not None:
+            for failed in self._load.finish().values():
+                self._errors |= failed
+            self._load = None
+        with self._lock:
+            done, self._async_done = self._async_done, {}
+        for failed in done.values():
+            self._errors |= failed
+        return None, (set(done) or None)
+
+    def take_load_errors(self) -> Set[int]:
+        errors, self._errors = self._errors, set()
+        return errors
+
+    def clear(self) -> None:
+        self._meta = None
+
+    def close(self) -> None:
+        self.drain()
+        for pool in (self._async, self._io, self._copier, self._savers):
+            pool.shutdown(wait=True)

@@ -1,0 +1,196 @@
+"""GpucacheConnector: vLLM V1's KV connector (KVConnectorBase_V1) as a thin shell over the core.
+
+vLLM loads it with (docs/engine-integration.md):
+
+    --kv-transfer-config '{"kv_connector": "GpucacheConnector",
+        "kv_connector_module_path": "gpucache.vllm_connector", "kv_role": "kv_both",
+        "kv_connector_extra_config": {"mount": "/mnt/gpucache", "tenant": "acme",
+            "model_config_digest": "sha256:...", "block_tokens": 256}}'
+
+Everything here only translates vLLM's objects (Request, KVCacheBlocks, SchedulerOutput,
+forward context) into the engine-neutral core (connector_scheduler, connector_worker), which
+is what the tests drive. It imports without vLLM: the base classes are then stand-ins with the
+metadata binding vLLM's base provides, so the core and this shell stay importable and testable
+on a machine without vLLM.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+import torch
+
+from .block_names import ModelIdentity
+from .connector_scheduler import SchedulerCore
+from .connector_types import ConnectorConfig, RequestView, ScheduledRequest, StepInfo, StepMeta
+from .connector_worker import WorkerCore
+from .kv_layout import KVGeometry
+
+try:  # pragma: no cover - vLLM is not installed where the tests run
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
+                                                                   KVConnectorMetadata, KVConnectorRole)
+    HAVE_VLLM = True
+except ImportError:
+    HAVE_VLLM = False
+
+    class KVConnectorMetadata:  # type: ignore[no-redef]
+        pass
+
+    class KVConnectorBase_V1:  # type: ignore[no-redef]
+        """The parts of vLLM's base class the shell relies on."""
+
+        def __init__(self, vllm_config, role, kv_cache_config=None):
+            self._connector_metadata = None
+            self._vllm_config = vllm_config
+            self._role = role
+
+        def bind_connector_metadata(self, connector_metadata) -> None:
+            self._connector_metadata = connector_metadata
+
+        def clear_connector_metadata(self) -> None:
+            self._connector_metadata = None
+
+        def _get_connector_metadata(self):
+            return self._connector_metadata
+
+    KVConnectorRole = None  # type: ignore[assignment]
+
+
+class GpucacheConnectorMetadata(KVConnectorMetadata):
+    def __init__(self, step: StepMeta):
+        self.step = step
+
+
+def _is_scheduler(role) -> bool:
+    return getattr(role, "name", str(role)).upper().endswith("SCHEDULER")
+
+
+def config_from_vllm(vllm_config, rank: int = 0) -> Tuple[ConnectorConfig, ModelIdentity]:
+    """The core's configuration from vLLM's config and kv_connector_extra_config."""
+    extra: Dict[str, Any] = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
+    mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
+    hf = mc.hf_config
+    rope = getattr(hf, "rope_scaling", None) or {}
+    tp = pc.tensor_parallel_size
+    model = ModelIdentity(
+        tenant=extra["tenant"], trust_domain=extra.get("trust_domain", "local"),
+        model_revision="%s@%s" % (mc.model, mc.revision or "main"),
+        model_config_digest=extra["model_config_digest"],
+        tokenizer_revision="%s@%s" % (mc.tokenizer, mc.tokenizer_revision or "main"),
+        quant_format=str(mc.quantization or "none"), tp_rank=rank % tp, tp_size=tp,
+        pp_rank=rank // tp, pp_size=pc.pipeline_parallel_size,
+        rope_theta=float(getattr(hf, "rope_theta", 10000.0)),
+        rope_scaling=str(rope.get("rope_type", rope.get("type", "none"))),
+        rope_factor=float(rope.get("factor", 1.0)),
+        rope_original_max_positions=int(rope.get("original_max_position_embeddings", 0)))
+    dtype = cc.cache_dtype if isinstance(cc.cache_dtype, torch.dtype) else mc.dtype
+    geometry = KVGeometry(
+        layers=mc.get_num_layers(pc), kv_heads=mc.get_num_kv_heads(pc), head_dim=mc.get_head_size(),
+        dtype=dtype, engine_block_size=cc.block_size, block_tokens=int(extra.get("block_tokens", 256)))
+    config = ConnectorConfig(
+        root=extra["mount"], model=model, geometry=geometry, hash_seed=extra.get("hash_seed"),
+        io_threads=int(extra.get("io_threads", 4)), save_threads=int(extra.get("save_threads", 2)),
+        cold_refill=bool(extra.get("cold_refill", False)),
+        cold_budget_bytes=int(extra.get("cold_budget_bytes", 256 << 20)),
+        cold_deadline_s=float(extra.get("cold_deadline_s", 2.0)))
+    return config, model
+
+
+def request_view(request) -> RequestView:
+    lora = getattr(request, "lora_request", None)
+    return RequestView(request.request_id, list(request.prompt_token_ids),
+                       lora.lora_name if lora is not None else None,
+                       getattr(request, "cache_salt", None))
+
+
+def _group0(block_ids) -> Optional[List[int]]:
+    """vLLM passes block ids per KV cache group; this connector handles one group."""
+    if block_ids is None:
+        return None
+    return list(block_ids[0]) if block_ids and isinstance(block_ids[0], (list, tuple)) else list(block_ids)
+
+
+def step_info(so) -> StepInfo:
+    """SchedulerOutput -> StepInfo."""
+    counts = so.num_scheduled_tokens
+    scheduled = [ScheduledRequest(r.req_id, r.num_computed_tokens, counts[r.req_id],
+                                  _group0(r.block_ids), True) for r in so.scheduled_new_reqs]
+    cached = so.scheduled_cached_reqs
+    resumed = set(getattr(cached, "resumed_req_ids", ()) or ())
+    flags = getattr(cached, "resumed_from_preemption", None)
+    for i, req_id in enumerate(cached.req_ids):
+        again = req_id in resumed or bool(flags and flags[i])
+        scheduled.append(ScheduledRequest(req_id, cached.num_computed_tokens[i], counts[req_id],
+                                          _group0(cached.new_block_ids[i]), again))
+    return StepInfo(scheduled, sorted(so.finished_req_ids),
+                    sorted(getattr(so, "preempted_req_ids", None) or ()))
+
+
+class GpucacheConnector(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        if HAVE_VLLM:  # pragma: no cover
+            super().__init__(vllm_config, role, kv_cache_config)
+        else:
+            KVConnectorBase_V1.__init__(self, vllm_config, role, kv_cache_config)
+        rank = getattr(getattr(vllm_config, "parallel_config", None), "rank", 0) or 0
+        config, model = config_from_vllm(vllm_config, rank)
+        self._scheduler = SchedulerCore(config) if _is_scheduler(role) else None
+        self._worker = None if _is_scheduler(role) else WorkerCore(config, model)
+        self._layer_index: Dict[str, int] = {}
+
+    # ---- scheduler side ---------------------------------------------------------------
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> Tuple[int, bool]:
+        return self._scheduler.lookup(request_view(request), num_computed_tokens)
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
+        self._scheduler.on_alloc(request_view(request), _group0(blocks.get_block_ids()), num_external_tokens)
+
+    def build_connector_meta(self, scheduler_output) -> GpucacheConnectorMetadata:
+        return GpucacheConnectorMetadata(self._scheduler.build_meta(step_info(scheduler_output)))
+
+    def request_finished(self, request, block_ids) -> Tuple[bool, Optional[dict]]:
+        return self._scheduler.on_finished(request.request_id)
+
+    # ---- worker side ------------------------------------------------------------------
+
+    def register_kv_caches(self, kv_caches: Dict[str, Any]) -> None:
+        self._layer_index = {name: i for i, name in enumerate(kv_caches)}
+        self._worker.register(list(kv_caches.values()))
+
+    def start_load_kv(self, forward_context, **kwargs) -> None:
+        meta = self._get_connector_metadata()
+        self._worker.bind(meta.step if meta is not None else StepMeta())
+        self._worker.start_load()
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        self._worker.wait_for_layer(self._layer_index[layer_name])
+
+    def save_kv_layer(self, layer_name: str, kv_layer, attn_metadata, **kwargs) -> None:
+        self._worker.save_layer(self._layer_index[layer_name], kv_layer)
+
+    def wait_for_save(self) -> None:
+        self._worker.wait_for_save()
+
+    def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
+        return self._worker.get_finished(finished_req_ids)
+
+    def get_block_ids_with_load_errors(self) -> Set[int]:
+        return self._worker.take_load_errors()
+
+    def clear_connector_metadata(self) -> None:
+        super().clear_connector_metadata()
+        if self._worker is not None:
+            self._worker.clear()
+
+    def shutdown(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+
+
+def connector_methods() -> Iterable[str]:
+    """The KVConnectorBase_V1 methods this connector implements (the tests check them)."""
+    return ("get_num_new_matched_tokens", "update_state_after_alloc", "build_connector_meta",
+            "request_finished", "register_kv_caches", "start_load_kv", "wait_for_layer_load",
+            "save_kv_layer", "wait_for_save", "get_finished", "get_block_ids_with_load_errors",
+            "shutdown")

@@ -1,0 +1,70 @@
+"""vLLM V1's block hashes (prefix caching with `sha256_cbor`), computed without vLLM.
+
+vLLM hashes a request's tokens one full engine block (`block_size` tokens, e.g. 16) at a time:
+
+    NONE_HASH  = sha256(CBOR(str(PYTHONHASHSEED)))                      the chain's root
+    hash_i     = sha256(CBOR((hash_{i-1} or NONE_HASH, tuple(tokens of block i), extra_keys_i)))
+
+CBOR is cbor2's canonical encoding: a tuple is an array, bytes a byte string, str a text
+string, an int the shortest head, None the simple value null. `extra_keys_i` is None or a tuple
+of, in this order: the LoRA adapter's name (every block), multimodal `(identifier, offset)`
+pairs (blocks overlapping the input), the cache salt (block 0 only) and a digest of prompt
+embeddings. Only LoRA name and cache salt are built here; multimodal and prompt-embed keys can
+be passed in per block. docs/engine-integration.md, "Block hashes", says how gpucache chains
+are derived from these; tests/vectors/vllm_block_hashes.json pins them for C++ and Python.
+
+Two engines agree on hashes (and so on gpucache paths) only with the same PYTHONHASHSEED: with
+it unset vLLM draws a random root per process and nothing is shared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Optional, Sequence
+
+import cbor2
+
+
+def sha256_cbor(value: Any) -> bytes:
+    """vLLM's `sha256_cbor` (vllm/utils/hashing.py)."""
+    return hashlib.sha256(cbor2.dumps(value, canonical=True)).digest()
+
+
+def none_hash(seed: str) -> bytes:
+    """The parent of a request's first block: vLLM's NONE_HASH for PYTHONHASHSEED=seed."""
+    return sha256_cbor(seed)
+
+
+def hash_block_tokens(parent: Optional[bytes], tokens: Sequence[int],
+                      extra_keys: Optional[tuple], root: bytes) -> bytes:
+    """vLLM's `hash_block_tokens`: the hash of one full block and everything before it."""
+    return sha256_cbor((parent or root, tuple(tokens), extra_keys))
+
+
+def extra_keys_for_block(index: int, lora_name: Optional[str], cache_salt: Optional[str],
+                         more: Sequence[Any] = ()) -> Optional[tuple]:
+    """`generate_block_hash_extra_keys` for LoRA and cache salt (plus caller-given keys).
+
+    The order is vLLM's: LoRA name, then multimodal keys (in `more`), then the salt, which only
+    block 0 carries: every later hash covers it through the chain.
+    """
+    keys: list[Any] = [lora_name] if lora_name else []
+    keys.extend(more)
+    if index == 0 and cache_salt:
+        keys.append(cache_salt)
+    return tuple(keys) if keys else None
+
+
+def request_block_hashes(tokens: Sequence[int], block_size: int, seed: str, *,
+                         lora_name: Optional[str] = None,
+                         cache_salt: Optional[str] = None) -> list[bytes]:
+    """The hashes vLLM stores in `request.block_hashes`: one per full block of `tokens`."""
+    root = none_hash(seed)
+    hashes: list[bytes] = []
+    parent: Optional[bytes] = None
+    for index in range(len(tokens) // block_size):
+        block = tokens[index * block_size:(index + 1) * block_size]
+        parent = hash_block_tokens(parent, block, extra_keys_for_block(index, lora_name, cache_salt),
+                                   root)
+        hashes.append(parent)
+    return hashes

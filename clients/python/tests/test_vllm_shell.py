@@ -1,0 +1,93 @@
+"""The vLLM-facing shell imports and translates without vLLM (label engine, no mount).
+
+vLLM is not installed here, so its objects are stood in for by plain namespaces carrying the
+attribute names the shell reads (Request, KVCacheBlocks, SchedulerOutput, VllmConfig). What
+matters is tested on the core (test_connector); this checks the translation only.
+"""
+
+import os
+import tempfile
+import unittest
+from types import SimpleNamespace as NS
+
+import torch
+
+from gpucache import vllm_connector
+from gpucache.vllm_connector import GpucacheConnector, GpucacheConnectorMetadata
+
+
+def vllm_config(mount):
+    hf = NS(rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                                "original_max_position_embeddings": 8192})
+    model = NS(model="meta-llama/Llama-3.1-8B", revision="5206a32", tokenizer="meta-llama/Llama-3.1-8B",
+               tokenizer_revision=None, quantization=None, dtype=torch.bfloat16, hf_config=hf,
+               get_num_layers=lambda pc: 2, get_num_kv_heads=lambda pc: 2, get_head_size=lambda: 32)
+    return NS(model_config=model, cache_config=NS(block_size=16, cache_dtype="auto"),
+              parallel_config=NS(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0),
+              kv_transfer_config=NS(kv_connector_extra_config={
+                  "mount": mount, "tenant": "acme", "model_config_digest": "sha256:cfg",
+                  "block_tokens": 32, "hash_seed": "0"}))
+
+
+def request(req_id, tokens):
+    return NS(request_id=req_id, prompt_token_ids=tokens, lora_request=None, cache_salt=None)
+
+
+def scheduler_output(req_id, tokens, block_ids, computed):
+    new = NS(req_id=req_id, prompt_token_ids=tokens, block_ids=(block_ids,), num_computed_tokens=computed)
+    cached = NS(req_ids=[], resumed_from_preemption=[], new_block_ids=[], num_computed_tokens=[])
+    return NS(scheduled_new_reqs=[new], scheduled_cached_reqs=cached,
+              num_scheduled_tokens={req_id: len(tokens) - computed}, finished_req_ids=set())
+
+
+class VllmShellTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        os.mkdir(os.path.join(self.tmp.name, "acme"))
+        self.config = vllm_config(self.tmp.name)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_it_imports_without_vllm_and_has_the_connector_method_set(self):
+        self.assertFalse(vllm_connector.HAVE_VLLM)
+        for name in vllm_connector.connector_methods():
+            self.assertTrue(callable(getattr(GpucacheConnector, name)), name)
+
+    def test_a_save_then_a_load_through_the_shell(self):
+        tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
+        kv = {"layers.%d.attn" % i: torch.randn(2, 16, 16, 2, 32).to(torch.bfloat16) for i in range(2)}
+        sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
+        worker = GpucacheConnector(self.config, NS(name="WORKER"))
+        worker.register_kv_caches(kv)
+
+        self.assertEqual(sched.get_num_new_matched_tokens(request("a", tokens), 0), (0, False))
+        sched.update_state_after_alloc(request("a", tokens), NS(get_block_ids=lambda: ([0, 1, 2, 3, 4],)), 0)
+        meta = sched.build_connector_meta(scheduler_output("a", tokens, [0, 1, 2, 3, 4], 0))
+        self.assertIsInstance(meta, GpucacheConnectorMetadata)
+        worker.bind_connector_metadata(meta)
+        worker.start_load_kv(None)
+        for name, layer in kv.items():
+            worker.wait_for_layer_load(name)
+            worker.save_kv_layer(name, layer, None)
+        worker.wait_for_save()
+        self.assertEqual(worker.get_finished(set()), (None, None))
+        worker.clear_connector_metadata()
+        self.assertEqual(sched.request_finished(request("a", tokens), [0, 1, 2, 3, 4]), (False, None))
+        worker._worker.drain()
+
+        self.assertEqual(sched.get_num_new_matched_tokens(request("b", tokens), 0), (64, False))
+        sched.update_state_after_alloc(request("b", tokens), NS(get_block_ids=lambda: ([8, 9, 10, 11, 12],)), 64)
+        worker.bind_connector_metadata(sched.build_connector_meta(scheduler_output("b", tokens, [8, 9, 10, 11, 12], 64)))
+        worker.start_load_kv(None)
+        for name in kv:
+            worker.wait_for_layer_load(name)
+        worker.get_finished(set())
+        self.assertEqual(worker.get_block_ids_with_load_errors(), set())
+        for layer in kv.values():
+            self.assertTrue(torch.equal(layer[:, [8, 9, 10, 11]], layer[:, [0, 1, 2, 3]]))
+        worker.shutdown()
+
+
+if __name__ == "__main__":
+    unittest.main()
