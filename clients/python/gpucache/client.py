@@ -30,7 +30,8 @@ _DECLARE_SIZE_FROM = 1 << 20
 
 
 def _declare_size(fd: int, payload) -> None:
-    size = memoryview(payload).nbytes
+    """fallocate(2) the whole payload (one buffer or a list) before writing it."""
+    size = sum(memoryview(b).nbytes for b in (payload if isinstance(payload, list) else [payload]))
     if size < _DECLARE_SIZE_FROM:
         return
     try:
