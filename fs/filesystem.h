@@ -17,6 +17,7 @@
 
 #include <sys/stat.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -27,6 +28,7 @@
 #include "fs/config.h"
 #include "fs/control.h"
 #include "fs/inode_table.h"
+#include "fs/log.h"
 #include "fs/metrics.h"
 #include "store/indexed_store.h"
 
@@ -152,6 +154,10 @@ class Filesystem {
                        uint64_t size) const;
   // ESTALE for a `.part` whose reservation a recent fence took, else ENOENT (adr/0006).
   StatusCode PartGone(const BlockAddress& address);
+  // A commit refused with EINVAL is logged with its reason, at most once a second per tenant.
+  void LogInvalidCommit(const BlockAddress& address, ReservationId id);
+  std::mutex invalid_log_mu_;
+  std::map<std::string, std::unique_ptr<LogLimiter>> invalid_log_;  // guarded by invalid_log_mu_
   std::mutex appeared_mu_;
   std::function<void(const BlockAddress&)> appeared_;  // guarded by appeared_mu_
   Metrics metrics_;

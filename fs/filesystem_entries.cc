@@ -66,7 +66,8 @@ TenantMode TenantModeOf(const TenantConfig& t, mode_t owner_bits = 0700) {
 
 bool IsRootOwnedVirtual(NodeKind k) {
   return k == NodeKind::kRoot || k == NodeKind::kControlDir || k == NodeKind::kStatsFile ||
-         k == NodeKind::kEpochFile || k == NodeKind::kQuarantineFile || k == NodeKind::kMetricsFile;
+         k == NodeKind::kEpochFile || k == NodeKind::kQuarantineFile || k == NodeKind::kMetricsFile ||
+         k == NodeKind::kConfigFile;
 }
 
 }  // namespace
@@ -112,6 +113,8 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
     case NodeKind::kEpochFile:
     case NodeKind::kQuarantineFile:
     case NodeKind::kMetricsFile: return AttrReply{MakeAttr(ino, S_IFREG | 0444, 0, 0, 0), long_ttl};
+    // The effective configuration: admins only (with kernel checks admins are root).
+    case NodeKind::kConfigFile: return AttrReply{MakeAttr(ino, S_IFREG | 0400, 0, 0, 0), long_ttl};
     case NodeKind::kCtlFile: return AttrReply{MakeAttr(ino, S_IFREG | 0666, 0, 0, 0), long_ttl};
     case NodeKind::kTenant: {
       const TenantConfig* t = TenantNamed(config_, n.tenant);
@@ -214,6 +217,7 @@ Result<EntryReply> Filesystem::Lookup(const Caller& c, uint64_t parent, std::str
       else if (name == "ctl") child = Node{NodeKind::kCtlFile};
       else if (name == "quarantine") child = Node{NodeKind::kQuarantineFile};
       else if (name == "metrics") child = Node{NodeKind::kMetricsFile};
+      else if (name == "config") child = Node{NodeKind::kConfigFile};
       else return StatusCode::kNotFound;
       break;
     case NodeKind::kTenant:
@@ -309,7 +313,7 @@ StatusCode Filesystem::Access(const Caller& c, uint64_t ino, int mask) {
   if (!n.ok()) return n.status();
   bool read_only = n->kind == NodeKind::kBlock || n->kind == NodeKind::kStatsFile ||
                    n->kind == NodeKind::kEpochFile || n->kind == NodeKind::kQuarantineFile ||
-                   n->kind == NodeKind::kMetricsFile ||
+                   n->kind == NodeKind::kMetricsFile || n->kind == NodeKind::kConfigFile ||
                    n->kind == NodeKind::kControlDir;
   if ((mask & W_OK) && read_only) return StatusCode::kAccessDenied;
   return StatusCode::kOk;
@@ -382,12 +386,28 @@ StatusCode Filesystem::Rename(const Caller& c, uint64_t parent, std::string_view
     return PartGone(address);
   }
   if (!OwnsReservation(c, *id)) return StatusCode::kBusy;  // someone else's fill
-  if (StatusCode s = store_.Commit(*id); s != StatusCode::kOk) return s;
+  if (StatusCode s = store_.Commit(*id); s != StatusCode::kOk) {
+    if (s == StatusCode::kInvalidArgument) LogInvalidCommit(address, *id);
+    return s;
+  }
   Node part_node{NodeKind::kPart, dir->tenant, dir->ns, block};
   if (auto ino = inodes_.Find(part_node)) {
     inodes_.Rename(*ino, Node{NodeKind::kBlock, dir->tenant, dir->ns, block});
   }
   return StatusCode::kOk;
+}
+
+void Filesystem::LogInvalidCommit(const BlockAddress& address, ReservationId id) {
+  LogLimiter* limiter;
+  {
+    std::lock_guard lock(invalid_log_mu_);
+    auto& l = invalid_log_[address.tenant];
+    if (!l) l = std::make_unique<LogLimiter>(std::chrono::seconds(1));
+    limiter = l.get();
+  }
+  if (!limiter->Allow()) return;
+  spdlog::warn("commit of {} refused (EINVAL): {} ({} more refused in this tenant since the last report)",
+               address.RelativePath(), store_.ExplainInvalidCommit(id), limiter->Suppressed());
 }
 
 StatusCode Filesystem::RefuseNewEntry(const Caller& c, uint64_t parent, std::string_view name) {

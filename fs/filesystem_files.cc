@@ -89,6 +89,12 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
       r.direct_io = true;  // as in Create
       return r;
     }
+    case NodeKind::kConfigFile:
+      if (WantsWrite(flags) || !access_.IsAdmin(c)) return StatusCode::kAccessDenied;
+      h.kind = Handle::Kind::kText;
+      h.text = EffectiveConfigText(config_);  // holds no secret: keys never live in it
+      r.direct_io = true;
+      return r;
     case NodeKind::kStatsFile:
     case NodeKind::kEpochFile:
     case NodeKind::kQuarantineFile:
@@ -215,7 +221,9 @@ Result<std::vector<DirEntry>> Filesystem::ReadDir(const Caller& c, uint64_t ino)
       }
       return out;
     case NodeKind::kControlDir:
-      for (const char* f : {"stats", "epoch", "quarantine", "metrics", "ctl"}) out.push_back({f, S_IFREG});
+      for (const char* f : {"stats", "epoch", "quarantine", "metrics", "ctl", "config"}) {
+        out.push_back({f, S_IFREG});
+      }
       return out;
     case NodeKind::kTenant:
       for (std::string& ns : store_.ListNamespaces(n->tenant)) out.push_back({std::move(ns), S_IFDIR});

@@ -27,6 +27,7 @@ enum class NodeKind : uint8_t {
   kCtlFile,     // .gpucache/ctl
   kQuarantineFile,  // .gpucache/quarantine
   kMetricsFile,     // .gpucache/metrics
+  kConfigFile,      // .gpucache/config
   kTenant,
   kNamespace,
   kBlock,       // committed block: <block>
@@ -50,6 +51,7 @@ inline constexpr uint64_t kEpochIno = 4;
 inline constexpr uint64_t kCtlIno = 5;
 inline constexpr uint64_t kQuarantineIno = 6;
 inline constexpr uint64_t kMetricsIno = 7;
+inline constexpr uint64_t kConfigIno = 8;
 inline constexpr uint64_t kFirstTenantIno = 16;
 inline constexpr uint64_t kFirstDynamicIno = 1 << 20;
 

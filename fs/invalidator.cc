@@ -29,6 +29,13 @@ void Invalidator::Push(uint64_t parent, std::string name, uint64_t ino) {
   cv_.notify_one();
 }
 
+void Invalidator::Now(uint64_t parent, const std::string& name, uint64_t ino) {
+  if (!se_) return;
+  // Errors (ENOENT: the kernel had nothing cached) are expected and harmless.
+  fuse_lowlevel_notify_inval_entry(se_, parent, name.c_str(), name.size());
+  if (ino) fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0);
+}
+
 void Invalidator::Run() {
   std::unique_lock lock(mu_);
   for (;;) {
@@ -37,9 +44,7 @@ void Invalidator::Run() {
     Item item = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    // Errors (ENOENT: the kernel had nothing cached) are expected and harmless.
-    fuse_lowlevel_notify_inval_entry(se_, item.parent, item.name.c_str(), item.name.size());
-    if (item.ino) fuse_lowlevel_notify_inval_inode(se_, item.ino, 0, 0);
+    Now(item.parent, item.name, item.ino);
     lock.lock();
   }
 }

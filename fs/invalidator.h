@@ -26,6 +26,14 @@ class Invalidator {
   void Stop();
   // Forget the dentry `name` in directory `parent`, and the pages of `ino` if non-zero.
   void Push(uint64_t parent, std::string name, uint64_t ino);
+  // The same, done before returning, so that the caller's reply cannot race it (a block found
+  // corrupt answers EIO only once its name is gone; a refill answers "hit" only once the
+  // kernel's misses along its path are). REQUIRES: not on the path of a request the kernel
+  // holds the directory's lock for (lookup, create, mkdir, unlink, rmdir, rename, link in
+  // `parent`; setattr, setxattr, unlink, rename of the entry itself): libfuse's rule for
+  // notifications, which would otherwise deadlock. With `ino`, not on a read of that inode
+  // either (the reader holds a page the invalidation waits for).
+  void Now(uint64_t parent, const std::string& name, uint64_t ino);
 
  private:
   struct Item {

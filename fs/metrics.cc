@@ -73,6 +73,9 @@ std::string Metrics::Render(IndexedStore& store,
   w.Sample("gpucache_epoch", "", static_cast<double>(stats.epoch));
   w.Family("gpucache_draining", "gauge", "1 while new fills are refused for an upgrade.");
   w.Sample("gpucache_draining", "", stats.draining ? 1 : 0);
+  w.Family("gpucache_backing_errors_total", "counter",
+           "Renames and unlinks of block files in the data directories that failed.");
+  w.Sample("gpucache_backing_errors_total", "", static_cast<double>(stats.medium_errors));
 
   struct Series {
     const char* name;

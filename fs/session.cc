@@ -69,12 +69,28 @@ void WatchRemovals(Filesystem& fs, Invalidator& inval) {
     auto dir = fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns});
     if (!dir) return;  // the kernel never saw the directory: nothing cached
     auto ino = fs.inodes().Find(Node{NodeKind::kBlock, a.tenant, a.ns, a.block});
-    inval.Push(*dir, a.block, ino.value_or(0));
+    // Corruption is found by a reader (open, read, getxattr: none holds the directory's lock),
+    // and its EIO must not be followed by a stat that still succeeds from the cache (issue 13).
+    // Evictions and invalidations come from commits and unlinks in the same directory: queued.
+    // Only the entry, though: the reader of a corrupt block may hold its page locked while it
+    // waits for this very reply, so the pages are dropped from the queue.
+    if (why == RemovalReason::kCorrupt) {
+      inval.Now(*dir, a.block, 0);
+      if (ino) inval.Push(*dir, a.block, *ino);
+    } else {
+      inval.Push(*dir, a.block, ino.value_or(0));
+    }
   });
-  // A block that appeared without a rename through the mount: drop a cached miss for it.
+  // A block that appeared without a rename through the mount (a cold-tier refill, from the
+  // control channel or its workers): the kernel may hold a miss for the block and, if the
+  // namespace did not exist when it was probed, for the namespace too (issue 13, defect 7).
   fs.SetAppearedHandler([&fs, &inval](const BlockAddress& a) {
-    auto dir = fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns});
-    if (dir) inval.Push(*dir, a.block, 0);
+    if (auto tenant = fs.inodes().Find(Node{NodeKind::kTenant, a.tenant})) {
+      if (!fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns})) inval.Now(*tenant, a.ns, 0);
+    }
+    if (auto dir = fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns})) {
+      inval.Now(*dir, a.block, 0);
+    }
   });
 }
 

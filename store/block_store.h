@@ -99,6 +99,7 @@ struct TenantCounters {
 struct StoreStats {
   uint64_t epoch = 0;
   bool draining = false;
+  uint64_t medium_errors = 0;  // renames and unlinks of block files that failed unheard
   std::map<std::string, TenantCounters> tenants;
 };
 

@@ -37,7 +37,9 @@ class PosixEnv final : public Env {
     return ::rename(from.c_str(), to.c_str()) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
   }
   StatusCode SyncDir(const std::string& dir) override { return FsyncDirectory(dir); }
-  void Remove(const std::string& path) override { ::unlink(path.c_str()); }
+  StatusCode Remove(const std::string& path) override {
+    return ::unlink(path.c_str()) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
+  }
 };
 
 }  // namespace

@@ -31,7 +31,8 @@ class Env {
   virtual StatusCode SyncData(int fd) = 0;
   virtual StatusCode Rename(const std::string& from, const std::string& to) = 0;
   virtual StatusCode SyncDir(const std::string& dir) = 0;
-  virtual void Remove(const std::string& path) = 0;
+  // Unlinks `path`; kNotFound if it was not there.
+  virtual StatusCode Remove(const std::string& path) = 0;
 
   // The process-wide POSIX implementation.
   static Env& Posix();

@@ -532,18 +532,32 @@ Result<Bytes> FileStore::DoReadIdentity(const BlockInfo& info,
 std::shared_ptr<IndexedStore::StoredPayload> FileStore::DoQuarantine(
     const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
   size_t dev = DeviceOf(stored);
+  std::string from = PathIn(dev, info.address);
   std::string to = devices_[dev].path + "/quarantine/" + std::to_string(info.region_id);
   // Open handles keep reading the same inode; the name is freed for a new commit.
-  ::rename(PathIn(dev, info.address).c_str(), to.c_str());
-  return std::make_shared<QuarantinedFile>(to);
+  if (env_.Rename(from, to) == StatusCode::kOk) return std::make_shared<QuarantinedFile>(to);
+  // Left under its name, the block would be indexed again at the next start. Unlinking it
+  // keeps the same promise (open handles still hold the inode until reclaim's unlink fails
+  // harmlessly); if even that fails, reclaim will try the name again.
+  CountMediumError();
+  StatusCode removed = env_.Remove(from);
+  if (removed != StatusCode::kOk && removed != StatusCode::kNotFound) CountMediumError();
+  return std::make_shared<QuarantinedFile>(from);
 }
 
 void FileStore::DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
-  if (auto* q = dynamic_cast<QuarantinedFile*>(stored.get())) {
-    ::unlink(q->path.c_str());
-    return;
+  auto* q = dynamic_cast<QuarantinedFile*>(stored.get());
+  size_t dev = DeviceOf(stored);  // a quarantined file is on device 0's paths or its own
+  std::string path = q ? q->path : PathIn(dev, info.address);
+  StatusCode s = env_.Remove(path);
+  if (s == StatusCode::kOk || s == StatusCode::kNotFound) return;
+  CountMediumError();
+  // Left where it is, the next start would load it again: move it to tmp/, which every start
+  // empties. If that fails too, it is counted twice and comes back as a block.
+  if (!q && env_.Rename(path, devices_[dev].path + "/tmp/" + std::to_string(info.region_id) +
+                                  ".dropped") != StatusCode::kOk) {
+    CountMediumError();
   }
-  ::unlink(PathIn(DeviceOf(stored), info.address).c_str());
 }
 
 StatusCode FileStore::DoPersistEpoch(uint64_t epoch) {

@@ -1,5 +1,7 @@
 #include "store/identity.h"
 
+#include <optional>
+
 #include <bit>
 #include <cstdio>
 
@@ -190,12 +192,15 @@ Bytes EncodePhysicalKey(const CacheIdentity& id) {
   return w.Take();
 }
 
-Result<CacheIdentity> DecodePhysicalKey(std::span<const uint8_t> bytes) {
+namespace {
+
+// GPCK's structure (magic, version, lengths, nothing trailing), without the field rules.
+std::optional<CacheIdentity> DecodeStructure(std::span<const uint8_t> bytes) {
   ByteReader r(bytes);
-  if (!ReadHeader(r, kPhysicalMagic)) return StatusCode::kInvalidArgument;
+  if (!ReadHeader(r, kPhysicalMagic)) return std::nullopt;
   CacheIdentity id;
   auto logical = r.Raw(r.U32());
-  if (!r.ok() || !DecodeLogical(logical, id)) return StatusCode::kInvalidArgument;
+  if (!r.ok() || !DecodeLogical(logical, id)) return std::nullopt;
   id.kv_dtype = r.Str();
   id.quant_format = r.Str();
   id.layout_abi = r.Str();
@@ -210,10 +215,25 @@ Result<CacheIdentity> DecodePhysicalKey(std::span<const uint8_t> bytes) {
   id.rope_original_max_positions = r.U32();
   id.block_capacity = r.U32();
   id.valid_length = r.U32();
-  if (!r.ok() || !r.AtEnd() || Validate(id) != StatusCode::kOk) {
-    return StatusCode::kInvalidArgument;
-  }
+  if (!r.ok() || !r.AtEnd()) return std::nullopt;
   return id;
+}
+
+}  // namespace
+
+Result<CacheIdentity> DecodePhysicalKey(std::span<const uint8_t> bytes) {
+  std::optional<CacheIdentity> id = DecodeStructure(bytes);
+  if (!id || Validate(*id) != StatusCode::kOk) return StatusCode::kInvalidArgument;
+  return std::move(*id);
+}
+
+std::string DescribeIdentityError(std::span<const uint8_t> bytes) {
+  if (bytes.empty()) return "no identity (user.gpucache.identity was never set)";
+  ByteReader r(bytes);
+  if (!ReadHeader(r, kPhysicalMagic)) return "not a GPCK identity (wrong magic or version)";
+  std::optional<CacheIdentity> id = DecodeStructure(bytes);
+  if (!id) return "malformed GPCK encoding (a length past the end, or trailing bytes)";
+  return ValidationError(*id);
 }
 
 Bytes EncodeNamespaceFields(const CacheIdentity& id) {

@@ -88,6 +88,9 @@ Bytes EncodePhysicalKey(const CacheIdentity& id);  // GPCK == canonical identity
 // Strict decoder of GPCK: wrong magic or version, a length past the end, trailing bytes or an
 // identity that fails Validate() are all kInvalidArgument. Input is hostile.
 Result<CacheIdentity> DecodePhysicalKey(std::span<const uint8_t> bytes);
+// Why DecodePhysicalKey refuses `bytes`, in one line naming the check or field; empty if it
+// does not.
+std::string DescribeIdentityError(std::span<const uint8_t> bytes);
 
 // The same identity with every byte-affecting field kept but the per-block fields dropped:
 // equal for blocks that live in one namespace directory.

@@ -110,7 +110,8 @@ uint64_t IndexedStore::MaxBlockBytes(const std::string& tenant) const {
                     options_.limits.Tenant(tenant).max_block_bytes);
 }
 
-StatusCode IndexedStore::AdmitReservationLocked(const std::string& tenant) const {
+StatusCode IndexedStore::AdmitReservationLocked(const std::string& tenant,
+                                                std::vector<Departure>& evicted) {
   if (draining_) return StatusCode::kDraining;
   const Limits& g = options_.limits.global;
   const Limits& t = options_.limits.Tenant(tenant);
@@ -118,12 +119,12 @@ StatusCode IndexedStore::AdmitReservationLocked(const std::string& tenant) const
   auto it = counters_.find(tenant);
   Usage mine = it == counters_.end() ? Usage{} : it->second.usage;
   if (!Within(global.reservations + 1, g.max_inflight_requests) ||
-      !Within(mine.reservations + 1, t.max_inflight_requests) ||
-      !Within(global.registrations() + 1, g.max_registrations) ||
-      !Within(mine.registrations() + 1, t.max_registrations)) {
+      !Within(mine.reservations + 1, t.max_inflight_requests)) {
     return StatusCode::kExhausted;
   }
-  return StatusCode::kOk;
+  // Registrations are reclaimable like bytes: a committed block may give up its own, so that
+  // one tenant holding them all cannot refuse everyone else forever (issue 13, defect 8).
+  return MakeRegistrationRoomLocked(tenant, evicted);
 }
 
 StatusCode IndexedStore::AdmitBytesLocked(const Reservation& r, uint64_t new_size) const {
@@ -163,11 +164,14 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
     return StatusCode::kInvalidArgument;
   }
   ReservationInfo info;
+  std::vector<Departure> evicted;  // blocks that gave up their registration for this one
   {
     std::lock_guard lock(mu_);
     if (!namespaces_.count({address.tenant, address.ns})) return StatusCode::kNotFound;
     if (FindBlockLocked(address) || reserved_.count(address)) return StatusCode::kExists;
-    if (StatusCode s = AdmitReservationLocked(address.tenant); s != StatusCode::kOk) return s;
+    if (StatusCode s = AdmitReservationLocked(address.tenant, evicted); s != StatusCode::kOk) {
+      return s;  // nothing was evicted: a refusal changes nothing
+    }
     info.id = next_reservation_++;
     info.address = address;
     info.owner = owner;
@@ -182,6 +186,7 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
     CountersLocked(address.tenant).usage.reservations++;
     RecordOutcomeLocked(address, FillState::kPending);
   }
+  Finish(std::move(evicted), RemovalReason::kEvicted);
   auto payload = DoReserve(info);
   std::lock_guard lock(mu_);
   Reservation* r = FindLocked(info.id);
@@ -412,6 +417,19 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   lock.unlock();
   if (commit_observer_) commit_observer_(committed);  // set once at start-up: no copy needed
   return StatusCode::kOk;
+}
+
+std::string IndexedStore::ExplainInvalidCommit(ReservationId id) {
+  std::lock_guard lock(mu_);
+  Reservation* r = FindLocked(id);
+  if (!r) return "no such reservation";
+  auto identity = DecodePhysicalKey(r->identity);
+  if (!identity.ok()) return DescribeIdentityError(r->identity);
+  if (BlockAddress named = AddressOf(identity.value()); named != r->info.address) {
+    return "the identity names " + named.RelativePath() + ", not this path";
+  }
+  if (r->info.size == 0) return "empty payload (a block holds at least one byte)";
+  return "";
 }
 
 StatusCode IndexedStore::Abort(ReservationId id) {

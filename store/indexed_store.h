@@ -74,6 +74,8 @@ class IndexedStore : public BlockStore {
   StatusCode OpenWriter(ReservationId id) override;
   void CloseWriter(ReservationId id) override;
   StatusCode Commit(ReservationId id) override;
+  // After Commit said kInvalidArgument: which of its checks failed, in one line for the log.
+  std::string ExplainInvalidCommit(ReservationId id);
   StatusCode Abort(ReservationId id) override;
   Result<ReservationInfo> StatReservation(ReservationId id) override;
   std::optional<ReservationId> FindReservation(const BlockAddress& address) override;
@@ -204,6 +206,10 @@ class IndexedStore : public BlockStore {
   virtual StatusCode DoPersistEpoch(uint64_t epoch) = 0;
   virtual void DoPersistPins(const std::vector<BlockAddress>& pinned) = 0;
 
+  // A medium operation that failed where no caller can hear it (a rename into quarantine, an
+  // unlink of an evicted block): counted in StoreStats::medium_errors.
+  void CountMediumError() { medium_errors_.fetch_add(1, std::memory_order_relaxed); }
+
   // For subclasses restoring state at start-up (before any other call).
   void RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner);
   // Both return false (and change nothing) if the address is already indexed.
@@ -306,7 +312,8 @@ class IndexedStore : public BlockStore {
   Reservation* FindLocked(ReservationId id);
   void ReleaseReservationLocked(ReservationId id, FillState outcome);
   void ReleaseCreditsLocked(Reservation& r);
-  StatusCode AdmitReservationLocked(const std::string& tenant) const;
+  // Admits one more reservation, evicting a block into `evicted` if registrations must be made.
+  StatusCode AdmitReservationLocked(const std::string& tenant, std::vector<Departure>& evicted);
   StatusCode AdmitBytesLocked(const Reservation& r, uint64_t new_size) const;
   uint64_t MaxBlockBytes(const std::string& tenant) const;
   void RecordOutcomeLocked(const BlockAddress& address, FillState state);
@@ -323,10 +330,14 @@ class IndexedStore : public BlockStore {
   // What eviction must free, decided whole before any block goes (a refusal changes nothing).
   struct RoomRequest {
     std::string_view tenant;      // whose fill needs the room
-    uint64_t own_bytes = 0;       // from the tenant's own blocks (its quota): else kTenantQuota
-    uint64_t shared_bytes = 0;    // from anyone's (global limit, full device): else kNoSpace
-    uint64_t shares_of = 0;       // bytes the fair shares are computed over (see FairShareLocked)
+    // Amounts are bytes, or registrations (blocks) when `count_blocks`.
+    bool count_blocks = false;
+    uint64_t own = 0;             // from the tenant's own blocks (its limit): else `own_refusal`
+    uint64_t shared = 0;          // from anyone's (global limit, full device): else `shared_refusal`
+    uint64_t shares_of = 0;       // what the fair shares are computed over (see FairShareLocked)
     const PendingPayload* device = nullptr;  // only blocks on the device this payload is on
+    StatusCode own_refusal = StatusCode::kTenantQuota;
+    StatusCode shared_refusal = StatusCode::kNoSpace;
   };
   // Chooses victims for `req` by the eviction policy, then evicts them into `out`.
   StatusCode MakeRoomLocked(const RoomRequest& req, std::vector<Departure>& out);
@@ -336,9 +347,12 @@ class IndexedStore : public BlockStore {
   // A write to `p` met a full device: frees `need` bytes there (plus slack) from blocks that may
   // go, or returns kNoSpace having evicted nothing when they would not suffice.
   StatusCode MakeDeviceRoom(const PendingPayload& p, const std::string& tenant, uint64_t need);
-  // The fair share of `total` bytes for each tenant holding bytes (and `tenant`): eviction for
-  // one tenant's fill never takes another below it (docs/eviction.md).
+  // The fair share of `total` for each tenant holding bytes (and `tenant`): eviction for one
+  // tenant's fill never takes another below it (docs/eviction.md).
   uint64_t FairShareLocked(std::string_view tenant, uint64_t total) const;
+  // Room for one more registration (reservation) of `tenant` under max_registrations: evicts
+  // one block, its own for its limit, anyone's within fair shares for the global one.
+  StatusCode MakeRegistrationRoomLocked(const std::string& tenant, std::vector<Departure>& out);
   Departure RemoveLocked(BlockRef it, const char* reason);
   void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify);
   void PersistPins();
@@ -350,6 +364,7 @@ class IndexedStore : public BlockStore {
   std::mutex fence_mu_;
   std::mutex mu_;
   std::atomic<uint64_t> epoch_{1};
+  std::atomic<uint64_t> medium_errors_{0};
   bool draining_ = false;
   bool drain_finished_ = false;
   uint64_t next_region_seq_ = 0;

@@ -277,12 +277,27 @@ StatusCode IndexedStore::MakeRoomForCommitLocked(const std::string& tenant, uint
   if (global_limit && need > global_limit) return StatusCode::kNoSpace;
   RoomRequest req{.tenant = tenant, .shares_of = global_limit};
   if (tenant_limit && mine.retained_bytes() + need > tenant_limit) {
-    req.own_bytes = mine.retained_bytes() + need - tenant_limit;
+    req.own = mine.retained_bytes() + need - tenant_limit;
   }
   if (global_limit && global.retained_bytes() + need > global_limit) {
-    req.shared_bytes = global.retained_bytes() + need - global_limit;
+    req.shared = global.retained_bytes() + need - global_limit;
   }
-  if (req.own_bytes == 0 && req.shared_bytes == 0) return StatusCode::kOk;
+  if (req.own == 0 && req.shared == 0) return StatusCode::kOk;
+  return MakeRoomLocked(req, out);
+}
+
+StatusCode IndexedStore::MakeRegistrationRoomLocked(const std::string& tenant,
+                                                    std::vector<Departure>& out) {
+  uint64_t tenant_limit = options_.limits.Tenant(tenant).max_registrations;
+  uint64_t global_limit = options_.limits.global.max_registrations;
+  auto it = counters_.find(tenant);
+  uint64_t mine = it == counters_.end() ? 0 : it->second.usage.registrations();
+  uint64_t all = GlobalUsageLocked().registrations();
+  RoomRequest req{.tenant = tenant, .count_blocks = true, .shares_of = global_limit,
+                  .own_refusal = StatusCode::kExhausted, .shared_refusal = StatusCode::kExhausted};
+  if (tenant_limit && mine + 1 > tenant_limit) req.own = mine + 1 - tenant_limit;
+  if (global_limit && all + 1 > global_limit) req.shared = all + 1 - global_limit;
+  if (req.own == 0 && req.shared == 0) return StatusCode::kOk;
   return MakeRoomLocked(req, out);
 }
 
@@ -290,7 +305,7 @@ uint64_t IndexedStore::FairShareLocked(std::string_view tenant, uint64_t total) 
   uint64_t holders = 0;
   bool counted = false;
   for (const auto& [name, c] : counters_) {
-    if (c.usage.retained_bytes() == 0 && name != tenant) continue;
+    if (c.usage.registrations() == 0 && c.usage.retained_bytes() == 0 && name != tenant) continue;
     holders++;
     counted |= name == tenant;
   }
@@ -308,6 +323,7 @@ StatusCode IndexedStore::MakeRoomLocked(const RoomRequest& req, std::vector<Depa
   std::set<PolicyKey> chosen;
   std::map<std::string_view, uint64_t> taken;  // per other tenant, bytes chosen so far
   uint64_t freed_own = 0, freed_shared = 0;
+  auto amount = [&](const Record& r) { return req.count_blocks ? uint64_t{1} : r.size; };
   auto may_go = [&](const Record& r, bool own_only) {
     if (r.pinned || r.open_readers != 0) return false;
     if (req.device && !DoSharesDevice(*req.device, r.stored.get())) return false;
@@ -316,8 +332,10 @@ StatusCode IndexedStore::MakeRoomLocked(const RoomRequest& req, std::vector<Depa
     if (own_only) return false;
     // Another tenant's block, only while that tenant keeps at least its fair share.
     auto c = counters_.find(std::string(owner));
-    uint64_t held = c == counters_.end() ? 0 : c->second.usage.retained_bytes();
-    return held >= taken[owner] + r.size + share;
+    uint64_t held = c == counters_.end() ? 0
+                    : req.count_blocks ? c->second.usage.registrations()
+                                       : c->second.usage.retained_bytes();
+    return held >= taken[owner] + amount(r) + share;
   };
   auto pick = [&](bool own_only) -> bool {
     auto v = policy_->Victim([&](PolicyKey k) {
@@ -329,16 +347,16 @@ StatusCode IndexedStore::MakeRoomLocked(const RoomRequest& req, std::vector<Depa
     chosen.insert(*v);
     const Record& r = by_key_.at(*v)->second;
     std::string_view owner = NamespaceKeyOf(r.ns).first;
-    if (owner == req.tenant) freed_own += r.size;
-    else taken[owner] += r.size;
-    freed_shared += r.size;
+    if (owner == req.tenant) freed_own += amount(r);
+    else taken[owner] += amount(r);
+    freed_shared += amount(r);
     return true;
   };
-  while (freed_own < req.own_bytes) {
-    if (!pick(true)) return StatusCode::kTenantQuota;
+  while (freed_own < req.own) {
+    if (!pick(true)) return req.own_refusal;
   }
-  while (freed_shared < req.shared_bytes) {
-    if (!pick(false)) return StatusCode::kNoSpace;
+  while (freed_shared < req.shared) {
+    if (!pick(false)) return req.shared_refusal;
   }
   for (PolicyKey k : chosen) {
     BlockRef it = by_key_.at(k);
@@ -362,8 +380,7 @@ StatusCode IndexedStore::MakeDeviceRoom(const PendingPayload& p, const std::stri
     uint64_t capacity = GlobalUsageLocked().retained_bytes();
     if (space) capacity = space->total;
     // The fair shares are of the device's whole size, not of what is left on it.
-    RoomRequest req{.tenant = tenant, .shared_bytes = short_by, .shares_of = capacity,
-                    .device = &p};
+    RoomRequest req{.tenant = tenant, .shared = short_by, .shares_of = capacity, .device = &p};
     // The device says it has room: the ENOSPC is not one eviction can answer.
     s = short_by == 0 ? StatusCode::kNoSpace : MakeRoomLocked(req, evicted);
   }

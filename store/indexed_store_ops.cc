@@ -155,7 +155,7 @@ uint64_t IndexedStore::Epoch() { return epoch_.load(); }
 
 StoreStats IndexedStore::Stats() {
   std::lock_guard lock(mu_);
-  return StoreStats{epoch_.load(), draining_, counters_};
+  return StoreStats{epoch_.load(), draining_, medium_errors_.load(), counters_};
 }
 
 void IndexedStore::SetRemovalObserver(RemovalObserver observer) {

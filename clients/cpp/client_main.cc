@@ -43,9 +43,18 @@ int Get(const gpucache::MountClient& client, const gpucache::CacheIdentity& id, 
     return *err == ENOENT ? 1 : 2;
   }
   const auto& bytes = std::get<gpucache::Bytes>(r);
+  const char* name = out ? out : "standard output";
   FILE* f = out ? std::fopen(out, "wb") : stdout;
-  if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) return 2;
-  if (out) std::fclose(f);
+  if (!f) {
+    std::cerr << "gpucache-client: cannot write " << name << ": " << std::strerror(errno) << "\n";
+    return 2;
+  }
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = (out ? std::fclose(f) : std::fflush(f)) == 0 && ok;
+  if (!ok) {
+    std::cerr << "gpucache-client: cannot write " << name << ": " << std::strerror(errno) << "\n";
+    return 2;
+  }
   return 0;
 }
 

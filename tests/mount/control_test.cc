@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fs/config.h"
 #include "tests/mount/mount_helpers.h"
 
 namespace gpucache {
@@ -110,6 +111,28 @@ TEST_CASE("Mount: stats count blocks, bytes, hits, misses and commits per tenant
         }) == 0);
   CHECK(std::stoul(ReadText(m.mnt() + "/.gpucache/epoch")) >= 1);
   CHECK(Errno(::open((m.mnt() + "/.gpucache/stats").c_str(), O_WRONLY)) == EACCES);
+}
+
+}  // namespace
+}  // namespace gpucache
+
+namespace gpucache {
+namespace {
+
+// Issue 13, defect 8: the design's .gpucache/config view did not exist.
+TEST_CASE("Control: .gpucache/config is the effective configuration, for admins only") {
+  test::MountedFs m;
+  std::string path = m.mnt() + "/.gpucache/config";
+  std::string text = test::ReadText(path);
+  REQUIRE_FALSE(text.empty());
+  Config parsed = ParseConfig(text, "config view");  // itself a valid configuration
+  CHECK(parsed.data_dirs == std::vector<std::string>{m.data()});
+  CHECK(parsed.tenants.size() == 2);
+  struct stat st;
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0400);
+  CHECK(test::AsUser(1000, 1000, [&] { return test::Errno(::open(path.c_str(), O_RDONLY)); }) == EACCES);
+  CHECK(test::Errno(::open(path.c_str(), O_WRONLY)) == EACCES);
 }
 
 }  // namespace

@@ -226,3 +226,42 @@ TEST_CASE("Open flags: O_APPEND on a .part writes at its end, O_RDWR writes but 
 
 }  // namespace
 }  // namespace gpucache
+
+namespace gpucache {
+namespace {
+
+size_t Occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Issue 13, defect 8: an EINVAL commit said nothing about why.
+TEST_CASE("Commit: an EINVAL refusal logs which check failed, at most once a second per tenant") {
+  MountedFs m(Config("daemon"));
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity("acme"), other = SampleIdentity("acme");
+  other.chain[0][0] ^= 0x22;
+  REQUIRE(::mkdir(NsDir(m, id).c_str(), 0770) == 0);
+  std::string block = client.PathOf(id), part = block + ".part";
+  REQUIRE(WritePart(part, EncodePhysicalKey(other), Payload(100)) == 0);  // names another path
+  for (int i = 0; i < 50; ++i) CHECK(Errno(::rename(part.c_str(), block.c_str())) == EINVAL);
+  std::string log = m.Log();
+  CHECK(Occurrences(log, "refused (EINVAL): the identity names acme/" + AddressOf(other).ns + "/" +
+                             AddressOf(other).block) >= 1);
+  CHECK(Occurrences(log, "refused (EINVAL)") <= 3);  // 50 refusals well within a second or two
+  // A .part without an identity says so.
+  ::usleep(1100 * 1000);
+  CacheIdentity bare = SampleIdentity("acme");
+  bare.chain[0][0] ^= 0x33;
+  std::string bare_part = client.PathOf(bare) + ".part";
+  int fd = ::open(bare_part.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, "x", 1) == 1);
+  ::close(fd);
+  CHECK(Errno(::rename(bare_part.c_str(), client.PathOf(bare).c_str())) == EINVAL);
+  CHECK(m.Log().find("refused (EINVAL): no identity") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucache

@@ -46,11 +46,22 @@ TEST_CASE("Mount limits: in-flight requests, in-flight bytes, registrations are 
   CHECK(::write(fd, big.data(), 10000) == 10000);
   ::close(fd);
   REQUIRE(::unlink((client.PathOf(a) + ".part").c_str()) == 0);
-  // Registrations: reservations + committed + quarantined, across tenants.
+  // Registrations: reservations + committed + quarantined, across tenants. Committed blocks
+  // give theirs up like bytes (the oldest of a tenant above its share first); pinned ones
+  // cannot, and then a new fill is EAGAIN.
   REQUIRE(client.Commit(Block("acme", 3), Payload(10)) == 0);
   REQUIRE(client.Commit(Block("acme", 4), Payload(10)) == 0);
   REQUIRE(AsUser(2000, 2000, [&] { return client.Commit(Block("globex", 5), Payload(10)); }) == 0);
-  CHECK(client.Commit(Block("acme", 6), Payload(10)) == EAGAIN);
+  REQUIRE(client.Commit(Block("acme", 6), Payload(10)) == 0);
+  struct stat st;
+  CHECK(Errno(::stat(client.PathOf(Block("acme", 3)).c_str(), &st)) == ENOENT);
+  for (uint8_t n : {4, 6}) {
+    REQUIRE(::setxattr(client.PathOf(Block("acme", n)).c_str(), "user.gpucache.pinned", "1", 1, 0) == 0);
+  }
+  REQUIRE(::setxattr(client.PathOf(Block("globex", 5)).c_str(), "user.gpucache.pinned", "1", 1, 0) == 0);
+  CHECK(client.Commit(Block("acme", 7), Payload(10)) == EAGAIN);
+  // globex at its share keeps its block; acme's own are pinned.
+  CHECK(AsUser(2000, 2000, [&] { return Errno(::stat(client.PathOf(Block("globex", 5)).c_str(), &st)); }) == 0);
 }
 
 TEST_CASE("Mount eviction: a tenant quota evicts only the tenant's own unpinned blocks") {

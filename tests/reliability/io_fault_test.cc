@@ -177,3 +177,38 @@ TEST_CASE("Reliability power loss: 500 simulated power cuts drop what was not du
 }
 
 }  // namespace gpucache
+
+namespace gpucache {
+namespace {
+
+// Issue 13, defect 8: a failed rename into quarantine was ignored (the block kept its name and
+// came back at the next start), and so was a failed unlink.
+TEST_CASE("Reliability I/O faults: a block that cannot be quarantined or dropped is counted and never comes back") {
+  test::TempDir tmp;
+  FaultEnv env;
+  const Bytes payload = test::Payload(10000, 3);
+  {
+    auto s = Open(tmp.path(), &env);
+    REQUIRE(Fill(*s, Key(1), payload, 1 << 20) == StatusCode::kOk);
+    REQUIRE(Fill(*s, Key(2), payload, 1 << 20) == StatusCode::kOk);
+    // An open reader makes the invalidation a quarantine: its rename fails.
+    auto reader = s->Open(AddressOf(Key(1)));
+    REQUIRE(reader.ok());
+    env.FailCall(0, FaultEnv::Fault::kIoError);
+    CHECK(s->Invalidate(AddressOf(Key(1))) == StatusCode::kOk);
+    CHECK(s->Stats().medium_errors == 1);
+    // With no reader it is dropped: its unlink fails.
+    env.FailCall(0, FaultEnv::Fault::kIoError);
+    CHECK(s->Invalidate(AddressOf(Key(2))) == StatusCode::kOk);
+    CHECK(s->Stats().medium_errors == 2);
+  }
+  // Neither comes back at the next start: Key(1) was unlinked instead of renamed, Key(2) moved
+  // to tmp/ (emptied at every start) instead of unlinked.
+  auto s = Open(tmp.path(), nullptr);
+  CHECK_FALSE(s->Stat(AddressOf(Key(1))).ok());
+  CHECK_FALSE(s->Stat(AddressOf(Key(2))).ok());
+  CHECK(TempFiles(tmp.path()) == 0);
+}
+
+}  // namespace
+}  // namespace gpucache

@@ -74,11 +74,41 @@ TEST_CASE("Limits: in-flight requests, bytes and registrations are EAGAIN and ch
   CHECK(s.Stats().tenants["acme"].usage.inflight_bytes == 1000);
   s.Abort(r1.value());
   CHECK(s.Stats().tenants["acme"].usage.inflight_bytes == 0);
-  // Registrations count committed blocks too.
-  REQUIRE(Commit(s, Block("globex", 5), 10) == StatusCode::kOk);
-  REQUIRE(Commit(s, Block("globex", 6), 10) == StatusCode::kOk);
-  REQUIRE(Commit(s, Block("globex", 7), 10) == StatusCode::kOk);
+  // Registrations count committed blocks too: with all three pinned, nothing can give one up.
+  for (uint8_t n : {5, 6, 7}) {
+    REQUIRE(Commit(s, Block("globex", n), 10) == StatusCode::kOk);
+    s.SetPinned(AddressOf(Block("globex", n)), true);
+  }
   CHECK(Commit(s, Block("globex", 8), 10) == StatusCode::kExhausted);
+  for (uint8_t n : {5, 6, 7}) CHECK(Present(s, Block("globex", n)));
+}
+
+// Issue 13, defect 8: max_registrations never evicted, so once one tenant held them all every
+// other tenant got EAGAIN forever.
+TEST_CASE("Limits: registrations are reclaimed like bytes, fairly") {
+  StoreOptions o;
+  o.limits.global.max_registrations = 4;
+  MemoryStore s(o);
+  for (uint8_t n = 1; n <= 4; ++n) REQUIRE(Commit(s, Block("globex", n), 10) == StatusCode::kOk);
+  // acme takes globex's oldest block's registration: globex is above its share (2 of 4).
+  REQUIRE(Commit(s, Block("acme", 10), 10) == StatusCode::kOk);
+  CHECK_FALSE(Present(s, Block("globex", 1)));
+  REQUIRE(Commit(s, Block("acme", 11), 10) == StatusCode::kOk);
+  CHECK_FALSE(Present(s, Block("globex", 2)));
+  // globex is at its share now: acme's third evicts acme's own oldest.
+  REQUIRE(Commit(s, Block("acme", 12), 10) == StatusCode::kOk);
+  CHECK(Present(s, Block("globex", 3)));
+  CHECK(Present(s, Block("globex", 4)));
+  CHECK_FALSE(Present(s, Block("acme", 10)));
+  CHECK(s.Stats().tenants["globex"].evictions == 2);
+  // A tenant's own max_registrations evicts its own blocks only.
+  StoreOptions t;
+  t.limits.tenants["acme"].max_registrations = 2;
+  MemoryStore s2(t);
+  REQUIRE(Commit(s2, Block("globex", 1), 10) == StatusCode::kOk);
+  for (uint8_t n = 10; n <= 12; ++n) REQUIRE(Commit(s2, Block("acme", n), 10) == StatusCode::kOk);
+  CHECK_FALSE(Present(s2, Block("acme", 10)));
+  CHECK(Present(s2, Block("globex", 1)));
 }
 
 TEST_CASE("Eviction: a tenant quota evicts the tenant's own blocks, oldest-used first") {

@@ -135,11 +135,12 @@ class FaultEnv final : public Env {
     renames_ = still;
     return s;
   }
-  void Remove(const std::string& path) override {
+  StatusCode Remove(const std::string& path) override {
     std::lock_guard l(mu_);
-    if (Begin(false)) return;
-    Env::Posix().Remove(path);
+    if (auto s = Begin(false)) return *s;
+    StatusCode s = Env::Posix().Remove(path);
     files_.erase(path);
+    return s;
   }
 
   // REQUIRES: the store using this Env is destroyed (its descriptors closed).

@@ -79,6 +79,21 @@ class MountInteropTest(unittest.TestCase):
         self.assertEqual(os.getxattr(self.client.path_of(ident), "user.gpucache.identity"),
                          ident.encode_physical_key())
 
+    def test_cpp_get_to_an_unwritable_path_says_why(self):
+        # Issue 13, defect 8: it exited 2 with no message.
+        ident = self.identity([self.hash(), self.hash()])
+        self.client.commit(ident, b"kv" * 100)
+        out = os.path.join(self.tmp, "no-such-dir", "out.bin")
+        r = self.cpp_client("get", self.mnt, self.write_toml(ident), out)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(b"cannot write " + out.encode(), r.stderr)
+        self.assertIn(b"No such file or directory", r.stderr)
+        r = subprocess.run([os.path.join(BUILD_DIR, "gpucache-client"), "get", self.mnt,
+                            self.write_toml(ident)], stdout=open("/dev/full", "wb"),
+                           stderr=subprocess.PIPE, timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(b"cannot write standard output", r.stderr)
+
     def test_cpp_put_python_read(self):
         # Multimodal and an adapter: exercises the [multimodal] table of the C++ identity file.
         ident = self.identity([self.hash(), self.hash()], adapter="lora:x@1", valid_length=100,
