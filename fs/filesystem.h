@@ -152,6 +152,8 @@ class Filesystem {
   // The mode and owner of a tenant's block or `.part`, and of a block read through a handle.
   struct stat FileAttr(uint64_t ino, NodeKind kind, const std::string& tenant, Owner owner,
                        uint64_t size) const;
+  // What a write through `h` hears once its reservation is gone.
+  StatusCode GoneFill(const Handle& h);
   // ESTALE for a `.part` whose reservation a recent fence took, else ENOENT (adr/0006).
   StatusCode PartGone(const BlockAddress& address);
   // A commit refused with EINVAL is logged with its reason, at most once a second per tenant.

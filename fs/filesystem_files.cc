@@ -159,7 +159,7 @@ Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
     std::lock_guard lock(h.mu);
     if (!h.writing) {  // written again after a flush: a writer once more
       if (StatusCode s = store_.OpenWriter(h.reservation); s != StatusCode::kOk) {
-        return store_.StatAttributes(h.address).ok() ? StatusCode::kImmutable : s;
+        return s == StatusCode::kNotFound ? GoneFill(h) : s;
       }
       h.writing = true;
     }
@@ -168,17 +168,22 @@ Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
   Result<size_t> n = h.append ? store_.Append(h.reservation, data)
                               : store_.Write(h.reservation, offset, data);
   if (n.ok()) metrics_.RecordWrite(n.value());
-  if (!n.ok() && n.status() == StatusCode::kNotFound && store_.StatAttributes(h.address).ok()) {
-    return StatusCode::kImmutable;  // the reservation was committed: the block is read-only
-  }
+  if (!n.ok() && n.status() == StatusCode::kNotFound) return GoneFill(h);
   return n;
+}
+
+// A write handle whose reservation is gone: committed (the block is read-only), fenced (ESTALE
+// while that is remembered: found by the model tester, where a forked child's close of a copy of
+// the descriptor ended the writer role before the fence took the reservation), or abandoned.
+StatusCode Filesystem::GoneFill(const Handle& h) {
+  return store_.StatAttributes(h.address).ok() ? StatusCode::kImmutable : PartGone(h.address);
 }
 
 StatusCode Filesystem::Allocate(Handle& h, int mode, uint64_t offset, uint64_t length) {
   if (h.kind != Handle::Kind::kPart || mode != 0) return StatusCode::kNotSupported;
   if (offset + length < offset) return StatusCode::kTooLarge;
   Result<ReservationInfo> r = store_.StatReservation(h.reservation);
-  if (!r.ok()) return store_.StatAttributes(h.address).ok() ? StatusCode::kImmutable : PartGone(h.address);
+  if (!r.ok()) return GoneFill(h);
   if (offset + length <= r->size) return StatusCode::kOk;
   return store_.Truncate(h.reservation, offset + length);
 }

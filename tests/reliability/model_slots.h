@@ -21,6 +21,7 @@ struct Part {
   int fd = -1;       // an open writer, or -1
   Bytes data;        // what the reservation holds
   int identity = 0;  // 0 unset, 1 right, 2 wrong (another slot's)
+  bool append = false;  // the open writer was opened with O_APPEND: writes land at the end
   bool fenced = false;
 };
 

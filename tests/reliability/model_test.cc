@@ -4,7 +4,9 @@
 // included), set a right or wrong identity, close, commit by rename, read (whole or a range),
 // stat, list, unlink a block or a .part, pin and unpin, evict, lookup (hit, prefix hit, miss),
 // damage a block file behind the daemon's back, fence, restart (clean or SIGKILL), and compare
-// the tenant counters. The first divergence stops the run and prints the seed and the last
+// the tenant counters. Also the inputs that found issue 13's defects: reopening a .part with
+// O_TRUNC or O_APPEND, a second member of the tenant touching another's .part, names of 255
+// and 256 bytes, and commits larger than anything could make room for. The first divergence stops the run and prints the seed and the last
 // operations; GPUCACHE_SEED=<seed> replays it (GPUCACHE_MODEL_OPS=<n> changes the length).
 #include <signal.h>
 
@@ -22,6 +24,9 @@ namespace gpucache {
 namespace {
 
 using namespace test;
+
+// Far above what the slots ever hold (24 slots of at most about 450 KiB).
+constexpr uint64_t kRetainLimit = 16ull << 20;
 
 class ModelTester {
  public:
@@ -95,7 +100,7 @@ class ModelTester {
     uint64_t dice = rng_.Below(1000);
     // Weights (per mille).
     if (dice < 100) return Create(k);
-    if (dice < 130) return OpenWriter(k);
+    if (dice < 130) return rng_.Chance(0.4) ? ReopenWithFlags(k) : OpenWriter(k);
     if (dice < 320) return Write(k);
     if (dice < 390) return SetIdentity(k);
     if (dice < 450) return Close(k);
@@ -109,7 +114,8 @@ class ModelTester {
     if (dice < 840) return Pin(k);
     if (dice < 870) return Evict(k);
     if (dice < 920) return Lookup(k);
-    if (dice < 940) return List();
+    if (dice < 930) return List();
+    if (dice < 940) return Hostile(k);
     if (dice < 970) return Corrupt(k);
     if (dice < 990) return CheckCounters();
     if (dice < 993) return Fence();
@@ -149,6 +155,7 @@ class ModelTester {
     size_t len = rng_.Range(1, 48 * 1024);
     size_t off = rng_.Chance(0.7) ? p.data.size() : rng_.Below(p.data.size() + 8192);
     if (off + len > 400 * 1024) off = rng_.Below(p.data.size() + 1);
+    if (p.append) off = p.data.size();  // whatever offset pwrite names (Linux, O_APPEND)
     Log("write " + std::to_string(k) + " [" + std::to_string(off) + ", +" + std::to_string(len) +
         ")");
     Bytes bytes = SeededPayload(rng_.Next(), len);
@@ -160,6 +167,95 @@ class ModelTester {
     if (!Expect(static_cast<size_t>(n) == len, "short write")) return;
     if (p.data.size() < off + len) p.data.resize(off + len, 0);
     std::copy(bytes.begin(), bytes.end(), p.data.begin() + static_cast<long>(off));
+  }
+
+  // The writer reopens its own .part: O_TRUNC empties it (defect 1: it did not, and the rename
+  // published the old bytes under the new), O_APPEND writes at its end, O_RDWR cannot read.
+  void ReopenWithFlags(int k) {
+    Slot& s = slots_[k];
+    if (!s.part || s.part->fd >= 0) return OpenWriter(k);
+    int how = static_cast<int>(rng_.Below(3));
+    int flags = how == 0 ? O_WRONLY | O_TRUNC : how == 1 ? O_WRONLY | O_APPEND : O_RDWR;
+    Log(std::string("reopen ") + std::to_string(k) +
+        (how == 0 ? " O_TRUNC" : how == 1 ? " O_APPEND" : " O_RDWR"));
+    int fd = ::open(s.part_path.c_str(), flags | O_CLOEXEC);
+    int err = fd < 0 ? errno : 0;
+    int want = s.fence_blocked ? ESTALE : s.part->fenced ? ENOENT : 0;
+    if (!ExpectErr(err, want, "reopen of .part of slot " + std::to_string(k))) return;
+    if (fd < 0) return;
+    s.part->fd = fd;
+    s.part->append = how == 1;
+    if (how == 0) s.part->data.clear();
+    if (how == 2) {
+      char c;
+      ExpectErr(::pread(fd, &c, 1, 0) < 0 ? errno : 0, EBUSY, "read through an O_RDWR .part");
+    }
+  }
+
+  // What another member (uid 1000; the writer is root) and over-long names may not do, and
+  // commits that no eviction can make room for. None of it changes anything.
+  void Hostile(int k) {
+    Slot& s = slots_[k];
+    uint64_t what = rng_.Below(4);
+    // AsUser forks, and the child's exit closes its copies of every open .part descriptor,
+    // which (as any close does) ends their writer role: only with none open.
+    bool any_open = std::any_of(slots_.begin(), slots_.end(),
+                                [](const Slot& o) { return o.part && o.part->fd >= 0; });
+    if (what == 0 && any_open) what = 1;
+    if (what == 0) {
+      Log("second_member " + std::to_string(k));
+      int want = s.fence_blocked ? ESTALE : (s.part && !s.part->fenced) ? EBUSY : ENOENT;
+      int err = AsUser(1000, 1000, [&] {
+        int fd = ::open(s.part_path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+        if (fd >= 0) ::close(fd);
+        return fd < 0 ? errno : 0;
+      });
+      if (!ExpectErr(err, want, "another member's O_TRUNC of slot " + std::to_string(k))) return;
+      err = AsUser(1000, 1000, [&] { return ::truncate(s.part_path.c_str(), 0) == 0 ? 0 : errno; });
+      if (!ExpectErr(err, want, "another member's truncate of slot " + std::to_string(k))) return;
+      if (want == EBUSY) {
+        err = AsUser(1000, 1000, [&] { return ::unlink(s.part_path.c_str()) == 0 ? 0 : errno; });
+        ExpectErr(err, EBUSY, "another member's unlink of slot " + std::to_string(k));
+      }
+      return;
+    }
+    if (what == 1) {
+      size_t len = rng_.Chance(0.5) ? 255 : 256;
+      Log("long_name " + std::to_string(len));
+      struct stat st;
+      std::string name = ns_dir_ + "/" + std::string(len, 'a');
+      int err = ::stat(name.c_str(), &st) == 0 ? 0 : errno;
+      if (!ExpectErr(err, len > 255 ? ENAMETOOLONG : ENOENT, "stat of a long name")) return;
+      std::string part = ns_dir_ + "/" + std::string(len - 5, 'a') + ".part";
+      int fd = ::open(part.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+      err = fd < 0 ? errno : 0;
+      if (fd >= 0) ::close(fd);
+      ExpectErr(err, len > 255 ? ENAMETOOLONG : EINVAL, "create of a long .part name");
+      return;
+    }
+    // Larger than max_retained_bytes (kRetainLimit): refused up front, nothing evicted, by the
+    // declared size (fallocate) and by plain writes alike.
+    if (s.part || s.committed || s.fence_blocked) return;
+    bool declared = what == 2;
+    Log(std::string("oversize ") + std::to_string(k) + (declared ? " declared" : " written"));
+    uint64_t evictions = Counter(m_, "evictions");
+    int fd = ::open(s.part_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    if (!ExpectErr(fd < 0 ? errno : 0, 0, "create for an oversize commit")) return;
+    Bytes ident = EncodePhysicalKey(s.id);
+    int err = ::fsetxattr(fd, "user.gpucache.identity", ident.data(), ident.size(), 0) == 0 ? 0 : errno;
+    if (declared && !err) err = ::fallocate(fd, 0, 0, kRetainLimit + 1) == 0 ? 0 : errno;
+    if (!declared && !err) {
+      Bytes piece = SeededPayload(rng_.Next(), 1 << 20);
+      for (uint64_t at = 0; !err && at <= kRetainLimit; at += piece.size()) {
+        err = ::pwrite(fd, piece.data(), piece.size(), static_cast<off_t>(at)) < 0 ? errno : 0;
+      }
+    }
+    ::close(fd);
+    if (!err) err = ::rename(s.part_path.c_str(), s.path.c_str()) == 0 ? 0 : errno;
+    ::unlink(s.part_path.c_str());
+    if (!ExpectErr(err, ENOSPC, "oversize commit of slot " + std::to_string(k))) return;
+    Expect(Counter(m_, "evictions") == evictions, "an oversize commit evicted blocks");
+    s.fill = "failed";
   }
 
   void SetIdentity(int k, bool right = false) {
@@ -559,8 +655,9 @@ TEST_CASE("Reliability model: random operations through the mount agree with the
   if (const char* n = std::getenv("GPUCACHE_MODEL_OPS")) ops = std::atoi(n);
   std::printf("model: seed=%llu ops=%d\n", static_cast<unsigned long long>(seed), ops);
   INFO("GPUCACHE_SEED=" << seed);
-  // A reservation lease longer than the run: nothing expires behind the model's back.
-  MountedFs m(TestConfig("reservation_lease = 3600"));
+  // A reservation lease longer than the run: nothing expires behind the model's back; a
+  // retained-byte limit above anything the slots hold, so that only an oversize commit meets it.
+  MountedFs m(TestConfig("reservation_lease = 3600\nmax_retained_bytes = " + std::to_string(kRetainLimit)));
   auto t0 = Clock::now();
   ModelTester tester(seed, m);
   bool ok = tester.Run(ops);
