@@ -55,7 +55,12 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
   Handle& h = *r.handle;
   switch (n->kind) {
     case NodeKind::kBlock: {
-      if (WantsWrite(flags)) return StatusCode::kImmutable;
+      if (WantsWrite(flags)) {
+        // A name the kernel still caches for a block that just left (an eviction's
+        // invalidation is queued) is a miss, not a committed block.
+        return store_.StatAttributes({n->tenant, n->ns, n->block}).ok() ? StatusCode::kImmutable
+                                                                         : StatusCode::kNotFound;
+      }
       auto reader = store_.Open({n->tenant, n->ns, n->block});
       if (!reader.ok()) return reader.status();
       h.kind = Handle::Kind::kBlock;
