@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
   store_options.eviction_policy = config.eviction_policy;
   store_options.reservation_lease_ns = static_cast<uint64_t>(config.reservation_lease * 1e9);
   gpucache::FileStoreReport report;
-  auto store = gpucache::FileStore::OpenDataDirs(config.data_dirs, store_options, &report, &error);
+  auto store = gpucache::OpenFileStore(config.data_dirs, store_options, &report, &error);
   if (!store) {
     spdlog::error("{}", error);
     return 1;

@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 
 constexpr size_t kSealReadSize = 1 << 20;
 
-class PendingFile final : public IndexedStore::PendingPayload {
+class PendingFile final : public PendingPayload {
  public:
   PendingFile(Fd f, std::string p, size_t d) : fd(std::move(f)), path(std::move(p)), dev(d) {}
   Fd fd;
@@ -37,7 +37,7 @@ class PendingFile final : public IndexedStore::PendingPayload {
   const size_t dev;  // the directory it will be published in
 };
 
-class FileSource final : public IndexedStore::RawSource {
+class FileSource final : public RawSource {
  public:
   FileSource(Fd fd, uint64_t data_offset) : fd_(std::move(fd)), data_offset_(data_offset) {}
   StatusCode ReadRaw(uint64_t offset, std::span<uint8_t> out) override {
@@ -51,7 +51,7 @@ class FileSource final : public IndexedStore::RawSource {
 
 
 // A block moved out of the namespace into quarantine/.
-class QuarantinedFile final : public IndexedStore::StoredPayload {
+class QuarantinedFile final : public StoredPayload {
  public:
   explicit QuarantinedFile(std::string p) : path(std::move(p)) {}
   std::string path;
@@ -98,21 +98,24 @@ Result<BlockHeader> ReadBlockHeader(int fd) {
   return DecodeBlockHeader(prefix, file_size);
 }
 
-FileStore::FileStore(std::vector<Device> devices, StoreOptions options)
-    : IndexedStore(std::move(options)),
+FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
+    : options_(options),
       devices_(std::move(devices)),
-      env_(this->options().env ? *this->options().env : Env::Posix()) {
+      env_(options_.env ? *options_.env : Env::Posix()) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) located_.push_back(std::make_shared<Located>(dev));
-  if (this->options().backing_io == "uring") {
+  if (options_.backing_io == "uring") {
     UringReaderOptions o;
     o.probe_dir = devices_.empty() ? std::string() : devices_[0].path;  // sizes the queue depth
     uring_ = UringReader::Create(o);  // null only for invalid pool options: then pread
   }
 }
 
-std::unique_ptr<FileStore> FileStore::OpenDataDirs(const std::vector<std::string>& data_dirs,
-                                                   StoreOptions options, FileStoreReport* report,
-                                                   std::string* error) {
+FileMedium::~FileMedium() = default;
+
+std::unique_ptr<IndexedStore> OpenFileStore(const std::vector<std::string>& data_dirs,
+                                            StoreOptions options, FileStoreReport* report,
+                                            std::string* error) {
+  using Device = FileMedium::Device;
   if (data_dirs.empty()) {
     *error = "no data directory configured";
     return nullptr;
@@ -140,13 +143,14 @@ std::unique_ptr<FileStore> FileStore::OpenDataDirs(const std::vector<std::string
     }
     devices.push_back(Device{dir, std::move(lock), false});
   }
-  std::unique_ptr<FileStore> store(new FileStore(std::move(devices), std::move(options)));
+  auto medium = std::make_unique<FileMedium>(std::move(devices), options);
+  auto store = std::make_unique<IndexedStore>(std::move(options), std::move(medium));
   FileStoreReport local;
-  if (!store->Initialise(report ? *report : local, *error)) return nullptr;
+  if (!store->Load(report ? *report : local, *error)) return nullptr;
   return store;
 }
 
-bool FileStore::Initialise(FileStoreReport& report, std::string& error) {
+bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   uint64_t epoch = 0;
   for (const Device& d : devices_) {
     Result<uint64_t> e = ReadEpoch(d.path + "/EPOCH");
@@ -157,11 +161,11 @@ bool FileStore::Initialise(FileStoreReport& report, std::string& error) {
     epoch = std::max(epoch, e.value());
   }
   report.epoch = epoch + 1;
-  if (DoPersistEpoch(report.epoch) != StatusCode::kOk) {
+  if (PersistEpoch(report.epoch) != StatusCode::kOk) {
     error = "cannot persist the epoch (EPOCH) in every data directory";
     return false;
   }
-  SetEpoch(report.epoch);
+  host().SetEpoch(report.epoch);
   pins_ = LoadPins();
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     for (const std::string& name : ListDir(devices_[dev].path + "/tmp")) {
@@ -178,7 +182,7 @@ bool FileStore::Initialise(FileStoreReport& report, std::string& error) {
   return true;
 }
 
-void FileStore::LoadBlocks(size_t dev, FileStoreReport& report) {
+void FileMedium::LoadBlocks(size_t dev, FileStoreReport& report) {
   const std::string& dir = devices_[dev].path;
   for (const std::string& tenant : ListDir(dir + "/blocks")) {
     if (!IsValidTenantName(tenant)) {
@@ -195,7 +199,7 @@ void FileStore::LoadBlocks(size_t dev, FileStoreReport& report) {
   }
 }
 
-Result<BlockInfo> FileStore::ReadBlockInfo(const std::string& path, std::string& why) {
+Result<BlockInfo> FileMedium::ReadBlockInfo(const std::string& path, std::string& why) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) {
     why = "cannot open";
@@ -224,12 +228,12 @@ Result<BlockInfo> FileStore::ReadBlockInfo(const std::string& path, std::string&
   return info;
 }
 
-void FileStore::LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
+void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
                               FileStoreReport& report) {
   std::string ns_path = devices_[dev].path + "/blocks/" + tenant + "/" + ns;
   struct stat st{};
   ::stat(ns_path.c_str(), &st);
-  RestoreNamespace(tenant, ns, Owner{st.st_uid, st.st_gid});
+  host().RestoreNamespace(tenant, ns, Owner{st.st_uid, st.st_gid});
   const std::string relative_prefix = tenant + "/" + ns + "/";
   auto in_snapshot = snapshot_namespaces_.find(tenant + "/" + ns);
   int64_t snapshot_ns = in_snapshot == snapshot_namespaces_.end() ? -1 : in_snapshot->second;
@@ -245,7 +249,7 @@ void FileStore::LoadNamespace(size_t dev, const std::string& tenant, const std::
       report.from_snapshot++;
       known->address = BlockAddress{tenant, ns, name};
       known->pinned = pinned;
-      restored = RestoreBlock(*known, located_[dev]);
+      restored = host().RestoreBlock(*known, located_[dev]);
     } else {
       std::string why;
       Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(path, why)
@@ -261,7 +265,7 @@ void FileStore::LoadNamespace(size_t dev, const std::string& tenant, const std::
         continue;
       }
       info->pinned = pinned;
-      restored = RestoreBlock(std::move(info.value()), located_[dev]);
+      restored = host().RestoreBlock(std::move(info.value()), located_[dev]);
     }
     if (!restored) {  // the same block in two directories: keep one
       report.problems.push_back("skipped " + path + ": a duplicate of a block already loaded");
@@ -272,9 +276,9 @@ void FileStore::LoadNamespace(size_t dev, const std::string& tenant, const std::
   }
 }
 
-FileStore::~FileStore() { SaveSnapshots(); }
+void FileMedium::Close() { SaveSnapshots(); }
 
-void FileStore::LoadQuarantine(size_t dev, FileStoreReport& report) {
+void FileMedium::LoadQuarantine(size_t dev, FileStoreReport& report) {
   for (const std::string& name : ListDir(devices_[dev].path + "/quarantine")) {
     std::string path = devices_[dev].path + "/quarantine/" + name;
     std::string why;
@@ -284,12 +288,12 @@ void FileStore::LoadQuarantine(size_t dev, FileStoreReport& report) {
       ::unlink(path.c_str());
       continue;
     }
-    RestoreQuarantine(std::move(info.value()), std::make_shared<QuarantinedFile>(path));
+    host().RestoreQuarantine(std::move(info.value()), std::make_shared<QuarantinedFile>(path));
     report.quarantined++;
   }
 }
 
-std::set<std::string> FileStore::LoadPins() {
+std::set<std::string> FileMedium::LoadPins() {
   std::set<std::string> pins;
   for (const Device& d : devices_) {
     std::ifstream in(d.path + "/PINS");
@@ -301,12 +305,12 @@ std::set<std::string> FileStore::LoadPins() {
   return pins;
 }
 
-bool FileStore::Isolated(size_t dev) const {
+bool FileMedium::Isolated(size_t dev) const {
   std::lock_guard lock(devices_mu_);
   return devices_[dev].isolated;
 }
 
-size_t FileStore::PlaceFor(const BlockAddress& a) const {
+size_t FileMedium::PlaceFor(const BlockAddress& a) const {
   std::string key = a.RelativePath();
   std::lock_guard lock(devices_mu_);
   RefreshWeightsLocked();
@@ -318,7 +322,7 @@ size_t FileStore::PlaceFor(const BlockAddress& a) const {
   return PickPlacement(key, candidates).value_or(0);
 }
 
-void FileStore::RefreshWeightsLocked() const {
+void FileMedium::RefreshWeightsLocked() const {
   uint64_t now = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());
@@ -333,11 +337,11 @@ void FileStore::RefreshWeightsLocked() const {
   }
 }
 
-std::string FileStore::PathIn(size_t dev, const BlockAddress& a) const {
+std::string FileMedium::PathIn(size_t dev, const BlockAddress& a) const {
   return devices_[dev].path + "/blocks/" + a.tenant + "/" + a.ns + "/" + a.block;
 }
 
-StatusCode FileStore::IsolateDomain(const std::string& path) {
+StatusCode FileMedium::IsolateDomain(const std::string& path) {
   size_t dev = devices_.size();
   {
     std::lock_guard lock(devices_mu_);
@@ -351,27 +355,27 @@ StatusCode FileStore::IsolateDomain(const std::string& path) {
     if (in_service == 1) return StatusCode::kInvalidArgument;  // never the last one
     devices_[dev].isolated = true;
   }
-  ForgetIf([dev](const StoredPayload* stored) {
+  host().ForgetIf([dev](const StoredPayload* stored) {
     auto* l = dynamic_cast<const Located*>(stored);
     return l && l->dev == dev;
   });
   return StatusCode::kOk;
 }
 
-std::vector<DomainInfo> FileStore::Domains() {
+std::vector<DomainInfo> FileMedium::Domains() {
   std::lock_guard lock(devices_mu_);
   std::vector<DomainInfo> out;
   for (const Device& d : devices_) out.push_back({d.path, d.isolated});
   return out;
 }
 
-std::string FileStore::BlockPath(const BlockAddress& a) {
-  auto stored = StoredFor(a);
+std::string FileMedium::PathOf(const BlockAddress& a) {
+  auto stored = host().StoredFor(a);
   return PathIn(stored ? DeviceOf(stored) : PlaceFor(a), a);
 }
 
 // Namespaces exist in every directory in service, so that any placement can publish there.
-StatusCode FileStore::DoCreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
+StatusCode FileMedium::CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     if (Isolated(dev)) continue;
     std::string tenant_dir = devices_[dev].path + "/blocks/" + std::string(tenant);
@@ -386,7 +390,7 @@ StatusCode FileStore::DoCreateNamespace(std::string_view tenant, std::string_vie
   return StatusCode::kOk;
 }
 
-StatusCode FileStore::DoRemoveNamespace(std::string_view tenant, std::string_view ns) {
+StatusCode FileMedium::RemoveNamespace(std::string_view tenant, std::string_view ns) {
   for (const Device& d : devices_) {
     std::string path = d.path + "/blocks/" + std::string(tenant) + "/" + std::string(ns);
     if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return StatusFromErrno(errno);
@@ -394,7 +398,7 @@ StatusCode FileStore::DoRemoveNamespace(std::string_view tenant, std::string_vie
   return StatusCode::kOk;
 }
 
-Result<std::shared_ptr<IndexedStore::PendingPayload>> FileStore::DoReserve(const ReservationInfo& info) {
+Result<std::shared_ptr<PendingPayload>> FileMedium::Prepare(const ReservationInfo& info) {
   size_t dev = PlaceFor(info.address);  // the payload is written where it will be published
   std::string path = devices_[dev].path + "/tmp/" + std::to_string(info.region_id) + ".part";
   Fd fd(env_.CreateExclusive(path));
@@ -403,7 +407,7 @@ Result<std::shared_ptr<IndexedStore::PendingPayload>> FileStore::DoReserve(const
   return std::shared_ptr<PendingPayload>(std::make_shared<PendingFile>(std::move(fd), path, dev));
 }
 
-Result<size_t> FileStore::DoWrite(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
+Result<size_t> FileMedium::Write(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
   auto& f = static_cast<PendingFile&>(p);
   if (GPUCACHE_FAILPOINT_FIRES("write.torn")) {  // half of this request lands, then the crash
     env_.Write(f.fd.get(), data.first(data.size() / 2), kBlockDataOffset + offset);
@@ -415,18 +419,18 @@ Result<size_t> FileStore::DoWrite(PendingPayload& p, uint64_t offset, std::span<
   return data.size();
 }
 
-StatusCode FileStore::DoTruncate(PendingPayload& p, uint64_t size) {
+StatusCode FileMedium::Truncate(PendingPayload& p, uint64_t size) {
   auto& f = static_cast<PendingFile&>(p);
   return env_.Truncate(f.fd.get(), kBlockDataOffset + size);
 }
 
-StatusCode FileStore::DoAllocate(PendingPayload& p, uint64_t size) {
+StatusCode FileMedium::Allocate(PendingPayload& p, uint64_t size) {
   auto& f = static_cast<PendingFile&>(p);
   StatusCode s = env_.Allocate(f.fd.get(), kBlockDataOffset, size);
-  return s == StatusCode::kNotSupported ? DoTruncate(p, size) : s;
+  return s == StatusCode::kNotSupported ? Truncate(p, size) : s;
 }
 
-std::optional<IndexedStore::DeviceSpace> FileStore::DoDeviceSpace(const PendingPayload& p) {
+std::optional<Medium::DeviceSpace> FileMedium::SpaceFor(const PendingPayload& p) {
   struct statvfs v {};
   if (::statvfs(devices_[static_cast<const PendingFile&>(p).dev].path.c_str(), &v) != 0) {
     return std::nullopt;
@@ -434,15 +438,15 @@ std::optional<IndexedStore::DeviceSpace> FileStore::DoDeviceSpace(const PendingP
   return DeviceSpace{uint64_t{v.f_bavail} * v.f_frsize, uint64_t{v.f_blocks} * v.f_frsize};
 }
 
-bool FileStore::DoSharesDevice(const PendingPayload& p, const StoredPayload* stored) const {
+bool FileMedium::SharesDevice(const PendingPayload& p, const StoredPayload* stored) const {
   return DeviceOf(stored) == static_cast<const PendingFile&>(p).dev;
 }
 
-Result<IndexedStore::Sealed> FileStore::DoSeal(PendingPayload& p, const BlockInfo& draft) {
+Result<Medium::Sealed> FileMedium::Seal(PendingPayload& p, const BlockInfo& draft) {
   auto& f = static_cast<PendingFile&>(p);
   if (Isolated(f.dev)) return StatusCode::kIoError;  // its device left service meanwhile
   // Cut anything past the payload (a truncate to a smaller size leaves nothing behind).
-  if (StatusCode s = DoTruncate(p, draft.size); s != StatusCode::kOk) return s;
+  if (StatusCode s = Truncate(p, draft.size); s != StatusCode::kOk) return s;
   GPUCACHE_FAILPOINT("seal.after_truncate");
   PayloadHasher hasher(ChunkSizeFor(draft.size));
   Bytes buf(std::min<uint64_t>(draft.size, kSealReadSize));
@@ -470,14 +474,14 @@ Result<IndexedStore::Sealed> FileStore::DoSeal(PendingPayload& p, const BlockInf
   }
   if (StatusCode s = env_.Write(f.fd.get(), encoded, 0); s != StatusCode::kOk) return s;
   GPUCACHE_FAILPOINT("seal.after_header");
-  if (options().sync_commits) {
+  if (options_.sync_commits) {
     if (StatusCode s = env_.SyncData(f.fd.get()); s != StatusCode::kOk) return s;
   }
   std::string target = PathIn(f.dev, draft.address);
   GPUCACHE_FAILPOINT("seal.before_rename");
   if (StatusCode s = env_.Rename(f.path, target); s != StatusCode::kOk) return s;
   GPUCACHE_FAILPOINT("seal.after_rename");
-  if (options().sync_commits) {
+  if (options_.sync_commits) {
     // Not acknowledged unless the name is durable too: a commit whose directory sync failed
     // takes its file back (found by the power-loss test, tests/store/power_loss_test.cc).
     if (StatusCode s = env_.SyncDir(target.substr(0, target.find_last_of('/'))); s != StatusCode::kOk) {
@@ -491,13 +495,13 @@ Result<IndexedStore::Sealed> FileStore::DoSeal(PendingPayload& p, const BlockInf
   return Sealed{std::move(header.checksums), located_[f.dev]};
 }
 
-void FileStore::DoDiscard(PendingPayload& p) {
+void FileMedium::Discard(PendingPayload& p) {
   auto& f = static_cast<PendingFile&>(p);
   f.fd.Reset();
   if (!f.path.empty()) env_.Remove(f.path);
 }
 
-Result<IndexedStore::Opened> FileStore::DoOpen(const BlockInfo& info,
+Result<Medium::Opened> FileMedium::Open(const BlockInfo& info,
                                                const std::shared_ptr<StoredPayload>& stored) {
   Fd fd(::open(PathIn(DeviceOf(stored), info.address).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) return errno == ENOENT ? StatusCode::kChecksumMismatch : StatusFromErrno(errno);
@@ -518,7 +522,7 @@ Result<IndexedStore::Opened> FileStore::DoOpen(const BlockInfo& info,
   return Opened{std::move(source), std::move(header->checksums), std::move(header->identity)};
 }
 
-Result<Bytes> FileStore::DoReadIdentity(const BlockInfo& info,
+Result<Bytes> FileMedium::ReadIdentity(const BlockInfo& info,
                                         const std::shared_ptr<StoredPayload>& stored) {
   Fd fd(::open(PathIn(DeviceOf(stored), info.address).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) return errno == ENOENT ? StatusCode::kChecksumMismatch : StatusFromErrno(errno);
@@ -529,7 +533,7 @@ Result<Bytes> FileStore::DoReadIdentity(const BlockInfo& info,
   return std::move(header->identity);
 }
 
-std::shared_ptr<IndexedStore::StoredPayload> FileStore::DoQuarantine(
+std::shared_ptr<StoredPayload> FileMedium::Quarantine(
     const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
   size_t dev = DeviceOf(stored);
   std::string from = PathIn(dev, info.address);
@@ -539,28 +543,28 @@ std::shared_ptr<IndexedStore::StoredPayload> FileStore::DoQuarantine(
   // Left under its name, the block would be indexed again at the next start. Unlinking it
   // keeps the same promise (open handles still hold the inode until reclaim's unlink fails
   // harmlessly); if even that fails, reclaim will try the name again.
-  CountMediumError();
+  CountError();
   StatusCode removed = env_.Remove(from);
-  if (removed != StatusCode::kOk && removed != StatusCode::kNotFound) CountMediumError();
+  if (removed != StatusCode::kOk && removed != StatusCode::kNotFound) CountError();
   return std::make_shared<QuarantinedFile>(from);
 }
 
-void FileStore::DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
+void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
   auto* q = dynamic_cast<QuarantinedFile*>(stored.get());
   size_t dev = DeviceOf(stored);  // a quarantined file is on device 0's paths or its own
   std::string path = q ? q->path : PathIn(dev, info.address);
   StatusCode s = env_.Remove(path);
   if (s == StatusCode::kOk || s == StatusCode::kNotFound) return;
-  CountMediumError();
+  CountError();
   // Left where it is, the next start would load it again: move it to tmp/, which every start
   // empties. If that fails too, it is counted twice and comes back as a block.
   if (!q && env_.Rename(path, devices_[dev].path + "/tmp/" + std::to_string(info.region_id) +
                                   ".dropped") != StatusCode::kOk) {
-    CountMediumError();
+    CountError();
   }
 }
 
-StatusCode FileStore::DoPersistEpoch(uint64_t epoch) {
+StatusCode FileMedium::PersistEpoch(uint64_t epoch) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     if (Isolated(dev)) continue;
     StatusCode s = WriteFileAtomically(devices_[dev].path + "/EPOCH", std::to_string(epoch) + "\n");
@@ -569,7 +573,7 @@ StatusCode FileStore::DoPersistEpoch(uint64_t epoch) {
   return StatusCode::kOk;
 }
 
-void FileStore::DoPersistPins(const std::vector<BlockAddress>& pinned) {
+void FileMedium::PersistPins(const std::vector<BlockAddress>& pinned) {
   std::string text;
   for (const BlockAddress& a : pinned) text += a.RelativePath() + "\n";
   for (size_t dev = 0; dev < devices_.size(); ++dev) {

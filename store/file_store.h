@@ -1,4 +1,5 @@
-// FileStore: the store contract over one or more data directories of ordinary files.
+// FileMedium: a store's bytes (store/medium.h) in one or more data directories of ordinary
+// files; OpenFileStore opens the store over it.
 //
 // Each data directory is a fault domain (one device). A new block is placed in a directory by
 // weighted rendezvous hashing of its address over the directories still in service, weighted
@@ -41,55 +42,50 @@ namespace gpucache {
 
 class UringReader;
 
-struct FileStoreReport {
-  uint64_t epoch = 0;
-  uint64_t blocks_loaded = 0;
-  uint64_t blocks_skipped = 0;        // corrupt or truncated, deleted
-  uint64_t reservations_dropped = 0;  // .part payloads left by the previous run
-  uint64_t quarantined = 0;           // quarantined blocks still awaiting reclaim
-  uint64_t from_snapshot = 0;         // of blocks_loaded, known from the index snapshot
-  std::vector<std::string> problems;  // one line per skipped file, for the log
-};
+using FileStoreReport = MediumReport;
 
-class FileStore final : public IndexedStore {
+// Opens or initialises the data directories and the store over them. On failure returns null
+// and says why in `error`.
+std::unique_ptr<IndexedStore> OpenFileStore(const std::vector<std::string>& data_dirs,
+                                            StoreOptions options, FileStoreReport* report,
+                                            std::string* error);
+inline std::unique_ptr<IndexedStore> OpenFileStore(const std::string& data_dir, StoreOptions options,
+                                                   FileStoreReport* report, std::string* error) {
+  return OpenFileStore(std::vector<std::string>{data_dir}, std::move(options), report, error);
+}
+
+class FileMedium final : public Medium {
  public:
-  // Writes the index snapshot of every data directory in service (a clean close).
-  ~FileStore() override;
-  // Opens or initialises the data directories. On failure returns null and says why in `error`.
-  static std::unique_ptr<FileStore> OpenDataDirs(const std::vector<std::string>& data_dirs,
-                                                 StoreOptions options, FileStoreReport* report,
-                                                 std::string* error);
-  static std::unique_ptr<FileStore> OpenDataDir(const std::string& data_dir, StoreOptions options,
-                                                FileStoreReport* report, std::string* error) {
-    return OpenDataDirs({data_dir}, std::move(options), report, error);
-  }
+  struct Device;
+  FileMedium(std::vector<Device> devices, const StoreOptions& options);
+  ~FileMedium() override;
 
-  // Where a committed block's file is (or where a new one would be placed).
-  std::string BlockPath(const BlockAddress& address);
+  bool Load(MediumReport& report, std::string& error) override;
+  // Writes the index snapshot of every data directory in service (a clean close).
+  void Close() override;
+  StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) override;
+  StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) override;
+  Result<std::shared_ptr<PendingPayload>> Prepare(const ReservationInfo& info) override;
+  Result<size_t> Write(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) override;
+  StatusCode Truncate(PendingPayload& p, uint64_t size) override;
+  StatusCode Allocate(PendingPayload& p, uint64_t size) override;
+  std::optional<DeviceSpace> SpaceFor(const PendingPayload& p) override;
+  bool SharesDevice(const PendingPayload& p, const StoredPayload* stored) const override;
+  Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft) override;
+  void Discard(PendingPayload& p) override;
+  Result<Opened> Open(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  Result<Bytes> ReadIdentity(const BlockInfo& info,
+                             const std::shared_ptr<StoredPayload>& stored) override;
+  std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& info,
+                                            const std::shared_ptr<StoredPayload>& stored) override;
+  void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  StatusCode PersistEpoch(uint64_t epoch) override;
+  void PersistPins(const std::vector<BlockAddress>& pinned) override;
   StatusCode IsolateDomain(const std::string& path) override;
   std::vector<DomainInfo> Domains() override;
+  // Where a committed block's file is (or where a new one would be placed).
+  std::string PathOf(const BlockAddress& address) override;
 
- protected:
-  StatusCode DoCreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) override;
-  StatusCode DoRemoveNamespace(std::string_view tenant, std::string_view ns) override;
-  Result<std::shared_ptr<PendingPayload>> DoReserve(const ReservationInfo& info) override;
-  Result<size_t> DoWrite(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) override;
-  StatusCode DoTruncate(PendingPayload& p, uint64_t size) override;
-  StatusCode DoAllocate(PendingPayload& p, uint64_t size) override;
-  std::optional<DeviceSpace> DoDeviceSpace(const PendingPayload& p) override;
-  bool DoSharesDevice(const PendingPayload& p, const StoredPayload* stored) const override;
-  Result<Sealed> DoSeal(PendingPayload& p, const BlockInfo& draft) override;
-  void DoDiscard(PendingPayload& p) override;
-  Result<Opened> DoOpen(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
-  Result<Bytes> DoReadIdentity(const BlockInfo& info,
-                               const std::shared_ptr<StoredPayload>& stored) override;
-  std::shared_ptr<StoredPayload> DoQuarantine(const BlockInfo& info,
-                                              const std::shared_ptr<StoredPayload>& stored) override;
-  void DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
-  StatusCode DoPersistEpoch(uint64_t epoch) override;
-  void DoPersistPins(const std::vector<BlockAddress>& pinned) override;
-
- private:
   struct Device {
     std::string path;
     Fd lock;
@@ -97,7 +93,8 @@ class FileStore final : public IndexedStore {
     mutable double free_bytes = 1;  // placement weight, guarded by devices_mu_
   };
 
-  FileStore(std::vector<Device> devices, StoreOptions options);
+ private:
+  const StoreOptions options_;
   // Index snapshots (store/index_snapshot.h): written at a clean close, read and deleted at
   // start.
   void SaveSnapshots();
@@ -107,7 +104,6 @@ class FileStore final : public IndexedStore {
   // snapshot_namespaces_ (-1: not in the snapshot). The address is left for the caller to set.
   std::optional<IndexedBlock> FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
                                            const std::string& name);
-  bool Initialise(FileStoreReport& report, std::string& error);
   void LoadBlocks(size_t dev, FileStoreReport& report);
   void LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
                      FileStoreReport& report);

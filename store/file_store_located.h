@@ -9,17 +9,17 @@
 
 namespace gpucache {
 
-class Located final : public IndexedStore::StoredPayload {
+class Located final : public StoredPayload {
  public:
   explicit Located(size_t d) : dev(d) {}
   const size_t dev;
 };
 
-inline size_t DeviceOf(const IndexedStore::StoredPayload* stored) {
+inline size_t DeviceOf(const StoredPayload* stored) {
   auto* l = dynamic_cast<const Located*>(stored);
   return l ? l->dev : 0;
 }
-inline size_t DeviceOf(const std::shared_ptr<IndexedStore::StoredPayload>& stored) {
+inline size_t DeviceOf(const std::shared_ptr<StoredPayload>& stored) {
   return DeviceOf(stored.get());
 }
 

@@ -13,7 +13,7 @@
 
 namespace gpucache {
 
-void FileStore::LoadSnapshot(size_t dev) {
+void FileMedium::LoadSnapshot(size_t dev) {
   std::string path = devices_[dev].path + "/" + kSnapshotFile;
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
@@ -34,10 +34,10 @@ void FileStore::LoadSnapshot(size_t dev) {
   std::sort(snapshot_.begin(), snapshot_.end(), [](const SnapshotEntry& a, const SnapshotEntry& b) {
     return std::tie(a.ns, a.block) < std::tie(b.ns, b.block);
   });
-  ReserveBlocks(snapshot_.size());
+  host().ReserveBlocks(snapshot_.size());
 }
 
-std::optional<IndexedStore::IndexedBlock> FileStore::FromSnapshot(int dir_fd, const std::string& path,
+std::optional<IndexedBlock> FileMedium::FromSnapshot(int dir_fd, const std::string& path,
                                                                   int64_t ns, const std::string& name) {
   if (ns < 0) return std::nullopt;
   std::optional<BlockDigest> block = ParseBlockName(name);
@@ -67,14 +67,14 @@ std::optional<IndexedStore::IndexedBlock> FileStore::FromSnapshot(int dir_fd, co
   return b;
 }
 
-void FileStore::SaveSnapshots() {
+void FileMedium::SaveSnapshots() {
   std::vector<IndexSnapshot> per_dev(devices_.size());
   std::vector<std::map<std::string, uint32_t>> ns_index(devices_.size());
   std::vector<bool> in_service(devices_.size());
   for (size_t dev = 0; dev < devices_.size(); ++dev) in_service[dev] = !Isolated(dev);
   // Under the store's lock: no I/O here; the files are checked below.
   std::string ns_name;
-  ForEachBlock([&](const IndexedBlock& b, const StoredPayload* stored) {
+  host().ForEachBlock([&](const IndexedBlock& b, const StoredPayload* stored) {
     size_t dev = DeviceOf(stored);
     if (dev >= devices_.size() || !in_service[dev]) return;
     IndexSnapshot& snapshot = per_dev[dev];

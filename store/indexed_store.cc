@@ -29,12 +29,19 @@ uint64_t MinNonZero(uint64_t a, uint64_t b) { return a == 0 ? b : (b == 0 ? a : 
 
 }  // namespace
 
-IndexedStore::IndexedStore(StoreOptions options)
-    : options_(std::move(options)), policy_(MakePolicy(options_.eviction_policy)) {
+IndexedStore::IndexedStore(StoreOptions options, std::unique_ptr<Medium> medium)
+    : options_(std::move(options)),
+      medium_(std::move(medium)),
+      policy_(MakePolicy(options_.eviction_policy)) {
   if (!policy_) policy_ = MakePolicy(kDefaultPolicy);
+  medium_->Attach(*this);
 }
 
-IndexedStore::~IndexedStore() = default;
+IndexedStore::~IndexedStore() { medium_->Close(); }
+
+bool IndexedStore::Load(MediumReport& report, std::string& error) {
+  return medium_->Load(report, error);
+}
 
 // --- Namespaces -------------------------------------------------------------------------
 
@@ -45,7 +52,7 @@ StatusCode IndexedStore::CreateNamespace(std::string_view tenant, std::string_vi
     std::lock_guard lock(mu_);
     if (namespaces_.count(key)) return StatusCode::kExists;
   }
-  if (StatusCode s = DoCreateNamespace(tenant, ns, owner); s != StatusCode::kOk) return s;
+  if (StatusCode s = medium_->CreateNamespace(tenant, ns, owner); s != StatusCode::kOk) return s;
   std::lock_guard lock(mu_);
   if (namespaces_.count(key)) return StatusCode::kExists;
   AddNamespaceLocked(key.first, key.second, owner);
@@ -68,7 +75,7 @@ StatusCode IndexedStore::RemoveNamespace(std::string_view tenant, std::string_vi
   free_ns_ids_.push_back(it->second.id);
   namespaces_.erase(it);
   lock.unlock();
-  return DoRemoveNamespace(tenant, ns);
+  return medium_->RemoveNamespace(tenant, ns);
 }
 
 Result<Owner> IndexedStore::StatNamespace(std::string_view tenant, std::string_view ns) {
@@ -187,7 +194,7 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
     RecordOutcomeLocked(address, FillState::kPending);
   }
   Finish(std::move(evicted), RemovalReason::kEvicted);
-  auto payload = DoReserve(info);
+  auto payload = medium_->Prepare(info);
   std::lock_guard lock(mu_);
   Reservation* r = FindLocked(info.id);
   if (!payload.ok()) {
@@ -195,7 +202,7 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
     return payload.status();
   }
   if (!r) {  // fenced while the medium prepared it
-    DoDiscard(*payload.value());
+    medium_->Discard(*payload.value());
     return StatusCode::kFenced;
   }
   r->payload = std::move(payload.value());
@@ -256,11 +263,11 @@ Result<size_t> IndexedStore::Write(ReservationId id, uint64_t offset, std::span<
     payload = r->payload;
     tenant = r->info.address.tenant;
   }
-  Result<size_t> n = DoWrite(*payload, offset, data);
+  Result<size_t> n = medium_->Write(*payload, offset, data);
   if (n.status() == StatusCode::kNoSpace &&
       MakeDeviceRoom(*payload, tenant, data.size()) == StatusCode::kOk) {
     // The device was full, and evicting what may go there made room: once more.
-    n = DoWrite(*payload, offset, data);
+    n = medium_->Write(*payload, offset, data);
   }
   std::lock_guard lock(mu_);
   Reservation* r = FindLocked(id);
@@ -304,10 +311,10 @@ StatusCode IndexedStore::Truncate(ReservationId id, uint64_t size) {
     r->writes_inflight++;
   }
   // Growing declares the size: the room is found (or refused) now, whole, before any write.
-  StatusCode s = size > old_size ? DoAllocate(*payload, size) : DoTruncate(*payload, size);
+  StatusCode s = size > old_size ? medium_->Allocate(*payload, size) : medium_->Truncate(*payload, size);
   if (s == StatusCode::kNoSpace && size > old_size &&
       MakeDeviceRoom(*payload, tenant, size - old_size) == StatusCode::kOk) {
-    s = DoAllocate(*payload, size);
+    s = medium_->Allocate(*payload, size);
   }
   std::lock_guard lock(mu_);
   if (Reservation* r = FindLocked(id)) {
@@ -345,7 +352,7 @@ void IndexedStore::CloseWriter(ReservationId id) {
       reservations_.erase(id);
     }
   }
-  if (discard) DoDiscard(*discard);
+  if (discard) medium_->Discard(*discard);
 }
 
 StatusCode IndexedStore::Commit(ReservationId id) {
@@ -379,13 +386,13 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   }
   Finish(std::move(evicted), RemovalReason::kEvicted);
   const IndexKeys keys = IndexKeysOf(draft.identity, draft.canonical_identity);
-  Result<Sealed> sealed = DoSeal(*payload, draft);
+  Result<Medium::Sealed> sealed = medium_->Seal(*payload, draft);
   if (sealed.status() == StatusCode::kNoSpace &&
       MakeDeviceRoom(*payload, draft.address.tenant, kBlockDataOffset) == StatusCode::kOk) {
     // The device filled up under the payload and the header (or a sync) found no room: room
     // was made from blocks that may go, as Write does; ENOSPC is for a device where evicting
     // would not help (found by tests/reliability/full_disk_test.cc).
-    sealed = DoSeal(*payload, draft);
+    sealed = medium_->Seal(*payload, draft);
   }
   std::unique_lock lock(mu_);
   Reservation* r = FindLocked(id);
@@ -396,7 +403,7 @@ StatusCode IndexedStore::Commit(ReservationId id) {
     // Fenced while sealing: fenced is not success, so the published file goes again.
     reservations_.erase(id);
     lock.unlock();
-    DoDrop(draft, sealed->stored);
+    medium_->Drop(draft, sealed->stored);
     return StatusCode::kFenced;
   }
   Transition(r->info.state, BlockState::kCommitted);
@@ -443,7 +450,7 @@ StatusCode IndexedStore::Abort(ReservationId id) {
     payload = std::move(r->payload);
     ReleaseReservationLocked(id, FillState::kFailed);
   }
-  if (payload) DoDiscard(*payload);
+  if (payload) medium_->Discard(*payload);
   return StatusCode::kOk;
 }
 

@@ -3,9 +3,9 @@
 // It owns the in-memory index of namespaces and committed blocks, the reservation table with
 // its lifecycle transitions, the lookup rules (exact hit, prefix hit, incompatible miss), the
 // commit checks, admission against ResourceLimits, eviction through an EvictionPolicy,
-// quarantine, epoch fencing, draining, fill outcomes and the counters. A subclass supplies
-// the medium: MemoryStore keeps bytes in memory, FileStore in block files. Medium hooks are
-// called without the lock held, so no disk I/O ever happens under it.
+// quarantine, epoch fencing, draining, fill outcomes and the counters. It holds its medium by
+// composition (store/medium.h): MemoryMedium keeps bytes in memory, FileMedium in block files.
+// The medium is called without the lock held, so no disk I/O ever happens under it.
 //
 // The index is sized for millions of blocks: per committed block it keeps a Record of fixed
 // size (the block name as 16 binary bytes in its namespace's ordered map, sizes, epoch,
@@ -36,6 +36,7 @@
 #include "store/checksum.h"
 #include "store/eviction/eviction_policy.h"
 #include "store/index_keys.h"
+#include "store/medium.h"
 
 namespace gpucache {
 
@@ -51,11 +52,14 @@ using RemovalObserver = std::function<void(const BlockAddress&, RemovalReason)>;
 // Must be cheap: it delays the writer's commit reply (the cold tier only queues the address).
 using CommitObserver = std::function<void(const BlockAddress&)>;
 
-class IndexedStore : public BlockStore {
+class IndexedStore : public BlockStore, private MediumHost {
  public:
   // REQUIRES: MakePolicy(options.eviction_policy) is not null (callers validate the name).
-  explicit IndexedStore(StoreOptions options);
+  IndexedStore(StoreOptions options, std::unique_ptr<Medium> medium);
+  // Closes the medium (a clean close: it may save what speeds up the next start).
   ~IndexedStore() override;
+  // Restores what the medium holds; false (with a reason) if it cannot. Call once, first.
+  bool Load(MediumReport& report, std::string& error);
 
   StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) override;
   StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) override;
@@ -109,6 +113,11 @@ class IndexedStore : public BlockStore {
 
   uint64_t Epoch() override;
   StoreStats Stats() override;
+  StatusCode IsolateDomain(const std::string& path) override;
+  std::vector<DomainInfo> Domains() override;
+  // Where the medium keeps a block's bytes (a block file), for tools and tests.
+  std::string BackingPath(const BlockAddress& address) { return medium_->PathOf(address); }
+  Medium& medium() { return *medium_; }
 
   void SetRemovalObserver(RemovalObserver observer);
   // REQUIRES: called before the store is shared between threads (start-up wiring).
@@ -121,114 +130,18 @@ class IndexedStore : public BlockStore {
   // Called by readers when they close.
   void ReaderClosed(const BlockAddress& address, uint64_t region_id);
 
-  // --- Types a medium (subclass) implements; public so media may define them privately.
-  // Medium-owned state of an in-flight reservation (a temp file, a buffer).
-  class PendingPayload {
-   public:
-    virtual ~PendingPayload() = default;
-  };
-  // Medium-owned state of a committed or quarantined block, if any.
-  class StoredPayload {
-   public:
-    virtual ~StoredPayload() = default;
-  };
-  // Raw, unverified bytes of a committed payload; the reader verifies them.
-  class RawSource {
-   public:
-    virtual ~RawSource() = default;
-    // Fills `out` from payload offset `offset`; kIoError on a short or failed read.
-    virtual StatusCode ReadRaw(uint64_t offset, std::span<uint8_t> out) = 0;
-  };
-  struct Sealed {
-    PayloadChecksums checksums;
-    std::shared_ptr<StoredPayload> stored;
-  };
-  struct Opened {
-    std::unique_ptr<RawSource> source;
-    PayloadChecksums checksums;
-    Bytes identity;  // the canonical identity the medium holds for the block (GPCK)
-  };
-  // A committed block as the index keeps it: no identity bytes, only their IndexKeys. What a
-  // medium saves at a clean close and restores from at start-up.
-  struct IndexedBlock {
-    BlockAddress address;
-    uint64_t size = 0;
-    uint64_t commit_epoch = 0;
-    uint64_t region_id = 0;
-    Owner owner;
-    uint64_t commit_time_ns = 0;
-    BlockDigest checksum{};  // XXH3-128 of the payload, canonical byte order
-    IndexKeys keys;
-    bool pinned = false;
-  };
-
- protected:
-  virtual StatusCode DoCreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) = 0;
-  virtual StatusCode DoRemoveNamespace(std::string_view tenant, std::string_view ns) = 0;
-  virtual Result<std::shared_ptr<PendingPayload>> DoReserve(const ReservationInfo& info) = 0;
-  virtual Result<size_t> DoWrite(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) = 0;
-  virtual StatusCode DoTruncate(PendingPayload& p, uint64_t size) = 0;
-  // Grows the payload to `size` bytes and, where the medium can, allocates them, so that the
-  // writes that follow cannot meet a full device (a fill that declares its size).
-  virtual StatusCode DoAllocate(PendingPayload& p, uint64_t size) { return DoTruncate(p, size); }
-  // The free and total bytes of the device `p` is written to, read now; nullopt for a medium
-  // without such a limit. Lets a full device be judged before anything is evicted for it.
-  struct DeviceSpace {
-    uint64_t free = 0;
-    uint64_t total = 0;
-  };
-  virtual std::optional<DeviceSpace> DoDeviceSpace(const PendingPayload& p) {
-    (void)p;
-    return std::nullopt;
-  }
-  // Whether evicting a block stored as `stored` frees room on the device `p` is written to.
-  // Called under the store's lock: memory only.
-  virtual bool DoSharesDevice(const PendingPayload& p, const StoredPayload* stored) const {
-    (void)p;
-    (void)stored;
-    return true;
-  }
-  // Computes checksums over the `size` payload bytes, persists, and publishes at the address.
-  // `draft` holds every field but the checksum.
-  virtual Result<Sealed> DoSeal(PendingPayload& p, const BlockInfo& draft) = 0;
-  virtual void DoDiscard(PendingPayload& p) = 0;
-  // `info` carries no identity; the medium returns the one it holds, and the caller checks it.
-  virtual Result<Opened> DoOpen(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) = 0;
-  // The canonical identity the medium holds for a committed block (`info` carries none);
-  // kChecksumMismatch if its bytes are gone or damaged.
-  virtual Result<Bytes> DoReadIdentity(const BlockInfo& info,
-                                       const std::shared_ptr<StoredPayload>& stored) = 0;
-  // Moves a block's bytes out of the namespace but keeps them; returns the new medium state.
-  virtual std::shared_ptr<StoredPayload> DoQuarantine(const BlockInfo& info,
-                                                      const std::shared_ptr<StoredPayload>& stored) = 0;
-  // Frees a block's bytes (committed or quarantined).
-  virtual void DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) = 0;
-  virtual StatusCode DoPersistEpoch(uint64_t epoch) = 0;
-  virtual void DoPersistPins(const std::vector<BlockAddress>& pinned) = 0;
-
-  // A medium operation that failed where no caller can hear it (a rename into quarantine, an
-  // unlink of an evicted block): counted in StoreStats::medium_errors.
-  void CountMediumError() { medium_errors_.fetch_add(1, std::memory_order_relaxed); }
-
-  // For subclasses restoring state at start-up (before any other call).
-  void RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner);
-  // Both return false (and change nothing) if the address is already indexed.
-  // REQUIRES: `info` is whole (identity decoded, canonical bytes set).
-  bool RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored);
-  bool RestoreBlock(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored);
-  void RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored);
-  // About `blocks` more blocks are to be restored: sizes the side tables once.
-  void ReserveBlocks(size_t blocks);
-  void SetEpoch(uint64_t epoch);
-  // The medium state of a committed block, or null.
-  std::shared_ptr<StoredPayload> StoredFor(const BlockAddress& address);
-  // Forgets (without touching their bytes) the committed blocks `lost` selects, as when their
-  // device is gone; tells the observer. Returns how many.
-  size_t ForgetIf(const std::function<bool(const StoredPayload*)>& lost);
-  // Calls `fn` for every committed block, under the store's lock (no I/O in `fn`).
-  void ForEachBlock(const std::function<void(const IndexedBlock&, const StoredPayload*)>& fn);
-
  private:
+  // MediumHost: what the medium calls back (store/medium.h).
+  void RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner) override;
+  bool RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) override;
+  bool RestoreBlock(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored) override;
+  void RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored) override;
+  void ReserveBlocks(size_t blocks) override;
+  void SetEpoch(uint64_t epoch) override;
+  std::shared_ptr<StoredPayload> StoredFor(const BlockAddress& address) override;
+  size_t ForgetIf(const std::function<bool(const StoredPayload*)>& lost) override;
+  void ForEachBlock(const BlockVisitor& visit) override;
+
   struct Reservation {
     ReservationInfo info;
     Bytes identity;
@@ -361,10 +274,10 @@ class IndexedStore : public BlockStore {
   TenantCounters& CountersLocked(const std::string& tenant);
 
   const StoreOptions options_;
+  const std::unique_ptr<Medium> medium_;
   std::mutex fence_mu_;
   std::mutex mu_;
   std::atomic<uint64_t> epoch_{1};
-  std::atomic<uint64_t> medium_errors_{0};
   bool draining_ = false;
   bool drain_finished_ = false;
   uint64_t next_region_seq_ = 0;

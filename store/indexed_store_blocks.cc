@@ -78,7 +78,7 @@ std::string_view ToString(FillState state) {
 // lives, the block counts as open: evicting it quarantines it instead of freeing it.
 class VerifyingReader final : public BlockReader {
  public:
-  VerifyingReader(IndexedStore& store, BlockInfo info, std::unique_ptr<IndexedStore::RawSource> src,
+  VerifyingReader(IndexedStore& store, BlockInfo info, std::unique_ptr<RawSource> src,
                   PayloadChecksums sums)
       : store_(store), info_(std::move(info)), src_(std::move(src)), sums_(std::move(sums)) {}
   ~VerifyingReader() override { store_.ReaderClosed(info_.address, info_.region_id); }
@@ -110,7 +110,7 @@ class VerifyingReader final : public BlockReader {
  private:
   IndexedStore& store_;
   const BlockInfo info_;
-  std::unique_ptr<IndexedStore::RawSource> src_;
+  std::unique_ptr<RawSource> src_;
   const PayloadChecksums sums_;
 };
 
@@ -253,12 +253,12 @@ void IndexedStore::Finish(std::vector<Departure> departures, std::optional<Remov
   }
   for (Departure& d : departures) {
     if (d.quarantine) {
-      auto moved = DoQuarantine(d.info, d.stored);
+      auto moved = medium_->Quarantine(d.info, d.stored);
       std::lock_guard lock(mu_);
       auto q = quarantine_.find(d.info.region_id);
       if (q != quarantine_.end()) q->second.stored = std::move(moved);
     } else {
-      DoDrop(d.info, d.stored);
+      medium_->Drop(d.info, d.stored);
     }
     if (notify && observer) observer(d.info.address, *notify);
   }
@@ -326,7 +326,7 @@ StatusCode IndexedStore::MakeRoomLocked(const RoomRequest& req, std::vector<Depa
   auto amount = [&](const Record& r) { return req.count_blocks ? uint64_t{1} : r.size; };
   auto may_go = [&](const Record& r, bool own_only) {
     if (r.pinned || r.open_readers != 0) return false;
-    if (req.device && !DoSharesDevice(*req.device, r.stored.get())) return false;
+    if (req.device && !medium_->SharesDevice(*req.device, r.stored.get())) return false;
     std::string_view owner = NamespaceKeyOf(r.ns).first;
     if (owner == req.tenant) return true;
     if (own_only) return false;
@@ -370,7 +370,7 @@ StatusCode IndexedStore::MakeDeviceRoom(const PendingPayload& p, const std::stri
                                         uint64_t need) {
   // Filesystems keep some slack of their own (metadata, rounding to blocks).
   constexpr uint64_t kSlack = 256 << 10;
-  std::optional<DeviceSpace> space = DoDeviceSpace(p);  // I/O: before the lock
+  std::optional<Medium::DeviceSpace> space = medium_->SpaceFor(p);  // I/O: before the lock
   std::vector<Departure> evicted;
   StatusCode s;
   {
@@ -409,7 +409,7 @@ Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
     stored = (*it)->second.stored;
     identity_digest = (*it)->second.keys.identity;
   }
-  Result<Bytes> canonical = DoReadIdentity(info, stored);
+  Result<Bytes> canonical = medium_->ReadIdentity(info, stored);
   if (canonical.ok() && IdentityDigest(canonical.value()) == identity_digest) {
     if (Result<CacheIdentity> id = DecodePhysicalKey(canonical.value()); id.ok()) {
       info.identity = std::move(id.value());
@@ -456,7 +456,7 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
     stored = (*it)->second.stored;
     identity_digest = (*it)->second.keys.identity;
   }
-  Result<Opened> opened = DoOpen(info, stored);
+  Result<Medium::Opened> opened = medium_->Open(info, stored);
   StatusCode status = opened.status();
   if (opened.ok()) {
     // The medium's identity must be the one committed: a file replaced or damaged since it was

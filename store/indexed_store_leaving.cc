@@ -58,7 +58,7 @@ void IndexedStore::PersistPins() {
       }
     }
   }
-  DoPersistPins(pinned);
+  medium_->PersistPins(pinned);
 }
 
 size_t IndexedStore::ForgetIf(const std::function<bool(const StoredPayload*)>& lost) {
@@ -84,8 +84,7 @@ size_t IndexedStore::ForgetIf(const std::function<bool(const StoredPayload*)>& l
   return gone.size();
 }
 
-void IndexedStore::ForEachBlock(
-    const std::function<void(const IndexedBlock&, const StoredPayload*)>& fn) {
+void IndexedStore::ForEachBlock(const BlockVisitor& fn) {
   std::lock_guard lock(mu_);
   IndexedBlock b;
   for (auto& [key, ns] : namespaces_) {

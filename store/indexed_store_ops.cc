@@ -10,7 +10,7 @@ Result<uint64_t> IndexedStore::Fence() {
   std::lock_guard fence_lock(fence_mu_);
   uint64_t next = epoch_.load() + 1;
   // Persist first: a fence the daemon acknowledged survives a crash.
-  if (StatusCode s = DoPersistEpoch(next); s != StatusCode::kOk) return s;
+  if (StatusCode s = medium_->PersistEpoch(next); s != StatusCode::kOk) return s;
   std::vector<std::shared_ptr<PendingPayload>> discard;
   {
     std::lock_guard lock(mu_);
@@ -33,7 +33,7 @@ Result<uint64_t> IndexedStore::Fence() {
       }
     }
   }
-  for (auto& p : discard) DoDiscard(*p);
+  for (auto& p : discard) medium_->Discard(*p);
   return next;
 }
 
@@ -68,7 +68,7 @@ StatusCode IndexedStore::ReclaimDrained(uint64_t region_id) {
     c.usage.quarantined_bytes -= q.info.size;
     c.reclaimed++;
   }
-  DoDrop(q.info, q.stored);
+  medium_->Drop(q.info, q.stored);
   return StatusCode::kOk;
 }
 
@@ -90,7 +90,7 @@ Result<uint64_t> IndexedStore::ReclaimFenced(uint64_t epoch) {
       it = quarantine_.erase(it);
     }
   }
-  for (Quarantined& q : freed) DoDrop(q.info, q.stored);
+  for (Quarantined& q : freed) medium_->Drop(q.info, q.stored);
   return uint64_t{freed.size()};
 }
 
@@ -147,7 +147,7 @@ size_t IndexedStore::ExpireReservations(uint64_t now_ns) {
       }
     }
   }
-  for (auto& p : discard) DoDiscard(*p);
+  for (auto& p : discard) medium_->Discard(*p);
   return discard.size();
 }
 
@@ -155,8 +155,12 @@ uint64_t IndexedStore::Epoch() { return epoch_.load(); }
 
 StoreStats IndexedStore::Stats() {
   std::lock_guard lock(mu_);
-  return StoreStats{epoch_.load(), draining_, medium_errors_.load(), counters_};
+  return StoreStats{epoch_.load(), draining_, medium_->errors(), counters_};
 }
+
+StatusCode IndexedStore::IsolateDomain(const std::string& path) { return medium_->IsolateDomain(path); }
+
+std::vector<DomainInfo> IndexedStore::Domains() { return medium_->Domains(); }
 
 void IndexedStore::SetRemovalObserver(RemovalObserver observer) {
   std::lock_guard lock(mu_);
@@ -229,7 +233,7 @@ void IndexedStore::RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPaylo
 
 void IndexedStore::SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
 
-std::shared_ptr<IndexedStore::StoredPayload> IndexedStore::StoredFor(const BlockAddress& address) {
+std::shared_ptr<StoredPayload> IndexedStore::StoredFor(const BlockAddress& address) {
   std::lock_guard lock(mu_);
   auto it = FindBlockLocked(address);
   return it ? (*it)->second.stored : nullptr;

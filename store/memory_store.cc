@@ -6,13 +6,13 @@
 namespace gpucache {
 namespace {
 
-class Buffer final : public IndexedStore::PendingPayload {
+class Buffer final : public PendingPayload {
  public:
   std::mutex mu;
   Bytes bytes;
 };
 
-class Stored final : public IndexedStore::StoredPayload {
+class Stored final : public StoredPayload {
  public:
   Stored(Bytes b, PayloadChecksums s, Bytes id)
       : bytes(std::move(b)), sums(std::move(s)), identity(std::move(id)) {}
@@ -21,7 +21,7 @@ class Stored final : public IndexedStore::StoredPayload {
   const Bytes identity;  // canonical (GPCK)
 };
 
-class MemorySource final : public IndexedStore::RawSource {
+class MemorySource final : public RawSource {
  public:
   explicit MemorySource(std::shared_ptr<Stored> s) : stored_(std::move(s)) {}
   StatusCode ReadRaw(uint64_t offset, std::span<uint8_t> out) override {
@@ -36,21 +36,27 @@ class MemorySource final : public IndexedStore::RawSource {
 
 }  // namespace
 
-MemoryStore::MemoryStore(StoreOptions options) : IndexedStore(options) {}
+MemoryStore::MemoryStore(StoreOptions options)
+    : IndexedStore(std::move(options), std::make_unique<MemoryMedium>()) {}
 
-StatusCode MemoryStore::DoCreateNamespace(std::string_view, std::string_view, Owner) {
+bool MemoryMedium::Load(MediumReport& report, std::string&) {
+  report.epoch = 1;
+  return true;
+}
+
+StatusCode MemoryMedium::CreateNamespace(std::string_view, std::string_view, Owner) {
   return StatusCode::kOk;
 }
 
-StatusCode MemoryStore::DoRemoveNamespace(std::string_view, std::string_view) {
+StatusCode MemoryMedium::RemoveNamespace(std::string_view, std::string_view) {
   return StatusCode::kOk;
 }
 
-Result<std::shared_ptr<IndexedStore::PendingPayload>> MemoryStore::DoReserve(const ReservationInfo&) {
+Result<std::shared_ptr<PendingPayload>> MemoryMedium::Prepare(const ReservationInfo&) {
   return std::shared_ptr<PendingPayload>(std::make_shared<Buffer>());
 }
 
-Result<size_t> MemoryStore::DoWrite(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
+Result<size_t> MemoryMedium::Write(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
   auto& b = static_cast<Buffer&>(p);
   std::lock_guard lock(b.mu);
   if (b.bytes.size() < offset + data.size()) b.bytes.resize(offset + data.size());
@@ -58,14 +64,14 @@ Result<size_t> MemoryStore::DoWrite(PendingPayload& p, uint64_t offset, std::spa
   return data.size();
 }
 
-StatusCode MemoryStore::DoTruncate(PendingPayload& p, uint64_t size) {
+StatusCode MemoryMedium::Truncate(PendingPayload& p, uint64_t size) {
   auto& b = static_cast<Buffer&>(p);
   std::lock_guard lock(b.mu);
   b.bytes.resize(size);
   return StatusCode::kOk;
 }
 
-Result<IndexedStore::Sealed> MemoryStore::DoSeal(PendingPayload& p, const BlockInfo& draft) {
+Result<Medium::Sealed> MemoryMedium::Seal(PendingPayload& p, const BlockInfo& draft) {
   auto& b = static_cast<Buffer&>(p);
   std::lock_guard lock(b.mu);
   b.bytes.resize(draft.size);
@@ -74,27 +80,27 @@ Result<IndexedStore::Sealed> MemoryStore::DoSeal(PendingPayload& p, const BlockI
   return Sealed{std::move(sums), std::move(stored)};
 }
 
-void MemoryStore::DoDiscard(PendingPayload&) {}
+void MemoryMedium::Discard(PendingPayload&) {}
 
-Result<IndexedStore::Opened> MemoryStore::DoOpen(const BlockInfo&,
+Result<Medium::Opened> MemoryMedium::Open(const BlockInfo&,
                                                  const std::shared_ptr<StoredPayload>& stored) {
   auto s = std::static_pointer_cast<Stored>(stored);
   return Opened{std::make_unique<MemorySource>(s), s->sums, s->identity};
 }
 
-Result<Bytes> MemoryStore::DoReadIdentity(const BlockInfo&, const std::shared_ptr<StoredPayload>& stored) {
+Result<Bytes> MemoryMedium::ReadIdentity(const BlockInfo&, const std::shared_ptr<StoredPayload>& stored) {
   return std::static_pointer_cast<Stored>(stored)->identity;
 }
 
-std::shared_ptr<IndexedStore::StoredPayload> MemoryStore::DoQuarantine(
+std::shared_ptr<StoredPayload> MemoryMedium::Quarantine(
     const BlockInfo&, const std::shared_ptr<StoredPayload>& stored) {
   return stored;  // the bytes stay where they are, out of the index
 }
 
-void MemoryStore::DoDrop(const BlockInfo&, const std::shared_ptr<StoredPayload>&) {}
+void MemoryMedium::Drop(const BlockInfo&, const std::shared_ptr<StoredPayload>&) {}
 
-bool MemoryStore::TEST_CorruptByte(const BlockAddress& address, uint64_t offset) {
-  auto stored = std::static_pointer_cast<Stored>(StoredFor(address));
+bool MemoryMedium::TEST_CorruptByte(const BlockAddress& address, uint64_t offset) {
+  auto stored = std::static_pointer_cast<Stored>(host().StoredFor(address));
   if (!stored || offset >= stored->bytes.size()) return false;
   stored->bytes[offset] ^= 0x01;
   return true;

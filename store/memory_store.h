@@ -1,8 +1,9 @@
-// MemoryStore: the in-process reference implementation of the store contract.
+// MemoryStore: the in-process reference implementation of the store contract: the store
+// (store/indexed_store.h) over MemoryMedium, which keeps bytes in memory.
 //
-// Bytes live in memory; everything else (index, lookup rules, lifecycle, checksums verified on
-// every read) is the same IndexedStore logic FileStore uses, so a contract test that passes on
-// both proves the file medium adds nothing but persistence.
+// Everything but where the bytes live (index, lookup rules, lifecycle, checksums verified on
+// every read) is the same store logic FileMedium serves, so a contract test that passes on both
+// proves the file medium adds nothing but persistence.
 //
 // Thread safety: as BlockStore.
 #pragma once
@@ -11,29 +12,36 @@
 
 namespace gpucache {
 
-class MemoryStore final : public IndexedStore {
+class MemoryMedium final : public Medium {
  public:
-  explicit MemoryStore(StoreOptions options = {});
+  bool Load(MediumReport& report, std::string& error) override;
+  StatusCode CreateNamespace(std::string_view, std::string_view, Owner) override;
+  StatusCode RemoveNamespace(std::string_view, std::string_view) override;
+  Result<std::shared_ptr<PendingPayload>> Prepare(const ReservationInfo& info) override;
+  Result<size_t> Write(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) override;
+  StatusCode Truncate(PendingPayload& p, uint64_t size) override;
+  Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft) override;
+  void Discard(PendingPayload& p) override;
+  Result<Opened> Open(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  Result<Bytes> ReadIdentity(const BlockInfo& info,
+                             const std::shared_ptr<StoredPayload>& stored) override;
+  std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& info,
+                                            const std::shared_ptr<StoredPayload>& stored) override;
+  void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  StatusCode PersistEpoch(uint64_t) override { return StatusCode::kOk; }
+  void PersistPins(const std::vector<BlockAddress>&) override {}
 
   // Test hook: flips one payload byte of a committed block, as a bad DIMM would.
   bool TEST_CorruptByte(const BlockAddress& address, uint64_t offset);
+};
 
- protected:
-  StatusCode DoCreateNamespace(std::string_view, std::string_view, Owner) override;
-  StatusCode DoRemoveNamespace(std::string_view, std::string_view) override;
-  Result<std::shared_ptr<PendingPayload>> DoReserve(const ReservationInfo& info) override;
-  Result<size_t> DoWrite(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) override;
-  StatusCode DoTruncate(PendingPayload& p, uint64_t size) override;
-  Result<Sealed> DoSeal(PendingPayload& p, const BlockInfo& draft) override;
-  void DoDiscard(PendingPayload& p) override;
-  Result<Opened> DoOpen(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
-  Result<Bytes> DoReadIdentity(const BlockInfo& info,
-                               const std::shared_ptr<StoredPayload>& stored) override;
-  std::shared_ptr<StoredPayload> DoQuarantine(const BlockInfo& info,
-                                              const std::shared_ptr<StoredPayload>& stored) override;
-  void DoDrop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
-  StatusCode DoPersistEpoch(uint64_t) override { return StatusCode::kOk; }
-  void DoPersistPins(const std::vector<BlockAddress>&) override {}
+// The store over a fresh MemoryMedium: nothing to load.
+class MemoryStore final : public IndexedStore {
+ public:
+  explicit MemoryStore(StoreOptions options = {});
+  bool TEST_CorruptByte(const BlockAddress& address, uint64_t offset) {
+    return static_cast<MemoryMedium&>(medium()).TEST_CorruptByte(address, offset);
+  }
 };
 
 }  // namespace gpucache

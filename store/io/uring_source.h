@@ -1,4 +1,4 @@
-// UringSource: an IndexedStore::RawSource over a block file read through a UringReader: the
+// UringSource: an RawSource over a block file read through a UringReader: the
 // io_uring counterpart of FileStore's FileSource (pread at data_offset + offset). Payload bytes
 // come back raw; VerifyingReader checks them against the chunk sums as before.
 //
@@ -17,7 +17,7 @@
 
 namespace gpucache {
 
-class UringSource final : public IndexedStore::RawSource {
+class UringSource final : public RawSource {
  public:
   // Takes the block file's descriptor (opened O_RDONLY, header already checked) and, when the
   // reader uses O_DIRECT and the filesystem allows it, opens a second, O_DIRECT descriptor on

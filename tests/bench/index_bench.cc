@@ -79,12 +79,12 @@ CacheIdentity IdentityOf(uint64_t i) {
 
 std::string g_policy = std::string(kDefaultPolicy);
 
-std::unique_ptr<FileStore> OpenStore(const std::string& dir, FileStoreReport* report) {
+std::unique_ptr<IndexedStore> OpenStore(const std::string& dir, FileStoreReport* report) {
   std::string error;
   StoreOptions options;
   options.sync_commits = false;
   options.eviction_policy = g_policy;
-  auto store = FileStore::OpenDataDir(dir, options, report, &error);
+  auto store = OpenFileStore(dir, options, report, &error);
   if (!store) {
     std::fprintf(stderr, "cannot open %s: %s\n", dir.c_str(), error.c_str());
     std::exit(1);
@@ -135,7 +135,7 @@ double CpuSeconds() {
 // Opens the store and times it until the first hit: one block (the last committed) opens and
 // a byte of it reads back verified.
 double RestartToFirstHit(const std::string& dir, uint64_t blocks, FileStoreReport& report,
-                         std::unique_ptr<FileStore>& out, double* cpu = nullptr) {
+                         std::unique_ptr<IndexedStore>& out, double* cpu = nullptr) {
   auto start = Clock::now();
   double cpu0 = CpuSeconds();
   out = OpenStore(dir, &report);
@@ -152,7 +152,7 @@ double RestartToFirstHit(const std::string& dir, uint64_t blocks, FileStoreRepor
 int Measure(const std::string& dir, uint64_t blocks, bool scan) {
   {
     FileStoreReport report;
-    std::unique_ptr<FileStore> store;
+    std::unique_ptr<IndexedStore> store;
     size_t heap0 = HeapInUse(), rss0 = ResidentBytes();
     double cpu = 0;
     double t = RestartToFirstHit(dir, blocks, report, store, &cpu);
@@ -176,7 +176,7 @@ int Measure(const std::string& dir, uint64_t blocks, bool scan) {
   if (!scan) return 0;
   fs::remove(dir + "/" + kSnapshotFile);
   FileStoreReport report;
-  std::unique_ptr<FileStore> store;
+  std::unique_ptr<IndexedStore> store;
   double t = RestartToFirstHit(dir, blocks, report, store);
   if (report.blocks_loaded != blocks) {
     std::fprintf(stderr, "scan loaded %llu of %llu blocks\n",

@@ -23,19 +23,19 @@ CacheIdentity Key(int k) {
   return id;
 }
 
-std::unique_ptr<FileStore> Open(const std::string& dir, Env* env, bool sync = false) {
+std::unique_ptr<IndexedStore> Open(const std::string& dir, Env* env, bool sync = false) {
   StoreOptions o;
   o.env = env;
   o.sync_commits = sync;
   std::string error;
-  auto s = FileStore::OpenDataDir(dir, o, nullptr, &error);
+  auto s = OpenFileStore(dir, o, nullptr, &error);
   REQUIRE_MESSAGE(s, error);
   return s;
 }
 
 // The commit protocol as the FUSE layer drives it, in `piece`-byte writes; on any failure the
 // fill is abandoned (the writer's unlink of its .part). Returns the first failure.
-StatusCode Fill(FileStore& s, const CacheIdentity& id, const Bytes& payload, size_t piece) {
+StatusCode Fill(IndexedStore& s, const CacheIdentity& id, const Bytes& payload, size_t piece) {
   BlockAddress a = AddressOf(id);
   s.CreateNamespace(a.tenant, a.ns, kOwner);
   auto r = s.Reserve(a, kOwner);
@@ -54,7 +54,7 @@ StatusCode Fill(FileStore& s, const CacheIdentity& id, const Bytes& payload, siz
   return st;
 }
 
-std::optional<Bytes> ReadAll(FileStore& s, const BlockAddress& a) {
+std::optional<Bytes> ReadAll(IndexedStore& s, const BlockAddress& a) {
   auto r = s.Open(a);
   if (!r.ok()) return std::nullopt;
   Bytes out(r.value()->info().size);

@@ -21,14 +21,14 @@ using test::SampleIdentity;
 
 const Owner kOwner{1000, 1000};
 
-std::unique_ptr<FileStore> OpenStore(const std::string& dir, FileStoreReport* report = nullptr) {
+std::unique_ptr<IndexedStore> OpenStore(const std::string& dir, FileStoreReport* report = nullptr) {
   std::string error;
-  auto s = FileStore::OpenDataDir(dir, {}, report, &error);
+  auto s = OpenFileStore(dir, {}, report, &error);
   REQUIRE_MESSAGE(s, error);
   return s;
 }
 
-void Commit(FileStore& s, const CacheIdentity& id, const Bytes& payload) {
+void Commit(IndexedStore& s, const CacheIdentity& id, const Bytes& payload) {
   BlockAddress a = AddressOf(id);
   auto ns = s.CreateNamespace(a.tenant, a.ns, kOwner);
   REQUIRE((ns == StatusCode::kOk || ns == StatusCode::kExists));
@@ -39,7 +39,7 @@ void Commit(FileStore& s, const CacheIdentity& id, const Bytes& payload) {
   REQUIRE(s.Commit(r.value()) == StatusCode::kOk);
 }
 
-Result<Bytes> ReadBack(FileStore& s, const CacheIdentity& id) {
+Result<Bytes> ReadBack(IndexedStore& s, const CacheIdentity& id) {
   auto reader = s.Open(AddressOf(id));
   if (!reader.ok()) return reader.status();
   Bytes out(reader.value()->info().size);
@@ -94,7 +94,7 @@ TEST_CASE("FileStore: a second daemon on the same directory is refused") {
   test::TempDir tmp;
   auto s = OpenStore(tmp.path());
   std::string error;
-  CHECK(FileStore::OpenDataDir(tmp.path(), {}, nullptr, &error) == nullptr);
+  CHECK(OpenFileStore(tmp.path(), {}, nullptr, &error) == nullptr);
   CHECK(error.find("in use") != std::string::npos);
 }
 
@@ -112,9 +112,9 @@ TEST_CASE("FileStore: corrupt or truncated block files are skipped at restart") 
   {
     auto s = OpenStore(tmp.path());
     for (const auto& id : {good, bad_header, truncated, moved}) Commit(*s, id, Payload(5000));
-    header_path = s->BlockPath(AddressOf(bad_header));
-    truncated_path = s->BlockPath(AddressOf(truncated));
-    moved_path = s->BlockPath(AddressOf(moved));
+    header_path = s->BackingPath(AddressOf(bad_header));
+    truncated_path = s->BackingPath(AddressOf(truncated));
+    moved_path = s->BackingPath(AddressOf(moved));
   }
   FlipByte(header_path, 100);
   fs::resize_file(truncated_path, fs::file_size(truncated_path) - 1);
@@ -137,11 +137,11 @@ TEST_CASE("FileStore: payload corruption is found on read, counted, and becomes 
   auto s = OpenStore(tmp.path());
   CacheIdentity id = SampleIdentity();
   Commit(*s, id, Payload(200000));
-  FlipByte(s->BlockPath(AddressOf(id)), kBlockDataOffset + 199999);
+  FlipByte(s->BackingPath(AddressOf(id)), kBlockDataOffset + 199999);
   CHECK(ReadBack(*s, id).status() == StatusCode::kChecksumMismatch);
   CHECK(s->Stats().tenants["acme"].checksum_failures == 1);
   CHECK(s->Lookup(id).kind == LookupResult::Kind::kMiss);
-  CHECK_FALSE(fs::exists(s->BlockPath(AddressOf(id))));
+  CHECK_FALSE(fs::exists(s->BackingPath(AddressOf(id))));
 }
 
 TEST_CASE("FileStore: a block file replaced on disk while indexed is never served") {
@@ -150,7 +150,7 @@ TEST_CASE("FileStore: a block file replaced on disk while indexed is never serve
   CacheIdentity a = SampleIdentity("acme", 2), b = SampleIdentity("acme", 3);
   Commit(*s, a, Payload(5000, 1));
   Commit(*s, b, Payload(5000, 2));
-  fs::copy_file(s->BlockPath(AddressOf(b)), s->BlockPath(AddressOf(a)),
+  fs::copy_file(s->BackingPath(AddressOf(b)), s->BackingPath(AddressOf(a)),
                 fs::copy_options::overwrite_existing);
   CHECK(ReadBack(*s, a).status() == StatusCode::kChecksumMismatch);
   CHECK(s->Lookup(a).kind == LookupResult::Kind::kMiss);
@@ -163,7 +163,7 @@ TEST_CASE("FileStore: the block file is self-describing") {
   CacheIdentity id = SampleIdentity();
   Bytes payload = Payload(70000);
   Commit(*s, id, payload);
-  int fd = ::open(s->BlockPath(AddressOf(id)).c_str(), O_RDONLY);
+  int fd = ::open(s->BackingPath(AddressOf(id)).c_str(), O_RDONLY);
   REQUIRE(fd >= 0);
   auto header = ReadBlockHeader(fd);
   ::close(fd);
@@ -172,7 +172,7 @@ TEST_CASE("FileStore: the block file is self-describing") {
   CHECK(header->payload_length == payload.size());
   CHECK(header->checksums.chunks.size() == 2);
   CHECK("xxh3-128:" + header->checksums.digest_hex == s->Stat(AddressOf(id))->checksum);
-  CHECK(fs::file_size(s->BlockPath(AddressOf(id))) == kBlockDataOffset + payload.size());
+  CHECK(fs::file_size(s->BackingPath(AddressOf(id))) == kBlockDataOffset + payload.size());
 }
 
 TEST_CASE("FileStore: an unreadable epoch file stops start-up instead of guessing") {
@@ -180,7 +180,7 @@ TEST_CASE("FileStore: an unreadable epoch file stops start-up instead of guessin
   { OpenStore(tmp.path()); }
   std::ofstream(tmp.path() + "/EPOCH") << "garbage";
   std::string error;
-  CHECK(FileStore::OpenDataDir(tmp.path(), {}, nullptr, &error) == nullptr);
+  CHECK(OpenFileStore(tmp.path(), {}, nullptr, &error) == nullptr);
   CHECK(error.find("EPOCH") != std::string::npos);
 }
 
@@ -205,14 +205,14 @@ TEST_CASE("FileStore: new blocks go to data directories in proportion to their f
   }
   std::string error;
   StoreOptions defaults;
-  auto s = FileStore::OpenDataDirs({small.path(), large.path()}, defaults, nullptr, &error);
+  auto s = OpenFileStore({small.path(), large.path()}, defaults, nullptr, &error);
   REQUIRE_MESSAGE(s, error);
   std::map<std::string, int> per_dir;
   for (uint32_t i = 0; i < 400; ++i) {
     CacheIdentity id = SampleIdentity("acme");
     for (int b = 0; b < 4; ++b) id.chain[0][b] = static_cast<uint8_t>(i >> (8 * b));
     Commit(*s, id, Payload(100, 1));
-    std::string path = s->BlockPath(AddressOf(id));
+    std::string path = s->BackingPath(AddressOf(id));
     per_dir[path.substr(0, path.find("/blocks/"))]++;
   }
   // Free bytes 16 MiB : 48 MiB, so about a quarter and three quarters.
@@ -226,17 +226,17 @@ TEST_CASE("FileStore: blocks spread over several data directories, isolating one
   std::string error;
   StoreOptions defaults;
   {
-    auto s = FileStore::OpenDataDirs(dirs, defaults, nullptr, &error);
+    auto s = OpenFileStore(dirs, defaults, nullptr, &error);
     REQUIRE_MESSAGE(s, error);
     for (uint8_t i = 0; i < 30; ++i) Commit(*s, Numbered(i), Payload(100, i));
   }
   FileStoreReport report;
-  auto s = FileStore::OpenDataDirs(dirs, defaults, &report, &error);
+  auto s = OpenFileStore(dirs, defaults, &report, &error);
   REQUIRE(s);
   CHECK(report.blocks_loaded == 30);
   std::map<std::string, int> per_dir;
   for (uint8_t i = 0; i < 30; ++i) {
-    std::string path = s->BlockPath(AddressOf(Numbered(i)));
+    std::string path = s->BackingPath(AddressOf(Numbered(i)));
     CHECK(fs::exists(path));
     per_dir[path.substr(0, path.find("/blocks/"))]++;
   }
@@ -247,7 +247,7 @@ TEST_CASE("FileStore: blocks spread over several data directories, isolating one
   CHECK(s->Stats().tenants["acme"].usage.blocks == uint64_t(30 - in_d1));
   for (uint8_t i = 30; i < 60; ++i) {
     Commit(*s, Numbered(i), Payload(100, i));
-    CHECK(s->BlockPath(AddressOf(Numbered(i))).rfind(dirs[1], 0) != 0);  // never placed there
+    CHECK(s->BackingPath(AddressOf(Numbered(i))).rfind(dirs[1], 0) != 0);  // never placed there
   }
   REQUIRE(s->IsolateDomain(dirs[0]) == StatusCode::kOk);
   CHECK(s->IsolateDomain(dirs[2]) == StatusCode::kInvalidArgument);  // never the last one

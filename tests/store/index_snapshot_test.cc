@@ -22,7 +22,7 @@ CacheIdentity Key(int k) {
   return id;
 }
 
-void Commit(FileStore& s, int k) {
+void Commit(IndexedStore& s, int k) {
   BlockAddress a = AddressOf(Key(k));
   s.CreateNamespace(a.tenant, a.ns, kOwner);
   auto r = s.Reserve(a, kOwner);
@@ -33,14 +33,14 @@ void Commit(FileStore& s, int k) {
   REQUIRE(s.Commit(r.value()) == StatusCode::kOk);
 }
 
-std::unique_ptr<FileStore> Open(const std::string& dir, FileStoreReport& report) {
+std::unique_ptr<IndexedStore> Open(const std::string& dir, FileStoreReport& report) {
   std::string error;
-  auto s = FileStore::OpenDataDir(dir, {}, &report, &error);
+  auto s = OpenFileStore(dir, {}, &report, &error);
   REQUIRE_MESSAGE(s, error);
   return s;
 }
 
-Bytes ReadAll(FileStore& s, int k) {
+Bytes ReadAll(IndexedStore& s, int k) {
   auto r = s.Open(AddressOf(Key(k)));
   if (!r.ok()) return {};
   Bytes out(r.value()->info().size);
@@ -142,7 +142,7 @@ TEST_CASE("Index snapshot: lookups after a restart from the snapshot answer as b
   CacheIdentity half = test::SampleIdentity("acme", 8);
   CacheIdentity other_dtype = test::SampleIdentity("acme", 16);
   other_dtype.kv_dtype = "fp16";
-  auto commit = [](FileStore& s, const CacheIdentity& id) {
+  auto commit = [](IndexedStore& s, const CacheIdentity& id) {
     BlockAddress a = AddressOf(id);
     s.CreateNamespace(a.tenant, a.ns, kOwner);
     auto r = s.Reserve(a, kOwner);
@@ -214,7 +214,7 @@ TEST_CASE("Index snapshot: a header damaged in place after a restart from it is 
   {
     auto s = Open(tmp.path(), report);
     Commit(*s, 0);
-    path = s->BlockPath(AddressOf(Key(0)));
+    path = s->BackingPath(AddressOf(Key(0)));
   }
   FileStoreReport second;
   auto s = Open(tmp.path(), second);

@@ -337,19 +337,19 @@ TEST_CASE("FileStore: quarantine and pins survive a restart") {
   {
     std::string error;
     StoreOptions defaults;
-    auto s = FileStore::OpenDataDir(tmp.path(), defaults, nullptr, &error);
+    auto s = OpenFileStore(tmp.path(), defaults, nullptr, &error);
     REQUIRE(Commit(*s, Block("acme", 1), 5000) == StatusCode::kOk);
     REQUIRE(Commit(*s, Block("acme", 2), 5000) == StatusCode::kOk);
     REQUIRE(s->SetPinned(AddressOf(Block("acme", 2)), true) == StatusCode::kOk);
     auto reader = s->Open(AddressOf(Block("acme", 1)));
     region = reader.value()->info().region_id;
     REQUIRE(s->Evict(AddressOf(Block("acme", 1))) == StatusCode::kOk);
-    CHECK_FALSE(std::filesystem::exists(s->BlockPath(AddressOf(Block("acme", 1)))));
+    CHECK_FALSE(std::filesystem::exists(s->BackingPath(AddressOf(Block("acme", 1)))));
   }
   FileStoreReport report;
   std::string error;
   StoreOptions defaults;
-  auto s = FileStore::OpenDataDir(tmp.path(), defaults, &report, &error);
+  auto s = OpenFileStore(tmp.path(), defaults, &report, &error);
   REQUIRE(s);
   CHECK(report.quarantined == 1);
   auto q = s->ListQuarantine();

@@ -20,7 +20,7 @@ struct FileFactory {
   test::TempDir dir;
   std::unique_ptr<IndexedStore> Make(StoreOptions o = {}) {
     std::string error;
-    auto s = FileStore::OpenDataDir(dir.path() + "/data", o, nullptr, &error);
+    auto s = OpenFileStore(dir.path() + "/data", o, nullptr, &error);
     REQUIRE_MESSAGE(s, error);
     return s;
   }

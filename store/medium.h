@@ -1,0 +1,198 @@
+// Medium: where a store's bytes live. The store (store/indexed_store.h) holds one by
+// composition, as leveldb's DBImpl holds an Env: it decides everything (index, lifecycle,
+// admission, eviction, quarantine) and asks the medium only to keep, find and drop bytes.
+// MemoryMedium (store/memory_store.h) keeps them in memory, FileMedium (store/file_store.h) in
+// block files over one or more data directories.
+//
+// The store calls a medium without holding its own lock, so a medium may do disk I/O in any
+// method; SharesDevice is the exception (called under the store's lock, memory only). A medium
+// reports back to the store through the MediumHost it is attached to: what it finds at start-up,
+// which blocks a lost device took with it.
+//
+// Thread safety: every method may be called from any thread concurrently.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "store/block_store.h"
+#include "store/checksum.h"
+#include "store/index_keys.h"
+
+namespace gpucache {
+
+// Medium-owned state of an in-flight reservation (a temp file, a buffer).
+class PendingPayload {
+ public:
+  virtual ~PendingPayload() = default;
+};
+
+// Medium-owned state of a committed or quarantined block, if any.
+class StoredPayload {
+ public:
+  virtual ~StoredPayload() = default;
+};
+
+// Raw, unverified bytes of a committed payload; the store's reader verifies them.
+class RawSource {
+ public:
+  virtual ~RawSource() = default;
+  // Fills `out` from payload offset `offset`; kIoError on a short or failed read.
+  virtual StatusCode ReadRaw(uint64_t offset, std::span<uint8_t> out) = 0;
+};
+
+// A committed block as the index keeps it: no identity bytes, only their IndexKeys. What a
+// medium saves at a clean close and restores from at start-up.
+struct IndexedBlock {
+  BlockAddress address;
+  uint64_t size = 0;
+  uint64_t commit_epoch = 0;
+  uint64_t region_id = 0;
+  Owner owner;
+  uint64_t commit_time_ns = 0;
+  BlockDigest checksum{};  // XXH3-128 of the payload, canonical byte order
+  IndexKeys keys;
+  bool pinned = false;
+};
+
+// What a medium found when it opened, for the log.
+struct MediumReport {
+  uint64_t epoch = 0;
+  uint64_t blocks_loaded = 0;
+  uint64_t blocks_skipped = 0;        // corrupt or truncated, deleted
+  uint64_t reservations_dropped = 0;  // payloads of unfinished writes left by the previous run
+  uint64_t quarantined = 0;           // quarantined blocks still awaiting reclaim
+  uint64_t from_snapshot = 0;         // of blocks_loaded, known from an index snapshot
+  std::vector<std::string> problems;  // one line per skipped file
+};
+
+// The store, as a medium sees it.
+class MediumHost {
+ public:
+  using BlockVisitor = std::function<void(const IndexedBlock&, const StoredPayload*)>;
+
+  // --- Start-up only, before the store is shared.
+  virtual void RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner) = 0;
+  // Both return false (and change nothing) if the address is already indexed.
+  // REQUIRES: `info` is whole (identity decoded, canonical bytes set).
+  virtual bool RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) = 0;
+  virtual bool RestoreBlock(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored) = 0;
+  virtual void RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored) = 0;
+  // About `blocks` more blocks are to be restored: sizes the index once.
+  virtual void ReserveBlocks(size_t blocks) = 0;
+  virtual void SetEpoch(uint64_t epoch) = 0;
+
+  // --- Any time.
+  // The medium state of a committed block, or null.
+  virtual std::shared_ptr<StoredPayload> StoredFor(const BlockAddress& address) = 0;
+  // Forgets (without touching their bytes) the committed blocks `lost` selects, as when their
+  // device is gone; tells the removal observer. Returns how many.
+  virtual size_t ForgetIf(const std::function<bool(const StoredPayload*)>& lost) = 0;
+  // Calls `visit` for every committed block, under the store's lock (no I/O in `visit`).
+  virtual void ForEachBlock(const BlockVisitor& visit) = 0;
+
+ protected:
+  ~MediumHost() = default;
+};
+
+class Medium {
+ public:
+  struct Sealed {
+    PayloadChecksums checksums;
+    std::shared_ptr<StoredPayload> stored;
+  };
+  struct Opened {
+    std::unique_ptr<RawSource> source;
+    PayloadChecksums checksums;
+    Bytes identity;  // the canonical identity the medium holds for the block (GPCK)
+  };
+  struct DeviceSpace {
+    uint64_t free = 0;
+    uint64_t total = 0;
+  };
+
+  virtual ~Medium() = default;
+
+  // Called once by the store that holds it, then Load: restores everything the medium holds
+  // into `host` (and persists the epoch it starts at). False, with a reason, if it cannot.
+  void Attach(MediumHost& host) { host_ = &host; }
+  virtual bool Load(MediumReport& report, std::string& error) = 0;
+  // Called once, by the store's destructor (a clean close): save what speeds up the next Load.
+  virtual void Close() {}
+
+  virtual StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) = 0;
+  virtual StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) = 0;
+
+  // --- A reservation's payload.
+  virtual Result<std::shared_ptr<PendingPayload>> Prepare(const ReservationInfo& info) = 0;
+  virtual Result<size_t> Write(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) = 0;
+  virtual StatusCode Truncate(PendingPayload& p, uint64_t size) = 0;
+  // Grows the payload to `size` bytes and, where the medium can, allocates them, so that the
+  // writes that follow cannot meet a full device (a fill that declares its size).
+  virtual StatusCode Allocate(PendingPayload& p, uint64_t size) { return Truncate(p, size); }
+  // The free and total bytes of the device `p` is written to, read now; nullopt for a medium
+  // without such a limit. Lets a full device be judged before anything is evicted for it.
+  virtual std::optional<DeviceSpace> SpaceFor(const PendingPayload& p) {
+    (void)p;
+    return std::nullopt;
+  }
+  // Whether evicting a block stored as `stored` frees room on the device `p` is written to.
+  // Called under the store's lock: memory only.
+  virtual bool SharesDevice(const PendingPayload& p, const StoredPayload* stored) const {
+    (void)p;
+    (void)stored;
+    return true;
+  }
+  // Computes checksums over the `size` payload bytes, persists, and publishes at the address.
+  // `draft` holds every field but the checksum.
+  virtual Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft) = 0;
+  virtual void Discard(PendingPayload& p) = 0;
+
+  // --- Committed blocks. `info` carries no identity; the medium returns the one it holds, and
+  // the store checks it.
+  virtual Result<Opened> Open(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) = 0;
+  // The canonical identity the medium holds for a committed block; kChecksumMismatch if its
+  // bytes are gone or damaged.
+  virtual Result<Bytes> ReadIdentity(const BlockInfo& info,
+                                     const std::shared_ptr<StoredPayload>& stored) = 0;
+  // Moves a block's bytes out of the namespace but keeps them; returns the new medium state.
+  virtual std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& info,
+                                                    const std::shared_ptr<StoredPayload>& stored) = 0;
+  // Frees a block's bytes (committed or quarantined).
+  virtual void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) = 0;
+
+  virtual StatusCode PersistEpoch(uint64_t epoch) = 0;
+  virtual void PersistPins(const std::vector<BlockAddress>& pinned) = 0;
+
+  // Fault domains (data directories), for media that have several.
+  virtual StatusCode IsolateDomain(const std::string& path) {
+    (void)path;
+    return StatusCode::kNotSupported;
+  }
+  virtual std::vector<DomainInfo> Domains() { return {}; }
+  // Where a block's bytes are (or would be placed), for tools and tests; empty if nowhere.
+  virtual std::string PathOf(const BlockAddress& address) {
+    (void)address;
+    return {};
+  }
+
+  // Renames and unlinks that failed where no caller could hear it (a move into quarantine,
+  // an unlink of an evicted block).
+  uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
+
+ protected:
+  void CountError() { errors_.fetch_add(1, std::memory_order_relaxed); }
+  MediumHost& host() { return *host_; }
+
+ private:
+  MediumHost* host_ = nullptr;
+  std::atomic<uint64_t> errors_{0};
+};
+
+}  // namespace gpucache
