@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <tuple>
 
 #include "store/block_file.h"
 #include "store/failpoint.h"
@@ -47,67 +48,66 @@ bool IndexedStore::Load(MediumReport& report, std::string& error) {
 
 StatusCode IndexedStore::CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
   if (!IsValidTenantName(tenant) || !IsValidNamespaceName(ns)) return StatusCode::kInvalidArgument;
-  NamespaceKey key{std::string(tenant), std::string(ns)};
   {
     std::lock_guard lock(mu_);
-    if (namespaces_.count(key)) return StatusCode::kExists;
+    if (index_.FindNamespace(tenant, ns)) return StatusCode::kExists;
   }
   if (StatusCode s = medium_->CreateNamespace(tenant, ns, owner); s != StatusCode::kOk) return s;
   std::lock_guard lock(mu_);
-  if (namespaces_.count(key)) return StatusCode::kExists;
-  AddNamespaceLocked(key.first, key.second, owner);
+  if (index_.FindNamespace(tenant, ns)) return StatusCode::kExists;
+  index_.AddNamespace(std::string(tenant), std::string(ns), owner);
   return StatusCode::kOk;
 }
 
 StatusCode IndexedStore::RemoveNamespace(std::string_view tenant, std::string_view ns) {
   std::unique_lock lock(mu_);
-  NamespaceKey key{std::string(tenant), std::string(ns)};
-  auto it = namespaces_.find(key);
-  if (it == namespaces_.end()) return StatusCode::kNotFound;
-  BlockAddress lo{key.first, key.second, ""};
+  std::optional<uint32_t> id = index_.FindNamespace(tenant, ns);
+  if (!id) return StatusCode::kNotFound;
+  BlockAddress lo{std::string(tenant), std::string(ns), ""};
   auto in_ns = [&](const BlockAddress& a) { return a.tenant == lo.tenant && a.ns == lo.ns; };
   auto r = reserved_.lower_bound(lo);
-  if (!it->second.blocks.empty() || (r != reserved_.end() && in_ns(r->first))) {
+  if (index_.BlocksIn(*id) != 0 || (r != reserved_.end() && in_ns(r->first))) {
     return StatusCode::kNotEmpty;
   }
-  ns_by_id_[it->second.id] = namespaces_.end();
-  last_indexed_ns_.reset();
-  free_ns_ids_.push_back(it->second.id);
-  namespaces_.erase(it);
+  index_.RemoveNamespace(*id);
   lock.unlock();
   return medium_->RemoveNamespace(tenant, ns);
 }
 
 Result<Owner> IndexedStore::StatNamespace(std::string_view tenant, std::string_view ns) {
   std::lock_guard lock(mu_);
-  auto it = namespaces_.find({std::string(tenant), std::string(ns)});
-  if (it == namespaces_.end()) return StatusCode::kNotFound;
-  return it->second.owner;
+  std::optional<uint32_t> id = index_.FindNamespace(tenant, ns);
+  if (!id) return StatusCode::kNotFound;
+  return index_.OwnerOf(*id);
 }
 
 std::vector<std::string> IndexedStore::ListNamespaces(std::string_view tenant) {
   std::lock_guard lock(mu_);
-  std::vector<std::string> out;
-  for (auto it = namespaces_.lower_bound({std::string(tenant), ""});
-       it != namespaces_.end() && it->first.first == tenant; ++it) {
-    out.push_back(it->first.second);
-  }
-  return out;
+  return index_.NamespacesOf(tenant);
 }
 
 std::vector<std::string> IndexedStore::ListEntries(std::string_view tenant, std::string_view ns) {
-  std::lock_guard lock(mu_);
+  std::vector<BlockDigest> names;
   std::vector<std::string> out;
-  BlockAddress lo{std::string(tenant), std::string(ns), ""};
-  auto in_ns = [&](const BlockAddress& a) { return a.tenant == lo.tenant && a.ns == lo.ns; };
-  if (auto it = namespaces_.find(NamespaceKey{lo.tenant, lo.ns}); it != namespaces_.end()) {
-    out.reserve(it->second.blocks.size());
-    for (const auto& [name, record] : it->second.blocks) out.push_back(FormatBlockName(name));
+  {
+    std::lock_guard lock(mu_);
+    BlockAddress lo{std::string(tenant), std::string(ns), ""};
+    auto in_ns = [&](const BlockAddress& a) { return a.tenant == lo.tenant && a.ns == lo.ns; };
+    if (std::optional<uint32_t> id = index_.FindNamespace(tenant, ns)) {
+      names.reserve(index_.BlocksIn(*id));
+      for (BlockId b : index_.BlockIds(*id)) names.push_back(index_.at(b).name);
+    }
+    for (auto it = reserved_.lower_bound(lo); it != reserved_.end() && in_ns(it->first); ++it) {
+      out.push_back(it->first.block + std::string(kPartSuffix));
+    }
   }
-  for (auto it = reserved_.lower_bound(lo); it != reserved_.end() && in_ns(it->first); ++it) {
-    out.push_back(it->first.block + std::string(kPartSuffix));
-  }
-  return out;
+  // Blocks first, in name order (binary order is name order), then reservations.
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> listed;
+  listed.reserve(names.size() + out.size());
+  for (const BlockDigest& n : names) listed.push_back(FormatBlockName(n));
+  for (std::string& p : out) listed.push_back(std::move(p));
+  return listed;
 }
 
 // --- Admission ---------------------------------------------------------------------------
@@ -174,8 +174,8 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
   std::vector<Departure> evicted;  // blocks that gave up their registration for this one
   {
     std::lock_guard lock(mu_);
-    if (!namespaces_.count({address.tenant, address.ns})) return StatusCode::kNotFound;
-    if (FindBlockLocked(address) || reserved_.count(address)) return StatusCode::kExists;
+    if (!index_.FindNamespace(address.tenant, address.ns)) return StatusCode::kNotFound;
+    if (index_.Find(address) || reserved_.count(address)) return StatusCode::kExists;
     if (StatusCode s = AdmitReservationLocked(address.tenant, evicted); s != StatusCode::kOk) {
       return s;  // nothing was evicted: a refusal changes nothing
     }

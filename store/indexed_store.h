@@ -32,6 +32,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "store/block_index.h"
 #include "store/block_store.h"
 #include "store/checksum.h"
 #include "store/eviction/eviction_policy.h"
@@ -152,67 +153,14 @@ class IndexedStore : public BlockStore, private MediumHost {
     uint64_t last_activity_ns = 0;
     std::shared_ptr<PendingPayload> payload;
   };
-  // One committed block. Its name is its key in the namespace's map; its namespace is `ns`.
-  struct Record {
-    uint64_t size = 0;
-    uint64_t commit_epoch = 0;
-    uint64_t region_id = 0;
-    uint64_t commit_time_ns = 0;
-    Owner owner;
-    uint32_t ns = 0;            // namespace id (ns_by_id_)
-    int32_t open_readers = 0;
-    IndexKeys keys;
-    BlockDigest checksum{};     // XXH3-128 of the payload
-    bool pinned = false;
-    std::shared_ptr<StoredPayload> stored;
-  };
-  // Block names in binary order (== name order), compared a word at a time.
-  struct DigestLess {
-    bool operator()(const BlockDigest& a, const BlockDigest& b) const {
-      uint64_t a0 = Word(a, 0), b0 = Word(b, 0);
-      return a0 != b0 ? a0 < b0 : Word(a, 8) < Word(b, 8);
-    }
-    static uint64_t Word(const BlockDigest& d, size_t at) {
-      uint64_t w;
-      std::memcpy(&w, d.data() + at, 8);
-      // Read big-endian: numeric order is then byte order.
-      return std::endian::native == std::endian::little ? __builtin_bswap64(w) : w;
-    }
-  };
-  using BlockMap = std::map<BlockDigest, Record, DigestLess>;
-  using BlockRef = BlockMap::iterator;  // stable until the block leaves the index
+  using Record = BlockIndex::Record;
+  using BlockId = BlockIndex::Id;
   struct Quarantined {
     BlockInfo info;  // the identity fields are not needed (and may be empty)
     std::shared_ptr<StoredPayload> stored;
     int open_readers = 0;
     std::string reason;
     uint64_t since_epoch = 0;
-  };
-  struct Namespace {
-    Owner owner;
-    uint32_t id = 0;
-    BlockMap blocks;  // committed blocks, in name order
-  };
-  using NamespaceKey = std::pair<std::string, std::string>;
-  // Orders namespace keys and finds them by string_views, without building a key.
-  struct NamespaceLess {
-    using is_transparent = void;
-    template <class A, class B>
-    bool operator()(const A& a, const B& b) const {
-      int t = std::string_view(a.first).compare(std::string_view(b.first));
-      return t != 0 ? t < 0 : std::string_view(a.second) < std::string_view(b.second);
-    }
-  };
-  using NamespaceMap = std::map<NamespaceKey, Namespace, NamespaceLess>;
-  // A digest within one namespace: blocks that can serve as a prefix for each other share
-  // namespace and parent hash.
-  struct NsDigest {
-    uint32_t ns;
-    uint64_t digest;
-    bool operator==(const NsDigest&) const = default;
-  };
-  struct NsDigestHash {
-    size_t operator()(const NsDigest& k) const { return k.digest ^ (uint64_t{k.ns} * 0x9E3779B97F4A7C15ull); }
   };
   // Work to finish outside the lock after a block left the namespace.
   struct Departure {
@@ -231,14 +179,11 @@ class IndexedStore : public BlockStore, private MediumHost {
   uint64_t MaxBlockBytes(const std::string& tenant) const;
   void RecordOutcomeLocked(const BlockAddress& address, FillState state);
   // indexed_store_blocks.cc
-  Namespace* NamespaceLocked(std::string_view tenant, std::string_view ns);
-  Namespace& AddNamespaceLocked(const std::string& tenant, const std::string& ns, Owner owner);
-  const NamespaceKey& NamespaceKeyOf(uint32_t id) const { return ns_by_id_[id]->first; }
-  std::optional<BlockRef> FindBlockLocked(const BlockAddress& address);
-  BlockAddress AddressOfLocked(BlockRef it) const;
-  BlockInfo AttributesOfLocked(BlockRef it) const;  // without identity
+  BlockInfo AttributesOfLocked(BlockId id) const;  // without identity
+  // Adds a block to the index and the policy, counting it; false if already there.
   bool IndexLocked(const BlockAddress& address, Record record);
-  Record UnindexLocked(BlockRef it);
+  // Takes a block out of the index and the policy, uncounting it.
+  Record UnindexLocked(BlockId id);
   std::optional<LookupResult> PrefixHitLocked(const CacheIdentity& want, const BlockAddress& self);
   // What eviction must free, decided whole before any block goes (a refusal changes nothing).
   struct RoomRequest {
@@ -266,7 +211,7 @@ class IndexedStore : public BlockStore, private MediumHost {
   // Room for one more registration (reservation) of `tenant` under max_registrations: evicts
   // one block, its own for its limit, anyone's within fair shares for the global one.
   StatusCode MakeRegistrationRoomLocked(const std::string& tenant, std::vector<Departure>& out);
-  Departure RemoveLocked(BlockRef it, const char* reason);
+  Departure RemoveLocked(BlockId id, const char* reason);
   void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify);
   void PersistPins();
   // indexed_store_ops.cc
@@ -284,15 +229,7 @@ class IndexedStore : public BlockStore, private MediumHost {
   ReservationId next_reservation_ = 1;
   std::unique_ptr<EvictionPolicy> policy_;
   bool policy_sized_ = false;  // told the capacity (the block count when it first filled)
-  NamespaceMap namespaces_;
-  std::vector<NamespaceMap::iterator> ns_by_id_;  // end() for a free id
-  std::vector<uint32_t> free_ns_ids_;
-  std::optional<NamespaceMap::iterator> last_indexed_ns_;  // IndexLocked's hint
-  size_t block_count_ = 0;
-  std::unordered_map<PolicyKey, BlockRef> by_key_;
-  std::unordered_map<uint64_t, uint32_t> by_logical_;               // GPCL digest -> blocks
-  std::unordered_multimap<NsDigest, BlockRef, NsDigestHash> by_parent_;  // chain[0] -> blocks
-  std::unordered_map<NsDigest, BlockRef, NsDigestHash> by_tail_;         // last chain hash -> block
+  BlockIndex index_;
   std::map<uint64_t, Quarantined> quarantine_;           // by region id
   std::map<ReservationId, Reservation> reservations_;
   std::map<BlockAddress, ReservationId> reserved_;

@@ -116,47 +116,10 @@ class VerifyingReader final : public BlockReader {
 
 // --- The index ---------------------------------------------------------------------------
 
-IndexedStore::Namespace* IndexedStore::NamespaceLocked(std::string_view tenant, std::string_view ns) {
-  auto it = namespaces_.find(std::pair<std::string_view, std::string_view>(tenant, ns));
-  return it == namespaces_.end() ? nullptr : &it->second;
-}
-
-IndexedStore::Namespace& IndexedStore::AddNamespaceLocked(const std::string& tenant,
-                                                          const std::string& ns, Owner owner) {
-  auto found = namespaces_.find(std::pair<std::string_view, std::string_view>(tenant, ns));
-  if (found != namespaces_.end()) return found->second;
-  auto it = namespaces_.try_emplace(NamespaceKey{tenant, ns}).first;
-  it->second.owner = owner;
-  if (!free_ns_ids_.empty()) {
-    it->second.id = free_ns_ids_.back();
-    free_ns_ids_.pop_back();
-    ns_by_id_[it->second.id] = it;
-  } else {
-    it->second.id = static_cast<uint32_t>(ns_by_id_.size());
-    ns_by_id_.push_back(it);
-  }
-  return it->second;
-}
-
-std::optional<IndexedStore::BlockRef> IndexedStore::FindBlockLocked(const BlockAddress& address) {
-  std::optional<BlockDigest> name = ParseBlockName(address.block);
-  if (!name) return std::nullopt;
-  Namespace* ns = NamespaceLocked(address.tenant, address.ns);
-  if (!ns) return std::nullopt;
-  auto it = ns->blocks.find(*name);
-  if (it == ns->blocks.end()) return std::nullopt;
-  return it;
-}
-
-BlockAddress IndexedStore::AddressOfLocked(BlockRef it) const {
-  const NamespaceKey& key = NamespaceKeyOf(it->second.ns);
-  return BlockAddress{key.first, key.second, FormatBlockName(it->first)};
-}
-
-BlockInfo IndexedStore::AttributesOfLocked(BlockRef it) const {
-  const Record& r = it->second;
+BlockInfo IndexedStore::AttributesOfLocked(BlockId id) const {
+  const Record& r = index_.at(id);
   BlockInfo info;
-  info.address = AddressOfLocked(it);
+  info.address = index_.AddressOf(id);
   info.size = r.size;
   info.commit_epoch = r.commit_epoch;
   info.region_id = r.region_id;
@@ -164,72 +127,40 @@ BlockInfo IndexedStore::AttributesOfLocked(BlockRef it) const {
   info.commit_time_ns = r.commit_time_ns;
   info.checksum = ChecksumText(r.checksum);
   info.pinned = r.pinned;
+  info.state = r.state;
   return info;
 }
 
 bool IndexedStore::IndexLocked(const BlockAddress& address, Record record) {
-  std::optional<BlockDigest> name = ParseBlockName(address.block);
-  if (!name) return false;
-  // Restores come a namespace at a time: the previous block's namespace is likely this one's.
-  Namespace& ns = last_indexed_ns_ && (*last_indexed_ns_)->first.first == address.tenant &&
-                          (*last_indexed_ns_)->first.second == address.ns
-                      ? (*last_indexed_ns_)->second
-                      : AddNamespaceLocked(address.tenant, address.ns, record.owner);
-  last_indexed_ns_ = ns_by_id_[ns.id];
-  record.ns = ns.id;
-  auto [it, inserted] = ns.blocks.try_emplace(*name, std::move(record));
-  if (!inserted) return false;
-  block_count_++;
-  const Record& r = it->second;
+  // The resident block whose last chain hash is this block's parent hash, if any (looked up
+  // before this one is in, so that a one-hash chain is not its own parent).
+  std::optional<PolicyKey> parent;
+  if (std::optional<uint32_t> ns = index_.FindNamespace(address.tenant, address.ns)) {
+    if (auto p = index_.ByTail(*ns, record.keys.parent)) parent = index_.at(*p).policy_key;
+  }
+  std::optional<BlockId> id = index_.Insert(address, std::move(record));
+  if (!id) return false;
+  const Record& r = index_.at(*id);
   Usage& u = CountersLocked(address.tenant).usage;
   u.blocks++;
   u.bytes += r.size;
-  by_logical_[r.keys.logical]++;
-  by_parent_.emplace(NsDigest{ns.id, r.keys.parent}, it);
-  by_tail_[NsDigest{ns.id, r.keys.tail}] = it;
-  std::optional<PolicyKey> parent;
-  // The resident block whose last chain hash is this block's parent hash, if any.
-  if (auto p = by_tail_.find(NsDigest{ns.id, r.keys.parent}); p != by_tail_.end() && p->second != it) {
-    const NamespaceKey& pk = NamespaceKeyOf(p->second->second.ns);
-    parent = PolicyKeyOfParts(pk.first, pk.second, FormatBlockName(p->second->first));
-  }
-  PolicyKey key = PolicyKeyOf(address);
-  by_key_[key] = it;
-  policy_->OnInsert(key, parent, r.keys.valid_length < r.keys.block_capacity);
+  policy_->OnInsert(r.policy_key, parent, r.keys.valid_length < r.keys.block_capacity);
   return true;
 }
 
-IndexedStore::Record IndexedStore::UnindexLocked(BlockRef it) {
-  BlockAddress address = AddressOfLocked(it);
-  Record& r = it->second;
-  Usage& u = CountersLocked(address.tenant).usage;
+IndexedStore::Record IndexedStore::UnindexLocked(BlockId id) {
+  Usage& u = CountersLocked(index_.TenantOf(index_.at(id).ns)).usage;
+  Record r = index_.Remove(id);
   u.blocks--;
   u.bytes -= r.size;
-  if (auto l = by_logical_.find(r.keys.logical); l != by_logical_.end() && --l->second == 0) {
-    by_logical_.erase(l);
-  }
-  auto [lo, hi] = by_parent_.equal_range(NsDigest{r.ns, r.keys.parent});
-  for (auto i = lo; i != hi; ++i) {
-    if (i->second == it) {
-      by_parent_.erase(i);
-      break;
-    }
-  }
-  auto tail = by_tail_.find(NsDigest{r.ns, r.keys.tail});
-  if (tail != by_tail_.end() && tail->second == it) by_tail_.erase(tail);
-  PolicyKey key = PolicyKeyOf(address);
-  by_key_.erase(key);
-  policy_->OnRemove(key);
-  Record record = std::move(r);
-  ns_by_id_[record.ns]->second.blocks.erase(it);
-  block_count_--;
-  return record;
+  policy_->OnRemove(r.policy_key);
+  return r;
 }
 
-IndexedStore::Departure IndexedStore::RemoveLocked(BlockRef it, const char* reason) {
-  int open = it->second.open_readers;
-  BlockInfo info = AttributesOfLocked(it);
-  Record r = UnindexLocked(it);
+IndexedStore::Departure IndexedStore::RemoveLocked(BlockId id, const char* reason) {
+  int open = index_.at(id).open_readers;
+  BlockInfo info = AttributesOfLocked(id);
+  Record r = UnindexLocked(id);
   Departure d{info, r.stored, open > 0};
   if (d.quarantine) {
     // The bytes may still be in use through an open handle: they stay, counted, until a
@@ -315,7 +246,7 @@ uint64_t IndexedStore::FairShareLocked(std::string_view tenant, uint64_t total) 
 
 StatusCode IndexedStore::MakeRoomLocked(const RoomRequest& req, std::vector<Departure>& out) {
   if (!policy_sized_) {
-    policy_->SetCapacity(block_count_);
+    policy_->SetCapacity(index_.size());
     policy_sized_ = true;
   }
   const uint64_t share = FairShareLocked(req.tenant, req.shares_of);
@@ -327,7 +258,7 @@ StatusCode IndexedStore::MakeRoomLocked(const RoomRequest& req, std::vector<Depa
   auto may_go = [&](const Record& r, bool own_only) {
     if (r.pinned || r.open_readers != 0) return false;
     if (req.device && !medium_->SharesDevice(*req.device, r.stored.get())) return false;
-    std::string_view owner = NamespaceKeyOf(r.ns).first;
+    std::string_view owner = index_.TenantOf(r.ns);
     if (owner == req.tenant) return true;
     if (own_only) return false;
     // Another tenant's block, only while that tenant keeps at least its fair share.
@@ -340,13 +271,13 @@ StatusCode IndexedStore::MakeRoomLocked(const RoomRequest& req, std::vector<Depa
   auto pick = [&](bool own_only) -> bool {
     auto v = policy_->Victim([&](PolicyKey k) {
       if (chosen.count(k)) return false;
-      auto a = by_key_.find(k);
-      return a != by_key_.end() && may_go(a->second->second, own_only);
+      std::optional<BlockId> id = index_.FindByPolicyKey(k);
+      return id && may_go(index_.at(*id), own_only);
     });
     if (!v) return false;
     chosen.insert(*v);
-    const Record& r = by_key_.at(*v)->second;
-    std::string_view owner = NamespaceKeyOf(r.ns).first;
+    const Record& r = index_.at(*index_.FindByPolicyKey(*v));
+    std::string_view owner = index_.TenantOf(r.ns);
     if (owner == req.tenant) freed_own += amount(r);
     else taken[owner] += amount(r);
     freed_shared += amount(r);
@@ -359,9 +290,9 @@ StatusCode IndexedStore::MakeRoomLocked(const RoomRequest& req, std::vector<Depa
     if (!pick(false)) return req.shared_refusal;
   }
   for (PolicyKey k : chosen) {
-    BlockRef it = by_key_.at(k);
-    CountersLocked(NamespaceKeyOf(it->second.ns).first).evictions++;
-    out.push_back(RemoveLocked(it, "evicted"));
+    BlockId id = *index_.FindByPolicyKey(k);
+    CountersLocked(index_.TenantOf(index_.at(id).ns)).evictions++;
+    out.push_back(RemoveLocked(id, "evicted"));
   }
   return StatusCode::kOk;
 }
@@ -392,9 +323,9 @@ StatusCode IndexedStore::MakeDeviceRoom(const PendingPayload& p, const std::stri
 
 Result<BlockInfo> IndexedStore::StatAttributes(const BlockAddress& address) {
   std::lock_guard lock(mu_);
-  auto it = FindBlockLocked(address);
-  if (!it) return StatusCode::kNotFound;
-  return AttributesOfLocked(*it);
+  std::optional<BlockId> id = index_.Find(address);
+  if (!id) return StatusCode::kNotFound;
+  return AttributesOfLocked(*id);
 }
 
 Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
@@ -403,11 +334,11 @@ Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
   uint64_t identity_digest;
   {
     std::lock_guard lock(mu_);
-    auto it = FindBlockLocked(address);
-    if (!it) return StatusCode::kNotFound;
-    info = AttributesOfLocked(*it);
-    stored = (*it)->second.stored;
-    identity_digest = (*it)->second.keys.identity;
+    std::optional<BlockId> id = index_.Find(address);
+    if (!id) return StatusCode::kNotFound;
+    info = AttributesOfLocked(*id);
+    stored = index_.at(*id).stored;
+    identity_digest = index_.at(*id).keys.identity;
   }
   Result<Bytes> canonical = medium_->ReadIdentity(info, stored);
   if (canonical.ok() && IdentityDigest(canonical.value()) == identity_digest) {
@@ -428,15 +359,15 @@ Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
 
 Result<BlockInfo> IndexedStore::Probe(const BlockAddress& address) {
   std::lock_guard lock(mu_);
-  auto it = FindBlockLocked(address);
+  std::optional<BlockId> id = index_.Find(address);
   TenantCounters& c = CountersLocked(address.tenant);
-  if (!it) {
+  if (!id) {
     c.misses++;
     policy_->OnMiss(PolicyKeyOf(address));
     return StatusCode::kNotFound;
   }
   c.hits++;  // the use itself is counted for the policy when the block is opened
-  return AttributesOfLocked(*it);
+  return AttributesOfLocked(*id);
 }
 
 Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& address) {
@@ -445,16 +376,17 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
   uint64_t identity_digest;
   {
     std::lock_guard lock(mu_);
-    auto it = FindBlockLocked(address);
-    if (!it) {
+    std::optional<BlockId> id = index_.Find(address);
+    if (!id) {
       policy_->OnMiss(PolicyKeyOf(address));
       return StatusCode::kNotFound;
     }
-    (*it)->second.open_readers++;  // the reader's destructor gives it back
-    policy_->OnAccess(PolicyKeyOf(address));
-    info = AttributesOfLocked(*it);
-    stored = (*it)->second.stored;
-    identity_digest = (*it)->second.keys.identity;
+    Record& r = index_.at(*id);
+    r.open_readers++;  // the reader's destructor gives it back
+    policy_->OnAccess(r.policy_key);
+    info = AttributesOfLocked(*id);
+    stored = r.stored;
+    identity_digest = r.keys.identity;
   }
   Result<Medium::Opened> opened = medium_->Open(info, stored);
   StatusCode status = opened.status();
@@ -482,9 +414,9 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
 
 void IndexedStore::ReaderClosed(const BlockAddress& address, uint64_t region_id) {
   std::lock_guard lock(mu_);
-  auto it = FindBlockLocked(address);
-  if (it && (*it)->second.region_id == region_id) {
-    (*it)->second.open_readers--;
+  std::optional<BlockId> id = index_.Find(address);
+  if (id && index_.at(*id).region_id == region_id) {
+    index_.at(*id).open_readers--;
     return;
   }
   // Last close of a quarantined block does not free it: only reclaim does.
@@ -494,26 +426,26 @@ void IndexedStore::ReaderClosed(const BlockAddress& address, uint64_t region_id)
 
 std::optional<LookupResult> IndexedStore::PrefixHitLocked(const CacheIdentity& want,
                                                           const BlockAddress& self) {
-  Namespace* ns = NamespaceLocked(self.tenant, self.ns);
+  std::optional<uint32_t> ns = index_.FindNamespace(self.tenant, self.ns);
   if (!ns) return std::nullopt;
-  auto [lo, hi] = by_parent_.equal_range(NsDigest{ns->id, XXH3_64bits(want.chain[0].data(), want.chain[0].size())});
   // A candidate is a prefix when its chain is a strict prefix of the wanted one and its
   // multimodal inputs are the same: its ChainDigest equals the wanted chain's, cut to its
   // length. Digests of the wanted chain, by length, computed once each.
   std::vector<std::optional<uint64_t>> digests(want.chain.size());
-  std::optional<BlockRef> best;
-  for (auto it = lo; it != hi; ++it) {
-    const IndexKeys& have = it->second->second.keys;
-    if (have.chain_length >= want.chain.size()) continue;
+  std::optional<BlockId> best;
+  uint64_t parent = XXH3_64bits(want.chain[0].data(), want.chain[0].size());
+  index_.ForEachWithParent(*ns, parent, [&](BlockId id) {
+    const IndexKeys& have = index_.at(id).keys;
+    if (have.chain_length >= want.chain.size()) return;
     std::optional<uint64_t>& d = digests[have.chain_length];
     if (!d) d = ChainDigest(want, have.chain_length);
-    if (have.prefix != *d) continue;
-    if (have.valid_length > want.valid_length) continue;  // never longer than asked
-    if (!best || have.chain_length > (*best)->second.keys.chain_length) best = it->second;
-  }
+    if (have.prefix != *d) return;
+    if (have.valid_length > want.valid_length) return;  // never longer than asked
+    if (!best || have.chain_length > index_.at(*best).keys.chain_length) best = id;
+  });
   if (!best) return std::nullopt;
-  return LookupResult{LookupResult::Kind::kPrefixHit, MissReason::kAbsent, AddressOfLocked(*best),
-                      (*best)->second.keys.valid_length};
+  return LookupResult{LookupResult::Kind::kPrefixHit, MissReason::kAbsent, index_.AddressOf(*best),
+                      index_.at(*best).keys.valid_length};
 }
 
 LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
@@ -524,7 +456,7 @@ LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
   uint64_t logical = XXH3_64bits(logical_key.data(), logical_key.size());
   std::lock_guard lock(mu_);
   TenantCounters& c = CountersLocked(identity.tenant);
-  if (auto it = FindBlockLocked(address); it && (*it)->second.keys.identity == canonical) {
+  if (auto id = index_.Find(address); id && index_.at(*id).keys.identity == canonical) {
     c.hits++;
     return {LookupResult::Kind::kHit, MissReason::kAbsent, address, identity.valid_length};
   }
@@ -535,7 +467,7 @@ LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
   c.misses++;
   policy_->OnMiss(PolicyKeyOf(address));
   LookupResult miss;
-  if (by_logical_.count(logical)) {
+  if (index_.HasLogical(logical)) {
     miss.reason = MissReason::kIncompatible;
     c.misses_incompatible++;
   } else if (auto o = outcomes_.find(address);

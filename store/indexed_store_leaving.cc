@@ -11,11 +11,11 @@ StatusCode IndexedStore::Invalidate(const BlockAddress& address) {
   bool was_pinned;
   {
     std::lock_guard lock(mu_);
-    auto it = FindBlockLocked(address);
-    if (!it) return StatusCode::kNotFound;
-    was_pinned = (*it)->second.pinned;
+    std::optional<BlockId> id = index_.Find(address);
+    if (!id) return StatusCode::kNotFound;
+    was_pinned = index_.at(*id).pinned;
     CountersLocked(address.tenant).invalidations++;
-    gone.push_back(RemoveLocked(*it, "invalidated"));
+    gone.push_back(RemoveLocked(*id, "invalidated"));
   }
   Finish(std::move(gone), std::nullopt);  // the kernel made this change itself (unlink)
   if (was_pinned) PersistPins();
@@ -26,11 +26,11 @@ StatusCode IndexedStore::Evict(const BlockAddress& address) {
   std::vector<Departure> gone;
   {
     std::lock_guard lock(mu_);
-    auto it = FindBlockLocked(address);
-    if (!it) return StatusCode::kNotFound;
-    if ((*it)->second.pinned) return StatusCode::kBusy;
+    std::optional<BlockId> id = index_.Find(address);
+    if (!id) return StatusCode::kNotFound;
+    if (index_.at(*id).pinned) return StatusCode::kBusy;
     CountersLocked(address.tenant).evictions++;
-    gone.push_back(RemoveLocked(*it, "evicted"));
+    gone.push_back(RemoveLocked(*id, "evicted"));
   }
   Finish(std::move(gone), RemovalReason::kEvicted);
   return StatusCode::kOk;
@@ -39,10 +39,10 @@ StatusCode IndexedStore::Evict(const BlockAddress& address) {
 StatusCode IndexedStore::SetPinned(const BlockAddress& address, bool pinned) {
   {
     std::lock_guard lock(mu_);
-    auto it = FindBlockLocked(address);
-    if (!it) return StatusCode::kNotFound;
-    if ((*it)->second.pinned == pinned) return StatusCode::kOk;
-    (*it)->second.pinned = pinned;
+    std::optional<BlockId> id = index_.Find(address);
+    if (!id) return StatusCode::kNotFound;
+    if (index_.at(*id).pinned == pinned) return StatusCode::kOk;
+    index_.at(*id).pinned = pinned;
   }
   PersistPins();
   return StatusCode::kOk;
@@ -52,11 +52,9 @@ void IndexedStore::PersistPins() {
   std::vector<BlockAddress> pinned;
   {
     std::lock_guard lock(mu_);
-    for (auto& [key, ns] : namespaces_) {
-      for (auto it = ns.blocks.begin(); it != ns.blocks.end(); ++it) {
-        if (it->second.pinned) pinned.push_back(AddressOfLocked(it));
-      }
-    }
+    index_.ForEach([&](BlockId id) {
+      if (index_.at(id).pinned) pinned.push_back(index_.AddressOf(id));
+    });
   }
   medium_->PersistPins(pinned);
 }
@@ -66,15 +64,13 @@ size_t IndexedStore::ForgetIf(const std::function<bool(const StoredPayload*)>& l
   RemovalObserver observer;
   {
     std::lock_guard lock(mu_);
-    std::vector<BlockRef> refs;
-    for (auto& [key, ns] : namespaces_) {
-      for (auto it = ns.blocks.begin(); it != ns.blocks.end(); ++it) {
-        if (lost(it->second.stored.get())) refs.push_back(it);
-      }
-    }
-    for (BlockRef it : refs) {
-      gone.push_back(AddressOfLocked(it));
-      UnindexLocked(it);
+    std::vector<BlockId> ids;
+    index_.ForEach([&](BlockId id) {
+      if (lost(index_.at(id).stored.get())) ids.push_back(id);
+    });
+    for (BlockId id : ids) {
+      gone.push_back(index_.AddressOf(id));
+      UnindexLocked(id);
     }
     observer = observer_;
   }
@@ -87,22 +83,19 @@ size_t IndexedStore::ForgetIf(const std::function<bool(const StoredPayload*)>& l
 void IndexedStore::ForEachBlock(const BlockVisitor& fn) {
   std::lock_guard lock(mu_);
   IndexedBlock b;
-  for (auto& [key, ns] : namespaces_) {
-    b.address.tenant = key.first;
-    b.address.ns = key.second;
-    for (const auto& [name, r] : ns.blocks) {
-      b.address.block = FormatBlockName(name);
-      b.size = r.size;
-      b.commit_epoch = r.commit_epoch;
-      b.region_id = r.region_id;
-      b.owner = r.owner;
-      b.commit_time_ns = r.commit_time_ns;
-      b.checksum = r.checksum;
-      b.keys = r.keys;
-      b.pinned = r.pinned;
-      fn(b, r.stored.get());
-    }
-  }
+  index_.ForEach([&](BlockId id) {
+    const Record& r = index_.at(id);
+    b.address = index_.AddressOf(id);
+    b.size = r.size;
+    b.commit_epoch = r.commit_epoch;
+    b.region_id = r.region_id;
+    b.owner = r.owner;
+    b.commit_time_ns = r.commit_time_ns;
+    b.checksum = r.checksum;
+    b.keys = r.keys;
+    b.pinned = r.pinned;
+    fn(b, r.stored.get());
+  });
 }
 
 void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id) {
@@ -110,14 +103,14 @@ void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id
   bool was_pinned;
   {
     std::lock_guard lock(mu_);
-    auto it = FindBlockLocked(address);
+    std::optional<BlockId> id = index_.Find(address);
     // Already gone: another read (the kernel retries a failed page) found it first. One
     // corrupt block counts once.
-    if (!it || (*it)->second.region_id != region_id) return;
-    was_pinned = (*it)->second.pinned;
+    if (!id || index_.at(*id).region_id != region_id) return;
+    was_pinned = index_.at(*id).pinned;
     CountersLocked(address.tenant).checksum_failures++;
-    BlockInfo info = AttributesOfLocked(*it);
-    Record r = UnindexLocked(*it);
+    BlockInfo info = AttributesOfLocked(*id);
+    Record r = UnindexLocked(*id);
     gone.push_back(Departure{std::move(info), r.stored, false});  // wrong bytes are never kept
   }
   Finish(std::move(gone), RemovalReason::kCorrupt);

@@ -177,7 +177,7 @@ TenantCounters& IndexedStore::CountersLocked(const std::string& tenant) { return
 
 void IndexedStore::RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner) {
   std::lock_guard lock(mu_);
-  AddNamespaceLocked(tenant, ns, owner).owner = owner;
+  index_.AddNamespace(tenant, ns, owner);
 }
 
 bool IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
@@ -214,11 +214,7 @@ bool IndexedStore::RestoreBlock(const IndexedBlock& b, std::shared_ptr<StoredPay
 
 void IndexedStore::ReserveBlocks(size_t blocks) {
   std::lock_guard lock(mu_);
-  size_t n = block_count_ + blocks;
-  by_key_.reserve(n);
-  by_logical_.reserve(n);
-  by_parent_.reserve(n);
-  by_tail_.reserve(n);
+  index_.Reserve(blocks);
 }
 
 void IndexedStore::RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
@@ -235,8 +231,8 @@ void IndexedStore::SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
 
 std::shared_ptr<StoredPayload> IndexedStore::StoredFor(const BlockAddress& address) {
   std::lock_guard lock(mu_);
-  auto it = FindBlockLocked(address);
-  return it ? (*it)->second.stored : nullptr;
+  std::optional<BlockId> id = index_.Find(address);
+  return id ? index_.at(*id).stored : nullptr;
 }
 
 }  // namespace gpucache

@@ -1,0 +1,153 @@
+#include "store/block_index.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace gpucache {
+
+PolicyKey PolicyKeyOf(const BlockAddress& address);  // store/indexed_store_blocks.cc
+
+uint64_t BlockIndex::NameHash(uint32_t ns, const BlockDigest& name) {
+  uint64_t a, b;
+  std::memcpy(&a, name.data(), 8);
+  std::memcpy(&b, name.data() + 8, 8);
+  return NsHash(ns, a ^ (b * 0xC2B2AE3D27D4EB4Full));
+}
+
+std::optional<uint32_t> BlockIndex::FindNamespace(std::string_view tenant, std::string_view ns) const {
+  auto it = namespace_ids_.find(std::pair<std::string_view, std::string_view>(tenant, ns));
+  if (it == namespace_ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+uint32_t BlockIndex::AddNamespace(const std::string& tenant, const std::string& ns, Owner owner) {
+  if (std::optional<uint32_t> id = FindNamespace(tenant, ns)) return *id;
+  uint32_t id;
+  if (!free_namespaces_.empty()) {
+    id = free_namespaces_.back();
+    free_namespaces_.pop_back();
+  } else {
+    id = static_cast<uint32_t>(namespaces_.size());
+    namespaces_.emplace_back();
+  }
+  namespaces_[id] = Namespace{tenant, ns, owner, {}, true};
+  namespace_ids_.emplace(std::pair(tenant, ns), id);
+  return id;
+}
+
+void BlockIndex::RemoveNamespace(uint32_t ns) {
+  Namespace& n = namespaces_[ns];
+  auto it = namespace_ids_.find(std::pair<std::string_view, std::string_view>(n.tenant, n.name));
+  if (it != namespace_ids_.end()) namespace_ids_.erase(it);
+  n = Namespace{};
+  free_namespaces_.push_back(ns);
+}
+
+std::vector<std::string> BlockIndex::NamespacesOf(std::string_view tenant) const {
+  std::vector<std::string> out;
+  for (auto it = namespace_ids_.lower_bound(std::pair<std::string_view, std::string_view>(tenant, ""));
+       it != namespace_ids_.end() && it->first.first == tenant; ++it) {
+    out.push_back(it->first.second);
+  }
+  return out;
+}
+
+std::optional<BlockIndex::Id> BlockIndex::Find(const BlockAddress& address) const {
+  std::optional<BlockDigest> name = ParseBlockName(address.block);
+  if (!name) return std::nullopt;
+  std::optional<uint32_t> ns = FindNamespace(address.tenant, address.ns);
+  if (!ns) return std::nullopt;
+  return by_address_.Find(NameHash(*ns, *name), [&](Id id) {
+    return records_[id].ns == *ns && records_[id].name == *name;
+  });
+}
+
+std::optional<BlockIndex::Id> BlockIndex::FindByPolicyKey(PolicyKey key) const {
+  return by_policy_key_.Find(key, [&](Id id) { return records_[id].policy_key == key; });
+}
+
+bool BlockIndex::HasLogical(uint64_t logical) const {
+  return by_logical_.Find(logical, [&](Id id) { return records_[id].keys.logical == logical; })
+      .has_value();
+}
+
+std::optional<BlockIndex::Id> BlockIndex::ByTail(uint32_t ns, uint64_t tail) const {
+  return by_tail_.Find(NsHash(ns, tail), [&](Id id) {
+    return records_[id].ns == ns && records_[id].keys.tail == tail;
+  });
+}
+
+BlockAddress BlockIndex::AddressOf(Id id) const {
+  const Record& r = records_[id];
+  return BlockAddress{namespaces_[r.ns].tenant, namespaces_[r.ns].name, FormatBlockName(r.name)};
+}
+
+std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Record record) {
+  std::optional<BlockDigest> name = ParseBlockName(address.block);
+  if (!name || Find(address)) return std::nullopt;
+  uint32_t ns = AddNamespace(address.tenant, address.ns, record.owner);
+  Id id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    id = static_cast<Id>(records_.size());
+    records_.emplace_back();
+  }
+  record.name = *name;
+  record.ns = ns;
+  record.pos = static_cast<uint32_t>(namespaces_[ns].blocks.size());
+  record.policy_key = PolicyKeyOf(address);
+  records_[id] = std::move(record);
+  namespaces_[ns].blocks.push_back(id);
+  count_++;
+  const Record& r = records_[id];
+  by_address_.Insert(id, NameHash(ns, r.name), [this](Id i) { return AddressHashOf(i); });
+  by_policy_key_.Insert(id, r.policy_key, [this](Id i) { return records_[i].policy_key; });
+  by_logical_.Insert(id, r.keys.logical, [this](Id i) { return records_[i].keys.logical; });
+  by_parent_.Insert(id, NsHash(ns, r.keys.parent),
+                    [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.parent); });
+  by_tail_.Insert(id, NsHash(ns, r.keys.tail),
+                  [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.tail); });
+  return id;
+}
+
+BlockIndex::Record BlockIndex::Remove(Id id) {
+  Record& r = records_[id];
+  by_address_.Erase(id, NameHash(r.ns, r.name));
+  by_policy_key_.Erase(id, r.policy_key);
+  by_logical_.Erase(id, r.keys.logical);
+  by_parent_.Erase(id, NsHash(r.ns, r.keys.parent));
+  by_tail_.Erase(id, NsHash(r.ns, r.keys.tail));
+  std::vector<Id>& list = namespaces_[r.ns].blocks;
+  Id moved = list.back();  // the last id takes the removed one's place
+  list[r.pos] = moved;
+  records_[moved].pos = r.pos;
+  list.pop_back();
+  Record out = std::move(r);
+  r = Record{};
+  free_ids_.push_back(id);
+  count_--;
+  return out;
+}
+
+void BlockIndex::Reserve(size_t blocks) {
+  size_t n = count_ + blocks;
+  records_.reserve(n);
+  by_address_.Reserve(n, [this](Id i) { return AddressHashOf(i); });
+  by_policy_key_.Reserve(n, [this](Id i) { return records_[i].policy_key; });
+  by_logical_.Reserve(n, [this](Id i) { return records_[i].keys.logical; });
+  by_parent_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.parent); });
+  by_tail_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.tail); });
+}
+
+size_t BlockIndex::MemoryBytes() const {
+  size_t bytes = records_.capacity() * sizeof(Record) + free_ids_.capacity() * sizeof(Id);
+  for (const Namespace& n : namespaces_) bytes += n.blocks.capacity() * sizeof(Id);
+  for (const IdTable* t : {&by_address_, &by_policy_key_, &by_logical_, &by_parent_, &by_tail_}) {
+    bytes += t->MemoryBytes();
+  }
+  return bytes;
+}
+
+}  // namespace gpucache

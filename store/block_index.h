@@ -1,0 +1,136 @@
+// BlockIndex: the committed blocks a store knows, and the tables that find them.
+//
+// Records live in one array, named by a dense 32-bit id that stays the same while the block is
+// indexed (ids of removed blocks are reused). Each namespace (tenant, namespace directory) is
+// interned once and lists its blocks' ids. Four IdTables (store/id_table.h) find records by
+//   - address (namespace id + block name): every probe, open and commit;
+//   - policy key (the eviction policy's digest of the address): the policy's victims;
+//   - logical key (GPCL digest): "incompatible" misses;
+//   - (namespace, chain[0] digest): prefix-hit candidates and, by chain.back(), parent links;
+// each at about 6 bytes a block. The identity itself is not kept (store/index_keys.h).
+//
+// Thread safety: none; the store's lock guards every call.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/block_store.h"
+#include "store/eviction/eviction_policy.h"
+#include "store/id_table.h"
+#include "store/index_keys.h"
+#include "store/medium.h"
+
+namespace gpucache {
+
+class BlockIndex {
+ public:
+  using Id = uint32_t;
+
+  // One committed block. Its address is its namespace (`ns`) and `name`.
+  struct Record {
+    BlockDigest name{};
+    uint64_t size = 0;
+    uint64_t commit_epoch = 0;
+    uint64_t region_id = 0;
+    uint64_t commit_time_ns = 0;
+    PolicyKey policy_key = 0;  // PolicyKeyOf(address), kept so that lookups need no strings
+    Owner owner;
+    uint32_t ns = 0;
+    uint32_t pos = 0;          // where its id sits in its namespace's list
+    int32_t open_readers = 0;
+    IndexKeys keys;
+    BlockDigest checksum{};    // XXH3-128 of the payload
+    BlockState state = BlockState::kCommitted;
+    bool pinned = false;
+    std::shared_ptr<StoredPayload> stored;
+  };
+
+  // --- Namespaces.
+  std::optional<uint32_t> FindNamespace(std::string_view tenant, std::string_view ns) const;
+  // The id of (tenant, ns), added with `owner` if it was not there.
+  uint32_t AddNamespace(const std::string& tenant, const std::string& ns, Owner owner);
+  // REQUIRES: the namespace holds no block.
+  void RemoveNamespace(uint32_t ns);
+  const std::string& TenantOf(uint32_t ns) const { return namespaces_[ns].tenant; }
+  const std::string& NameOf(uint32_t ns) const { return namespaces_[ns].name; }
+  Owner OwnerOf(uint32_t ns) const { return namespaces_[ns].owner; }
+  size_t BlocksIn(uint32_t ns) const { return namespaces_[ns].blocks.size(); }
+  const std::vector<Id>& BlockIds(uint32_t ns) const { return namespaces_[ns].blocks; }
+  // The namespace names of `tenant`, in name order.
+  std::vector<std::string> NamespacesOf(std::string_view tenant) const;
+
+  // --- Blocks.
+  std::optional<Id> Find(const BlockAddress& address) const;
+  std::optional<Id> FindByPolicyKey(PolicyKey key) const;
+  // Adds a block; nullopt (and nothing changes) if its address is already indexed. Its
+  // namespace is added if missing, owned by the block's owner.
+  std::optional<Id> Insert(const BlockAddress& address, Record record);
+  // Takes a block out; its id may be reused from now on.
+  Record Remove(Id id);
+  Record& at(Id id) { return records_[id]; }
+  const Record& at(Id id) const { return records_[id]; }
+  BlockAddress AddressOf(Id id) const;
+  // A block whose GPCL digest is `logical`, if any (an "incompatible" miss).
+  bool HasLogical(uint64_t logical) const;
+  // The block in `ns` whose last chain hash digests to `tail`: the parent of a block whose
+  // chain[0] digests to it.
+  std::optional<Id> ByTail(uint32_t ns, uint64_t tail) const;
+  // Blocks in `ns` whose chain[0] digests to `parent`: the prefix-hit candidates.
+  template <class Visit>
+  void ForEachWithParent(uint32_t ns, uint64_t parent, const Visit& visit) const {
+    by_parent_.ForEachCandidate(NsHash(ns, parent), [&](Id id) {
+      const Record& r = records_[id];
+      if (r.ns == ns && r.keys.parent == parent) visit(id);
+    });
+  }
+  // Every block, namespace by namespace.
+  template <class Visit>
+  void ForEach(const Visit& visit) const {
+    for (uint32_t ns = 0; ns < namespaces_.size(); ++ns) {
+      for (Id id : namespaces_[ns].blocks) visit(id);
+    }
+  }
+  size_t size() const { return count_; }
+  // Room for `blocks` more without growing.
+  void Reserve(size_t blocks);
+  // Heap bytes held, for the index benchmark.
+  size_t MemoryBytes() const;
+
+ private:
+  struct Namespace {
+    std::string tenant, name;
+    Owner owner;
+    std::vector<Id> blocks;
+    bool live = false;
+  };
+  // Orders (tenant, namespace) keys and finds them by string_views, without building a key.
+  struct NamespaceLess {
+    using is_transparent = void;
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+      int t = std::string_view(a.first).compare(std::string_view(b.first));
+      return t != 0 ? t < 0 : std::string_view(a.second) < std::string_view(b.second);
+    }
+  };
+  static uint64_t NsHash(uint32_t ns, uint64_t digest) {
+    return digest ^ (uint64_t{ns} * 0x9E3779B97F4A7C15ull);
+  }
+  static uint64_t NameHash(uint32_t ns, const BlockDigest& name);
+  uint64_t AddressHashOf(Id id) const { return NameHash(records_[id].ns, records_[id].name); }
+
+  std::vector<Namespace> namespaces_;
+  std::vector<uint32_t> free_namespaces_;
+  std::map<std::pair<std::string, std::string>, uint32_t, NamespaceLess> namespace_ids_;
+  std::vector<Record> records_;
+  std::vector<Id> free_ids_;
+  size_t count_ = 0;
+  IdTable by_address_, by_policy_key_, by_logical_, by_parent_, by_tail_;
+};
+
+}  // namespace gpucache
