@@ -102,7 +102,11 @@ FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
     : options_(options),
       devices_(std::move(devices)),
       env_(options_.env ? *options_.env : Env::Posix()) {
-  for (size_t dev = 0; dev < devices_.size(); ++dev) located_.push_back(std::make_shared<Located>(dev));
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    located_.push_back(std::make_shared<Located>(dev));
+    journals_.push_back(std::make_unique<JournalFile>());
+  }
+  loaded_.resize(devices_.size());
   if (options_.backing_io == "uring") {
     UringReaderOptions o;
     o.probe_dir = devices_.empty() ? std::string() : devices_[0].path;  // sizes the queue depth
@@ -178,6 +182,7 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
     snapshot_.shrink_to_fit();
     snapshot_namespaces_.clear();
     LoadQuarantine(dev, report);
+    StartJournal(dev);
   }
   return true;
 }
@@ -245,11 +250,14 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
     relative.assign(relative_prefix).append(name);
     bool pinned = !pins_.empty() && pins_.count(relative) != 0;
     bool restored;
-    if (std::optional<IndexedBlock> known = FromSnapshot(dir.get(), path, snapshot_ns, name)) {
+    SnapshotEntry seen;  // what this start verified, for the INDEX it writes next
+    if (const SnapshotEntry* known = FromSnapshot(dir.get(), path, snapshot_ns, name)) {
       report.from_snapshot++;
-      known->address = BlockAddress{tenant, ns, name};
-      known->pinned = pinned;
-      restored = host().RestoreBlock(*known, located_[dev]);
+      seen = *known;
+      IndexedBlock b = BlockOfEntry(*known);
+      b.address = BlockAddress{tenant, ns, name};
+      b.pinned = pinned;
+      restored = host().RestoreBlock(b, located_[dev]);
     } else {
       std::string why;
       Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(path, why)
@@ -265,8 +273,10 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
         continue;
       }
       info->pinned = pinned;
+      seen = EntryOfBlock(info.value(), dir.get(), name);
       restored = host().RestoreBlock(std::move(info.value()), located_[dev]);
     }
+    if (restored) NoteLoaded(dev, tenant + "/" + ns, seen);
     if (!restored) {  // the same block in two directories: keep one
       report.problems.push_back("skipped " + path + ": a duplicate of a block already loaded");
       report.blocks_skipped++;
@@ -276,7 +286,10 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
   }
 }
 
-void FileMedium::Close() { SaveSnapshots(); }
+void FileMedium::Close() {
+  SaveSnapshots();
+  for (size_t dev = 0; dev < journals_.size(); ++dev) EmptyJournal(dev);
+}
 
 void FileMedium::LoadQuarantine(size_t dev, FileStoreReport& report) {
   for (const std::string& name : ListDir(devices_[dev].path + "/quarantine")) {
@@ -490,6 +503,7 @@ Result<Medium::Sealed> FileMedium::Seal(PendingPayload& p, const BlockInfo& draf
       return s;
     }
   }
+  JournalCommit(f.dev, f.fd.get(), draft, header.checksums);
   f.fd.Reset();
   f.path.clear();
   return Sealed{std::move(header.checksums), located_[f.dev]};
@@ -538,6 +552,7 @@ std::shared_ptr<StoredPayload> FileMedium::Quarantine(
   size_t dev = DeviceOf(stored);
   std::string from = PathIn(dev, info.address);
   std::string to = devices_[dev].path + "/quarantine/" + std::to_string(info.region_id);
+  JournalRemoval(dev, info.address);
   // Open handles keep reading the same inode; the name is freed for a new commit.
   if (env_.Rename(from, to) == StatusCode::kOk) return std::make_shared<QuarantinedFile>(to);
   // Left under its name, the block would be indexed again at the next start. Unlinking it
@@ -553,6 +568,7 @@ void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload
   auto* q = dynamic_cast<QuarantinedFile*>(stored.get());
   size_t dev = DeviceOf(stored);  // a quarantined file is on device 0's paths or its own
   std::string path = q ? q->path : PathIn(dev, info.address);
+  if (!q) JournalRemoval(dev, info.address);
   StatusCode s = env_.Remove(path);
   if (s == StatusCode::kOk || s == StatusCode::kNotFound) return;
   CountError();

@@ -24,6 +24,7 @@
 // Thread safety: as BlockStore. One FileStore per data directory (enforced by LOCK).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <unordered_map>
 
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "store/block_file.h"
+#include "store/index_journal.h"
 #include "store/index_snapshot.h"
 #include "store/indexed_store.h"
 #include "store/posix_io.h"
@@ -95,15 +97,36 @@ class FileMedium final : public Medium {
 
  private:
   const StoreOptions options_;
-  // Index snapshots (store/index_snapshot.h): written at a clean close, read and deleted at
-  // start.
+  // Index files (file_store_snapshot.cc): INDEX (store/index_snapshot.h) and the journal
+  // (store/index_journal.h). A start reads INDEX and replays the journal over it, checks every
+  // entry against its file while it walks the directories, then writes INDEX anew from what it
+  // verified and empties the journal; commits and removals append to it; a clean close writes
+  // INDEX from memory and empties it again.
+  struct JournalFile {
+    std::mutex mu;
+    Fd fd;               // JOURNAL, for appending
+    uint64_t bytes = 0;  // appended since it was last emptied
+  };
   void SaveSnapshots();
+  void SaveSnapshot(size_t dev);
   void LoadSnapshot(size_t dev);
+  void NoteLoaded(size_t dev, const std::string& ns, SnapshotEntry e);
+  void StartJournal(size_t dev);
+  void EmptyJournal(size_t dev);
+  void Append(size_t dev, const JournalRecord& record);
+  // `fd`: the block file just published as `draft` (fstat gives what INDEX checks later).
+  void JournalCommit(size_t dev, int fd, const BlockInfo& draft, const PayloadChecksums& sums);
+  void JournalRemoval(size_t dev, const BlockAddress& address);
+  // Past this many journal bytes a device's journal is folded into a new INDEX.
+  static constexpr uint64_t kJournalRotateBytes = 64ull << 20;
   // The block at `path` as the snapshot describes it, if the file is still that very file.
   // `name` in the directory `dir_fd` (if >= 0, else at `path`); `ns` indexes
   // snapshot_namespaces_ (-1: not in the snapshot). The address is left for the caller to set.
-  std::optional<IndexedBlock> FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
-                                           const std::string& name);
+  const SnapshotEntry* FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
+                                    const std::string& name);
+  static IndexedBlock BlockOfEntry(const SnapshotEntry& e);
+  // The entry of a block read in full at start (the file's inode, size and ctime by fstatat).
+  static SnapshotEntry EntryOfBlock(const BlockInfo& info, int dir_fd, const std::string& name);
   void LoadBlocks(size_t dev, FileStoreReport& report);
   void LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
                      FileStoreReport& report);
@@ -128,6 +151,9 @@ class FileMedium final : public Medium {
   // Start-up only: the snapshot of the directory being loaded, entries sorted by (ns, block).
   std::unordered_map<std::string, uint32_t> snapshot_namespaces_;  // "tenant/ns" -> index
   std::vector<SnapshotEntry> snapshot_;
+  std::vector<IndexSnapshot> loaded_;  // start-up only: per device, what was verified
+  std::vector<std::map<std::string, uint32_t>> loaded_ns_;  // its namespace indexes
+  std::vector<std::unique_ptr<JournalFile>> journals_;  // per device
   mutable std::mutex devices_mu_;
   mutable uint64_t weights_read_ns_ = 0;  // steady clock; guarded by devices_mu_
 };

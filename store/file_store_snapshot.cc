@@ -13,40 +13,63 @@
 
 namespace gpucache {
 
-void FileMedium::LoadSnapshot(size_t dev) {
-  std::string path = devices_[dev].path + "/" + kSnapshotFile;
+namespace {
+
+// The bytes of `path`, or nothing if it cannot be read whole.
+std::optional<Bytes> ReadWhole(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
-  if (!fd.valid() || ::fstat(fd.get(), &st) != 0) return;
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0) return std::nullopt;
   Bytes bytes(static_cast<size_t>(st.st_size));
-  StatusCode read = PreadFull(fd.get(), bytes, 0);
-  fd.Reset();
-  // Used once: whatever happens during this run, the next start scans unless this one closes
-  // cleanly and writes a new snapshot.
-  ::unlink(path.c_str());
-  if (read != StatusCode::kOk) return;
-  std::optional<IndexSnapshot> snapshot = DecodeSnapshot(bytes);
-  if (!snapshot) return;
-  for (uint32_t i = 0; i < snapshot->namespaces.size(); ++i) {
-    snapshot_namespaces_.emplace(std::move(snapshot->namespaces[i]), i);
+  if (PreadFull(fd.get(), bytes, 0) != StatusCode::kOk) return std::nullopt;
+  return bytes;
+}
+
+// Replaces `path` with `bytes`, renamed into place but not synced: a torn or empty INDEX after
+// a power cut fails its sum and costs one full scan, nothing else.
+void WriteReplacing(const std::string& path, const Bytes& bytes) {
+  std::string tmp = path + ".tmp";
+  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.valid() || PwriteFull(fd.get(), bytes, 0) != StatusCode::kOk) {
+    ::unlink(tmp.c_str());
+    return;
   }
-  snapshot_ = std::move(snapshot->entries);
+  fd.Reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
+}
+
+}  // namespace
+
+void FileMedium::LoadSnapshot(size_t dev) {
+  const std::string& dir = devices_[dev].path;
+  IndexSnapshot snapshot;
+  if (std::optional<Bytes> bytes = ReadWhole(dir + "/" + kSnapshotFile)) {
+    if (std::optional<IndexSnapshot> decoded = DecodeSnapshot(*bytes)) snapshot = std::move(*decoded);
+  }
+  // What happened since INDEX was written (a crash left it; a rotation may have left two).
+  for (const char* name : {kOldJournalFile, kJournalFile}) {
+    if (std::optional<Bytes> bytes = ReadWhole(dir + "/" + name)) ApplyJournal(snapshot, DecodeJournal(*bytes));
+  }
+  for (uint32_t i = 0; i < snapshot.namespaces.size(); ++i) {
+    snapshot_namespaces_.emplace(std::move(snapshot.namespaces[i]), i);
+  }
+  snapshot_ = std::move(snapshot.entries);
   std::sort(snapshot_.begin(), snapshot_.end(), [](const SnapshotEntry& a, const SnapshotEntry& b) {
     return std::tie(a.ns, a.block) < std::tie(b.ns, b.block);
   });
   host().ReserveBlocks(snapshot_.size());
 }
 
-std::optional<IndexedBlock> FileMedium::FromSnapshot(int dir_fd, const std::string& path,
-                                                                  int64_t ns, const std::string& name) {
-  if (ns < 0) return std::nullopt;
+const SnapshotEntry* FileMedium::FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
+                                              const std::string& name) {
+  if (ns < 0) return nullptr;
   std::optional<BlockDigest> block = ParseBlockName(name);
-  if (!block) return std::nullopt;
+  if (!block) return nullptr;
   auto it = std::lower_bound(snapshot_.begin(), snapshot_.end(), std::pair(ns, *block),
                              [](const SnapshotEntry& e, const std::pair<int64_t, BlockDigest>& key) {
                                return std::tie(e.ns, e.block) < std::tie(key.first, key.second);
                              });
-  if (it == snapshot_.end() || it->ns != ns || it->block != *block) return std::nullopt;
+  if (it == snapshot_.end() || it->ns != ns || it->block != *block) return nullptr;
   const SnapshotEntry& e = *it;
   struct stat st {};
   int got = dir_fd >= 0 ? ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW)
@@ -54,8 +77,12 @@ std::optional<IndexedBlock> FileMedium::FromSnapshot(int dir_fd, const std::stri
   if (got != 0 || !S_ISREG(st.st_mode) || st.st_ino != e.inode ||
       static_cast<uint64_t>(st.st_size) != e.file_size || st.st_ctim.tv_sec != e.ctime_sec ||
       st.st_ctim.tv_nsec != e.ctime_nsec) {
-    return std::nullopt;  // not the file the snapshot saw: read it in full
+    return nullptr;  // not the file the snapshot saw: read it in full
   }
+  return &e;
+}
+
+IndexedBlock FileMedium::BlockOfEntry(const SnapshotEntry& e) {
   IndexedBlock b;  // the caller sets the address
   b.size = e.size;
   b.commit_epoch = e.commit_epoch;
@@ -67,19 +94,124 @@ std::optional<IndexedBlock> FileMedium::FromSnapshot(int dir_fd, const std::stri
   return b;
 }
 
+namespace {
+
+SnapshotEntry EntryOf(const BlockInfo& info, const IndexKeys& keys, BlockDigest digest,
+                      const struct stat& st) {
+  SnapshotEntry e;
+  e.block = ParseBlockName(info.address.block).value_or(BlockDigest{});
+  e.size = info.size;
+  e.commit_epoch = info.commit_epoch;
+  e.region_id = info.region_id;
+  e.uid = info.owner.uid;
+  e.gid = info.owner.gid;
+  e.commit_time_ns = info.commit_time_ns;
+  e.digest = digest;
+  e.keys = keys;
+  e.inode = st.st_ino;
+  e.file_size = static_cast<uint64_t>(st.st_size);
+  e.ctime_sec = st.st_ctim.tv_sec;
+  e.ctime_nsec = st.st_ctim.tv_nsec;
+  return e;
+}
+
+}  // namespace
+
+SnapshotEntry FileMedium::EntryOfBlock(const BlockInfo& info, int dir_fd, const std::string& name) {
+  struct stat st {};
+  ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW);
+  std::string_view digest(info.checksum);
+  if (digest.starts_with("xxh3-128:")) digest.remove_prefix(9);
+  return EntryOf(info, IndexKeysOf(info.identity, info.canonical_identity),
+                 ParseBlockName(digest).value_or(BlockDigest{}), st);
+}
+
+void FileMedium::NoteLoaded(size_t dev, const std::string& ns, SnapshotEntry e) {
+  IndexSnapshot& fresh = loaded_[dev];
+  if (loaded_ns_.size() < loaded_.size()) loaded_ns_.resize(loaded_.size());
+  auto [it, added] = loaded_ns_[dev].try_emplace(ns, static_cast<uint32_t>(fresh.namespaces.size()));
+  if (added) fresh.namespaces.push_back(ns);
+  e.ns = it->second;
+  fresh.entries.push_back(e);
+}
+
+// After a device loaded: what it verified becomes its INDEX, and the journal starts empty.
+void FileMedium::StartJournal(size_t dev) {
+  WriteReplacing(devices_[dev].path + "/" + kSnapshotFile, EncodeSnapshot(loaded_[dev]));
+  loaded_[dev] = IndexSnapshot{};
+  if (dev < loaded_ns_.size()) loaded_ns_[dev].clear();
+  EmptyJournal(dev);
+}
+
+void FileMedium::EmptyJournal(size_t dev) {
+  JournalFile& j = *journals_[dev];
+  std::lock_guard lock(j.mu);
+  std::string path = devices_[dev].path + "/" + kJournalFile;
+  j.fd = Fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644));
+  j.bytes = 0;
+  ::unlink((devices_[dev].path + "/" + kOldJournalFile).c_str());
+}
+
+void FileMedium::Append(size_t dev, const JournalRecord& record) {
+  JournalFile& j = *journals_[dev];
+  Bytes bytes = EncodeJournalRecord(record);
+  bool rotate;
+  {
+    std::lock_guard lock(j.mu);
+    if (!j.fd.valid()) return;  // not started (loading) or could not be opened: INDEX is checked anyway
+    // One write per record, O_APPEND: a crash leaves whole records and at most one torn one.
+    if (PwriteFull(j.fd.get(), bytes, 0) != StatusCode::kOk) CountError();
+    j.bytes += bytes.size();
+    rotate = j.bytes > kJournalRotateBytes;
+    if (rotate) {
+      // From here on, appends go to a fresh JOURNAL; JOURNAL.old is replayed before it at a
+      // start until the INDEX below replaces both.
+      std::string dir = devices_[dev].path + "/";
+      ::rename((dir + kJournalFile).c_str(), (dir + kOldJournalFile).c_str());
+      j.fd = Fd(::open((dir + kJournalFile).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644));
+      j.bytes = 0;
+    }
+  }
+  if (rotate) {
+    SaveSnapshot(dev);  // on this thread: about a second per million blocks, once per 64 MiB
+    ::unlink((devices_[dev].path + "/" + kOldJournalFile).c_str());
+  }
+}
+
+void FileMedium::JournalCommit(size_t dev, int fd, const BlockInfo& draft,
+                               const PayloadChecksums& sums) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return;  // without it the entry would never match: leave it out
+  JournalRecord r;
+  r.ns = draft.address.tenant + "/" + draft.address.ns;
+  r.entry = EntryOf(draft, IndexKeysOf(draft.identity, draft.canonical_identity),
+                    ParseBlockName(sums.digest_hex).value_or(BlockDigest{}), st);
+  Append(dev, r);
+}
+
+void FileMedium::JournalRemoval(size_t dev, const BlockAddress& address) {
+  JournalRecord r;
+  r.removal = true;
+  r.ns = address.tenant + "/" + address.ns;
+  r.entry.block = ParseBlockName(address.block).value_or(BlockDigest{});
+  Append(dev, r);
+}
+
 void FileMedium::SaveSnapshots() {
-  std::vector<IndexSnapshot> per_dev(devices_.size());
-  std::vector<std::map<std::string, uint32_t>> ns_index(devices_.size());
-  std::vector<bool> in_service(devices_.size());
-  for (size_t dev = 0; dev < devices_.size(); ++dev) in_service[dev] = !Isolated(dev);
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    if (!Isolated(dev)) SaveSnapshot(dev);
+  }
+}
+
+void FileMedium::SaveSnapshot(size_t dev) {
+  IndexSnapshot snapshot;
+  std::map<std::string, uint32_t> ns_index;
   // Under the store's lock: no I/O here; the files are checked below.
   std::string ns_name;
   host().ForEachBlock([&](const IndexedBlock& b, const StoredPayload* stored) {
-    size_t dev = DeviceOf(stored);
-    if (dev >= devices_.size() || !in_service[dev]) return;
-    IndexSnapshot& snapshot = per_dev[dev];
+    if (DeviceOf(stored) != dev) return;
     ns_name.assign(b.address.tenant).append("/").append(b.address.ns);
-    auto [ns, added] = ns_index[dev].try_emplace(ns_name, static_cast<uint32_t>(snapshot.namespaces.size()));
+    auto [ns, added] = ns_index.try_emplace(ns_name, static_cast<uint32_t>(snapshot.namespaces.size()));
     if (added) snapshot.namespaces.push_back(ns_name);
     SnapshotEntry& e = snapshot.entries.emplace_back();
     e.ns = ns->second;
@@ -93,26 +225,20 @@ void FileMedium::SaveSnapshots() {
     e.digest = b.checksum;
     e.keys = b.keys;
   });
-  for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    if (!in_service[dev]) continue;
-    IndexSnapshot& snapshot = per_dev[dev];
-    std::string base = devices_[dev].path + "/blocks/", path;
-    size_t kept = 0;
-    for (SnapshotEntry& e : snapshot.entries) {
-      struct stat st {};
-      path.assign(base).append(snapshot.namespaces[e.ns]).append("/").append(FormatBlockName(e.block));
-      if (::lstat(path.c_str(), &st) != 0) continue;
-      e.inode = st.st_ino;
-      e.file_size = static_cast<uint64_t>(st.st_size);
-      e.ctime_sec = st.st_ctim.tv_sec;
-      e.ctime_nsec = st.st_ctim.tv_nsec;
-      snapshot.entries[kept++] = e;
-    }
-    snapshot.entries.resize(kept);
-    Bytes bytes = EncodeSnapshot(snapshot);
-    WriteFileAtomically(devices_[dev].path + "/" + kSnapshotFile,
-                        std::string(bytes.begin(), bytes.end()));
+  std::string base = devices_[dev].path + "/blocks/", path;
+  size_t kept = 0;
+  for (SnapshotEntry& e : snapshot.entries) {
+    struct stat st {};
+    path.assign(base).append(snapshot.namespaces[e.ns]).append("/").append(FormatBlockName(e.block));
+    if (::lstat(path.c_str(), &st) != 0) continue;
+    e.inode = st.st_ino;
+    e.file_size = static_cast<uint64_t>(st.st_size);
+    e.ctime_sec = st.st_ctim.tv_sec;
+    e.ctime_nsec = st.st_ctim.tv_nsec;
+    snapshot.entries[kept++] = e;
   }
+  snapshot.entries.resize(kept);
+  WriteReplacing(devices_[dev].path + "/" + kSnapshotFile, EncodeSnapshot(snapshot));
 }
 
 // Quarantined bytes stay quarantined across a restart: only a reclaim frees them.

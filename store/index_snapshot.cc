@@ -12,37 +12,6 @@ namespace {
 constexpr uint32_t kVersion = 2;
 }  // namespace
 
-Bytes EncodeSnapshot(const IndexSnapshot& snapshot) {
-  ByteWriter w;
-  w.Raw(std::string_view("GPCX"));
-  w.U32(kVersion);
-  w.U32(static_cast<uint32_t>(snapshot.namespaces.size()));
-  for (const std::string& ns : snapshot.namespaces) w.Str(ns);
-  w.U64(snapshot.entries.size());
-  for (const SnapshotEntry& e : snapshot.entries) {
-    w.U32(e.ns);
-    w.Raw(e.block);
-    for (uint64_t v : {e.size, e.commit_epoch, e.region_id}) w.U64(v);
-    w.U32(e.uid);
-    w.U32(e.gid);
-    w.U64(e.commit_time_ns);
-    w.Raw(e.digest);
-    const IndexKeys& k = e.keys;
-    for (uint64_t v : {k.identity, k.logical, k.parent, k.tail, k.prefix}) w.U64(v);
-    w.U32(k.valid_length);
-    w.U32(k.block_capacity);
-    w.U8(k.chain_length);
-    w.U64(e.inode);
-    w.U64(e.file_size);
-    w.U64(static_cast<uint64_t>(e.ctime_sec));
-    w.U64(static_cast<uint64_t>(e.ctime_nsec));
-  }
-  Bytes& out = w.bytes();
-  uint64_t sum = XXH3_64bits(out.data(), out.size());
-  w.U64(sum);
-  return w.Take();
-}
-
 namespace {
 
 template <size_t N>
@@ -52,6 +21,66 @@ void ReadArray(ByteReader& in, std::array<uint8_t, N>& out) {
 }
 
 }  // namespace
+
+void WriteSnapshotEntry(ByteWriter& w, const SnapshotEntry& e) {
+  w.Raw(e.block);
+  for (uint64_t v : {e.size, e.commit_epoch, e.region_id}) w.U64(v);
+  w.U32(e.uid);
+  w.U32(e.gid);
+  w.U64(e.commit_time_ns);
+  w.Raw(e.digest);
+  const IndexKeys& k = e.keys;
+  for (uint64_t v : {k.identity, k.logical, k.parent, k.tail, k.prefix}) w.U64(v);
+  w.U32(k.valid_length);
+  w.U32(k.block_capacity);
+  w.U8(k.chain_length);
+  w.U64(e.inode);
+  w.U64(e.file_size);
+  w.U64(static_cast<uint64_t>(e.ctime_sec));
+  w.U64(static_cast<uint64_t>(e.ctime_nsec));
+}
+
+void ReadSnapshotEntry(ByteReader& in, SnapshotEntry& e) {
+  ReadArray(in, e.block);
+  e.size = in.U64();
+  e.commit_epoch = in.U64();
+  e.region_id = in.U64();
+  e.uid = in.U32();
+  e.gid = in.U32();
+  e.commit_time_ns = in.U64();
+  ReadArray(in, e.digest);
+  IndexKeys& k = e.keys;
+  k.identity = in.U64();
+  k.logical = in.U64();
+  k.parent = in.U64();
+  k.tail = in.U64();
+  k.prefix = in.U64();
+  k.valid_length = in.U32();
+  k.block_capacity = in.U32();
+  k.chain_length = in.U8();
+  e.inode = in.U64();
+  e.file_size = in.U64();
+  e.ctime_sec = static_cast<int64_t>(in.U64());
+  e.ctime_nsec = static_cast<int64_t>(in.U64());
+}
+
+Bytes EncodeSnapshot(const IndexSnapshot& snapshot) {
+  ByteWriter w;
+  w.Raw(std::string_view("GPCX"));
+  w.U32(kVersion);
+  w.U32(static_cast<uint32_t>(snapshot.namespaces.size()));
+  for (const std::string& ns : snapshot.namespaces) w.Str(ns);
+  w.U64(snapshot.entries.size());
+  for (const SnapshotEntry& e : snapshot.entries) {
+    w.U32(e.ns);
+    WriteSnapshotEntry(w, e);
+  }
+  Bytes& out = w.bytes();
+  uint64_t sum = XXH3_64bits(out.data(), out.size());
+  w.U64(sum);
+  return w.Take();
+}
+
 
 std::optional<IndexSnapshot> DecodeSnapshot(std::span<const uint8_t> bytes) {
   if (bytes.size() < 28) return std::nullopt;
@@ -72,27 +101,7 @@ std::optional<IndexSnapshot> DecodeSnapshot(std::span<const uint8_t> bytes) {
     SnapshotEntry& e = out.entries.emplace_back();
     e.ns = in.U32();
     if (e.ns >= out.namespaces.size()) return std::nullopt;
-    ReadArray(in, e.block);
-    e.size = in.U64();
-    e.commit_epoch = in.U64();
-    e.region_id = in.U64();
-    e.uid = in.U32();
-    e.gid = in.U32();
-    e.commit_time_ns = in.U64();
-    ReadArray(in, e.digest);
-    IndexKeys& k = e.keys;
-    k.identity = in.U64();
-    k.logical = in.U64();
-    k.parent = in.U64();
-    k.tail = in.U64();
-    k.prefix = in.U64();
-    k.valid_length = in.U32();
-    k.block_capacity = in.U32();
-    k.chain_length = in.U8();
-    e.inode = in.U64();
-    e.file_size = in.U64();
-    e.ctime_sec = static_cast<int64_t>(in.U64());
-    e.ctime_nsec = static_cast<int64_t>(in.U64());
+    ReadSnapshotEntry(in, e);
   }
   if (!in.ok() || !in.AtEnd()) return std::nullopt;
   return out;

@@ -59,6 +59,11 @@ struct IndexSnapshot {
 inline constexpr char kSnapshotFile[] = "INDEX";
 
 Bytes EncodeSnapshot(const IndexSnapshot& snapshot);
+// One entry's fields after its namespace index, as the snapshot and the journal write them.
+class ByteWriter;
+class ByteReader;
+void WriteSnapshotEntry(ByteWriter& w, const SnapshotEntry& e);
+void ReadSnapshotEntry(ByteReader& in, SnapshotEntry& e);
 // nullopt for anything that is not an intact version-2 snapshot (a namespace index out of
 // range included).
 std::optional<IndexSnapshot> DecodeSnapshot(std::span<const uint8_t> bytes);

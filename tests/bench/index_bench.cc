@@ -10,6 +10,8 @@
 // into a scratch data directory under DIR, closes the store cleanly (the index snapshot is
 // written), then, in a fresh process so that the populate phase's heap does not blur the
 // numbers, measures:
+//   restart_store_crash_N the first open after the populating process died without closing the
+//                         store (SIGKILL-like): INDEX from its start, its journal replayed (s)
 //   restart_store_N       open from the snapshot until one block opens and reads (s)
 //   restart_store_cpu_N   CPU time (user + system) of restart_store_N (s)
 //   restart_store_scan_N  the same after removing INDEX: every header is read (s)
@@ -92,7 +94,8 @@ std::unique_ptr<IndexedStore> OpenStore(const std::string& dir, FileStoreReport*
   return store;
 }
 
-int Populate(const std::string& dir, uint64_t blocks) {
+// With `crash`, the process ends without closing the store (no snapshot is written at the end).
+int Populate(const std::string& dir, uint64_t blocks, bool crash) {
   auto store = OpenStore(dir, nullptr);
   Bytes payload = test::Payload(kPayload);
   auto start = Clock::now();
@@ -110,6 +113,10 @@ int Populate(const std::string& dir, uint64_t blocks) {
   }
   double s = std::chrono::duration<double>(Clock::now() - start).count();
   std::fprintf(stderr, "populated %llu blocks in %.2f s\n", static_cast<unsigned long long>(blocks), s);
+  if (crash) {
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
   return 0;  // the destructor writes the snapshot
 }
 
@@ -149,7 +156,17 @@ double RestartToFirstHit(const std::string& dir, uint64_t blocks, FileStoreRepor
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-int Measure(const std::string& dir, uint64_t blocks, bool scan) {
+int Measure(const std::string& dir, uint64_t blocks, bool scan, bool after_crash) {
+  if (after_crash) {
+    FileStoreReport report;
+    std::unique_ptr<IndexedStore> store;
+    double t = RestartToFirstHit(dir, blocks, report, store);
+    std::printf("case=restart_store_crash_%llu gpucache=%.3f unit=s\n",
+                static_cast<unsigned long long>(blocks), t);
+    std::fprintf(stderr, "after the crash: %llu of %llu blocks from INDEX and the journal\n",
+                 static_cast<unsigned long long>(report.from_snapshot),
+                 static_cast<unsigned long long>(blocks));
+  }  // a clean close
   {
     FileStoreReport report;
     std::unique_ptr<IndexedStore> store;
@@ -190,11 +207,11 @@ int Measure(const std::string& dir, uint64_t blocks, bool scan) {
 }
 
 // Runs this binary again for the measure phase: a fresh heap and resident set.
-int MeasureInChild(const std::string& dir, uint64_t blocks, bool scan) {
+int RunChild(const std::string& phase, const std::string& dir, uint64_t blocks, bool scan) {
   std::string self = fs::read_symlink("/proc/self/exe").string();
   std::string n = std::to_string(blocks);
-  const char* argv[] = {self.c_str(), "--phase", "measure", "--data", dir.c_str(),
-                        "--blocks", n.c_str(), "--policy", g_policy.c_str(),
+  const char* argv[] = {self.c_str(), "--phase", phase.c_str(), "--data", dir.c_str(),
+                        "--blocks", n.c_str(), "--policy", g_policy.c_str(), "--crash",
                         scan ? nullptr : "--no-scan", nullptr};
   pid_t pid;
   if (::posix_spawn(&pid, self.c_str(), nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
@@ -213,7 +230,7 @@ int main(int argc, char** argv) {
   CLI::App app{"gpucache-index-bench: FileStore restart time and index bytes per block"};
   uint64_t blocks = 100000;
   std::string dir = "/var/tmp", data, phase = "all";
-  bool keep = false, no_scan = false;
+  bool keep = false, no_scan = false, crash = false;
   app.add_option("--blocks", blocks, "committed blocks")->check(CLI::PositiveNumber);
   app.add_option("--dir", dir, "where to make the scratch data directory");
   app.add_option("--data", data, "use this data directory as is (populate: create it)");
@@ -221,6 +238,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"all", "populate", "measure"}));
   app.add_flag("--keep", keep, "keep the scratch data directory");
   app.add_flag("--no-scan", no_scan, "skip the restart without a snapshot");
+  app.add_flag("--crash", crash, "populate: end without closing the store; measure: time that first");
   app.add_option("--policy", g_policy, "eviction policy")->check(CLI::IsMember(gpucache::PolicyNames()));
   CLI11_PARSE(app, argc, argv);
 
@@ -234,9 +252,12 @@ int main(int argc, char** argv) {
     data = tmpl;
   }
   int rc = 0;
-  if (phase == "all" || phase == "populate") rc = Populate(data, blocks);
-  if (rc == 0 && phase == "all") rc = MeasureInChild(data, blocks, !no_scan);
-  if (phase == "measure") rc = Measure(data, blocks, !no_scan);
+  // "all": populate in a child that dies without closing the store, then measure the restart
+  // after that crash, after a clean close, and without a snapshot, in another child.
+  if (phase == "all") rc = RunChild("populate", data, blocks, !no_scan);
+  if (rc == 0 && phase == "all") rc = RunChild("measure", data, blocks, !no_scan);
+  if (phase == "populate") rc = Populate(data, blocks, crash);
+  if (phase == "measure") rc = Measure(data, blocks, !no_scan, crash);
   if (scratch && !keep && phase == "all") fs::remove_all(data);
   if (keep) std::fprintf(stderr, "data directory kept: %s\n", data.c_str());
   return rc;
