@@ -1,4 +1,4 @@
-// Cold-tier operations (DESIGN.md "Tiers"; docs/cold-tier.md): retention records, reclaim,
+// Cold-tier operations (docs/cold-tier.md, "Reclaim and retention"): retention records, reclaim,
 // retired tenants and backfill.
 //
 // Reclaim removes one manifest and what only it references, and proves each step:

@@ -1,4 +1,4 @@
-// Refill: bringing a packed block back from the object store (DESIGN.md "Tiers").
+// Refill: bringing a packed block back from the object store (docs/cold-tier.md, "Refill").
 //
 // Every refill names the full expected identity (GPCK) and comes from a caller the daemon has
 // authenticated (its uid) and authorized (the tenants it may act for). The order of checks is

@@ -1,4 +1,4 @@
-// The cold sink: an asynchronous, bounded queue of pack uploads (DESIGN.md "Tiers").
+// The cold sink: an asynchronous, bounded queue of pack uploads (docs/cold-tier.md, "The sink").
 //
 // Admission: a PackedPair is validated (ValidatePair) before it is admitted, and refused when
 // the jobs or bytes held (pending + in flight + failed; they share the limits) would exceed

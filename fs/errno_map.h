@@ -1,5 +1,6 @@
 // The one place where a store StatusCode becomes an errno at the FUSE boundary
-// (DESIGN.md, "Errors at the FUSE boundary"). tests/fs/errno_map_test.cc walks every code.
+// (docs/architecture.md, "Errors at the FUSE boundary").
+// tests/fs/errno_map_test.cc walks every code.
 #pragma once
 
 #include "store/status.h"

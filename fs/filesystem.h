@@ -1,4 +1,4 @@
-// Filesystem: the namespace of DESIGN.md ("Layout of the namespace") on top of the store.
+// Filesystem: the namespace of docs/architecture.md ("The namespace") on top of the store.
 //
 // Each method is one FUSE operation's logic with the FUSE plumbing taken out: it takes the
 // caller and decoded arguments and returns a Result; fs/fuse_ops.cc decodes requests, calls

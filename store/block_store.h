@@ -195,7 +195,7 @@ class BlockStore {
   // quarantined rather than freed.
   virtual StatusCode Invalidate(const BlockAddress& address) = 0;
 
-  // --- Operations (admin requests; DESIGN.md "Lifecycle" and "Limits and eviction").
+  // --- Operations (admin requests; docs/operations.md and docs/eviction.md).
   // Evicts one block now; kBusy if it is pinned. Open handles: quarantined.
   virtual StatusCode Evict(const BlockAddress& address) = 0;
   virtual StatusCode SetPinned(const BlockAddress& address, bool pinned) = 0;

@@ -1,4 +1,4 @@
-// Env: the file operations of a block's commit path behind a seam (CONVENTIONS.md, point 9).
+// Env: the file operations of a block's commit path behind a seam (docs/architecture.md).
 // FileStore calls these for the temporary file it writes, seals and renames into place; the
 // real implementation is POSIX, and the tests put a fault-injecting wrapper in between
 // (tests/support/fault_env.h: ENOSPC, EIO and short writes at any call, and power loss that

@@ -7,7 +7,7 @@ struct Edge {
   BlockState from, to;
 };
 
-// The whole lifecycle. Keep in step with the diagram in lifecycle.h and DESIGN.md.
+// The whole lifecycle. Keep in step with the diagram in lifecycle.h and docs/architecture.md.
 constexpr Edge kEdges[] = {
     {BlockState::kAbsent, BlockState::kReserved},        // exclusive create of <block>.part
     {BlockState::kReserved, BlockState::kWriting},       // first write

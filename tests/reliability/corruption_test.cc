@@ -1,7 +1,7 @@
 // Corruption through a real mount. Blocks are committed through the mount, then their backing
 // files are damaged behind the daemon's back (bit flips, zeroed ranges, truncation, extension,
 // another block's file copied over the name), with the daemon running or stopped. What the
-// product promises (DESIGN.md, docs/block-format.md) and what is checked here:
+// product promises (docs/block-format.md, docs/architecture.md) and what is checked here:
 //
 //   - no wrong byte ever reaches a reader: every byte read is compared with what was committed;
 //   - damage to the header (or the file's length, or its identity) is found at open (EIO) by a

@@ -1,6 +1,6 @@
 // A full disk for real: the data directory is an 8 MiB tmpfs and the daemon's own limits are
-// unlimited, so the disk fills before any quota does. What must hold (DESIGN.md, "Errors at the
-// FUSE boundary" and "Limits and eviction"):
+// unlimited, so the disk fills before any quota does. What must hold (docs/architecture.md,
+// "Errors at the FUSE boundary" and "Limits and eviction"; docs/eviction.md, "A full disk"):
 //   - with nothing evictable (every block pinned), a commit that does not fit fails with ENOSPC,
 //     commits nothing, leaves no .part and no file in the data directory's tmp/, and every
 //     block already committed still reads back identical;
