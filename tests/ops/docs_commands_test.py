@@ -21,6 +21,11 @@ import subprocess
 import sys
 import tempfile
 
+# `ip link set lo up` without iproute2 (not in a minimal Debian): SIOCGIFFLAGS, then
+# SIOCSIFFLAGS with IFF_UP added, on the new network namespace's loopback.
+LO_UP = ("python3 -c 'import fcntl, socket, struct; s = socket.socket(); "
+         "f = struct.unpack(\"16sH\", fcntl.ioctl(s, 0x8913, struct.pack(\"16sH14x\", b\"lo\", 0))[:18])[1]; "
+         "fcntl.ioctl(s, 0x8914, struct.pack(\"16sH14x\", b\"lo\", f | 1))'")
 SKIP = re.compile(r"<!--\s*docs-test:\s*not run\s*\((.*)\)\s*-->")
 
 
@@ -68,7 +73,7 @@ def run_in_fresh_world(src, build, commands, name):
             os.makedirs(os.path.join(t, d))
         binds = [(os.path.join(src, d), d) for d in ("docs", "packaging", "clients")]
         binds.append((build, "build"))
-        setup = ["set -e", "mount --make-rprivate /", "ip link set lo up"]
+        setup = ["set -e", "mount --make-rprivate /", LO_UP]
         for source, d in binds:
             target = os.path.join(t, "tmp/work", d)
             os.makedirs(target)
