@@ -77,28 +77,25 @@ int Refill(const ColdArgs& a, bool as_json) {
   try {
     id = IdentityFromTomlFile(a.identity_file);
   } catch (const std::exception& e) {
-    std::cerr << "gpucachectl: " << e.what() << "\n";
-    return 64;
+    return Fail(e.what(), 64);
   }
   json req{{"op", "cold.refill"}, {"identity", HexEncode(EncodePhysicalKey(id))}};
   if (a.budget) req["budget"] = *a.budget;
   std::string error;
-  auto reply = Request(a.mountpoint, req, error);
-  if (!reply) return Fail(error);
+  int err = 0;
+  auto reply = Request(a.mountpoint, req, error, &err);
+  if (!reply) return Fail(error, 2, err);
   const json& r = *reply;
-  if (as_json) std::cout << r.dump(2) << "\n";
-  if (!r.value("ok", false)) {
-    if (!as_json) std::cerr << "gpucachectl: " << r.value("errno", "") << ": " << r.value("error", "") << "\n";
-    return 2;
-  }
+  if (!r.value("ok", false)) return Refused(r);
   bool missing = r["result"] == "missing";
-  if (!as_json) {
+  if (as_json) {
+    std::cout << r.dump(2) << "\n";
+  } else {
     std::cout << (missing ? "missing (" + r["reason"].get<std::string>() + ")"
                           : r["result"].get<std::string>() + " " + r["path"].get<std::string>())
               << "\n";
   }
-  int rc = 0;
-  return rc != 0 ? rc : missing ? 1 : 0;
+  return missing ? 1 : 0;
 }
 
 std::string ReportText(const json& r) {
