@@ -1,9 +1,9 @@
 #include "cold/keyring.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <sstream>
 
 #include "store/identity.h"
@@ -59,19 +59,26 @@ std::shared_ptr<const Keyring> Keyring::Parse(std::string_view text, std::string
 }
 
 std::shared_ptr<const Keyring> Keyring::Load(const std::string& path, std::string* error) {
+  // Checked on the open descriptor, so the file read is the file checked. A symlink is
+  // followed (secret volumes are often links); its target must pass the checks.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Fail(error, path + ": cannot open");
   struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return Fail(error, path + ": cannot stat");
-  if (!S_ISREG(st.st_mode)) return Fail(error, path + ": not a regular file");
-  if (st.st_uid != 0 && st.st_uid != geteuid()) {
-    return Fail(error, path + ": must be owned by root or the daemon's user");
-  }
-  if (st.st_mode & 077) return Fail(error, path + ": must not be readable by group or others (chmod 600)");
-  std::ifstream f(path);
-  std::stringstream text;
-  text << f.rdbuf();
-  if (!f) return Fail(error, path + ": cannot read");
   std::string why;
-  auto k = Parse(text.str(), &why);
+  if (::fstat(fd, &st) != 0) why = "cannot stat";
+  else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+  else if (st.st_uid != 0 && st.st_uid != ::geteuid()) why = "must be owned by root or the daemon's user";
+  else if (st.st_mode & 077) why = "must not be readable by group or others (chmod 600)";
+  else if (st.st_size > 64 * 1024) why = "larger than 64 KiB";
+  std::string text;
+  if (why.empty()) {
+    text.resize(static_cast<size_t>(st.st_size));
+    ssize_t n = ::pread(fd, text.data(), text.size(), 0);
+    if (n != static_cast<ssize_t>(text.size())) why = "cannot read";
+  }
+  ::close(fd);
+  if (!why.empty()) return Fail(error, path + ": " + why);
+  auto k = Parse(text, &why);
   if (!k) return Fail(error, path + ": " + why);
   return k;
 }

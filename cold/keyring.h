@@ -10,8 +10,9 @@
 // listed verifies seals; a key removed from the file is an unknown key (its objects are
 // refused), so remove one only after `gpucachectl cold reseal` has moved everything off it.
 //
-// The file must be a regular file owned by root or the daemon's user with no group or other
-// permission bits (0600 or 0400): whoever reads it can seal objects for every tenant.
+// The file (or a symlink's target) must be a regular file of at most 64 KiB owned by root or
+// the daemon's user with no group or other permission bits (0600 or 0400): whoever reads it
+// can seal objects for every tenant.
 // Error messages name the file and line, never a secret.
 //
 // Thread safety: a Keyring is immutable; SealKeys swaps keyrings under a lock (SIGHUP reload).

@@ -15,6 +15,13 @@ namespace {
 constexpr std::string_view kSalt = "gpucache-cold-seal";
 constexpr std::string_view kInfoTag = "tenant-key";
 
+// Fetched once: a provider lookup costs more than the derivation. The fetched algorithm is
+// immutable and may be shared by threads; each derivation has its own context.
+EVP_KDF* Hkdf() {
+  static EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  return kdf;
+}
+
 void PutField(std::vector<uint8_t>& out, std::string_view s) {
   out.push_back(static_cast<uint8_t>(s.size()));
   out.insert(out.end(), s.begin(), s.end());
@@ -37,8 +44,7 @@ TenantKey DeriveTenantKey(std::span<const uint8_t> secret, std::string_view tena
   info.push_back('\0');
   info.append(tenant);
   TenantKey out{};
-  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
-  EVP_KDF_CTX* ctx = kdf ? EVP_KDF_CTX_new(kdf) : nullptr;
+  EVP_KDF_CTX* ctx = Hkdf() ? EVP_KDF_CTX_new(Hkdf()) : nullptr;
   OSSL_PARAM params[] = {
       OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, const_cast<char*>("SHA256"), 0),
       OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(secret.data()),
@@ -49,7 +55,6 @@ TenantKey DeriveTenantKey(std::span<const uint8_t> secret, std::string_view tena
       OSSL_PARAM_construct_end()};
   bool ok = ctx && EVP_KDF_derive(ctx, out.data(), out.size(), params) == 1;
   EVP_KDF_CTX_free(ctx);
-  EVP_KDF_free(kdf);
   // Only a broken libcrypto fails here; sealing with a zero key would be silent and wrong.
   if (!ok) throw std::runtime_error("HKDF-SHA256 is not available from libcrypto");
   return out;

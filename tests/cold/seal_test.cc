@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -114,7 +115,14 @@ TEST_CASE("Keyring: the file must be private to its owner") {
   chmod(path.c_str(), 0600);
   CHECK(Keyring::Load(path, &why));
   CHECK_FALSE(Keyring::Load(dir.path(), &why));  // a directory
+  CHECK(why.find("not a regular file") != std::string::npos);
   CHECK_FALSE(Keyring::Load(dir.path() + "/absent", &why));
+  // A link is followed (secret volumes use them); its target is what is checked.
+  std::string link = dir.path() + "/link";
+  REQUIRE(::symlink(path.c_str(), link.c_str()) == 0);
+  CHECK(Keyring::Load(link, &why));
+  chmod(path.c_str(), 0640);
+  CHECK_FALSE(Keyring::Load(link, &why));
 }
 
 TEST_CASE("Seal: forged objects with the right checksums are refused before a payload byte") {
