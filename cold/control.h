@@ -4,7 +4,8 @@
 //   cold.refill   a member of the identity's tenant, or an admin
 //   cold.pack     an admin, or a member of the named tenant
 //   cold.reclaim  an owner of every tenant in the manifest, or an admin
-//   cold.report, cold.failed, cold.retry, cold.drop, cold.drain, cold.retain, cold.list: admins
+//   cold.report, cold.failed, cold.retry, cold.drop, cold.drain, cold.retain, cold.reseal,
+//   cold.list: admins
 // Replies are one JSON object and a newline: "ok": true, or "ok": false with "errno" and
 // "error", like every other control reply. Input is hostile: every field is type-checked.
 #pragma once

@@ -20,8 +20,9 @@ ColdTier::ColdTier(IndexedStore& store, ObjectStore& objects, ColdTierOptions op
       objects_(objects),
       options_(std::move(options)),
       sink_(objects, options_.prefix, options_.sink),
-      refiller_(objects, options_.prefix, options_.retired_tenants),
-      ops_(objects, options_.prefix, options_.retired_tenants) {
+      refiller_(objects, options_.prefix, options_.retired_tenants, options_.keys,
+                options_.accept_unsealed),
+      ops_(objects, options_.prefix, options_.retired_tenants, options_.keys) {
   if (options_.retention_ns > 0) {
     sink_.SetUploadedHook([this](const PackedPair& p) { RecordRetention(p.manifest_digest); });
   }
@@ -75,7 +76,7 @@ void ColdTier::PackQueued() {
     std::lock_guard lock(mu_);
     batch.swap(queued_);
   }
-  PackBuilder builder(options_.prefix);
+  PackBuilder builder(options_.prefix, options_.keys->Get());
   auto flush = [&] {
     if (builder.count() == 0) return;
     size_t n = builder.count();
@@ -134,6 +135,7 @@ ColdTierStats ColdTier::Stats() const {
   s.refill_hits = hits_;
   s.refill_missing = missing_;
   s.refill_refused = refused_;
+  s.seal_refusals = refiller_.seal_refusals();
   return s;
 }
 

@@ -40,6 +40,8 @@ struct ColdTierOptions {
   uint64_t refill_budget_bytes = 256ull << 20;  // default and ceiling per refill request
   std::set<std::string> retired_tenants;  // never packed, never refilled
   uint64_t retention_ns = 0;              // each new manifest is kept this long (0: no record)
+  std::shared_ptr<SealKeys> keys;         // seals new objects, verifies refills (required)
+  bool accept_unsealed = false;           // refill v1 locators / v3 manifests (docs/cold-tier.md)
 };
 
 struct ColdTierStats {
@@ -51,6 +53,7 @@ struct ColdTierStats {
   uint64_t refill_hits = 0;
   uint64_t refill_missing = 0;
   uint64_t refill_refused = 0;   // wrong tenant, retired, invalid
+  SealRefusals seal_refusals;    // refills refused for their seal (also in refill_missing)
 };
 
 struct RefillResult {

@@ -115,6 +115,24 @@ std::string FailedText(const json& r) {
   return out.empty() ? std::string("no failed jobs\n") : out;
 }
 
+int Reseal(const ColdArgs& a, bool as_json) {
+  json req{{"op", "cold.reseal"}};
+  if (a.budget) req["budget"] = *a.budget;
+  if (!a.after.empty()) req["after"] = a.after;
+  return Send(a.mountpoint, req, as_json, [](const json& r) {
+    std::string out = "scanned " + r["manifests_scanned"].dump() + " manifest(s): resealed " +
+                      r["manifests_resealed"].dump() + ", already current " +
+                      r["manifests_current"].dump() + "; locators resealed " +
+                      r["locators_resealed"].dump() + ", already current " +
+                      r["locators_current"].dump() + "; " + r["bytes"].dump() + " bytes\n";
+    for (const auto& k : r["refused"]) out += "refused " + k.get<std::string>() + "\n";
+    if (r.value("budget_reached", false)) {
+      out += "budget reached; continue with --after " + r["resume_after"].get<std::string>() + "\n";
+    }
+    return out;
+  });
+}
+
 }  // namespace
 
 int Cold(const std::string& action, const ColdArgs& a, bool as_json) {
@@ -142,6 +160,7 @@ int Cold(const std::string& action, const ColdArgs& a, bool as_json) {
       return out;
     });
   }
+  if (action == "reseal") return Reseal(a, as_json);
   if (action == "retain") {
     return Send(m, {{"op", "cold.retain"}, {"manifest", a.manifest}, {"seconds", a.seconds}},
                 as_json, [](const json& r) {

@@ -15,9 +15,10 @@ struct ColdArgs {
   std::string manifest;            // reclaim, retain: 64 hex digits
   uint64_t job = 0;                // retry, drop
   uint64_t seconds = 0;            // retain
+  std::string after;               // reseal: continue after this manifest key
 };
 
-// `action`: pack, refill, report, failed, retry, drop, reclaim, drain, retain.
+// `action`: pack, refill, report, failed, retry, drop, reclaim, drain, retain, reseal.
 // Exit codes as every command: 0 ok, 1 refill answered missing, 2 error, 64 bad usage.
 int Cold(const std::string& action, const ColdArgs& args, bool json);
 

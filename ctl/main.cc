@@ -117,6 +117,9 @@ int main(int argc, char** argv) {
   cold_op("drain", "upload every pending job now (admin)");
   cold_op("reclaim", "delete a manifest and what only it references, each delete confirmed")
       ->add_option("MANIFEST", cold_args.manifest, "the manifest's 64-hex-digit digest")->required();
+  auto* creseal = cold_op("reseal", "re-seal cold objects under the keyring's current key (admin)");
+  creseal->add_option("--budget", cold_args.budget, "stop after about this many bytes read and written");
+  creseal->add_option("--after", cold_args.after, "continue after this manifest key (from a previous run)");
   auto* cretain = cold_op("retain", "keep a manifest from reclaim for SECONDS (admin)");
   cretain->add_option("MANIFEST", cold_args.manifest, "the manifest's digest")->required();
   cretain->add_option("SECONDS", cold_args.seconds)->required();

@@ -26,6 +26,7 @@ cold::ColdTierOptions TierOptions(const ColdConfig& c) {
   o.refill_budget_bytes = c.refill_budget_bytes;
   o.retired_tenants = {c.retired_tenants.begin(), c.retired_tenants.end()};
   o.retention_ns = static_cast<uint64_t>(c.retention * 1e9);
+  o.accept_unsealed = c.accept_unsealed;
   return o;
 }
 
@@ -48,6 +49,11 @@ std::optional<cold::S3Options> DaemonCold::CheckOptions(const ColdConfig& c, std
     *error = "[cold] " + e + " (configuration or GPUCACHE_S3_* environment)";
     return std::nullopt;
   }
+  std::string why;
+  if (!cold::Keyring::Load(c.keyring_file, &why)) {
+    *error = "[cold] keyring_file " + why;
+    return std::nullopt;
+  }
   return s3;
 }
 
@@ -64,9 +70,19 @@ std::unique_ptr<DaemonCold> DaemonCold::Create(const ColdConfig& c, IndexedStore
     return nullptr;
   }
   d->client_ = std::move(client.value());
-  d->tier_ = std::make_unique<cold::ColdTier>(store, *d->client_, TierOptions(c));
-  spdlog::info("cold tier: {} bucket {} prefix '{}', write-back {}", s3.endpoint, s3.bucket,
-               c.prefix, c.write_back);
+  std::string why;
+  auto keyring = cold::Keyring::Load(c.keyring_file, &why);
+  if (!keyring) {
+    *error = "[cold] keyring_file " + why;
+    return nullptr;
+  }
+  d->keyring_file_ = c.keyring_file;
+  d->keys_ = std::make_shared<cold::SealKeys>(keyring);
+  cold::ColdTierOptions tier_options = TierOptions(c);
+  tier_options.keys = d->keys_;
+  d->tier_ = std::make_unique<cold::ColdTier>(store, *d->client_, std::move(tier_options));
+  spdlog::info("cold tier: {} bucket {} prefix '{}', write-back {}, sealing with key {}",
+               s3.endpoint, s3.bucket, c.prefix, c.write_back, keyring->current());
   return d;
 }
 
@@ -100,6 +116,7 @@ void DaemonCold::WatchReload() {
   while (!stop_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (!g_reload.exchange(false)) continue;
+    ReloadKeyring();
     cold::S3Options fresh = s3_;
     cold::ApplyEnvironment(fresh);
     if (std::string e = cold::LoadCredentialsFile(fresh); !e.empty()) {
@@ -112,6 +129,18 @@ void DaemonCold::WatchReload() {
       spdlog::error("SIGHUP: cold tier credentials not reloaded: empty key");
     }
   }
+}
+
+// A bad keyring file keeps the keyring in use: sealing must never stop or fall back.
+void DaemonCold::ReloadKeyring() {
+  std::string why;
+  auto keyring = cold::Keyring::Load(keyring_file_, &why);
+  if (!keyring) {
+    spdlog::error("SIGHUP: cold tier keyring not reloaded: {}", why);
+    return;
+  }
+  keys_->Set(keyring);
+  spdlog::info("SIGHUP: cold tier keyring reloaded; sealing with key {}", keyring->current());
 }
 
 std::string DaemonCold::Metrics() const { return cold::RenderColdMetrics(tier_->Stats()); }

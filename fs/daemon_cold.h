@@ -2,7 +2,7 @@
 // includes cold/). Builds the S3 client and the ColdTier from [cold] and the environment,
 // registers the "cold." control extension and the commit observer, runs the tier's background
 // thread once the mount is up, and re-reads credentials on SIGHUP (key rotation without a
-// restart).
+// restart) and the seal keyring (key rotation: add a key, make it current, SIGHUP).
 #pragma once
 
 #include <atomic>
@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "cold/keyring.h"
 #include "cold/s3_client.h"
 #include "cold/tier.h"
 #include "fs/config.h"
@@ -38,9 +39,12 @@ class DaemonCold {
  private:
   DaemonCold() = default;
   void WatchReload();
+  void ReloadKeyring();
 
   cold::S3Options s3_;
   std::unique_ptr<cold::S3Client> client_;
+  std::string keyring_file_;
+  std::shared_ptr<cold::SealKeys> keys_;
   std::unique_ptr<cold::ColdTier> tier_;
   std::atomic<bool> stop_{false};
   std::thread reload_;

@@ -31,7 +31,7 @@ TEST_CASE("Cold: 1,000 jobs through the proxy at 30% faults: submitted = uploade
   limits.concurrency = 16;
   Sink sink(*client.value(), prefix, limits);
   for (int i = 0; i < 1000; i++) {
-    PackBuilder b(prefix);
+    PackBuilder b(prefix, TestKeyring());
     CacheIdentity id = NthIdentity(i);
     b.Add(AddressOf(id), EncodePhysicalKey(id), PayloadOf(i, 512));
     REQUIRE(sink.Submit(b.Build(i)).admission == Admission::kAccepted);

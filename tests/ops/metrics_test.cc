@@ -150,7 +150,7 @@ TEST_CASE("Start-up: a refused start leaves the data directory's epoch alone") {
   };
   // A [cold] table whose credentials file is missing: refused before the store is opened.
   CHECK(start("[cold]\nenabled = true\nendpoint = \"http://127.0.0.1:1\"\nbucket = \"b\"\n"
-              "credentials_file = \"/nonexistent/creds\"\n") != 0);
+              "credentials_file = \"/nonexistent/creds\"\nkeyring_file = \"/nonexistent/keyring\"\n") != 0);
   CHECK(ReadText(data + "/EPOCH") == epoch);
   // A mountpoint that is not a directory.
   std::ofstream(tmp.path() + "/file") << "x";
