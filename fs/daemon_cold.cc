@@ -1,17 +1,11 @@
 #include "fs/daemon_cold.h"
 
-#include <signal.h>
-
-#include <chrono>
 #include <spdlog/spdlog.h>
 
 #include "cold/control.h"
 
 namespace gpucache {
 namespace {
-
-std::atomic<bool> g_reload{false};
-extern "C" void OnSighup(int) { g_reload.store(true); }
 
 cold::ColdTierOptions TierOptions(const ColdConfig& c) {
   cold::ColdTierOptions o;
@@ -71,8 +65,6 @@ std::unique_ptr<DaemonCold> DaemonCold::Create(const ColdConfig& c, IndexedStore
 }
 
 DaemonCold::~DaemonCold() {
-  stop_ = true;
-  if (reload_.joinable()) reload_.join();
   if (tier_) tier_->Stop();
 }
 
@@ -86,32 +78,26 @@ void DaemonCold::Wire(Filesystem& fs, IndexedStore& store) {
   });
 }
 
-void DaemonCold::Start() {
-  tier_->Start();
-  // Replaces libfuse's SIGHUP handler (which would unmount): SIGHUP now means "reload keys".
-  struct sigaction sa {};
-  sa.sa_handler = OnSighup;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGHUP, &sa, nullptr);
-  reload_ = std::thread([this] { WatchReload(); });
+void DaemonCold::Start() { tier_->Start(); }
+
+std::string DaemonCold::CheckCredentials() {
+  cold::S3Options fresh = s3_;
+  cold::ApplyEnvironment(fresh);
+  if (std::string e = cold::LoadCredentialsFile(fresh); !e.empty()) {
+    return "cold tier credentials: " + e;
+  }
+  if (fresh.access_key.empty() || fresh.secret_key.empty()) {
+    return "cold tier credentials: empty access or secret key";
+  }
+  checked_ = std::move(fresh);
+  return "";
 }
 
-void DaemonCold::WatchReload() {
-  while (!stop_) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    if (!g_reload.exchange(false)) continue;
-    cold::S3Options fresh = s3_;
-    cold::ApplyEnvironment(fresh);
-    if (std::string e = cold::LoadCredentialsFile(fresh); !e.empty()) {
-      spdlog::error("SIGHUP: cold tier credentials not reloaded: {}", e);
-      continue;
-    }
-    if (client_->UpdateCredentials(fresh.access_key, fresh.secret_key)) {
-      spdlog::info("SIGHUP: cold tier credentials reloaded");
-    } else {
-      spdlog::error("SIGHUP: cold tier credentials not reloaded: empty key");
-    }
-  }
+void DaemonCold::ApplyCredentials() {
+  if (!checked_) return;
+  client_->UpdateCredentials(checked_->access_key, checked_->secret_key);
+  spdlog::info("reload: cold tier credentials reloaded");
+  checked_.reset();
 }
 
 std::string DaemonCold::Metrics() const { return cold::RenderColdMetrics(tier_->Stats()); }
