@@ -31,6 +31,7 @@ TEST_PACKAGES=(
   systemd                     # systemd-analyze verifies the unit
   dpkg-dev lintian            # building and checking the .deb (dpkg-shlibdeps)
   clang-14 libclang-rt-14-dev # libFuzzer, ASan and UBSan for packaging/fuzz.sh
+  prometheus python3-prometheus-client  # promtool and an OpenMetrics parser check the metrics
 )
 COLD_PACKAGES=(
   ceph-mon ceph-osd           # one monitor and one memstore OSD behind the test gateway
