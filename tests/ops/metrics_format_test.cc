@@ -183,5 +183,25 @@ TEST_CASE("Metrics: opens count every open; lookups and reads only what the kern
   CHECK(delta("gpucache_misses_total{tenant=\"acme\",reason=\"absent\"}") == 1);
 }
 
+TEST_CASE("Metrics: with backing_io = uring every block read is counted under one path, and the pool is shown") {
+  MountedFs m("backing_io = \"uring\"\n" + TestConfig());
+  MountClient client(m.mnt());
+  for (uint8_t i = 1; i <= 3; ++i) {
+    CacheIdentity id = SampleIdentity("acme", i);
+    REQUIRE(client.Commit(id, Payload(200000, i)) == 0);
+    REQUIRE(std::get<Bytes>(client.Read(id)) == Payload(200000, i));
+  }
+  auto s = Samples(ReadText(m.mnt() + "/.gpucache/metrics"));
+  double reads = s["gpucache_block_reads_total{tenant=\"acme\"}"];
+  CHECK(reads >= 3);
+  // io_uring where the kernel allows it, the page cache or pread otherwise: each read once.
+  CHECK(s["gpucache_backing_reads_total{path=\"io_uring\"}"] + s["gpucache_backing_reads_total{path=\"page_cache\"}"] +
+            s["gpucache_backing_reads_total{path=\"pread\"}"] == reads);
+  CHECK(s.count("gpucache_io_pool_slots{state=\"free\"}") == 1);
+  CHECK(s["gpucache_io_pool_slots{state=\"in_use\"}"] == 0);  // every read returned its slot
+  CHECK(s["gpucache_io_pool_slots{state=\"quarantined\"}"] == 0);
+  CHECK(m.Log().find("backing I/O: ") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpucache
