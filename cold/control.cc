@@ -235,7 +235,8 @@ std::string RenderColdMetrics(const ColdTierStats& s) {
   counter("jobs_failed_total", "Pack jobs moved to the failed queue.", s.sink.failed);
   counter("requests_total", "Object store requests made by the sink.", s.sink.requests);
   counter("jobs_pending", "Pack jobs waiting to be uploaded.", s.sink.pending, "gauge");
-  counter("jobs_failed", "Pack jobs in the failed queue.", s.sink.failed_now, "gauge");
+  // Not "jobs_failed": beside the counter jobs_failed_total it would clash in OpenMetrics.
+  counter("jobs_failed_now", "Pack jobs in the failed queue.", s.sink.failed_now, "gauge");
   counter("bytes_held", "Bytes held by pending, in-flight and failed jobs.", s.sink.bytes_held, "gauge");
   counter("queue_overflow_total", "Commits not queued for write-back (queue full).", s.queue_overflow);
   counter("packed_blocks_total", "Blocks packed (write-back and backfill).", s.packed_blocks);

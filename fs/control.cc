@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "fs/errno_map.h"
+#include "fs/log.h"
 
 namespace gpucache {
 namespace {
@@ -131,8 +132,35 @@ std::string ControlPlane::QuarantineText(const Caller& c) {
   return out.str();
 }
 
+// Requests that change something: admin actions, pins and the cold tier's operations. Each
+// is logged with who asked and the outcome, refusals included. Reads (lookup, status, cold
+// report and failed) are not; refills, a data path, only at debug level.
+enum class ActionLog : uint8_t { kNone, kInfo, kDebug };
+ActionLog LogLevelOf(const std::string& op) {
+  static const char* const kActions[] = {"fence", "reclaim", "drain", "evict", "pin", "unpin",
+                                         "isolate", "cold.pack", "cold.reclaim", "cold.retry",
+                                         "cold.drop", "cold.drain", "cold.retain"};
+  for (const char* a : kActions) {
+    if (op == a) return ActionLog::kInfo;
+  }
+  return op == "cold.refill" ? ActionLog::kDebug : ActionLog::kNone;
+}
+
 std::string ControlPlane::Handle(const Caller& c, std::string_view request) {
   json req = json::parse(request, nullptr, /*allow_exceptions=*/false);
+  std::string reply = Dispatch(c, req, request);
+  if (!req.is_object() || !req.contains("op") || !req["op"].is_string()) return reply;
+  ActionLog level = LogLevelOf(req["op"].get<std::string>());
+  if (level == ActionLog::kNone) return reply;
+  // The request as JSON (control characters escaped, at most 512 bytes), the reply as sent.
+  std::string what = Dump(req).substr(0, 512);
+  std::string outcome = reply.substr(0, reply.find_last_not_of('\n') + 1);
+  spdlog::log(level == ActionLog::kInfo ? spdlog::level::info : spdlog::level::debug,
+              "control: uid {} gid {} asked {} -> {}", c.uid, c.gid, what, outcome);
+  return reply;
+}
+
+std::string ControlPlane::Dispatch(const Caller& c, const json& req, std::string_view request) {
   if (req.is_discarded() || !req.is_object()) {
     return Error("EINVAL", "request is not a JSON object");
   }

@@ -1,17 +1,11 @@
 #include "fs/daemon_cold.h"
 
-#include <signal.h>
-
-#include <chrono>
 #include <spdlog/spdlog.h>
 
 #include "cold/control.h"
 
 namespace gpucache {
 namespace {
-
-std::atomic<bool> g_reload{false};
-extern "C" void OnSighup(int) { g_reload.store(true); }
 
 cold::ColdTierOptions TierOptions(const ColdConfig& c) {
   cold::ColdTierOptions o;
@@ -87,8 +81,6 @@ std::unique_ptr<DaemonCold> DaemonCold::Create(const ColdConfig& c, IndexedStore
 }
 
 DaemonCold::~DaemonCold() {
-  stop_ = true;
-  if (reload_.joinable()) reload_.join();
   if (tier_) tier_->Stop();
 }
 
@@ -102,45 +94,38 @@ void DaemonCold::Wire(Filesystem& fs, IndexedStore& store) {
   });
 }
 
-void DaemonCold::Start() {
-  tier_->Start();
-  // Replaces libfuse's SIGHUP handler (which would unmount): SIGHUP now means "reload keys".
-  struct sigaction sa {};
-  sa.sa_handler = OnSighup;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGHUP, &sa, nullptr);
-  reload_ = std::thread([this] { WatchReload(); });
-}
+void DaemonCold::Start() { tier_->Start(); }
 
-void DaemonCold::WatchReload() {
-  while (!stop_) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    if (!g_reload.exchange(false)) continue;
-    ReloadKeyring();
-    cold::S3Options fresh = s3_;
-    cold::ApplyEnvironment(fresh);
-    if (std::string e = cold::LoadCredentialsFile(fresh); !e.empty()) {
-      spdlog::error("SIGHUP: cold tier credentials not reloaded: {}", e);
-      continue;
-    }
-    if (client_->UpdateCredentials(fresh.access_key, fresh.secret_key)) {
-      spdlog::info("SIGHUP: cold tier credentials reloaded");
-    } else {
-      spdlog::error("SIGHUP: cold tier credentials not reloaded: empty key");
-    }
+std::string DaemonCold::CheckCredentials() {
+  cold::S3Options fresh = s3_;
+  cold::ApplyEnvironment(fresh);
+  if (std::string e = cold::LoadCredentialsFile(fresh); !e.empty()) {
+    return "cold tier credentials: " + e;
   }
-}
-
-// A bad keyring file keeps the keyring in use: sealing must never stop or fall back.
-void DaemonCold::ReloadKeyring() {
+  if (fresh.access_key.empty() || fresh.secret_key.empty()) {
+    return "cold tier credentials: empty access or secret key";
+  }
+  // A bad keyring keeps the one in use: sealing must never stop or fall back.
   std::string why;
   auto keyring = cold::Keyring::Load(keyring_file_, &why);
-  if (!keyring) {
-    spdlog::error("SIGHUP: cold tier keyring not reloaded: {}", why);
-    return;
+  if (!keyring) return "cold tier keyring_file " + why;
+  checked_ = std::move(fresh);
+  checked_keyring_ = std::move(keyring);
+  return "";
+}
+
+void DaemonCold::ApplyCredentials() {
+  if (checked_) {
+    client_->UpdateCredentials(checked_->access_key, checked_->secret_key);
+    spdlog::info("reload: cold tier credentials reloaded");
+    checked_.reset();
   }
-  keys_->Set(keyring);
-  spdlog::info("SIGHUP: cold tier keyring reloaded; sealing with key {}", keyring->current());
+  if (checked_keyring_) {
+    keys_->Set(checked_keyring_);
+    spdlog::info("reload: cold tier keyring reloaded; sealing with key {}",
+                 checked_keyring_->current());
+    checked_keyring_.reset();
+  }
 }
 
 std::string DaemonCold::Metrics() const { return cold::RenderColdMetrics(tier_->Stats()); }

@@ -32,6 +32,7 @@ TEST_PACKAGES=(
   dpkg-dev lintian            # building and checking the .deb (dpkg-shlibdeps)
   man-db                      # man --warnings (and groff) check the man pages
   clang-14 libclang-rt-14-dev # libFuzzer, ASan and UBSan for packaging/fuzz.sh
+  prometheus python3-prometheus-client  # promtool and an OpenMetrics parser check the metrics
 )
 COLD_PACKAGES=(
   ceph-mon ceph-osd           # one monitor and one memstore OSD behind the test gateway

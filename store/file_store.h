@@ -87,6 +87,8 @@ class FileMedium final : public Medium {
   std::vector<DomainInfo> Domains() override;
   // Where a committed block's file is (or where a new one would be placed).
   std::string PathOf(const BlockAddress& address) override;
+  // backing_io "uring": the reader serving payload reads (its counters); null with "posix".
+  const UringReader* uring_reader() const { return uring_.get(); }
 
   struct Device {
     std::string path;

@@ -92,8 +92,8 @@ TEST_CASE("Metrics: the file and the HTTP endpoint expose the same registry") {
     CHECK(s["gpucache_commits_total{tenant=\"acme\"}"] == 1);
     CHECK(s["gpucache_blocks{tenant=\"acme\"}"] == 1);
     CHECK(s["gpucache_retained_bytes{tenant=\"acme\"}"] == 100000);
-    CHECK(s["gpucache_written_bytes_total"] == 100000);
-    CHECK(s["gpucache_read_bytes_total"] >= 100000);
+    CHECK(s["gpucache_written_bytes_total{tenant=\"acme\"}"] == 100000);
+    CHECK(s["gpucache_read_bytes_total{tenant=\"acme\"}"] >= 100000);
     CHECK(s["gpucache_epoch"] >= 1);
     CHECK(s.count("gpucache_misses_total{tenant=\"acme\",reason=\"incompatible\"}") == 1);
     CHECK(s["gpucache_fuse_op_seconds_count{op=\"rename\"}"] >= 1);
