@@ -194,7 +194,11 @@ int Discover(const std::string& sysfs, const std::string& proc, const std::strin
              bool as_json) {
   std::unique_ptr<Progress> progress;
   auto devices = Discover(DiscoverRoots{sysfs, proc, dev}, [&](size_t done, size_t total) {
-    if (!progress) progress = std::make_unique<Progress>("scanning block devices", total);
+    if (!progress) {  // only on a terminal, and only once the scan has taken a second
+      ProgressOptions o;
+      o.terminal_only = true;
+      progress = std::make_unique<Progress>("scanning block devices", total, o);
+    }
     if (done > 0) progress->Step();
   });
   if (progress) progress->Step();  // the last device
@@ -210,9 +214,10 @@ int Discover(const std::string& sysfs, const std::string& proc, const std::strin
     std::cout << json{{"devices", list}}.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-14s %10s %-6s %-10s %s\n", "DEVICE", "SIZE", "FS", "CANDIDATE", "WHY");
+  // Decimal gigabytes (10^9 bytes), as disks are sold and as docs/operations.md says.
+  std::printf("%-14s %11s %-6s %-10s %s\n", "DEVICE", "SIZE", "FS", "CANDIDATE", "WHY");
   for (const BlockDevice& d : devices) {
-    std::printf("%-14s %9.1fG %-6s %-10s %s\n", d.name.c_str(), double(d.bytes) / 1e9,
+    std::printf("%-14s %8.1f GB %-6s %-10s %s\n", d.name.c_str(), double(d.bytes) / 1e9,
                 d.filesystem.empty() ? "-" : d.filesystem.c_str(), d.candidate ? "yes" : "no",
                 d.reason.c_str());
   }

@@ -31,6 +31,7 @@ TEST_PACKAGES=(
   systemd                     # systemd-analyze verifies the unit
   dpkg-dev lintian            # building and checking the .deb (dpkg-shlibdeps)
   man-db                      # man --warnings (and groff) check the man pages
+  libseccomp-dev              # tests: the unit's system-call filter applied without systemd
   clang-14 libclang-rt-14-dev # libFuzzer, ASan and UBSan for packaging/fuzz.sh
   prometheus python3-prometheus-client  # promtool and an OpenMetrics parser check the metrics
 )
