@@ -188,8 +188,13 @@ uint64_t FileMedium::DropLeftovers() {
       env_.Remove(d.dir.Tmp() + "/" + name);
       reservations++;
     }
-    // A reservation that took a spare is in tmp/ by then; spare/ holds only empty files.
-    for (const std::string& name : ListDir(d.dir.Spare())) env_.Remove(d.dir.Spare() + "/" + name);
+    // A spare that holds bytes was a reservation's payload; the others were never used.
+    for (const std::string& name : ListDir(d.dir.Spare())) {
+      std::string path = d.dir.Spare() + "/" + name;
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0 && st.st_size > 0) reservations++;
+      env_.Remove(path);
+    }
   }
   return reservations;
 }

@@ -11,12 +11,12 @@
 //   <data_dir>/LOCK                       flock()ed while a daemon owns the directory
 //   <data_dir>/EPOCH                      decimal epoch, bumped and rewritten at every open
 //   <data_dir>/tmp/<region>.part          payload of a reservation (RESERVED/WRITING)
-//   <data_dir>/spare/<n>                  empty files made ahead for new reservations
+//   <data_dir>/spare/<n>                  files made ahead for reservations, and their payloads
 //   <data_dir>/blocks/<tenant>/<ns>/<blk> committed block files (docs/block-format.md)
 //   <data_dir>/quarantine/<region>        quarantined blocks (same format), kept until reclaimed
 //   <data_dir>/PINS                       relative paths of pinned blocks, one per line
 //
-// A reservation takes a spare file (store/file_store_spares.h) into tmp/. Its checksums are
+// A reservation takes a spare file (store/file_store_spares.h) and is written in place. Its checksums are
 // computed as the bytes are written in order; commit reads back only what they could not
 // cover (file_store_pending.cc), writes the header, then renames the temporary file into
 // place: a block file exists under its name only when complete. Open() reloads every

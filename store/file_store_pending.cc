@@ -1,7 +1,7 @@
 // FileMedium: a reservation's payload, from its temporary file to the published block.
 //
-// Prepare takes a spare file (store/file_store_spares.h) and moves it into tmp/ under the
-// reservation's name, or creates that file when no spare is ready. Writes land at
+// Prepare takes a spare file (store/file_store_spares.h) and writes the payload where it lies
+// in spare/, or creates tmp/<region>.part when no spare is ready. Writes land at
 // kBlockDataOffset + offset and feed the payload's checksums as they arrive
 // (ArrivalHasher, store/checksum.h); Seal reads back only what the writes could not feed (a
 // block written out of order, overwritten, or over 256 MiB), writes the header and renames the
@@ -35,17 +35,15 @@ class PendingFile final : public PendingPayload {
 
 Result<std::shared_ptr<PendingPayload>> FileMedium::Prepare(const ReservationInfo& info) {
   size_t dev = PlaceFor(info.address);  // the payload is written where it will be published
-  std::string path = devices_[dev].dir.Part(info.region_id);
-  Fd fd;
+  // A spare is written where it lies (moving it into tmp/ measured slower than creating a
+  // file there); Seal renames it into blocks/ like any .part, Discard unlinks it.
   if (std::optional<SpareFile> spare = spares_ ? spares_->Take(dev) : std::nullopt) {
-    if (env_.Rename(spare->path, path) == StatusCode::kOk) {
-      fd = std::move(spare->fd);
-    } else {
-      spare->fd.Reset();
-      env_.Remove(spare->path);
-    }
+    GPUCACHE_FAILPOINT("reserve.after_create");
+    return std::shared_ptr<PendingPayload>(
+        std::make_shared<PendingFile>(std::move(spare->fd), std::move(spare->path), dev));
   }
-  if (!fd.valid()) fd = Fd(env_.CreateExclusive(path));
+  std::string path = devices_[dev].dir.Part(info.region_id);
+  Fd fd(env_.CreateExclusive(path));
   if (!fd.valid()) return StatusFromErrno(-fd.get());
   GPUCACHE_FAILPOINT("reserve.after_create");
   return std::shared_ptr<PendingPayload>(std::make_shared<PendingFile>(std::move(fd), path, dev));

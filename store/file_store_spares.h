@@ -1,11 +1,12 @@
 // SparePool: empty files made ahead of need, so that a reservation's CREATE does not pay the
 // filesystem's inode allocation on the request path (docs/performance.md, "Data path"). One
 // background thread keeps up to `depth` of them in each data directory's spare/ folder and is
-// woken whenever one is taken; FileMedium::Prepare renames a spare into tmp/ (a directory
-// entry moved, no inode allocated) and creates a file itself only when none is ready.
+// woken whenever one is taken; FileMedium::Prepare writes the reservation's payload into the
+// spare where it lies (no inode allocated, no directory entry moved) and creates
+// tmp/<region>.part itself only when none is ready.
 //
-// spare/ is emptied at every start, before the pool fills it: a spare never held a payload,
-// so whatever a crash left there is dropped. The destructor unlinks the spares left.
+// spare/ is emptied at every start, before the pool fills it: what a crash left there is
+// either unused or an unfinished payload, never a block. The destructor unlinks the spares left.
 //
 // Thread safety: every method may be called from any thread.
 #pragma once
