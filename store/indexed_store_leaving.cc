@@ -14,7 +14,7 @@ StatusCode IndexedStore::Invalidate(const BlockAddress& address) {
     std::optional<BlockId> id = index_.Find(address);
     if (!id) return StatusCode::kNotFound;
     was_pinned = index_.at(*id).pinned;
-    CountersLocked(address.tenant).invalidations++;
+    admission_.Counters(address.tenant).invalidations++;
     gone.push_back(RemoveLocked(*id, "invalidated"));
   }
   Finish(std::move(gone), std::nullopt);  // the kernel made this change itself (unlink)
@@ -29,7 +29,7 @@ StatusCode IndexedStore::Evict(const BlockAddress& address) {
     std::optional<BlockId> id = index_.Find(address);
     if (!id) return StatusCode::kNotFound;
     if (index_.at(*id).pinned) return StatusCode::kBusy;
-    CountersLocked(address.tenant).evictions++;
+    admission_.Counters(address.tenant).evictions++;
     gone.push_back(RemoveLocked(*id, "evicted"));
   }
   Finish(std::move(gone), RemovalReason::kEvicted);
@@ -69,8 +69,12 @@ size_t IndexedStore::ForgetIf(const std::function<bool(const StoredPayload*)>& l
       if (lost(index_.at(id).stored.get())) ids.push_back(id);
     });
     for (BlockId id : ids) {
+      // The device took the bytes with it: nothing is left to drop or keep.
+      Record& r = index_.at(id);
+      Transition(r.state, BlockState::kEvicting);
       gone.push_back(index_.AddressOf(id));
-      UnindexLocked(id);
+      Record forgotten = UnindexLocked(id);
+      Transition(forgotten.state, BlockState::kAbsent);
     }
     observer = observer_;
   }
@@ -108,7 +112,8 @@ void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id
     // corrupt block counts once.
     if (!id || index_.at(*id).region_id != region_id) return;
     was_pinned = index_.at(*id).pinned;
-    CountersLocked(address.tenant).checksum_failures++;
+    admission_.Counters(address.tenant).checksum_failures++;
+    Transition(index_.at(*id).state, BlockState::kEvicting);
     BlockInfo info = AttributesOfLocked(*id);
     Record r = UnindexLocked(*id);
     gone.push_back(Departure{std::move(info), r.stored, false});  // wrong bytes are never kept
