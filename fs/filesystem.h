@@ -30,7 +30,7 @@
 #include "fs/inode_table.h"
 #include "fs/log.h"
 #include "fs/metrics.h"
-#include "store/indexed_store.h"
+#include "store/block_store.h"
 
 namespace gpucache {
 
@@ -75,7 +75,7 @@ struct DirEntry {
 
 class Filesystem {
  public:
-  Filesystem(const Config& config, IndexedStore& store);
+  Filesystem(const Config& config, BlockStore& store);
   // The mount must use default_permissions: access is expressed in mode bits (adr/0009).
   bool KernelPermissions() const { return config_.KernelPermissions(); }
 
@@ -119,7 +119,7 @@ class Filesystem {
   Metrics& metrics() { return metrics_; }
   // Every tenant's metrics (the HTTP endpoint); the file shows only the caller's tenants.
   std::string RenderAllMetrics();
-  IndexedStore& store() { return store_; }
+  BlockStore& store() { return store_; }
   // A block committed behind the kernel's back (a cold-tier refill): the kernel may hold a
   // negative dentry for it. The session installs the handler that invalidates it.
   void BlockAppeared(const BlockAddress& a);
@@ -140,7 +140,7 @@ class Filesystem {
 
   const Config config_;
   AccessPolicy access_;
-  IndexedStore& store_;
+  BlockStore& store_;
   InodeTable inodes_;
   ControlPlane control_;
   // The refusal of a change the namespace does not allow in directory `dir`: EACCES in the

@@ -78,7 +78,7 @@ std::vector<std::string> TenantNames(const Config& config) {
   return names;
 }
 
-Filesystem::Filesystem(const Config& config, IndexedStore& store)
+Filesystem::Filesystem(const Config& config, BlockStore& store)
     : config_(config),
       access_(config),
       store_(store),

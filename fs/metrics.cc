@@ -65,7 +65,7 @@ std::string TenantLabel(const std::string& tenant) { return "tenant=\"" + tenant
 
 }  // namespace
 
-std::string Metrics::Render(IndexedStore& store,
+std::string Metrics::Render(BlockStore& store,
                             const std::function<bool(const std::string&)>& show_tenant) {
   StoreStats stats = store.Stats();
   Writer w;

@@ -15,7 +15,7 @@
 #include <functional>
 #include <string>
 
-#include "store/indexed_store.h"
+#include "store/block_store.h"
 
 namespace gpucache {
 
@@ -42,7 +42,7 @@ class Metrics {
   uint64_t Refusals(StatusCode s) const { return refusals_[static_cast<size_t>(s)].load(); }
 
   // The Prometheus text exposition (version 0.0.4). `show_tenant` filters per-tenant series.
-  std::string Render(IndexedStore& store, const std::function<bool(const std::string&)>& show_tenant);
+  std::string Render(BlockStore& store, const std::function<bool(const std::string&)>& show_tenant);
 
  private:
   struct Histogram {

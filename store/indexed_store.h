@@ -20,7 +20,6 @@
 #pragma once
 
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -32,18 +31,6 @@
 #include "store/reservation_table.h"
 
 namespace gpucache {
-
-// Why a committed block left the namespace behind the kernel's back.
-enum class RemovalReason : uint8_t { kEvicted, kCorrupt, kLost };
-std::string_view ToString(RemovalReason reason);
-
-// Called (without any store lock held) when a committed block leaves the namespace for a
-// reason the kernel could not see: eviction, an admin request, corruption found on read, a
-// device taken out of service.
-using RemovalObserver = std::function<void(const BlockAddress&, RemovalReason)>;
-// Called (without any store lock held, on the committing thread) after a block is published.
-// Must be cheap: it delays the writer's commit reply (the cold tier only queues the address).
-using CommitObserver = std::function<void(const BlockAddress&)>;
 
 class IndexedStore : public BlockStore, private MediumHost {
  public:
@@ -64,26 +51,20 @@ class IndexedStore : public BlockStore, private MediumHost {
   StatusCode SetIdentity(ReservationId id, std::span<const uint8_t> canonical) override;
   Result<Bytes> GetIdentity(ReservationId id) override;
   Result<size_t> Write(ReservationId id, uint64_t offset, std::span<const uint8_t> data) override;
-  // Writes `data` at the end of the payload as the store knows it (O_APPEND).
-  Result<size_t> Append(ReservationId id, std::span<const uint8_t> data);
-  // Sets the size of a reservation's payload (truncate of a `.part`).
-  StatusCode Truncate(ReservationId id, uint64_t size);
+  Result<size_t> Append(ReservationId id, std::span<const uint8_t> data) override;
+  StatusCode Truncate(ReservationId id, uint64_t size) override;
   StatusCode OpenWriter(ReservationId id) override;
   void CloseWriter(ReservationId id) override;
   StatusCode Commit(ReservationId id) override;
-  // After Commit said kInvalidArgument: which of its checks failed, in one line for the log.
-  std::string ExplainInvalidCommit(ReservationId id);
+  std::string ExplainInvalidCommit(ReservationId id) override;
   StatusCode Abort(ReservationId id) override;
   Result<ReservationInfo> StatReservation(ReservationId id) override;
   std::optional<ReservationId> FindReservation(const BlockAddress& address) override;
 
-  // The whole BlockInfo, the identity read back through the medium and checked. kNotFound if
-  // the block is gone or its stored identity no longer matches (then it is dropped as corrupt).
+  // kNotFound also if the stored identity no longer matches (then it is dropped as corrupt).
   Result<BlockInfo> Stat(const BlockAddress& address) override;
-  // Stat from memory alone: every field but `identity` and `canonical_identity` (left empty).
-  Result<BlockInfo> StatAttributes(const BlockAddress& address);
-  // StatAttributes that counts: a hit or a miss for the block's tenant (a path probe).
-  Result<BlockInfo> Probe(const BlockAddress& address);
+  Result<BlockInfo> StatAttributes(const BlockAddress& address) override;
+  Result<BlockInfo> Probe(const BlockAddress& address) override;
   Result<std::shared_ptr<BlockReader>> Open(const BlockAddress& address) override;
   LookupResult Lookup(const CacheIdentity& identity) override;
   StatusCode Invalidate(const BlockAddress& address) override;
@@ -92,14 +73,12 @@ class IndexedStore : public BlockStore, private MediumHost {
   StatusCode SetPinned(const BlockAddress& address, bool pinned) override;
   Result<uint64_t> Fence() override;
   std::vector<QuarantineInfo> ListQuarantine() override;
-  Result<QuarantineInfo> StatQuarantine(uint64_t region_id);
+  Result<QuarantineInfo> StatQuarantine(uint64_t region_id) override;
   StatusCode ReclaimDrained(uint64_t region_id) override;
   Result<uint64_t> ReclaimFenced(uint64_t epoch) override;
   StatusCode Drain(DrainAction action) override;
   std::optional<FillState> FillOutcome(const BlockAddress& address) override;
-  // True while a fill of `address` fenced less than a reservation lease ago is remembered:
-  // its writer may still be about to commit, and must hear ESTALE.
-  bool RecentlyFenced(const BlockAddress& address, uint64_t now_ns);
+  bool RecentlyFenced(const BlockAddress& address, uint64_t now_ns) override;
   size_t ExpireReservations(uint64_t now_ns) override;
 
   uint64_t Epoch() override;
@@ -110,9 +89,8 @@ class IndexedStore : public BlockStore, private MediumHost {
   std::string BackingPath(const BlockAddress& address) { return medium_->PathOf(address); }
   Medium& medium() { return *medium_; }
 
-  void SetRemovalObserver(RemovalObserver observer);
-  // REQUIRES: called before the store is shared between threads (start-up wiring).
-  void SetCommitObserver(CommitObserver observer) { commit_observer_ = std::move(observer); }
+  void SetRemovalObserver(RemovalObserver observer) override;
+  void SetCommitObserver(CommitObserver observer) override { commit_observer_ = std::move(observer); }
   const StoreOptions& options() const { return options_; }
 
   // Called by readers: the bytes of `address` (at `region_id`) failed their checksums. If the
