@@ -31,6 +31,7 @@
 #include "fs/log.h"
 #include "fs/metrics.h"
 #include "store/block_store.h"
+#include "store/mutex.h"
 
 namespace gpucache {
 
@@ -54,11 +55,13 @@ struct Handle {
   std::shared_ptr<BlockReader> reader;  // kBlock
   ReservationId reservation = 0;        // kPart
   BlockAddress address;                 // kPart
-  std::mutex mu;                        // guards the fields below
-  bool writing = false;                 // kPart: counted as an open writer in the store
-  bool append = false;                  // kPart: opened with O_APPEND
-  std::string text;                     // kText: contents; kControl: last reply
-  size_t reply_cursor = 0;              // kControl: how much of the reply was read
+  bool append = false;                  // kPart: opened with O_APPEND (set at open)
+  // Lock order: mu -> the store's locks (a write or flush holds it while it takes or gives
+  // back the writer role); see store/indexed_store.h.
+  Mutex mu;
+  bool writing GUARDED_BY(mu) = false;  // kPart: counted as an open writer in the store
+  std::string text GUARDED_BY(mu);      // kText: contents; kControl: last reply
+  size_t reply_cursor GUARDED_BY(mu) = 0;  // kControl: how much of the reply was read
 };
 
 struct OpenReply {

@@ -9,7 +9,8 @@
 // It reads the index (store/block_index.h) and asks the medium one memory-only question
 // (SharesDevice), and is told by the store of every block indexed, unindexed, used or missed.
 //
-// Thread safety: none; the store's lock guards every call.
+// Thread safety: none; the store's lock guards every call (GUARDED_BY(mu_) in
+// store/indexed_store.h).
 #pragma once
 
 #include <cstdint>

@@ -39,37 +39,37 @@ bool IndexedStore::Load(MediumReport& report, std::string& error) {
 StatusCode IndexedStore::CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
   if (!IsValidTenantName(tenant) || !IsValidNamespaceName(ns)) return StatusCode::kInvalidArgument;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (index_.FindNamespace(tenant, ns)) return StatusCode::kExists;
   }
   if (StatusCode s = medium_->CreateNamespace(tenant, ns, owner); s != StatusCode::kOk) return s;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (index_.FindNamespace(tenant, ns)) return StatusCode::kExists;
   index_.AddNamespace(std::string(tenant), std::string(ns), owner);
   return StatusCode::kOk;
 }
 
 StatusCode IndexedStore::RemoveNamespace(std::string_view tenant, std::string_view ns) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   std::optional<uint32_t> id = index_.FindNamespace(tenant, ns);
   if (!id) return StatusCode::kNotFound;
   if (index_.BlocksIn(*id) != 0 || reservations_.AnyIn(tenant, ns)) {
     return StatusCode::kNotEmpty;
   }
   index_.RemoveNamespace(*id);
-  lock.unlock();
+  lock.Unlock();
   return medium_->RemoveNamespace(tenant, ns);
 }
 
 Result<Owner> IndexedStore::StatNamespace(std::string_view tenant, std::string_view ns) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::optional<uint32_t> id = index_.FindNamespace(tenant, ns);
   if (!id) return StatusCode::kNotFound;
   return index_.OwnerOf(*id);
 }
 
 std::vector<std::string> IndexedStore::ListNamespaces(std::string_view tenant) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return index_.NamespacesOf(tenant);
 }
 
@@ -77,7 +77,7 @@ std::vector<std::string> IndexedStore::ListEntries(std::string_view tenant, std:
   std::vector<BlockDigest> names;
   std::vector<std::string> out;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (std::optional<uint32_t> id = index_.FindNamespace(tenant, ns)) {
       names.reserve(index_.BlocksIn(*id));
       for (BlockId b : index_.BlockIds(*id)) names.push_back(index_.at(b).name);
@@ -103,7 +103,7 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
   ReservationInfo info;
   std::vector<Departure> evicted;  // blocks that gave up their registration for this one
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!index_.FindNamespace(address.tenant, address.ns)) return StatusCode::kNotFound;
     if (index_.Find(address) || reservations_.Holder(address)) return StatusCode::kExists;
     std::vector<BlockId> victims;
@@ -117,7 +117,7 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
   }
   Finish(std::move(evicted), RemovalReason::kEvicted);
   auto payload = medium_->Prepare(info);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Reservation* r = reservations_.Find(info.id);
   if (!payload.ok()) {
     if (r) EndReservationLocked(info.id, FillState::kFailed, BlockState::kAbsent);
@@ -140,7 +140,7 @@ void IndexedStore::EndReservationLocked(ReservationId id, FillState outcome, Blo
 
 StatusCode IndexedStore::SetIdentity(ReservationId id, std::span<const uint8_t> canonical) {
   if (canonical.size() > kMaxIdentityBytes) return StatusCode::kInvalidArgument;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Reservation* r = reservations_.Find(id);
   if (!r) return StatusCode::kNotFound;
   if (r->fenced) return StatusCode::kFenced;
@@ -152,7 +152,7 @@ StatusCode IndexedStore::SetIdentity(ReservationId id, std::span<const uint8_t> 
 }
 
 Result<Bytes> IndexedStore::GetIdentity(ReservationId id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Reservation* r = reservations_.Find(id);
   if (!r || r->identity.empty()) return StatusCode::kNotFound;
   return r->identity;
@@ -162,7 +162,7 @@ Result<size_t> IndexedStore::Write(ReservationId id, uint64_t offset, std::span<
   std::shared_ptr<PendingPayload> payload;
   std::string tenant;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Reservation* r = reservations_.Find(id);
     if (!r) return StatusCode::kNotFound;
     if (r->fenced) return StatusCode::kFenced;
@@ -182,7 +182,7 @@ Result<size_t> IndexedStore::Write(ReservationId id, uint64_t offset, std::span<
     // The device was full, and evicting what may go there made room: once more.
     n = medium_->Write(*payload, offset, data);
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Reservation* r = reservations_.Find(id);
   if (!r) return n;
   r->writes_inflight--;
@@ -199,7 +199,7 @@ Result<size_t> IndexedStore::Write(ReservationId id, uint64_t offset, std::span<
 Result<size_t> IndexedStore::Append(ReservationId id, std::span<const uint8_t> data) {
   uint64_t end;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Reservation* r = reservations_.Find(id);
     if (!r) return StatusCode::kNotFound;
     end = r->info.size;
@@ -212,7 +212,7 @@ StatusCode IndexedStore::Truncate(ReservationId id, uint64_t size) {
   std::string tenant;
   uint64_t old_size;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Reservation* r = reservations_.Find(id);
     if (!r) return StatusCode::kNotFound;
     if (r->fenced) return StatusCode::kFenced;
@@ -234,7 +234,7 @@ StatusCode IndexedStore::Truncate(ReservationId id, uint64_t size) {
       MakeDeviceRoom(*payload, tenant, size - old_size) == StatusCode::kOk) {
     s = medium_->Allocate(*payload, size);
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (Reservation* r = reservations_.Find(id)) {
     r->writes_inflight--;
     if (s == StatusCode::kOk && !r->fenced) {
@@ -246,7 +246,7 @@ StatusCode IndexedStore::Truncate(ReservationId id, uint64_t size) {
 }
 
 StatusCode IndexedStore::OpenWriter(ReservationId id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Reservation* r = reservations_.Find(id);
   if (!r) return StatusCode::kNotFound;
   if (r->fenced) return StatusCode::kFenced;
@@ -258,7 +258,7 @@ StatusCode IndexedStore::OpenWriter(ReservationId id) {
 void IndexedStore::CloseWriter(ReservationId id) {
   std::shared_ptr<PendingPayload> discard;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Reservation* r = reservations_.Find(id);
     if (!r || r->writers == 0) return;
     r->writers--;
@@ -277,7 +277,7 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   BlockInfo draft;
   std::vector<Departure> evicted;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Reservation* r = reservations_.Find(id);
     if (!r) return StatusCode::kNotFound;
     if (r->fenced) return StatusCode::kFenced;
@@ -313,7 +313,7 @@ StatusCode IndexedStore::Commit(ReservationId id) {
     // would not help (found by tests/reliability/full_disk_test.cc).
     sealed = medium_->Seal(*payload, draft);
   }
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   Reservation* r = reservations_.Find(id);
   assert(r && r->sealing);  // nothing else removes a sealing reservation
   r->sealing = false;
@@ -321,7 +321,7 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   if (r->fenced) {
     // Fenced while sealing: fenced is not success, so the published file goes again.
     reservations_.Forget(id);
-    lock.unlock();
+    lock.Unlock();
     medium_->Drop(draft, sealed->stored);
     return StatusCode::kFenced;
   }
@@ -339,13 +339,13 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   BlockAddress committed = draft.address;
   IndexLocked(committed, std::move(record));
   GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged
-  lock.unlock();
+  lock.Unlock();
   if (commit_observer_) commit_observer_(committed);  // set once at start-up: no copy needed
   return StatusCode::kOk;
 }
 
 std::string IndexedStore::ExplainInvalidCommit(ReservationId id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Reservation* r = reservations_.Find(id);
   if (!r) return "no such reservation";
   auto identity = DecodePhysicalKey(r->identity);
@@ -360,7 +360,7 @@ std::string IndexedStore::ExplainInvalidCommit(ReservationId id) {
 StatusCode IndexedStore::Abort(ReservationId id) {
   std::shared_ptr<PendingPayload> payload;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Reservation* r = reservations_.Find(id);
     if (!r) return StatusCode::kNotFound;
     if (r->sealing || r->writes_inflight) return StatusCode::kBusy;
@@ -372,14 +372,14 @@ StatusCode IndexedStore::Abort(ReservationId id) {
 }
 
 Result<ReservationInfo> IndexedStore::StatReservation(ReservationId id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Reservation* r = reservations_.Find(id);
   if (!r || r->fenced) return StatusCode::kNotFound;
   return r->info;
 }
 
 std::optional<ReservationId> IndexedStore::FindReservation(const BlockAddress& address) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return reservations_.Holder(address);
 }
 

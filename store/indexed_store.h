@@ -16,17 +16,18 @@
 // IndexKeys::identity. StatAttributes and Probe answer from memory alone.
 //
 // Thread safety: all public methods are safe to call concurrently; mu_ guards every part
-// (fence_mu_ additionally serializes epoch bumps, taken before mu_).
+// (fence_mu_ additionally serializes epoch bumps, taken before mu_). The lock order is written
+// beside the fields below and checked by clang's -Wthread-safety (packaging/thread_safety.sh).
 #pragma once
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 
 #include "store/admission.h"
 #include "store/block_index.h"
 #include "store/block_store.h"
 #include "store/medium.h"
+#include "store/mutex.h"
 #include "store/quarantine_set.h"
 #include "store/reservation_table.h"
 
@@ -122,34 +123,38 @@ class IndexedStore : public BlockStore, private MediumHost {
   };
 
   // Ends a reservation (its credits go back unless a fence took them), as ReservationTable::End.
-  void EndReservationLocked(ReservationId id, FillState outcome, BlockState to);
-  BlockInfo AttributesOfLocked(BlockId id) const;  // without identity
+  void EndReservationLocked(ReservationId id, FillState outcome, BlockState to) REQUIRES(mu_);
+  BlockInfo AttributesOfLocked(BlockId id) const REQUIRES(mu_);  // without identity
   // Adds a block to the index, the counters and the policy; false if already there.
-  bool IndexLocked(const BlockAddress& address, Record record);
+  bool IndexLocked(const BlockAddress& address, Record record) REQUIRES(mu_);
   // Takes a block out of the index, the counters and the policy.
-  Record UnindexLocked(BlockId id);
+  Record UnindexLocked(BlockId id) REQUIRES(mu_);
   // Takes a committed block out of the namespace (COMMITTED -> EVICTING), into quarantine
   // while a reader has it open.
-  Departure RemoveLocked(BlockId id, const char* reason);
-  void EvictLocked(const std::vector<BlockId>& victims, std::vector<Departure>& out);
+  Departure RemoveLocked(BlockId id, const char* reason) REQUIRES(mu_);
+  void EvictLocked(const std::vector<BlockId>& victims, std::vector<Departure>& out) REQUIRES(mu_);
   // Medium work for departures, outside the lock; then tells the observer.
-  void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify);
+  void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) EXCLUDES(mu_);
   // A write to `p` met a full device: evicts what may go there, or kNoSpace having evicted none.
-  StatusCode MakeDeviceRoom(const PendingPayload& p, const std::string& tenant, uint64_t need);
-  std::optional<LookupResult> PrefixHitLocked(const CacheIdentity& want, const BlockAddress& self);
-  void PersistPins();
+  StatusCode MakeDeviceRoom(const PendingPayload& p, const std::string& tenant, uint64_t need)
+      EXCLUDES(mu_);
+  std::optional<LookupResult> PrefixHitLocked(const CacheIdentity& want, const BlockAddress& self)
+      REQUIRES(mu_);
+  void PersistPins() EXCLUDES(mu_);
 
+  // Lock order: fs's Handle::mu -> fence_mu_ -> mu_ -> the medium's own locks. mu_ is never
+  // held across medium I/O, an observer or a reply to the kernel (docs/architecture.md).
   const StoreOptions options_;
-  const std::unique_ptr<Medium> medium_;
-  std::mutex fence_mu_;
-  std::mutex mu_;
-  std::atomic<uint64_t> epoch_{1};
-  bool drain_finished_ = false;
-  BlockIndex index_;
-  Admission admission_;  // reads index_ and medium_: declared after them
-  ReservationTable reservations_;
-  QuarantineSet quarantine_;
-  RemovalObserver observer_;
+  const std::unique_ptr<Medium> medium_;  // called without mu_ (SharesDevice excepted)
+  Mutex fence_mu_ ACQUIRED_BEFORE(mu_);   // serializes epoch bumps
+  Mutex mu_;
+  std::atomic<uint64_t> epoch_{1};        // changed under fence_mu_ and mu_, read anywhere
+  bool drain_finished_ GUARDED_BY(mu_) = false;
+  BlockIndex index_ GUARDED_BY(mu_);
+  Admission admission_ GUARDED_BY(mu_);  // reads index_ and medium_: declared after them
+  ReservationTable reservations_ GUARDED_BY(mu_);
+  QuarantineSet quarantine_ GUARDED_BY(mu_);
+  RemovalObserver observer_ GUARDED_BY(mu_);
   CommitObserver commit_observer_;  // set once at start-up, then read-only
 };
 

@@ -5,7 +5,8 @@
 // It keeps the entries and their reader counts; the store's counters and the medium's work on
 // the bytes stay with the store (store/indexed_store.h).
 //
-// Thread safety: none; the store's lock guards every call.
+// Thread safety: none; the store's lock guards every call (GUARDED_BY(mu_) in
+// store/indexed_store.h).
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,8 @@
 // It knows nothing of limits or bytes: the store releases a reservation's credits
 // (store/admission.h) before it asks this table to forget the reservation.
 //
-// Thread safety: none; the store's lock guards every call.
+// Thread safety: none; the store's lock guards every call (GUARDED_BY(mu_) in
+// store/indexed_store.h).
 #pragma once
 
 #include <cstdint>
