@@ -18,7 +18,7 @@ uint64_t NowUnixNs() {
       .count();
 }
 
-std::vector<std::string> TenantsOf(IndexedStore& store, const std::string& only) {
+std::vector<std::string> TenantsOf(BlockStore& store, const std::string& only) {
   if (!only.empty()) return {only};
   std::vector<std::string> out;
   for (const auto& [name, counters] : store.Stats().tenants) out.push_back(name);
@@ -144,7 +144,7 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Autho
   return r;
 }
 
-StatusCode ColdOps::AddBlock(IndexedStore& store, const BlockAddress& a, PackBuilder& builder) {
+StatusCode ColdOps::AddBlock(BlockStore& store, const BlockAddress& a, PackBuilder& builder) {
   Result<std::shared_ptr<BlockReader>> reader = store.Open(a);
   if (!reader.ok()) return reader.status();
   const BlockInfo& info = reader.value()->info();
@@ -160,7 +160,7 @@ StatusCode ColdOps::AddBlock(IndexedStore& store, const BlockAddress& a, PackBui
   return StatusCode::kOk;
 }
 
-BackfillReport ColdOps::Backfill(IndexedStore& store, Sink& sink, const std::string& tenant,
+BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::string& tenant,
                                  uint64_t budget, const PackOptions& pack,
                                  const std::function<void(const BackfillReport&)>& progress) const {
   BackfillReport rep;

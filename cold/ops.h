@@ -31,7 +31,7 @@
 #include "cold/object_store.h"
 #include "cold/refill.h"
 #include "cold/sink.h"
-#include "store/indexed_store.h"
+#include "store/block_store.h"
 
 namespace gpucache::cold {
 
@@ -92,7 +92,7 @@ class ColdOps {
   // Packs committed blocks of the hot store (of `tenant`, or all when empty) that have no
   // locator yet and submits them to `sink`, stopping before `byte_budget` payload bytes.
   // Blocks of retired tenants are skipped. `progress` is told each block enqueued.
-  BackfillReport Backfill(IndexedStore& store, Sink& sink, const std::string& tenant,
+  BackfillReport Backfill(BlockStore& store, Sink& sink, const std::string& tenant,
                           uint64_t byte_budget, const PackOptions& pack,
                           const std::function<void(const BackfillReport&)>& progress = {}) const;
 
@@ -104,7 +104,7 @@ class ColdOps {
   ResealReport Reseal(uint64_t byte_budget, const std::string& after = "") const;
 
   // Reads a committed block through the store's verifying reader and adds it to `builder`.
-  static StatusCode AddBlock(IndexedStore& store, const BlockAddress& a, PackBuilder& builder);
+  static StatusCode AddBlock(BlockStore& store, const BlockAddress& a, PackBuilder& builder);
 
  private:
   bool DeleteConfirmed(const std::string& key, ReclaimReport& report) const;

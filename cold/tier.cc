@@ -15,7 +15,7 @@ uint64_t NowUnixNs() {
 
 }  // namespace
 
-ColdTier::ColdTier(IndexedStore& store, ObjectStore& objects, ColdTierOptions options)
+ColdTier::ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions options)
     : store_(store),
       objects_(objects),
       options_(std::move(options)),

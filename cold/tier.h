@@ -24,7 +24,7 @@
 #include "cold/ops.h"
 #include "cold/refill.h"
 #include "cold/sink.h"
-#include "store/indexed_store.h"
+#include "store/block_store.h"
 
 namespace gpucache::cold {
 
@@ -64,7 +64,7 @@ struct RefillResult {
 class ColdTier {
  public:
   // `store` and `objects` are borrowed and must outlive the tier.
-  ColdTier(IndexedStore& store, ObjectStore& objects, ColdTierOptions options);
+  ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions options);
   ~ColdTier();
 
   // Starts the background thread (write-back and draining). Idempotent.
@@ -98,7 +98,7 @@ class ColdTier {
   void PackQueued();
   void RecordRetention(const Sha256& manifest);
 
-  IndexedStore& store_;
+  BlockStore& store_;
   ObjectStore& objects_;
   const ColdTierOptions options_;
   Sink sink_;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "fs/access.h"
-#include "store/indexed_store.h"
+#include "store/block_store.h"
 
 namespace gpucache {
 
@@ -38,7 +38,7 @@ using ControlExtension = std::function<std::string(const ExtensionCaller&, std::
 
 class ControlPlane {
  public:
-  ControlPlane(IndexedStore& store, const AccessPolicy& access) : store_(store), access_(access) {}
+  ControlPlane(BlockStore& store, const AccessPolicy& access) : store_(store), access_(access) {}
 
   // Human-readable counters, one line per tenant the caller may see.
   std::string StatsText(const Caller& c);
@@ -62,7 +62,7 @@ class ControlPlane {
   std::string Pin(const Caller& c, const nlohmann::json& req, bool pinned);
   std::string Isolate(const Caller& c, const nlohmann::json& req);
 
-  IndexedStore& store_;
+  BlockStore& store_;
   const AccessPolicy& access_;
   std::vector<std::pair<std::string, ControlExtension>> extensions_;
 };

@@ -51,7 +51,7 @@ std::optional<cold::S3Options> DaemonCold::CheckOptions(const ColdConfig& c, std
   return s3;
 }
 
-std::unique_ptr<DaemonCold> DaemonCold::Create(const ColdConfig& c, IndexedStore& store,
+std::unique_ptr<DaemonCold> DaemonCold::Create(const ColdConfig& c, BlockStore& store,
                                                std::string* error) {
   std::optional<cold::S3Options> options = CheckOptions(c, error);
   if (!options) return nullptr;
@@ -84,7 +84,7 @@ DaemonCold::~DaemonCold() {
   if (tier_) tier_->Stop();
 }
 
-void DaemonCold::Wire(Filesystem& fs, IndexedStore& store) {
+void DaemonCold::Wire(Filesystem& fs, BlockStore& store) {
   cold::ColdTier* tier = tier_.get();
   store.SetCommitObserver([tier](const BlockAddress& a) { tier->OnCommitted(a); });
   tier->SetRefilledHook([&fs](const BlockAddress& a) { fs.BlockAppeared(a); });

@@ -23,7 +23,7 @@ class DaemonCold {
  public:
   // nullptr (and *error says why, naming the key or variable) when the options are unusable.
   // Makes no request: an unreachable object store must not stop the hot tier from mounting.
-  static std::unique_ptr<DaemonCold> Create(const ColdConfig& config, IndexedStore& store,
+  static std::unique_ptr<DaemonCold> Create(const ColdConfig& config, BlockStore& store,
                                             std::string* error);
   // What Create checks of the options, the environment and the credentials file, without a
   // store: start-up and --check-config refuse a bad [cold] before touching any data directory.
@@ -31,7 +31,7 @@ class DaemonCold {
   ~DaemonCold();
 
   // Before the mount serves: the control extension and the commit observer.
-  void Wire(Filesystem& fs, IndexedStore& store);
+  void Wire(Filesystem& fs, BlockStore& store);
   // After the mount is up (and after detaching: threads do not survive fork).
   void Start();
   std::string Metrics() const;

@@ -31,7 +31,8 @@
 #include "fs/inode_table.h"
 #include "fs/log.h"
 #include "fs/metrics.h"
-#include "store/indexed_store.h"
+#include "store/block_store.h"
+#include "store/mutex.h"
 
 namespace gpucache {
 
@@ -55,11 +56,13 @@ struct Handle {
   std::shared_ptr<BlockReader> reader;  // kBlock
   ReservationId reservation = 0;        // kPart
   BlockAddress address;                 // kPart
-  std::mutex mu;                        // guards the fields below
-  bool writing = false;                 // kPart: counted as an open writer in the store
-  bool append = false;                  // kPart: opened with O_APPEND
-  std::string text;                     // kText: contents; kControl: last reply
-  size_t reply_cursor = 0;              // kControl: how much of the reply was read
+  bool append = false;                  // kPart: opened with O_APPEND (set at open)
+  // Lock order: mu -> the store's locks (a write or flush holds it while it takes or gives
+  // back the writer role); see store/indexed_store.h.
+  Mutex mu;
+  bool writing GUARDED_BY(mu) = false;  // kPart: counted as an open writer in the store
+  std::string text GUARDED_BY(mu);      // kText: contents; kControl: last reply
+  size_t reply_cursor GUARDED_BY(mu) = 0;  // kControl: how much of the reply was read
 };
 
 struct OpenReply {
@@ -76,7 +79,7 @@ struct DirEntry {
 
 class Filesystem {
  public:
-  Filesystem(const Config& config, IndexedStore& store);
+  Filesystem(const Config& config, BlockStore& store);
   // The mount must use default_permissions: access is expressed in mode bits (adr/0009).
   bool KernelPermissions() const { return config_.KernelPermissions(); }
 
@@ -120,7 +123,7 @@ class Filesystem {
   Metrics& metrics() { return metrics_; }
   // Every tenant's metrics (the HTTP endpoint); the file shows only the caller's tenants.
   std::string RenderAllMetrics();
-  IndexedStore& store() { return store_; }
+  BlockStore& store() { return store_; }
   // A block committed behind the kernel's back (a cold-tier refill): the kernel may hold a
   // negative dentry for it. The session installs the handler that invalidates it.
   void BlockAppeared(const BlockAddress& a);
@@ -150,7 +153,7 @@ class Filesystem {
   // The configuration in effect: config_ with the last reload's tenants, admins and limits.
   std::atomic<std::shared_ptr<const Config>> effective_;
   AccessPolicy access_;
-  IndexedStore& store_;
+  BlockStore& store_;
   InodeTable inodes_;
   ControlPlane control_;
   // The refusal of a change the namespace does not allow in directory `dir`: EACCES in the

@@ -71,7 +71,7 @@ std::vector<std::string> TenantNames(const Config& config) {
   return names;
 }
 
-Filesystem::Filesystem(const Config& config, IndexedStore& store)
+Filesystem::Filesystem(const Config& config, BlockStore& store)
     : config_(config),
       effective_(std::make_shared<const Config>(config)),
       access_(config),

@@ -43,7 +43,10 @@ Result<std::pair<EntryReply, OpenReply>> Filesystem::Create(const Caller& c, uin
   open.handle->kind = Handle::Kind::kPart;
   open.handle->reservation = id.value();
   open.handle->address = address;
-  open.handle->writing = true;
+  {
+    MutexLock lock(open.handle->mu);  // not shared yet: uncontended, for the analysis
+    open.handle->writing = true;
+  }
   return std::make_pair(Entry(child, a.value(), 0), std::move(open));
 }
 
@@ -90,15 +93,21 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
       h.kind = Handle::Kind::kPart;
       h.reservation = *id;
       h.address = address;
-      h.writing = true;
       h.append = (flags & O_APPEND) != 0;
+      {
+        MutexLock lock(h.mu);  // not shared yet: uncontended, for the analysis
+        h.writing = true;
+      }
       r.direct_io = true;  // as in Create
       return r;
     }
     case NodeKind::kConfigFile:
       if (WantsWrite(flags) || !access_.IsAdmin(c)) return StatusCode::kAccessDenied;
       h.kind = Handle::Kind::kText;
-      h.text = EffectiveConfigText(*effective_.load());  // holds no secret: keys never live in it
+      {
+        MutexLock lock(h.mu);
+        h.text = EffectiveConfigText(*effective_.load());  // holds no secret: keys never live in it
+      }
       r.direct_io = true;
       return r;
     case NodeKind::kStatsFile:
@@ -107,11 +116,16 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
     case NodeKind::kMetricsFile:
       if (WantsWrite(flags)) return StatusCode::kAccessDenied;
       h.kind = Handle::Kind::kText;
-      if (n->kind == NodeKind::kStatsFile) h.text = control_.StatsText(c);
-      else if (n->kind == NodeKind::kEpochFile) h.text = control_.EpochText();
-      else if (n->kind == NodeKind::kQuarantineFile) h.text = control_.QuarantineText(c);
-      else h.text = metrics_.Render(store_, {[&](const std::string& t) { return access_.MayUseTenant(c, t); },
-                                            access_.IsAdmin(c)});
+      {
+        std::string text;
+        if (n->kind == NodeKind::kStatsFile) text = control_.StatsText(c);
+        else if (n->kind == NodeKind::kEpochFile) text = control_.EpochText();
+        else if (n->kind == NodeKind::kQuarantineFile) text = control_.QuarantineText(c);
+        else text = metrics_.Render(store_, {[&](const std::string& t) { return access_.MayUseTenant(c, t); },
+                                             access_.IsAdmin(c)});
+        MutexLock lock(h.mu);
+        h.text = std::move(text);
+      }
       r.direct_io = true;
       return r;
     case NodeKind::kCtlFile:
@@ -134,7 +148,7 @@ Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> o
     }
     case Handle::Kind::kPart: return StatusCode::kBusy;
     case Handle::Kind::kText: {
-      std::lock_guard lock(h.mu);
+      MutexLock lock(h.mu);
       if (offset >= h.text.size()) return size_t{0};
       size_t n = std::min<size_t>(out.size(), h.text.size() - offset);
       std::memcpy(out.data(), h.text.data() + offset, n);
@@ -143,7 +157,7 @@ Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> o
     case Handle::Kind::kControl: {
       // A reply is a stream: reads continue where the last one stopped, whatever the file
       // offset (after write() it points past the request, and pread callers pass 0).
-      std::lock_guard lock(h.mu);
+      MutexLock lock(h.mu);
       size_t n = std::min<size_t>(out.size(), h.text.size() - h.reply_cursor);
       std::memcpy(out.data(), h.text.data() + h.reply_cursor, n);
       h.reply_cursor += n;
@@ -159,7 +173,7 @@ Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
     if (data.size() > kMaxControlRequest) return StatusCode::kTooLarge;
     std::string reply =
         control_.Handle(c, std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
-    std::lock_guard lock(h.mu);
+    MutexLock lock(h.mu);
     h.text = std::move(reply);
     h.reply_cursor = 0;
     return data.size();
@@ -167,7 +181,7 @@ Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
   if (h.kind != Handle::Kind::kPart) return StatusCode::kImmutable;
   Metrics::NoteTenant(h.address.tenant);
   {
-    std::lock_guard lock(h.mu);
+    MutexLock lock(h.mu);
     if (!h.writing) {  // written again after a flush: a writer once more
       if (StatusCode s = store_.OpenWriter(h.reservation); s != StatusCode::kOk) {
         return s == StatusCode::kNotFound ? GoneFill(h) : s;
@@ -205,7 +219,7 @@ StatusCode Filesystem::Allocate(Handle& h, int mode, uint64_t offset, uint64_t l
 // handle's writer role; a later write through the same handle (a dup'ed fd) takes it again.
 void Filesystem::Flush(Handle& h) {
   if (h.kind != Handle::Kind::kPart) return;
-  std::lock_guard lock(h.mu);
+  MutexLock lock(h.mu);
   if (h.writing) store_.CloseWriter(h.reservation);
   h.writing = false;
 }

@@ -7,20 +7,20 @@
 #include <mutex>
 #include <thread>
 
-#include "store/indexed_store.h"
+#include "store/block_store.h"
 
 namespace gpucache {
 
 class Housekeeper {
  public:
-  explicit Housekeeper(IndexedStore& store) : store_(store) {}
+  explicit Housekeeper(BlockStore& store) : store_(store) {}
   ~Housekeeper() { Stop(); }
   void Start();
   void Stop();
 
  private:
   void Run();
-  IndexedStore& store_;
+  BlockStore& store_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

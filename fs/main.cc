@@ -221,6 +221,7 @@ int main(int argc, char** argv) {
                report.reservations_dropped, report.quarantined);
 
   gpucache::Filesystem fs(config, *store);
+  fs.metrics().SetBackingIoStats([&store] { return gpucache::BackingIoStatsOf(*store); });
   std::unique_ptr<gpucache::DaemonCold> cold;
   if (config.cold.enabled) {
     cold = gpucache::DaemonCold::Create(config.cold, *store, &error);

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -210,7 +211,7 @@ void Metrics::RenderOps(MetricsWriter& w) {
   }
 }
 
-std::string Metrics::Render(IndexedStore& store, const MetricsViewer& viewer) {
+std::string Metrics::Render(BlockStore& store, const MetricsViewer& viewer) {
   StoreStats stats = store.Stats();
   MetricsWriter w;
   RenderProcessMetrics(w);
@@ -218,7 +219,8 @@ std::string Metrics::Render(IndexedStore& store, const MetricsViewer& viewer) {
   w.Sample("gpucache_epoch", "", static_cast<double>(stats.epoch));
   w.Family("gpucache_draining", "gauge", "1 while new fills are refused for an upgrade.");
   w.Sample("gpucache_draining", "", stats.draining ? 1 : 0);
-  RenderBackingMetrics(w, store, block_reads_.load(), read_errors_.load(), viewer.operator_view);
+  RenderBackingMetrics(w, store, backing_io_stats_ ? backing_io_stats_() : std::nullopt,
+                       block_reads_.load(), read_errors_.load(), viewer.operator_view);
 
   struct Series {
     const char* name;

@@ -23,9 +23,12 @@
 #include <mutex>
 #include <string>
 
-#include "store/indexed_store.h"
+#include "store/block_store.h"
+#include "store/io/uring_reader.h"
 
 namespace gpucache {
+
+class IndexedStore;  // the daemon's wiring helpers below take the concrete store
 
 enum class FuseOp : uint8_t {
   kLookup, kGetAttr, kSetAttr, kOpen, kRead, kWrite, kCreate, kFlush, kRelease, kRename,
@@ -51,6 +54,8 @@ struct MetricsViewer {
 
 // The backing I/O in use ("posix ..." or the io_uring reader's status line), for the log.
 std::string BackingIoDescription(IndexedStore& store);
+// The io_uring reader's counters when the store reads through it (wiring for Metrics).
+std::optional<UringReaderStats> BackingIoStatsOf(IndexedStore& store);
 
 class Metrics {
  public:
@@ -76,10 +81,15 @@ class Metrics {
   static void NoteTenant(std::string_view tenant);
   static void BeginRequest();
 
-  std::string Render(IndexedStore& store, const MetricsViewer& viewer);
+  std::string Render(BlockStore& store, const MetricsViewer& viewer);
+  // Where the backing reads' counters come from (set once at start-up by the daemon's wiring;
+  // none: every read is a pread).
+  using BackingIoStats = std::function<std::optional<UringReaderStats>()>;
+  void SetBackingIoStats(BackingIoStats stats) { backing_io_stats_ = std::move(stats); }
 
  private:
   static constexpr auto kRelaxed = std::memory_order_relaxed;
+  BackingIoStats backing_io_stats_;
   struct Histogram {
     std::array<std::atomic<uint64_t>, kBuckets.size()> buckets{};
     std::atomic<uint64_t> count{0};
@@ -132,7 +142,8 @@ std::string Label(const char* name, const std::string& value);
 
 // fs/metrics_process.cc: process_*, build info, data directories, backing reads, I/O pool.
 void RenderProcessMetrics(MetricsWriter& w);
-void RenderBackingMetrics(MetricsWriter& w, IndexedStore& store, uint64_t block_reads,
+void RenderBackingMetrics(MetricsWriter& w, BlockStore& store,
+                          const std::optional<UringReaderStats>& uring, uint64_t block_reads,
                           uint64_t read_errors, bool operator_view);
 
 }  // namespace gpucache

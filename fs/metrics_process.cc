@@ -69,6 +69,12 @@ std::string BackingIoDescription(IndexedStore& store) {
   return "posix (pread through the page cache)";
 }
 
+std::optional<UringReaderStats> BackingIoStatsOf(IndexedStore& store) {
+  const FileMedium* file = FileMediumOf(store);
+  if (!file || !file->uring_reader()) return std::nullopt;
+  return file->uring_reader()->stats();
+}
+
 void RenderProcessMetrics(MetricsWriter& w) {
   std::vector<std::string> f = StatFields();
   double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
@@ -94,7 +100,8 @@ void RenderProcessMetrics(MetricsWriter& w) {
   w.Sample("gpucache_build_info", Label("version", GPUCACHE_VERSION), 1);
 }
 
-void RenderBackingMetrics(MetricsWriter& w, IndexedStore& store, uint64_t block_reads,
+void RenderBackingMetrics(MetricsWriter& w, BlockStore& store,
+                          const std::optional<UringReaderStats>& u, uint64_t block_reads,
                           uint64_t read_errors, bool operator_view) {
   StoreStats stats = store.Stats();
   w.Family("gpucache_backing_errors_total", "counter",
@@ -102,15 +109,8 @@ void RenderBackingMetrics(MetricsWriter& w, IndexedStore& store, uint64_t block_
   w.Sample("gpucache_backing_errors_total", "op=\"read\"", double(read_errors));
   w.Sample("gpucache_backing_errors_total", "op=\"remove\"", double(stats.medium_errors));
 
-  const FileMedium* file = FileMediumOf(store);
-  const UringReader* uring = file ? file->uring_reader() : nullptr;
-  uint64_t via_uring = 0, via_cache = 0;
-  std::optional<UringReaderStats> u;
-  if (uring) {
-    u = uring->stats();
-    via_uring = u->uring_reads;
-    via_cache = u->page_cache_reads;
-  }
+  uint64_t via_uring = u ? u->uring_reads : 0;
+  uint64_t via_cache = u ? u->page_cache_reads : 0;
   // Every block read is one payload read of its file; what io_uring did not serve was a pread.
   uint64_t via_pread = block_reads - std::min(block_reads, via_uring + via_cache);
   w.Family("gpucache_backing_reads_total", "counter",

@@ -9,7 +9,8 @@
 //   - (namespace, chain[0] digest): prefix-hit candidates and, by chain.back(), parent links;
 // each at about 6 bytes a block. The identity itself is not kept (store/index_keys.h).
 //
-// Thread safety: none; the store's lock guards every call.
+// Thread safety: none; the store's lock guards every call (GUARDED_BY(mu_) in
+// store/indexed_store.h).
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -142,6 +143,18 @@ struct DomainInfo {
   bool isolated = false;
 };
 
+// Why a committed block left the namespace behind the kernel's back.
+enum class RemovalReason : uint8_t { kEvicted, kCorrupt, kLost };
+std::string_view ToString(RemovalReason reason);
+
+// Called (without any store lock held) when a committed block leaves the namespace for a
+// reason the kernel could not see: eviction, an admin request, corruption found on read, a
+// device taken out of service.
+using RemovalObserver = std::function<void(const BlockAddress&, RemovalReason)>;
+// Called (without any store lock held, on the committing thread) after a block is published.
+// Must be cheap: it delays the writer's commit reply (the cold tier only queues the address).
+using CommitObserver = std::function<void(const BlockAddress&)>;
+
 // An open committed block. Reads are verified chunk by chunk before any byte is returned.
 class BlockReader {
  public:
@@ -176,6 +189,11 @@ class BlockStore {
   virtual StatusCode SetIdentity(ReservationId id, std::span<const uint8_t> canonical) = 0;
   virtual Result<Bytes> GetIdentity(ReservationId id) = 0;
   virtual Result<size_t> Write(ReservationId id, uint64_t offset, std::span<const uint8_t> data) = 0;
+  // Writes `data` at the end of the payload as the store knows it (O_APPEND).
+  virtual Result<size_t> Append(ReservationId id, std::span<const uint8_t> data) = 0;
+  // Sets the size of a reservation's payload (truncate of a `.part`); growing declares the
+  // size, and the room for it is found or refused now.
+  virtual StatusCode Truncate(ReservationId id, uint64_t size) = 0;
   // A writer holds the reservation open; Commit refuses with kBusy until every writer is done.
   virtual StatusCode OpenWriter(ReservationId id) = 0;
   virtual void CloseWriter(ReservationId id) = 0;
@@ -183,12 +201,20 @@ class BlockStore {
   // checksums; makes the block durable enough to be verified after a restart; publishes it.
   // On kInvalidArgument, kTooLarge or kBusy the reservation is kept so the writer can fix it.
   virtual StatusCode Commit(ReservationId id) = 0;
+  // After Commit said kInvalidArgument: which of its checks failed, in one line for the log.
+  virtual std::string ExplainInvalidCommit(ReservationId id) = 0;
   virtual StatusCode Abort(ReservationId id) = 0;
   virtual Result<ReservationInfo> StatReservation(ReservationId id) = 0;
   virtual std::optional<ReservationId> FindReservation(const BlockAddress& address) = 0;
 
   // --- Reading.
+  // The whole BlockInfo, identity included (read back from the medium and checked).
   virtual Result<BlockInfo> Stat(const BlockAddress& address) = 0;
+  // Stat from memory alone: every field but `identity` and `canonical_identity` (left empty).
+  // What attributes (getattr, lookup) need; no I/O.
+  virtual Result<BlockInfo> StatAttributes(const BlockAddress& address) = 0;
+  // StatAttributes that counts a hit or a miss for the block's tenant (a path probe).
+  virtual Result<BlockInfo> Probe(const BlockAddress& address) = 0;
   virtual Result<std::shared_ptr<BlockReader>> Open(const BlockAddress& address) = 0;
   virtual LookupResult Lookup(const CacheIdentity& identity) = 0;
   // Explicit client invalidation (unlink of a committed block). A block with open handles is
@@ -203,6 +229,7 @@ class BlockStore {
   // commit fails with kFenced, and its credits are released now. Returns the new epoch.
   virtual Result<uint64_t> Fence() = 0;
   virtual std::vector<QuarantineInfo> ListQuarantine() = 0;
+  virtual Result<QuarantineInfo> StatQuarantine(uint64_t region_id) = 0;
   // A drained attestation: the holder of `region_id` no longer uses it. kBusy while the
   // daemon itself still has a handle open on it.
   virtual StatusCode ReclaimDrained(uint64_t region_id) = 0;
@@ -214,6 +241,9 @@ class BlockStore {
   virtual StatusCode Drain(DrainAction action) = 0;
   // The outcome of the latest fill of `address`, if remembered.
   virtual std::optional<FillState> FillOutcome(const BlockAddress& address) = 0;
+  // True while a fill of `address` fenced less than a reservation lease before `now_ns` is
+  // remembered: its writer may still be about to commit, and must hear ESTALE.
+  virtual bool RecentlyFenced(const BlockAddress& address, uint64_t now_ns) = 0;
   // Abandons reservations idle past their lease; returns how many. Called periodically.
   virtual size_t ExpireReservations(uint64_t now_ns) = 0;
 
@@ -227,6 +257,15 @@ class BlockStore {
 
   virtual uint64_t Epoch() = 0;
   virtual StoreStats Stats() = 0;
+
+  // A live reload (SIGHUP): admission checks use `limits` from now on; fills already admitted
+  // go on, and their commits are judged by the new limits.
+  virtual void SetLimits(ResourceLimits limits) = 0;
+
+  // --- Observers (null: none).
+  virtual void SetRemovalObserver(RemovalObserver observer) = 0;
+  // REQUIRES: called before the store is shared between threads (start-up wiring).
+  virtual void SetCommitObserver(CommitObserver observer) = 0;
 };
 
 }  // namespace gpucache

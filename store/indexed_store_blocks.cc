@@ -2,8 +2,6 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <cassert>
-#include <set>
 
 #include "store/indexed_store.h"
 
@@ -140,180 +138,66 @@ bool IndexedStore::IndexLocked(const BlockAddress& address, Record record) {
   }
   std::optional<BlockId> id = index_.Insert(address, std::move(record));
   if (!id) return false;
-  const Record& r = index_.at(*id);
-  Usage& u = CountersLocked(address.tenant).usage;
-  u.blocks++;
-  u.bytes += r.size;
-  policy_->OnInsert(r.policy_key, parent, r.keys.valid_length < r.keys.block_capacity);
+  admission_.Indexed(*id, parent);
   return true;
 }
 
 IndexedStore::Record IndexedStore::UnindexLocked(BlockId id) {
-  Usage& u = CountersLocked(index_.TenantOf(index_.at(id).ns)).usage;
-  Record r = index_.Remove(id);
-  u.blocks--;
-  u.bytes -= r.size;
-  policy_->OnRemove(r.policy_key);
-  return r;
+  admission_.Unindexing(id);
+  return index_.Remove(id);
 }
 
 IndexedStore::Departure IndexedStore::RemoveLocked(BlockId id, const char* reason) {
-  int open = index_.at(id).open_readers;
+  Record& live = index_.at(id);
+  Transition(live.state, BlockState::kEvicting);
+  int open = live.open_readers;
   BlockInfo info = AttributesOfLocked(id);
   Record r = UnindexLocked(id);
   Departure d{info, r.stored, open > 0};
   if (d.quarantine) {
     // The bytes may still be in use through an open handle: they stay, counted, until a
     // drained attestation or a fenced reclaim.
-    Usage& u = CountersLocked(info.address.tenant).usage;
-    u.quarantined_blocks++;
-    u.quarantined_bytes += info.size;
-    CountersLocked(info.address.tenant).quarantined++;
-    info.state = BlockState::kQuarantined;
-    quarantine_[info.region_id] = Quarantined{std::move(info), r.stored, open, reason, epoch_.load()};
+    admission_.Quarantined(info.address.tenant, info.size);
+    admission_.Counters(info.address.tenant).quarantined++;
+    quarantine_.Add({std::move(info), r.stored, open, reason, epoch_.load()});
   }
   return d;
+}
+
+void IndexedStore::EvictLocked(const std::vector<BlockId>& victims, std::vector<Departure>& out) {
+  for (BlockId id : victims) out.push_back(RemoveLocked(id, "evicted"));
 }
 
 // Medium work for blocks that left the namespace, outside the lock.
 void IndexedStore::Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) {
   RemovalObserver observer;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     observer = observer_;
   }
   for (Departure& d : departures) {
     if (d.quarantine) {
       auto moved = medium_->Quarantine(d.info, d.stored);
-      std::lock_guard lock(mu_);
-      auto q = quarantine_.find(d.info.region_id);
-      if (q != quarantine_.end()) q->second.stored = std::move(moved);
+      MutexLock lock(mu_);
+      quarantine_.SetStored(d.info.region_id, std::move(moved));
     } else {
       medium_->Drop(d.info, d.stored);
+      Transition(d.info.state, BlockState::kAbsent);
     }
     if (notify && observer) observer(d.info.address, *notify);
   }
 }
 
-// --- Making room -------------------------------------------------------------------------
-
-StatusCode IndexedStore::MakeRoomForCommitLocked(const std::string& tenant, uint64_t need,
-                                                 std::vector<Departure>& out) {
-  Usage global = GlobalUsageLocked();
-  auto it = counters_.find(tenant);
-  Usage mine = it == counters_.end() ? Usage{} : it->second.usage;
-  uint64_t tenant_limit = options_.limits.Tenant(tenant).max_retained_bytes;
-  uint64_t global_limit = options_.limits.global.max_retained_bytes;
-  if (tenant_limit && need > tenant_limit) return StatusCode::kTenantQuota;
-  if (global_limit && need > global_limit) return StatusCode::kNoSpace;
-  RoomRequest req{.tenant = tenant, .shares_of = global_limit};
-  if (tenant_limit && mine.retained_bytes() + need > tenant_limit) {
-    req.own = mine.retained_bytes() + need - tenant_limit;
-  }
-  if (global_limit && global.retained_bytes() + need > global_limit) {
-    req.shared = global.retained_bytes() + need - global_limit;
-  }
-  if (req.own == 0 && req.shared == 0) return StatusCode::kOk;
-  return MakeRoomLocked(req, out);
-}
-
-StatusCode IndexedStore::MakeRegistrationRoomLocked(const std::string& tenant,
-                                                    std::vector<Departure>& out) {
-  uint64_t tenant_limit = options_.limits.Tenant(tenant).max_registrations;
-  uint64_t global_limit = options_.limits.global.max_registrations;
-  auto it = counters_.find(tenant);
-  uint64_t mine = it == counters_.end() ? 0 : it->second.usage.registrations();
-  uint64_t all = GlobalUsageLocked().registrations();
-  RoomRequest req{.tenant = tenant, .count_blocks = true, .shares_of = global_limit,
-                  .own_refusal = StatusCode::kExhausted, .shared_refusal = StatusCode::kExhausted};
-  if (tenant_limit && mine + 1 > tenant_limit) req.own = mine + 1 - tenant_limit;
-  if (global_limit && all + 1 > global_limit) req.shared = all + 1 - global_limit;
-  if (req.own == 0 && req.shared == 0) return StatusCode::kOk;
-  return MakeRoomLocked(req, out);
-}
-
-uint64_t IndexedStore::FairShareLocked(std::string_view tenant, uint64_t total) const {
-  uint64_t holders = 0;
-  bool counted = false;
-  for (const auto& [name, c] : counters_) {
-    if (c.usage.registrations() == 0 && c.usage.retained_bytes() == 0 && name != tenant) continue;
-    holders++;
-    counted |= name == tenant;
-  }
-  if (!counted) holders++;
-  return total / holders;
-}
-
-StatusCode IndexedStore::MakeRoomLocked(const RoomRequest& req, std::vector<Departure>& out) {
-  if (!policy_sized_) {
-    policy_->SetCapacity(index_.size());
-    policy_sized_ = true;
-  }
-  const uint64_t share = FairShareLocked(req.tenant, req.shares_of);
-  // Choose every victim first; evict only if they suffice, so a refusal changes nothing.
-  std::set<PolicyKey> chosen;
-  std::map<std::string_view, uint64_t> taken;  // per other tenant, bytes chosen so far
-  uint64_t freed_own = 0, freed_shared = 0;
-  auto amount = [&](const Record& r) { return req.count_blocks ? uint64_t{1} : r.size; };
-  auto may_go = [&](const Record& r, bool own_only) {
-    if (r.pinned || r.open_readers != 0) return false;
-    if (req.device && !medium_->SharesDevice(*req.device, r.stored.get())) return false;
-    std::string_view owner = index_.TenantOf(r.ns);
-    if (owner == req.tenant) return true;
-    if (own_only) return false;
-    // Another tenant's block, only while that tenant keeps at least its fair share.
-    auto c = counters_.find(std::string(owner));
-    uint64_t held = c == counters_.end() ? 0
-                    : req.count_blocks ? c->second.usage.registrations()
-                                       : c->second.usage.retained_bytes();
-    return held >= taken[owner] + amount(r) + share;
-  };
-  auto pick = [&](bool own_only) -> bool {
-    auto v = policy_->Victim([&](PolicyKey k) {
-      if (chosen.count(k)) return false;
-      std::optional<BlockId> id = index_.FindByPolicyKey(k);
-      return id && may_go(index_.at(*id), own_only);
-    });
-    if (!v) return false;
-    chosen.insert(*v);
-    const Record& r = index_.at(*index_.FindByPolicyKey(*v));
-    std::string_view owner = index_.TenantOf(r.ns);
-    if (owner == req.tenant) freed_own += amount(r);
-    else taken[owner] += amount(r);
-    freed_shared += amount(r);
-    return true;
-  };
-  while (freed_own < req.own) {
-    if (!pick(true)) return req.own_refusal;
-  }
-  while (freed_shared < req.shared) {
-    if (!pick(false)) return req.shared_refusal;
-  }
-  for (PolicyKey k : chosen) {
-    BlockId id = *index_.FindByPolicyKey(k);
-    CountersLocked(index_.TenantOf(index_.at(id).ns)).evictions++;
-    out.push_back(RemoveLocked(id, "evicted"));
-  }
-  return StatusCode::kOk;
-}
-
 StatusCode IndexedStore::MakeDeviceRoom(const PendingPayload& p, const std::string& tenant,
                                         uint64_t need) {
-  // Filesystems keep some slack of their own (metadata, rounding to blocks).
-  constexpr uint64_t kSlack = 256 << 10;
   std::optional<Medium::DeviceSpace> space = medium_->SpaceFor(p);  // I/O: before the lock
   std::vector<Departure> evicted;
   StatusCode s;
   {
-    std::lock_guard lock(mu_);
-    uint64_t free = space ? space->free : 0;
-    uint64_t short_by = need + kSlack - std::min(need + kSlack, free);
-    uint64_t capacity = GlobalUsageLocked().retained_bytes();
-    if (space) capacity = space->total;
-    // The fair shares are of the device's whole size, not of what is left on it.
-    RoomRequest req{.tenant = tenant, .shared = short_by, .shares_of = capacity, .device = &p};
-    // The device says it has room: the ENOSPC is not one eviction can answer.
-    s = short_by == 0 ? StatusCode::kNoSpace : MakeRoomLocked(req, evicted);
+    MutexLock lock(mu_);
+    std::vector<BlockId> victims;
+    s = admission_.RoomOnDevice(p, space, tenant, need, victims);
+    EvictLocked(victims, evicted);
   }
   Finish(std::move(evicted), RemovalReason::kEvicted);
   return s;
@@ -322,7 +206,7 @@ StatusCode IndexedStore::MakeDeviceRoom(const PendingPayload& p, const std::stri
 // --- Reading -----------------------------------------------------------------------------
 
 Result<BlockInfo> IndexedStore::StatAttributes(const BlockAddress& address) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::optional<BlockId> id = index_.Find(address);
   if (!id) return StatusCode::kNotFound;
   return AttributesOfLocked(*id);
@@ -333,7 +217,7 @@ Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
   std::shared_ptr<StoredPayload> stored;
   uint64_t identity_digest;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);
     if (!id) return StatusCode::kNotFound;
     info = AttributesOfLocked(*id);
@@ -358,12 +242,12 @@ Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
 }
 
 Result<BlockInfo> IndexedStore::Probe(const BlockAddress& address) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::optional<BlockId> id = index_.Find(address);
-  TenantCounters& c = CountersLocked(address.tenant);
+  TenantCounters& c = admission_.Counters(address.tenant);
   if (!id) {
     c.misses++;
-    policy_->OnMiss(PolicyKeyOf(address));
+    admission_.Missed(PolicyKeyOf(address));
     return StatusCode::kNotFound;
   }
   c.hits++;  // the use itself is counted for the policy when the block is opened
@@ -375,15 +259,15 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
   std::shared_ptr<StoredPayload> stored;
   uint64_t identity_digest;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);
     if (!id) {
-      policy_->OnMiss(PolicyKeyOf(address));
+      admission_.Missed(PolicyKeyOf(address));
       return StatusCode::kNotFound;
     }
     Record& r = index_.at(*id);
     r.open_readers++;  // the reader's destructor gives it back
-    policy_->OnAccess(r.policy_key);
+    admission_.Used(r.policy_key);
     info = AttributesOfLocked(*id);
     stored = r.stored;
     identity_digest = r.keys.identity;
@@ -413,15 +297,14 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
 }
 
 void IndexedStore::ReaderClosed(const BlockAddress& address, uint64_t region_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::optional<BlockId> id = index_.Find(address);
   if (id && index_.at(*id).region_id == region_id) {
     index_.at(*id).open_readers--;
     return;
   }
   // Last close of a quarantined block does not free it: only reclaim does.
-  auto q = quarantine_.find(region_id);
-  if (q != quarantine_.end() && q->second.open_readers > 0) q->second.open_readers--;
+  quarantine_.ReaderClosed(region_id);
 }
 
 std::optional<LookupResult> IndexedStore::PrefixHitLocked(const CacheIdentity& want,
@@ -434,7 +317,8 @@ std::optional<LookupResult> IndexedStore::PrefixHitLocked(const CacheIdentity& w
   std::vector<std::optional<uint64_t>> digests(want.chain.size());
   std::optional<BlockId> best;
   uint64_t parent = XXH3_64bits(want.chain[0].data(), want.chain[0].size());
-  index_.ForEachWithParent(*ns, parent, [&](BlockId id) {
+  // The lambda runs under mu_ (the analysis checks it as a function of its own).
+  index_.ForEachWithParent(*ns, parent, [&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
     const IndexKeys& have = index_.at(id).keys;
     if (have.chain_length >= want.chain.size()) return;
     std::optional<uint64_t>& d = digests[have.chain_length];
@@ -454,8 +338,8 @@ LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
   uint64_t canonical = IdentityDigest(EncodePhysicalKey(identity));
   Bytes logical_key = EncodeLogicalKey(identity);
   uint64_t logical = XXH3_64bits(logical_key.data(), logical_key.size());
-  std::lock_guard lock(mu_);
-  TenantCounters& c = CountersLocked(identity.tenant);
+  MutexLock lock(mu_);
+  TenantCounters& c = admission_.Counters(identity.tenant);
   if (auto id = index_.Find(address); id && index_.at(*id).keys.identity == canonical) {
     c.hits++;
     return {LookupResult::Kind::kHit, MissReason::kAbsent, address, identity.valid_length};
@@ -465,20 +349,17 @@ LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
     return *prefix;
   }
   c.misses++;
-  policy_->OnMiss(PolicyKeyOf(address));
+  admission_.Missed(PolicyKeyOf(address));
   LookupResult miss;
   if (index_.HasLogical(logical)) {
     miss.reason = MissReason::kIncompatible;
     c.misses_incompatible++;
-  } else if (auto o = outcomes_.find(address);
-             o != outcomes_.end() && o->second.state == FillState::kFenced) {
+  } else if (reservations_.Outcome(address) == FillState::kFenced) {
     miss.reason = MissReason::kFenced;
     c.misses_fenced++;
-  } else {
-    for (const auto& [region, q] : quarantine_) {
-      if (q.info.address == address) miss.reason = MissReason::kQuarantined;
-    }
-    if (miss.reason == MissReason::kQuarantined) c.misses_quarantined++;
+  } else if (quarantine_.HoldsAddress(address)) {
+    miss.reason = MissReason::kQuarantined;
+    c.misses_quarantined++;
   }
   return miss;
 }

@@ -5,108 +5,84 @@
 #include "store/indexed_store.h"
 
 namespace gpucache {
+namespace {
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+}  // namespace
 
 Result<uint64_t> IndexedStore::Fence() {
-  std::lock_guard fence_lock(fence_mu_);
+  MutexLock fence_lock(fence_mu_);
   uint64_t next = epoch_.load() + 1;
   // Persist first: a fence the daemon acknowledged survives a crash.
   if (StatusCode s = medium_->PersistEpoch(next); s != StatusCode::kOk) return s;
   std::vector<std::shared_ptr<PendingPayload>> discard;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     epoch_.store(next);
-    for (auto it = reservations_.begin(); it != reservations_.end();) {
-      Reservation& r = it->second;
-      if (r.fenced) {
-        ++it;
-        continue;
-      }
-      ReleaseCreditsLocked(r);
-      RecordOutcomeLocked(r.info.address, FillState::kFenced);
-      CountersLocked(r.info.address.tenant).fenced++;
-      r.fenced = true;
-      if (r.writers == 0 && r.writes_inflight == 0 && !r.sealing) {
-        if (r.payload) discard.push_back(std::move(r.payload));
-        it = reservations_.erase(it);
-      } else {
-        ++it;  // removed when its last writer lets go (CloseWriter) or its commit ends
-      }
-    }
+    // The lambda runs under mu_ (the analysis checks it as a function of its own).
+    auto release = [&](const Reservation& r) NO_THREAD_SAFETY_ANALYSIS {
+      admission_.ReservationReleased(r.info.address.tenant, r.info.size);
+      admission_.Counters(r.info.address.tenant).fenced++;
+    };
+    reservations_.FenceAll(NowNs(), release, discard);
   }
   for (auto& p : discard) medium_->Discard(*p);
   return next;
 }
 
 std::vector<QuarantineInfo> IndexedStore::ListQuarantine() {
-  std::lock_guard lock(mu_);
-  std::vector<QuarantineInfo> out;
-  for (const auto& [region, q] : quarantine_) {
-    out.push_back({region, q.info.address, q.info.size, q.reason, q.since_epoch, q.open_readers});
-  }
-  return out;
+  MutexLock lock(mu_);
+  return quarantine_.List();
 }
 
 Result<QuarantineInfo> IndexedStore::StatQuarantine(uint64_t region_id) {
-  std::lock_guard lock(mu_);
-  auto it = quarantine_.find(region_id);
-  if (it == quarantine_.end()) return StatusCode::kNotFound;
-  const Quarantined& q = it->second;
-  return QuarantineInfo{region_id, q.info.address, q.info.size, q.reason, q.since_epoch, q.open_readers};
+  MutexLock lock(mu_);
+  std::optional<QuarantineInfo> q = quarantine_.Stat(region_id);
+  if (!q) return StatusCode::kNotFound;
+  return *q;
 }
 
 StatusCode IndexedStore::ReclaimDrained(uint64_t region_id) {
-  Quarantined q;
+  QuarantineSet::Entry q;
   {
-    std::lock_guard lock(mu_);
-    auto it = quarantine_.find(region_id);
-    if (it == quarantine_.end()) return StatusCode::kNotFound;
-    if (it->second.open_readers > 0) return StatusCode::kBusy;  // we still see a handle
-    q = std::move(it->second);
-    quarantine_.erase(it);
-    TenantCounters& c = CountersLocked(q.info.address.tenant);
-    c.usage.quarantined_blocks--;
-    c.usage.quarantined_bytes -= q.info.size;
-    c.reclaimed++;
+    MutexLock lock(mu_);
+    if (StatusCode s = quarantine_.TakeDrained(region_id, q); s != StatusCode::kOk) return s;
+    admission_.Reclaimed(q.info.address.tenant, q.info.size);
   }
   medium_->Drop(q.info, q.stored);
   return StatusCode::kOk;
 }
 
 Result<uint64_t> IndexedStore::ReclaimFenced(uint64_t epoch) {
-  std::vector<Quarantined> freed;
+  std::vector<QuarantineSet::Entry> freed;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (epoch != epoch_.load()) return StatusCode::kFenced;
-    for (auto it = quarantine_.begin(); it != quarantine_.end();) {
-      if (it->second.since_epoch >= epoch) {
-        ++it;  // quarantined after that fence: it needs a fence of its own
-        continue;
-      }
-      TenantCounters& c = CountersLocked(it->second.info.address.tenant);
-      c.usage.quarantined_blocks--;
-      c.usage.quarantined_bytes -= it->second.info.size;
-      c.reclaimed++;
-      freed.push_back(std::move(it->second));
-      it = quarantine_.erase(it);
-    }
+    freed = quarantine_.TakeBefore(epoch);
+    for (const QuarantineSet::Entry& q : freed) admission_.Reclaimed(q.info.address.tenant, q.info.size);
   }
-  for (Quarantined& q : freed) medium_->Drop(q.info, q.stored);
+  for (QuarantineSet::Entry& q : freed) medium_->Drop(q.info, q.stored);
   return uint64_t{freed.size()};
 }
 
 StatusCode IndexedStore::Drain(DrainAction action) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     switch (action) {
       case DrainAction::kStart:
-        draining_ = true;
+        admission_.SetDraining(true);
         return StatusCode::kOk;
       case DrainAction::kRollback:
-        if (!draining_ || drain_finished_) return StatusCode::kInvalidArgument;
-        draining_ = false;
+        if (!admission_.draining() || drain_finished_) return StatusCode::kInvalidArgument;
+        admission_.SetDraining(false);
         return StatusCode::kOk;
       case DrainAction::kFinish:
-        if (!draining_) return StatusCode::kInvalidArgument;
+        if (!admission_.draining()) return StatusCode::kInvalidArgument;
         drain_finished_ = true;
         break;
     }
@@ -116,46 +92,36 @@ StatusCode IndexedStore::Drain(DrainAction action) {
 }
 
 std::optional<FillState> IndexedStore::FillOutcome(const BlockAddress& address) {
-  std::lock_guard lock(mu_);
-  auto it = outcomes_.find(address);
-  if (it == outcomes_.end()) return std::nullopt;
-  return it->second.state;
+  MutexLock lock(mu_);
+  return reservations_.Outcome(address);
 }
 
 bool IndexedStore::RecentlyFenced(const BlockAddress& address, uint64_t now_ns) {
-  std::lock_guard lock(mu_);
-  auto it = outcomes_.find(address);
-  return it != outcomes_.end() && it->second.state == FillState::kFenced &&
-         now_ns < it->second.since_ns + options_.reservation_lease_ns;
+  MutexLock lock(mu_);
+  return reservations_.RecentlyFenced(address, now_ns, options_.reservation_lease_ns);
 }
 
 size_t IndexedStore::ExpireReservations(uint64_t now_ns) {
   std::vector<std::shared_ptr<PendingPayload>> discard;
+  size_t expired;
   {
-    std::lock_guard lock(mu_);
-    for (auto it = reservations_.begin(); it != reservations_.end();) {
-      Reservation& r = it->second;
-      bool idle = r.writers == 0 && r.writes_inflight == 0 && !r.sealing;
-      if (!r.fenced && idle && now_ns > r.last_activity_ns + options_.reservation_lease_ns) {
-        CountersLocked(r.info.address.tenant).expired++;
-        if (r.payload) discard.push_back(std::move(r.payload));
-        ReleaseCreditsLocked(r);
-        RecordOutcomeLocked(r.info.address, FillState::kFailed);
-        it = reservations_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    MutexLock lock(mu_);
+    // The lambda runs under mu_ (the analysis checks it as a function of its own).
+    auto release = [&](const Reservation& r) NO_THREAD_SAFETY_ANALYSIS {
+      admission_.ReservationReleased(r.info.address.tenant, r.info.size);
+      admission_.Counters(r.info.address.tenant).expired++;
+    };
+    expired = reservations_.ExpireIdle(now_ns, options_.reservation_lease_ns, release, discard);
   }
   for (auto& p : discard) medium_->Discard(*p);
-  return discard.size();
+  return expired;
 }
 
 uint64_t IndexedStore::Epoch() { return epoch_.load(); }
 
 StoreStats IndexedStore::Stats() {
-  std::lock_guard lock(mu_);
-  return StoreStats{epoch_.load(), draining_, medium_->errors(), counters_};
+  MutexLock lock(mu_);
+  return StoreStats{epoch_.load(), admission_.draining(), medium_->errors(), admission_.counters()};
 }
 
 StatusCode IndexedStore::IsolateDomain(const std::string& path) { return medium_->IsolateDomain(path); }
@@ -163,20 +129,12 @@ StatusCode IndexedStore::IsolateDomain(const std::string& path) { return medium_
 std::vector<DomainInfo> IndexedStore::Domains() { return medium_->Domains(); }
 
 void IndexedStore::SetRemovalObserver(RemovalObserver observer) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   observer_ = std::move(observer);
 }
 
-Usage IndexedStore::GlobalUsageLocked() const {
-  Usage total;
-  for (const auto& [tenant, c] : counters_) total += c.usage;
-  return total;
-}
-
-TenantCounters& IndexedStore::CountersLocked(const std::string& tenant) { return counters_[tenant]; }
-
 void IndexedStore::RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   index_.AddNamespace(tenant, ns, owner);
 }
 
@@ -208,29 +166,30 @@ bool IndexedStore::RestoreBlock(const IndexedBlock& b, std::shared_ptr<StoredPay
   r.checksum = b.checksum;
   r.pinned = b.pinned;
   r.stored = std::move(stored);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return IndexLocked(b.address, std::move(r));
 }
 
 void IndexedStore::ReserveBlocks(size_t blocks) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   index_.Reserve(blocks);
 }
 
 void IndexedStore::RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
-  std::lock_guard lock(mu_);
-  Usage& u = CountersLocked(info.address.tenant).usage;
-  u.quarantined_blocks++;
-  u.quarantined_bytes += info.size;
-  info.state = BlockState::kQuarantined;
-  uint64_t region = info.region_id;
-  quarantine_[region] = Quarantined{std::move(info), std::move(stored), 0, "restart", 0};
+  // A committed block a previous run took out of the namespace while it was open.
+  Transition(info.state, BlockState::kEvicting);
+  MutexLock lock(mu_);
+  uint64_t size = info.size;
+  std::string tenant = info.address.tenant;
+  if (quarantine_.Add({std::move(info), std::move(stored), 0, "restart", 0})) {
+    admission_.Quarantined(tenant, size);
+  }
 }
 
 void IndexedStore::SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
 
 std::shared_ptr<StoredPayload> IndexedStore::StoredFor(const BlockAddress& address) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::optional<BlockId> id = index_.Find(address);
   return id ? index_.at(*id).stored : nullptr;
 }

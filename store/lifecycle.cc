@@ -1,5 +1,7 @@
 #include "store/lifecycle.h"
 
+#include <atomic>
+
 namespace gpucache {
 namespace {
 
@@ -21,6 +23,8 @@ constexpr Edge kEdges[] = {
     {BlockState::kQuarantined, BlockState::kAbsent},     // drained attestation or fenced reclaim
 };
 
+std::atomic<uint64_t> refused{0};
+
 }  // namespace
 
 bool CanTransition(BlockState from, BlockState to) {
@@ -29,6 +33,17 @@ bool CanTransition(BlockState from, BlockState to) {
   }
   return false;
 }
+
+bool Transition(BlockState& state, BlockState to) {
+  if (!CanTransition(state, to)) {
+    refused.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  state = to;
+  return true;
+}
+
+uint64_t RefusedTransitions() { return refused.load(std::memory_order_relaxed); }
 
 std::string_view ToString(BlockState state) {
   switch (state) {

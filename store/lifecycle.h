@@ -11,8 +11,9 @@
 // may still be in use (an open handle at eviction, an I/O whose completion never came); only
 // a drained attestation or fence + reclaim frees it, never a timeout.
 //
-// Every state change in the store goes through CanTransition(); an edge not in the table is
-// a bug, not a runtime condition.
+// Every state change in the store goes through Transition(); an edge not in the table is a
+// bug, not a runtime condition: it is refused (the state stays) and counted, and the store's
+// tests check that the count stays zero.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,11 @@ inline constexpr BlockState kAllBlockStates[] = {
 };
 
 bool CanTransition(BlockState from, BlockState to);
+// Moves `state` to `to` if the table has that edge; otherwise leaves it, counts the refusal
+// and returns false.
+bool Transition(BlockState& state, BlockState to);
+// Refused moves since the process started (each one a bug).
+uint64_t RefusedTransitions();
 std::string_view ToString(BlockState state);  // "COMMITTED", ...
 
 }  // namespace gpucache

@@ -33,6 +33,22 @@ TEST_CASE("Lifecycle: committed block is never written again") {
   CHECK_FALSE(CanTransition(S::kQuarantined, S::kCommitted));
 }
 
+TEST_CASE("Lifecycle: Transition takes a legal edge and refuses an illegal one") {
+  uint64_t refused = RefusedTransitions();
+  S state = S::kCommitted;
+  CHECK(Transition(state, S::kEvicting));
+  CHECK(state == S::kEvicting);
+  CHECK(RefusedTransitions() == refused);
+  // Back to COMMITTED from EVICTING is not an edge: the state stays, the refusal is counted.
+  CHECK_FALSE(Transition(state, S::kCommitted));
+  CHECK(state == S::kEvicting);
+  CHECK(RefusedTransitions() == refused + 1);
+  S absent = S::kAbsent;
+  CHECK_FALSE(Transition(absent, S::kCommitted));  // never published without a write
+  CHECK(absent == S::kAbsent);
+  CHECK(RefusedTransitions() == refused + 2);
+}
+
 TEST_CASE("Lifecycle: every state has a name") {
   std::set<std::string_view> names;
   for (S s : kAllBlockStates) names.insert(ToString(s));

@@ -1,0 +1,218 @@
+#include "store/admission.h"
+
+#include <algorithm>
+#include <set>
+
+namespace gpucache {
+namespace {
+
+uint64_t MinNonZero(uint64_t a, uint64_t b) { return a == 0 ? b : (b == 0 ? a : std::min(a, b)); }
+
+}  // namespace
+
+Admission::Admission(const ResourceLimits& limits, std::string_view policy, const BlockIndex& index,
+                     const Medium& medium)
+    : limits_(limits), index_(index), medium_(medium), policy_(MakePolicy(policy)) {
+  if (!policy_) policy_ = MakePolicy(kDefaultPolicy);
+}
+
+Usage Admission::GlobalUsage() const {
+  Usage total;
+  for (const auto& [tenant, c] : counters_) total += c.usage;
+  return total;
+}
+
+Usage Admission::UsageOf(const std::string& tenant) const {
+  auto it = counters_.find(tenant);
+  return it == counters_.end() ? Usage{} : it->second.usage;
+}
+
+uint64_t Admission::MaxBlockBytes(const std::string& tenant) const {
+  return MinNonZero(limits_.global.max_block_bytes, limits_.Tenant(tenant).max_block_bytes);
+}
+
+// --- Fills -------------------------------------------------------------------------------
+
+StatusCode Admission::AdmitReservation(const std::string& tenant, std::vector<Id>& victims) {
+  if (draining_) return StatusCode::kDraining;
+  const Limits& g = limits_.global;
+  const Limits& t = limits_.Tenant(tenant);
+  Usage global = GlobalUsage();
+  Usage mine = UsageOf(tenant);
+  if (!Within(global.reservations + 1, g.max_inflight_requests) ||
+      !Within(mine.reservations + 1, t.max_inflight_requests)) {
+    return StatusCode::kExhausted;
+  }
+  // Registrations are reclaimable like bytes: a committed block may give up its own, so that
+  // one tenant holding them all cannot refuse everyone else forever (issue 13, defect 8).
+  uint64_t tenant_limit = t.max_registrations;
+  uint64_t global_limit = g.max_registrations;
+  RoomRequest req{.tenant = tenant, .count_blocks = true, .shares_of = global_limit,
+                  .own_refusal = StatusCode::kExhausted, .shared_refusal = StatusCode::kExhausted};
+  if (tenant_limit && mine.registrations() + 1 > tenant_limit) {
+    req.own = mine.registrations() + 1 - tenant_limit;
+  }
+  if (global_limit && global.registrations() + 1 > global_limit) {
+    req.shared = global.registrations() + 1 - global_limit;
+  }
+  if (req.own == 0 && req.shared == 0) return StatusCode::kOk;
+  return MakeRoom(req, victims);
+}
+
+StatusCode Admission::AdmitBytes(const std::string& tenant, uint64_t old_size,
+                                 uint64_t new_size) const {
+  if (new_size > MaxBlockBytes(tenant)) return StatusCode::kTooLarge;
+  if (new_size <= old_size) return StatusCode::kOk;
+  uint64_t growth = new_size - old_size;
+  if (!Within(GlobalUsage().inflight_bytes + growth, limits_.global.max_inflight_bytes) ||
+      !Within(UsageOf(tenant).inflight_bytes + growth, limits_.Tenant(tenant).max_inflight_bytes)) {
+    return StatusCode::kExhausted;
+  }
+  return StatusCode::kOk;
+}
+
+void Admission::ReservationResized(const std::string& tenant, uint64_t old_size, uint64_t new_size) {
+  Usage& u = Counters(tenant).usage;
+  u.inflight_bytes = u.inflight_bytes - old_size + new_size;
+}
+
+void Admission::ReservationReleased(const std::string& tenant, uint64_t size) {
+  Usage& u = Counters(tenant).usage;
+  u.reservations--;
+  u.inflight_bytes -= size;
+}
+
+// --- Blocks ------------------------------------------------------------------------------
+
+void Admission::Indexed(Id id, std::optional<PolicyKey> parent) {
+  const BlockIndex::Record& r = index_.at(id);
+  Usage& u = Counters(index_.TenantOf(r.ns)).usage;
+  u.blocks++;
+  u.bytes += r.size;
+  policy_->OnInsert(r.policy_key, parent, r.keys.valid_length < r.keys.block_capacity);
+}
+
+void Admission::Unindexing(Id id) {
+  const BlockIndex::Record& r = index_.at(id);
+  Usage& u = Counters(index_.TenantOf(r.ns)).usage;
+  u.blocks--;
+  u.bytes -= r.size;
+  policy_->OnRemove(r.policy_key);
+}
+
+void Admission::Quarantined(const std::string& tenant, uint64_t size) {
+  Usage& u = Counters(tenant).usage;
+  u.quarantined_blocks++;
+  u.quarantined_bytes += size;
+}
+
+void Admission::Reclaimed(const std::string& tenant, uint64_t size) {
+  TenantCounters& c = Counters(tenant);
+  c.usage.quarantined_blocks--;
+  c.usage.quarantined_bytes -= size;
+  c.reclaimed++;
+}
+
+// --- Room --------------------------------------------------------------------------------
+
+StatusCode Admission::RoomForCommit(const std::string& tenant, uint64_t need,
+                                    std::vector<Id>& victims) {
+  Usage global = GlobalUsage();
+  Usage mine = UsageOf(tenant);
+  uint64_t tenant_limit = limits_.Tenant(tenant).max_retained_bytes;
+  uint64_t global_limit = limits_.global.max_retained_bytes;
+  if (tenant_limit && need > tenant_limit) return StatusCode::kTenantQuota;
+  if (global_limit && need > global_limit) return StatusCode::kNoSpace;
+  RoomRequest req{.tenant = tenant, .shares_of = global_limit};
+  if (tenant_limit && mine.retained_bytes() + need > tenant_limit) {
+    req.own = mine.retained_bytes() + need - tenant_limit;
+  }
+  if (global_limit && global.retained_bytes() + need > global_limit) {
+    req.shared = global.retained_bytes() + need - global_limit;
+  }
+  if (req.own == 0 && req.shared == 0) return StatusCode::kOk;
+  return MakeRoom(req, victims);
+}
+
+StatusCode Admission::RoomOnDevice(const PendingPayload& device,
+                                   std::optional<Medium::DeviceSpace> space,
+                                   const std::string& tenant, uint64_t need,
+                                   std::vector<Id>& victims) {
+  // Filesystems keep some slack of their own (metadata, rounding to blocks).
+  constexpr uint64_t kSlack = 256 << 10;
+  uint64_t free = space ? space->free : 0;
+  uint64_t short_by = need + kSlack - std::min(need + kSlack, free);
+  // The device says it has room: the ENOSPC is not one eviction can answer.
+  if (short_by == 0) return StatusCode::kNoSpace;
+  // The fair shares are of the device's whole size, not of what is left on it.
+  uint64_t capacity = space ? space->total : GlobalUsage().retained_bytes();
+  RoomRequest req{.tenant = tenant, .shared = short_by, .shares_of = capacity, .device = &device};
+  return MakeRoom(req, victims);
+}
+
+uint64_t Admission::FairShare(std::string_view tenant, uint64_t total) const {
+  uint64_t holders = 0;
+  bool counted = false;
+  for (const auto& [name, c] : counters_) {
+    if (c.usage.registrations() == 0 && c.usage.retained_bytes() == 0 && name != tenant) continue;
+    holders++;
+    counted |= name == tenant;
+  }
+  if (!counted) holders++;
+  return total / holders;
+}
+
+StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims) {
+  if (!policy_sized_) {
+    policy_->SetCapacity(index_.size());
+    policy_sized_ = true;
+  }
+  const uint64_t share = FairShare(req.tenant, req.shares_of);
+  // Choose every victim first; evict only if they suffice, so a refusal changes nothing.
+  std::set<PolicyKey> chosen;
+  std::vector<Id> ids;
+  std::map<std::string_view, uint64_t> taken;  // per other tenant, what was chosen so far
+  uint64_t freed_own = 0, freed_shared = 0;
+  auto amount = [&](const BlockIndex::Record& r) { return req.count_blocks ? uint64_t{1} : r.size; };
+  auto may_go = [&](const BlockIndex::Record& r, bool own_only) {
+    if (r.pinned || r.open_readers != 0) return false;
+    if (req.device && !medium_.SharesDevice(*req.device, r.stored.get())) return false;
+    std::string_view owner = index_.TenantOf(r.ns);
+    if (owner == req.tenant) return true;
+    if (own_only) return false;
+    // Another tenant's block, only while that tenant keeps at least its fair share.
+    Usage held_by = UsageOf(std::string(owner));
+    uint64_t held = req.count_blocks ? held_by.registrations() : held_by.retained_bytes();
+    return held >= taken[owner] + amount(r) + share;
+  };
+  auto pick = [&](bool own_only) -> bool {
+    auto v = policy_->Victim([&](PolicyKey k) {
+      if (chosen.count(k)) return false;
+      std::optional<Id> id = index_.FindByPolicyKey(k);
+      return id && may_go(index_.at(*id), own_only);
+    });
+    if (!v) return false;
+    chosen.insert(*v);
+    Id id = *index_.FindByPolicyKey(*v);
+    ids.push_back(id);
+    const BlockIndex::Record& r = index_.at(id);
+    std::string_view owner = index_.TenantOf(r.ns);
+    if (owner == req.tenant) freed_own += amount(r);
+    else taken[owner] += amount(r);
+    freed_shared += amount(r);
+    return true;
+  };
+  while (freed_own < req.own) {
+    if (!pick(true)) return req.own_refusal;
+  }
+  while (freed_shared < req.shared) {
+    if (!pick(false)) return req.shared_refusal;
+  }
+  for (Id id : ids) {
+    Counters(index_.TenantOf(index_.at(id).ns)).evictions++;
+    victims.push_back(id);
+  }
+  return StatusCode::kOk;
+}
+
+}  // namespace gpucache

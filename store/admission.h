@@ -1,0 +1,104 @@
+// Admission: what the store admits and what it evicts to make room.
+//
+// It holds the ResourceLimits (store/limits.h), every tenant's counters and usage, the drain
+// switch that refuses new fills, and the eviction policy. Asked for room (a registration, the
+// retained bytes of a commit, space on a full device), it decides the victims whole, by the
+// policy and the fair shares (docs/eviction.md), before any block goes: a refusal changes
+// nothing. It only names the victims; the store takes them out of the index.
+//
+// It reads the index (store/block_index.h) and asks the medium one memory-only question
+// (SharesDevice), and is told by the store of every block indexed, unindexed, used or missed.
+//
+// Thread safety: none; the store's lock guards every call (GUARDED_BY(mu_) in
+// store/indexed_store.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/block_index.h"
+#include "store/block_store.h"
+#include "store/eviction/eviction_policy.h"
+#include "store/limits.h"
+#include "store/medium.h"
+
+namespace gpucache {
+
+class Admission {
+ public:
+  using Id = BlockIndex::Id;
+
+  // An unknown policy name means the default policy (callers validate names first).
+  Admission(const ResourceLimits& limits, std::string_view policy, const BlockIndex& index,
+            const Medium& medium);
+
+  // --- Counters.
+  TenantCounters& Counters(const std::string& tenant) { return counters_[tenant]; }
+  const std::map<std::string, TenantCounters>& counters() const { return counters_; }
+  Usage GlobalUsage() const;
+
+  // --- Fills.
+  void SetDraining(bool draining) { draining_ = draining; }
+  bool draining() const { return draining_; }
+  uint64_t MaxBlockBytes(const std::string& tenant) const;
+  // One more reservation of `tenant`: kDraining, kExhausted (in-flight requests), or kOk with
+  // the blocks to evict so that its registration fits into `victims`.
+  StatusCode AdmitReservation(const std::string& tenant, std::vector<Id>& victims);
+  // A reservation of `tenant` growing from `old_size` to `new_size` payload bytes.
+  StatusCode AdmitBytes(const std::string& tenant, uint64_t old_size, uint64_t new_size) const;
+  // Credits of a reservation: taken at admission, grown by writes, released when it ends.
+  void ReservationAdmitted(const std::string& tenant) { Counters(tenant).usage.reservations++; }
+  void ReservationResized(const std::string& tenant, uint64_t old_size, uint64_t new_size);
+  void ReservationReleased(const std::string& tenant, uint64_t size);
+
+  // --- Room. Each names its victims in `victims` (and counts them as evictions), or refuses
+  // having named none.
+  // A commit of `need` bytes under the retained-byte limits: kTenantQuota, kNoSpace.
+  StatusCode RoomForCommit(const std::string& tenant, uint64_t need, std::vector<Id>& victims);
+  // A write to `device` met a full device with `space` left (nullopt: unknown): `need` bytes
+  // plus slack from blocks on that device. kNoSpace when eviction would not answer it.
+  StatusCode RoomOnDevice(const PendingPayload& device, std::optional<Medium::DeviceSpace> space,
+                          const std::string& tenant, uint64_t need, std::vector<Id>& victims);
+
+  // --- What happens to blocks (counts usage, tells the policy).
+  void Indexed(Id id, std::optional<PolicyKey> parent);
+  // REQUIRES: called before the index forgets `id`.
+  void Unindexing(Id id);
+  void Quarantined(const std::string& tenant, uint64_t size);
+  void Reclaimed(const std::string& tenant, uint64_t size);
+  void Used(PolicyKey key) { policy_->OnAccess(key); }
+  void Missed(PolicyKey key) { policy_->OnMiss(key); }
+
+ private:
+  // What eviction must free, decided whole before any block goes.
+  struct RoomRequest {
+    std::string_view tenant;      // whose fill needs the room
+    bool count_blocks = false;    // amounts are registrations (blocks), else bytes
+    uint64_t own = 0;             // from the tenant's own blocks (its limit): else `own_refusal`
+    uint64_t shared = 0;          // from anyone's (global limit, full device): else `shared_refusal`
+    uint64_t shares_of = 0;       // what the fair shares are computed over (see FairShare)
+    const PendingPayload* device = nullptr;  // only blocks on the device this payload is on
+    StatusCode own_refusal = StatusCode::kTenantQuota;
+    StatusCode shared_refusal = StatusCode::kNoSpace;
+  };
+  StatusCode MakeRoom(const RoomRequest& req, std::vector<Id>& victims);
+  // The fair share of `total` for each tenant holding something (and `tenant`): eviction for
+  // one tenant's fill never takes another below it (docs/eviction.md).
+  uint64_t FairShare(std::string_view tenant, uint64_t total) const;
+  Usage UsageOf(const std::string& tenant) const;
+
+  const ResourceLimits& limits_;
+  const BlockIndex& index_;
+  const Medium& medium_;
+  std::unique_ptr<EvictionPolicy> policy_;
+  bool policy_sized_ = false;  // told the capacity (the block count when it first filled)
+  bool draining_ = false;
+  std::map<std::string, TenantCounters> counters_;
+};
+
+}  // namespace gpucache

@@ -1,0 +1,141 @@
+#include "store/reservation_table.h"
+
+namespace gpucache {
+namespace {
+
+bool InNamespace(const BlockAddress& a, std::string_view tenant, std::string_view ns) {
+  return a.tenant == tenant && a.ns == ns;
+}
+
+}  // namespace
+
+ReservationTable::Reservation& ReservationTable::Add(const BlockAddress& address, Owner owner,
+                                                     uint64_t epoch, uint64_t now_ns) {
+  Reservation r;
+  r.info.id = next_id_++;
+  r.info.address = address;
+  r.info.owner = owner;
+  r.info.state = BlockState::kAbsent;
+  Transition(r.info.state, BlockState::kReserved);
+  r.info.region_id = (epoch << 32) | ++next_region_seq_;
+  r.info.epoch = epoch;
+  r.info.create_time_ns = now_ns;
+  r.last_activity_ns = now_ns;
+  by_address_[address] = r.info.id;
+  RecordOutcome(address, FillState::kPending, now_ns);
+  return reservations_[r.info.id] = std::move(r);
+}
+
+ReservationTable::Reservation* ReservationTable::Find(ReservationId id) {
+  auto it = reservations_.find(id);
+  return it == reservations_.end() ? nullptr : &it->second;
+}
+
+std::optional<ReservationId> ReservationTable::Holder(const BlockAddress& address) const {
+  auto it = by_address_.find(address);
+  if (it == by_address_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool ReservationTable::AnyIn(std::string_view tenant, std::string_view ns) const {
+  auto it = by_address_.lower_bound(BlockAddress{std::string(tenant), std::string(ns), ""});
+  return it != by_address_.end() && InNamespace(it->first, tenant, ns);
+}
+
+std::vector<std::string> ReservationTable::PartNamesIn(std::string_view tenant,
+                                                       std::string_view ns) const {
+  std::vector<std::string> out;
+  auto it = by_address_.lower_bound(BlockAddress{std::string(tenant), std::string(ns), ""});
+  for (; it != by_address_.end() && InNamespace(it->first, tenant, ns); ++it) {
+    out.push_back(it->first.block + std::string(kPartSuffix));
+  }
+  return out;
+}
+
+void ReservationTable::Unclaim(const Reservation& r) {
+  auto it = by_address_.find(r.info.address);
+  if (it != by_address_.end() && it->second == r.info.id) by_address_.erase(it);
+}
+
+void ReservationTable::End(ReservationId id, FillState outcome, BlockState to, uint64_t now_ns) {
+  auto it = reservations_.find(id);
+  if (it == reservations_.end()) return;
+  Reservation& r = it->second;
+  if (!r.fenced) {
+    Unclaim(r);
+    RecordOutcome(r.info.address, outcome, now_ns);
+    Transition(r.info.state, to);
+  }
+  reservations_.erase(it);
+}
+
+void ReservationTable::Forget(ReservationId id) { reservations_.erase(id); }
+
+void ReservationTable::FenceAll(uint64_t now_ns,
+                                const std::function<void(const Reservation&)>& released,
+                                std::vector<std::shared_ptr<PendingPayload>>& discard) {
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    Reservation& r = it->second;
+    if (r.fenced) {
+      ++it;
+      continue;
+    }
+    released(r);
+    Unclaim(r);
+    RecordOutcome(r.info.address, FillState::kFenced, now_ns);
+    Transition(r.info.state, BlockState::kAbsent);
+    r.fenced = true;
+    if (r.idle()) {
+      if (r.payload) discard.push_back(std::move(r.payload));
+      it = reservations_.erase(it);
+    } else {
+      ++it;  // forgotten when its last writer lets go (CloseWriter) or its commit ends
+    }
+  }
+}
+
+size_t ReservationTable::ExpireIdle(uint64_t now_ns, uint64_t lease_ns,
+                                    const std::function<void(const Reservation&)>& released,
+                                    std::vector<std::shared_ptr<PendingPayload>>& discard) {
+  size_t expired = 0;
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    Reservation& r = it->second;
+    if (r.fenced || !r.idle() || now_ns <= r.last_activity_ns + lease_ns) {
+      ++it;
+      continue;
+    }
+    released(r);
+    if (r.payload) discard.push_back(std::move(r.payload));
+    Unclaim(r);
+    RecordOutcome(r.info.address, FillState::kFailed, now_ns);
+    Transition(r.info.state, BlockState::kAbsent);
+    it = reservations_.erase(it);
+    expired++;
+  }
+  return expired;
+}
+
+void ReservationTable::RecordOutcome(const BlockAddress& address, FillState state, uint64_t now_ns) {
+  auto [it, inserted] = outcomes_.insert_or_assign(address, FillOutcome{state, now_ns});
+  if (!inserted) return;
+  outcome_order_.push_back(address);
+  if (outcome_order_.size() > kMaxOutcomes) {
+    outcomes_.erase(outcome_order_.front());
+    outcome_order_.pop_front();
+  }
+}
+
+std::optional<FillState> ReservationTable::Outcome(const BlockAddress& address) const {
+  auto it = outcomes_.find(address);
+  if (it == outcomes_.end()) return std::nullopt;
+  return it->second.state;
+}
+
+bool ReservationTable::RecentlyFenced(const BlockAddress& address, uint64_t now_ns,
+                                      uint64_t lease_ns) const {
+  auto it = outcomes_.find(address);
+  return it != outcomes_.end() && it->second.state == FillState::kFenced &&
+         now_ns < it->second.since_ns + lease_ns;
+}
+
+}  // namespace gpucache

@@ -1,0 +1,93 @@
+// ReservationTable: the fills in flight. One reservation per address (the single-flight
+// point), the leases of idle ones, the outcome of recent fills (what a joiner learns), and
+// epoch fencing: a fence marks every reservation fenced, and one nobody holds any more goes.
+//
+// It knows nothing of limits or bytes: the store releases a reservation's credits
+// (store/admission.h) before it asks this table to forget the reservation.
+//
+// Thread safety: none; the store's lock guards every call (GUARDED_BY(mu_) in
+// store/indexed_store.h).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/block_store.h"
+#include "store/medium.h"
+
+namespace gpucache {
+
+class ReservationTable {
+ public:
+  struct Reservation {
+    ReservationInfo info;     // info.state: RESERVED, WRITING, or ABSENT once fenced
+    Bytes identity;
+    int writers = 0;          // handles that may still write
+    int writes_inflight = 0;
+    bool sealing = false;     // Commit is running outside the lock
+    bool fenced = false;      // an epoch bump took it: every further call is kFenced
+    uint64_t last_activity_ns = 0;
+    std::shared_ptr<PendingPayload> payload;
+
+    bool idle() const { return writers == 0 && writes_inflight == 0 && !sealing; }
+  };
+  // At most this many fill outcomes are remembered (oldest forgotten first).
+  static constexpr size_t kMaxOutcomes = 1 << 16;
+
+  // Claims `address` (REQUIRES: not held) for a new reservation in `epoch`, state RESERVED,
+  // and remembers its fill as pending.
+  Reservation& Add(const BlockAddress& address, Owner owner, uint64_t epoch, uint64_t now_ns);
+  Reservation* Find(ReservationId id);
+  // The reservation holding `address`, if any (fenced ones hold none).
+  std::optional<ReservationId> Holder(const BlockAddress& address) const;
+  // Whether a reservation holds an address in (tenant, ns), and the `.part` names there.
+  bool AnyIn(std::string_view tenant, std::string_view ns) const;
+  std::vector<std::string> PartNamesIn(std::string_view tenant, std::string_view ns) const;
+
+  // Ends a reservation that is not fenced: its address is free again, its fill's outcome is
+  // `outcome`, its state moves to `to` (COMMITTED or ABSENT), and it is forgotten. A fenced
+  // one was released at the fence and is only forgotten.
+  void End(ReservationId id, FillState outcome, BlockState to, uint64_t now_ns);
+  // Forgets a reservation (fenced, or whose commit was fenced) without a new outcome.
+  void Forget(ReservationId id);
+
+  // Fences every reservation not yet fenced: `released` is called for each (its credits go),
+  // its fill's outcome is fenced and its state ABSENT; idle ones are forgotten, their payloads
+  // added to `discard`. Busy ones stay until their last writer lets go or their commit ends.
+  void FenceAll(uint64_t now_ns, const std::function<void(const Reservation&)>& released,
+                std::vector<std::shared_ptr<PendingPayload>>& discard);
+  // Abandons idle, unfenced reservations whose last activity is over `lease_ns` before
+  // `now_ns`, as End(kFailed) does; `released` is called for each first. Returns how many.
+  size_t ExpireIdle(uint64_t now_ns, uint64_t lease_ns,
+                    const std::function<void(const Reservation&)>& released,
+                    std::vector<std::shared_ptr<PendingPayload>>& discard);
+
+  std::optional<FillState> Outcome(const BlockAddress& address) const;
+  // A fill of `address` fenced less than `lease_ns` before `now_ns`: its writer may still be
+  // about to commit, and must hear ESTALE.
+  bool RecentlyFenced(const BlockAddress& address, uint64_t now_ns, uint64_t lease_ns) const;
+  size_t size() const { return reservations_.size(); }
+
+ private:
+  struct FillOutcome {
+    FillState state;
+    uint64_t since_ns;
+  };
+  void Unclaim(const Reservation& r);
+  void RecordOutcome(const BlockAddress& address, FillState state, uint64_t now_ns);
+
+  ReservationId next_id_ = 1;
+  uint64_t next_region_seq_ = 0;
+  std::map<ReservationId, Reservation> reservations_;
+  std::map<BlockAddress, ReservationId> by_address_;
+  std::map<BlockAddress, FillOutcome> outcomes_;
+  std::deque<BlockAddress> outcome_order_;  // oldest first, for the bound
+};
+
+}  // namespace gpucache

@@ -1,0 +1,162 @@
+// Admission alone, over a BlockIndex filled by hand: limits, counters, and the victims it
+// names (it evicts nothing itself; a refusal names none).
+#include "store/admission.h"
+
+#include <doctest/doctest.h>
+
+#include "store/memory_store.h"
+#include "tests/store/store_parts_test.h"
+
+namespace gpucache {
+namespace {
+
+using test::BlockNo;
+using test::RecordOf;
+using Id = BlockIndex::Id;
+
+struct Parts {
+  ResourceLimits limits;
+  BlockIndex index;
+  MemoryMedium medium;
+  Admission admission{limits, "lru", index, medium};
+
+  Id Add(const std::string& tenant, unsigned n, uint64_t size) {
+    std::optional<Id> id = index.Insert(BlockNo(tenant, n), RecordOf(size));
+    REQUIRE(id);
+    admission.Indexed(*id, std::nullopt);
+    return *id;
+  }
+};
+
+TEST_CASE("Admission: counts what is indexed and unindexed, per tenant and in total") {
+  Parts p;
+  Id a = p.Add("acme", 1, 100);
+  p.Add("acme", 2, 50);
+  p.Add("globex", 1, 7);
+  CHECK(p.admission.Counters("acme").usage.blocks == 2);
+  CHECK(p.admission.Counters("acme").usage.bytes == 150);
+  CHECK(p.admission.GlobalUsage().bytes == 157);
+  p.admission.Unindexing(a);
+  p.index.Remove(a);
+  CHECK(p.admission.Counters("acme").usage.bytes == 50);
+  p.admission.Quarantined("acme", 100);
+  CHECK(p.admission.GlobalUsage().retained_bytes() == 157);
+  p.admission.Reclaimed("acme", 100);
+  CHECK(p.admission.GlobalUsage().retained_bytes() == 57);
+  CHECK(p.admission.Counters("acme").reclaimed == 1);
+}
+
+TEST_CASE("Admission: in-flight requests and bytes are limited, draining refuses new fills") {
+  Parts p;
+  p.limits.tenants["acme"].max_inflight_requests = 1;
+  p.limits.global.max_inflight_bytes = 1000;
+  std::vector<Id> victims;
+  CHECK(p.admission.AdmitReservation("acme", victims) == StatusCode::kOk);
+  p.admission.ReservationAdmitted("acme");
+  CHECK(p.admission.AdmitReservation("acme", victims) == StatusCode::kExhausted);
+  CHECK(p.admission.AdmitReservation("globex", victims) == StatusCode::kOk);
+
+  CHECK(p.admission.AdmitBytes("acme", 0, 1000) == StatusCode::kOk);
+  p.admission.ReservationResized("acme", 0, 600);
+  CHECK(p.admission.AdmitBytes("globex", 0, 401) == StatusCode::kExhausted);
+  CHECK(p.admission.AdmitBytes("acme", 600, 1000) == StatusCode::kOk);
+  CHECK(p.admission.AdmitBytes("acme", 600, 100) == StatusCode::kOk);  // shrinking
+  CHECK(p.admission.AdmitBytes("acme", 0, (256ull << 20) + 1) == StatusCode::kTooLarge);
+  p.admission.ReservationReleased("acme", 600);
+  CHECK(p.admission.GlobalUsage().inflight_bytes == 0);
+  CHECK(p.admission.AdmitReservation("acme", victims) == StatusCode::kOk);
+
+  p.admission.SetDraining(true);
+  CHECK(p.admission.AdmitReservation("globex", victims) == StatusCode::kDraining);
+  CHECK(victims.empty());
+}
+
+TEST_CASE("Admission: room for a commit names the least recently used, and counts the evictions") {
+  Parts p;
+  p.limits.global.max_retained_bytes = 300;
+  Id first = p.Add("acme", 1, 100);
+  Id second = p.Add("acme", 2, 100);
+  p.Add("acme", 3, 100);
+  p.admission.Used(p.index.at(first).policy_key);  // now the second is the oldest use
+  std::vector<Id> victims;
+  REQUIRE(p.admission.RoomForCommit("acme", 100, victims) == StatusCode::kOk);
+  CHECK(victims == std::vector<Id>{second});
+  CHECK(p.admission.Counters("acme").evictions == 1);
+  // Nothing is taken out of the index by Admission: the store does that.
+  CHECK(p.index.size() == 3);
+}
+
+TEST_CASE("Admission: a refusal names no victim, pinned and open blocks never go") {
+  Parts p;
+  p.limits.global.max_retained_bytes = 300;
+  Id a = p.Add("acme", 1, 100);
+  Id b = p.Add("acme", 2, 100);
+  p.Add("acme", 3, 100);
+  p.index.at(a).pinned = true;
+  p.index.at(b).open_readers = 1;
+  std::vector<Id> victims;
+  // 200 bytes needed, only the third block (100) may go: refused whole.
+  CHECK(p.admission.RoomForCommit("acme", 200, victims) == StatusCode::kNoSpace);
+  CHECK(victims.empty());
+  CHECK(p.admission.Counters("acme").evictions == 0);
+  CHECK(p.admission.RoomForCommit("acme", 301, victims) == StatusCode::kNoSpace);
+  CHECK(victims.empty());
+}
+
+TEST_CASE("Admission: a tenant quota takes only the tenant's own blocks") {
+  Parts p;
+  p.limits.tenants["acme"].max_retained_bytes = 200;
+  p.Add("globex", 1, 100);  // the oldest, but not acme's
+  Id own = p.Add("acme", 1, 100);
+  p.Add("acme", 2, 100);
+  std::vector<Id> victims;
+  REQUIRE(p.admission.RoomForCommit("acme", 100, victims) == StatusCode::kOk);
+  CHECK(victims == std::vector<Id>{own});
+  victims.clear();
+  p.index.at(own).pinned = true;
+  p.index.at(*p.index.Find(BlockNo("acme", 2))).pinned = true;
+  CHECK(p.admission.RoomForCommit("acme", 100, victims) == StatusCode::kTenantQuota);
+  CHECK(victims.empty());
+}
+
+TEST_CASE("Admission: another tenant's blocks go only down to its fair share") {
+  Parts p;
+  p.limits.global.max_retained_bytes = 400;
+  for (unsigned i = 0; i < 4; ++i) p.Add("acme", i, 100);  // acme holds everything
+  std::vector<Id> victims;
+  // globex needs 200: acme's fair share of 400 between two tenants is 200, so two may go.
+  REQUIRE(p.admission.RoomForCommit("globex", 200, victims) == StatusCode::kOk);
+  CHECK(victims.size() == 2);
+  victims.clear();
+  // 300 would take acme below its share: refused, nothing named.
+  CHECK(p.admission.RoomForCommit("globex", 300, victims) == StatusCode::kNoSpace);
+  CHECK(victims.empty());
+}
+
+TEST_CASE("Admission: registrations are made room for like bytes") {
+  Parts p;
+  p.limits.global.max_registrations = 2;
+  p.Add("acme", 1, 100);
+  p.Add("acme", 2, 100);
+  std::vector<Id> victims;
+  REQUIRE(p.admission.AdmitReservation("acme", victims) == StatusCode::kOk);
+  CHECK(victims.size() == 1);
+}
+
+TEST_CASE("Admission: a device that says it has room is not answered by eviction") {
+  Parts p;
+  p.Add("acme", 1, 1 << 20);
+  auto pending = p.medium.Prepare(ReservationInfo{});
+  REQUIRE(pending.ok());
+  std::vector<Id> victims;
+  Medium::DeviceSpace roomy{.free = 100ull << 20, .total = 200ull << 20};
+  CHECK(p.admission.RoomOnDevice(*pending.value(), roomy, "acme", 4096, victims) ==
+        StatusCode::kNoSpace);
+  CHECK(victims.empty());
+  Medium::DeviceSpace full{.free = 0, .total = 2ull << 20};
+  CHECK(p.admission.RoomOnDevice(*pending.value(), full, "acme", 4096, victims) == StatusCode::kOk);
+  CHECK(victims.size() == 1);
+}
+
+}  // namespace
+}  // namespace gpucache

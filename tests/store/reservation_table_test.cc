@@ -1,0 +1,113 @@
+// ReservationTable alone: the single-flight claim, outcomes, fencing and leases.
+#include "store/reservation_table.h"
+
+#include <doctest/doctest.h>
+
+#include "tests/store/store_parts_test.h"
+
+namespace gpucache {
+namespace {
+
+using test::BlockNo;
+
+const Owner kOwner{1000, 1000};
+constexpr uint64_t kLease = 1000;
+
+TEST_CASE("ReservationTable: a reservation claims its address, RESERVED, its fill pending") {
+  ReservationTable t;
+  auto& r = t.Add(BlockNo("acme", 1), kOwner, 5, 100);
+  ReservationId id = r.info.id;
+  CHECK(r.info.state == BlockState::kReserved);
+  CHECK(r.info.epoch == 5);
+  CHECK((r.info.region_id >> 32) == 5);
+  CHECK(t.Holder(BlockNo("acme", 1)) == id);
+  CHECK_FALSE(t.Holder(BlockNo("acme", 2)));
+  CHECK(t.Outcome(BlockNo("acme", 1)) == FillState::kPending);
+  CHECK(t.AnyIn("acme", "ns"));
+  CHECK_FALSE(t.AnyIn("acme", "other"));
+  CHECK_FALSE(t.AnyIn("globex", "ns"));
+  CHECK(t.PartNamesIn("acme", "ns") == std::vector<std::string>{BlockNo("acme", 1).block + ".part"});
+  auto& second = t.Add(BlockNo("acme", 2), kOwner, 5, 100);
+  CHECK(second.info.id != id);
+  CHECK(second.info.region_id != r.info.region_id);
+}
+
+TEST_CASE("ReservationTable: ending a reservation frees the address and records the outcome") {
+  ReservationTable t;
+  ReservationId id = t.Add(BlockNo("acme", 1), kOwner, 1, 100).info.id;
+  REQUIRE(Transition(t.Find(id)->info.state, BlockState::kWriting));
+  t.End(id, FillState::kFinished, BlockState::kCommitted, 200);
+  CHECK_FALSE(t.Find(id));
+  CHECK_FALSE(t.Holder(BlockNo("acme", 1)));
+  CHECK(t.Outcome(BlockNo("acme", 1)) == FillState::kFinished);
+
+  // RESERVED -> COMMITTED is not an edge: the refusal is counted (a bug in the caller).
+  ReservationId other = t.Add(BlockNo("acme", 2), kOwner, 1, 100).info.id;
+  uint64_t refused = RefusedTransitions();
+  t.End(other, FillState::kFinished, BlockState::kCommitted, 200);
+  CHECK(RefusedTransitions() == refused + 1);
+}
+
+TEST_CASE("ReservationTable: a fence releases every reservation, idle ones go, busy ones wait") {
+  ReservationTable t;
+  ReservationId idle = t.Add(BlockNo("acme", 1), kOwner, 1, 100).info.id;
+  ReservationId busy = t.Add(BlockNo("acme", 2), kOwner, 1, 100).info.id;
+  t.Find(idle)->payload = std::make_shared<PendingPayload>();
+  t.Find(busy)->writers = 1;
+  std::vector<ReservationId> released;
+  std::vector<std::shared_ptr<PendingPayload>> discard;
+  t.FenceAll(300, [&](const ReservationTable::Reservation& r) { released.push_back(r.info.id); },
+             discard);
+  CHECK(released == std::vector<ReservationId>{idle, busy});
+  CHECK(discard.size() == 1);
+  CHECK_FALSE(t.Find(idle));
+  REQUIRE(t.Find(busy));
+  CHECK(t.Find(busy)->fenced);
+  CHECK(t.Find(busy)->info.state == BlockState::kAbsent);
+  CHECK_FALSE(t.Holder(BlockNo("acme", 2)));  // a new fill of the address may start
+  CHECK(t.Outcome(BlockNo("acme", 2)) == FillState::kFenced);
+  CHECK(t.RecentlyFenced(BlockNo("acme", 2), 300 + kLease - 1, kLease));
+  CHECK_FALSE(t.RecentlyFenced(BlockNo("acme", 2), 300 + kLease, kLease));
+  CHECK_FALSE(t.RecentlyFenced(BlockNo("acme", 3), 300, kLease));
+
+  // A second fence does not release it again; ending it later records nothing new.
+  released.clear();
+  t.FenceAll(400, [&](const ReservationTable::Reservation& r) { released.push_back(r.info.id); },
+             discard);
+  CHECK(released.empty());
+  t.End(busy, FillState::kFailed, BlockState::kAbsent, 500);
+  CHECK_FALSE(t.Find(busy));
+  CHECK(t.Outcome(BlockNo("acme", 2)) == FillState::kFenced);
+}
+
+TEST_CASE("ReservationTable: only idle reservations past their lease expire") {
+  ReservationTable t;
+  ReservationId old_idle = t.Add(BlockNo("acme", 1), kOwner, 1, 100).info.id;
+  ReservationId old_open = t.Add(BlockNo("acme", 2), kOwner, 1, 100).info.id;
+  ReservationId fresh = t.Add(BlockNo("acme", 3), kOwner, 1, 900).info.id;
+  t.Find(old_open)->writers = 1;
+  std::vector<std::shared_ptr<PendingPayload>> discard;
+  int released = 0;
+  size_t n = t.ExpireIdle(100 + kLease + 1, kLease,
+                          [&](const ReservationTable::Reservation&) { released++; }, discard);
+  CHECK(n == 1);
+  CHECK(released == 1);
+  CHECK_FALSE(t.Find(old_idle));
+  CHECK(t.Outcome(BlockNo("acme", 1)) == FillState::kFailed);
+  CHECK(t.Find(old_open));
+  CHECK(t.Find(fresh));
+}
+
+TEST_CASE("ReservationTable: remembered outcomes are bounded, the oldest forgotten first") {
+  ReservationTable t;
+  for (unsigned i = 0; i <= ReservationTable::kMaxOutcomes; ++i) {
+    ReservationId id = t.Add(BlockNo("acme", i), kOwner, 1, 100).info.id;
+    t.End(id, FillState::kFailed, BlockState::kAbsent, 100);
+  }
+  CHECK_FALSE(t.Outcome(BlockNo("acme", 0)));
+  CHECK(t.Outcome(BlockNo("acme", 1)) == FillState::kFailed);
+  CHECK(t.Outcome(BlockNo("acme", ReservationTable::kMaxOutcomes)) == FillState::kFailed);
+}
+
+}  // namespace
+}  // namespace gpucache

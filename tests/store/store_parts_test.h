@@ -1,0 +1,29 @@
+// Helpers for the unit tests of the store's parts (admission, reservations, quarantine).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "store/block_index.h"
+#include "store/block_store.h"
+
+namespace gpucache::test {
+
+// The address of block number `n` of `tenant` in namespace "ns" (a valid 32-hex-digit name).
+inline BlockAddress BlockNo(const std::string& tenant, unsigned n) {
+  char name[33];
+  std::snprintf(name, sizeof name, "%032x", n);
+  return BlockAddress{tenant, "ns", name};
+}
+
+// A committed block's record of `size` payload bytes.
+inline BlockIndex::Record RecordOf(uint64_t size, uint64_t region_id = 0) {
+  BlockIndex::Record r;
+  r.size = size;
+  r.region_id = region_id;
+  r.keys.valid_length = 256;
+  r.keys.block_capacity = 256;  // full: partial blocks are evicted first by the default policy
+  return r;
+}
+
+}  // namespace gpucache::test
