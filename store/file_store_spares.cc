@@ -4,7 +4,13 @@ namespace gpucache {
 
 SparePool::SparePool(Env& env, std::vector<std::string> dirs, size_t depth) : env_(env), depth_(depth) {
   for (std::string& d : dirs) devices_.push_back(Device{std::move(d), {}, false});
-  thread_ = std::thread([this] { Run(); });
+}
+
+// The thread starts at the first use, not in the constructor: the daemon opens its store before
+// it detaches, and a thread does not survive fork() (the child would wait for spares forever,
+// and join a thread it does not have at exit).
+void SparePool::StartOnce() {
+  std::call_once(started_, [this] { thread_ = std::thread([this] { Run(); }); });
 }
 
 SparePool::~SparePool() {
@@ -13,7 +19,7 @@ SparePool::~SparePool() {
     stop_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   for (Device& d : devices_) {
     for (SpareFile& f : d.ready) {
       f.fd.Reset();
@@ -23,6 +29,7 @@ SparePool::~SparePool() {
 }
 
 std::optional<SpareFile> SparePool::Take(size_t dev) {
+  StartOnce();
   std::optional<SpareFile> out;
   {
     std::lock_guard lock(mu_);
@@ -52,7 +59,8 @@ void SparePool::Retire(size_t dev) {
   }
 }
 
-size_t SparePool::Ready(size_t dev) const {
+size_t SparePool::Ready(size_t dev) {
+  StartOnce();
   std::lock_guard lock(mu_);
   return dev < devices_.size() ? devices_[dev].ready.size() : 0;
 }

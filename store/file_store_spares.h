@@ -13,7 +13,7 @@
 
 #include <condition_variable>
 #include <cstddef>
-#include <mutex>
+#include <mutex>  // std::once_flag too
 #include <optional>
 #include <string>
 #include <thread>
@@ -41,8 +41,8 @@ class SparePool {
   std::optional<SpareFile> Take(size_t dev);
   // Device `dev` left service: its spares are unlinked and it is never refilled.
   void Retire(size_t dev);
-  // Spares ready now on device `dev` (for tests).
-  size_t Ready(size_t dev) const;
+  // Spares ready now on device `dev` (for tests). Starts the pool's thread like Take.
+  size_t Ready(size_t dev);
 
  private:
   struct Device {
@@ -50,6 +50,7 @@ class SparePool {
     std::vector<SpareFile> ready;
     bool retired = false;
   };
+  void StartOnce();
   void Run();
   // Creates spares for `dev` until it holds depth_ or a create fails. Called without mu_.
   void Fill(size_t dev);
@@ -62,7 +63,8 @@ class SparePool {
   uint64_t next_name_ = 0;       // guarded by mu_
   bool wanted_ = true;           // guarded by mu_: fill once at start
   bool stop_ = false;            // guarded by mu_
-  std::thread thread_;           // last: started once everything above exists
+  std::once_flag started_;
+  std::thread thread_;           // started by the first Take or Ready (StartOnce)
 };
 
 }  // namespace gpucache
