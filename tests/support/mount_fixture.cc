@@ -98,6 +98,11 @@ void MountedFs::Start() {
 int MountedFs::Stop() {
   if (pid_ <= 0) return -1;
   ::kill(pid_, SIGTERM);
+  return WaitForExit();
+}
+
+int MountedFs::WaitForExit() {
+  if (pid_ <= 0) return -1;
   int status = 0;
   if (!WaitFor([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, std::chrono::seconds(10))) {
     Kill();

@@ -36,6 +36,9 @@ class MountedFs {
 
   void Start();
   int Stop();  // SIGTERM, as systemd or Ctrl-C would; returns the daemon's exit status
+  // Waits (10 s at most) for the daemon to exit by itself, e.g. after fusermount3 -u; returns
+  // its exit status, or -1 (and kills it) if it did not exit.
+  int WaitForExit();
   void Kill();  // SIGKILL, then lazily unmount the dead mount
   bool Mounted() const;
   pid_t pid() const { return pid_; }
