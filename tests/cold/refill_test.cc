@@ -86,7 +86,7 @@ TEST_CASE("Refill: a v2 locator makes a refill two GETs, no manifest read") {
   for (const auto& r : f.s3.Log()) CHECK(r.key.find("/manifests/") == std::string::npos);
 }
 
-TEST_CASE("Refill: v1 locators are unsealed; under accept_unsealed legacy manifests stay Missing") {
+TEST_CASE("Refill: v1 locators are unsealed, under accept_unsealed legacy manifests stay Missing") {
   Fixture f;
   Refiller lenient{f.s3, kPrefix, {}, TestKeys(), /*accept_unsealed=*/true};
   for (uint8_t v : {1, 2}) {

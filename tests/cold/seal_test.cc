@@ -68,7 +68,7 @@ std::string LocatorKeyId(MemoryObjectStore& s3, int i) {
 
 }  // namespace
 
-TEST_CASE("Seal: tenant keys differ per tenant and per secret; MACs bind domain, tenant and key id") {
+TEST_CASE("Seal: tenant keys differ per tenant and per secret, MACs bind domain, tenant and key id") {
   TenantKey acme = DeriveTenantKey(SecretOf(1), "acme");
   CHECK(acme == DeriveTenantKey(SecretOf(1), "acme"));
   CHECK(acme != DeriveTenantKey(SecretOf(1), "globex"));
@@ -82,7 +82,7 @@ TEST_CASE("Seal: tenant keys differ per tenant and per secret; MACs bind domain,
   CHECK_FALSE(SealMacEqual(mac, ComputeSealMac(acme, "d", "acme", "k1", Bytes{1, 2, 4})));
 }
 
-TEST_CASE("Keyring: the documented format parses; mistakes are refused without echoing a secret") {
+TEST_CASE("Keyring: the documented format parses, mistakes are refused without echoing a secret") {
   std::string k1 = HexEncode(SecretOf(1)), k2 = HexEncode(SecretOf(2));
   std::string why;
   auto k = Keyring::Parse("# rotation in progress\ncurrent = k2\nkey.k1 = " + k1 + "\n key.k2=" + k2 + " \n", &why);

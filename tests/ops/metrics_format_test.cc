@@ -158,7 +158,7 @@ TEST_CASE("Metrics: promtool and the OpenMetrics parser accept both endpoints") 
         }) == 0);
 }
 
-TEST_CASE("Metrics: opens count every open; lookups and reads only what the kernel did not serve") {
+TEST_CASE("Metrics: opens count every open, lookups and reads only what the kernel did not serve") {
   MountedFs m;
   MountClient client(m.mnt());
   CacheIdentity id = SampleIdentity();

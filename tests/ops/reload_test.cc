@@ -52,7 +52,7 @@ std::string Reloaded() {
          "[metrics]\nlisten = \"\"\n";
 }
 
-TEST_CASE("Reload: a good file adds and removes tenants and changes quotas; a fill in flight commits") {
+TEST_CASE("Reload: a good file adds and removes tenants and changes quotas, a fill in flight commits") {
   MountedFs m;
   MountClient root(m.mnt());
   CacheIdentity inflight = SampleIdentity("acme", 2);
