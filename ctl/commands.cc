@@ -15,7 +15,8 @@
 #include "ctl/channel.h"
 #include "ctl/discover.h"
 #include "ctl/progress.h"
-#include "store/file_store.h"
+#include "store/block_file.h"
+#include "store/posix_io.h"
 #include "store/layout.h"
 
 namespace gpucache::ctl {

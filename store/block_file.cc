@@ -1,8 +1,13 @@
 #include "store/block_file.h"
 
+#include <sys/stat.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <cerrno>
+
 #include "store/codec.h"
+#include "store/posix_io.h"
 
 namespace gpucache {
 namespace {
@@ -84,6 +89,25 @@ Result<BlockHeader> DecodeBlockHeader(std::span<const uint8_t> bytes, uint64_t f
   if (!r.ok()) return kBad;
   if (file_size != 0 && file_size != h.data_offset + h.payload_length) return kBad;
   return h;
+}
+
+Result<BlockHeader> ReadBlockHeader(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return StatusFromErrno(errno);
+  uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  Bytes prefix(std::min<uint64_t>(file_size, 4096));
+  if (prefix.size() < 16 || PreadFull(fd, prefix, 0) != StatusCode::kOk) {
+    return StatusCode::kInvalidArgument;
+  }
+  uint32_t header_length = HeaderLengthFromPrefix(prefix);
+  if (header_length == 0 || header_length > kBlockDataOffset || header_length > file_size) {
+    return StatusCode::kInvalidArgument;
+  }
+  if (header_length > prefix.size()) {
+    prefix.resize(header_length);
+    if (PreadFull(fd, prefix, 0) != StatusCode::kOk) return StatusCode::kInvalidArgument;
+  }
+  return DecodeBlockHeader(prefix, file_size);
 }
 
 }  // namespace gpucache

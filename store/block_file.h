@@ -53,4 +53,7 @@ Result<BlockHeader> DecodeBlockHeader(std::span<const uint8_t> bytes, uint64_t f
 // Bytes to read from the start of a file to be sure the whole header is in hand.
 uint32_t HeaderLengthFromPrefix(std::span<const uint8_t> prefix);
 
+// Reads and checks the header of a block file (the store, and gpucachectl's offline inspect).
+Result<BlockHeader> ReadBlockHeader(int fd);
+
 }  // namespace gpucache

@@ -70,24 +70,6 @@ Result<uint64_t> ReadEpoch(const std::string& path) {
 
 }  // namespace
 
-Result<BlockHeader> ReadBlockHeader(int fd) {
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return StatusFromErrno(errno);
-  uint64_t file_size = static_cast<uint64_t>(st.st_size);
-  Bytes prefix(std::min<uint64_t>(file_size, 4096));
-  if (prefix.size() < 16 || PreadFull(fd, prefix, 0) != StatusCode::kOk) {
-    return StatusCode::kInvalidArgument;
-  }
-  uint32_t header_length = HeaderLengthFromPrefix(prefix);
-  if (header_length == 0 || header_length > kBlockDataOffset || header_length > file_size) {
-    return StatusCode::kInvalidArgument;
-  }
-  if (header_length > prefix.size()) {
-    prefix.resize(header_length);
-    if (PreadFull(fd, prefix, 0) != StatusCode::kOk) return StatusCode::kInvalidArgument;
-  }
-  return DecodeBlockHeader(prefix, file_size);
-}
 
 FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
     : options_(options),

@@ -181,7 +181,4 @@ class FileMedium final : public Medium {
   mutable uint64_t weights_read_ns_ = 0;  // steady clock; guarded by devices_mu_
 };
 
-// Reads and checks the header of a block file; shared with gpucachectl's offline inspect.
-Result<BlockHeader> ReadBlockHeader(int fd);
-
 }  // namespace gpucache

@@ -45,7 +45,7 @@ for f in usr/bin/gpucachefs usr/bin/gpucachectl usr/bin/gpucache-client sbin/mou
          usr/lib/python3/dist-packages/gpucache/__init__.py \
          usr/lib/python3/dist-packages/gpucache/client.py \
          usr/include/gpucache/clients/cpp/mount_client.h usr/include/gpucache/store/identity.h \
-         usr/lib/x86_64-linux-gnu/libgpucache_client.a usr/lib/x86_64-linux-gnu/libgpucache_store.a \
+         usr/lib/x86_64-linux-gnu/libgpucache_client.a usr/lib/x86_64-linux-gnu/libgpucache_format.a \
          usr/lib/x86_64-linux-gnu/pkgconfig/gpucache-client.pc; do
   [ -e "$root/$f" ] || fail "missing from the packages: /$f"
 done
