@@ -98,7 +98,15 @@ RefillOutcome Refiller::Fetch(const Authorization& who, std::span<const uint8_t>
   }
   auto range = objects_.GetRange(PackKey(prefix_, d.manifest.object_digest), entry->offset,
                                  entry->length);
-  if (!range.ok()) return FromError(a, range.error(), "pack");
+  if (!range.ok()) {
+    // A pack shorter than its manifest says (the range starts or ends past its end) is a
+    // damaged object, not an unavailable store: retrying will not help.
+    const ObjectError& e = range.error();
+    if (e.http_status == 416 || e.code == "InvalidRange" || e.code == "ShortRange") {
+      return Missing(a, MissingReason::kCorrupt, "pack object is shorter than its manifest says");
+    }
+    return FromError(a, e, "pack");
+  }
   RefillOutcome o;
   o.address = a;
   o.payload_bytes_downloaded = range.value().size();
