@@ -161,8 +161,8 @@ std::string Pack(ColdTier& tier, const ColdCaller& who, const json& req) {
     if (!b) return Error("EINVAL", "budget must be a non-negative integer (bytes)");
     budget = *b;
   }
-  BackfillReport b = tier.Pack(tenant, budget);
-  DrainReport d = tier.DrainNow();
+  DrainReport d;
+  BackfillReport b = tier.Pack(tenant, budget, {}, &d);
   // "complete": every block this pack looked at is in S3 now or was already (nothing failed,
   // pending, refused or unknown). gpucachectl exits non-zero when it is false.
   bool complete = d.failed_now == 0 && d.pending == 0 && b.refused == 0 && b.skipped_unknown == 0;

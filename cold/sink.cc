@@ -186,6 +186,17 @@ DrainReport Sink::DrainRound() {
   return report;
 }
 
+void Accumulate(DrainReport& total, const DrainReport& r) {
+  total.rounds += r.rounds;
+  total.attempted += r.attempted;
+  total.uploaded += r.uploaded;
+  total.requeued += r.requeued;
+  total.newly_failed += r.newly_failed;
+  total.pending = r.pending;
+  total.failed_now = r.failed_now;
+  if (!total.first_error) total.first_error = r.first_error;
+}
+
 Clock::time_point Sink::NextDue() const {
   std::lock_guard lock(mu_);
   Clock::time_point next = Clock::time_point::max();
@@ -203,12 +214,7 @@ DrainReport Sink::Drain(size_t max_rounds) {
     DrainReport r = DrainRound();
     if (r.attempted == 0) continue;  // another drain took the due jobs
     i++;
-    total.rounds += r.rounds;
-    total.attempted += r.attempted;
-    total.uploaded += r.uploaded;
-    total.requeued += r.requeued;
-    total.newly_failed += r.newly_failed;
-    if (!total.first_error) total.first_error = r.first_error;
+    Accumulate(total, r);
   }
   std::lock_guard lock(mu_);
   total.pending = pending_.size();

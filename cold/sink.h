@@ -95,6 +95,10 @@ struct DrainReport {
   std::optional<JobError> first_error;  // the first job error seen, if any
 };
 
+// Adds the counts of `r` to `total` (pending and failed_now are taken from `r`: they are
+// states, not counts); the first error stays the first.
+void Accumulate(DrainReport& total, const DrainReport& r);
+
 struct SinkStats {
   uint64_t submitted = 0;  // admitted jobs
   uint64_t refused = 0;    // invalid or over the limits
@@ -130,7 +134,7 @@ class Sink {
   DrainReport DrainRound();
   // Rounds until nothing is pending or `max_rounds` rounds ran; between rounds it sleeps
   // until the next pending job is due (bounded by backoff_max_ms).
-  DrainReport Drain(size_t max_rounds = 16);
+  DrainReport Drain(size_t max_rounds = 10000);
   // Moves due, temporarily failed jobs back to the queue (see "Healing" above). Returns how many.
   size_t Redrive();
 

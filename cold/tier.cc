@@ -102,13 +102,20 @@ void ColdTier::RecordRetention(const Sha256& manifest) {
 }
 
 BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
-                              const std::function<void(const BackfillReport&)>& progress) {
+                              const std::function<void(const BackfillReport&)>& progress,
+                              DrainReport* drained) {
+  DrainReport streamed;
   // Streams: a drainer uploads each pack while the backfill reads the next one, and the
   // backfill waits for room instead of refusing a pack while the drainer makes progress.
   std::atomic<bool> reading{true};
   std::thread drainer([&] {
     while (reading.load()) {
-      if (sink_.DrainRound().attempted == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      DrainReport r = sink_.DrainRound();
+      if (r.attempted == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        continue;
+      }
+      Accumulate(streamed, r);
     }
   });
   PackOptions pack = options_.pack;
@@ -119,6 +126,8 @@ BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
   });
   reading = false;
   drainer.join();
+  Accumulate(streamed, sink_.Drain());
+  if (drained) *drained = streamed;
   return r;
 }
 

@@ -81,8 +81,10 @@ class ColdTier {
   // Packs committed blocks without a locator (all tenants, or one) up to `byte_budget`,
   // uploading each pack while the next is read (a drainer thread runs beside the backfill),
   // then drains the sink. `progress` sees each block enqueued.
+  // `drained` (optional) gets what the drainer uploaded meanwhile, then the final drain.
   BackfillReport Pack(const std::string& tenant, uint64_t byte_budget,
-                      const std::function<void(const BackfillReport&)>& progress = {});
+                      const std::function<void(const BackfillReport&)>& progress = {},
+                      DrainReport* drained = nullptr);
   DrainReport DrainNow();
   // Fetches a block for an authorized caller and commits it to the hot store as `owner`.
   // `byte_budget` is capped at the configured refill budget.

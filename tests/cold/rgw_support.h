@@ -64,7 +64,8 @@ class LoggedProxy {
  public:
   // `outage_file`: while that file exists the proxy resets every request (fault "outage").
   LoggedProxy(const std::string& upstream, double rate, const std::string& faults = "",
-             int stall_seconds = 2, int seed = 1, const std::string& outage_file = "") {
+             int stall_seconds = 2, int seed = 1, const std::string& outage_file = "",
+             const std::string& fault_methods = "") {
     std::string port_file = dir_.path() + "/port";
     log_ = dir_.path() + "/log.jsonl";
     pid_ = ::fork();
@@ -76,6 +77,7 @@ class LoggedProxy {
                                        std::to_string(stall_seconds)};
       if (!faults.empty()) args.insert(args.end(), {"--faults", faults});
       if (!outage_file.empty()) args.insert(args.end(), {"--outage-file", outage_file});
+      if (!fault_methods.empty()) args.insert(args.end(), {"--fault-methods", fault_methods});
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);

@@ -55,7 +55,7 @@ TEST_CASE("Cold: 1,000 jobs through the proxy at 30% faults: the accounting iden
     b.Add(AddressOf(id), EncodePhysicalKey(id), PayloadOf(i, 512));
     REQUIRE(sink.Submit(b.Build(i)).admission == Admission::kAccepted);
   }
-  DrainReport r = sink.Drain(10);
+  DrainReport r = sink.Drain();
   done = true;
   watcher.join();
   SinkStats st = sink.Stats();

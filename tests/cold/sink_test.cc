@@ -165,7 +165,7 @@ TEST_CASE("Sink: 1,000 jobs at 30% injected faults: submitted = uploaded + faile
   for (int i = 0; i < 1000; i++) {
     REQUIRE(sink.Submit(MakePack(i, 1, 64)).admission == Admission::kAccepted);
   }
-  DrainReport r = sink.Drain(10);
+  DrainReport r = sink.Drain();
   SinkStats st = sink.Stats();
   CHECK(r.pending == 0);
   CHECK(st.submitted == 1000);
