@@ -240,7 +240,7 @@ TEST_CASE("Sink: an outage that ends heals through Redrive, without an operator"
     return std::nullopt;
   });
   SinkLimits limits = Fast();
-  limits.redrive_interval_ms = 5;
+  limits.redrive_interval_ms = 1000;  // long enough that "not yet" below is not a race
   Sink sink(s3, kPrefix, limits);
   for (int i = 0; i < 20; i++) REQUIRE(sink.Submit(MakePack(i, 2, 256)).admission == Admission::kAccepted);
   DrainReport during = sink.Drain();
@@ -249,8 +249,8 @@ TEST_CASE("Sink: an outage that ends heals through Redrive, without an operator"
   CHECK(sink.Redrive() == 0);  // not yet: each job waits redrive_interval after failing
   outage = false;
   // What the tier's timer does: re-drive what is due, then drain.
-  for (int tick = 0; tick < 200 && sink.Stats().uploaded < 20; tick++) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int tick = 0; tick < 1000 && sink.Stats().uploaded < 20; tick++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
     sink.Redrive();
     sink.Drain();
   }
