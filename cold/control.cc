@@ -55,7 +55,10 @@ json StatsJson(const ColdTierStats& s) {
               {"queued", s.queued}, {"queue_overflow", s.queue_overflow},
               {"packed_blocks", s.packed_blocks}, {"refills", s.refills},
               {"refill_hits", s.refill_hits}, {"refill_missing", s.refill_missing},
-              {"refill_refused", s.refill_refused}};
+              {"refill_refused", s.refill_refused},
+              {"refill_unsealed", s.seal_refusals.unsealed},
+              {"refill_unknown_key", s.seal_refusals.unknown_key},
+              {"refill_bad_seal", s.seal_refusals.bad_seal}};
 }
 
 Authorization AuthOf(const ColdCaller& who) { return Authorization{who.tenants, who.admin}; }
@@ -205,6 +208,36 @@ std::string Retain(ColdTier& tier, const json& req) {
   return Ok(json{{"retain_until_unix_ns", until}});
 }
 
+// Re-seals objects under the current key, bounded by "budget" bytes, after manifest key "after".
+std::string Reseal(ColdTier& tier, const json& req) {
+  uint64_t budget = UINT64_MAX;
+  if (req.contains("budget")) {
+    auto b = Number(req, "budget");
+    if (!b) return Error("EINVAL", "budget must be a non-negative integer (bytes)");
+    budget = *b;
+  }
+  std::string after;
+  if (req.contains("after")) {
+    if (!req["after"].is_string() || req["after"].get<std::string>().size() > 1024) {
+      return Error("EINVAL", "after must be a manifest key from a previous reseal");
+    }
+    after = req["after"];
+  }
+  ResealReport r = tier.ops().Reseal(budget, after);
+  json reply{{"manifests_scanned", r.manifests_scanned},
+             {"manifests_resealed", r.manifests_resealed},
+             {"manifests_current", r.manifests_current},
+             {"locators_resealed", r.locators_resealed},
+             {"locators_current", r.locators_current}, {"refused", r.refused},
+             {"bytes", r.bytes}, {"budget_reached", r.budget_reached},
+             {"resume_after", r.resume_after}};
+  if (r.error) {
+    return Error("EIO", "reseal stopped: " + r.error->message +
+                            (r.resume_after.empty() ? "" : " (resume after " + r.resume_after + ")"));
+  }
+  return Ok(reply);
+}
+
 std::string FailedList(ColdTier& tier) {
   json jobs = json::array();
   for (const FailedJob& f : tier.sink().Failed()) {
@@ -237,11 +270,11 @@ std::string HandleColdRequest(ColdTier& tier, const ColdCaller& who, std::string
   if (op == "cold.reclaim") return Reclaim(tier, who, req);
   bool known = op == "cold.report" || op == "cold.failed" || op == "cold.retry" ||
                op == "cold.drop" || op == "cold.drain" || op == "cold.retain" ||
-               op == "cold.purge_tenant";
+               op == "cold.reseal" || op == "cold.purge_tenant";
   if (!known) {
     return Error("EINVAL", "unknown cold op (known: cold.refill, cold.op, cold.pack, cold.reclaim, "
                            "cold.report, cold.failed, cold.retry, cold.drop, cold.drain, "
-                           "cold.retain, cold.purge_tenant)");
+                           "cold.retain, cold.reseal, cold.purge_tenant)");
   }
   if (!who.admin) return Error("EACCES", kNotAdmin);
   if (op == "cold.report") return Ok(json{{"cold", StatsJson(tier.Stats())}});
@@ -249,6 +282,7 @@ std::string HandleColdRequest(ColdTier& tier, const ColdCaller& who, std::string
   if (op == "cold.retry") return RetryOrDrop(tier, req, true);
   if (op == "cold.drop") return RetryOrDrop(tier, req, false);
   if (op == "cold.drain") return Ok(json{{"drain", DrainJson(tier.DrainNow())}});
+  if (op == "cold.reseal") return Reseal(tier, req);
   if (op == "cold.purge_tenant") return PurgeTenant(tier, req);
   return Retain(tier, req);
 }
@@ -281,6 +315,12 @@ std::string RenderColdMetrics(const ColdTierStats& s) {
   counter("refill_hits_total", "Refills that returned a verified block.", s.refill_hits);
   counter("refill_missing_total", "Refills answered Missing.", s.refill_missing);
   counter("refill_refused_total", "Refills refused (tenant, retired, invalid).", s.refill_refused);
+  counter("refill_unsealed_total", "Refills refused: unsealed (v1 locator, v3 manifest).",
+          s.seal_refusals.unsealed);
+  counter("refill_unknown_key_total", "Refills refused: sealed under a key not in the keyring.",
+          s.seal_refusals.unknown_key);
+  counter("refill_bad_seal_total", "Refills refused: the seal does not verify (forged).",
+          s.seal_refusals.bad_seal);
   return out.str();
 }
 

@@ -9,7 +9,6 @@ namespace gpucache::cold {
 namespace {
 
 constexpr char kMagic[4] = {'G', 'P', 'C', 'M'};
-constexpr std::string_view kLocatorTag = "gpucache-locator 1 ";
 
 // A name: u8 length, then the bytes (names are at most 80 bytes, validated by the caller).
 void PutName(ByteWriter& w, const std::string& s) {
@@ -60,10 +59,12 @@ std::string CheckEntries(const Manifest& m) {
 
 }  // namespace
 
-std::vector<uint8_t> EncodeManifest(const Manifest& m) {
+namespace {
+
+std::vector<uint8_t> EncodeBody(const Manifest& m, uint16_t version) {
   ByteWriter w;
   w.Raw(std::string_view(kMagic, 4));
-  w.U16(kManifestVersion);
+  w.U16(version);
   w.U16(0);
   w.Raw(m.object_digest);
   w.U64(m.object_size);
@@ -81,6 +82,78 @@ std::vector<uint8_t> EncodeManifest(const Manifest& m) {
   return w.Take();
 }
 
+uint16_t VersionOf(const Manifest& m) {
+  return m.seals.empty() ? kUnsealedManifestVersion : kManifestVersion;
+}
+
+std::set<std::string> TenantsOf(const Manifest& m) {
+  std::set<std::string> out;
+  for (const ManifestEntry& e : m.entries) out.insert(e.address.tenant);
+  return out;
+}
+
+// The seal block of a v4 manifest: u8 count, then per seal tenant, key id, MAC. Exactly one
+// seal per tenant of the entries, in tenant order.
+std::string ReadSeals(ByteReader& r, Manifest& m) {
+  uint8_t count = r.U8();
+  for (uint8_t i = 0; i < count && r.ok(); i++) {
+    TenantSeal s;
+    s.tenant = GetName(r);
+    s.seal.key_id = GetName(r);
+    s.seal.mac = GetArray<32>(r);
+    if (r.ok() && !IsValidKeyId(s.seal.key_id)) return "seal with an invalid key id";
+    m.seals.push_back(std::move(s));
+  }
+  if (!r.ok()) return "truncated seals";
+  std::set<std::string> tenants = TenantsOf(m);
+  if (m.seals.size() != tenants.size()) return "not exactly one seal per tenant";
+  auto t = tenants.begin();
+  for (const TenantSeal& s : m.seals) {
+    if (s.tenant != *t++) return "seals do not match the entries' tenants, in order";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeManifest(const Manifest& m) {
+  std::vector<uint8_t> out = EncodeBody(m, VersionOf(m));
+  if (m.seals.empty()) return out;
+  ByteWriter w;
+  w.U8(static_cast<uint8_t>(m.seals.size()));
+  for (const TenantSeal& s : m.seals) {
+    PutName(w, s.tenant);
+    PutName(w, s.seal.key_id);
+    w.Raw(s.seal.mac);
+  }
+  std::vector<uint8_t> tail = w.Take();
+  out.insert(out.end(), tail.begin(), tail.end());
+  return out;
+}
+
+Sha256 ManifestDigest(const Manifest& m) { return ComputeSha256(EncodeBody(m, VersionOf(m))); }
+
+void SealManifest(Manifest& m, const Keyring& keyring) {
+  m.seals.clear();
+  std::vector<uint8_t> body = EncodeBody(m, kManifestVersion);
+  for (const std::string& t : TenantsOf(m)) {
+    m.seals.push_back({t, keyring.SealFor(kManifestSealDomain, t, body)});
+  }
+}
+
+SealCheck VerifyManifest(const Keyring& keyring, const Manifest& m, std::string_view tenant) {
+  if (m.seals.empty()) return SealCheck::kUnsealed;
+  std::vector<uint8_t> body = EncodeBody(m, kManifestVersion);
+  bool found = false;
+  for (const TenantSeal& s : m.seals) {
+    if (!tenant.empty() && s.tenant != tenant) continue;
+    found = true;
+    SealCheck c = keyring.Verify(kManifestSealDomain, s.tenant, body, s.seal);
+    if (c != SealCheck::kOk) return c;
+  }
+  return found ? SealCheck::kOk : SealCheck::kBadSeal;
+}
+
 DecodedManifest DecodeManifest(std::span<const uint8_t> bytes) {
   ByteReader r(bytes);
   auto magic = GetArray<4>(r);
@@ -94,7 +167,7 @@ DecodedManifest DecodeManifest(std::span<const uint8_t> bytes) {
                   "legacy manifest v" + std::to_string(version) +
                       " does not bind ranges to identities: recompute and repack");
   }
-  if (version != kManifestVersion) {
+  if (version != kManifestVersion && version != kUnsealedManifestVersion) {
     return Refuse(ManifestError::kMalformed, version, "unknown manifest version");
   }
   DecodedManifest d;
@@ -121,10 +194,16 @@ DecodedManifest DecodeManifest(std::span<const uint8_t> bytes) {
     m.entries.push_back(std::move(e));
   }
   if (!r.ok()) return Refuse(ManifestError::kMalformed, version, "truncated entries");
-  if (!r.AtEnd()) return Refuse(ManifestError::kMalformed, version, "trailing bytes");
+  d.body_digest = ComputeSha256(bytes.subspan(0, r.pos()));
   if (std::string why = CheckEntries(m); !why.empty()) {
     return Refuse(ManifestError::kMalformed, version, why);
   }
+  if (version == kManifestVersion) {
+    if (std::string why = ReadSeals(r, m); !why.empty()) {
+      return Refuse(ManifestError::kMalformed, version, why);
+    }
+  }
+  if (!r.AtEnd()) return Refuse(ManifestError::kMalformed, version, "trailing bytes");
   return d;
 }
 
@@ -145,20 +224,6 @@ std::optional<Sha256> ManifestDigestOfKey(std::string_view prefix, std::string_v
   std::string head = ManifestPrefix(prefix);
   if (key.substr(0, head.size()) != head) return std::nullopt;
   return Sha256FromHex(key.substr(head.size()));
-}
-
-std::vector<uint8_t> EncodeLocator(const Sha256& manifest_digest) {
-  std::string s = std::string(kLocatorTag) + ToHex(manifest_digest) + "\n";
-  return {s.begin(), s.end()};
-}
-
-std::optional<Sha256> DecodeLocator(std::span<const uint8_t> bytes) {
-  std::string_view s(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  if (s.size() != kLocatorTag.size() + 64 + 1 || s.substr(0, kLocatorTag.size()) != kLocatorTag ||
-      s.back() != '\n') {
-    return std::nullopt;
-  }
-  return Sha256FromHex(s.substr(kLocatorTag.size(), 64));
 }
 
 std::optional<Sha256> Sha256FromHex(std::string_view hex) {

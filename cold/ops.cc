@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "cold/locator.h"
 #include "cold/manifest.h"
 #include "cold/pack.h"
 
@@ -80,7 +81,7 @@ std::string ColdOps::LiveReference(const Sha256& self, const Sha256& object,
     auto bytes = objects_.Get(meta.key, kMaxManifestBytes);
     if (!bytes.ok()) return meta.key + " cannot be read";
     DecodedManifest d = DecodeManifest(bytes.value());
-    if (d.error != ManifestError::kNone) return meta.key + " is not a v3 manifest";
+    if (d.error != ManifestError::kNone) return meta.key + " is not a v3 or v4 manifest";
     if (d.manifest.object_digest == object) return "referenced by " + meta.key;
   }
   return "";
@@ -105,7 +106,11 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Autho
   if (d.error != ManifestError::kNone) {
     return refuse("manifest version " + std::to_string(d.version) + " refused: " + d.detail);
   }
-  if (ComputeSha256(bytes.value()) != manifest) return refuse("manifest does not match its key");
+  if (d.body_digest != manifest) return refuse("manifest does not match its key");
+  if (d.version == kManifestVersion) {
+    SealCheck c = VerifyManifest(*keys_->Get(), d.manifest);
+    if (c != SealCheck::kOk) return refuse("manifest seal refused: " + std::string(ToString(c)));
+  }
   auto until = RetentionOf(manifest);
   if (!until.ok()) {
     r.error = until.error();
@@ -123,7 +128,8 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Autho
       r.error = loc.error();
       return r;
     }
-    if (DecodeLocator(loc.value()) != manifest) {
+    std::optional<Locator> l = DecodeLocator(loc.value());
+    if (!l || l->manifest_digest != manifest) {
       r.kept.push_back(lkey + ": names another manifest");
       continue;
     }
@@ -171,7 +177,7 @@ BackfillReport ColdOps::Backfill(IndexedStore& store, Sink& sink, const std::str
                                  uint64_t budget, const PackOptions& pack,
                                  const std::function<void(const BackfillReport&)>& progress) const {
   BackfillReport rep;
-  PackBuilder builder(prefix_);
+  PackBuilder builder(prefix_, keys_->Get());
   auto flush = [&] {
     if (builder.count() == 0) return;
     PackedPair p = builder.Build(NowUnixNs());

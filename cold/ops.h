@@ -1,8 +1,9 @@
-// Cold-tier operations (docs/cold-tier.md, "Reclaim and retention"): retention records, reclaim,
-// retired tenants and backfill.
+// Cold-tier operations (docs/cold-tier.md, "Reclaim and retention", "Key rotation"):
+// retention records, reclaim, retired tenants, backfill and reseal.
 //
 // Reclaim removes one manifest and what only it references, and proves each step:
-//   - refused unless the manifest decodes as v3 (a legacy manifest's references are unknown);
+//   - refused unless the manifest decodes as v4 with every seal verifying, or as unsealed v3
+//     (old objects can always be cleaned up); a v1/v2 manifest's references are unknown;
 //   - refused while its retention record says to keep it;
 //   - refused unless the caller may act for every tenant in it (ownership);
 //   - locators are deleted only where they still name this manifest (a newer pack of the same
@@ -11,17 +12,22 @@
 //     by reading every manifest; any manifest that cannot be read or decoded as v3 keeps it;
 //   - every delete is followed by a HEAD that must answer "not found".
 //
+// Reseal (key rotation) rewrites sealed manifests and their locators under the keyring's
+// current key; see Reseal below and cold/reseal.cc.
+//
 // Thread safety: const after construction.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "cold/digest.h"
+#include "cold/keyring.h"
 #include "cold/object_store.h"
 #include "cold/refill.h"
 #include "cold/sink.h"
@@ -49,6 +55,19 @@ struct BackfillReport {
   std::optional<ObjectError> list_error;  // the first listing that failed, if any
 };
 
+struct ResealReport {
+  size_t manifests_scanned = 0;
+  size_t manifests_resealed = 0;   // rewritten under the current key
+  size_t manifests_current = 0;    // already under the current key
+  size_t locators_resealed = 0;
+  size_t locators_current = 0;
+  std::vector<std::string> refused;  // "key: why": never re-sealed (unsealed, unknown key, forged)
+  uint64_t bytes = 0;                // bytes read and written
+  bool budget_reached = false;
+  std::string resume_after;          // pass as `after` to continue; "" when the walk finished
+  std::optional<ObjectError> error;  // the request that stopped the walk
+};
+
 struct PackOptions {
   uint64_t target_bytes = 64ull << 20;  // close a pack at this many payload bytes
   size_t max_blocks = 1024;             // or this many blocks (<= kMaxManifestEntries)
@@ -69,8 +88,12 @@ struct PurgeReport {
 
 class ColdOps {
  public:
-  ColdOps(ObjectStore& objects, std::string prefix, std::set<std::string> retired_tenants)
-      : objects_(objects), prefix_(std::move(prefix)), retired_(std::move(retired_tenants)) {}
+  ColdOps(ObjectStore& objects, std::string prefix, std::set<std::string> retired_tenants,
+          std::shared_ptr<const SealKeys> keys)
+      : objects_(objects),
+        prefix_(std::move(prefix)),
+        retired_(std::move(retired_tenants)),
+        keys_(std::move(keys)) {}
 
   bool IsRetired(const std::string& tenant) const { return retired_.count(tenant) > 0; }
 
@@ -95,6 +118,13 @@ class ColdOps {
   PurgeReport PurgeTenant(const std::string& tenant, size_t max_manifests,
                           uint64_t now_unix_ns) const;
 
+  // Walks the manifests (in key order, after `after`) and re-seals every sealed manifest, and
+  // every locator that names it, whose seal verifies under a key of the keyring but is not the
+  // current one. Objects that do not verify (unsealed, unknown key, forged) are reported and
+  // never sealed: a seal vouches for bytes a key holder wrote. Stops at the first manifest
+  // after `byte_budget` bytes were read and written; `resume_after` says where to continue.
+  ResealReport Reseal(uint64_t byte_budget, const std::string& after = "") const;
+
   // Reads a committed block through the store's verifying reader and adds it to `builder`.
   static StatusCode AddBlock(IndexedStore& store, const BlockAddress& a, PackBuilder& builder);
 
@@ -104,10 +134,13 @@ class ColdOps {
   ObjectResult<std::set<std::string>> TenantLocators(const std::string& tenant) const;
   // "" when no manifest other than `self` references `object`; else why it must stay.
   std::string LiveReference(const Sha256& self, const Sha256& object, ReclaimReport& r) const;
+  void ResealLocators(const Manifest& m, const Sha256& digest, const Keyring& keys,
+                      ResealReport& r) const;
 
   ObjectStore& objects_;
   const std::string prefix_;
   const std::set<std::string> retired_;
+  const std::shared_ptr<const SealKeys> keys_;
 };
 
 }  // namespace gpucache::cold

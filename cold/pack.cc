@@ -1,5 +1,6 @@
 #include "cold/pack.h"
 
+#include "cold/locator.h"
 #include "store/checksum.h"
 
 namespace gpucache::cold {
@@ -36,8 +37,12 @@ PackedPair PackBuilder::Build(uint64_t created_unix_ns) {
   m.object_size = p.object.size();
   m.created_unix_ns = created_unix_ns;
   m.entries = std::move(entries_);
+  SealManifest(m, *keyring_);
   p.manifest = EncodeManifest(m);
-  p.manifest_digest = ComputeSha256(p.manifest);
+  p.manifest_digest = ManifestDigest(m);
+  for (const ManifestEntry& e : m.entries) {
+    p.locators.push_back(EncodeLocator(SealedLocator(m, p.manifest_digest, e, *keyring_)));
+  }
   p.object_key = PackKey(prefix_, m.object_digest);
   p.manifest_key = ManifestKey(prefix_, p.manifest_digest);
   entries_.clear();
@@ -49,7 +54,8 @@ std::string ValidatePair(std::string_view prefix, const PackedPair& pair) {
   DecodedManifest d = DecodeManifest(pair.manifest);
   if (d.error != ManifestError::kNone) return "manifest: " + d.detail;
   if (!(d.manifest == pair.decoded)) return "manifest bytes differ from the decoded manifest";
-  Sha256 md = ComputeSha256(pair.manifest);
+  if (d.version != kManifestVersion) return "manifest is not sealed";
+  Sha256 md = d.body_digest;
   if (md != pair.manifest_digest || pair.manifest_key != ManifestKey(prefix, md)) {
     return "manifest key does not match its content";
   }
@@ -62,6 +68,17 @@ std::string ValidatePair(std::string_view prefix, const PackedPair& pair) {
     std::span<const uint8_t> range(pair.object.data() + e.offset, e.length);
     if (PayloadChecksum(range) != e.checksum) {
       return "checksum mismatch for " + e.address.RelativePath();
+    }
+  }
+  if (pair.locators.size() != m.entries.size()) return "not one locator per entry";
+  for (size_t i = 0; i < m.entries.size(); i++) {
+    const ManifestEntry& e = m.entries[i];
+    std::optional<Locator> l = DecodeLocator(pair.locators[i]);
+    if (!l || l->version != kLocatorVersion || l->address != e.address ||
+        l->manifest_digest != md || l->object_digest != m.object_digest ||
+        l->offset != e.offset || l->length != e.length || l->checksum != e.checksum ||
+        l->identity_digest != e.identity_digest) {
+      return "locator does not match its entry for " + e.address.RelativePath();
     }
   }
   return "";

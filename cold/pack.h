@@ -1,16 +1,18 @@
 // Packing committed blocks into one object plus its manifest, and validating such a pair.
 //
-// A PackedPair is what the sink uploads: the object, the manifest and one locator per block,
-// each with its content-addressed key. ValidatePair re-derives every digest and checksum
+// A PackedPair is what the sink uploads: the object, the sealed manifest and one sealed
+// locator per block, each with its key. The builder seals under the keyring's current key. ValidatePair re-derives every digest and checksum
 // from the bytes, so a pair that reaches the object store is consistent by construction and
 // a refill can trust a range that matches its manifest entry.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "cold/keyring.h"
 #include "cold/manifest.h"
 #include "store/identity.h"
 
@@ -24,15 +26,18 @@ struct PackedPair {
   std::vector<uint8_t> object;
   std::string manifest_key;
   std::vector<uint8_t> manifest;
-  Sha256 manifest_digest{};
+  Sha256 manifest_digest{};  // of the manifest's body (its key)
   Manifest decoded;  // what `manifest` encodes
+  std::vector<std::vector<uint8_t>> locators;  // sealed v2, one per entry of `decoded`
   uint64_t bytes() const { return object.size() + manifest.size(); }
 };
 
 // Collects verified payloads. Not thread-safe.
 class PackBuilder {
  public:
-  explicit PackBuilder(std::string prefix) : prefix_(std::move(prefix)) {}
+  // REQUIRES: keyring != nullptr.
+  PackBuilder(std::string prefix, std::shared_ptr<const Keyring> keyring)
+      : prefix_(std::move(prefix)), keyring_(std::move(keyring)) {}
   // REQUIRES: `canonical_identity` is a valid GPCK whose address is `address`, and `payload`
   // was read through a verifying reader. Returns false (and adds nothing) for a duplicate.
   bool Add(const BlockAddress& address, std::span<const uint8_t> canonical_identity,
@@ -44,12 +49,15 @@ class PackBuilder {
 
  private:
   std::string prefix_;
+  std::shared_ptr<const Keyring> keyring_;
   std::vector<ManifestEntry> entries_;
   std::vector<uint8_t> payload_;
 };
 
-// "" if the pair is consistent: keys match contents, the manifest decodes as v3, the object's
-// digest and size match, and every range's checksum matches its bytes. Else why not.
+// "" if the pair is consistent: keys match contents, the manifest decodes as sealed v4, the
+// object's digest and size match, every range's checksum matches its bytes, and every
+// locator is a v2 locator of its entry. Else why not. (Seals are checked by readers, which
+// hold the keyring; a pair is built by this process, so this guards against bugs.)
 std::string ValidatePair(std::string_view prefix, const PackedPair& pair);
 
 // The XXH3-128 of a payload as a manifest stores it.

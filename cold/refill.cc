@@ -1,5 +1,6 @@
 #include "cold/refill.h"
 
+#include "cold/locator.h"
 #include "cold/manifest.h"
 #include "cold/pack.h"
 #include "store/identity.h"
@@ -54,8 +55,51 @@ std::string_view ToString(MissingReason r) {
     case MissingReason::kCorrupt: return "corrupt";
     case MissingReason::kMalformed: return "malformed";
     case MissingReason::kUnavailable: return "unavailable";
+    case MissingReason::kUnsealed: return "unsealed";
+    case MissingReason::kUnknownKey: return "unknown-key";
+    case MissingReason::kBadSeal: return "bad-seal";
   }
   return "?";
+}
+
+struct Refiller::Range {
+  Sha256 object_digest{};
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  std::array<uint8_t, 16> checksum{};
+  Sha256 identity_digest{};
+};
+
+RefillOutcome Refiller::SealRefused(const BlockAddress& a, SealCheck c, std::string what) const {
+  MissingReason r = MissingReason::kBadSeal;
+  if (c == SealCheck::kUnsealed) unsealed_++, r = MissingReason::kUnsealed;
+  else if (c == SealCheck::kUnknownKey) unknown_key_++, r = MissingReason::kUnknownKey;
+  else bad_seal_++;
+  return Missing(a, r, what + ": " + std::string(ToString(c)));
+}
+
+// A v1 locator under accept_unsealed: the manifest says where the block is. Returns an
+// outcome with reason kNone when found (`out` set), else the Missing outcome to return.
+RefillOutcome Refiller::FetchLegacy(const BlockAddress& a, const Sha256& md, const Keyring& keys,
+                                    Range& out) const {
+  auto mbytes = objects_.Get(ManifestKey(prefix_, md), kMaxManifestBytes);
+  if (!mbytes.ok()) return FromError(a, mbytes.error(), "manifest");
+  DecodedManifest d = DecodeManifest(mbytes.value());
+  if (d.error == ManifestError::kLegacy) return Missing(a, MissingReason::kLegacyManifest, d.detail);
+  if (d.error != ManifestError::kNone) return Missing(a, MissingReason::kMalformed, d.detail);
+  if (d.body_digest != md) {
+    return Missing(a, MissingReason::kCorrupt, "manifest does not match its content address");
+  }
+  if (d.version == kManifestVersion) {
+    SealCheck c = VerifyManifest(keys, d.manifest, a.tenant);
+    if (c != SealCheck::kOk) return SealRefused(a, c, "manifest");
+  }
+  for (const ManifestEntry& e : d.manifest.entries) {
+    if (e.address != a) continue;
+    out = Range{d.manifest.object_digest, e.offset, e.length, e.checksum, e.identity_digest};
+    return Missing(a, MissingReason::kNone, "");
+  }
+  return Missing(a, MissingReason::kAbsent, "manifest does not list the block");
 }
 
 RefillOutcome Refiller::Fetch(const Authorization& who, std::span<const uint8_t> expected,
@@ -69,52 +113,48 @@ RefillOutcome Refiller::Fetch(const Authorization& who, std::span<const uint8_t>
     return Refused(RefillStatus::kRetired, "tenant " + id->tenant + " is retired");
   }
   BlockAddress a = AddressOf(id.value());
+  std::shared_ptr<const Keyring> keys = keys_->Get();
 
   auto loc = objects_.Get(LocatorKey(prefix_, a), kMaxLocatorBytes);
   if (!loc.ok()) return FromError(a, loc.error(), "locator");
-  std::optional<Sha256> md = DecodeLocator(loc.value());
-  if (!md) return Missing(a, MissingReason::kMalformed, "locator does not decode");
-
-  auto mbytes = objects_.Get(ManifestKey(prefix_, *md), kMaxManifestBytes);
-  if (!mbytes.ok()) return FromError(a, mbytes.error(), "manifest");
-  if (ComputeSha256(mbytes.value()) != *md) {
-    return Missing(a, MissingReason::kCorrupt, "manifest does not match its content address");
+  std::optional<Locator> l = DecodeLocator(loc.value());
+  if (!l) return Missing(a, MissingReason::kMalformed, "locator does not decode");
+  Range range;
+  if (l->version == kLocatorVersion) {
+    if (l->address != a) return SealRefused(a, SealCheck::kBadSeal, "locator names another block");
+    SealCheck c = VerifyLocator(*keys, *l);
+    if (c != SealCheck::kOk) return SealRefused(a, c, "locator");
+    range = Range{l->object_digest, l->offset, l->length, l->checksum, l->identity_digest};
+  } else {
+    if (!accept_unsealed_) return SealRefused(a, SealCheck::kUnsealed, "v1 locator");
+    RefillOutcome o = FetchLegacy(a, l->manifest_digest, *keys, range);
+    if (o.reason != MissingReason::kNone) return o;
   }
-  DecodedManifest d = DecodeManifest(mbytes.value());
-  if (d.error == ManifestError::kLegacy) return Missing(a, MissingReason::kLegacyManifest, d.detail);
-  if (d.error != ManifestError::kNone) return Missing(a, MissingReason::kMalformed, d.detail);
-
-  const ManifestEntry* entry = nullptr;
-  for (const ManifestEntry& e : d.manifest.entries) {
-    if (e.address == a) entry = &e;
-  }
-  if (!entry) return Missing(a, MissingReason::kAbsent, "manifest does not list the block");
-  if (entry->identity_digest != ComputeSha256(expected)) {
+  if (range.identity_digest != ComputeSha256(expected)) {
     return Missing(a, MissingReason::kIdentityMismatch, "packed under a different identity");
   }
-  if (entry->length > byte_budget) {
+  if (range.length > byte_budget) {
     return Missing(a, MissingReason::kOverBudget,
-                   std::to_string(entry->length) + " bytes > budget " + std::to_string(byte_budget));
+                   std::to_string(range.length) + " bytes > budget " + std::to_string(byte_budget));
   }
-  auto range = objects_.GetRange(PackKey(prefix_, d.manifest.object_digest), entry->offset,
-                                 entry->length);
-  if (!range.ok()) {
-    // A pack shorter than its manifest says (the range starts or ends past its end) is a
+  auto bytes = objects_.GetRange(PackKey(prefix_, range.object_digest), range.offset, range.length);
+  if (!bytes.ok()) {
+    // A pack shorter than its locator says (the range starts or ends past its end) is a
     // damaged object, not an unavailable store: retrying will not help.
-    const ObjectError& e = range.error();
+    const ObjectError& e = bytes.error();
     if (e.http_status == 416 || e.code == "InvalidRange" || e.code == "ShortRange") {
-      return Missing(a, MissingReason::kCorrupt, "pack object is shorter than its manifest says");
+      return Missing(a, MissingReason::kCorrupt, "pack object is shorter than its locator says");
     }
     return FromError(a, e, "pack");
   }
   RefillOutcome o;
   o.address = a;
-  o.payload_bytes_downloaded = range.value().size();
-  if (range.value().size() != entry->length || PayloadChecksum(range.value()) != entry->checksum) {
+  o.payload_bytes_downloaded = bytes.value().size();
+  if (bytes.value().size() != range.length || PayloadChecksum(bytes.value()) != range.checksum) {
     return Missing(a, MissingReason::kCorrupt, "payload does not match its checksum");
   }
   o.status = RefillStatus::kHit;
-  o.payload = std::move(range.value());
+  o.payload = std::move(bytes.value());
   return o;
 }
 

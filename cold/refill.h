@@ -6,22 +6,32 @@
 //   1. the identity decodes and validates                       -> kInvalid, no request made
 //   2. its tenant is one the caller may act for                 -> kWrongTenant, no request made
 //   3. its tenant is not retired                                -> kRetired, no request made
-//   4. locator, then manifest (bounded sizes, content-addressed) -> Missing when absent,
-//      unreachable, malformed or legacy (v1/v2), before any payload byte is fetched
-//   5. the manifest entry binds this address to SHA-256(expected GPCK) -> else Missing
-//   6. the range fits the caller's byte budget                  -> else Missing, no download
-//   7. the downloaded range matches the entry's XXH3-128        -> else Missing (corrupt)
+//   4. the locator (bounded size) decodes and is this block's    -> Missing when absent,
+//      unreachable or malformed, before any payload byte is fetched
+//   5. its seal verifies under the tenant's key (cold/seal.h)   -> else Missing (unsealed,
+//      unknown-key, bad-seal), counted in SealRefusals, before any payload byte is fetched
+//   6. the locator binds this address to SHA-256(expected GPCK) -> else Missing
+//   7. the range fits the caller's byte budget                  -> else Missing, no download
+//   8. the downloaded range matches the locator's XXH3-128      -> else Missing (corrupt)
+// A v2 locator carries the pack key, range, checksum and identity digest under its seal, so a
+// refill is two GETs: the locator and the range. An unsealed v1 locator is refused at step 5
+// unless `accept_unsealed` (docs/cold-tier.md): then its manifest is read as before (v3, or a
+// v4 whose seal for the tenant must verify) and steps 6-8 use the manifest entry.
 // A slow or unreachable object store is Missing (the client's timeouts bound the wait). The
 // hot store is touched only after a verified hit, through the normal commit path
 // (CommitRefill), so its limits, quotas and checksums apply as to any other fill.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "cold/digest.h"
+#include "cold/keyring.h"
 #include "cold/object_store.h"
 #include "store/block_store.h"
 
@@ -46,6 +56,9 @@ enum class MissingReason : uint8_t {
   kCorrupt,           // a digest or checksum did not match the bytes
   kMalformed,         // a locator or manifest that does not decode
   kUnavailable,       // the object store failed, timed out or is unreachable
+  kUnsealed,          // a v1 locator / v3 manifest, refused without accept_unsealed
+  kUnknownKey,        // sealed under a key id the keyring does not hold
+  kBadSeal,           // the seal does not verify: forged, damaged or another tenant's key
 };
 std::string_view ToString(RefillStatus s);
 std::string_view ToString(MissingReason r);
@@ -59,19 +72,43 @@ struct RefillOutcome {
   std::vector<uint8_t> payload;  // the verified payload on kHit
 };
 
-// Thread safety: const after construction; the object store synchronizes itself.
+// Refills refused for their seal (each also a Missing refill).
+struct SealRefusals {
+  uint64_t unsealed = 0;
+  uint64_t unknown_key = 0;
+  uint64_t bad_seal = 0;
+};
+
+// Thread safety: const after construction but for atomic counters; the object store and
+// SealKeys synchronize themselves.
 class Refiller {
  public:
-  Refiller(ObjectStore& objects, std::string prefix, std::set<std::string> retired_tenants)
-      : objects_(objects), prefix_(std::move(prefix)), retired_(std::move(retired_tenants)) {}
+  Refiller(ObjectStore& objects, std::string prefix, std::set<std::string> retired_tenants,
+           std::shared_ptr<const SealKeys> keys, bool accept_unsealed = false)
+      : objects_(objects),
+        prefix_(std::move(prefix)),
+        retired_(std::move(retired_tenants)),
+        keys_(std::move(keys)),
+        accept_unsealed_(accept_unsealed) {}
 
   RefillOutcome Fetch(const Authorization& who, std::span<const uint8_t> expected_identity,
                       uint64_t byte_budget) const;
+  SealRefusals seal_refusals() const {
+    return {unsealed_.load(), unknown_key_.load(), bad_seal_.load()};
+  }
 
  private:
+  struct Range;  // where the payload is and what it must hash to
+  RefillOutcome FetchLegacy(const BlockAddress& a, const Sha256& manifest, const Keyring& keys,
+                            Range& out) const;
+  RefillOutcome SealRefused(const BlockAddress& a, SealCheck c, std::string what) const;
+
   ObjectStore& objects_;
   const std::string prefix_;
   const std::set<std::string> retired_;
+  const std::shared_ptr<const SealKeys> keys_;
+  const bool accept_unsealed_;
+  mutable std::atomic<uint64_t> unsealed_{0}, unknown_key_{0}, bad_seal_{0};
 };
 
 // Commits a verified refill into the hot store as `owner`: Reserve, SetIdentity, Write,

@@ -82,7 +82,6 @@ Sink::Outcome Sink::Attempt(Job& job) {
   const PackedPair& p = job.pair;
   while (job.next_step < job.steps()) {
     std::string step, key;
-    std::vector<uint8_t> locator;
     std::span<const uint8_t> body;
     if (job.next_step == 0) {
       step = "object", key = p.object_key, body = p.object;
@@ -90,8 +89,7 @@ Sink::Outcome Sink::Attempt(Job& job) {
       step = "manifest", key = p.manifest_key, body = p.manifest;
     } else {
       const ManifestEntry& e = p.decoded.entries[job.next_step - 2];
-      locator = EncodeLocator(p.manifest_digest);
-      step = "locator", key = LocatorKey(prefix_, e.address), body = locator;
+      step = "locator", key = LocatorKey(prefix_, e.address), body = p.locators[job.next_step - 2];
     }
     ObjectResult<Done> r = store_.Put(key, body);
     {

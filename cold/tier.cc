@@ -21,8 +21,9 @@ ColdTier::ColdTier(IndexedStore& store, ObjectStore& objects, ColdTierOptions op
       objects_(objects),
       options_(std::move(options)),
       sink_(objects_, options_.prefix, options_.sink),
-      refiller_(objects_, options_.prefix, options_.retired_tenants),
-      ops_(objects_, options_.prefix, options_.retired_tenants),
+      refiller_(objects_, options_.prefix, options_.retired_tenants, options_.keys,
+                options_.accept_unsealed),
+      ops_(objects_, options_.prefix, options_.retired_tenants, options_.keys),
       async_(options_.refill_workers, options_.max_refill_ops) {
   if (options_.retention_ns > 0) {
     sink_.SetUploadedHook([this](const PackedPair& p) { RecordRetention(p.manifest_digest); });
@@ -81,7 +82,7 @@ void ColdTier::PackQueued() {
     std::lock_guard lock(mu_);
     batch.swap(queued_);
   }
-  PackBuilder builder(options_.prefix);
+  PackBuilder builder(options_.prefix, options_.keys->Get());
   auto flush = [&] {
     if (builder.count() == 0) return;
     size_t n = builder.count();
@@ -164,6 +165,7 @@ ColdTierStats ColdTier::Stats() const {
   s.refill_hits = hits_;
   s.refill_missing = missing_;
   s.refill_refused = refused_;
+  s.seal_refusals = refiller_.seal_refusals();
   return s;
 }
 

@@ -46,6 +46,8 @@ struct ColdTierOptions {
   uint64_t retention_ns = 0;              // each new manifest is kept this long (0: no record)
   size_t refill_workers = 4;              // threads running asynchronous refills
   size_t max_refill_ops = 256;            // refills queued, running or finished and not taken
+  std::shared_ptr<SealKeys> keys;         // seals new objects, verifies refills (required)
+  bool accept_unsealed = false;           // refill v1 locators / v3 manifests (docs/cold-tier.md)
 };
 
 struct ColdTierStats {
@@ -58,6 +60,7 @@ struct ColdTierStats {
   uint64_t refill_hits = 0;
   uint64_t refill_missing = 0;
   uint64_t refill_refused = 0;   // wrong tenant, retired, invalid
+  SealRefusals seal_refusals;    // refills refused for their seal (also in refill_missing)
 };
 
 struct RefillResult {

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -11,22 +12,53 @@ namespace gpucache::ctl {
 
 using nlohmann::json;
 
-int Fail(const std::string& message) {
-  std::cerr << "gpucachectl: " << message << "\n";
+namespace {
+bool json_output = false;
+}  // namespace
+
+void SetJsonOutput(bool on) { json_output = on; }
+bool JsonOutput() { return json_output; }
+
+int Fail(const std::string& message, int exit_code, int err) {
+  if (!json_output) {
+    std::cerr << "gpucachectl: " << message << "\n";
+    return exit_code;
+  }
+  json j{{"ok", false}};
+  const char* name = err ? strerrorname_np(err) : nullptr;
+  if (name) j["errno"] = name;
+  j["error"] = message;
+  j["exit_code"] = exit_code;
+  std::cout << j.dump(2) << "\n";
+  return exit_code;
+}
+
+int Refused(const json& reply) {
+  if (json_output) {
+    json j = reply;
+    j["exit_code"] = 2;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cerr << "gpucachectl: " << reply.value("errno", "") << ": " << reply.value("error", "")
+              << "\n";
+  }
   return 2;
 }
 
 // Sends one request through <mount>/.gpucache/ctl; the reply, or nullopt with `error` set.
-std::optional<json> Request(const std::string& mountpoint, const json& request, std::string& error) {
+std::optional<json> Request(const std::string& mountpoint, const json& request, std::string& error,
+                            int* err) {
   std::string path = mountpoint + "/.gpucache/ctl";
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
+    if (err) *err = errno;
     error = path + ": " + std::strerror(errno) + " (is gpucachefs mounted there?)";
     return std::nullopt;
   }
   std::string body = request.dump();
   std::string reply;
   if (::write(fd, body.data(), body.size()) != static_cast<ssize_t>(body.size())) {
+    if (err) *err = errno;
     error = path + ": write: " + std::strerror(errno);
   } else {
     char buf[8192];
@@ -36,8 +68,8 @@ std::optional<json> Request(const std::string& mountpoint, const json& request, 
   ::close(fd);
   if (!error.empty()) return std::nullopt;
   json j = json::parse(reply, nullptr, false);
-  if (j.is_discarded()) {
-    error = "the daemon's reply is not JSON: " + reply.substr(0, 200);
+  if (j.is_discarded() || !j.is_object()) {
+    error = "the daemon's reply is not a JSON object: " + reply.substr(0, 200);
     return std::nullopt;
   }
   return j;
@@ -47,17 +79,11 @@ std::optional<json> Request(const std::string& mountpoint, const json& request, 
 int Send(const std::string& mountpoint, const json& request, bool as_json,
          const std::function<std::string(const json&)>& summary) {
   std::string error;
-  auto reply = Request(mountpoint, request, error);
-  if (!reply) return Fail(error);
-  if (as_json) std::cout << reply->dump(2) << "\n";
-  if (!reply->value("ok", false)) {
-    if (!as_json) {
-      std::cerr << "gpucachectl: " << reply->value("errno", "") << ": " << reply->value("error", "")
-                << "\n";
-    }
-    return 2;
-  }
-  if (!as_json) std::cout << summary(*reply);
+  int err = 0;
+  auto reply = Request(mountpoint, request, error, &err);
+  if (!reply) return Fail(error, 2, err);
+  if (!reply->value("ok", false)) return Refused(*reply);
+  std::cout << (as_json ? reply->dump(2) + "\n" : summary(*reply));
   return 0;
 }
 

@@ -77,19 +77,15 @@ int Pack(const ColdArgs& a, bool as_json) {
     });
   }
   std::string error;
-  auto reply = Request(a.mountpoint, req, error);
+  int err = 0;
+  auto reply = Request(a.mountpoint, req, error, &err);
   done = true;
   if (bar.joinable()) bar.join();
-  if (!reply) return Fail(error);
+  if (!reply) return Fail(error, 2, err);
   const json& r = *reply;
-  if (as_json) std::cout << r.dump(2) << "\n";
-  if (!r.value("ok", false)) {
-    if (!as_json) std::cerr << "gpucachectl: " << r.value("errno", "") << ": " << r.value("error", "") << "\n";
-    return 2;
-  }
-  bool complete = r.value("complete", false);
-  if (!as_json) std::cout << PackSummary(r);
-  return complete ? 0 : 3;
+  if (!r.value("ok", false)) return Refused(r);
+  std::cout << (as_json ? r.dump(2) + "\n" : PackSummary(r));
+  return r.value("complete", false) ? 0 : 3;
 }
 
 int PurgeTenant(const ColdArgs& a, bool as_json) {
@@ -97,15 +93,12 @@ int PurgeTenant(const ColdArgs& a, bool as_json) {
   json total{{"manifests_deleted", 0}, {"locators_deleted", 0}, {"kept", json::array()}};
   for (;;) {
     std::string error;
+    int err = 0;
     auto reply = Request(a.mountpoint, {{"op", "cold.purge_tenant"}, {"tenant", a.tenant},
-                                        {"max_manifests", a.max_manifests}}, error);
-    if (!reply) return Fail(error);
+                                        {"max_manifests", a.max_manifests}}, error, &err);
+    if (!reply) return Fail(error, 2, err);
     const json& r = *reply;
-    if (!r.value("ok", false)) {
-      if (as_json) std::cout << r.dump(2) << "\n";
-      else std::cerr << "gpucachectl: " << r.value("errno", "") << ": " << r.value("error", "") << "\n";
-      return 2;
-    }
+    if (!r.value("ok", false)) return Refused(r);
     uint64_t deleted = Field(r, "manifests_deleted") + Field(r, "locators_deleted");
     total["manifests_deleted"] = Field(total, "manifests_deleted") + Field(r, "manifests_deleted");
     total["locators_deleted"] = Field(total, "locators_deleted") + Field(r, "locators_deleted");
@@ -128,35 +121,32 @@ int Refill(const ColdArgs& a, bool as_json) {
   try {
     id = IdentityFromTomlFile(a.identity_file);
   } catch (const std::exception& e) {
-    std::cerr << "gpucachectl: " << e.what() << "\n";
-    return 64;
+    return Fail(e.what(), 64);
   }
   json req{{"op", "cold.refill"}, {"identity", HexEncode(EncodePhysicalKey(id))}};
   if (a.budget) req["budget"] = *a.budget;
   req["async"] = true;  // runs on the daemon's refill workers; we poll (adr/0013)
   std::string error;
-  auto reply = Request(a.mountpoint, req, error);
+  int err = 0;
+  auto reply = Request(a.mountpoint, req, error, &err);
   for (int wait_ms = 1; reply && reply->value("ok", false) && reply->contains("op_id") &&
                         reply->value("state", "") != "done";
        wait_ms = std::min(wait_ms * 2, 50)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
-    reply = Request(a.mountpoint, {{"op", "cold.op"}, {"op_id", (*reply)["op_id"]}}, error);
+    reply = Request(a.mountpoint, {{"op", "cold.op"}, {"op_id", (*reply)["op_id"]}}, error, &err);
   }
-  if (!reply) return Fail(error);
+  if (!reply) return Fail(error, 2, err);
   const json& r = *reply;
-  if (as_json) std::cout << r.dump(2) << "\n";
-  if (!r.value("ok", false)) {
-    if (!as_json) std::cerr << "gpucachectl: " << r.value("errno", "") << ": " << r.value("error", "") << "\n";
-    return 2;
-  }
+  if (!r.value("ok", false)) return Refused(r);
   bool missing = r["result"] == "missing";
-  if (!as_json) {
+  if (as_json) {
+    std::cout << r.dump(2) << "\n";
+  } else {
     std::cout << (missing ? "missing (" + r["reason"].get<std::string>() + ")"
                           : r["result"].get<std::string>() + " " + r["path"].get<std::string>())
               << "\n";
   }
-  int rc = 0;
-  return rc != 0 ? rc : missing ? 1 : 0;
+  return missing ? 1 : 0;
 }
 
 std::string ReportText(const json& r) {
@@ -174,6 +164,24 @@ std::string FailedText(const json& r) {
            " " + f["error"]["code"].get<std::string>() + "\n";
   }
   return out.empty() ? std::string("no failed jobs\n") : out;
+}
+
+int Reseal(const ColdArgs& a, bool as_json) {
+  json req{{"op", "cold.reseal"}};
+  if (a.budget) req["budget"] = *a.budget;
+  if (!a.after.empty()) req["after"] = a.after;
+  return Send(a.mountpoint, req, as_json, [](const json& r) {
+    std::string out = "scanned " + r["manifests_scanned"].dump() + " manifest(s): resealed " +
+                      r["manifests_resealed"].dump() + ", already current " +
+                      r["manifests_current"].dump() + "; locators resealed " +
+                      r["locators_resealed"].dump() + ", already current " +
+                      r["locators_current"].dump() + "; " + r["bytes"].dump() + " bytes\n";
+    for (const auto& k : r["refused"]) out += "refused " + k.get<std::string>() + "\n";
+    if (r.value("budget_reached", false)) {
+      out += "budget reached; continue with --after " + r["resume_after"].get<std::string>() + "\n";
+    }
+    return out;
+  });
 }
 
 }  // namespace
@@ -204,6 +212,7 @@ int Cold(const std::string& action, const ColdArgs& a, bool as_json) {
       return out;
     });
   }
+  if (action == "reseal") return Reseal(a, as_json);
   if (action == "retain") {
     return Send(m, {{"op", "cold.retain"}, {"manifest", a.manifest}, {"seconds", a.seconds}},
                 as_json, [](const json& r) {

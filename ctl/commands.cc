@@ -28,7 +28,7 @@ std::optional<CacheIdentity> LoadIdentity(const std::string& file) {
   try {
     return IdentityFromTomlFile(file);
   } catch (const std::exception& e) {
-    std::cerr << "gpucachectl: " << e.what() << "\n";
+    Fail(e.what(), 64);
     return std::nullopt;
   }
 }
@@ -78,9 +78,15 @@ void PrintReport(const json& j, bool as_json) {
   for (auto& [k, v] : j.items()) std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
 }
 
+// A path that cannot be opened: exit 1 when it does not exist (the block asked about is absent),
+// 2 for any other error.
+int Absent(const std::string& path, int err) {
+  return Fail(path + ": " + std::strerror(err), err == ENOENT ? 1 : 2, err);
+}
+
 int InspectMounted(const std::string& path, bool verify, bool as_json) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Fail(path + ": " + std::strerror(errno));
+  if (::stat(path.c_str(), &st) != 0) return Absent(path, errno);
   json j{{"path", path}, {"size", st.st_size}, {"owner_uid", st.st_uid}, {"owner_gid", st.st_gid}};
   for (const char* key : {"state", "identity_text", "checksum", "epoch", "region", "valid_length"}) {
     if (auto v = Xattr(path, key)) j[key] = *v;
@@ -95,7 +101,7 @@ int InspectMounted(const std::string& path, bool verify, bool as_json) {
 
 int InspectFile(const std::string& path, bool verify, bool as_json) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Fail(path + ": " + std::strerror(errno));
+  if (fd < 0) return Absent(path, errno);
   Result<BlockHeader> h = ReadBlockHeader(fd);
   if (!h.ok()) {
     ::close(fd);
@@ -148,8 +154,7 @@ int Fence(const std::string& mountpoint, bool as_json) {
 int Reclaim(const std::string& mountpoint, std::optional<uint64_t> fenced_epoch,
             std::optional<uint64_t> drained_region, bool as_json) {
   if (fenced_epoch.has_value() == drained_region.has_value()) {
-    std::cerr << "gpucachectl: reclaim needs exactly one of --fenced EPOCH or --drained REGION\n";
-    return 64;
+    return Fail("reclaim needs exactly one of --fenced EPOCH or --drained REGION", 64);
   }
   json req{{"op", "reclaim"}};
   if (fenced_epoch) req["fenced"] = *fenced_epoch;
@@ -189,7 +194,11 @@ int Discover(const std::string& sysfs, const std::string& proc, const std::strin
              bool as_json) {
   std::unique_ptr<Progress> progress;
   auto devices = Discover(DiscoverRoots{sysfs, proc, dev}, [&](size_t done, size_t total) {
-    if (!progress) progress = std::make_unique<Progress>("scanning block devices", total);
+    if (!progress) {  // only on a terminal, and only once the scan has taken a second
+      ProgressOptions o;
+      o.terminal_only = true;
+      progress = std::make_unique<Progress>("scanning block devices", total, o);
+    }
     if (done > 0) progress->Step();
   });
   if (progress) progress->Step();  // the last device
@@ -205,9 +214,10 @@ int Discover(const std::string& sysfs, const std::string& proc, const std::strin
     std::cout << json{{"devices", list}}.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-14s %10s %-6s %-10s %s\n", "DEVICE", "SIZE", "FS", "CANDIDATE", "WHY");
+  // Decimal gigabytes (10^9 bytes), as disks are sold and as docs/operations.md says.
+  std::printf("%-14s %11s %-6s %-10s %s\n", "DEVICE", "SIZE", "FS", "CANDIDATE", "WHY");
   for (const BlockDevice& d : devices) {
-    std::printf("%-14s %9.1fG %-6s %-10s %s\n", d.name.c_str(), double(d.bytes) / 1e9,
+    std::printf("%-14s %8.1f GB %-6s %-10s %s\n", d.name.c_str(), double(d.bytes) / 1e9,
                 d.filesystem.empty() ? "-" : d.filesystem.c_str(), d.candidate ? "yes" : "no",
                 d.reason.c_str());
   }
@@ -246,16 +256,15 @@ int Lookup(const std::string& mountpoint, const std::string& identity_file, bool
   auto id = LoadIdentity(identity_file);
   if (!id) return 64;
   std::string error;
-  auto reply = Request(mountpoint, {{"op", "lookup"}, {"identity", HexEncode(EncodePhysicalKey(*id))}}, error);
-  if (!reply) return Fail(error);
-  if (as_json) std::cout << reply->dump(2) << "\n";
-  if (!(*reply)["ok"].get<bool>()) {
-    if (!as_json) std::cerr << "gpucachectl: " << (*reply)["errno"].get<std::string>() << ": "
-                            << (*reply)["error"].get<std::string>() << "\n";
-    return 2;
-  }
+  int err = 0;
+  auto reply = Request(mountpoint, {{"op", "lookup"}, {"identity", HexEncode(EncodePhysicalKey(*id))}},
+                       error, &err);
+  if (!reply) return Fail(error, 2, err);
+  if (!reply->value("ok", false)) return Refused(*reply);
   std::string result = (*reply)["result"];
-  if (!as_json) {
+  if (as_json) {
+    std::cout << reply->dump(2) << "\n";
+  } else {
     if (result == "miss") std::cout << "miss (" << (*reply)["reason"].get<std::string>() << ")\n";
     else std::cout << result << " " << (*reply)["path"].get<std::string>() << " valid_length="
                    << (*reply)["valid_length"] << "\n";
@@ -265,9 +274,10 @@ int Lookup(const std::string& mountpoint, const std::string& identity_file, bool
 
 int Status(const std::string& mountpoint, bool as_json) {
   std::string error;
-  auto reply = Request(mountpoint, {{"op", "status"}}, error);
-  if (!reply) return Fail(error);
-  if (!(*reply)["ok"].get<bool>()) return Fail((*reply)["error"].get<std::string>());
+  int err = 0;
+  auto reply = Request(mountpoint, {{"op", "status"}}, error, &err);
+  if (!reply) return Fail(error, 2, err);
+  if (!reply->value("ok", false)) return Refused(*reply);
   if (as_json) {
     std::cout << reply->dump(2) << "\n";
     return 0;

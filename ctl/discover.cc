@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 
 namespace gpucache::ctl {
@@ -23,22 +22,78 @@ std::string ReadLine(const fs::path& p) {
   return s;
 }
 
+struct Mount {
+  std::string majmin;      // "8:1"; btrfs and other virtual devices show 0:N
+  std::string source;      // "/dev/sda1", "/dev/mapper/vg-root", "/dev/root"
+  std::string mountpoint;
+};
+
 // mountinfo: "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue"
-std::map<std::string, std::string> MountedDevices(const std::string& proc) {
-  std::map<std::string, std::string> out;  // device name -> mount point (the first seen)
+std::vector<Mount> Mounts(const std::string& proc) {
+  std::vector<Mount> out;
   std::ifstream in(proc + "/self/mountinfo");
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream f(line);
-    std::string id, parent, majmin, root, mountpoint;
-    f >> id >> parent >> majmin >> root >> mountpoint;
+    std::string id, parent, root;
+    Mount m;
+    f >> id >> parent >> m.majmin >> root >> m.mountpoint;
     std::string tok;
     while (f >> tok && tok != "-") {
     }
-    std::string fstype, source;
-    f >> fstype >> source;
-    if (source.rfind("/dev/", 0) != 0) continue;
-    out.try_emplace(source.substr(5), mountpoint);
+    std::string fstype;
+    f >> fstype >> m.source;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// Entries of a sysfs directory of links (holders/, slaves/): the device names.
+std::vector<std::string> Links(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
+  return out;
+}
+
+struct Scanned {
+  BlockDevice device;
+  std::string majmin;               // from sysfs "dev"
+  std::vector<std::string> slaves;  // what a dm or md device is built from
+};
+
+// The device of a mount: by major:minor through sysfs (a mount source such as
+// /dev/mapper/vg-root or /dev/root names no sysfs entry), else by the source's name.
+Scanned* DeviceOf(const Mount& m, std::vector<Scanned>& devices) {
+  for (Scanned& s : devices) {
+    if (!s.majmin.empty() && s.majmin == m.majmin) return &s;
+  }
+  if (m.source.rfind("/dev/", 0) != 0) return nullptr;
+  for (Scanned& s : devices) {
+    if (s.device.name == m.source.substr(5)) return &s;
+  }
+  return nullptr;
+}
+
+// The device holding / and everything it rests on: its partition's disk, the members of a dm
+// or md device (recursively), and their disks. Name -> why it is excluded.
+std::map<std::string, std::string> SystemDevices(const std::string& root,
+                                                 const std::vector<Scanned>& devices) {
+  std::map<std::string, std::string> out;
+  auto find = [&](const std::string& name) -> const Scanned* {
+    for (const Scanned& s : devices) {
+      if (s.device.name == name) return &s;
+    }
+    return nullptr;
+  };
+  std::vector<std::pair<std::string, std::string>> todo = {{root, "holds /"}};
+  while (!todo.empty()) {
+    auto [name, reason] = todo.back();
+    todo.pop_back();
+    const Scanned* s = find(name);
+    if (!s || !out.emplace(name, reason).second) continue;
+    if (!s->device.parent.empty()) todo.emplace_back(s->device.parent, "parent of the device holding /");
+    for (const std::string& slave : s->slaves) todo.emplace_back(slave, "part of the device holding /");
   }
   return out;
 }
@@ -68,50 +123,45 @@ std::string DetectFilesystem(const std::string& device_path) {
 
 std::vector<BlockDevice> Discover(const DiscoverRoots& roots,
                                   const std::function<void(size_t, size_t)>& on_device) {
-  std::vector<BlockDevice> out;
   fs::path cls = fs::path(roots.sysfs) / "class" / "block";
   std::error_code ec;
-  std::map<std::string, std::string> mounted = MountedDevices(roots.proc);
-  std::string root_dev;
-  for (const auto& [dev, mp] : mounted) {
-    if (mp == "/") root_dev = dev;
-  }
-  std::vector<BlockDevice> devices;
   std::vector<fs::path> entries;
   for (const auto& entry : fs::directory_iterator(cls, ec)) entries.push_back(entry.path());
+  std::vector<Scanned> devices;
   for (const fs::path& path : entries) {
     if (on_device) on_device(devices.size(), entries.size());
-    BlockDevice d;
+    Scanned s;
+    BlockDevice& d = s.device;
     d.name = path.filename().string();
     fs::path real = fs::canonical(path, ec);
     if (ec) real = path;
     if (fs::exists(real / "partition")) d.parent = real.parent_path().filename().string();
     d.bytes = std::strtoull(ReadLine(real / "size").c_str(), nullptr, 10) * 512;
-    bool holders = fs::exists(real / "holders") && !fs::is_empty(real / "holders", ec);
+    s.majmin = ReadLine(real / "dev");
+    s.slaves = Links(real / "slaves");
     d.filesystem = DetectFilesystem(roots.dev + "/" + d.name);
-    if (auto m = mounted.find(d.name); m != mounted.end()) d.mountpoint = m->second;
-    if (holders) d.reason = "in use by another device (holders)";
-    devices.push_back(std::move(d));
+    if (!Links(real / "holders").empty()) d.reason = "in use by another device (holders)";
+    devices.push_back(std::move(s));
   }
-  // The device holding / and every parent of it are never candidates.
-  std::set<std::string> system_devices;
-  for (std::string cur = root_dev; !cur.empty();) {
-    system_devices.insert(cur);
-    std::string next;
-    for (const BlockDevice& d : devices) {
-      if (d.name == cur) next = d.parent;
-    }
-    cur = next;
+  std::string root;
+  for (const Mount& m : Mounts(roots.proc)) {
+    Scanned* s = DeviceOf(m, devices);
+    if (!s) continue;
+    if (m.mountpoint == "/") root = s->device.name;
+    if (s->device.mountpoint.empty()) s->device.mountpoint = m.mountpoint;  // the first seen
   }
-  for (BlockDevice& d : devices) {
-    if (system_devices.count(d.name)) {
-      d.reason = d.name == root_dev ? "holds /" : "parent of the device holding /";
+  std::map<std::string, std::string> system = SystemDevices(root, devices);
+  std::vector<BlockDevice> out;
+  for (Scanned& s : devices) {
+    BlockDevice& d = s.device;
+    if (auto it = system.find(d.name); it != system.end()) {
+      d.reason = it->second;
     } else if (!d.mountpoint.empty()) {
       d.reason = "mounted at " + d.mountpoint;
       if (d.name.rfind("nvme", 0) == 0) d.suggested_dir = d.mountpoint + "/gpucache";
     } else if (d.reason.empty()) {
       bool has_partitions = false;
-      for (const BlockDevice& p : devices) has_partitions |= p.parent == d.name;
+      for (const Scanned& p : devices) has_partitions |= p.device.parent == d.name;
       if (has_partitions) {
         d.reason = "has partitions (look at those)";
       } else if (d.bytes == 0) {

@@ -2,8 +2,10 @@
 //
 // Reads sysfs (/sys/class/block), the mount table (/proc/self/mountinfo) and, read-only, the
 // first 256 KiB of each device for filesystem signatures. It never writes anywhere. Excluded:
-// the device holding / and its parents, devices with holders (LVM, MD, dm-crypt), and mounted
-// devices (a mounted NVMe filesystem gets a suggested data directory instead).
+// the device holding / (found by major:minor, so /dev/root and /dev/mapper/vg-root count), what
+// it is built from (the slaves of a dm or md device, recursively) and their disks; devices with
+// holders (LVM, MD, dm-crypt); and mounted devices (a mounted NVMe filesystem gets a suggested
+// data directory instead).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,11 @@
 // gpucachectl: the admin tool for gpucache (docs/gpucachectl.md).
 #include <CLI/CLI.hpp>
+#include <cstring>
+#include <iostream>
 #include <map>
 #include <optional>
+
+#include "ctl/channel.h"
 
 #include "ctl/cold_commands.h"
 #include "ctl/commands.h"
@@ -9,7 +13,8 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "gpucachectl: inspect and drive a gpucache KV-block store.\n"
-      "Exit codes: 0 ok, 1 miss, 2 error, 64 bad usage."};
+      "Exit codes: 0 ok, 1 miss (or absent), 2 error, 64 bad usage or invalid identity file."};
+  app.set_version_flag("--version", "gpucachectl " GPUCACHE_VERSION);
   app.require_subcommand(1);
   bool json = false;
   app.add_flag("--json", json, "print machine-readable JSON");
@@ -112,6 +117,9 @@ int main(int argc, char** argv) {
   cold_op("drain", "upload every pending job now (admin)");
   cold_op("reclaim", "delete a manifest and what only it references, each delete confirmed")
       ->add_option("MANIFEST", cold_args.manifest, "the manifest's 64-hex-digit digest")->required();
+  auto* creseal = cold_op("reseal", "re-seal cold objects under the keyring's current key (admin)");
+  creseal->add_option("--budget", cold_args.budget, "stop after about this many bytes read and written");
+  creseal->add_option("--after", cold_args.after, "continue after this manifest key (from a previous run)");
   auto* cretain = cold_op("retain", "keep a manifest from reclaim for SECONDS (admin)");
   cretain->add_option("MANIFEST", cold_args.manifest, "the manifest's digest")->required();
   cretain->add_option("SECONDS", cold_args.seconds)->required();
@@ -119,11 +127,18 @@ int main(int argc, char** argv) {
   cpurge->add_option("TENANT", cold_args.tenant, "a tenant listed in [cold] retired_tenants")->required();
   cpurge->add_option("--max-manifests", cold_args.max_manifests, "manifests per request (default 100)");
 
+  // --json anywhere asks for JSON on every outcome, bad usage included (before parsing, which
+  // may fail before the flag is seen).
+  for (int i = 1; i < argc; ++i) json = json || std::strcmp(argv[i], "--json") == 0;
+  gpucache::ctl::SetJsonOutput(json);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 64;
+    if (e.get_exit_code() == 0 || !json) {  // --help, --version, or a person reading stderr
+      int rc = app.exit(e);
+      return rc == 0 ? 0 : 64;
+    }
+    return gpucache::ctl::Fail(std::string(e.what()) + " (run with --help for usage)", 64);
   }
   if (*path) return gpucache::ctl::Path(identity, json);
   if (*lookup) return gpucache::ctl::Lookup(mountpoint, identity, json);
@@ -133,7 +148,7 @@ int main(int argc, char** argv) {
   if (*reclaim) return gpucache::ctl::Reclaim(mountpoint, fenced_epoch, drained_region, json);
   if (*quarantine) return gpucache::ctl::Quarantine(mountpoint, json);
   if (*drain) {
-    if (finish && rollback) return 64;
+    if (finish && rollback) return gpucache::ctl::Fail("drain takes --finish or --rollback, not both", 64);
     return gpucache::ctl::Drain(mountpoint, finish ? "finish" : rollback ? "rollback" : "start", json);
   }
   if (*isolate) return gpucache::ctl::Isolate(mountpoint, dir, json);

@@ -4,8 +4,21 @@
 
 namespace gpucache {
 
-AccessPolicy::AccessPolicy(const Config& config)
-    : tenants_(config.tenants), admin_uids_(config.admin_uids), admin_gids_(config.admin_gids) {}
+AccessPolicy::AccessPolicy(const Config& config) : rules_(RulesOf(config)) {}
+
+std::shared_ptr<const AccessPolicy::Rules> AccessPolicy::RulesOf(const Config& config) {
+  auto r = std::make_shared<Rules>();
+  r->tenants = config.tenants;
+  std::sort(r->tenants.begin(), r->tenants.end(),
+            [](const TenantConfig& a, const TenantConfig& b) { return a.name < b.name; });
+  r->admin_uids = config.admin_uids;
+  r->admin_gids = config.admin_gids;
+  return r;
+}
+
+void AccessPolicy::Replace(const Config& config) {
+  rules_.store(RulesOf(config), std::memory_order_release);
+}
 
 bool AccessPolicy::Matches(const Caller& caller, const std::vector<uint32_t>& uids,
                            const std::vector<uint32_t>& gids) {
@@ -20,18 +33,32 @@ bool AccessPolicy::Matches(const Caller& caller, const std::vector<uint32_t>& ui
   return false;
 }
 
-bool AccessPolicy::IsAdmin(const Caller& caller) const {
-  return Matches(caller, admin_uids_, admin_gids_);
+bool AccessPolicy::IsAdmin(const Rules& r, const Caller& caller) {
+  return Matches(caller, r.admin_uids, r.admin_gids);
 }
 
+bool AccessPolicy::IsAdmin(const Caller& caller) const { return IsAdmin(*rules(), caller); }
+
 bool AccessPolicy::IsTenant(std::string_view tenant) const {
-  return std::any_of(tenants_.begin(), tenants_.end(),
+  auto r = rules();
+  return std::any_of(r->tenants.begin(), r->tenants.end(),
                      [&](const TenantConfig& t) { return t.name == tenant; });
 }
 
+std::vector<TenantConfig> AccessPolicy::tenants() const { return rules()->tenants; }
+
+std::optional<TenantConfig> AccessPolicy::Tenant(std::string_view name) const {
+  auto r = rules();
+  for (const TenantConfig& t : r->tenants) {
+    if (t.name == name) return t;
+  }
+  return std::nullopt;
+}
+
 bool AccessPolicy::MayUseTenant(const Caller& caller, std::string_view tenant) const {
-  for (const TenantConfig& t : tenants_) {
-    if (t.name == tenant) return Matches(caller, t.uids, t.gids) || IsAdmin(caller);
+  auto r = rules();  // one snapshot for the whole decision
+  for (const TenantConfig& t : r->tenants) {
+    if (t.name == tenant) return Matches(caller, t.uids, t.gids) || IsAdmin(*r, caller);
   }
   return false;
 }

@@ -2,11 +2,19 @@
 // groups as the kernel reports them for each request. Nothing else (no paths, no xattrs, no
 // request fields) can widen what a caller may reach.
 //
-// Thread safety: immutable after construction.
+// The rules (tenants with their uid/gid lists and limits, admins) are one immutable snapshot
+// behind an atomically swapped shared_ptr: a live reload (SIGHUP, docs/configuration.md)
+// replaces it whole, and every check reads one snapshot, so a request never sees half of an
+// old and half of a new configuration. The daemon still checks every request (adr/0001).
+//
+// Thread safety: every method may be called concurrently, Replace included.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,13 +39,23 @@ class AccessPolicy {
   // Member of `tenant`, or an admin. False for tenants that are not configured.
   bool MayUseTenant(const Caller& caller, std::string_view tenant) const;
   bool IsTenant(std::string_view tenant) const;
-  const std::vector<TenantConfig>& tenants() const { return tenants_; }
+  // The configured tenants, sorted by name (a copy: a reload may replace them meanwhile).
+  std::vector<TenantConfig> tenants() const;
+  std::optional<TenantConfig> Tenant(std::string_view name) const;
+  // Takes the tenants and admins of `config` from now on (a live reload).
+  void Replace(const Config& config);
 
  private:
+  struct Rules {
+    std::vector<TenantConfig> tenants;
+    std::vector<uint32_t> admin_uids, admin_gids;
+  };
+  static std::shared_ptr<const Rules> RulesOf(const Config& config);
   static bool Matches(const Caller& caller, const std::vector<uint32_t>& uids,
                       const std::vector<uint32_t>& gids);
-  std::vector<TenantConfig> tenants_;
-  std::vector<uint32_t> admin_uids_, admin_gids_;
+  static bool IsAdmin(const Rules& r, const Caller& caller);
+  std::shared_ptr<const Rules> rules() const { return rules_.load(std::memory_order_acquire); }
+  std::atomic<std::shared_ptr<const Rules>> rules_;
 };
 
 }  // namespace gpucache

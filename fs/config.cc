@@ -94,6 +94,9 @@ connect_timeout = 2.0
 transfer_timeout = 30.0
 retention = 0.0                  # seconds each new manifest is kept from reclaim
 retired_tenants = []
+# Seal keys (docs/cold-tier.md, "Seals and the keyring"): required when enabled; mode 0600.
+keyring_file = ""
+accept_unsealed = false          # refill objects written before seals (v3); see the docs
 )";
 
 class Reader {
@@ -200,7 +203,7 @@ class Reader {
                           "max_jobs", "max_bytes", "concurrency", "refill_budget_bytes",
                           "connect_timeout", "transfer_timeout", "retention", "retired_tenants",
                           "max_attempts", "retry_base_delay", "retry_max_delay",
-                          "redrive_interval", "refill_workers"});
+                          "redrive_interval", "refill_workers", "keyring_file", "accept_unsealed"});
     ColdConfig c;
     c.enabled = Get<bool>(t, "enabled", "cold.enabled", c.enabled);
     c.endpoint = Get<std::string>(t, "endpoint", "cold.endpoint", c.endpoint);
@@ -237,6 +240,11 @@ class Reader {
     if (t.contains("retired_tenants")) c.retired_tenants = Strings(t, "retired_tenants");
     for (const std::string& r : c.retired_tenants) {
       if (!IsValidTenantName(r)) Fail("cold.retired_tenants", "lists an invalid tenant name");
+    }
+    c.keyring_file = Get<std::string>(t, "keyring_file", "cold.keyring_file", "");
+    c.accept_unsealed = Get<bool>(t, "accept_unsealed", "cold.accept_unsealed", c.accept_unsealed);
+    if (c.enabled && c.keyring_file.empty()) {
+      Fail("cold.keyring_file", "is required when the cold tier is enabled (objects are sealed)");
     }
     return c;
   }
@@ -438,7 +446,8 @@ std::string EffectiveConfigText(const Config& c) {
       {"redrive_interval", k.redrive_interval}, {"refill_workers", int64_t(k.refill_workers)},
       {"refill_budget_bytes", int64_t(k.refill_budget_bytes)},
       {"connect_timeout", k.connect_timeout}, {"transfer_timeout", k.transfer_timeout},
-      {"retention", k.retention}, {"retired_tenants", retired}});
+      {"retention", k.retention}, {"retired_tenants", retired},
+      {"keyring_file", k.keyring_file}, {"accept_unsealed", k.accept_unsealed}});
   std::ostringstream out;
   out << "# effective configuration (0: unlimited)\n" << root << "\n";
   return out.str();

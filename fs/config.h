@@ -51,6 +51,8 @@ struct ColdConfig {
   double transfer_timeout = 30.0;             // seconds, whole request
   double retention = 0;                       // seconds each new manifest is retained
   std::vector<std::string> retired_tenants;   // never packed, never refilled
+  std::string keyring_file;                   // seal keys (required when enabled); SIGHUP re-reads
+  bool accept_unsealed = false;               // refill unsealed (v1 locator / v3 manifest) objects
 };
 
 struct Config {

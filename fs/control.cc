@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "fs/errno_map.h"
+#include "fs/log.h"
 
 namespace gpucache {
 namespace {
@@ -76,11 +77,23 @@ std::optional<uint64_t> Number(const json& req, const char* key) {
   return req[key].get<uint64_t>();
 }
 
-// At most 64 printable ASCII characters of something a caller sent, for an error message.
-std::string Printable(const std::string& s) {
+// At most `max` printable ASCII characters of something a caller sent, for an error message.
+std::string Printable(const std::string& s, size_t max = 64) {
   std::string out;
-  for (char c : s.substr(0, 64)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  for (char c : s.substr(0, max)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
   return out;
+}
+
+// The refusal of a "path" that is missing or not TENANT/NAMESPACE/BLOCK, naming what was given.
+std::string BadPath(const std::string& op, const json& req) {
+  std::string given = "no \"path\"";
+  if (req.contains("path")) {
+    const json& p = req["path"];
+    given = p.is_string() ? "\"" + Printable(p.get<std::string>(), 512) + "\""
+                          : "a " + std::string(p.type_name());
+  }
+  return Error("EINVAL", op + " needs \"path\": \"TENANT/NAMESPACE/BLOCK\" (a block path relative "
+                         "to the mount); it was given " + given);
 }
 
 constexpr char kNotAdmin[] = "this request needs an admin (see [admins] in the configuration)";
@@ -119,8 +132,35 @@ std::string ControlPlane::QuarantineText(const Caller& c) {
   return out.str();
 }
 
+// Requests that change something: admin actions, pins and the cold tier's operations. Each
+// is logged with who asked and the outcome, refusals included. Reads (lookup, status, cold
+// report and failed) are not; refills, a data path, only at debug level.
+enum class ActionLog : uint8_t { kNone, kInfo, kDebug };
+ActionLog LogLevelOf(const std::string& op) {
+  static const char* const kActions[] = {"fence", "reclaim", "drain", "evict", "pin", "unpin",
+                                         "isolate", "cold.pack", "cold.reclaim", "cold.retry",
+                                         "cold.drop", "cold.drain", "cold.retain"};
+  for (const char* a : kActions) {
+    if (op == a) return ActionLog::kInfo;
+  }
+  return op == "cold.refill" ? ActionLog::kDebug : ActionLog::kNone;
+}
+
 std::string ControlPlane::Handle(const Caller& c, std::string_view request) {
   json req = json::parse(request, nullptr, /*allow_exceptions=*/false);
+  std::string reply = Dispatch(c, req, request);
+  if (!req.is_object() || !req.contains("op") || !req["op"].is_string()) return reply;
+  ActionLog level = LogLevelOf(req["op"].get<std::string>());
+  if (level == ActionLog::kNone) return reply;
+  // The request as JSON (control characters escaped, at most 512 bytes), the reply as sent.
+  std::string what = Dump(req).substr(0, 512);
+  std::string outcome = reply.substr(0, reply.find_last_not_of('\n') + 1);
+  spdlog::log(level == ActionLog::kInfo ? spdlog::level::info : spdlog::level::debug,
+              "control: uid {} gid {} asked {} -> {}", c.uid, c.gid, what, outcome);
+  return reply;
+}
+
+std::string ControlPlane::Dispatch(const Caller& c, const json& req, std::string_view request) {
   if (req.is_discarded() || !req.is_object()) {
     return Error("EINVAL", "request is not a JSON object");
   }
@@ -145,6 +185,12 @@ std::string ControlPlane::Handle(const Caller& c, std::string_view request) {
       if (access_.MayUseTenant(c, t.name)) who.tenants.push_back(t.name);
     }
     return extension(who, request);
+  }
+  // Without [cold] enabled = true the daemon registers no cold.* extension: say so, rather
+  // than "unknown op", to whoever typed `gpucachectl cold ...`.
+  if (op.rfind("cold.", 0) == 0) {
+    return Error("ENOTSUP", "the cold tier is not enabled on this mount (set [cold] enabled = "
+                            "true in the configuration; docs/cold-tier.md)");
   }
   return Error("EINVAL", "unknown op '" + Printable(op) +
                              "' (known: lookup, status, quarantine, fence, reclaim, drain, evict, "
@@ -247,7 +293,7 @@ std::string ControlPlane::Drain(const Caller& c, const json& req) {
 std::string ControlPlane::Evict(const Caller& c, const json& req) {
   if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
   auto a = ParsePath(req);
-  if (!a) return Error("EINVAL", "evict needs \"path\": \"TENANT/NAMESPACE/BLOCK\"");
+  if (!a) return BadPath("evict", req);
   StatusCode s = store_.Evict(*a);
   if (s != StatusCode::kOk) return Error(s, s == StatusCode::kBusy ? "the block is pinned" : "not evicted");
   return Ok({{"path", a->RelativePath()}});
@@ -255,7 +301,7 @@ std::string ControlPlane::Evict(const Caller& c, const json& req) {
 
 std::string ControlPlane::Pin(const Caller& c, const json& req, bool pinned) {
   auto a = ParsePath(req);
-  if (!a) return Error("EINVAL", "pin/unpin needs \"path\": \"TENANT/NAMESPACE/BLOCK\"");
+  if (!a) return BadPath(pinned ? "pin" : "unpin", req);
   if (!access_.MayUseTenant(c, a->tenant)) return Error("EACCES", kNotMember);
   StatusCode s = store_.SetPinned(*a, pinned);
   if (s != StatusCode::kOk) return Error(s, "no such committed block");

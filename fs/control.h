@@ -51,6 +51,7 @@ class ControlPlane {
   void AddExtension(std::string prefix, ControlExtension extension);
 
  private:
+  std::string Dispatch(const Caller& c, const nlohmann::json& req, std::string_view request);
   std::string Lookup(const Caller& c, const nlohmann::json& req);
   std::string Status(const Caller& c);
   std::string Quarantine(const Caller& c);

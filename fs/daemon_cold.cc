@@ -1,17 +1,11 @@
 #include "fs/daemon_cold.h"
 
-#include <signal.h>
-
-#include <chrono>
 #include <spdlog/spdlog.h>
 
 #include "cold/control.h"
 
 namespace gpucache {
 namespace {
-
-std::atomic<bool> g_reload{false};
-extern "C" void OnSighup(int) { g_reload.store(true); }
 
 cold::ColdTierOptions TierOptions(const ColdConfig& c) {
   cold::ColdTierOptions o;
@@ -31,6 +25,7 @@ cold::ColdTierOptions TierOptions(const ColdConfig& c) {
   o.refill_budget_bytes = c.refill_budget_bytes;
   o.retired_tenants = {c.retired_tenants.begin(), c.retired_tenants.end()};
   o.retention_ns = static_cast<uint64_t>(c.retention * 1e9);
+  o.accept_unsealed = c.accept_unsealed;
   return o;
 }
 
@@ -53,6 +48,11 @@ std::optional<cold::S3Options> DaemonCold::CheckOptions(const ColdConfig& c, std
     *error = "[cold] " + e + " (configuration or GPUCACHE_S3_* environment)";
     return std::nullopt;
   }
+  std::string why;
+  if (!cold::Keyring::Load(c.keyring_file, &why)) {
+    *error = "[cold] keyring_file " + why;
+    return std::nullopt;
+  }
   return s3;
 }
 
@@ -69,15 +69,23 @@ std::unique_ptr<DaemonCold> DaemonCold::Create(const ColdConfig& c, IndexedStore
     return nullptr;
   }
   d->client_ = std::move(client.value());
-  d->tier_ = std::make_unique<cold::ColdTier>(store, *d->client_, TierOptions(c));
-  spdlog::info("cold tier: {} bucket {} prefix '{}', write-back {}", s3.endpoint, s3.bucket,
-               c.prefix, c.write_back);
+  std::string why;
+  auto keyring = cold::Keyring::Load(c.keyring_file, &why);
+  if (!keyring) {
+    *error = "[cold] keyring_file " + why;
+    return nullptr;
+  }
+  d->keyring_file_ = c.keyring_file;
+  d->keys_ = std::make_shared<cold::SealKeys>(keyring);
+  cold::ColdTierOptions tier_options = TierOptions(c);
+  tier_options.keys = d->keys_;
+  d->tier_ = std::make_unique<cold::ColdTier>(store, *d->client_, std::move(tier_options));
+  spdlog::info("cold tier: {} bucket {} prefix '{}', write-back {}, sealing with key {}",
+               s3.endpoint, s3.bucket, c.prefix, c.write_back, keyring->current());
   return d;
 }
 
 DaemonCold::~DaemonCold() {
-  stop_ = true;
-  if (reload_.joinable()) reload_.join();
   if (tier_) tier_->Stop();
 }
 
@@ -91,31 +99,37 @@ void DaemonCold::Wire(Filesystem& fs, IndexedStore& store) {
   });
 }
 
-void DaemonCold::Start() {
-  tier_->Start();
-  // Replaces libfuse's SIGHUP handler (which would unmount): SIGHUP now means "reload keys".
-  struct sigaction sa {};
-  sa.sa_handler = OnSighup;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGHUP, &sa, nullptr);
-  reload_ = std::thread([this] { WatchReload(); });
+void DaemonCold::Start() { tier_->Start(); }
+
+std::string DaemonCold::CheckCredentials() {
+  cold::S3Options fresh = s3_;
+  cold::ApplyEnvironment(fresh);
+  if (std::string e = cold::LoadCredentialsFile(fresh); !e.empty()) {
+    return "cold tier credentials: " + e;
+  }
+  if (fresh.access_key.empty() || fresh.secret_key.empty()) {
+    return "cold tier credentials: empty access or secret key";
+  }
+  // A bad keyring keeps the one in use: sealing must never stop or fall back.
+  std::string why;
+  auto keyring = cold::Keyring::Load(keyring_file_, &why);
+  if (!keyring) return "cold tier keyring_file " + why;
+  checked_ = std::move(fresh);
+  checked_keyring_ = std::move(keyring);
+  return "";
 }
 
-void DaemonCold::WatchReload() {
-  while (!stop_) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    if (!g_reload.exchange(false)) continue;
-    cold::S3Options fresh = s3_;
-    cold::ApplyEnvironment(fresh);
-    if (std::string e = cold::LoadCredentialsFile(fresh); !e.empty()) {
-      spdlog::error("SIGHUP: cold tier credentials not reloaded: {}", e);
-      continue;
-    }
-    if (client_->UpdateCredentials(fresh.access_key, fresh.secret_key)) {
-      spdlog::info("SIGHUP: cold tier credentials reloaded");
-    } else {
-      spdlog::error("SIGHUP: cold tier credentials not reloaded: empty key");
-    }
+void DaemonCold::ApplyCredentials() {
+  if (checked_) {
+    client_->UpdateCredentials(checked_->access_key, checked_->secret_key);
+    spdlog::info("reload: cold tier credentials reloaded");
+    checked_.reset();
+  }
+  if (checked_keyring_) {
+    keys_->Set(checked_keyring_);
+    spdlog::info("reload: cold tier keyring reloaded; sealing with key {}",
+                 checked_keyring_->current());
+    checked_keyring_.reset();
   }
 }
 

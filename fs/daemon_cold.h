@@ -1,8 +1,8 @@
 // The daemon's wiring of the optional cold tier (gpucachefs only; the gpucache_fs library never
 // includes cold/). Builds the S3 client and the ColdTier from [cold] and the environment,
 // registers the "cold." control extension and the commit observer, runs the tier's background
-// thread once the mount is up, and re-reads credentials on SIGHUP (key rotation without a
-// restart).
+// thread once the mount is up, and re-reads credentials and the seal keyring on a reload
+// (fs/reload.h: SIGHUP; key rotation without a restart).
 #pragma once
 
 #include <atomic>
@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "cold/keyring.h"
 #include "cold/s3_client.h"
 #include "cold/tier.h"
 #include "fs/config.h"
@@ -34,16 +35,23 @@ class DaemonCold {
   // After the mount is up (and after detaching: threads do not survive fork).
   void Start();
   std::string Metrics() const;
+  // The reload hook (fs/reload.h): reads the credentials again (file, then environment) and
+  // the seal keyring, and says why either is unusable (then nothing changes); ApplyCredentials
+  // hands what it read to the S3 client and the sealer.
+  std::string CheckCredentials();
+  void ApplyCredentials();
 
  private:
   DaemonCold() = default;
-  void WatchReload();
 
   cold::S3Options s3_;
   std::unique_ptr<cold::S3Client> client_;
+  std::string keyring_file_;
+  std::shared_ptr<cold::SealKeys> keys_;
   std::unique_ptr<cold::ColdTier> tier_;
-  std::atomic<bool> stop_{false};
-  std::thread reload_;
+  // Read by CheckCredentials on the reload thread, applied by ApplyCredentials.
+  std::optional<cold::S3Options> checked_;
+  std::shared_ptr<const cold::Keyring> checked_keyring_;
 };
 
 }  // namespace gpucache

@@ -17,6 +17,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -127,6 +128,13 @@ class Filesystem {
   // Control-channel extensions are registered here at start-up (fs/control.h).
   ControlPlane& control() { return control_; }
 
+  // Live reload (fs/reload.h, docs/configuration.md "Reloading"): tenants, admins, limits and
+  // quotas from `fresh`, without unmounting or fencing. CheckReload says why `fresh` cannot be
+  // taken (empty: it can); Reload applies it and returns what it could not apply live (keys
+  // that need a restart), one line each.
+  std::string CheckReload(const Config& fresh) const;
+  std::vector<std::string> Reload(const Config& fresh);
+
  private:
   // The node behind `ino`, after checking that `c` may use its tenant (if it has one).
   Result<Node> Resolve(const Caller& c, uint64_t ino);
@@ -138,7 +146,9 @@ class Filesystem {
   Result<std::string> BlockXattr(const Node& n, std::string_view key);
   Result<std::string> PartXattr(const Node& n, std::string_view key);
 
-  const Config config_;
+  const Config config_;  // as started; tenants, admins and limits: see access_ and effective_
+  // The configuration in effect: config_ with the last reload's tenants, admins and limits.
+  std::atomic<std::shared_ptr<const Config>> effective_;
   AccessPolicy access_;
   IndexedStore& store_;
   InodeTable inodes_;

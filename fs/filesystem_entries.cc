@@ -37,13 +37,6 @@ struct stat MakeAttr(uint64_t ino, mode_t mode, uint32_t uid, uint32_t gid, uint
   return st;
 }
 
-const TenantConfig* TenantNamed(const Config& config, std::string_view name) {
-  for (const TenantConfig& t : config.tenants) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
-
 // A tenant's directories as mode bits, for kernel permission checks (adr/0009): its one uid
 // other than root owns them, its one group shares them, nobody else may enter. Config
 // validation guarantees at most one of each.
@@ -80,6 +73,7 @@ std::vector<std::string> TenantNames(const Config& config) {
 
 Filesystem::Filesystem(const Config& config, IndexedStore& store)
     : config_(config),
+      effective_(std::make_shared<const Config>(config)),
       access_(config),
       store_(store),
       inodes_(TenantNames(config)),
@@ -89,6 +83,7 @@ Filesystem::Filesystem(const Config& config, IndexedStore& store)
 Result<Node> Filesystem::Resolve(const Caller& c, uint64_t ino) {
   std::optional<Node> n = inodes_.Get(ino);
   if (!n) return StatusCode::kNotFound;
+  if (!n->tenant.empty()) Metrics::NoteTenant(n->tenant);  // refusals are counted by tenant
   if ((n->kind == NodeKind::kTenant || IsDynamicTenantNode(n->kind)) &&
       !access_.MayUseTenant(c, n->tenant)) {
     return StatusCode::kAccessDenied;
@@ -117,7 +112,7 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
     case NodeKind::kConfigFile: return AttrReply{MakeAttr(ino, S_IFREG | 0400, 0, 0, 0), long_ttl};
     case NodeKind::kCtlFile: return AttrReply{MakeAttr(ino, S_IFREG | 0666, 0, 0, 0), long_ttl};
     case NodeKind::kTenant: {
-      const TenantConfig* t = TenantNamed(config_, n.tenant);
+      std::optional<TenantConfig> t = access_.Tenant(n.tenant);  // as of the last reload
       if (!t) return StatusCode::kNotFound;
       if (config_.KernelPermissions()) {
         TenantMode m = TenantModeOf(*t);
@@ -129,7 +124,7 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
     case NodeKind::kNamespace: {
       Result<Owner> o = store_.StatNamespace(n.tenant, n.ns);
       if (!o.ok()) return o.status();
-      if (const TenantConfig* t = TenantNamed(config_, n.tenant); t && config_.KernelPermissions()) {
+      if (auto t = config_.KernelPermissions() ? access_.Tenant(n.tenant) : std::nullopt) {
         // Every member, not only its creator, may commit in it: the tenant's mode bits.
         TenantMode m = TenantModeOf(*t);
         return AttrReply{MakeAttr(ino, S_IFDIR | m.mode, m.uid, m.gid, 0), long_ttl};
@@ -165,8 +160,7 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
 // get this far: the tenant directory stops them.
 struct stat Filesystem::FileAttr(uint64_t ino, NodeKind kind, const std::string& tenant,
                                  Owner owner, uint64_t size) const {
-  const TenantConfig* t = TenantNamed(config_, tenant);
-  if (config_.KernelPermissions() && t) {
+  if (auto t = config_.KernelPermissions() ? access_.Tenant(tenant) : std::nullopt) {
     TenantMode m = TenantModeOf(*t, 0600);
     return MakeAttr(ino, S_IFREG | m.mode, m.uid, m.gid, size);
   }
@@ -202,6 +196,7 @@ Result<EntryReply> Filesystem::Lookup(const Caller& c, uint64_t parent, std::str
       if (name == ".gpucache") {
         child = Node{NodeKind::kControlDir};
       } else if (access_.IsTenant(name)) {
+        Metrics::NoteTenant(name);
         if (!access_.MayUseTenant(c, name)) return StatusCode::kAccessDenied;
         child = Node{NodeKind::kTenant, std::string(name)};
         // Daemon permissions: every walk into a tenant comes back here and is checked. Kernel

@@ -65,6 +65,7 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
       if (!reader.ok()) return reader.status();
       h.kind = Handle::Kind::kBlock;
       h.reader = std::move(reader.value());
+      metrics_.RecordBlockOpen(n->tenant);
       r.keep_cache = true;  // committed bytes never change under this name
       r.noflush = true;     // a reader's close has nothing to flush
       return r;
@@ -97,7 +98,7 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
     case NodeKind::kConfigFile:
       if (WantsWrite(flags) || !access_.IsAdmin(c)) return StatusCode::kAccessDenied;
       h.kind = Handle::Kind::kText;
-      h.text = EffectiveConfigText(config_);  // holds no secret: keys never live in it
+      h.text = EffectiveConfigText(*effective_.load());  // holds no secret: keys never live in it
       r.direct_io = true;
       return r;
     case NodeKind::kStatsFile:
@@ -109,7 +110,8 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
       if (n->kind == NodeKind::kStatsFile) h.text = control_.StatsText(c);
       else if (n->kind == NodeKind::kEpochFile) h.text = control_.EpochText();
       else if (n->kind == NodeKind::kQuarantineFile) h.text = control_.QuarantineText(c);
-      else h.text = metrics_.Render(store_, [&](const std::string& t) { return access_.MayUseTenant(c, t); });
+      else h.text = metrics_.Render(store_, {[&](const std::string& t) { return access_.MayUseTenant(c, t); },
+                                            access_.IsAdmin(c)});
       r.direct_io = true;
       return r;
     case NodeKind::kCtlFile:
@@ -123,8 +125,11 @@ Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
 Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> out) {
   switch (h.kind) {
     case Handle::Kind::kBlock: {
+      const BlockInfo& info = h.reader->info();
+      Metrics::NoteTenant(info.address.tenant);
       Result<size_t> n = h.reader->Read(offset, out);
-      if (n.ok()) metrics_.RecordRead(n.value());
+      if (n.ok() && n.value() > 0) metrics_.RecordBlockRead(info.address.tenant, n.value());
+      if (!n.ok() && n.status() == StatusCode::kIoError) metrics_.RecordBackingReadError();
       return n;
     }
     case Handle::Kind::kPart: return StatusCode::kBusy;
@@ -160,6 +165,7 @@ Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
     return data.size();
   }
   if (h.kind != Handle::Kind::kPart) return StatusCode::kImmutable;
+  Metrics::NoteTenant(h.address.tenant);
   {
     std::lock_guard lock(h.mu);
     if (!h.writing) {  // written again after a flush: a writer once more
@@ -172,7 +178,7 @@ Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
   // O_APPEND: the kernel's idea of the end (its cached size) may be stale; the store's is not.
   Result<size_t> n = h.append ? store_.Append(h.reservation, data)
                               : store_.Write(h.reservation, offset, data);
-  if (n.ok()) metrics_.RecordWrite(n.value());
+  if (n.ok()) metrics_.RecordWrite(h.address.tenant, n.value());
   if (!n.ok() && n.status() == StatusCode::kNotFound) return GoneFill(h);
   return n;
 }
@@ -186,6 +192,7 @@ StatusCode Filesystem::GoneFill(const Handle& h) {
 
 StatusCode Filesystem::Allocate(Handle& h, int mode, uint64_t offset, uint64_t length) {
   if (h.kind != Handle::Kind::kPart || mode != 0) return StatusCode::kNotSupported;
+  Metrics::NoteTenant(h.address.tenant);
   if (offset + length < offset) return StatusCode::kTooLarge;
   Result<ReservationInfo> r = store_.StatReservation(h.reservation);
   if (!r.ok()) return GoneFill(h);
@@ -216,7 +223,7 @@ void Filesystem::SetAppearedHandler(std::function<void(const BlockAddress&)> han
 }
 
 std::string Filesystem::RenderAllMetrics() {
-  return metrics_.Render(store_, [](const std::string&) { return true; });
+  return metrics_.Render(store_, {[](const std::string&) { return true; }, true});
 }
 
 Result<std::vector<DirEntry>> Filesystem::ReadDir(const Caller& c, uint64_t ino) {
@@ -226,7 +233,7 @@ Result<std::vector<DirEntry>> Filesystem::ReadDir(const Caller& c, uint64_t ino)
   switch (n->kind) {
     case NodeKind::kRoot:
       out.push_back({".gpucache", S_IFDIR});
-      for (const TenantConfig& t : config_.tenants) {
+      for (const TenantConfig& t : access_.tenants()) {  // as of the last reload
         if (access_.MayUseTenant(c, t.name)) out.push_back({t.name, S_IFDIR});
       }
       return out;

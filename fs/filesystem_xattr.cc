@@ -114,7 +114,11 @@ StatusCode Filesystem::SetXattr(const Caller& c, uint64_t ino, std::string_view 
   if (n->kind == NodeKind::kBlock && *key == "pinned") {
     std::string v(value.begin(), value.end());
     if (v != "0" && v != "1") return StatusCode::kInvalidArgument;
-    return store_.SetPinned({n->tenant, n->ns, n->block}, v == "1");
+    BlockAddress a{n->tenant, n->ns, n->block};
+    StatusCode s = store_.SetPinned(a, v == "1");
+    spdlog::info("xattr: uid {} gid {} {} {} -> {}", c.uid, c.gid, v == "1" ? "pinned" : "unpinned",
+                 a.RelativePath(), ToString(s));
+    return s;
   }
   if (n->kind != NodeKind::kPart || *key != kIdentity) return StatusCode::kImmutable;
   BlockAddress address{n->tenant, n->ns, n->block};

@@ -21,6 +21,7 @@
 #include "fs/daemon_cold.h"
 #include "fs/log.h"
 #include "fs/metrics_http.h"
+#include "fs/reload.h"
 #include "fs/session.h"
 #include "store/file_store.h"
 
@@ -93,7 +94,12 @@ bool ParseArgs(int argc, char** argv, Args& a) {
     std::fputs(kUsage, stderr);
     return false;
   }
-  if (!a.defaults) a.config = positional[0];
+  if (!a.defaults) {
+    // Absolute, like the mountpoint: a reload (SIGHUP) re-reads it after the move to /.
+    char* config = ::realpath(positional[0].c_str(), nullptr);
+    a.config = config ? config : positional[0];
+    std::free(config);
+  }
   // Absolute: the daemon changes directory to / when it detaches, and unmounts by this path.
   char* real = ::realpath(positional.back().c_str(), nullptr);
   if (!real) {
@@ -208,6 +214,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (const std::string& p : report.problems) spdlog::warn("{}", p);
+  spdlog::info("backing I/O: {}", gpucache::BackingIoDescription(*store));
   spdlog::info("data {}: epoch {}, {} blocks loaded, {} skipped, {} unfinished writes dropped, "
                "{} quarantined awaiting reclaim",
                Join(config.data_dirs), report.epoch, report.blocks_loaded, report.blocks_skipped,
@@ -224,11 +231,20 @@ int main(int argc, char** argv) {
     cold->Wire(fs, *store);
   }
   auto render = [&fs, &cold] { return fs.RenderAllMetrics() + (cold ? cold->Metrics() : ""); };
+  // SIGHUP (systemctl reload) re-reads the configuration and applies what can change without a
+  // restart (fs/reload.h); it never unmounts (libfuse's own handler would).
+  gpucache::ReloadHook cold_reload;
+  if (cold) {
+    cold_reload.check = [&cold] { return cold->CheckCredentials(); };
+    cold_reload.apply = [&cold] { cold->ApplyCredentials(); };
+  }
+  gpucache::Reloader reloader(args.config, fs, cold_reload);
   args.mount.on_mounted = [&] {
-    // SIGHUP reloads what can change without a restart (the cold tier's credentials) and
-    // never unmounts, with or without a cold tier (libfuse's own handler would unmount).
     if (cold) cold->Start();
-    else std::signal(SIGHUP, SIG_IGN);
+    if (!reloader.Start(&error)) {
+      spdlog::error("{}", error);
+      return false;
+    }
     if (config.metrics_listen.empty()) return true;
     if (!metrics.Start(render, &error)) {
       spdlog::error("{}", error);

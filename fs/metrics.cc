@@ -2,11 +2,36 @@
 
 #include <string.h>
 
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "fs/errno_map.h"
 
 namespace gpucache {
+namespace {
+
+thread_local std::string t_request_tenant;
+
+std::string TenantLabel(const std::string& tenant) { return Label("tenant", tenant); }
+
+// Integers exactly (a counter past a million must not become 1e+06), the rest round-trip.
+std::string FormatValue(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  char buf[40];
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // the shortest that round-trips
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+}  // namespace
 
 std::string_view ToString(FuseOp op) {
   switch (op) {
@@ -30,52 +55,170 @@ std::string_view ToString(FuseOp op) {
   return "other";
 }
 
+std::string Label(const char* name, const std::string& value) {
+  std::string out = std::string(name) + "=\"";
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+void MetricsWriter::Family(const std::string& name, const char* type, const char* help) {
+  out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void MetricsWriter::Sample(const std::string& name, const std::string& labels, double value) {
+  out_ += name;
+  if (!labels.empty()) out_ += "{" + labels + "}";
+  out_ += " " + FormatValue(value) + "\n";
+}
+
+const char* ContentTypeOf(MetricsFormat format) {
+  return format == MetricsFormat::kOpenMetrics
+             ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+             : "text/plain; version=0.0.4; charset=utf-8";
+}
+
+std::string ToOpenMetrics(const std::string& text) {
+  // Counter families: their HELP and TYPE lines name the family without `_total`.
+  std::set<std::string> counters;
+  std::istringstream scan(text);
+  for (std::string line; std::getline(scan, line);) {
+    std::istringstream f(line);
+    std::string hash, kind, name, type;
+    f >> hash >> kind >> name >> type;
+    if (hash == "#" && kind == "TYPE" && type == "counter" && name.ends_with("_total")) {
+      counters.insert(name);
+    }
+  }
+  std::string out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    for (const char* kind : {"# HELP ", "# TYPE "}) {
+      if (!line.starts_with(kind)) continue;
+      size_t start = std::strlen(kind), end = line.find(' ', start);
+      std::string name = line.substr(start, end - start);
+      if (counters.count(name)) line.erase(start + name.size() - 6, 6);  // drop "_total"
+    }
+    out += line + "\n";
+  }
+  return out + "# EOF\n";
+}
+
 void Metrics::RecordOp(FuseOp op, std::chrono::nanoseconds elapsed) {
   Histogram& h = ops_[static_cast<size_t>(op)];
   double seconds = std::chrono::duration<double>(elapsed).count();
   for (size_t i = 0; i < kBuckets.size(); ++i) {
     if (seconds <= kBuckets[i]) {
-      h.buckets[i].fetch_add(1, std::memory_order_relaxed);
+      h.buckets[i].fetch_add(1, kRelaxed);
       break;  // cumulative counts are summed at render time
     }
   }
-  h.count.fetch_add(1, std::memory_order_relaxed);
-  h.sum_ns.fetch_add(static_cast<uint64_t>(elapsed.count()), std::memory_order_relaxed);
+  h.count.fetch_add(1, kRelaxed);
+  h.sum_ns.fetch_add(static_cast<uint64_t>(elapsed.count()), kRelaxed);
 }
 
-namespace {
+Metrics::TenantIo& Metrics::Of(const std::string& tenant) {
+  std::lock_guard lock(mu_);
+  auto& slot = io_[tenant];
+  if (!slot) slot = std::make_unique<TenantIo>();
+  return *slot;  // never erased: the reference stays valid
+}
 
-class Writer {
- public:
-  void Family(const char* name, const char* type, const char* help) {
-    out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+void Metrics::RecordBlockRead(const std::string& tenant, uint64_t bytes) {
+  TenantIo& io = Of(tenant);
+  io.reads.fetch_add(1, kRelaxed);
+  io.read_bytes.fetch_add(bytes, kRelaxed);
+  block_reads_.fetch_add(1, kRelaxed);
+}
+
+void Metrics::NoteTenant(std::string_view tenant) { t_request_tenant.assign(tenant); }
+void Metrics::BeginRequest() { t_request_tenant.clear(); }
+
+void Metrics::RecordRefusal(StatusCode s) {
+  std::lock_guard lock(mu_);
+  refusals_[{t_request_tenant, s}]++;
+}
+
+uint64_t Metrics::Refusals(StatusCode s) const {
+  std::lock_guard lock(mu_);
+  uint64_t n = 0;
+  for (const auto& [key, count] : refusals_) n += key.second == s ? count : 0;
+  return n;
+}
+
+void Metrics::RenderIo(MetricsWriter& w, const MetricsViewer& viewer) {
+  struct Series {
+    const char* name;
+    const char* help;
+    std::atomic<uint64_t> TenantIo::*field;
+  };
+  const Series series[] = {
+      {"gpucache_block_opens_total", "Opens of committed blocks (every open reaches the daemon).",
+       &TenantIo::opens},
+      {"gpucache_block_reads_total",
+       "Reads of committed blocks the daemon served (page-cache hits are not seen).", &TenantIo::reads},
+      {"gpucache_read_bytes_total", "Payload bytes the daemon served to readers.", &TenantIo::read_bytes},
+      {"gpucache_written_bytes_total", "Payload bytes written by fills.", &TenantIo::written_bytes},
+  };
+  std::lock_guard lock(mu_);
+  for (const Series& s : series) {
+    w.Family(s.name, "counter", s.help);
+    for (const auto& [tenant, io] : io_) {
+      if (viewer.show_tenant(tenant)) w.Sample(s.name, TenantLabel(tenant), double((*io.*s.field).load()));
+    }
   }
-  void Sample(const std::string& name, const std::string& labels, double value) {
-    out_ << name;
-    if (!labels.empty()) out_ << "{" << labels << "}";
-    out_ << " " << value << "\n";
+}
+
+void Metrics::RenderRefusals(MetricsWriter& w, const MetricsViewer& viewer) {
+  w.Family("gpucache_refusals_total", "counter",
+           "Requests answered with an error, by tenant (empty: none named), errno and reason.");
+  std::lock_guard lock(mu_);
+  for (const auto& [key, n] : refusals_) {
+    const auto& [tenant, code] = key;
+    // A refusal before any tenant was named (the root, .gpucache) is the operator's business.
+    if (tenant.empty() ? !viewer.operator_view : !viewer.show_tenant(tenant)) continue;
+    const char* name = strerrorname_np(ToErrno(code));
+    w.Sample("gpucache_refusals_total",
+             TenantLabel(tenant) + "," + Label("errno", name ? name : "?") + "," +
+                 Label("reason", std::string(ToString(code))),
+             double(n));
   }
-  std::string str() const { return out_.str(); }
+}
 
- private:
-  std::ostringstream out_;
-};
+void Metrics::RenderOps(MetricsWriter& w) {
+  w.Family("gpucache_fuse_op_seconds", "histogram", "FUSE operation latency, by operation.");
+  for (size_t i = 0; i < kFuseOpCount; ++i) {
+    const Histogram& h = ops_[i];
+    uint64_t count = h.count.load();
+    if (count == 0) continue;
+    std::string op = Label("op", std::string(ToString(static_cast<FuseOp>(i))));
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b < kBuckets.size(); ++b) {
+      cumulative += h.buckets[b].load();
+      w.Sample("gpucache_fuse_op_seconds_bucket", op + "," + Label("le", FormatValue(kBuckets[b])),
+               double(cumulative));
+    }
+    w.Sample("gpucache_fuse_op_seconds_bucket", op + ",le=\"+Inf\"", double(count));
+    w.Sample("gpucache_fuse_op_seconds_sum", op, double(h.sum_ns.load()) / 1e9);
+    w.Sample("gpucache_fuse_op_seconds_count", op, double(count));
+  }
+}
 
-std::string TenantLabel(const std::string& tenant) { return "tenant=\"" + tenant + "\""; }
-
-}  // namespace
-
-std::string Metrics::Render(IndexedStore& store,
-                            const std::function<bool(const std::string&)>& show_tenant) {
+std::string Metrics::Render(IndexedStore& store, const MetricsViewer& viewer) {
   StoreStats stats = store.Stats();
-  Writer w;
+  MetricsWriter w;
+  RenderProcessMetrics(w);
   w.Family("gpucache_epoch", "gauge", "Current epoch (bumped at every start and fence).");
   w.Sample("gpucache_epoch", "", static_cast<double>(stats.epoch));
   w.Family("gpucache_draining", "gauge", "1 while new fills are refused for an upgrade.");
   w.Sample("gpucache_draining", "", stats.draining ? 1 : 0);
-  w.Family("gpucache_backing_errors_total", "counter",
-           "Renames and unlinks of block files in the data directories that failed.");
-  w.Sample("gpucache_backing_errors_total", "", static_cast<double>(stats.medium_errors));
+  RenderBackingMetrics(w, store, block_reads_.load(), read_errors_.load(), viewer.operator_view);
 
   struct Series {
     const char* name;
@@ -96,8 +239,11 @@ std::string Metrics::Render(IndexedStore& store,
        [](auto& c) { return c.usage.reservations; }},
       {"gpucache_inflight_bytes", "gauge", "Bytes written to fills not yet committed.",
        [](auto& c) { return c.usage.inflight_bytes; }},
-      {"gpucache_hits_total", "counter", "Exact hits.", [](auto& c) { return c.hits; }},
-      {"gpucache_prefix_hits_total", "counter", "Prefix hits.", [](auto& c) { return c.prefix_hits; }},
+      {"gpucache_hits_total", "counter",
+       "Lookups that found a committed block: path lookups the daemon saw and ctl lookups.",
+       [](auto& c) { return c.hits; }},
+      {"gpucache_prefix_hits_total", "counter", "Prefix hits (ctl lookups).",
+       [](auto& c) { return c.prefix_hits; }},
       {"gpucache_commits_total", "counter", "Blocks committed.", [](auto& c) { return c.commits; }},
       {"gpucache_checksum_failures_total", "counter", "Blocks whose bytes failed their checksums.",
        [](auto& c) { return c.checksum_failures; }},
@@ -110,58 +256,34 @@ std::string Metrics::Render(IndexedStore& store,
   for (const Series& s : series) {
     w.Family(s.name, s.type, s.help);
     for (const auto& [tenant, c] : stats.tenants) {
-      if (show_tenant(tenant)) w.Sample(s.name, TenantLabel(tenant), s.value(c));
+      if (viewer.show_tenant(tenant)) w.Sample(s.name, TenantLabel(tenant), s.value(c));
     }
   }
-  w.Family("gpucache_misses_total", "counter", "Misses, by reason.");
+  // One family at a time: OpenMetrics refuses interleaved families.
+  w.Family("gpucache_misses_total", "counter",
+           "Lookups that found no committed block (path lookups the daemon saw and ctl lookups), by reason.");
+  for (const auto& [tenant, c] : stats.tenants) {
+    if (!viewer.show_tenant(tenant)) continue;
+    uint64_t explained = c.misses_incompatible + c.misses_quarantined + c.misses_fenced;
+    const std::pair<const char*, uint64_t> reasons[] = {
+        {"absent", c.misses - std::min(c.misses, explained)},
+        {"incompatible", c.misses_incompatible},
+        {"quarantined", c.misses_quarantined},
+        {"fenced", c.misses_fenced}};
+    for (const auto& [reason, n] : reasons) {
+      w.Sample("gpucache_misses_total", TenantLabel(tenant) + "," + Label("reason", reason), double(n));
+    }
+  }
   w.Family("gpucache_removals_total", "counter", "Blocks removed from the namespace, by reason.");
   for (const auto& [tenant, c] : stats.tenants) {
-    if (!show_tenant(tenant)) continue;
-    uint64_t explained = c.misses_incompatible + c.misses_quarantined + c.misses_fenced;
-    w.Sample("gpucache_misses_total", TenantLabel(tenant) + ",reason=\"absent\"",
-             static_cast<double>(c.misses - std::min(c.misses, explained)));
-    w.Sample("gpucache_misses_total", TenantLabel(tenant) + ",reason=\"incompatible\"",
-             static_cast<double>(c.misses_incompatible));
-    w.Sample("gpucache_misses_total", TenantLabel(tenant) + ",reason=\"quarantined\"",
-             static_cast<double>(c.misses_quarantined));
-    w.Sample("gpucache_misses_total", TenantLabel(tenant) + ",reason=\"fenced\"",
-             static_cast<double>(c.misses_fenced));
-    w.Sample("gpucache_removals_total", TenantLabel(tenant) + ",reason=\"evicted\"",
-             static_cast<double>(c.evictions));
+    if (!viewer.show_tenant(tenant)) continue;
+    w.Sample("gpucache_removals_total", TenantLabel(tenant) + ",reason=\"evicted\"", double(c.evictions));
     w.Sample("gpucache_removals_total", TenantLabel(tenant) + ",reason=\"invalidated\"",
-             static_cast<double>(c.invalidations));
+             double(c.invalidations));
   }
-  w.Family("gpucache_read_bytes_total", "counter", "Payload bytes served to readers through FUSE.");
-  w.Sample("gpucache_read_bytes_total", "", static_cast<double>(read_bytes_.load()));
-  w.Family("gpucache_written_bytes_total", "counter", "Payload bytes written by fills through FUSE.");
-  w.Sample("gpucache_written_bytes_total", "", static_cast<double>(written_bytes_.load()));
-
-  w.Family("gpucache_refusals_total", "counter",
-           "Requests answered with an error, by errno and the store's reason.");
-  for (StatusCode code : kAllStatusCodes) {
-    uint64_t n = refusals_[static_cast<size_t>(code)].load(std::memory_order_relaxed);
-    if (code == StatusCode::kOk || n == 0) continue;
-    const char* name = strerrorname_np(ToErrno(code));
-    w.Sample("gpucache_refusals_total", "errno=\"" + std::string(name ? name : "?") +
-                 "\",reason=\"" + std::string(ToString(code)) + "\"", double(n));
-  }
-  w.Family("gpucache_fuse_op_seconds", "histogram", "FUSE operation latency, by operation.");
-  for (size_t i = 0; i < kFuseOpCount; ++i) {
-    const Histogram& h = ops_[i];
-    uint64_t count = h.count.load();
-    if (count == 0) continue;
-    std::string op = "op=\"" + std::string(ToString(static_cast<FuseOp>(i))) + "\"";
-    uint64_t cumulative = 0;
-    for (size_t b = 0; b < kBuckets.size(); ++b) {
-      cumulative += h.buckets[b].load();
-      std::ostringstream le;
-      le << kBuckets[b];
-      w.Sample("gpucache_fuse_op_seconds_bucket", op + ",le=\"" + le.str() + "\"", double(cumulative));
-    }
-    w.Sample("gpucache_fuse_op_seconds_bucket", op + ",le=\"+Inf\"", double(count));
-    w.Sample("gpucache_fuse_op_seconds_sum", op, double(h.sum_ns.load()) / 1e9);
-    w.Sample("gpucache_fuse_op_seconds_count", op, double(count));
-  }
+  RenderIo(w, viewer);
+  RenderRefusals(w, viewer);
+  RenderOps(w);
   return w.str();
 }
 

@@ -2,8 +2,13 @@
 // `<mountpoint>/.gpucache/metrics` and over HTTP on a loopback port (fs/metrics_http.h).
 //
 // Store counters are read from StoreStats at scrape time, so they are never kept twice; what only
-// the FUSE layer sees (operation latency, bytes read and written) is recorded here with relaxed
-// atomics on the hot path.
+// the FUSE layer sees (operation latency, block opens and reads, bytes, refusals) is recorded
+// here with relaxed atomics on the hot path. Data directories, backing reads, the I/O buffer
+// pool and the process_* metrics are read at scrape time too (fs/metrics_process.cc).
+//
+// Refusals are labelled with the tenant of the request that was refused: each FUSE operation
+// starts an OpTimer (which forgets the last request's tenant on this thread) and the
+// filesystem names the tenant once it knows it (NoteTenant), before any refusal.
 //
 // Thread safety: Record* may be called from any thread; Render is safe concurrently with them.
 #pragma once
@@ -13,6 +18,9 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "store/indexed_store.h"
@@ -26,6 +34,24 @@ enum class FuseOp : uint8_t {
 inline constexpr size_t kFuseOpCount = static_cast<size_t>(FuseOp::kOther) + 1;
 std::string_view ToString(FuseOp op);
 
+// Which exposition a scrape asked for.
+enum class MetricsFormat : uint8_t { kPrometheusText, kOpenMetrics };
+// The Content-Type of each.
+const char* ContentTypeOf(MetricsFormat format);
+// The OpenMetrics 1.0 form of a Prometheus text (0.0.4) exposition: counter families named
+// without `_total`, and `# EOF` at the end. The samples are the same.
+std::string ToOpenMetrics(const std::string& text);
+
+// Who reads: the tenants whose series are shown, and whether machine-wide series (data
+// directory paths) are (an admin, or the HTTP endpoint).
+struct MetricsViewer {
+  std::function<bool(const std::string&)> show_tenant;
+  bool operator_view = false;
+};
+
+// The backing I/O in use ("posix ..." or the io_uring reader's status line), for the log.
+std::string BackingIoDescription(IndexedStore& store);
+
 class Metrics {
  public:
   // Upper bounds of the latency histogram buckets, in seconds.
@@ -33,32 +59,53 @@ class Metrics {
       0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.01, 0.05, 0.25, 1.0};
 
   void RecordOp(FuseOp op, std::chrono::nanoseconds elapsed);
-  void RecordRead(uint64_t bytes) { read_bytes_.fetch_add(bytes, std::memory_order_relaxed); }
-  void RecordWrite(uint64_t bytes) { written_bytes_.fetch_add(bytes, std::memory_order_relaxed); }
-  // A request answered with an error (every errno the FUSE layer replies, by status).
-  void RecordRefusal(StatusCode s) {
-    refusals_[static_cast<size_t>(s)].fetch_add(1, std::memory_order_relaxed);
+  // An open(2) of a committed block (every one reaches the daemon).
+  void RecordBlockOpen(const std::string& tenant) { Of(tenant).opens.fetch_add(1, kRelaxed); }
+  // A read of a committed block's payload the daemon served (a page-cache hit never comes here):
+  // `bytes` on success, a backing I/O error otherwise.
+  void RecordBlockRead(const std::string& tenant, uint64_t bytes);
+  void RecordBackingReadError() { read_errors_.fetch_add(1, kRelaxed); }
+  void RecordWrite(const std::string& tenant, uint64_t bytes) {
+    Of(tenant).written_bytes.fetch_add(bytes, kRelaxed);
   }
-  uint64_t Refusals(StatusCode s) const { return refusals_[static_cast<size_t>(s)].load(); }
+  // A request answered with an error, counted by status and the tenant NoteTenant named.
+  void RecordRefusal(StatusCode s);
+  // Total refusals with status `s`, every tenant.
+  uint64_t Refusals(StatusCode s) const;
+  // The tenant the current request on this thread is about ("" until named).
+  static void NoteTenant(std::string_view tenant);
+  static void BeginRequest();
 
-  // The Prometheus text exposition (version 0.0.4). `show_tenant` filters per-tenant series.
-  std::string Render(IndexedStore& store, const std::function<bool(const std::string&)>& show_tenant);
+  std::string Render(IndexedStore& store, const MetricsViewer& viewer);
 
  private:
+  static constexpr auto kRelaxed = std::memory_order_relaxed;
   struct Histogram {
     std::array<std::atomic<uint64_t>, kBuckets.size()> buckets{};
     std::atomic<uint64_t> count{0};
     std::atomic<uint64_t> sum_ns{0};
   };
+  struct TenantIo {
+    std::atomic<uint64_t> opens{0}, reads{0}, read_bytes{0}, written_bytes{0};
+  };
+  TenantIo& Of(const std::string& tenant);
+  void RenderIo(class MetricsWriter& w, const MetricsViewer& viewer);
+  void RenderRefusals(class MetricsWriter& w, const MetricsViewer& viewer);
+  void RenderOps(class MetricsWriter& w);
+
   std::array<Histogram, kFuseOpCount> ops_;
-  std::atomic<uint64_t> read_bytes_{0}, written_bytes_{0};
-  std::array<std::atomic<uint64_t>, std::size(kAllStatusCodes)> refusals_{};
+  std::atomic<uint64_t> block_reads_{0}, read_errors_{0};
+  mutable std::mutex mu_;
+  std::map<std::string, std::unique_ptr<TenantIo>, std::less<>> io_;  // guarded by mu_
+  std::map<std::pair<std::string, StatusCode>, uint64_t> refusals_;    // guarded by mu_
 };
 
 // Times one FUSE operation (RAII): construct at entry, the destructor records.
 class OpTimer {
  public:
-  OpTimer(Metrics& m, FuseOp op) : m_(m), op_(op), start_(std::chrono::steady_clock::now()) {}
+  OpTimer(Metrics& m, FuseOp op) : m_(m), op_(op), start_(std::chrono::steady_clock::now()) {
+    Metrics::BeginRequest();
+  }
   ~OpTimer() { m_.RecordOp(op_, std::chrono::steady_clock::now() - start_); }
   OpTimer(const OpTimer&) = delete;
   OpTimer& operator=(const OpTimer&) = delete;
@@ -68,5 +115,24 @@ class OpTimer {
   FuseOp op_;
   std::chrono::steady_clock::time_point start_;
 };
+
+// Writes the text exposition (0.0.4): families with HELP and TYPE, then their samples.
+class MetricsWriter {
+ public:
+  void Family(const std::string& name, const char* type, const char* help);
+  void Sample(const std::string& name, const std::string& labels, double value);
+  std::string str() const { return out_; }
+
+ private:
+  std::string out_;
+};
+
+// `name="value"` with the value escaped as the exposition formats require.
+std::string Label(const char* name, const std::string& value);
+
+// fs/metrics_process.cc: process_*, build info, data directories, backing reads, I/O pool.
+void RenderProcessMetrics(MetricsWriter& w);
+void RenderBackingMetrics(MetricsWriter& w, IndexedStore& store, uint64_t block_reads,
+                          uint64_t read_errors, bool operator_view);
 
 }  // namespace gpucache

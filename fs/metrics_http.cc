@@ -5,7 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
+#include <string_view>
 #include <cstring>
 
 namespace gpucache {
@@ -26,7 +29,11 @@ MHD_Result Answer(void* cls, MHD_Connection* connection, const char* url, const 
   auto* render = static_cast<std::function<std::string()>*>(cls);
   bool get = std::strcmp(method, "GET") == 0 || std::strcmp(method, "HEAD") == 0;
   if (get && std::strcmp(url, "/metrics") == 0) {
-    return Reply(connection, MHD_HTTP_OK, (*render)(), "text/plain; version=0.0.4; charset=utf-8");
+    MetricsFormat format = NegotiateMetricsFormat(
+        MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT));
+    std::string body = (*render)();
+    if (format == MetricsFormat::kOpenMetrics) body = ToOpenMetrics(body);
+    return Reply(connection, MHD_HTTP_OK, body, ContentTypeOf(format));
   }
   if (get && std::strcmp(url, "/healthz") == 0) {
     return Reply(connection, MHD_HTTP_OK, "ok\n", "text/plain");
@@ -34,7 +41,38 @@ MHD_Result Answer(void* cls, MHD_Connection* connection, const char* url, const 
   return Reply(connection, MHD_HTTP_NOT_FOUND, "gpucachefs: GET /metrics or /healthz\n", "text/plain");
 }
 
+// The q of one media range ("type/subtype;param=..;q=0.5"), 1 when absent.
+double QualityOf(std::string_view range) {
+  size_t at = range.find("q=");
+  while (at != std::string_view::npos && at > 0 && range[at - 1] != ';' && range[at - 1] != ' ') {
+    at = range.find("q=", at + 1);
+  }
+  if (at == std::string_view::npos) return 1;
+  return std::strtod(std::string(range.substr(at + 2)).c_str(), nullptr);
+}
+
 }  // namespace
+
+MetricsFormat NegotiateMetricsFormat(const char* accept) {
+  if (!accept) return MetricsFormat::kPrometheusText;
+  double openmetrics = 0, text = 0;
+  std::string_view rest(accept);
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view range = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    while (!range.empty() && range.front() == ' ') range.remove_prefix(1);
+    double q = QualityOf(range);
+    if (range.starts_with("application/openmetrics-text")) openmetrics = std::max(openmetrics, q);
+    else if (range.starts_with("text/plain") || range.starts_with("*/*") ||
+             range.starts_with("text/*")) {
+      text = std::max(text, q);
+    }
+  }
+  // Ties go to OpenMetrics: a client that names it asked for it.
+  return openmetrics > 0 && openmetrics >= text ? MetricsFormat::kOpenMetrics
+                                                : MetricsFormat::kPrometheusText;
+}
 
 bool ParseListenAddress(const std::string& listen, sockaddr_in* out, std::string* error) {
   auto colon = listen.rfind(':');

@@ -1,5 +1,6 @@
 // Serves the metrics over HTTP with GNU libmicrohttpd, for Prometheus: GET /metrics (the text
-// exposition) and GET /healthz (200 "ok" while the daemon serves).
+// exposition 0.0.4, or OpenMetrics 1.0 when the Accept header asks for it) and GET /healthz
+// (200 "ok" while the daemon serves).
 //
 // Meant for a loopback address (the default is 127.0.0.1:9110): the endpoint shows every
 // tenant's counters and has no authentication of its own. Any local user can connect, so the
@@ -19,9 +20,16 @@
 #include <functional>
 #include <string>
 
+#include "fs/metrics.h"
+
 struct MHD_Daemon;
 
 namespace gpucache {
+
+// Which exposition an Accept header asks for: OpenMetrics when it names
+// application/openmetrics-text with a q at least that of text/plain (or */*), else the
+// Prometheus text format. Null (no header): the text format.
+MetricsFormat NegotiateMetricsFormat(const char* accept);
 
 // Parses "IPv4:PORT" (PORT 1-65535). Returns false and says why in `error`.
 bool ParseListenAddress(const std::string& listen, sockaddr_in* out, std::string* error);

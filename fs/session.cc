@@ -20,7 +20,10 @@ namespace {
 
 // allow_other: tenants are other uids than the mounting root. default_permissions only with
 // fuse.permissions = "kernel"; otherwise the daemon decides access itself (fs/filesystem.h).
-constexpr char kBaseOptions[] = "allow_other,fsname=gpucache,subtype=gpucachefs";
+// nosuid,nodev: a tenant's block is never a setuid program or a device node; an explicit
+// -o suid or -o dev comes later in the list and wins (packaging/mount.fuse.gpucachefs keeps
+// mount.fuse3 from adding them behind the operator's back).
+constexpr char kBaseOptions[] = "allow_other,nosuid,nodev,fsname=gpucache,subtype=gpucachefs";
 
 struct SessionDeleter {
   void operator()(fuse_session* se) const { fuse_session_destroy(se); }

@@ -30,7 +30,10 @@ TEST_PACKAGES=(
   python3-cbor2 python3-numpy # the engine connector: vLLM's sha256_cbor block hashes; preadv into tensor buffers
   systemd                     # systemd-analyze verifies the unit
   dpkg-dev lintian            # building and checking the .deb (dpkg-shlibdeps)
+  man-db                      # man --warnings (and groff) check the man pages
+  libseccomp-dev              # tests: the unit's system-call filter applied without systemd
   clang-14 libclang-rt-14-dev # libFuzzer, ASan and UBSan for packaging/fuzz.sh
+  prometheus python3-prometheus-client  # promtool and an OpenMetrics parser check the metrics
 )
 COLD_PACKAGES=(
   ceph-mon ceph-osd           # one monitor and one memstore OSD behind the test gateway

@@ -59,4 +59,65 @@ PayloadChecksums ComputeChecksums(std::span<const uint8_t> payload) {
   return h.Finish();
 }
 
+ArrivalHasher::ArrivalHasher() : hasher_(std::make_unique<PayloadHasher>(kDefaultChunkSize)) {}
+ArrivalHasher::~ArrivalHasher() = default;
+
+uint64_t ArrivalHasher::Begin() {
+  std::lock_guard lock(mu_);
+  uint64_t ticket = ++started_;
+  // Everything still running, and this one, overlap each other.
+  if (active_ > 0) overlapped_ = ticket;
+  active_++;
+  return ticket;
+}
+
+bool ArrivalHasher::FinishLocked(uint64_t ticket) {
+  active_--;
+  // Started after this one and before its end: marks `ticket` (and every earlier one) too.
+  if (started_ != ticket) overlapped_ = std::max(overlapped_, ticket);
+  return ticket > overlapped_;
+}
+
+void ArrivalHasher::RestartLocked() {
+  hasher_ = std::make_unique<PayloadHasher>(kDefaultChunkSize);
+  hashed_ = 0;
+}
+
+void ArrivalHasher::EndWrite(uint64_t ticket, uint64_t offset, std::span<const uint8_t> data,
+                             bool landed) {
+  std::lock_guard lock(mu_);
+  bool alone = FinishLocked(ticket);
+  if (data.empty()) return;
+  if (offset < hashed_) RestartLocked();  // the hashed prefix may have changed under it
+  if (alone && landed && offset == hashed_) {
+    hasher_->Update(data);
+    hashed_ += data.size();
+  }
+}
+
+void ArrivalHasher::EndResize(uint64_t ticket, uint64_t size) {
+  std::lock_guard lock(mu_);
+  FinishLocked(ticket);
+  if (size < hashed_) RestartLocked();
+}
+
+std::unique_ptr<PayloadHasher> ArrivalHasher::Take(uint32_t chunk_size, uint64_t* hashed) {
+  std::lock_guard lock(mu_);
+  std::unique_ptr<PayloadHasher> out;
+  if (chunk_size == kDefaultChunkSize && active_ == 0) {
+    out = std::move(hasher_);
+    *hashed = hashed_;
+  } else {
+    out = std::make_unique<PayloadHasher>(chunk_size);
+    *hashed = 0;
+  }
+  RestartLocked();
+  return out;
+}
+
+uint64_t ArrivalHasher::hashed() const {
+  std::lock_guard lock(mu_);
+  return hashed_;
+}
+
 }  // namespace gpucache

@@ -8,6 +8,8 @@
 #include <xxhash.h>
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,5 +53,46 @@ class PayloadHasher {
 };
 
 PayloadChecksums ComputeChecksums(std::span<const uint8_t> payload);
+
+// The checksums of a payload computed as its bytes are written, so that a commit need not
+// read them back: a writer that streams a block from its start to its end is hashed as it
+// goes. Keeps a hasher fed with the payload's prefix [0, hashed()) exactly as it landed:
+//   - a write that starts at hashed() and landed whole is fed;
+//   - a write that starts past it (out of order) is not: the seal reads the rest back;
+//   - a write or a truncate that reaches below it (an overwrite, O_TRUNC) starts over at 0;
+//   - writes and resizes that overlap in time are never fed (the order they landed in is
+//     unknown), and a failed write below hashed() starts over too.
+// Every write or resize of the payload is bracketed: Begin() before it, End*() after it.
+// Thread-safe.
+class ArrivalHasher {
+ public:
+  ArrivalHasher();
+  ~ArrivalHasher();
+  ArrivalHasher(const ArrivalHasher&) = delete;
+  ArrivalHasher& operator=(const ArrivalHasher&) = delete;
+
+  // Before a write or resize; returns a ticket for its End*.
+  uint64_t Begin();
+  // After a write at payload offset `offset` of `data`; `landed` if all of it was written.
+  void EndWrite(uint64_t ticket, uint64_t offset, std::span<const uint8_t> data, bool landed);
+  // After the payload was resized to `size` (whether or not the resize succeeded).
+  void EndResize(uint64_t ticket, uint64_t size);
+  // For the seal: a hasher for chunks of `chunk_size` already fed with the first `*hashed`
+  // payload bytes (0 if the prefix is of another chunk size or there is none). Starts this
+  // one over.
+  std::unique_ptr<PayloadHasher> Take(uint32_t chunk_size, uint64_t* hashed);
+  uint64_t hashed() const;
+
+ private:
+  void RestartLocked();
+  // Whether the operation holding `ticket` overlapped none other; ends it.
+  bool FinishLocked(uint64_t ticket);
+  mutable std::mutex mu_;
+  std::unique_ptr<PayloadHasher> hasher_;  // chunks of kDefaultChunkSize
+  uint64_t hashed_ = 0;
+  uint64_t started_ = 0;        // tickets handed out
+  uint32_t active_ = 0;         // operations begun and not ended
+  uint64_t overlapped_ = 0;     // tickets at or below this overlapped another operation
+};
 
 }  // namespace gpucache

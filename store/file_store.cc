@@ -18,6 +18,7 @@
 
 #include "store/env.h"
 #include "store/file_store_located.h"
+#include "store/file_store_spares.h"
 #include "store/failpoint.h"
 #include "store/io/uring_source.h"
 #include "store/placement.h"
@@ -26,16 +27,6 @@ namespace gpucache {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr size_t kSealReadSize = 1 << 20;
-
-class PendingFile final : public PendingPayload {
- public:
-  PendingFile(Fd f, std::string p, size_t d) : fd(std::move(f)), path(std::move(p)), dev(d) {}
-  Fd fd;
-  std::string path;
-  const size_t dev;  // the directory it will be published in
-};
 
 class FileSource final : public RawSource {
  public:
@@ -109,7 +100,7 @@ FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
   loaded_.resize(devices_.size());
   if (options_.backing_io == "uring") {
     UringReaderOptions o;
-    o.probe_dir = devices_.empty() ? std::string() : devices_[0].path;  // sizes the queue depth
+    o.probe_dir = devices_.empty() ? std::string() : devices_[0].dir.root();  // sizes the queue depth
     uring_ = UringReader::Create(o);  // null only for invalid pool options: then pread
   }
 }
@@ -131,21 +122,22 @@ std::unique_ptr<IndexedStore> OpenFileStore(const std::vector<std::string>& data
   std::vector<Device> devices;
   for (const std::string& dir : data_dirs) {
     std::error_code ec;
-    for (const char* sub : {"/blocks", "/tmp", "/quarantine"}) {
-      if (!ec) fs::create_directories(dir + sub, ec);
+    DataDir layout(dir);
+    for (const std::string& sub : {layout.Blocks(), layout.Tmp(), layout.Spare(), layout.Quarantine()}) {
+      if (!ec) fs::create_directories(sub, ec);
     }
     if (ec) {
       *error = "cannot create data directory " + dir + ": " + ec.message();
       return nullptr;
     }
-    std::string lock_path = dir + "/LOCK";
+    std::string lock_path = layout.File("LOCK");
     Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
     if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
       *error = "data directory " + dir + " is in use by another gpucachefs (" + lock_path +
                " is locked) or not writable";
       return nullptr;
     }
-    devices.push_back(Device{dir, std::move(lock), false});
+    devices.push_back(Device{std::move(layout), std::move(lock), false});
   }
   auto medium = std::make_unique<FileMedium>(std::move(devices), options);
   auto store = std::make_unique<IndexedStore>(std::move(options), std::move(medium));
@@ -157,9 +149,9 @@ std::unique_ptr<IndexedStore> OpenFileStore(const std::vector<std::string>& data
 bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   uint64_t epoch = 0;
   for (const Device& d : devices_) {
-    Result<uint64_t> e = ReadEpoch(d.path + "/EPOCH");
+    Result<uint64_t> e = ReadEpoch(d.dir.File("EPOCH"));
     if (!e.ok()) {
-      error = d.path + "/EPOCH does not hold a number; refusing to guess the epoch";
+      error = d.dir.File("EPOCH") + " does not hold a number; refusing to guess the epoch";
       return false;
     }
     epoch = std::max(epoch, e.value());
@@ -171,11 +163,8 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   }
   host().SetEpoch(report.epoch);
   pins_ = LoadPins();
+  report.reservations_dropped = DropLeftovers();
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    for (const std::string& name : ListDir(devices_[dev].path + "/tmp")) {
-      ::unlink((devices_[dev].path + "/tmp/" + name).c_str());
-      report.reservations_dropped++;
-    }
     LoadSnapshot(dev);
     LoadBlocks(dev, report);
     snapshot_.clear();
@@ -184,17 +173,42 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
     LoadQuarantine(dev, report);
     StartJournal(dev);
   }
+  if (!options_.env) {  // filled from now on, off the start's path
+    std::vector<std::string> spare_dirs;
+    for (const Device& d : devices_) spare_dirs.push_back(d.dir.Spare());
+    spares_ = std::make_unique<SparePool>(env_, std::move(spare_dirs), kSpareDepth);
+  }
   return true;
 }
 
+uint64_t FileMedium::DropLeftovers() {
+  uint64_t reservations = 0;
+  for (const Device& d : devices_) {
+    for (const std::string& name : ListDir(d.dir.Tmp())) {
+      env_.Remove(d.dir.Tmp() + "/" + name);
+      reservations++;
+    }
+    // A spare that holds bytes was a reservation's payload; the others were never used.
+    for (const std::string& name : ListDir(d.dir.Spare())) {
+      std::string path = d.dir.Spare() + "/" + name;
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0 && st.st_size > 0) reservations++;
+      env_.Remove(path);
+    }
+  }
+  return reservations;
+}
+
+size_t FileMedium::SparesReady(size_t dev) const { return spares_ ? spares_->Ready(dev) : 0; }
+
 void FileMedium::LoadBlocks(size_t dev, FileStoreReport& report) {
-  const std::string& dir = devices_[dev].path;
-  for (const std::string& tenant : ListDir(dir + "/blocks")) {
+  const DataDir& dir = devices_[dev].dir;
+  for (const std::string& tenant : ListDir(dir.Blocks())) {
     if (!IsValidTenantName(tenant)) {
-      report.problems.push_back("ignored " + dir + "/blocks/" + tenant + ": not a tenant name");
+      report.problems.push_back("ignored " + dir.Tenant(tenant) + ": not a tenant name");
       continue;
     }
-    for (const std::string& ns : ListDir(dir + "/blocks/" + tenant)) {
+    for (const std::string& ns : ListDir(dir.Tenant(tenant))) {
       if (!IsValidNamespaceName(ns)) {
         report.problems.push_back("ignored " + tenant + "/" + ns + ": not a namespace name");
         continue;
@@ -235,7 +249,7 @@ Result<BlockInfo> FileMedium::ReadBlockInfo(const std::string& path, std::string
 
 void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
                               FileStoreReport& report) {
-  std::string ns_path = devices_[dev].path + "/blocks/" + tenant + "/" + ns;
+  std::string ns_path = devices_[dev].dir.Namespace(tenant, ns);
   struct stat st{};
   ::stat(ns_path.c_str(), &st);
   host().RestoreNamespace(tenant, ns, Owner{st.st_uid, st.st_gid});
@@ -292,8 +306,9 @@ void FileMedium::Close() {
 }
 
 void FileMedium::LoadQuarantine(size_t dev, FileStoreReport& report) {
-  for (const std::string& name : ListDir(devices_[dev].path + "/quarantine")) {
-    std::string path = devices_[dev].path + "/quarantine/" + name;
+  const DataDir& dir = devices_[dev].dir;
+  for (const std::string& name : ListDir(dir.Quarantine())) {
+    std::string path = dir.Quarantine() + "/" + name;
     std::string why;
     Result<BlockInfo> info = ReadBlockInfo(path, why);
     if (!info.ok() || std::to_string(info->region_id) != name) {
@@ -309,7 +324,7 @@ void FileMedium::LoadQuarantine(size_t dev, FileStoreReport& report) {
 std::set<std::string> FileMedium::LoadPins() {
   std::set<std::string> pins;
   for (const Device& d : devices_) {
-    std::ifstream in(d.path + "/PINS");
+    std::ifstream in(d.dir.File("PINS"));
     std::string line;
     while (std::getline(in, line)) {
       if (!line.empty()) pins.insert(line);
@@ -344,14 +359,14 @@ void FileMedium::RefreshWeightsLocked() const {
   for (const Device& d : devices_) {
     struct statvfs v {};
     // Unreadable: keep the last weight rather than starve or flood the directory.
-    if (::statvfs(d.path.c_str(), &v) == 0) {
+    if (::statvfs(d.dir.root().c_str(), &v) == 0) {
       d.free_bytes = static_cast<double>(v.f_bavail) * static_cast<double>(v.f_frsize);
     }
   }
 }
 
 std::string FileMedium::PathIn(size_t dev, const BlockAddress& a) const {
-  return devices_[dev].path + "/blocks/" + a.tenant + "/" + a.ns + "/" + a.block;
+  return devices_[dev].dir.Block(a);
 }
 
 StatusCode FileMedium::IsolateDomain(const std::string& path) {
@@ -361,13 +376,14 @@ StatusCode FileMedium::IsolateDomain(const std::string& path) {
     size_t in_service = 0;
     for (size_t d = 0; d < devices_.size(); ++d) {
       if (!devices_[d].isolated) in_service++;
-      if (devices_[d].path == path) dev = d;
+      if (devices_[d].dir.root() == path) dev = d;
     }
     if (dev == devices_.size()) return StatusCode::kNotFound;
     if (devices_[dev].isolated) return StatusCode::kOk;
     if (in_service == 1) return StatusCode::kInvalidArgument;  // never the last one
     devices_[dev].isolated = true;
   }
+  if (spares_) spares_->Retire(dev);
   host().ForgetIf([dev](const StoredPayload* stored) {
     auto* l = dynamic_cast<const Located*>(stored);
     return l && l->dev == dev;
@@ -378,7 +394,7 @@ StatusCode FileMedium::IsolateDomain(const std::string& path) {
 std::vector<DomainInfo> FileMedium::Domains() {
   std::lock_guard lock(devices_mu_);
   std::vector<DomainInfo> out;
-  for (const Device& d : devices_) out.push_back({d.path, d.isolated});
+  for (const Device& d : devices_) out.push_back({d.dir.root(), d.isolated});
   return out;
 }
 
@@ -391,9 +407,9 @@ std::string FileMedium::PathOf(const BlockAddress& a) {
 StatusCode FileMedium::CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     if (Isolated(dev)) continue;
-    std::string tenant_dir = devices_[dev].path + "/blocks/" + std::string(tenant);
-    if (::mkdir(tenant_dir.c_str(), 0700) != 0 && errno != EEXIST) return StatusFromErrno(errno);
-    std::string path = tenant_dir + "/" + std::string(ns);
+    const DataDir& dir = devices_[dev].dir;
+    if (::mkdir(dir.Tenant(tenant).c_str(), 0700) != 0 && errno != EEXIST) return StatusFromErrno(errno);
+    std::string path = dir.Namespace(tenant, ns);
     if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return StatusFromErrno(errno);
     // The backing directory records who created the namespace, for listings after a restart.
     if (::chown(path.c_str(), owner.uid, owner.gid) != 0 && errno != EPERM) {
@@ -405,114 +421,10 @@ StatusCode FileMedium::CreateNamespace(std::string_view tenant, std::string_view
 
 StatusCode FileMedium::RemoveNamespace(std::string_view tenant, std::string_view ns) {
   for (const Device& d : devices_) {
-    std::string path = d.path + "/blocks/" + std::string(tenant) + "/" + std::string(ns);
+    std::string path = d.dir.Namespace(tenant, ns);
     if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return StatusFromErrno(errno);
   }
   return StatusCode::kOk;
-}
-
-Result<std::shared_ptr<PendingPayload>> FileMedium::Prepare(const ReservationInfo& info) {
-  size_t dev = PlaceFor(info.address);  // the payload is written where it will be published
-  std::string path = devices_[dev].path + "/tmp/" + std::to_string(info.region_id) + ".part";
-  Fd fd(env_.CreateExclusive(path));
-  if (!fd.valid()) return StatusFromErrno(-fd.get());
-  GPUCACHE_FAILPOINT("reserve.after_create");
-  return std::shared_ptr<PendingPayload>(std::make_shared<PendingFile>(std::move(fd), path, dev));
-}
-
-Result<size_t> FileMedium::Write(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
-  auto& f = static_cast<PendingFile&>(p);
-  if (GPUCACHE_FAILPOINT_FIRES("write.torn")) {  // half of this request lands, then the crash
-    env_.Write(f.fd.get(), data.first(data.size() / 2), kBlockDataOffset + offset);
-    failpoint::Crash("write.torn");
-  }
-  StatusCode s = env_.Write(f.fd.get(), data, kBlockDataOffset + offset);
-  if (s != StatusCode::kOk) return s;
-  GPUCACHE_FAILPOINT("write.after");
-  return data.size();
-}
-
-StatusCode FileMedium::Truncate(PendingPayload& p, uint64_t size) {
-  auto& f = static_cast<PendingFile&>(p);
-  return env_.Truncate(f.fd.get(), kBlockDataOffset + size);
-}
-
-StatusCode FileMedium::Allocate(PendingPayload& p, uint64_t size) {
-  auto& f = static_cast<PendingFile&>(p);
-  StatusCode s = env_.Allocate(f.fd.get(), kBlockDataOffset, size);
-  return s == StatusCode::kNotSupported ? Truncate(p, size) : s;
-}
-
-std::optional<Medium::DeviceSpace> FileMedium::SpaceFor(const PendingPayload& p) {
-  struct statvfs v {};
-  if (::statvfs(devices_[static_cast<const PendingFile&>(p).dev].path.c_str(), &v) != 0) {
-    return std::nullopt;
-  }
-  return DeviceSpace{uint64_t{v.f_bavail} * v.f_frsize, uint64_t{v.f_blocks} * v.f_frsize};
-}
-
-bool FileMedium::SharesDevice(const PendingPayload& p, const StoredPayload* stored) const {
-  return DeviceOf(stored) == static_cast<const PendingFile&>(p).dev;
-}
-
-Result<Medium::Sealed> FileMedium::Seal(PendingPayload& p, const BlockInfo& draft) {
-  auto& f = static_cast<PendingFile&>(p);
-  if (Isolated(f.dev)) return StatusCode::kIoError;  // its device left service meanwhile
-  // Cut anything past the payload (a truncate to a smaller size leaves nothing behind).
-  if (StatusCode s = Truncate(p, draft.size); s != StatusCode::kOk) return s;
-  GPUCACHE_FAILPOINT("seal.after_truncate");
-  PayloadHasher hasher(ChunkSizeFor(draft.size));
-  Bytes buf(std::min<uint64_t>(draft.size, kSealReadSize));
-  for (uint64_t at = 0; at < draft.size; at += buf.size()) {
-    std::span<uint8_t> piece(buf.data(), std::min<uint64_t>(buf.size(), draft.size - at));
-    if (StatusCode s = env_.Read(f.fd.get(), piece, kBlockDataOffset + at); s != StatusCode::kOk) {
-      return s;
-    }
-    hasher.Update(piece);
-  }
-  BlockHeader header;
-  header.payload_length = draft.size;
-  header.commit_epoch = draft.commit_epoch;
-  header.region_id = draft.region_id;
-  header.owner_uid = draft.owner.uid;
-  header.owner_gid = draft.owner.gid;
-  header.commit_time_ns = draft.commit_time_ns;
-  header.identity = draft.canonical_identity;
-  header.checksums = hasher.Finish();
-  GPUCACHE_FAILPOINT("seal.after_checksums");
-  Bytes encoded = EncodeBlockHeader(header);
-  if (GPUCACHE_FAILPOINT_FIRES("seal.torn_header")) {  // half a header, then the crash
-    env_.Write(f.fd.get(), std::span(encoded).first(encoded.size() / 2), 0);
-    failpoint::Crash("seal.torn_header");
-  }
-  if (StatusCode s = env_.Write(f.fd.get(), encoded, 0); s != StatusCode::kOk) return s;
-  GPUCACHE_FAILPOINT("seal.after_header");
-  if (options_.sync_commits) {
-    if (StatusCode s = env_.SyncData(f.fd.get()); s != StatusCode::kOk) return s;
-  }
-  std::string target = PathIn(f.dev, draft.address);
-  GPUCACHE_FAILPOINT("seal.before_rename");
-  if (StatusCode s = env_.Rename(f.path, target); s != StatusCode::kOk) return s;
-  GPUCACHE_FAILPOINT("seal.after_rename");
-  if (options_.sync_commits) {
-    // Not acknowledged unless the name is durable too: a commit whose directory sync failed
-    // takes its file back (found by the power-loss test, tests/store/power_loss_test.cc).
-    if (StatusCode s = env_.SyncDir(target.substr(0, target.find_last_of('/'))); s != StatusCode::kOk) {
-      env_.Remove(target);
-      f.path.clear();
-      return s;
-    }
-  }
-  JournalCommit(f.dev, f.fd.get(), draft, header.checksums);
-  f.fd.Reset();
-  f.path.clear();
-  return Sealed{std::move(header.checksums), located_[f.dev]};
-}
-
-void FileMedium::Discard(PendingPayload& p) {
-  auto& f = static_cast<PendingFile&>(p);
-  f.fd.Reset();
-  if (!f.path.empty()) env_.Remove(f.path);
 }
 
 Result<Medium::Opened> FileMedium::Open(const BlockInfo& info,
@@ -551,7 +463,7 @@ std::shared_ptr<StoredPayload> FileMedium::Quarantine(
     const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
   size_t dev = DeviceOf(stored);
   std::string from = PathIn(dev, info.address);
-  std::string to = devices_[dev].path + "/quarantine/" + std::to_string(info.region_id);
+  std::string to = devices_[dev].dir.Quarantined(info.region_id);
   JournalRemoval(dev, info.address);
   // Open handles keep reading the same inode; the name is freed for a new commit.
   if (env_.Rename(from, to) == StatusCode::kOk) return std::make_shared<QuarantinedFile>(to);
@@ -574,8 +486,7 @@ void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload
   CountError();
   // Left where it is, the next start would load it again: move it to tmp/, which every start
   // empties. If that fails too, it is counted twice and comes back as a block.
-  if (!q && env_.Rename(path, devices_[dev].path + "/tmp/" + std::to_string(info.region_id) +
-                                  ".dropped") != StatusCode::kOk) {
+  if (!q && env_.Rename(path, devices_[dev].dir.Dropped(info.region_id)) != StatusCode::kOk) {
     CountError();
   }
 }
@@ -583,7 +494,7 @@ void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload
 StatusCode FileMedium::PersistEpoch(uint64_t epoch) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     if (Isolated(dev)) continue;
-    StatusCode s = WriteFileAtomically(devices_[dev].path + "/EPOCH", std::to_string(epoch) + "\n");
+    StatusCode s = WriteFileAtomically(devices_[dev].dir.File("EPOCH"), std::to_string(epoch) + "\n");
     if (s != StatusCode::kOk) return s;
   }
   return StatusCode::kOk;
@@ -593,7 +504,7 @@ void FileMedium::PersistPins(const std::vector<BlockAddress>& pinned) {
   std::string text;
   for (const BlockAddress& a : pinned) text += a.RelativePath() + "\n";
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    if (!Isolated(dev)) WriteFileAtomically(devices_[dev].path + "/PINS", text);
+    if (!Isolated(dev)) WriteFileAtomically(devices_[dev].dir.File("PINS"), text);
   }
 }
 

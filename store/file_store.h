@@ -11,19 +11,23 @@
 //   <data_dir>/LOCK                       flock()ed while a daemon owns the directory
 //   <data_dir>/EPOCH                      decimal epoch, bumped and rewritten at every open
 //   <data_dir>/tmp/<region>.part          payload of a reservation (RESERVED/WRITING)
+//   <data_dir>/spare/<n>                  files made ahead for reservations, and their payloads
 //   <data_dir>/blocks/<tenant>/<ns>/<blk> committed block files (docs/block-format.md)
 //   <data_dir>/quarantine/<region>        quarantined blocks (same format), kept until reclaimed
 //   <data_dir>/PINS                       relative paths of pinned blocks, one per line
 //
-// Commit reads the payload back once to compute checksums, writes the header, then renames the
-// temporary file into place: a block file exists under its name only when complete. Open()
-// reloads every committed block whose header checks out, drops every reservation (tmp/ is
+// A reservation takes a spare file (store/file_store_spares.h) and is written in place. Its checksums are
+// computed as the bytes are written in order; commit reads back only what they could not
+// cover (file_store_pending.cc), writes the header, then renames the temporary file into
+// place: a block file exists under its name only when complete. Open() reloads every
+// committed block whose header checks out, drops every reservation (tmp/ and spare/ are
 // emptied) and deletes a corrupt or truncated block file so that it is never a hit. Payload
 // corruption that the header cannot show is caught on read, chunk by chunk.
 //
 // Thread safety: as BlockStore. One FileStore per data directory (enforced by LOCK).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -35,6 +39,7 @@
 #include <vector>
 
 #include "store/block_file.h"
+#include "store/data_dir.h"
 #include "store/index_journal.h"
 #include "store/index_snapshot.h"
 #include "store/indexed_store.h"
@@ -43,6 +48,7 @@
 namespace gpucache {
 
 class UringReader;
+class SparePool;
 
 using FileStoreReport = MediumReport;
 
@@ -87,9 +93,20 @@ class FileMedium final : public Medium {
   std::vector<DomainInfo> Domains() override;
   // Where a committed block's file is (or where a new one would be placed).
   std::string PathOf(const BlockAddress& address) override;
+  // backing_io "uring": the reader serving payload reads (its counters); null with "posix".
+  const UringReader* uring_reader() const { return uring_.get(); }
+
+  // Spare files kept ready per data directory: a burst of this many CREATEs never waits for
+  // an inode allocation.
+  static constexpr size_t kSpareDepth = 8;
+  // Payload bytes the seals read back because the writes could not feed their checksums.
+  uint64_t read_back_bytes() const { return read_back_bytes_.load(std::memory_order_relaxed); }
+  // Spare files ready on device `dev` (0 without a pool: a test Env sees every call in order,
+  // so the pool runs only over the POSIX one).
+  size_t SparesReady(size_t dev) const;
 
   struct Device {
-    std::string path;
+    DataDir dir;
     Fd lock;
     bool isolated = false;      // guarded by devices_mu_
     mutable double free_bytes = 1;  // placement weight, guarded by devices_mu_
@@ -138,6 +155,10 @@ class FileMedium final : public Medium {
   void RefreshWeightsLocked() const;
   std::string PathIn(size_t dev, const BlockAddress& address) const;
   bool Isolated(size_t dev) const;
+  // The payload's checksums: what its writes fed, and the rest read back.
+  Result<PayloadChecksums> ChecksumsOf(PendingPayload& p, uint64_t size);
+  // Empties every directory's tmp/ and spare/ (start-up); how many reservations were dropped.
+  uint64_t DropLeftovers();
   // Reads and checks a block file; the BlockInfo it describes, or why not.
   Result<BlockInfo> ReadBlockInfo(const std::string& path, std::string& why);
 
@@ -148,6 +169,8 @@ class FileMedium final : public Medium {
   Env& env_;  // options().env, or the POSIX one
   // backing_io "uring": serves every UringSource this store opens (so it outlives them).
   std::unique_ptr<UringReader> uring_;
+  std::unique_ptr<SparePool> spares_;  // started by Load over the POSIX Env
+  std::atomic<uint64_t> read_back_bytes_{0};
   // Start-up only: the snapshot of the directory being loaded, entries sorted by (ns, block).
   std::unordered_map<std::string, uint32_t> snapshot_namespaces_;  // "tenant/ns" -> index
   std::vector<SnapshotEntry> snapshot_;

@@ -41,7 +41,7 @@ void WriteReplacing(const std::string& path, const Bytes& bytes) {
 }  // namespace
 
 void FileMedium::LoadSnapshot(size_t dev) {
-  const std::string& dir = devices_[dev].path;
+  const std::string& dir = devices_[dev].dir.root();
   IndexSnapshot snapshot;
   if (std::optional<Bytes> bytes = ReadWhole(dir + "/" + kSnapshotFile)) {
     if (std::optional<IndexSnapshot> decoded = DecodeSnapshot(*bytes)) snapshot = std::move(*decoded);
@@ -137,7 +137,7 @@ void FileMedium::NoteLoaded(size_t dev, const std::string& ns, SnapshotEntry e) 
 
 // After a device loaded: what it verified becomes its INDEX, and the journal starts empty.
 void FileMedium::StartJournal(size_t dev) {
-  WriteReplacing(devices_[dev].path + "/" + kSnapshotFile, EncodeSnapshot(loaded_[dev]));
+  WriteReplacing(devices_[dev].dir.File(kSnapshotFile), EncodeSnapshot(loaded_[dev]));
   loaded_[dev] = IndexSnapshot{};
   if (dev < loaded_ns_.size()) loaded_ns_[dev].clear();
   EmptyJournal(dev);
@@ -146,10 +146,10 @@ void FileMedium::StartJournal(size_t dev) {
 void FileMedium::EmptyJournal(size_t dev) {
   JournalFile& j = *journals_[dev];
   std::lock_guard lock(j.mu);
-  std::string path = devices_[dev].path + "/" + kJournalFile;
+  std::string path = devices_[dev].dir.File(kJournalFile);
   j.fd = Fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644));
   j.bytes = 0;
-  ::unlink((devices_[dev].path + "/" + kOldJournalFile).c_str());
+  ::unlink((devices_[dev].dir.File(kOldJournalFile)).c_str());
 }
 
 void FileMedium::Append(size_t dev, const JournalRecord& record) {
@@ -166,7 +166,7 @@ void FileMedium::Append(size_t dev, const JournalRecord& record) {
     if (rotate) {
       // From here on, appends go to a fresh JOURNAL; JOURNAL.old is replayed before it at a
       // start until the INDEX below replaces both.
-      std::string dir = devices_[dev].path + "/";
+      std::string dir = devices_[dev].dir.root() + "/";
       ::rename((dir + kJournalFile).c_str(), (dir + kOldJournalFile).c_str());
       j.fd = Fd(::open((dir + kJournalFile).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644));
       j.bytes = 0;
@@ -174,7 +174,7 @@ void FileMedium::Append(size_t dev, const JournalRecord& record) {
   }
   if (rotate) {
     SaveSnapshot(dev);  // on this thread: about a second per million blocks, once per 64 MiB
-    ::unlink((devices_[dev].path + "/" + kOldJournalFile).c_str());
+    ::unlink((devices_[dev].dir.File(kOldJournalFile)).c_str());
   }
 }
 
@@ -225,7 +225,7 @@ void FileMedium::SaveSnapshot(size_t dev) {
     e.digest = b.checksum;
     e.keys = b.keys;
   });
-  std::string base = devices_[dev].path + "/blocks/", path;
+  std::string base = devices_[dev].dir.root() + "/blocks/", path;
   size_t kept = 0;
   for (SnapshotEntry& e : snapshot.entries) {
     struct stat st {};
@@ -238,7 +238,7 @@ void FileMedium::SaveSnapshot(size_t dev) {
     snapshot.entries[kept++] = e;
   }
   snapshot.entries.resize(kept);
-  WriteReplacing(devices_[dev].path + "/" + kSnapshotFile, EncodeSnapshot(snapshot));
+  WriteReplacing(devices_[dev].dir.File(kSnapshotFile), EncodeSnapshot(snapshot));
 }
 
 // Quarantined bytes stay quarantined across a restart: only a reclaim frees them.

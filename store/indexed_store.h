@@ -124,6 +124,12 @@ class IndexedStore : public BlockStore, private MediumHost {
   // REQUIRES: called before the store is shared between threads (start-up wiring).
   void SetCommitObserver(CommitObserver observer) { commit_observer_ = std::move(observer); }
   const StoreOptions& options() const { return options_; }
+  // A live reload (SIGHUP): admission checks use `limits` from now on; fills already admitted
+  // go on, and their commits are judged by the new limits.
+  void SetLimits(ResourceLimits limits) {
+    std::lock_guard lock(mu_);
+    options_.limits = std::move(limits);
+  }
 
   // Called by readers: the bytes of `address` (at `region_id`) failed their checksums. If the
   // block is still that region: drops it, counts one failure, tells the observer.
@@ -218,7 +224,7 @@ class IndexedStore : public BlockStore, private MediumHost {
   Usage GlobalUsageLocked() const;
   TenantCounters& CountersLocked(const std::string& tenant);
 
-  const StoreOptions options_;
+  StoreOptions options_;  // `limits` guarded by mu_ (SetLimits); the rest fixed at construction
   const std::unique_ptr<Medium> medium_;
   std::mutex fence_mu_;
   std::mutex mu_;

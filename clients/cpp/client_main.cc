@@ -3,7 +3,11 @@
 //   gpucache-client put MOUNT IDENTITY.toml FILE     commit FILE's bytes as the block
 //   gpucache-client get MOUNT IDENTITY.toml [OUT]    write the block to OUT (default stdout)
 //
-// Exit status: 0 on success, 1 on a miss (ENOENT), 2 on any other error, 64 on bad usage.
+// Exit status: 0 on success (a put of a block already committed included), 1 on a miss
+// (ENOENT), 2 on any other error, 64 on bad usage or an invalid identity file.
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -15,24 +19,41 @@
 
 namespace {
 
+constexpr char kUsage[] =
+    "usage: gpucache-client put MOUNT IDENTITY.toml FILE   commit FILE's bytes as the block\n"
+    "       gpucache-client get MOUNT IDENTITY.toml [OUT]  write the block to OUT (default stdout)\n"
+    "       gpucache-client --help | --version\n"
+    "Exit codes: 0 ok (put: committed now or already present), 1 miss, 2 error,\n"
+    "64 bad usage or an invalid identity file.\n";
+
 int Usage() {
-  std::cerr << "usage: gpucache-client put MOUNT IDENTITY.toml FILE\n"
-               "       gpucache-client get MOUNT IDENTITY.toml [OUT]\n";
+  std::cerr << kUsage;
   return 64;
 }
 
 int Put(const gpucache::MountClient& client, const gpucache::CacheIdentity& id, const char* file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
-    std::cerr << "gpucache-client: cannot read " << file << "\n";
+    std::cerr << "gpucache-client: cannot read " << file << ": " << std::strerror(errno) << "\n";
     return 2;
   }
   gpucache::Bytes data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (int err = client.Commit(id, data)) {
-    std::cerr << "gpucache-client: commit failed: " << std::strerror(err) << "\n";
+  std::string path = client.PathOf(id);
+  int err = client.Commit(id, data);
+  struct stat st;
+  if (err == EEXIST && ::stat(path.c_str(), &st) == 0) {
+    // For a cache, a block someone already committed is the outcome the caller wanted: the
+    // identity names the bytes, so the committed block serves this put too.
+    std::cerr << "gpucache-client: already present: " << path << "\n";
+  } else if (err == EEXIST) {
+    std::cerr << "gpucache-client: " << path << ": another writer is filling this block now "
+                 "(EEXIST); not written twice (docs/single-flight.md)\n";
+    return 2;
+  } else if (err) {
+    std::cerr << "gpucache-client: commit failed: " << path << ": " << std::strerror(err) << "\n";
     return 2;
   }
-  std::cout << client.PathOf(id) << "\n";
+  std::cout << path << "\n";
   return 0;
 }
 
@@ -61,8 +82,17 @@ int Get(const gpucache::MountClient& client, const gpucache::CacheIdentity& id, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4) return Usage();
-  std::string cmd = argv[1];
+  std::string first = argc > 1 ? argv[1] : "";
+  if (argc == 2 && (first == "--help" || first == "-h")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (argc == 2 && first == "--version") {
+    std::cout << "gpucache-client " << GPUCACHE_VERSION << "\n";
+    return 0;
+  }
+  bool put = first == "put" && argc == 5, get = first == "get" && (argc == 4 || argc == 5);
+  if (!put && !get) return Usage();
   gpucache::MountClient client(argv[2]);
   gpucache::CacheIdentity id;
   try {
@@ -71,7 +101,6 @@ int main(int argc, char** argv) {
     std::cerr << "gpucache-client: " << e.what() << "\n";
     return 64;
   }
-  if (cmd == "put" && argc == 5) return Put(client, id, argv[4]);
-  if (cmd == "get" && (argc == 4 || argc == 5)) return Get(client, id, argc == 5 ? argv[4] : nullptr);
-  return Usage();
+  if (put) return Put(client, id, argv[4]);
+  return Get(client, id, argc == 5 ? argv[4] : nullptr);
 }

@@ -12,11 +12,12 @@
 //                (same keys under another prefix, same sizes and bytes), 4 handles in
 //                parallel as the sink's `concurrency = 4`.
 // cold_refill_1: N refills one after another (async request + poll, as gpucachectl does),
-//                each committed to the hot tier / one reused libcurl handle GETting each
-//                block's byte range from its pack.
+//                each committed to the hot tier / one reused libcurl handle making the
+//                refill's two GETs: the block's locator, then the byte range it names.
 // cold_refill_4: the same with 4 callers / 4 handles in parallel.
 // MiB/s counts block payload bytes in every column.
 #include <curl/curl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -29,11 +30,13 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "clients/cpp/mount_client.h"
 #include "cold/digest.h"
+#include "cold/locator.h"
 #include "cold/manifest.h"
 #include "cold/s3_client.h"
 #include "cold/s3_request.h"
@@ -117,16 +120,12 @@ class Direct {
     Common(key, "x-amz-content-sha256: " + std::string(cold::kEmptySha256));
     std::string range = std::to_string(off) + "-" + std::to_string(off + len - 1);
     curl_easy_setopt(h_, CURLOPT_RANGE, range.c_str());
-    out.clear();
     out.reserve(len);
-    curl_easy_setopt(h_, CURLOPT_WRITEDATA, &out);
-    curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, +[](char* p, size_t s, size_t n, void* u) -> size_t {
-      auto* v = static_cast<std::vector<uint8_t>*>(u);
-      v->insert(v->end(), p, p + s * n);
-      return s * n;
-    });
-    long status = Perform();
-    return status == 206 && out.size() == len;
+    return Collect(out) == 206 && out.size() == len;
+  }
+  bool Get(const std::string& key, std::vector<uint8_t>& out) {
+    Common(key, "x-amz-content-sha256: " + std::string(cold::kEmptySha256));
+    return Collect(out) == 200;
   }
 
  private:
@@ -146,6 +145,16 @@ class Direct {
     curl_easy_setopt(h_, CURLOPT_PASSWORD, o_.secret_key.c_str());
     curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers_);
     curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, +[](char*, size_t s, size_t n, void*) { return s * n; });
+  }
+  long Collect(std::vector<uint8_t>& out) {
+    out.clear();
+    curl_easy_setopt(h_, CURLOPT_WRITEDATA, &out);
+    curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, +[](char* p, size_t s, size_t n, void* u) -> size_t {
+      auto* v = static_cast<std::vector<uint8_t>*>(u);
+      v->insert(v->end(), p, p + s * n);
+      return s * n;
+    });
+    return Perform();
   }
   long Perform() {
     long status = 0;
@@ -185,11 +194,6 @@ void Print(const char* name, double gpucache, double direct) {
   std::fflush(stdout);
 }
 
-struct Target {
-  std::string pack_key;
-  uint64_t offset = 0, length = 0;
-};
-
 int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, const cold::S3Options& o) {
   std::string prefix = "cold-bench/" + std::to_string(::getpid()) + "/";
   std::string creds_dir = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
@@ -197,10 +201,14 @@ int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, const cold::S3Optio
   std::system(("mkdir -p " + creds_dir).c_str());
   std::string creds = creds_dir + "/s3.credentials";
   std::ofstream(creds) << "access_key=" << o.access_key << "\nsecret_key=" << o.secret_key << "\n";
+  std::string keyring = creds_dir + "/keyring";  // the seal keyring the cold tier requires
+  std::ofstream(keyring) << "current = k1\nkey.k1 = " << std::string(64, '1') << "\n";
+  ::chmod(keyring.c_str(), 0600);
   std::string cold = "\n[cold]\nenabled = true\nendpoint = \"" + o.endpoint + "\"\nbucket = \"" +
                      o.bucket + "\"\nregion = \"" + o.region + "\"\ncredentials_file = \"" + creds +
                      "\"\nprefix = \"" + prefix + "\"\nwrite_back = \"manual\"\npack_target_bytes = " +
-                     std::to_string(pack_bytes) + "\nconcurrency = 4\nrefill_workers = 4\n";
+                     std::to_string(pack_bytes) + "\nconcurrency = 4\nrefill_workers = 4\n" +
+                     "keyring_file = \"" + keyring + "\"\n";
   test::MountedFs m(test::TestConfig() + cold);
   MountClient client(m.mnt());
   for (int i = 0; i < blocks; i++) {
@@ -228,20 +236,6 @@ int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, const cold::S3Optio
   });
   Print("cold_pack", mib / pack_s, mib / direct_pack_s);
 
-  // Where each block's bytes are, for the direct GETs (read outside the timing).
-  std::vector<Target> targets(blocks);
-  for (int i = 0; i < blocks; i++) {
-    auto loc = s3.value()->Get(cold::LocatorKey(prefix, AddressOf(Block(i))), cold::kMaxLocatorBytes);
-    auto md = loc.ok() ? cold::DecodeLocator(loc.value()) : std::nullopt;
-    if (!md) throw std::runtime_error("locator of block " + std::to_string(i));
-    auto mbytes = s3.value()->Get(cold::ManifestKey(prefix, *md), cold::kMaxManifestBytes);
-    cold::DecodedManifest d = cold::DecodeManifest(mbytes.value());
-    for (const cold::ManifestEntry& e : d.manifest.entries) {
-      if (e.address == AddressOf(Block(i))) {
-        targets[i] = {cold::PackKey(prefix, d.manifest.object_digest), e.offset, e.length};
-      }
-    }
-  }
 
   auto evict_all = [&] {
     for (int i = 0; i < blocks; i++) {
@@ -264,9 +258,13 @@ int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, const cold::S3Optio
     if (hits != blocks) throw std::runtime_error("refill: " + std::to_string(hits) + " hits");
     return s;
   };
+  // The refill's request pattern: the locator, then the byte range it names (no seal check).
   auto direct_get = [&](Direct& d, int i) {
-    std::vector<uint8_t> out;
-    return d.GetRange(targets[i].pack_key, targets[i].offset, targets[i].length, out);
+    std::vector<uint8_t> loc, out;
+    if (!d.Get(cold::LocatorKey(prefix, AddressOf(Block(i))), loc)) return false;
+    std::optional<cold::Locator> l = cold::DecodeLocator(loc);
+    if (!l || l->version != cold::kLocatorVersion) return false;
+    return d.GetRange(cold::PackKey(prefix, l->object_digest), l->offset, l->length, out);
   };
   for (int callers : {1, 4}) {
     evict_all();

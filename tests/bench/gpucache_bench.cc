@@ -1,18 +1,24 @@
 // gpucache-bench: the data path through the mount, each case against the same work done
-// directly on a directory of the same filesystem in the same run (A/B alternated, median of
-// three), and, where it applies, libfuse's stock passthrough_ll over the backing files.
+// directly on a directory of the same filesystem in the same run, and, where it applies,
+// libfuse's stock passthrough_ll over the backing files. Every case runs kPasses passes; each
+// pass starts with syncfs of the backing filesystem (and the mount), so no side pays for the
+// other's dirty-page writeback, and the sides take turns going first.
 //
 //   gpucache-bench [--cases read,commit,stat,probe,restart] [--quick] [--restart-blocks N]
 //                  [--permissions daemon|kernel] [--backing-io posix|uring]
 //
 // One line per case:
-//   case=NAME gpucache=V direct=V ratio=R unit=U [passthrough_ll=V]
-// ratio is gpucache/direct for throughputs (GB/s, ops/s) and direct/gpucache for latencies
-// (us): above 1 means gpucache does better. Needs root (mounts; cold cases drop the page cache).
+//   case=NAME gpucache=V direct=V ratio=R unit=U [passthrough_ll=V] gpucache_spread=MIN/MED/MAX
+//   direct_spread=MIN/MED/MAX ratio_spread=MIN/MAX
+// V is the median of the passes; ratio is of the medians, gpucache/direct for throughputs
+// (GB/s, ops/s) and direct/gpucache for latencies (us): above 1 means gpucache does better;
+// ratio_spread is the lowest and highest ratio of one pass against the same pass's direct
+// side. Reads are timed with 1 MiB read calls and with one call of the whole block. Needs root (mounts; cold cases drop the page cache).
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,25 +54,37 @@ double Seconds(const std::function<void()>& work) {
 using test::DropCaches;
 using test::Median;
 
-uint64_t ReadWhole(const std::string& path) {
+constexpr int kPasses = 5;
+
+// Writes back every dirty page of the filesystem holding `path` and waits for it.
+void SyncFs(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::syncfs(fd);
+  ::close(fd);
+}
+
+// Reads a file with read calls of `chunk` bytes.
+uint64_t ReadWhole(const std::string& path, size_t chunk) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
-  thread_local std::vector<char> buf(1 << 20);
+  thread_local std::vector<char> buf;
+  if (buf.size() < chunk) buf.resize(chunk);
   uint64_t total = 0;
   ssize_t n;
-  while ((n = ::read(fd, buf.data(), buf.size())) > 0) total += static_cast<uint64_t>(n);
+  while ((n = ::read(fd, buf.data(), chunk)) > 0) total += static_cast<uint64_t>(n);
   ::close(fd);
   return total;
 }
 
-// Reads every file with `readers` threads; GB/s.
-double ReadPass(const std::vector<std::string>& files, int readers) {
+// Reads every file with `readers` threads, `chunk` bytes per read call; GB/s.
+double ReadPass(const std::vector<std::string>& files, int readers, size_t chunk = 1 << 20) {
   std::atomic<uint64_t> bytes{0};
   double s = Seconds([&] {
     std::vector<std::thread> threads;
     for (int r = 0; r < readers; ++r) {
       threads.emplace_back([&, r] {
-        for (size_t i = r; i < files.size(); i += readers) bytes += ReadWhole(files[i]);
+        for (size_t i = r; i < files.size(); i += readers) bytes += ReadWhole(files[i], chunk);
       });
     }
     for (auto& t : threads) t.join();
@@ -115,18 +133,32 @@ class Passthrough {
   pid_t pid_ = -1;
 };
 
+// The passes of one case: gpucache, direct and (if measured) passthrough_ll, pass by pass.
 struct Line {
   std::string name;
-  double gpucache, direct;
+  std::vector<double> gpucache, direct;
   std::string unit;
   bool latency = false;
-  std::optional<double> passthrough;
+  std::vector<double> passthrough;
+  double Ratio(double g, double d) const { return latency ? d / g : g / d; }
   void Print() const {
-    double ratio = latency ? direct / gpucache : gpucache / direct;
-    std::printf("case=%s gpucache=%.4g direct=%.4g ratio=%.3f unit=%s", name.c_str(), gpucache, direct,
-                ratio, unit.c_str());
-    if (passthrough) std::printf(" passthrough_ll=%.4g", *passthrough);
-    std::printf("\n");
+    double ratio = Ratio(Median(gpucache), Median(direct));
+    std::printf("case=%s gpucache=%.4g direct=%.4g ratio=%.3f unit=%s", name.c_str(), Median(gpucache),
+                Median(direct), ratio, unit.c_str());
+    if (!passthrough.empty()) std::printf(" passthrough_ll=%.4g", Median(passthrough));
+    auto spread = [](const std::vector<double>& v) {
+      auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+      char out[96];
+      std::snprintf(out, sizeof out, "%.4g/%.4g/%.4g", *lo, Median(v), *hi);
+      return std::string(out);
+    };
+    double lo = 1e300, hi = 0;
+    for (size_t i = 0; i < gpucache.size() && i < direct.size(); ++i) {
+      lo = std::min(lo, Ratio(gpucache[i], direct[i]));
+      hi = std::max(hi, Ratio(gpucache[i], direct[i]));
+    }
+    std::printf(" gpucache_spread=%s direct_spread=%s ratio_spread=%.3f/%.3f\n", spread(gpucache).c_str(),
+                spread(direct).c_str(), lo, hi);
     std::fflush(stdout);
   }
 };
@@ -160,32 +192,48 @@ class Bench {
       for (uint32_t i = 0; i < count; ++i) {
         via_pt.push_back(pt.Path(backing[i].substr(m_.data().size() + 8)));
       }
+      // 1 MiB read calls (what readahead-sized readers do) and one call for the whole block.
+      std::vector<uint64_t> calls = {1};
+      if (mib > 1) calls.push_back(mib);
       for (int readers : {1, 4}) {
         for (bool cold : {false, true}) {
-          std::vector<double> g, d, p;
-          if (!cold) {  // warm: every file read once before measuring
-            ReadPass(mounted, readers);
-            ReadPass(backing, readers);
-            if (pt.Up()) ReadPass(via_pt, readers);
-          }
-          for (int rep = 0; rep < 3; ++rep) {
-            if (cold && !DropCaches()) return;
-            g.push_back(ReadPass(mounted, readers));
-            if (cold) DropCaches();
-            d.push_back(ReadPass(backing, readers));
-            if (pt.Up()) {
-              if (cold) DropCaches();
-              p.push_back(ReadPass(via_pt, readers));
+          for (uint64_t call_mib : calls) {
+            size_t chunk = call_mib << 20;
+            std::vector<std::function<double()>> sides = {[&] { return ReadPass(mounted, readers, chunk); },
+                                                          [&] { return ReadPass(backing, readers, chunk); }};
+            if (pt.Up()) sides.push_back([&] { return ReadPass(via_pt, readers, chunk); });
+            if (!cold) {  // warm: every file read once before measuring
+              for (auto& side : sides) side();
             }
+            std::vector<std::vector<double>> r = Passes(sides, cold);
+            if (r.empty()) return;
+            Line l{"read_" + std::to_string(mib) + "MiB_" + (cold ? "cold" : "warm") + "_" +
+                       std::to_string(readers) + "readers_" + (call_mib == mib ? "whole" : "1MiB") + "calls",
+                   r[0], r[1], "GB/s"};
+            if (r.size() > 2) l.passthrough = r[2];
+            l.Print();
           }
-          Line l{"read_" + std::to_string(mib) + "MiB_" + (cold ? "cold" : "warm") + "_" +
-                     std::to_string(readers) + "readers",
-                 Median(g), Median(d), "GB/s"};
-          if (!p.empty()) l.passthrough = Median(p);
-          l.Print();
         }
       }
     }
+  }
+
+  // kPasses passes of every side (each returns its measurement of one pass), by side. Pass p
+  // starts with side p mod n, so no side always follows the same one; before each side the
+  // backing filesystem is synced (and, for cold passes, the page cache dropped). Empty if
+  // the page cache cannot be dropped.
+  std::vector<std::vector<double>> Passes(const std::vector<std::function<double()>>& sides, bool cold) {
+    std::vector<std::vector<double>> out(sides.size());
+    for (int pass = 0; pass < kPasses; ++pass) {
+      for (size_t k = 0; k < sides.size(); ++k) {
+        size_t side = (pass + k) % sides.size();
+        SyncFs(m_.data());
+        SyncFs(direct_);
+        if (cold && !DropCaches()) return {};
+        out[side].push_back(sides[side]());
+      }
+    }
+    return out;
   }
 
   void Commits() {
@@ -193,19 +241,23 @@ class Bench {
       Bytes payload = test::Payload(kib << 10);
       int per_pass = static_cast<int>(std::clamp<uint64_t>((quick_ ? 16 : 64) * 1024 / kib, 16, 400));
       for (int writers : {1, 4}) {
-        std::vector<double> g, d;
-        for (int rep = 0; rep < 3; ++rep) {
+        auto mounted = [&] {
           uint32_t base = next_;
           next_ += per_pass;
-          g.push_back(per_pass / Seconds([&] {
+          return per_pass / Seconds([&] {
             Parallel(writers, per_pass, [&](int i) { client_.Commit(Numbered(base + i), payload); });
-          }));
-          d.push_back(per_pass / Seconds([&] {
+          });
+        };
+        auto direct = [&] {
+          uint32_t base = next_;
+          next_ += per_pass;
+          return per_pass / Seconds([&] {
             Parallel(writers, per_pass, [&](int i) { DirectCommit(base + i, payload); });
-          }));
-        }
-        Line{"commit_" + std::to_string(kib) + "KiB_" + std::to_string(writers) + "writers", Median(g),
-             Median(d), "ops/s"}.Print();
+          });
+        };
+        std::vector<std::vector<double>> r = Passes({mounted, direct}, false);
+        Line{"commit_" + std::to_string(kib) + "KiB_" + std::to_string(writers) + "writers", r[0], r[1],
+             "ops/s"}.Print();
       }
       ProfileOneWriter(kib, payload);
     }
@@ -262,14 +314,10 @@ class Bench {
         });
       };
       double first_g = 1e6 / rate(g, 1), first_d = 1e6 / rate(d, 1);
-      Line{std::string(name) + "_first", first_g, first_d, "us", true}.Print();
+      Line{std::string(name) + "_first", {first_g}, {first_d}, "us", true}.Print();
       int n = quick_ ? 20000 : 200000;
-      std::vector<double> gv, dv;
-      for (int rep = 0; rep < 3; ++rep) {
-        gv.push_back(rate(g, n));
-        dv.push_back(rate(d, n));
-      }
-      Line{std::string(name) + "_warm", Median(gv), Median(dv), "ops/s"}.Print();
+      std::vector<std::vector<double>> r = Passes({[&] { return rate(g, n); }, [&] { return rate(d, n); }}, false);
+      Line{std::string(name) + "_warm", r[0], r[1], "ops/s"}.Print();
     }
   }
 
@@ -290,12 +338,11 @@ class Bench {
     };
     probe(mounted);
     probe(direct);
-    std::vector<double> g, d;
-    for (int rep = 0; rep < 3; ++rep) {
-      g.push_back(1e6 * Seconds([&] { for (int i = 0; i < 100; ++i) probe(mounted); }) / 100);
-      d.push_back(1e6 * Seconds([&] { for (int i = 0; i < 100; ++i) probe(direct); }) / 100);
-    }
-    Line{"prefix_probe_64", Median(g), Median(d), "us", true}.Print();
+    auto timed = [&](const std::vector<std::string>& paths) {
+      return 1e6 * Seconds([&] { for (int i = 0; i < 100; ++i) probe(paths); }) / 100;
+    };
+    std::vector<std::vector<double>> r = Passes({[&] { return timed(mounted); }, [&] { return timed(direct); }}, false);
+    Line{"prefix_probe_64", r[0], r[1], "us", true}.Print();
   }
 
   void Restart(uint32_t blocks) {

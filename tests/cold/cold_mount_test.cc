@@ -6,6 +6,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "cold/locator.h"
 #include "cold/manifest.h"
 #include "cold/s3_client.h"
 #include "tests/cold/rgw_support.h"
@@ -148,7 +149,7 @@ TEST_CASE("Cold: pack, list with boto3, evict, refill: blocks come back byte-ide
   CHECK(again["skipped_cold"] == 3);
 }
 
-TEST_CASE("Cold: wrong tenant, legacy manifest and budget refusals download nothing") {
+TEST_CASE("Cold: wrong tenant, unsealed objects and budget refusals download nothing") {
   auto env = RgwEnv();
   REQUIRE(!env.empty());
   LoggedProxy proxy(env["GPUCACHE_S3_ENDPOINT"], 0.0);
@@ -179,25 +180,27 @@ TEST_CASE("Cold: wrong tenant, legacy manifest and budget refusals download noth
   CHECK(over["reason"] == "over-budget");
   CHECK(CountRequests(proxy.Requests(), before, "GET", "/packs/") == 0);
 
-  // A legacy (v2) manifest for block 1: Missing, no payload download.
+  // An unsealed (v1) locator naming a legacy (v2) manifest for block 1: Missing before the
+  // manifest is read (accept_unsealed is off), no payload download.
   auto s3 = DirectClient();
   std::string lkey = LocatorKey(m.prefix, AddressOf(Block(1)));
   auto loc = s3->Get(lkey, kMaxLocatorBytes);
   REQUIRE(loc.ok());
-  auto md = DecodeLocator(loc.value());
-  REQUIRE(md);
-  auto manifest = s3->Get(ManifestKey(m.prefix, *md), kMaxManifestBytes);
+  auto l = DecodeLocator(loc.value());
+  REQUIRE(l);
+  auto manifest = s3->Get(ManifestKey(m.prefix, l->manifest_digest), kMaxManifestBytes);
   REQUIRE(manifest.ok());
   std::vector<uint8_t> legacy = manifest.value();
   legacy[4] = 2;
   Sha256 ld = ComputeSha256(legacy);
   REQUIRE(s3->Put(ManifestKey(m.prefix, ld), legacy).ok());
-  REQUIRE(s3->Put(lkey, EncodeLocator(ld)).ok());
+  REQUIRE(s3->Put(lkey, EncodeLegacyLocator(ld)).ok());
   before = proxy.Settled();
   json old = m.Refill(1);
   CHECK(old["result"] == "missing");
-  CHECK(old["reason"] == "legacy-manifest");
+  CHECK(old["reason"] == "unsealed");
   CHECK(CountRequests(proxy.Requests(), before, "GET", "/packs/") == 0);
+  CHECK(CountRequests(proxy.Requests(), before, "GET", "/manifests/") == 0);
 
   // And the path works through the same proxy when nothing is wrong.
   before = proxy.Settled();

@@ -1,6 +1,9 @@
 // Helpers shared by the cold-tier unit tests.
 #pragma once
 
+#include <memory>
+
+#include "cold/keyring.h"
 #include "cold/pack.h"
 #include "store/block_store.h"
 #include "store/layout.h"
@@ -9,6 +12,17 @@
 namespace gpucache::cold::testing {
 
 inline constexpr char kPrefix[] = "gpucache/";
+
+// A fixed 32-byte cluster secret per seed (tests only).
+inline std::vector<uint8_t> SecretOf(uint8_t seed) {
+  std::vector<uint8_t> s(32);
+  for (size_t i = 0; i < s.size(); i++) s[i] = static_cast<uint8_t>(seed * 31 + i);
+  return s;
+}
+
+// The test keyring: key "k1" (secret seed 1), current. Fixed, so the vectors are.
+inline std::shared_ptr<const Keyring> TestKeyring() { return Keyring::Of({{"k1", SecretOf(1)}}, "k1"); }
+inline std::shared_ptr<SealKeys> TestKeys() { return std::make_shared<SealKeys>(TestKeyring()); }
 
 // The i-th sample identity of `tenant` (distinct chains, so distinct addresses).
 inline CacheIdentity NthIdentity(int i, std::string tenant = "acme") {
@@ -25,8 +39,9 @@ inline Bytes PayloadOf(int i, size_t size) {
 }
 
 // A pack of `n` blocks of `size` bytes each.
-inline PackedPair MakePack(int first, int n, size_t size = 4096, std::string tenant = "acme") {
-  PackBuilder b(kPrefix);
+inline PackedPair MakePack(int first, int n, size_t size = 4096, std::string tenant = "acme",
+                           std::shared_ptr<const Keyring> keyring = TestKeyring()) {
+  PackBuilder b(kPrefix, std::move(keyring));
   for (int i = first; i < first + n; i++) {
     CacheIdentity id = NthIdentity(i, tenant);
     b.Add(AddressOf(id), EncodePhysicalKey(id), PayloadOf(i, size));

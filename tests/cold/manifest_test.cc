@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include "cold/locator.h"
 #include "cold/pack.h"
 #include "tests/cold/cold_test_util.h"
 
@@ -12,7 +13,9 @@ TEST_CASE("Manifest: encode then decode gives the same manifest") {
   PackedPair p = MakePack(0, 5);
   DecodedManifest d = DecodeManifest(p.manifest);
   REQUIRE(d.error == ManifestError::kNone);
-  CHECK(d.version == 3);
+  CHECK(d.version == 4);
+  CHECK(d.manifest.seals.size() == 1);
+  CHECK(VerifyManifest(*TestKeyring(), d.manifest) == SealCheck::kOk);
   CHECK(d.manifest == p.decoded);
   CHECK(d.manifest.entries.size() == 5);
   CHECK(EncodeManifest(d.manifest) == p.manifest);
@@ -39,7 +42,9 @@ TEST_CASE("Manifest: v1 and v2 are legacy, other versions malformed") {
     CHECK(d.version == v);
   }
   std::vector<uint8_t> m = p.manifest;
-  m[4] = 4;
+  m[4] = 5;
+  CHECK(DecodeManifest(m).error == ManifestError::kMalformed);
+  m[4] = 3;  // v3 has no seal block: the seals are trailing bytes
   CHECK(DecodeManifest(m).error == ManifestError::kMalformed);
 }
 
@@ -66,15 +71,55 @@ TEST_CASE("Manifest: ranges outside the object, overlapping or duplicated are re
   CHECK(refused(wrap));
 }
 
-TEST_CASE("Manifest: locator round trip and strict decoding") {
+TEST_CASE("Manifest: v4 seals are one per tenant, in order, and v3 decodes unsealed") {
+  Manifest m = MakePack(0, 2).decoded;
+  m.entries[1].address.tenant = "globex";
+  SealManifest(m, *TestKeyring());
+  REQUIRE(m.seals.size() == 2);
+  CHECK(m.seals[0].tenant == "acme");
+  CHECK(DecodeManifest(EncodeManifest(m)).manifest == m);
+  Manifest swapped = m;
+  std::swap(swapped.seals[0], swapped.seals[1]);
+  CHECK(DecodeManifest(EncodeManifest(swapped)).error == ManifestError::kMalformed);
+  Manifest one = m;
+  one.seals.pop_back();
+  CHECK(DecodeManifest(EncodeManifest(one)).error == ManifestError::kMalformed);
+  Manifest v3 = m;
+  v3.seals.clear();
+  DecodedManifest d = DecodeManifest(EncodeManifest(v3));
+  REQUIRE(d.error == ManifestError::kNone);
+  CHECK(d.version == 3);
+  CHECK(VerifyManifest(*TestKeyring(), d.manifest) == SealCheck::kUnsealed);
+}
+
+TEST_CASE("Locator: v2 round trip, v1 still decodes, anything else is refused") {
+  PackedPair p = MakePack(0, 2);
+  std::optional<Locator> l = DecodeLocator(p.locators[1]);
+  REQUIRE(l);
+  CHECK(l->version == 2);
+  CHECK(l->address == p.decoded.entries[1].address);
+  CHECK(l->object_digest == p.decoded.object_digest);
+  CHECK(l->offset == p.decoded.entries[1].offset);
+  CHECK(l->identity_digest == p.decoded.entries[1].identity_digest);
+  CHECK(l->manifest_digest == p.manifest_digest);
+  CHECK(EncodeLocator(*l) == p.locators[1]);
+  CHECK(VerifyLocator(*TestKeyring(), *l) == SealCheck::kOk);
+  for (size_t n = 0; n < p.locators[1].size(); n++) {
+    std::vector<uint8_t> cut(p.locators[1].begin(), p.locators[1].begin() + n);
+    CHECK_FALSE(DecodeLocator(cut));
+  }
+  std::vector<uint8_t> longer = p.locators[1];
+  longer.push_back(0);
+  CHECK_FALSE(DecodeLocator(longer));
   Sha256 d = ComputeSha256(std::vector<uint8_t>{1, 2, 3});
-  std::vector<uint8_t> loc = EncodeLocator(d);
-  CHECK(DecodeLocator(loc) == d);
-  std::vector<uint8_t> upper = loc;
+  std::vector<uint8_t> v1 = EncodeLegacyLocator(d);
+  REQUIRE(DecodeLocator(v1));
+  CHECK(DecodeLocator(v1)->version == 1);
+  CHECK(DecodeLocator(v1)->manifest_digest == d);
+  CHECK(VerifyLocator(*TestKeyring(), *DecodeLocator(v1)) == SealCheck::kUnsealed);
+  std::vector<uint8_t> upper = v1;
   upper[upper.size() - 2] = 'A';
   CHECK_FALSE(DecodeLocator(upper));
-  loc.pop_back();
-  CHECK_FALSE(DecodeLocator(loc));
 }
 
 TEST_CASE("Pack: ValidatePair accepts a built pair and catches any tampering") {
@@ -94,7 +139,11 @@ TEST_CASE("Pack: ValidatePair accepts a built pair and catches any tampering") {
 TEST_CASE("Pack: keys are content addresses under the prefix") {
   PackedPair p = MakePack(0, 1);
   CHECK(p.object_key == "gpucache/packs/" + Sha256Hex(p.object));
-  CHECK(p.manifest_key == "gpucache/manifests/" + Sha256Hex(p.manifest));
+  // The manifest's key is the digest of its body: the bytes before the seal block
+  // (u8 count, then "acme", "k1" and a 32-byte MAC, each name length-prefixed).
+  size_t seal_block = 1 + (1 + 4) + (1 + 2) + 32;
+  std::span<const uint8_t> body(p.manifest.data(), p.manifest.size() - seal_block);
+  CHECK(p.manifest_key == "gpucache/manifests/" + Sha256Hex(body));
   CHECK(ManifestDigestOfKey(kPrefix, p.manifest_key) == p.manifest_digest);
   CHECK_FALSE(ManifestDigestOfKey(kPrefix, p.object_key));
 }

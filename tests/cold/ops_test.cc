@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include "cold/locator.h"
 #include "store/memory_store.h"
 #include "tests/cold/cold_test_util.h"
 #include "tests/support/memory_object_store.h"
@@ -28,7 +29,7 @@ const Authorization kAdmin{{}, true};
 TEST_CASE("ColdOps: reclaim deletes locators, manifest and object, each confirmed by HEAD") {
   MemoryObjectStore s3;
   PackedPair p = Upload(s3, MakePack(0, 3));
-  ColdOps ops(s3, kPrefix, {});
+  ColdOps ops(s3, kPrefix, {}, TestKeys());
   ReclaimReport r = ops.Reclaim(p.manifest_digest, kNow, kAdmin);
   CHECK_FALSE(r.refused);
   CHECK_FALSE(r.error);
@@ -52,11 +53,13 @@ TEST_CASE("ColdOps: an object another manifest references is kept, so is a newer
   // The same object under a second manifest (another creation time): a live reference.
   Manifest twin = old.decoded;
   twin.created_unix_ns += 1;
-  std::vector<uint8_t> tb = EncodeManifest(twin);
-  s3.Set(ManifestKey(kPrefix, ComputeSha256(tb)), tb);
+  SealManifest(twin, *TestKeyring());
+  Sha256 td = ManifestDigest(twin);
+  s3.Set(ManifestKey(kPrefix, td), EncodeManifest(twin));
   // Block 1 was repacked later: its locator names the newer manifest.
-  s3.Set(LocatorKey(kPrefix, old.decoded.entries[1].address), EncodeLocator(ComputeSha256(tb)));
-  ColdOps ops(s3, kPrefix, {});
+  s3.Set(LocatorKey(kPrefix, old.decoded.entries[1].address),
+         EncodeLocator(SealedLocator(twin, td, twin.entries[1], *TestKeyring())));
+  ColdOps ops(s3, kPrefix, {}, TestKeys());
   ReclaimReport r = ops.Reclaim(old.manifest_digest, kNow, kAdmin);
   CHECK_FALSE(r.refused);
   auto objects = s3.Objects();
@@ -70,7 +73,7 @@ TEST_CASE("ColdOps: an object another manifest references is kept, so is a newer
 TEST_CASE("ColdOps: retention, legacy manifests and non-owners are refused, changing nothing") {
   MemoryObjectStore s3;
   PackedPair p = Upload(s3, MakePack(0, 1));
-  ColdOps ops(s3, kPrefix, {});
+  ColdOps ops(s3, kPrefix, {}, TestKeys());
   REQUIRE(ops.RecordRetention(p.manifest_digest, kNow + 1).ok());
   CHECK(ops.RetentionOf(p.manifest_digest).value() == kNow + 1);
   auto before = s3.Objects();
@@ -102,7 +105,7 @@ TEST_CASE("ColdOps: backfill enqueues committed blocks and stops at the byte bud
     REQUIRE(CommitBlock(hot, NthIdentity(i), test::Payload(1000, i)) == StatusCode::kOk);
   }
   REQUIRE(CommitBlock(hot, NthIdentity(0, "oldco"), test::Payload(1000, 0)) == StatusCode::kOk);
-  ColdOps ops(s3, kPrefix, {"oldco"});
+  ColdOps ops(s3, kPrefix, {"oldco"}, TestKeys());
   Sink sink(s3, kPrefix, {});
   PackOptions pack;
   pack.max_blocks = 2;
@@ -117,7 +120,7 @@ TEST_CASE("ColdOps: backfill enqueues committed blocks and stops at the byte bud
   CHECK(rest.blocks == 6);  // the retired tenant's block is never packed
   CHECK_FALSE(rest.budget_reached);
   sink.Drain();
-  Refiller refiller(s3, kPrefix, {"oldco"});
+  Refiller refiller(s3, kPrefix, {"oldco"}, TestKeys());
   Authorization acme{{"acme"}, false};
   for (int i = 0; i < 10; i++) {
     RefillOutcome o = refiller.Fetch(acme, EncodePhysicalKey(NthIdentity(i)), 1 << 20);

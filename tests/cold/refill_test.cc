@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include "cold/locator.h"
 #include "cold/ops.h"
 #include "cold/sink.h"
 #include "store/memory_store.h"
@@ -16,7 +17,7 @@ namespace {
 struct Fixture {
   MemoryObjectStore s3;
   PackedPair pack = MakePack(0, 4, 10000);
-  Refiller refiller{s3, kPrefix, {"oldco"}};
+  Refiller refiller{s3, kPrefix, {"oldco"}, TestKeys()};
   Authorization acme{{"acme"}, false};
   Fixture() {
     Sink sink(s3, kPrefix, {});
@@ -51,41 +52,57 @@ TEST_CASE("Refill: a wrong tenant is refused before any request") {
 
 TEST_CASE("Refill: an identity mismatch is Missing without downloading the payload") {
   Fixture f;
+  auto keyring = TestKeyring();
+  const Keyring& keys = *keyring;
   CacheIdentity other = NthIdentity(1);
   other.valid_length -= 1;  // a per-block field not in the address: same path, other identity
   REQUIRE(AddressOf(other) != AddressOf(NthIdentity(1)));  // guard: addresses cover it
-  // Forge a locator for the other identity's address that points at the real manifest.
-  f.s3.Set(LocatorKey(kPrefix, AddressOf(other)), EncodeLocator(f.pack.manifest_digest));
+  // A validly sealed locator at the other identity's address naming block 1's range.
+  Locator l = SealedLocator(f.pack.decoded, f.pack.manifest_digest, f.pack.decoded.entries[1], keys);
+  l.address = AddressOf(other);
+  SealLocator(l, keys);
+  f.s3.Set(LocatorKey(kPrefix, AddressOf(other)), EncodeLocator(l));
   RefillOutcome o = f.refiller.Fetch(f.acme, EncodePhysicalKey(other), 1 << 20);
   CHECK(o.status == RefillStatus::kMissing);
+  CHECK(o.reason == MissingReason::kIdentityMismatch);
   CHECK(f.s3.Count("GETRANGE") == 0);
 
-  // The same address with a manifest entry whose identity digest is another's.
-  Manifest m = f.pack.decoded;
-  m.entries[1].identity_digest = ComputeSha256(f.Gpck(3));
-  std::vector<uint8_t> forged = EncodeManifest(m);
-  Sha256 fd = ComputeSha256(forged);
-  f.s3.Set(ManifestKey(kPrefix, fd), forged);
-  f.s3.Set(LocatorKey(kPrefix, AddressOf(NthIdentity(1))), EncodeLocator(fd));
+  // The right address, sealed, but binding another identity's digest.
+  Locator m = SealedLocator(f.pack.decoded, f.pack.manifest_digest, f.pack.decoded.entries[1], keys);
+  m.identity_digest = ComputeSha256(f.Gpck(3));
+  SealLocator(m, keys);
+  f.s3.Set(LocatorKey(kPrefix, AddressOf(NthIdentity(1))), EncodeLocator(m));
   RefillOutcome mismatch = f.refiller.Fetch(f.acme, f.Gpck(1), 1 << 20);
   CHECK(mismatch.status == RefillStatus::kMissing);
   CHECK(mismatch.reason == MissingReason::kIdentityMismatch);
   CHECK(f.s3.Count("GETRANGE") == 0);
 }
 
-TEST_CASE("Refill: legacy v1/v2 manifests are Missing with no payload download") {
+TEST_CASE("Refill: a v2 locator makes a refill two GETs, no manifest read") {
   Fixture f;
+  REQUIRE(f.refiller.Fetch(f.acme, f.Gpck(1), 1 << 20).status == RefillStatus::kHit);
+  CHECK(f.s3.Count("GET") == 1);
+  CHECK(f.s3.Count("GETRANGE") == 1);
+  for (const auto& r : f.s3.Log()) CHECK(r.key.find("/manifests/") == std::string::npos);
+}
+
+TEST_CASE("Refill: v1 locators are unsealed; under accept_unsealed legacy manifests stay Missing") {
+  Fixture f;
+  Refiller lenient{f.s3, kPrefix, {}, TestKeys(), /*accept_unsealed=*/true};
   for (uint8_t v : {1, 2}) {
     std::vector<uint8_t> legacy = f.pack.manifest;
     legacy[4] = v;
     Sha256 d = ComputeSha256(legacy);
     f.s3.Set(ManifestKey(kPrefix, d), legacy);
-    f.s3.Set(LocatorKey(kPrefix, AddressOf(NthIdentity(0))), EncodeLocator(d));
+    f.s3.Set(LocatorKey(kPrefix, AddressOf(NthIdentity(0))), EncodeLegacyLocator(d));
     RefillOutcome o = f.refiller.Fetch(f.acme, f.Gpck(0), 1 << 20);
     CHECK(o.status == RefillStatus::kMissing);
-    CHECK(o.reason == MissingReason::kLegacyManifest);
+    CHECK(o.reason == MissingReason::kUnsealed);
+    RefillOutcome l = lenient.Fetch(f.acme, f.Gpck(0), 1 << 20);
+    CHECK(l.reason == MissingReason::kLegacyManifest);
   }
   CHECK(f.s3.Count("GETRANGE") == 0);
+  CHECK(f.refiller.seal_refusals().unsealed == 2);
 }
 
 TEST_CASE("Refill: the byte budget is honoured without downloading") {
@@ -106,11 +123,13 @@ TEST_CASE("Refill: corrupt bytes never become a hit") {
   CHECK(o.status == RefillStatus::kMissing);
   CHECK(o.reason == MissingReason::kCorrupt);
   CHECK(o.payload.empty());
-  // A manifest replaced under its key is caught by its content address.
-  std::vector<uint8_t> m = objects.at(f.pack.manifest_key);
-  m.back() ^= 1;
-  f.s3.Set(f.pack.manifest_key, m);
-  CHECK(f.refiller.Fetch(f.acme, f.Gpck(1), 1 << 20).reason == MissingReason::kCorrupt);
+  // A locator with one bit flipped (inside its identity digest, so it still decodes) is
+  // caught by its seal.
+  std::string lkey = LocatorKey(kPrefix, AddressOf(NthIdentity(1)));
+  std::vector<uint8_t> loc = objects.at(lkey);
+  loc[loc.size() - 40] ^= 1;
+  f.s3.Set(lkey, loc);
+  CHECK(f.refiller.Fetch(f.acme, f.Gpck(1), 1 << 20).reason == MissingReason::kBadSeal);
 }
 
 TEST_CASE("Refill: an unavailable object store is Missing and the hot store is untouched") {

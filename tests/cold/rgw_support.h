@@ -3,6 +3,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -131,10 +132,26 @@ class LoggedProxy {
   pid_t pid_ = -1;
 };
 
-// A [cold] table for a test daemon; credentials go through a credentials file.
+// The seal keyring the test daemons share (docs/cold-tier.md, "Seals and the keyring"): key
+// "k1" is current; `extra_keys` adds lines (e.g. "key.k2 = <hex>\n").
+inline std::string TestKeyringText(const std::string& current = "k1", const std::string& extra_keys = "") {
+  return "current = " + current + "\nkey.k1 = " + std::string(64, '1') + "\n" + extra_keys;
+}
+
+inline void WriteKeyring(const std::string& path, const std::string& text = TestKeyringText()) {
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), 0600);
+}
+
+// A [cold] table for a test daemon; credentials go through a credentials file, and the seal
+// keyring is the file "keyring" beside it (WriteCredentials writes one) unless `extra` names one.
 inline std::string ColdSection(const std::string& endpoint, const std::string& creds_file,
                                const std::string& prefix, const std::string& extra = "") {
   auto env = RgwEnv();
+  std::string keyring = extra.find("keyring_file") != std::string::npos
+                            ? ""
+                            : "keyring_file = \"" + creds_file.substr(0, creds_file.rfind('/')) +
+                                  "/keyring\"\n";
   return "\n[cold]\nenabled = true\nendpoint = \"" + endpoint + "\"\nbucket = \"" +
          env["GPUCACHE_S3_BUCKET"] + "\"\nregion = \"" + env["GPUCACHE_S3_REGION"] +
          "\"\ncredentials_file = \"" + creds_file + "\"\nprefix = \"" + prefix +
@@ -145,13 +162,16 @@ inline std::string ColdSection(const std::string& endpoint, const std::string& c
          (extra.find("max_attempts") == std::string::npos ? "max_attempts = 3\n" : "") +
          (extra.find("retry_base_delay") == std::string::npos
               ? "retry_base_delay = 0.01\nretry_max_delay = 0.05\n" : "") +
-         (extra.find("redrive_interval") == std::string::npos ? "redrive_interval = 0\n" : "") + extra;
+         (extra.find("redrive_interval") == std::string::npos ? "redrive_interval = 0\n" : "") +
+         keyring + extra;
 }
 
+// The credentials file, and the default test keyring beside it.
 inline void WriteCredentials(const std::string& path) {
   auto env = RgwEnv();
   std::ofstream(path) << "access_key=" << env["GPUCACHE_S3_ACCESS_KEY"]
                       << "\nsecret_key=" << env["GPUCACHE_S3_SECRET_KEY"] << "\n";
+  WriteKeyring(path.substr(0, path.rfind('/')) + "/keyring");
 }
 
 // A key prefix unique to this process and call, so reruns against one bucket never collide.

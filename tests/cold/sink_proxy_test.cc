@@ -50,7 +50,7 @@ TEST_CASE("Cold: 1,000 jobs through the proxy at 30% faults: the accounting iden
     }
   });
   for (int i = 0; i < 1000; i++) {
-    PackBuilder b(prefix);
+    PackBuilder b(prefix, TestKeyring());
     CacheIdentity id = NthIdentity(i);
     b.Add(AddressOf(id), EncodePhysicalKey(id), PayloadOf(i, 512));
     REQUIRE(sink.Submit(b.Build(i)).admission == Admission::kAccepted);
@@ -124,7 +124,7 @@ TEST_CASE("Cold: an outage that ends heals without an operator (proxy resets, th
   limits.redrive_interval_ms = 50;
   Sink sink(*client.value(), prefix, limits);
   for (int i = 0; i < 40; i++) {
-    PackBuilder b(prefix);
+    PackBuilder b(prefix, TestKeyring());
     CacheIdentity id = NthIdentity(i);
     b.Add(AddressOf(id), EncodePhysicalKey(id), PayloadOf(i, 2048));
     REQUIRE(sink.Submit(b.Build(i)).admission == Admission::kAccepted);

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "cold/locator.h"
 #include "tests/cold/cold_test_util.h"
 #include "tests/support/memory_object_store.h"
 
@@ -42,7 +43,10 @@ TEST_CASE("Sink: a drained job uploads object, manifest and locators, and delete
   CHECK(objects.at(copy.object_key) == copy.object);
   CHECK(objects.at(copy.manifest_key) == copy.manifest);
   for (const ManifestEntry& e : copy.decoded.entries) {
-    CHECK(DecodeLocator(objects.at(LocatorKey(kPrefix, e.address))) == copy.manifest_digest);
+    auto l = DecodeLocator(objects.at(LocatorKey(kPrefix, e.address)));
+    REQUIRE(l);
+    CHECK(l->manifest_digest == copy.manifest_digest);
+    CHECK(l->address == e.address);
   }
   CHECK(s3.Count("DELETE") == 0);
   CHECK(sink.Stats().bytes_held == 0);

@@ -122,6 +122,9 @@ TEST_CASE("Config: refused as start-up refuses them: listen addresses and non-fi
   }
   CHECK(error("[limits]\nreservation_lease = 1e12").find("limits.reservation_lease") != std::string::npos);
   CHECK(error("[cold]\ntransfer_timeout = 1e7").find("cold.transfer_timeout") != std::string::npos);
+  // An enabled cold tier seals what it writes: no keyring, no start (adr/0012).
+  CHECK(error("[cold]\nenabled = true").find("cold.keyring_file") != std::string::npos);
+  CHECK(error("[cold]\nenabled = true\nkeyring_file = \"/etc/k\"\naccept_unsealed = true") == "<accepted>");
 }
 
 }  // namespace

@@ -43,5 +43,36 @@ TEST_CASE("Control: admin requests from a member are refused and change nothing"
   CHECK(p.Ask(0, R"({"op":"fence"})")["epoch"] == epoch + 1);
 }
 
+// Regression (issue 17): on a mount without the cold tier, `gpucachectl cold ...` answered
+// "unknown op 'cold.report'"; the reply now says the tier is not enabled.
+TEST_CASE("Control: a cold op on a daemon without the cold tier says it is not enabled") {
+  Plane p;
+  for (const char* op : {"cold.report", "cold.pack", "cold.refill", "cold.failed"}) {
+    CAPTURE(op);
+    auto reply = p.Ask(0, std::string(R"({"op":")") + op + "\"}");
+    CHECK(reply["ok"] == false);
+    CHECK(reply["errno"] == "ENOTSUP");
+    CHECK(reply["error"].get<std::string>().find("cold tier is not enabled") != std::string::npos);
+  }
+  CHECK(p.Ask(0, R"({"op":"coldreport"})")["error"].get<std::string>().find("unknown op") == 0);
+}
+
+// Regression (issue 17): a malformed block path was refused with the expected shape only; the
+// refusal now also names what it was given.
+TEST_CASE("Control: evict, pin and unpin name the path shape they were given") {
+  Plane p;
+  auto evict = p.Ask(0, R"({"op":"evict","path":"/mnt/gpucache/acme"})");
+  CHECK(evict["errno"] == "EINVAL");
+  std::string msg = evict["error"];
+  CHECK(msg.find("TENANT/NAMESPACE/BLOCK") != std::string::npos);
+  CHECK(msg.find("given \"/mnt/gpucache/acme\"") != std::string::npos);
+  CHECK(p.Ask(1000, R"({"op":"pin","path":"acme/x"})")["error"].get<std::string>().find(
+            "pin needs") == 0);
+  CHECK(p.Ask(1000, R"({"op":"unpin","path":7})")["error"].get<std::string>().find(
+            "given a number") != std::string::npos);
+  CHECK(p.Ask(0, R"({"op":"evict"})")["error"].get<std::string>().find("given no \"path\"") !=
+        std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpucache

@@ -1,17 +1,20 @@
-// libFuzzer: the manifest v3 decoder and the locator decoder (both come from the object store,
+// libFuzzer: the manifest v3/v4 decoder and the locator v1/v2 decoder (both come from the object store,
 // which is outside the daemon's trust). Properties: an accepted manifest re-encodes to exactly
 // the bytes it came from (decode(encode(x)) == x) and obeys every rule the decoder promises;
 // an accepted locator re-encodes the same way.
 #include <cstdlib>
 #include <set>
 
+#include "cold/locator.h"
 #include "cold/manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpucache::cold;
   std::span<const uint8_t> in(data, size);
   if (auto loc = DecodeLocator(in); loc) {
-    if (EncodeLocator(*loc) != std::vector<uint8_t>(data, data + size)) std::abort();
+    std::vector<uint8_t> again =
+        loc->version == 1 ? EncodeLegacyLocator(loc->manifest_digest) : EncodeLocator(*loc);
+    if (again != std::vector<uint8_t>(data, data + size)) std::abort();
   }
   DecodedManifest d = DecodeManifest(in);
   if (d.error != ManifestError::kNone) return 0;

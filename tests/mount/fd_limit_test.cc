@@ -55,7 +55,7 @@ TEST_CASE("Fd limit: a full fd table answers EAGAIN, counted and logged once per
   REQUIRE(std::holds_alternative<Bytes>(got));
   CHECK(std::get<Bytes>(got) == Payload(4096));
   std::string metrics = ReadText(m->mnt() + "/.gpucache/metrics");
-  CHECK(metrics.find("gpucache_refusals_total{errno=\"EAGAIN\",reason=\"out of file handles\"} " +
+  CHECK(metrics.find("gpucache_refusals_total{tenant=\"acme\",errno=\"EAGAIN\",reason=\"out of file handles\"} " +
                      std::to_string(errors[EAGAIN])) != std::string::npos);
   CHECK(Count(m->Log(), "out of file descriptors") == 1);
 }

@@ -92,8 +92,8 @@ TEST_CASE("Metrics: the file and the HTTP endpoint expose the same registry") {
     CHECK(s["gpucache_commits_total{tenant=\"acme\"}"] == 1);
     CHECK(s["gpucache_blocks{tenant=\"acme\"}"] == 1);
     CHECK(s["gpucache_retained_bytes{tenant=\"acme\"}"] == 100000);
-    CHECK(s["gpucache_written_bytes_total"] == 100000);
-    CHECK(s["gpucache_read_bytes_total"] >= 100000);
+    CHECK(s["gpucache_written_bytes_total{tenant=\"acme\"}"] == 100000);
+    CHECK(s["gpucache_read_bytes_total{tenant=\"acme\"}"] >= 100000);
     CHECK(s["gpucache_epoch"] >= 1);
     CHECK(s.count("gpucache_misses_total{tenant=\"acme\",reason=\"incompatible\"}") == 1);
     CHECK(s["gpucache_fuse_op_seconds_count{op=\"rename\"}"] >= 1);
@@ -150,7 +150,7 @@ TEST_CASE("Start-up: a refused start leaves the data directory's epoch alone") {
   };
   // A [cold] table whose credentials file is missing: refused before the store is opened.
   CHECK(start("[cold]\nenabled = true\nendpoint = \"http://127.0.0.1:1\"\nbucket = \"b\"\n"
-              "credentials_file = \"/nonexistent/creds\"\n") != 0);
+              "credentials_file = \"/nonexistent/creds\"\nkeyring_file = \"/nonexistent/keyring\"\n") != 0);
   CHECK(ReadText(data + "/EPOCH") == epoch);
   // A mountpoint that is not a directory.
   std::ofstream(tmp.path() + "/file") << "x";

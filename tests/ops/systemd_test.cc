@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "tests/support/temp_dir.h"
@@ -43,7 +44,12 @@ TEST_CASE("systemd: the unit file verifies") {
   CHECK(text.find("Type=notify") != std::string::npos);
   CHECK(text.find("Restart=on-failure") != std::string::npos);
   CHECK(text.find("ExecStopPost=-/bin/fusermount3 -u -z") != std::string::npos);
-  for (const char* forbidden : {"PrivateTmp", "ProtectSystem", "PrivateMounts", "ProtectHome"}) {
+  // Each of these gives the service a mount namespace, a slave of the host's: the FUSE mount
+  // would stay inside it, invisible to the engines (docs/operations.md, "Service hardening").
+  for (const char* forbidden : {"PrivateTmp", "ProtectSystem", "PrivateMounts", "ProtectHome",
+                                "PrivateDevices", "ReadWritePaths", "ReadOnlyPaths",
+                                "ProtectKernelTunables", "ProtectKernelModules", "ProtectKernelLogs",
+                                "ProtectControlGroups", "ProtectProc", "TemporaryFileSystem"}) {
     CHECK(text.find(std::string("\n") + forbidden + "=") == std::string::npos);
   }
   // The installed path does not exist here: check a copy that runs the built binary.
@@ -147,6 +153,70 @@ TEST_CASE("mount helper: mount.fuse3 starts a detached daemon with mount(8)-styl
   CHECK(e == 1);
   CHECK(std::system(("fusermount3 -u " + mnt).c_str()) == 0);
   CHECK_FALSE(Mounted(mnt));
+}
+
+}  // namespace
+}  // namespace gpucache
+
+namespace gpucache {
+namespace {
+
+// The per-mount options (field 6 of /proc/self/mountinfo) of the mount at `dir`.
+std::set<std::string> MountFlags(const std::string& dir) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::set<std::string> flags;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string id, parent, majmin, root, mountpoint, options;
+    f >> id >> parent >> majmin >> root >> mountpoint >> options;
+    if (mountpoint != dir) continue;
+    flags.clear();  // the last mount at dir is the visible one
+    std::istringstream o(options);
+    for (std::string item; std::getline(o, item, ',');) flags.insert(item);
+  }
+  return flags;
+}
+
+// Mounts through packaging/mount.fuse.gpucachefs (what mount(8) runs for type fuse.gpucachefs)
+// with `options`, and returns the mount's flags.
+std::set<std::string> FlagsThroughHelper(const std::string& options) {
+  test::TempDir tmp;
+  std::string cfg = tmp.path() + "/c.toml", mnt = tmp.path() + "/mnt";
+  ::mkdir(mnt.c_str(), 0755);
+  std::ofstream(cfg) << "data_dir = \"" << tmp.path() << "/d\"\n[metrics]\nlisten = \"\"\n"
+                     << "[tenants.t]\nuids = [0]\n";
+  std::string cmd = "GPUCACHEFS=" GPUCACHEFS_BIN " " GPUCACHE_SOURCE_DIR
+                    "/packaging/mount.fuse.gpucachefs " + cfg + " " + mnt + " -o " + options +
+                    " 2>/dev/null";
+  struct Unmount {
+    std::string mnt;
+    ~Unmount() { (void)std::system(("fusermount3 -u -z " + mnt + " 2>/dev/null").c_str()); }
+  } unmount{mnt};
+  if (std::system(cmd.c_str()) != 0 || !Mounted(mnt)) return {"not mounted"};
+  return MountFlags(mnt);
+}
+
+TEST_CASE("mount options: mount(8)'s helper and the fstab options give nosuid,nodev") {
+  auto flags = FlagsThroughHelper("rw,nofail,_netdev,noatime");  // the fstab line, plus rw
+  CHECK(flags.count("nosuid") == 1);
+  CHECK(flags.count("nodev") == 1);
+  CHECK(flags.count("noatime") == 1);  // other options still reach the mount
+}
+
+TEST_CASE("mount options: suid and dev given explicitly override the default") {
+  auto flags = FlagsThroughHelper("rw,suid,dev");
+  CHECK(flags.count("rw") == 1);
+  CHECK(flags.count("nosuid") == 0);
+  CHECK(flags.count("nodev") == 0);
+}
+
+TEST_CASE("mount options: the daemon started directly (systemd's ExecStart) mounts nosuid,nodev") {
+  test::TempDir data;
+  Daemon d("data_dir = \"" + data.path() + "/d\"\n[metrics]\nlisten = \"\"\n[tenants.t]\nuids = [0]\n");
+  REQUIRE(Receive(d.sock, 10).find("READY=1") != std::string::npos);
+  auto flags = MountFlags(d.mnt);
+  CHECK(flags.count("nosuid") == 1);
+  CHECK(flags.count("nodev") == 1);
 }
 
 }  // namespace

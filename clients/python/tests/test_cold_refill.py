@@ -23,7 +23,8 @@ from test_connector import prompt
 def cold_section(endpoint, creds, bucket="gpucache-test", region="us-east-1", prefix="engine/"):
     return ('\n[cold]\nenabled = true\nendpoint = "%s"\nbucket = "%s"\nregion = "%s"\n'
             'credentials_file = "%s"\nprefix = "%s"\nwrite_back = "manual"\n'
-            'connect_timeout = 1.0\ntransfer_timeout = 5.0\n' % (endpoint, bucket, region, creds, prefix))
+            'connect_timeout = 1.0\ntransfer_timeout = 5.0\nkeyring_file = "%s"\n'
+            % (endpoint, bucket, region, creds, prefix, os.path.join(os.path.dirname(creds), "keyring")))
 
 
 def write_credentials(directory, access="none", secret="none"):
@@ -31,6 +32,11 @@ def write_credentials(directory, access="none", secret="none"):
     with open(path, "w") as f:
         f.write("access_key=%s\nsecret_key=%s\n" % (access, secret))
     os.chmod(path, 0o600)
+    # The seal keyring beside it (docs/cold-tier.md, "Seals and the keyring").
+    keyring = os.path.join(directory, "keyring")
+    with open(keyring, "w") as f:
+        f.write("current = k1\nkey.k1 = %s\n" % ("1" * 64))
+    os.chmod(keyring, 0o600)
     return path
 
 

@@ -1,0 +1,154 @@
+// The scrape-time series that come from outside the store's counters: the standard process_*
+// metrics (from /proc/self, as the Prometheus client libraries export them), build info, the
+// data directories, backing reads by the path that served them and the io_uring buffer pool.
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "fs/metrics.h"
+#include "store/file_store.h"
+#include "store/io/uring_reader.h"
+
+#ifndef GPUCACHE_VERSION
+#define GPUCACHE_VERSION "unknown"
+#endif
+
+namespace gpucache {
+namespace {
+
+std::string ReadFile(const char* path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// /proc/self/stat fields after the command (which may hold spaces): utime is field 14,
+// stime 15, starttime 22, rss 24 (1-based over the whole line).
+std::vector<std::string> StatFields() {
+  std::string stat = ReadFile("/proc/self/stat");
+  std::vector<std::string> fields;
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return fields;
+  std::istringstream f(stat.substr(close + 2));
+  for (std::string x; f >> x;) fields.push_back(x);
+  return fields;  // fields[0] is field 3 (state)
+}
+
+double BootTime() {
+  std::istringstream in(ReadFile("/proc/stat"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("btime ")) return std::stod(line.substr(6));
+  }
+  return 0;
+}
+
+size_t OpenFds() {
+  size_t n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+    ::closedir(d);
+    --n;  // the descriptor opendir itself holds
+  }
+  return n;
+}
+
+const FileMedium* FileMediumOf(IndexedStore& store) {
+  return dynamic_cast<const FileMedium*>(&store.medium());
+}
+
+}  // namespace
+
+std::string BackingIoDescription(IndexedStore& store) {
+  const FileMedium* file = FileMediumOf(store);
+  if (file && file->uring_reader()) return file->uring_reader()->stats().status;
+  return "posix (pread through the page cache)";
+}
+
+void RenderProcessMetrics(MetricsWriter& w) {
+  std::vector<std::string> f = StatFields();
+  double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (f.size() > 21 && tick > 0) {
+    w.Family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
+    w.Sample("process_cpu_seconds_total", "", (std::stod(f[11]) + std::stod(f[12])) / tick);
+    w.Family("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.");
+    w.Sample("process_start_time_seconds", "", BootTime() + std::stod(f[19]) / tick);
+    w.Family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+    w.Sample("process_virtual_memory_bytes", "", std::stod(f[20]));
+    w.Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    w.Sample("process_resident_memory_bytes", "", std::stod(f[21]) * page);
+  }
+  w.Family("process_open_fds", "gauge", "Number of open file descriptors.");
+  w.Sample("process_open_fds", "", double(OpenFds()));
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0) {
+    w.Family("process_max_fds", "gauge", "Maximum number of open file descriptors.");
+    w.Sample("process_max_fds", "", double(r.rlim_cur));
+  }
+  w.Family("gpucache_build_info", "gauge", "Always 1; the labels say which build is running.");
+  w.Sample("gpucache_build_info", Label("version", GPUCACHE_VERSION), 1);
+}
+
+void RenderBackingMetrics(MetricsWriter& w, IndexedStore& store, uint64_t block_reads,
+                          uint64_t read_errors, bool operator_view) {
+  StoreStats stats = store.Stats();
+  w.Family("gpucache_backing_errors_total", "counter",
+           "Backing I/O that failed: payload reads (op=read), renames and unlinks of block files (op=remove).");
+  w.Sample("gpucache_backing_errors_total", "op=\"read\"", double(read_errors));
+  w.Sample("gpucache_backing_errors_total", "op=\"remove\"", double(stats.medium_errors));
+
+  const FileMedium* file = FileMediumOf(store);
+  const UringReader* uring = file ? file->uring_reader() : nullptr;
+  uint64_t via_uring = 0, via_cache = 0;
+  std::optional<UringReaderStats> u;
+  if (uring) {
+    u = uring->stats();
+    via_uring = u->uring_reads;
+    via_cache = u->page_cache_reads;
+  }
+  // Every block read is one payload read of its file; what io_uring did not serve was a pread.
+  uint64_t via_pread = block_reads - std::min(block_reads, via_uring + via_cache);
+  w.Family("gpucache_backing_reads_total", "counter",
+           "Payload reads of block files, by the path that served them.");
+  w.Sample("gpucache_backing_reads_total", "path=\"io_uring\"", double(via_uring));
+  w.Sample("gpucache_backing_reads_total", "path=\"page_cache\"", double(via_cache));
+  w.Sample("gpucache_backing_reads_total", "path=\"pread\"", double(via_pread));
+  if (u) {
+    w.Family("gpucache_io_pool_slots", "gauge", "io_uring registered buffer slots, by state.");
+    w.Sample("gpucache_io_pool_slots", "state=\"free\"", double(u->pool.free));
+    w.Sample("gpucache_io_pool_slots", "state=\"in_use\"", double(u->pool.checked_out));
+    w.Sample("gpucache_io_pool_slots", "state=\"quarantined\"", double(u->pool.quarantined));
+  }
+  if (!operator_view) return;  // device paths are the operator's business
+  std::vector<DomainInfo> domains = store.Domains();
+  w.Family("gpucache_data_dir_free_bytes", "gauge", "Bytes available to the daemon in each data directory.");
+  for (const DomainInfo& d : domains) {
+    struct statvfs s {};
+    if (::statvfs(d.path.c_str(), &s) != 0) continue;
+    w.Sample("gpucache_data_dir_free_bytes", Label("dir", d.path), double(s.f_bavail) * double(s.f_frsize));
+  }
+  w.Family("gpucache_data_dir_size_bytes", "gauge", "Size of the filesystem holding each data directory.");
+  for (const DomainInfo& d : domains) {
+    struct statvfs s {};
+    if (::statvfs(d.path.c_str(), &s) != 0) continue;
+    w.Sample("gpucache_data_dir_size_bytes", Label("dir", d.path), double(s.f_blocks) * double(s.f_frsize));
+  }
+  w.Family("gpucache_data_dir_free_files", "gauge",
+           "Inodes available in each data directory (each block is a file).");
+  for (const DomainInfo& d : domains) {
+    struct statvfs s {};
+    if (::statvfs(d.path.c_str(), &s) != 0) continue;
+    w.Sample("gpucache_data_dir_free_files", Label("dir", d.path), double(s.f_favail));
+  }
+  w.Family("gpucache_data_dir_isolated", "gauge", "1 once a data directory was taken out of service.");
+  for (const DomainInfo& d : domains) {
+    w.Sample("gpucache_data_dir_isolated", Label("dir", d.path), d.isolated ? 1 : 0);
+  }
+}
+
+}  // namespace gpucache

@@ -1,0 +1,167 @@
+// FileMedium: a reservation's payload, from its temporary file to the published block.
+//
+// Prepare takes a spare file (store/file_store_spares.h) and writes the payload where it lies
+// in spare/, or creates tmp/<region>.part when no spare is ready. Writes land at
+// kBlockDataOffset + offset and feed the payload's checksums as they arrive
+// (ArrivalHasher, store/checksum.h); Seal reads back only what the writes could not feed (a
+// block written out of order, overwritten, or over 256 MiB), writes the header and renames the
+// file into place. The checksums are of the bytes the writer sent, and every read of the
+// committed block is verified against them as before.
+#include <sys/statvfs.h>
+
+#include <algorithm>
+
+#include "store/env.h"
+#include "store/failpoint.h"
+#include "store/file_store.h"
+#include "store/file_store_located.h"
+#include "store/file_store_spares.h"
+
+namespace gpucache {
+namespace {
+
+constexpr size_t kSealReadSize = 1 << 20;
+
+class PendingFile final : public PendingPayload {
+ public:
+  PendingFile(Fd f, std::string p, size_t d) : fd(std::move(f)), path(std::move(p)), dev(d) {}
+  Fd fd;
+  std::string path;
+  const size_t dev;  // the directory it will be published in
+  ArrivalHasher arrival;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<PendingPayload>> FileMedium::Prepare(const ReservationInfo& info) {
+  size_t dev = PlaceFor(info.address);  // the payload is written where it will be published
+  // A spare is written where it lies (moving it into tmp/ measured slower than creating a
+  // file there); Seal renames it into blocks/ like any .part, Discard unlinks it.
+  if (std::optional<SpareFile> spare = spares_ ? spares_->Take(dev) : std::nullopt) {
+    GPUCACHE_FAILPOINT("reserve.after_create");
+    return std::shared_ptr<PendingPayload>(
+        std::make_shared<PendingFile>(std::move(spare->fd), std::move(spare->path), dev));
+  }
+  std::string path = devices_[dev].dir.Part(info.region_id);
+  Fd fd(env_.CreateExclusive(path));
+  if (!fd.valid()) return StatusFromErrno(-fd.get());
+  GPUCACHE_FAILPOINT("reserve.after_create");
+  return std::shared_ptr<PendingPayload>(std::make_shared<PendingFile>(std::move(fd), path, dev));
+}
+
+Result<size_t> FileMedium::Write(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
+  auto& f = static_cast<PendingFile&>(p);
+  uint64_t ticket = f.arrival.Begin();
+  if (GPUCACHE_FAILPOINT_FIRES("write.torn")) {  // half of this request lands, then the crash
+    env_.Write(f.fd.get(), data.first(data.size() / 2), kBlockDataOffset + offset);
+    failpoint::Crash("write.torn");
+  }
+  StatusCode s = env_.Write(f.fd.get(), data, kBlockDataOffset + offset);
+  f.arrival.EndWrite(ticket, offset, data, s == StatusCode::kOk);
+  if (s != StatusCode::kOk) return s;
+  GPUCACHE_FAILPOINT("write.after");
+  return data.size();
+}
+
+StatusCode FileMedium::Truncate(PendingPayload& p, uint64_t size) {
+  auto& f = static_cast<PendingFile&>(p);
+  uint64_t ticket = f.arrival.Begin();
+  StatusCode s = env_.Truncate(f.fd.get(), kBlockDataOffset + size);
+  f.arrival.EndResize(ticket, size);
+  return s;
+}
+
+StatusCode FileMedium::Allocate(PendingPayload& p, uint64_t size) {
+  auto& f = static_cast<PendingFile&>(p);
+  uint64_t ticket = f.arrival.Begin();
+  StatusCode s = env_.Allocate(f.fd.get(), kBlockDataOffset, size);  // grows only
+  f.arrival.EndResize(ticket, size);
+  return s == StatusCode::kNotSupported ? Truncate(p, size) : s;
+}
+
+std::optional<Medium::DeviceSpace> FileMedium::SpaceFor(const PendingPayload& p) {
+  struct statvfs v {};
+  if (::statvfs(devices_[static_cast<const PendingFile&>(p).dev].dir.root().c_str(), &v) != 0) {
+    return std::nullopt;
+  }
+  return DeviceSpace{uint64_t{v.f_bavail} * v.f_frsize, uint64_t{v.f_blocks} * v.f_frsize};
+}
+
+bool FileMedium::SharesDevice(const PendingPayload& p, const StoredPayload* stored) const {
+  return DeviceOf(stored) == static_cast<const PendingFile&>(p).dev;
+}
+
+Result<PayloadChecksums> FileMedium::ChecksumsOf(PendingPayload& p, uint64_t size) {
+  auto& f = static_cast<PendingFile&>(p);
+  uint64_t at = 0;
+  std::unique_ptr<PayloadHasher> hasher = f.arrival.Take(ChunkSizeFor(size), &at);
+  if (at > size) {  // cannot happen (a shrink restarts the hasher); never trust it if it did
+    hasher = std::make_unique<PayloadHasher>(ChunkSizeFor(size));
+    at = 0;
+  }
+  read_back_bytes_.fetch_add(size - at, std::memory_order_relaxed);
+  Bytes buf(std::min<uint64_t>(size - at, kSealReadSize));
+  for (; at < size; at += buf.size()) {
+    std::span<uint8_t> piece(buf.data(), std::min<uint64_t>(buf.size(), size - at));
+    if (StatusCode s = env_.Read(f.fd.get(), piece, kBlockDataOffset + at); s != StatusCode::kOk) {
+      return s;
+    }
+    hasher->Update(piece);
+  }
+  return hasher->Finish();
+}
+
+Result<Medium::Sealed> FileMedium::Seal(PendingPayload& p, const BlockInfo& draft) {
+  auto& f = static_cast<PendingFile&>(p);
+  if (Isolated(f.dev)) return StatusCode::kIoError;  // its device left service meanwhile
+  // Cut anything past the payload (a truncate to a smaller size leaves nothing behind).
+  if (StatusCode s = Truncate(p, draft.size); s != StatusCode::kOk) return s;
+  GPUCACHE_FAILPOINT("seal.after_truncate");
+  Result<PayloadChecksums> sums = ChecksumsOf(p, draft.size);
+  if (!sums.ok()) return sums.status();
+  BlockHeader header;
+  header.payload_length = draft.size;
+  header.commit_epoch = draft.commit_epoch;
+  header.region_id = draft.region_id;
+  header.owner_uid = draft.owner.uid;
+  header.owner_gid = draft.owner.gid;
+  header.commit_time_ns = draft.commit_time_ns;
+  header.identity = draft.canonical_identity;
+  header.checksums = std::move(sums.value());
+  GPUCACHE_FAILPOINT("seal.after_checksums");
+  Bytes encoded = EncodeBlockHeader(header);
+  if (GPUCACHE_FAILPOINT_FIRES("seal.torn_header")) {  // half a header, then the crash
+    env_.Write(f.fd.get(), std::span(encoded).first(encoded.size() / 2), 0);
+    failpoint::Crash("seal.torn_header");
+  }
+  if (StatusCode s = env_.Write(f.fd.get(), encoded, 0); s != StatusCode::kOk) return s;
+  GPUCACHE_FAILPOINT("seal.after_header");
+  if (options_.sync_commits) {
+    if (StatusCode s = env_.SyncData(f.fd.get()); s != StatusCode::kOk) return s;
+  }
+  std::string target = PathIn(f.dev, draft.address);
+  GPUCACHE_FAILPOINT("seal.before_rename");
+  if (StatusCode s = env_.Rename(f.path, target); s != StatusCode::kOk) return s;
+  GPUCACHE_FAILPOINT("seal.after_rename");
+  if (options_.sync_commits) {
+    // Not acknowledged unless the name is durable too: a commit whose directory sync failed
+    // takes its file back (found by the power-loss test, tests/store/power_loss_test.cc).
+    if (StatusCode s = env_.SyncDir(target.substr(0, target.find_last_of('/'))); s != StatusCode::kOk) {
+      env_.Remove(target);
+      f.path.clear();
+      return s;
+    }
+  }
+  JournalCommit(f.dev, f.fd.get(), draft, header.checksums);
+  f.fd.Reset();
+  f.path.clear();
+  return Sealed{std::move(header.checksums), located_[f.dev]};
+}
+
+void FileMedium::Discard(PendingPayload& p) {
+  auto& f = static_cast<PendingFile&>(p);
+  f.fd.Reset();
+  if (!f.path.empty()) env_.Remove(f.path);
+}
+
+}  // namespace gpucache

@@ -1,0 +1,97 @@
+#include "store/file_store_spares.h"
+
+namespace gpucache {
+
+SparePool::SparePool(Env& env, std::vector<std::string> dirs, size_t depth) : env_(env), depth_(depth) {
+  for (std::string& d : dirs) devices_.push_back(Device{std::move(d), {}, false});
+  thread_ = std::thread([this] { Run(); });
+}
+
+SparePool::~SparePool() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  for (Device& d : devices_) {
+    for (SpareFile& f : d.ready) {
+      f.fd.Reset();
+      env_.Remove(f.path);
+    }
+  }
+}
+
+std::optional<SpareFile> SparePool::Take(size_t dev) {
+  std::optional<SpareFile> out;
+  {
+    std::lock_guard lock(mu_);
+    if (dev >= devices_.size()) return std::nullopt;
+    Device& d = devices_[dev];
+    if (!d.ready.empty()) {
+      out = std::move(d.ready.back());
+      d.ready.pop_back();
+    }
+    wanted_ = true;
+  }
+  wake_.notify_one();
+  return out;
+}
+
+void SparePool::Retire(size_t dev) {
+  std::vector<SpareFile> gone;
+  {
+    std::lock_guard lock(mu_);
+    if (dev >= devices_.size()) return;
+    devices_[dev].retired = true;
+    gone.swap(devices_[dev].ready);
+  }
+  for (SpareFile& f : gone) {
+    f.fd.Reset();
+    env_.Remove(f.path);
+  }
+}
+
+size_t SparePool::Ready(size_t dev) const {
+  std::lock_guard lock(mu_);
+  return dev < devices_.size() ? devices_[dev].ready.size() : 0;
+}
+
+void SparePool::Run() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    wake_.wait(lock, [this] { return stop_ || wanted_; });
+    if (stop_) return;
+    wanted_ = false;
+    for (size_t dev = 0; dev < devices_.size() && !stop_; ++dev) {
+      lock.unlock();
+      Fill(dev);
+      lock.lock();
+    }
+  }
+}
+
+void SparePool::Fill(size_t dev) {
+  while (true) {
+    std::string path;
+    {
+      std::lock_guard lock(mu_);
+      Device& d = devices_[dev];
+      if (stop_ || d.retired || d.ready.size() >= depth_) return;
+      path = d.dir + "/" + std::to_string(next_name_++);
+    }
+    // A full or failing device: stop here; the next Take tries again (no busy loop).
+    int fd = env_.CreateExclusive(path);
+    if (fd < 0) return;
+    std::lock_guard lock(mu_);
+    Device& d = devices_[dev];
+    if (d.retired || stop_) {
+      ::close(fd);
+      env_.Remove(path);
+      return;
+    }
+    d.ready.push_back(SpareFile{Fd(fd), std::move(path)});
+  }
+}
+
+}  // namespace gpucache

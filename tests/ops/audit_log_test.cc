@@ -1,0 +1,39 @@
+// The daemon's log as an operator audits it (docs/metrics.md, "Logs an operator can audit"):
+// admin actions with who asked and the outcome, pins, and the backing I/O in use at start.
+#include <doctest/doctest.h>
+
+#include "tests/mount/mount_helpers.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+
+TEST_CASE("Logs: admin actions and pins name the caller's uid and the outcome") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity();
+  REQUIRE(client.Commit(id, Payload(1000)) == 0);
+  std::string path = client.PathOf(id);
+  std::string rel = path.substr(m.mnt().size() + 1);
+
+  CHECK(Control(m, R"({"op":"fence"})").find("\"ok\":true") != std::string::npos);
+  // A refused admin request is logged too, with the refusal.
+  CHECK(AsUser(1000, 1000, [&] {
+          return Control(m, R"({"op":"evict","path":")" + rel + "\"}").find("EACCES") != std::string::npos ? 0 : 1;
+        }) == 0);
+  CHECK(AsUser(1000, 1000, [&] { return Errno(::setxattr(path.c_str(), "user.gpucache.pinned", "1", 1, 0)); }) == 0);
+  // Reads are not actions: no line for them.
+  CHECK(Control(m, R"({"op":"status"})").find("\"ok\":true") != std::string::npos);
+
+  std::string log = m.Log();
+  CHECK(log.find("backing I/O: posix") != std::string::npos);
+  CHECK(log.find("control: uid 0 gid 0 asked {\"op\":\"fence\"} -> {\"epoch\":") != std::string::npos);
+  CHECK(log.find("control: uid 1000 gid 1000 asked {\"op\":\"evict\",\"path\":\"" + rel +
+                 "\"} -> {\"errno\":\"EACCES\"") != std::string::npos);
+  CHECK(log.find("xattr: uid 1000 gid 1000 pinned " + rel) != std::string::npos);
+  CHECK(log.find("\"op\":\"status\"") == std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucache

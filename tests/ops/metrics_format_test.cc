@@ -1,0 +1,207 @@
+// Metrics as their consumers parse them: both endpoints through `promtool check metrics`
+// (the Prometheus text format) and the HTTP endpoint, negotiated, through the OpenMetrics
+// parser of prometheus_client; and what the counters count (docs/metrics.md).
+#include <arpa/inet.h>
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "tests/mount/mount_helpers.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+
+int UnusedPort() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+// The whole HTTP response (headers and body) to GET /metrics with this Accept header.
+std::string Scrape(int port, const std::string& accept) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int s = -1;
+  for (int i = 0; i < 100; ++i, ::usleep(20000)) {
+    s = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) break;
+    ::close(s);
+    s = -1;
+  }
+  if (s < 0) return "";
+  timeval limit{10, 0};
+  ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n" +
+                    (accept.empty() ? "" : "Accept: " + accept + "\r\n") + "\r\n";
+  (void)::write(s, req.data(), req.size());
+  std::string out;
+  char buf[8192];
+  for (ssize_t n; (n = ::read(s, buf, sizeof buf)) > 0;) out.append(buf, n);
+  ::close(s);
+  return out;
+}
+
+std::string Body(const std::string& response) { return response.substr(response.find("\r\n\r\n") + 4); }
+
+// Runs `command` with `text` on its stdin; returns its exit status, its output in `*output`.
+int Check(const std::string& command, const std::string& text, const TempDir& tmp, std::string* output) {
+  std::string in = tmp.path() + "/in", out = tmp.path() + "/out";
+  std::ofstream(in) << text;
+  int rc = std::system((command + " < " + in + " > " + out + " 2>&1").c_str());
+  *output = ReadText(out);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+constexpr char kPromtool[] = "promtool check metrics";
+// Debian's python3 (the package python3-prometheus-client), not whatever python3 is first.
+constexpr char kOpenMetricsParser[] =
+    "/usr/bin/python3 -c 'import sys\n"
+    "from prometheus_client.openmetrics.parser import text_string_to_metric_families as p\n"
+    "print(len(list(p(sys.stdin.read()))), \"families\")'";
+constexpr char kTextParser[] =
+    "/usr/bin/python3 -c 'import sys\n"
+    "from prometheus_client.parser import text_string_to_metric_families as p\n"
+    "print(len(list(p(sys.stdin.read()))), \"families\")'";
+
+// Samples keyed by "name{labels}" from the text format.
+std::map<std::string, double> Samples(const std::string& text) {
+  static const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$)");
+  std::map<std::string, double> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (line.empty() || line[0] == '#') continue;
+    REQUIRE_MESSAGE(std::regex_match(line, m, sample), line);
+    out[m[1].str() + m[2].str()] = std::stod(m[3].str());
+  }
+  return out;
+}
+
+std::string WithPort(int port) {
+  std::string body = TestConfig();
+  std::string off = "listen = \"\"";
+  return body.replace(body.find(off), off.size(), "listen = \"127.0.0.1:" + std::to_string(port) + "\"");
+}
+
+TEST_CASE("Metrics: promtool and the OpenMetrics parser accept both endpoints") {
+  int port = UnusedPort();
+  MountedFs m(WithPort(port));
+  TempDir tmp;
+  MountClient client(m.mnt());
+  REQUIRE(client.Commit(SampleIdentity(), Payload(100000)) == 0);
+  REQUIRE(std::holds_alternative<Bytes>(client.Read(SampleIdentity())));
+  // Refusals of several kinds, so that their labelled series are there to be checked.
+  CHECK(AsUser(2000, 2000, [&] { return client.Commit(SampleIdentity("acme", 3), Payload(10)); }) == EACCES);
+  CHECK(Errno(::mkdir((m.mnt() + "/acme/not a namespace").c_str(), 0770)) != 0);
+
+  std::string output;
+  std::string text = Scrape(port, "");
+  REQUIRE(text.find(" 200 OK") != std::string::npos);
+  CHECK(text.find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
+  CHECK_MESSAGE(Check(kPromtool, Body(text), tmp, &output) == 0, output);
+  CHECK_MESSAGE(Check(kTextParser, Body(text), tmp, &output) == 0, output);
+
+  // What Prometheus itself sends: OpenMetrics first.
+  std::string om = Scrape(port,
+      "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+      "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1");
+  CHECK(om.find("Content-Type: application/openmetrics-text; version=1.0.0") != std::string::npos);
+  CHECK(Body(om).ends_with("# EOF\n"));
+  CHECK_MESSAGE(Check(kOpenMetricsParser, Body(om), tmp, &output) == 0, output);
+  // The text format refuses what OpenMetrics needs and the reverse: negotiation matters.
+  CHECK(Check(kOpenMetricsParser, Body(text), tmp, &output) != 0);
+  // A client that prefers the text format gets it.
+  CHECK(Scrape(port, "text/plain;q=1, application/openmetrics-text;q=0.5")
+            .find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
+
+  std::string file = ReadText(m.mnt() + "/.gpucache/metrics");
+  CHECK_MESSAGE(Check(kPromtool, file, tmp, &output) == 0, output);
+  CHECK_MESSAGE(Check(kTextParser, file, tmp, &output) == 0, output);
+
+  auto s = Samples(Body(text));
+  CHECK(s["gpucache_build_info{version=\"" GPUCACHE_TEST_VERSION "\"}"] == 1);
+  CHECK(s["process_open_fds"] > 0);
+  CHECK(s["process_max_fds"] >= s["process_open_fds"]);
+  CHECK(s["process_resident_memory_bytes"] > 0);
+  CHECK(s["process_start_time_seconds"] > 1.5e9);
+  CHECK(s.count("process_cpu_seconds_total") == 1);
+  CHECK(s["gpucache_data_dir_isolated{dir=\"" + m.data() + "\"}"] == 0);
+  CHECK(s["gpucache_data_dir_free_bytes{dir=\"" + m.data() + "\"}"] > 0);
+  CHECK(s["gpucache_refusals_total{tenant=\"acme\",errno=\"EACCES\",reason=\"access denied\"}"] >= 1);
+  CHECK(s["gpucache_written_bytes_total{tenant=\"acme\"}"] == 100000);
+  CHECK(s["gpucache_read_bytes_total{tenant=\"acme\"}"] == 100000);
+  CHECK(s["gpucache_backing_reads_total{path=\"pread\"}"] >= 1);
+  CHECK(s["gpucache_backing_errors_total{op=\"read\"}"] == 0);
+  // A tenant member's file shows neither other tenants nor the data directories.
+  CHECK(AsUser(2000, 2000, [&] {
+          std::string theirs = ReadText(m.mnt() + "/.gpucache/metrics");
+          bool leaks = theirs.find("tenant=\"acme\"") != std::string::npos ||
+                       theirs.find("gpucache_data_dir") != std::string::npos;
+          return theirs.find("gpucache_epoch") == std::string::npos || leaks ? 1 : 0;
+        }) == 0);
+}
+
+TEST_CASE("Metrics: opens count every open; lookups and reads only what the kernel did not serve") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity();
+  Bytes payload = Payload(50000);
+  REQUIRE(client.Commit(id, payload) == 0);
+  std::string path = client.PathOf(id), absent = client.PathOf(SampleIdentity("acme", 9));
+  auto before = Samples(ReadText(m.mnt() + "/.gpucache/metrics"));
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(std::get<Bytes>(client.Read(id)) == payload);
+    struct stat st;
+    CHECK(::stat(absent.c_str(), &st) != 0);
+  }
+  auto after = Samples(ReadText(m.mnt() + "/.gpucache/metrics"));
+  auto delta = [&](const std::string& k) { return after[k] - before[k]; };
+  // Every open reaches the daemon.
+  CHECK(delta("gpucache_block_opens_total{tenant=\"acme\"}") == 3);
+  // The block's entry and pages were cached: at most the first lookup and read reach it.
+  CHECK(delta("gpucache_hits_total{tenant=\"acme\"}") <= 1);
+  CHECK(delta("gpucache_block_reads_total{tenant=\"acme\"}") >= 1);
+  CHECK(delta("gpucache_read_bytes_total{tenant=\"acme\"}") <= double(payload.size()));
+  // The absent block's negative entry was cached: three stats, one miss.
+  CHECK(delta("gpucache_misses_total{tenant=\"acme\",reason=\"absent\"}") == 1);
+}
+
+TEST_CASE("Metrics: with backing_io = uring every block read is counted under one path, and the pool is shown") {
+  MountedFs m("backing_io = \"uring\"\n" + TestConfig());
+  MountClient client(m.mnt());
+  for (uint8_t i = 1; i <= 3; ++i) {
+    CacheIdentity id = SampleIdentity("acme", i);
+    REQUIRE(client.Commit(id, Payload(200000, i)) == 0);
+    REQUIRE(std::get<Bytes>(client.Read(id)) == Payload(200000, i));
+  }
+  auto s = Samples(ReadText(m.mnt() + "/.gpucache/metrics"));
+  double reads = s["gpucache_block_reads_total{tenant=\"acme\"}"];
+  CHECK(reads >= 3);
+  // io_uring where the kernel allows it, the page cache or pread otherwise: each read once.
+  CHECK(s["gpucache_backing_reads_total{path=\"io_uring\"}"] + s["gpucache_backing_reads_total{path=\"page_cache\"}"] +
+            s["gpucache_backing_reads_total{path=\"pread\"}"] == reads);
+  CHECK(s.count("gpucache_io_pool_slots{state=\"free\"}") == 1);
+  CHECK(s["gpucache_io_pool_slots{state=\"in_use\"}"] == 0);  // every read returned its slot
+  CHECK(s["gpucache_io_pool_slots{state=\"quarantined\"}"] == 0);
+  CHECK(m.Log().find("backing I/O: ") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpucache

@@ -1,0 +1,125 @@
+// Live reload (docs/configuration.md, "Reloading"): SIGHUP re-reads tenants, admins, limits and
+// quotas without unmounting or fencing; a bad file changes nothing and the log says why.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/mount/mount_helpers.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Sends SIGHUP and waits for the reload's verdict in the log (either way). Returns the log.
+std::string Hangup(MountedFs& m) {
+  size_t before = Count(m.Log(), "reload: ");
+  REQUIRE(::kill(m.pid(), SIGHUP) == 0);
+  for (int i = 0; i < 500 && Count(m.Log(), "reload: ") == before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::string log = m.Log();
+  REQUIRE_MESSAGE(Count(log, "reload: ") > before, log);
+  return log;
+}
+
+// Rewrites the daemon's configuration file and reloads it.
+std::string Reload(MountedFs& m, const std::string& body) {
+  std::ofstream(m.config()) << "data_dir = \"" << m.data() << "\"\n" << body;
+  return Hangup(m);
+}
+
+int CommitAs(uid_t uid, const MountedFs& m, const CacheIdentity& id, size_t bytes) {
+  return AsUser(uid, uid, [&] { return MountClient(m.mnt()).Commit(id, Payload(bytes)); });
+}
+
+// acme loses uid 1000 and gets a quota below one block, globex is dropped, initech = {3000}
+// is added.
+std::string Reloaded() {
+  return "[admins]\nuids = [0]\n"
+         "[tenants.acme]\nuids = [0]\nmax_retained_bytes = 50000\n"
+         "[tenants.initech]\nuids = [3000]\n"
+         "[metrics]\nlisten = \"\"\n";
+}
+
+TEST_CASE("Reload: a good file adds and removes tenants and changes quotas; a fill in flight commits") {
+  MountedFs m;
+  MountClient root(m.mnt());
+  CacheIdentity inflight = SampleIdentity("acme", 2);
+  // A fill in flight across the reload: created and half written before, finished after.
+  std::string part = root.PathOf(inflight) + ".part";
+  REQUIRE(::mkdir(NsDir(m, inflight).c_str(), 0770) == 0);
+  int fd = ::open(part.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  REQUIRE(fd >= 0);
+  Bytes ident = EncodePhysicalKey(inflight);
+  REQUIRE(::fsetxattr(fd, "user.gpucache.identity", ident.data(), ident.size(), 0) == 0);
+  Bytes payload = Payload(40000);
+  REQUIRE(::write(fd, payload.data(), 20000) == 20000);
+  uint64_t epoch = std::stoull(ReadText(m.mnt() + "/.gpucache/epoch"));
+
+  CHECK(CommitAs(3000, m, SampleIdentity("initech"), 1000) == ENOENT);  // not a tenant yet
+  CHECK(CommitAs(2000, m, SampleIdentity("globex", 3), 1000) == 0);
+  CHECK(CommitAs(1000, m, SampleIdentity("acme", 6), 1000) == 0);
+
+  std::string log = Reload(m, Reloaded());
+  CHECK(log.find("reload: configuration reloaded from " + m.config()) != std::string::npos);
+  CHECK(m.Mounted());
+  CHECK(std::stoull(ReadText(m.mnt() + "/.gpucache/epoch")) == epoch);  // nothing was fenced
+
+  // The fill in flight goes on and commits.
+  REQUIRE(::write(fd, payload.data() + 20000, 20000) == 20000);
+  REQUIRE(::close(fd) == 0);
+  CHECK(::rename(part.c_str(), root.PathOf(inflight).c_str()) == 0);
+  CHECK(std::get<Bytes>(root.Read(inflight)) == payload);
+
+  // The new tenant's member commits; the uid removed from acme is refused (EACCES), and the
+  // removed tenant is gone for its former member, as a tenant never configured is (ENOENT).
+  CHECK(CommitAs(3000, m, SampleIdentity("initech"), 1000) == 0);
+  CHECK(CommitAs(1000, m, SampleIdentity("acme", 7), 1000) == EACCES);
+  CHECK(AsUser(1000, 1000, [&] { return Errno(::access((m.mnt() + "/acme").c_str(), F_OK)); }) == EACCES);
+  CHECK(CommitAs(2000, m, SampleIdentity("globex", 4), 1000) == ENOENT);
+  std::string listing;
+  for (const auto& e : std::filesystem::directory_iterator(m.mnt())) listing += e.path().filename().string() + " ";
+  CHECK(listing.find("initech") != std::string::npos);
+  CHECK(listing.find("globex") == std::string::npos);
+
+  // acme's new quota (50000 retained bytes) refuses a block bigger than it: EDQUOT.
+  CHECK(CommitAs(0, m, SampleIdentity("acme", 5), 60000) == EDQUOT);
+  CHECK(ReadText(m.mnt() + "/.gpucache/config").find("max_retained_bytes = 50000") != std::string::npos);
+}
+
+TEST_CASE("Reload: a bad file changes nothing, the daemon stays up, and the log says why") {
+  MountedFs m;
+  SUBCASE("broken TOML") {
+    std::string log = Reload(m, Reloaded() + "[tenants.initech\n");
+    CHECK(log.find("reload: nothing changed: " + m.config() + ":") != std::string::npos);
+  }
+  SUBCASE("a key that does not validate") {
+    std::string log = Reload(m, Reloaded() + "[tenants.bad]\nuids = [\"root\"]\n");
+    CHECK(log.find("reload: nothing changed") != std::string::npos);
+    CHECK(log.find("tenants.bad") != std::string::npos);
+  }
+  SUBCASE("a missing file") {
+    REQUIRE(::unlink(m.config().c_str()) == 0);
+    std::string log = Hangup(m);
+    CHECK(log.find("reload: nothing changed: " + m.config()) != std::string::npos);
+  }
+  CHECK(m.Mounted());
+  // Still the configuration the daemon started with: globex in, initech out, no acme quota.
+  CHECK(CommitAs(2000, m, SampleIdentity("globex", 3), 1000) == 0);
+  CHECK(CommitAs(3000, m, SampleIdentity("initech"), 1000) == ENOENT);
+  CHECK(CommitAs(1000, m, SampleIdentity("acme", 5), 60000) == 0);
+}
+
+}  // namespace
+}  // namespace gpucache
