@@ -34,17 +34,22 @@ json ErrorJson(const JobError& e) {
 }
 
 json DrainJson(const DrainReport& r) {
+  // "failed" is the failed queue now (what an operator has to look at), "newly_failed" what
+  // this drain moved there.
   json j{{"rounds", r.rounds}, {"attempted", r.attempted}, {"uploaded", r.uploaded},
-         {"requeued", r.requeued}, {"failed", r.failed}, {"pending", r.pending},
-         {"failed_total", r.failed_total}};
+         {"requeued", r.requeued}, {"newly_failed", r.newly_failed}, {"pending", r.pending},
+         {"failed", r.failed_now}};
   if (r.first_error) j["first_error"] = ErrorJson(*r.first_error);
   return j;
 }
 
 json StatsJson(const ColdTierStats& s) {
   return json{{"submitted", s.sink.submitted}, {"refused", s.sink.refused},
-              {"uploaded", s.sink.uploaded}, {"failed", s.sink.failed},
-              {"dropped", s.sink.dropped}, {"requests", s.sink.requests},
+              {"uploaded", s.sink.uploaded}, {"failed", s.sink.failed_now},
+              {"failed_entries_total", s.sink.failed_entries}, {"redriven", s.sink.redriven},
+              {"retried", s.sink.retried},
+              {"dropped", s.sink.dropped}, {"requests", s.requests},
+              {"sink_requests", s.sink.requests},
               {"pending", s.sink.pending}, {"in_flight", s.sink.in_flight},
               {"failed_now", s.sink.failed_now}, {"bytes_held", s.sink.bytes_held},
               {"queued", s.queued}, {"queue_overflow", s.queue_overflow},
@@ -89,6 +94,56 @@ std::string Refill(ColdTier& tier, const ColdCaller& who, const json& req) {
   return Ok(reply);
 }
 
+// {"op":"cold.refill", ..., "async": true}: queued on the refill workers; the reply is the
+// op id at once, and {"op":"cold.op","op_id":N} answers "running" or the refill's own reply
+// (adr/0013-refill-off-the-control-file.md).
+std::string RefillAsync(ColdTier& tier, const ColdCaller& who, const json& req) {
+  if (!req["async"].is_boolean()) return Error("EINVAL", "async must be true or false");
+  json sync = req;
+  sync.erase("async");
+  if (!req["async"].get<bool>()) return Refill(tier, who, sync);
+  uint64_t id = tier.async_ops().Submit(who.uid, [&tier, who, sync] { return Refill(tier, who, sync); });
+  if (id == 0) return Error("EAGAIN", "too many refills in progress; try again");
+  return Ok(json{{"op_id", id}, {"state", "queued"}});
+}
+
+std::string PollOp(ColdTier& tier, const ColdCaller& who, const json& req) {
+  auto id = Number(req, "op_id");
+  if (!id) return Error("EINVAL", "cold.op needs \"op_id\": the id an async request returned");
+  AsyncOps::Poll p = tier.async_ops().Take(*id, who.uid, who.admin);
+  if (p.state == AsyncOps::State::kUnknown) {
+    return Error("ENOENT", "no op " + std::to_string(*id) + " of this caller (or already answered)");
+  }
+  if (p.state != AsyncOps::State::kDone) return Ok(json{{"op_id", *id}, {"state", ToString(p.state)}});
+  json reply = json::parse(p.reply, nullptr, false);
+  if (reply.is_discarded() || !reply.is_object()) return Error("EIO", "op reply unreadable");
+  reply["op_id"] = *id;
+  reply["state"] = "done";
+  return Dump(reply);
+}
+
+std::string PurgeTenant(ColdTier& tier, const json& req) {
+  if (!req.contains("tenant") || !req["tenant"].is_string() ||
+      !IsValidTenantName(req["tenant"].get<std::string>())) {
+    return Error("EINVAL", "cold.purge_tenant needs \"tenant\": a tenant name");
+  }
+  uint64_t max_manifests = 100;
+  if (req.contains("max_manifests")) {
+    auto n = Number(req, "max_manifests");
+    if (!n || *n == 0 || *n > 100000) return Error("EINVAL", "max_manifests must be 1..100000");
+    max_manifests = *n;
+  }
+  uint64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::system_clock::now().time_since_epoch()).count();
+  PurgeReport p = tier.ops().PurgeTenant(req["tenant"], max_manifests, now);
+  if (p.refused) return Error("EPERM", p.reason);
+  json reply{{"tenant", req["tenant"]}, {"manifests_deleted", p.manifests_deleted},
+             {"locators_deleted", p.locators_deleted}, {"deleted", p.deleted},
+             {"kept", p.kept}, {"complete", p.complete}};
+  if (p.error) return Error("EIO", "purge stopped: " + p.error->message);
+  return Ok(reply);
+}
+
 std::string Pack(ColdTier& tier, const ColdCaller& who, const json& req) {
   std::string tenant;
   if (req.contains("tenant")) {
@@ -109,11 +164,17 @@ std::string Pack(ColdTier& tier, const ColdCaller& who, const json& req) {
     if (!b) return Error("EINVAL", "budget must be a non-negative integer (bytes)");
     budget = *b;
   }
-  BackfillReport b = tier.Pack(tenant, budget);
-  DrainReport d = tier.DrainNow();
-  return Ok(json{{"blocks", b.blocks}, {"bytes", b.bytes}, {"packs", b.packs},
-                 {"skipped_cold", b.skipped_cold}, {"refused_packs", b.refused},
-                 {"budget_reached", b.budget_reached}, {"drain", DrainJson(d)}});
+  DrainReport d;
+  BackfillReport b = tier.Pack(tenant, budget, {}, &d);
+  // "complete": every block this pack looked at is in S3 now or was already (nothing failed,
+  // pending, refused or unknown). gpucachectl exits non-zero when it is false.
+  bool complete = d.failed_now == 0 && d.pending == 0 && b.refused == 0 && b.skipped_unknown == 0;
+  json reply{{"blocks", b.blocks}, {"bytes", b.bytes}, {"packs", b.packs},
+             {"skipped_cold", b.skipped_cold}, {"skipped_unknown", b.skipped_unknown},
+             {"refused_packs", b.refused}, {"budget_reached", b.budget_reached},
+             {"complete", complete}, {"drain", DrainJson(d)}};
+  if (b.list_error) reply["list_error"] = b.list_error->message;
+  return Ok(reply);
 }
 
 std::optional<Sha256> ManifestArg(const json& req) {
@@ -129,6 +190,7 @@ std::string Reclaim(ColdTier& tier, const ColdCaller& who, const json& req) {
   ReclaimReport r = tier.ops().Reclaim(*m, now, AuthOf(who));
   json reply{{"refused", r.refused}, {"reason", r.reason}, {"deleted", r.deleted}, {"kept", r.kept}};
   if (r.error) reply["error_detail"] = r.error->message;
+  if (r.absent) return Error("ENOENT", "no such manifest: " + ManifestKey(tier.options().prefix, *m));
   if (r.refused) return Error(r.reason.rfind("not an owner", 0) == 0 ? "EACCES" : "EPERM", r.reason);
   if (r.error) return Error("EIO", "reclaim stopped: " + r.error->message);
   return Ok(reply);
@@ -202,16 +264,17 @@ std::string HandleColdRequest(ColdTier& tier, const ColdCaller& who, std::string
     return Error("EINVAL", "request is not a JSON object with an \"op\"");
   }
   std::string op = req["op"];
-  if (op == "cold.refill") return Refill(tier, who, req);
+  if (op == "cold.refill") return req.contains("async") ? RefillAsync(tier, who, req) : Refill(tier, who, req);
+  if (op == "cold.op") return PollOp(tier, who, req);
   if (op == "cold.pack") return Pack(tier, who, req);
   if (op == "cold.reclaim") return Reclaim(tier, who, req);
   bool known = op == "cold.report" || op == "cold.failed" || op == "cold.retry" ||
                op == "cold.drop" || op == "cold.drain" || op == "cold.retain" ||
-               op == "cold.reseal";
+               op == "cold.reseal" || op == "cold.purge_tenant";
   if (!known) {
-    return Error("EINVAL", "unknown cold op (known: cold.refill, cold.pack, cold.reclaim, "
+    return Error("EINVAL", "unknown cold op (known: cold.refill, cold.op, cold.pack, cold.reclaim, "
                            "cold.report, cold.failed, cold.retry, cold.drop, cold.drain, "
-                           "cold.retain, cold.reseal)");
+                           "cold.retain, cold.reseal, cold.purge_tenant)");
   }
   if (!who.admin) return Error("EACCES", kNotAdmin);
   if (op == "cold.report") return Ok(json{{"cold", StatsJson(tier.Stats())}});
@@ -220,6 +283,7 @@ std::string HandleColdRequest(ColdTier& tier, const ColdCaller& who, std::string
   if (op == "cold.drop") return RetryOrDrop(tier, req, false);
   if (op == "cold.drain") return Ok(json{{"drain", DrainJson(tier.DrainNow())}});
   if (op == "cold.reseal") return Reseal(tier, req);
+  if (op == "cold.purge_tenant") return PurgeTenant(tier, req);
   return Retain(tier, req);
 }
 
@@ -232,11 +296,18 @@ std::string RenderColdMetrics(const ColdTierStats& s) {
   counter("jobs_submitted_total", "Pack jobs admitted to the sink.", s.sink.submitted);
   counter("jobs_refused_total", "Pack jobs refused (invalid or sink full).", s.sink.refused);
   counter("jobs_uploaded_total", "Pack jobs fully uploaded.", s.sink.uploaded);
-  counter("jobs_failed_total", "Pack jobs moved to the failed queue.", s.sink.failed);
-  counter("requests_total", "Object store requests made by the sink.", s.sink.requests);
+  counter("jobs_failed_total", "Entries into the failed queue (a re-driven job can enter again).",
+          s.sink.failed_entries);
+  counter("jobs_redriven_total", "Failed jobs moved back to the queue by the background re-drive.",
+          s.sink.redriven);
+  counter("jobs_dropped_total", "Failed jobs dropped by an operator.", s.sink.dropped);
+  counter("requests_total", "Object store requests made by the cold tier (uploads, refills, "
+          "listings, reclaims).", s.requests);
   counter("jobs_pending", "Pack jobs waiting to be uploaded.", s.sink.pending, "gauge");
-  // Not "jobs_failed": beside the counter jobs_failed_total it would clash in OpenMetrics.
-  counter("jobs_failed_now", "Pack jobs in the failed queue.", s.sink.failed_now, "gauge");
+  counter("jobs_in_flight", "Pack jobs being uploaded.", s.sink.in_flight, "gauge");
+  // Not "jobs_failed": beside the counter jobs_failed_total that name is rejected by
+  // Prometheus and OpenMetrics parsers (a counter's family name is its name without _total).
+  counter("jobs_failed_now", "Pack jobs in the failed queue now.", s.sink.failed_now, "gauge");
   counter("bytes_held", "Bytes held by pending, in-flight and failed jobs.", s.sink.bytes_held, "gauge");
   counter("queue_overflow_total", "Commits not queued for write-back (queue full).", s.queue_overflow);
   counter("packed_blocks_total", "Blocks packed (write-back and backfill).", s.packed_blocks);

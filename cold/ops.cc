@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <thread>
 
 #include "cold/locator.h"
 #include "cold/manifest.h"
@@ -97,6 +98,7 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Autho
   auto bytes = objects_.Get(mkey, kMaxManifestBytes);
   if (!bytes.ok()) {
     r.error = bytes.error();
+    r.absent = bytes.error().kind == ObjectErrorKind::kNotFound;
     return refuse(bytes.error().kind == ObjectErrorKind::kNotFound ? "no such manifest"
                                                                     : "manifest unreadable");
   }
@@ -160,6 +162,17 @@ StatusCode ColdOps::AddBlock(BlockStore& store, const BlockAddress& a, PackBuild
   return StatusCode::kOk;
 }
 
+ObjectResult<std::set<std::string>> ColdOps::TenantLocators(const std::string& tenant) const {
+  auto keys = objects_.List(prefix_ + "locators/" + tenant + "/");
+  if (!keys.ok()) return keys.error();
+  std::set<std::string> out;
+  for (const ObjectMeta& m : keys.value()) out.insert(m.key);
+  return out;
+}
+
+// One listing per tenant tells which blocks already have a locator (instead of a HEAD per
+// block). A listing that fails leaves the tenant's blocks "unknown": they are skipped, not
+// packed again, and reported, so the caller knows the pack was incomplete.
 BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::string& tenant,
                                  uint64_t budget, const PackOptions& pack,
                                  const std::function<void(const BackfillReport&)>& progress) const {
@@ -167,26 +180,40 @@ BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::strin
   PackBuilder builder(prefix_, keys_->Get());
   auto flush = [&] {
     if (builder.count() == 0) return;
-    SubmitOutcome s = sink.Submit(builder.Build(NowUnixNs()));
+    PackedPair p = builder.Build(NowUnixNs());
+    SubmitOutcome s = sink.TrySubmit(p);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(pack.wait_for_room_ms);
+    while (s.admission == Admission::kFull && std::chrono::steady_clock::now() < deadline) {
+      SinkStats st = sink.Stats();
+      if (st.pending + st.in_flight == 0) break;  // nothing will make room
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      s = sink.TrySubmit(p);
+    }
     (s.admission == Admission::kAccepted ? rep.packs : rep.refused)++;
   };
   for (const std::string& t : TenantsOf(store, tenant)) {
     if (IsRetired(t)) continue;
+    std::optional<ObjectResult<std::set<std::string>>> cold;  // listed at the first block
     for (const std::string& ns : store.ListNamespaces(t)) {
       for (const std::string& name : store.ListEntries(t, ns)) {
         BlockAddress a{t, ns, name};
         if (!IsValidBlockName(name)) continue;  // a ".part": not committed
         Result<BlockInfo> info = store.Stat(a);
         if (!info.ok()) continue;
+        if (!cold) cold = TenantLocators(t);
+        if (!cold->ok()) {
+          if (!rep.list_error) rep.list_error = cold->error();
+          rep.skipped_unknown++;
+          continue;
+        }
+        if (cold->value().count(LocatorKey(prefix_, a))) {
+          rep.skipped_cold++;
+          continue;
+        }
         if (rep.bytes + info->size > budget) {
           rep.budget_reached = true;
           flush();
           return rep;
-        }
-        auto h = objects_.Head(LocatorKey(prefix_, a));
-        if (h.ok()) {
-          rep.skipped_cold++;
-          continue;
         }
         if (AddBlock(store, a, builder) != StatusCode::kOk) continue;
         rep.blocks++;

@@ -37,6 +37,7 @@ namespace gpucache::cold {
 
 struct ReclaimReport {
   bool refused = false;
+  bool absent = false;                // refused because the manifest does not exist
   std::string reason;                 // why refused, or why something was kept
   std::vector<std::string> deleted;   // keys deleted and confirmed absent
   std::vector<std::string> kept;      // keys kept, each "key: why"
@@ -48,8 +49,10 @@ struct BackfillReport {
   uint64_t bytes = 0;        // their payload bytes
   size_t packs = 0;          // jobs submitted
   size_t skipped_cold = 0;   // already had a locator
+  size_t skipped_unknown = 0;  // not packed: whether they are cold could not be learned
   size_t refused = 0;        // packs the sink refused (full)
   bool budget_reached = false;
+  std::optional<ObjectError> list_error;  // the first listing that failed, if any
 };
 
 struct ResealReport {
@@ -68,6 +71,19 @@ struct ResealReport {
 struct PackOptions {
   uint64_t target_bytes = 64ull << 20;  // close a pack at this many payload bytes
   size_t max_blocks = 1024;             // or this many blocks (<= kMaxManifestEntries)
+  // A full sink: wait up to this long for room (while a drainer uploads) before refusing.
+  uint64_t wait_for_room_ms = 0;
+};
+
+struct PurgeReport {
+  bool refused = false;               // the tenant is not retired
+  std::string reason;
+  size_t manifests_deleted = 0;       // manifests that held only this tenant's blocks
+  size_t locators_deleted = 0;        // the tenant's locators (remaining after the manifests)
+  std::vector<std::string> deleted;   // every key deleted and confirmed absent
+  std::vector<std::string> kept;      // "key: why" (mixed manifests, retention, live packs)
+  bool complete = false;              // nothing of the tenant left that a rerun would delete
+  std::optional<ObjectError> error;   // the request that stopped the purge
 };
 
 class ColdOps {
@@ -96,6 +112,12 @@ class ColdOps {
                           uint64_t byte_budget, const PackOptions& pack,
                           const std::function<void(const BackfillReport&)>& progress = {}) const;
 
+  // Deletes a retired tenant's objects, at most `max_manifests` manifests per call (each one
+  // reclaimed as Reclaim does, with its proofs; a manifest that also lists another tenant's
+  // blocks is kept), then the tenant's remaining locators. Call again until `complete`.
+  PurgeReport PurgeTenant(const std::string& tenant, size_t max_manifests,
+                          uint64_t now_unix_ns) const;
+
   // Walks the manifests (in key order, after `after`) and re-seals every sealed manifest, and
   // every locator that names it, whose seal verifies under a key of the keyring but is not the
   // current one. Objects that do not verify (unsealed, unknown key, forged) are reported and
@@ -108,6 +130,8 @@ class ColdOps {
 
  private:
   bool DeleteConfirmed(const std::string& key, ReclaimReport& report) const;
+  // The keys of `tenant`'s locators (one listing), or the error that kept us from knowing.
+  ObjectResult<std::set<std::string>> TenantLocators(const std::string& tenant) const;
   // "" when no manifest other than `self` references `object`; else why it must stay.
   std::string LiveReference(const Sha256& self, const Sha256& object, ReclaimReport& r) const;
   void ResealLocators(const Manifest& m, const Sha256& digest, const Keyring& keys,

@@ -138,7 +138,15 @@ RefillOutcome Refiller::Fetch(const Authorization& who, std::span<const uint8_t>
                    std::to_string(range.length) + " bytes > budget " + std::to_string(byte_budget));
   }
   auto bytes = objects_.GetRange(PackKey(prefix_, range.object_digest), range.offset, range.length);
-  if (!bytes.ok()) return FromError(a, bytes.error(), "pack");
+  if (!bytes.ok()) {
+    // A pack shorter than its locator says (the range starts or ends past its end) is a
+    // damaged object, not an unavailable store: retrying will not help.
+    const ObjectError& e = bytes.error();
+    if (e.http_status == 416 || e.code == "InvalidRange" || e.code == "ShortRange") {
+      return Missing(a, MissingReason::kCorrupt, "pack object is shorter than its locator says");
+    }
+    return FromError(a, e, "pack");
+  }
   RefillOutcome o;
   o.address = a;
   o.payload_bytes_downloaded = bytes.value().size();

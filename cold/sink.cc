@@ -5,10 +5,15 @@
 
 namespace gpucache::cold {
 
+using Clock = std::chrono::steady_clock;
+
 struct Sink::Job {
   uint64_t id = 0;
   PackedPair pair;
   int attempts = 0;
+  int redrives = 0;             // times Redrive() moved it back from the failed queue
+  Clock::time_point due{};      // not attempted before this (backoff)
+  Clock::time_point redrive_at{};  // in the failed queue: not re-driven before this
   size_t next_step = 0;  // 0 object, 1 manifest, 2 + i locator of entry i
   JobError last_error;
   size_t steps() const { return 2 + pair.decoded.entries.size(); }
@@ -19,6 +24,8 @@ std::string SinkLimits::Validate() const {
   if (max_bytes == 0) return "max_bytes must be at least 1";
   if (max_attempts < 1 || max_attempts > 10) return "max_attempts must be 1..10";
   if (concurrency < 1 || concurrency > 64) return "concurrency must be 1..64";
+  if (backoff_max_ms < backoff_base_ms) return "backoff_max_ms must be >= backoff_base_ms";
+  if (redrive_batch == 0) return "redrive_batch must be at least 1";
   return "";
 }
 
@@ -41,11 +48,11 @@ std::string JobError::Describe() const {
 }
 
 Sink::Sink(ObjectStore& store, std::string prefix, SinkLimits limits)
-    : store_(store), prefix_(std::move(prefix)), limits_(limits) {}
+    : store_(store), prefix_(std::move(prefix)), limits_(limits), jitter_(std::random_device{}()) {}
 
 Sink::~Sink() = default;
 
-SubmitOutcome Sink::Submit(PackedPair pair) {
+SubmitOutcome Sink::TrySubmit(PackedPair& pair) {
   SubmitOutcome out;
   if (std::string why = ValidatePair(prefix_, pair); !why.empty()) {
     std::lock_guard lock(mu_);
@@ -99,6 +106,17 @@ Sink::Outcome Sink::Attempt(Job& job) {
   return Outcome::kUploaded;
 }
 
+// Exponential backoff with "equal jitter": d = base * 2^(attempts-1) capped at max, then a
+// delay drawn from [d/2, d], so jobs that failed together do not all come back together.
+std::chrono::milliseconds Sink::Backoff(int attempts) {
+  uint64_t d = limits_.backoff_base_ms;
+  for (int i = 1; i < attempts && d < limits_.backoff_max_ms; i++) d *= 2;
+  d = std::min(d, limits_.backoff_max_ms);
+  if (d == 0) return std::chrono::milliseconds(0);
+  uint64_t half = d / 2;
+  return std::chrono::milliseconds(half + std::uniform_int_distribution<uint64_t>(0, d - half)(jitter_));
+}
+
 void Sink::Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report) {
   std::lock_guard lock(mu_);
   in_flight_--;
@@ -112,13 +130,17 @@ void Sink::Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report
       break;
     case Outcome::kRequeue:
       report.requeued++;
+      job->due = Clock::now() + Backoff(job->attempts);
       pending_.push_back(std::move(job));
       break;
-    case Outcome::kFail:
-      report.failed++;
-      stats_.failed++;
+    case Outcome::kFail: {
+      report.newly_failed++;
+      stats_.failed_entries++;
+      uint64_t ms = limits_.redrive_interval_ms << std::min(job->redrives, 4);
+      job->redrive_at = Clock::now() + std::chrono::milliseconds(ms);
       failed_.push_back(std::move(job));
       break;
+    }
   }
 }
 
@@ -127,7 +149,10 @@ DrainReport Sink::DrainRound() {
   std::deque<std::unique_ptr<Job>> round;
   {
     std::lock_guard lock(mu_);
-    round.swap(pending_);
+    Clock::time_point now = Clock::now();
+    std::deque<std::unique_ptr<Job>> waiting;
+    for (auto& job : pending_) (job->due <= now ? round : waiting).push_back(std::move(job));
+    pending_.swap(waiting);
     in_flight_ += round.size();
   }
   DrainReport report;
@@ -155,29 +180,66 @@ DrainReport Sink::DrainRound() {
   for (std::thread& t : workers) t.join();
   std::lock_guard lock(mu_);
   report.pending = pending_.size();
-  report.failed_total = failed_.size();
+  report.failed_now = failed_.size();
   return report;
+}
+
+void Accumulate(DrainReport& total, const DrainReport& r) {
+  total.rounds += r.rounds;
+  total.attempted += r.attempted;
+  total.uploaded += r.uploaded;
+  total.requeued += r.requeued;
+  total.newly_failed += r.newly_failed;
+  total.pending = r.pending;
+  total.failed_now = r.failed_now;
+  if (!total.first_error) total.first_error = r.first_error;
+}
+
+Clock::time_point Sink::NextDue() const {
+  std::lock_guard lock(mu_);
+  Clock::time_point next = Clock::time_point::max();
+  for (const auto& job : pending_) next = std::min(next, job->due);
+  return next;
 }
 
 DrainReport Sink::Drain(size_t max_rounds) {
   DrainReport total;
-  for (size_t i = 0; i < max_rounds; i++) {
-    {
-      std::lock_guard lock(mu_);
-      if (pending_.empty()) break;
-    }
+  for (size_t i = 0; i < max_rounds;) {
+    Clock::time_point next = NextDue();
+    if (next == Clock::time_point::max()) break;  // nothing pending
+    Clock::time_point latest = Clock::now() + std::chrono::milliseconds(limits_.backoff_max_ms);
+    std::this_thread::sleep_until(std::min(next, latest));
     DrainReport r = DrainRound();
-    total.rounds += r.rounds;
-    total.attempted += r.attempted;
-    total.uploaded += r.uploaded;
-    total.requeued += r.requeued;
-    total.failed += r.failed;
-    if (!total.first_error) total.first_error = r.first_error;
+    if (r.attempted == 0) continue;  // another drain took the due jobs
+    i++;
+    Accumulate(total, r);
   }
   std::lock_guard lock(mu_);
   total.pending = pending_.size();
-  total.failed_total = failed_.size();
+  total.failed_now = failed_.size();
   return total;
+}
+
+size_t Sink::Redrive() {
+  if (limits_.redrive_interval_ms == 0) return 0;
+  std::lock_guard lock(mu_);
+  Clock::time_point now = Clock::now();
+  size_t moved = 0;
+  for (auto it = failed_.begin(); it != failed_.end() && moved < limits_.redrive_batch;) {
+    Job& job = **it;
+    if (job.last_error.error.kind != ObjectErrorKind::kTemporary || job.redrive_at > now) {
+      ++it;
+      continue;
+    }
+    job.attempts = 0;
+    job.redrives++;
+    job.due = now;
+    pending_.push_back(std::move(*it));
+    it = failed_.erase(it);
+    stats_.redriven++;
+    moved++;
+  }
+  return moved;
 }
 
 std::vector<FailedJob> Sink::Failed() const {
@@ -195,8 +257,10 @@ bool Sink::Retry(uint64_t job_id) {
   for (auto it = failed_.begin(); it != failed_.end(); ++it) {
     if ((*it)->id != job_id) continue;
     (*it)->attempts = 0;
+    (*it)->due = Clock::now();
     pending_.push_back(std::move(*it));
     failed_.erase(it);
+    stats_.retried++;
     return true;
   }
   return false;

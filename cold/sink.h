@@ -4,13 +4,24 @@
 // the jobs or bytes held (pending + in flight + failed; they share the limits) would exceed
 // the limits. Nothing is ever admitted half.
 //
-// Draining: each round takes a snapshot of the pending jobs and attempts each exactly once.
+// Draining: each round takes the pending jobs that are due and attempts each exactly once.
 // A job uploads the object, then the manifest, then one locator per block; a refill finds a
 // block only through its locator, so nothing is visible before everything it needs is. A job
-// resumes at the step that failed. A temporary error sends the job back to the tail of the
-// queue until it has been attempted `max_attempts` times (3 by default); a permanent or
-// exhausted error moves it to the failed queue, whose entries can be listed, retried and
-// dropped one by one.
+// resumes at the step that failed. A temporary error sends the job back to the queue, due
+// again after an exponential backoff with jitter (backoff_base_ms, doubling per attempt up to
+// backoff_max_ms, each delay drawn from [d/2, d]), until it has been attempted `max_attempts`
+// times; a permanent or exhausted error moves it to the failed queue, whose entries can be
+// listed, retried and dropped one by one.
+//
+// Healing: Redrive() (the tier calls it on its timer) moves failed jobs whose last error was
+// temporary back to the queue with a fresh attempt count, at most `redrive_batch` per call and
+// each job no sooner than redrive_interval_ms * 2^min(redrives, 4) after it failed, so an
+// outage that ends heals without an operator and a lasting one costs a bounded request rate.
+// A permanent error (403, other 4xx) waits for an operator (Retry or Drop).
+//
+// Accounting: at every moment, under one lock,
+//   submitted = uploaded + pending + in_flight + failed_now + dropped
+// (Stats() reads all of them at once; jobs refused at admission are counted apart).
 //
 // The sink never deletes an object. After an ambiguous failure (a PUT that may have reached
 // the server) the object may be referenced by a manifest that is already visible, so the only
@@ -20,12 +31,14 @@
 // Thread safety: every method may be called from any thread; one drain runs at a time.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -37,8 +50,12 @@ namespace gpucache::cold {
 struct SinkLimits {
   size_t max_jobs = 256;              // pending + in flight + failed
   uint64_t max_bytes = 1ull << 30;    // object + manifest bytes of those jobs
-  int max_attempts = 3;               // attempts per job before it is failed
+  int max_attempts = 5;               // attempts per job before it is failed
   int concurrency = 4;                // uploads in flight during a drain round
+  uint64_t backoff_base_ms = 500;     // delay after the first temporary error ...
+  uint64_t backoff_max_ms = 10000;    // ... doubling per attempt up to this
+  uint64_t redrive_interval_ms = 30000;  // a temporary failure is re-driven after this; 0: never
+  size_t redrive_batch = 64;          // failed jobs re-driven per Redrive() call
   std::string Validate() const;       // "" when usable
 };
 
@@ -71,24 +88,32 @@ struct DrainReport {
   size_t rounds = 0;
   size_t attempted = 0;  // job attempts made
   size_t uploaded = 0;   // jobs fully uploaded
-  size_t requeued = 0;   // temporary errors sent back to the tail
-  size_t failed = 0;     // jobs moved to the failed queue
+  size_t requeued = 0;   // temporary errors sent back to the queue (with a backoff)
+  size_t newly_failed = 0;  // jobs moved to the failed queue by this drain
   size_t pending = 0;    // after the drain
-  size_t failed_total = 0;
+  size_t failed_now = 0;  // the failed queue after the drain
   std::optional<JobError> first_error;  // the first job error seen, if any
 };
+
+// Adds the counts of `r` to `total` (pending and failed_now are taken from `r`: they are
+// states, not counts); the first error stays the first.
+void Accumulate(DrainReport& total, const DrainReport& r);
 
 struct SinkStats {
   uint64_t submitted = 0;  // admitted jobs
   uint64_t refused = 0;    // invalid or over the limits
   uint64_t uploaded = 0;
-  uint64_t failed = 0;     // entered the failed queue (a retried job can enter twice)
+  uint64_t failed_entries = 0;  // entries into the failed queue (a re-driven job can enter twice)
+  uint64_t redriven = 0;   // failed jobs moved back to the queue by Redrive (not by an operator)
+  uint64_t retried = 0;    // failed jobs moved back by an operator (Retry)
   uint64_t dropped = 0;    // removed from the failed queue by an operator
   uint64_t requests = 0;   // object store requests made
   size_t pending = 0;
   size_t in_flight = 0;
   size_t failed_now = 0;
   uint64_t bytes_held = 0;
+  // submitted = uploaded + pending + in_flight + failed_now + dropped, exactly.
+  bool Balanced() const { return submitted == uploaded + pending + in_flight + failed_now + dropped; }
 };
 
 class Sink {
@@ -101,11 +126,17 @@ class Sink {
   // REQUIRES: set before the first drain.
   void SetUploadedHook(std::function<void(const PackedPair&)> hook) { uploaded_hook_ = std::move(hook); }
 
-  SubmitOutcome Submit(PackedPair pair);
-  // One round over a snapshot of the pending jobs.
+  SubmitOutcome Submit(PackedPair pair) { return TrySubmit(pair); }
+  // As Submit, but `pair` is moved from only when it is accepted (a full sink leaves it to
+  // the caller, who may wait for room and try again).
+  SubmitOutcome TrySubmit(PackedPair& pair);
+  // One round over the pending jobs that are due now (a job backing off is left pending).
   DrainReport DrainRound();
-  // Rounds until nothing is pending or `max_rounds` rounds ran.
-  DrainReport Drain(size_t max_rounds = 16);
+  // Rounds until nothing is pending or `max_rounds` rounds ran; between rounds it sleeps
+  // until the next pending job is due (bounded by backoff_max_ms).
+  DrainReport Drain(size_t max_rounds = 10000);
+  // Moves due, temporarily failed jobs back to the queue (see "Healing" above). Returns how many.
+  size_t Redrive();
 
   std::vector<FailedJob> Failed() const;
   // Moves a failed job back to the pending tail with a fresh attempt count. False if unknown.
@@ -118,6 +149,8 @@ class Sink {
   enum class Outcome : uint8_t { kUploaded, kRequeue, kFail };
   Outcome Attempt(Job& job);
   void Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report);
+  std::chrono::milliseconds Backoff(int attempts);  // REQUIRES: mu_ held
+  std::chrono::steady_clock::time_point NextDue() const;  // of the pending jobs; max() if none
 
   ObjectStore& store_;
   const std::string prefix_;
@@ -130,6 +163,7 @@ class Sink {
   size_t in_flight_ = 0;
   uint64_t in_flight_bytes_ = 0;
   SinkStats stats_;
+  std::mt19937_64 jitter_;  // GUARDED_BY(mu_)
   std::function<void(const PackedPair&)> uploaded_hook_;
 };
 

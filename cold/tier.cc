@@ -1,6 +1,7 @@
 #include "cold/tier.h"
 
 #include <chrono>
+#include <thread>
 
 #include "store/layout.h"
 
@@ -19,16 +20,20 @@ ColdTier::ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions opti
     : store_(store),
       objects_(objects),
       options_(std::move(options)),
-      sink_(objects, options_.prefix, options_.sink),
-      refiller_(objects, options_.prefix, options_.retired_tenants, options_.keys,
+      sink_(objects_, options_.prefix, options_.sink),
+      refiller_(objects_, options_.prefix, options_.retired_tenants, options_.keys,
                 options_.accept_unsealed),
-      ops_(objects, options_.prefix, options_.retired_tenants, options_.keys) {
+      ops_(objects_, options_.prefix, options_.retired_tenants, options_.keys),
+      async_(options_.refill_workers, options_.max_refill_ops) {
   if (options_.retention_ns > 0) {
     sink_.SetUploadedHook([this](const PackedPair& p) { RecordRetention(p.manifest_digest); });
   }
 }
 
-ColdTier::~ColdTier() { Stop(); }
+ColdTier::~ColdTier() {
+  async_.Shutdown();  // a running refill uses the members below: let it finish first
+  Stop();
+}
 
 void ColdTier::Start() {
   std::lock_guard lock(mu_);
@@ -64,6 +69,7 @@ void ColdTier::Run() {
     if (stop_) break;
     lock.unlock();
     PackQueued();
+    sink_.Redrive();  // heals what an outage that has ended left in the failed queue
     sink_.DrainRound();
     lock.lock();
   }
@@ -97,9 +103,32 @@ void ColdTier::RecordRetention(const Sha256& manifest) {
 }
 
 BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
-                              const std::function<void(const BackfillReport&)>& progress) {
-  BackfillReport r = ops_.Backfill(store_, sink_, tenant, byte_budget, options_.pack, progress);
-  packed_ += r.blocks;
+                              const std::function<void(const BackfillReport&)>& progress,
+                              DrainReport* drained) {
+  DrainReport streamed;
+  // Streams: a drainer uploads each pack while the backfill reads the next one, and the
+  // backfill waits for room instead of refusing a pack while the drainer makes progress.
+  std::atomic<bool> reading{true};
+  std::thread drainer([&] {
+    while (reading.load()) {
+      DrainReport r = sink_.DrainRound();
+      if (r.attempted == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        continue;
+      }
+      Accumulate(streamed, r);
+    }
+  });
+  PackOptions pack = options_.pack;
+  pack.wait_for_room_ms = 60'000;
+  BackfillReport r = ops_.Backfill(store_, sink_, tenant, byte_budget, pack, [&](const BackfillReport& b) {
+    packed_++;
+    if (progress) progress(b);
+  });
+  reading = false;
+  drainer.join();
+  Accumulate(streamed, sink_.Drain());
+  if (drained) *drained = streamed;
   return r;
 }
 
@@ -125,6 +154,7 @@ RefillResult ColdTier::Refill(const Authorization& who, std::span<const uint8_t>
 ColdTierStats ColdTier::Stats() const {
   ColdTierStats s;
   s.sink = sink_.Stats();
+  s.requests = objects_.requests();
   {
     std::lock_guard lock(mu_);
     s.queued = queued_.size();

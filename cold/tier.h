@@ -1,10 +1,12 @@
 // ColdTier: the cold tier as the daemon runs it. Owns the sink, the refiller and the
 // operations over one object store, and a background thread that packs recently committed
-// blocks (write-back "after-commit") and drains the sink.
+// blocks (write-back "after-commit"), re-drives temporarily failed uploads and drains the sink.
 //
 // The cold tier is never on the prefill-to-decode path: the commit observer only queues an
 // address (bounded; an overflow is counted and left for a backfill), and every object store
-// request runs on the background thread or on the thread of an explicit control request.
+// request runs on the background thread, on the refill workers (async_ops()), or on the
+// thread of an explicit control request. Every request goes through one counting wrapper, so
+// `requests` counts uploads, refills, listings and reclaims alike.
 //
 // Thread safety: every public method may be called from any thread.
 #pragma once
@@ -20,6 +22,8 @@
 #include <string>
 #include <thread>
 
+#include "cold/async_ops.h"
+#include "cold/counting_store.h"
 #include "cold/object_store.h"
 #include "cold/ops.h"
 #include "cold/refill.h"
@@ -40,12 +44,15 @@ struct ColdTierOptions {
   uint64_t refill_budget_bytes = 256ull << 20;  // default and ceiling per refill request
   std::set<std::string> retired_tenants;  // never packed, never refilled
   uint64_t retention_ns = 0;              // each new manifest is kept this long (0: no record)
+  size_t refill_workers = 4;              // threads running asynchronous refills
+  size_t max_refill_ops = 256;            // refills queued, running or finished and not taken
   std::shared_ptr<SealKeys> keys;         // seals new objects, verifies refills (required)
   bool accept_unsealed = false;           // refill v1 locators / v3 manifests (docs/cold-tier.md)
 };
 
 struct ColdTierStats {
   SinkStats sink;
+  uint64_t requests = 0;         // every object store request of the tier (sink.requests: uploads)
   uint64_t queued = 0;           // commits waiting to be packed
   uint64_t queue_overflow = 0;   // commits not queued (queue full)
   uint64_t packed_blocks = 0;    // blocks packed by write-back and backfill
@@ -75,9 +82,12 @@ class ColdTier {
   void OnCommitted(const BlockAddress& address);
 
   // Packs committed blocks without a locator (all tenants, or one) up to `byte_budget`,
+  // uploading each pack while the next is read (a drainer thread runs beside the backfill),
   // then drains the sink. `progress` sees each block enqueued.
+  // `drained` (optional) gets what the drainer uploaded meanwhile, then the final drain.
   BackfillReport Pack(const std::string& tenant, uint64_t byte_budget,
-                      const std::function<void(const BackfillReport&)>& progress = {});
+                      const std::function<void(const BackfillReport&)>& progress = {},
+                      DrainReport* drained = nullptr);
   DrainReport DrainNow();
   // Fetches a block for an authorized caller and commits it to the hot store as `owner`.
   // `byte_budget` is capped at the configured refill budget.
@@ -89,6 +99,7 @@ class ColdTier {
   void SetRefilledHook(std::function<void(const BlockAddress&)> hook) { refilled_ = std::move(hook); }
 
   Sink& sink() { return sink_; }
+  AsyncOps& async_ops() { return async_; }
   const ColdOps& ops() const { return ops_; }
   const ColdTierOptions& options() const { return options_; }
   ColdTierStats Stats() const;
@@ -99,11 +110,12 @@ class ColdTier {
   void RecordRetention(const Sha256& manifest);
 
   BlockStore& store_;
-  ObjectStore& objects_;
+  CountingObjectStore objects_;
   const ColdTierOptions options_;
   Sink sink_;
   Refiller refiller_;
   ColdOps ops_;
+  AsyncOps async_;
 
   mutable std::mutex mu_;
   std::condition_variable wake_;

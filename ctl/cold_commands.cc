@@ -35,6 +35,25 @@ uint64_t HotBlocks(const std::string& mountpoint) {
   return n;
 }
 
+std::string PackSummary(const json& r) {
+  const json& d = r["drain"];
+  std::string s = "packed " + r["blocks"].dump() + " block(s), " + r["bytes"].dump() +
+                  " bytes, in " + r["packs"].dump() + " pack(s); " + r["skipped_cold"].dump() +
+                  " already cold" + (r.value("budget_reached", false) ? "; budget reached" : "") +
+                  "\nuploaded " + d["uploaded"].dump() + ", pending " + d["pending"].dump() +
+                  ", failed " + d["failed"].dump() + "\n";
+  if (Field(r, "skipped_unknown") > 0) {
+    s += r["skipped_unknown"].dump() + " block(s) not packed: listing failed (" +
+         r.value("list_error", std::string()) + ")\n";
+  }
+  if (Field(r, "refused_packs") > 0) s += r["refused_packs"].dump() + " pack(s) refused: sink full\n";
+  if (d.contains("first_error")) s += "first error: " + d["first_error"]["message"].get<std::string>() + "\n";
+  if (!r.value("complete", false)) {
+    s += "incomplete: see `gpucachectl cold failed`; temporary failures are retried in the background\n";
+  }
+  return s;
+}
+
 // cold.pack can take minutes: it runs on one handle while a second one polls cold.report for
 // the bar (blocks packed so far out of the blocks in the hot tier).
 int Pack(const ColdArgs& a, bool as_json) {
@@ -57,19 +76,44 @@ int Pack(const ColdArgs& a, bool as_json) {
       }
     });
   }
-  int rc = Send(a.mountpoint, req, as_json, [](const json& r) {
-    const json& d = r["drain"];
-    std::string s = "packed " + r["blocks"].dump() + " block(s), " + r["bytes"].dump() +
-                    " bytes, in " + r["packs"].dump() + " pack(s); " + r["skipped_cold"].dump() +
-                    " already cold" + (r.value("budget_reached", false) ? "; budget reached" : "") +
-                    "\nuploaded " + d["uploaded"].dump() + ", pending " + d["pending"].dump() +
-                    ", failed " + d["failed_total"].dump() + "\n";
-    if (d.contains("first_error")) s += "first error: " + d["first_error"]["message"].get<std::string>() + "\n";
-    return s;
-  });
+  std::string error;
+  int err = 0;
+  auto reply = Request(a.mountpoint, req, error, &err);
   done = true;
   if (bar.joinable()) bar.join();
-  return rc;
+  if (!reply) return Fail(error, 2, err);
+  const json& r = *reply;
+  if (!r.value("ok", false)) return Refused(r);
+  std::cout << (as_json ? r.dump(2) + "\n" : PackSummary(r));
+  return r.value("complete", false) ? 0 : 3;
+}
+
+int PurgeTenant(const ColdArgs& a, bool as_json) {
+  // Each request is bounded (max_manifests); repeat while it makes progress.
+  json total{{"manifests_deleted", 0}, {"locators_deleted", 0}, {"kept", json::array()}};
+  for (;;) {
+    std::string error;
+    int err = 0;
+    auto reply = Request(a.mountpoint, {{"op", "cold.purge_tenant"}, {"tenant", a.tenant},
+                                        {"max_manifests", a.max_manifests}}, error, &err);
+    if (!reply) return Fail(error, 2, err);
+    const json& r = *reply;
+    if (!r.value("ok", false)) return Refused(r);
+    uint64_t deleted = Field(r, "manifests_deleted") + Field(r, "locators_deleted");
+    total["manifests_deleted"] = Field(total, "manifests_deleted") + Field(r, "manifests_deleted");
+    total["locators_deleted"] = Field(total, "locators_deleted") + Field(r, "locators_deleted");
+    total["kept"] = r["kept"];
+    total["complete"] = r.value("complete", false);
+    if (total["complete"] == true || deleted == 0) break;
+  }
+  if (as_json) {
+    std::cout << total.dump(2) << "\n";
+  } else {
+    std::cout << "purged tenant " << a.tenant << ": " << total["manifests_deleted"].dump()
+              << " manifest(s), " << total["locators_deleted"].dump() << " locator(s)\n";
+    for (const auto& k : total["kept"]) std::cout << "kept " << k.get<std::string>() << "\n";
+  }
+  return total["complete"] == true ? 0 : 3;
 }
 
 int Refill(const ColdArgs& a, bool as_json) {
@@ -81,9 +125,16 @@ int Refill(const ColdArgs& a, bool as_json) {
   }
   json req{{"op", "cold.refill"}, {"identity", HexEncode(EncodePhysicalKey(id))}};
   if (a.budget) req["budget"] = *a.budget;
+  req["async"] = true;  // runs on the daemon's refill workers; we poll (adr/0013)
   std::string error;
   int err = 0;
   auto reply = Request(a.mountpoint, req, error, &err);
+  for (int wait_ms = 1; reply && reply->value("ok", false) && reply->contains("op_id") &&
+                        reply->value("state", "") != "done";
+       wait_ms = std::min(wait_ms * 2, 50)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    reply = Request(a.mountpoint, {{"op", "cold.op"}, {"op_id", (*reply)["op_id"]}}, error, &err);
+  }
   if (!reply) return Fail(error, 2, err);
   const json& r = *reply;
   if (!r.value("ok", false)) return Refused(r);
@@ -139,6 +190,7 @@ int Cold(const std::string& action, const ColdArgs& a, bool as_json) {
   const std::string& m = a.mountpoint;
   if (action == "pack") return Pack(a, as_json);
   if (action == "refill") return Refill(a, as_json);
+  if (action == "purge-tenant") return PurgeTenant(a, as_json);
   if (action == "report") return Send(m, {{"op", "cold.report"}}, as_json, ReportText);
   if (action == "failed") return Send(m, {{"op", "cold.failed"}}, as_json, FailedText);
   if (action == "retry" || action == "drop") {
@@ -149,7 +201,7 @@ int Cold(const std::string& action, const ColdArgs& a, bool as_json) {
   if (action == "drain") {
     return Send(m, {{"op", "cold.drain"}}, as_json, [](const json& r) {
       return "uploaded " + r["drain"]["uploaded"].dump() + ", pending " +
-             r["drain"]["pending"].dump() + ", failed " + r["drain"]["failed_total"].dump() + "\n";
+             r["drain"]["pending"].dump() + ", failed " + r["drain"]["failed"].dump() + "\n";
     });
   }
   if (action == "reclaim") {

@@ -15,11 +15,15 @@ struct ColdArgs {
   std::string manifest;            // reclaim, retain: 64 hex digits
   uint64_t job = 0;                // retry, drop
   uint64_t seconds = 0;            // retain
+  uint64_t max_manifests = 100;    // purge-tenant: manifests per request
   std::string after;               // reseal: continue after this manifest key
 };
 
-// `action`: pack, refill, report, failed, retry, drop, reclaim, drain, retain, reseal.
-// Exit codes as every command: 0 ok, 1 refill answered missing, 2 error, 64 bad usage.
+// `action`: pack, refill, report, failed, retry, drop, reclaim, drain, retain, reseal,
+// purge-tenant.
+// Exit codes as every command: 0 ok, 1 refill answered missing, 2 error, 64 bad usage; and
+// 3 for a pack that did not complete (a job failed or is still pending, a pack was refused,
+// or a listing failed so some blocks' state is unknown) and a purge that did not complete.
 int Cold(const std::string& action, const ColdArgs& args, bool json);
 
 }  // namespace gpucache::ctl

@@ -123,6 +123,9 @@ int main(int argc, char** argv) {
   auto* cretain = cold_op("retain", "keep a manifest from reclaim for SECONDS (admin)");
   cretain->add_option("MANIFEST", cold_args.manifest, "the manifest's digest")->required();
   cretain->add_option("SECONDS", cold_args.seconds)->required();
+  auto* cpurge = cold_op("purge-tenant", "delete a retired tenant's cold objects, in bounded batches (admin)");
+  cpurge->add_option("TENANT", cold_args.tenant, "a tenant listed in [cold] retired_tenants")->required();
+  cpurge->add_option("--max-manifests", cold_args.max_manifests, "manifests per request (default 100)");
 
   // --json anywhere asks for JSON on every outcome, bad usage included (before parsing, which
   // may fail before the flag is seen).

@@ -84,6 +84,11 @@ flush_interval = 2.0             # seconds between write-back rounds
 max_jobs = 256                   # pending + failed pack jobs
 max_bytes = 1073741824           # pending + failed pack bytes
 concurrency = 4                  # uploads in flight
+max_attempts = 5                 # per upload job, with exponential backoff and jitter
+retry_base_delay = 0.5           # seconds before the 2nd attempt, doubling ...
+retry_max_delay = 10.0           # ... up to this
+redrive_interval = 30.0          # failed (temporary) jobs are retried after this; 0: never
+refill_workers = 4               # threads running asynchronous refills
 refill_budget_bytes = 268435456  # default and ceiling per refill request
 connect_timeout = 2.0
 transfer_timeout = 30.0
@@ -197,7 +202,8 @@ class Reader {
                           "write_back", "pack_target_bytes", "pack_max_blocks", "flush_interval",
                           "max_jobs", "max_bytes", "concurrency", "refill_budget_bytes",
                           "connect_timeout", "transfer_timeout", "retention", "retired_tenants",
-                          "keyring_file", "accept_unsealed"});
+                          "max_attempts", "retry_base_delay", "retry_max_delay",
+                          "redrive_interval", "refill_workers", "keyring_file", "accept_unsealed"});
     ColdConfig c;
     c.enabled = Get<bool>(t, "enabled", "cold.enabled", c.enabled);
     c.endpoint = Get<std::string>(t, "endpoint", "cold.endpoint", c.endpoint);
@@ -222,6 +228,12 @@ class Reader {
     c.max_bytes = Positive(t, "max_bytes", c.max_bytes, 1ull << 50);
     c.concurrency = Positive(t, "concurrency", c.concurrency, 64);
     c.refill_budget_bytes = Positive(t, "refill_budget_bytes", c.refill_budget_bytes, 1ull << 40);
+    c.max_attempts = Positive(t, "max_attempts", c.max_attempts, 10);
+    c.retry_base_delay = Seconds(t, "retry_base_delay", c.retry_base_delay, true, 600);
+    c.retry_max_delay = Seconds(t, "retry_max_delay", c.retry_max_delay, true, 3600);
+    if (c.retry_max_delay < c.retry_base_delay) Fail("cold.retry_max_delay", "must be >= retry_base_delay");
+    c.redrive_interval = Seconds(t, "redrive_interval", c.redrive_interval, true, 86400);
+    c.refill_workers = Positive(t, "refill_workers", c.refill_workers, 64);
     c.connect_timeout = Seconds(t, "connect_timeout", c.connect_timeout, false, 3600);
     c.transfer_timeout = Seconds(t, "transfer_timeout", c.transfer_timeout, false, 3600);
     c.retention = Seconds(t, "retention", c.retention, true, 10 * kMaxLeaseSeconds);
@@ -429,7 +441,9 @@ std::string EffectiveConfigText(const Config& c) {
       {"write_back", k.write_back}, {"pack_target_bytes", int64_t(k.pack_target_bytes)},
       {"pack_max_blocks", int64_t(k.pack_max_blocks)}, {"flush_interval", k.flush_interval},
       {"max_jobs", int64_t(k.max_jobs)}, {"max_bytes", int64_t(k.max_bytes)},
-      {"concurrency", int64_t(k.concurrency)},
+      {"concurrency", int64_t(k.concurrency)}, {"max_attempts", int64_t(k.max_attempts)},
+      {"retry_base_delay", k.retry_base_delay}, {"retry_max_delay", k.retry_max_delay},
+      {"redrive_interval", k.redrive_interval}, {"refill_workers", int64_t(k.refill_workers)},
       {"refill_budget_bytes", int64_t(k.refill_budget_bytes)},
       {"connect_timeout", k.connect_timeout}, {"transfer_timeout", k.transfer_timeout},
       {"retention", k.retention}, {"retired_tenants", retired},

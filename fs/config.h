@@ -41,6 +41,11 @@ struct ColdConfig {
   uint64_t max_jobs = 256;                    // sink: pending + failed jobs
   uint64_t max_bytes = 1ull << 30;            // sink: pending + failed bytes
   uint64_t concurrency = 4;                   // uploads in flight
+  uint64_t max_attempts = 5;                  // sink: attempts per job before the failed queue
+  double retry_base_delay = 0.5;              // seconds: backoff after the first failure ...
+  double retry_max_delay = 10.0;              // ... doubling up to this (jittered)
+  double redrive_interval = 30.0;             // seconds: failed (temporary) jobs retried; 0: never
+  uint64_t refill_workers = 4;                // threads running asynchronous refills
   uint64_t refill_budget_bytes = 256ull << 20;  // default and ceiling per refill request
   double connect_timeout = 2.0;               // seconds
   double transfer_timeout = 30.0;             // seconds, whole request

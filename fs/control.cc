@@ -139,7 +139,8 @@ enum class ActionLog : uint8_t { kNone, kInfo, kDebug };
 ActionLog LogLevelOf(const std::string& op) {
   static const char* const kActions[] = {"fence", "reclaim", "drain", "evict", "pin", "unpin",
                                          "isolate", "cold.pack", "cold.reclaim", "cold.retry",
-                                         "cold.drop", "cold.drain", "cold.retain"};
+                                         "cold.drop", "cold.drain", "cold.retain",
+                                         "cold.reseal", "cold.purge_tenant"};
   for (const char* a : kActions) {
     if (op == a) return ActionLog::kInfo;
   }

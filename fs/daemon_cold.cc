@@ -16,6 +16,11 @@ cold::ColdTierOptions TierOptions(const ColdConfig& c) {
   o.sink.max_jobs = c.max_jobs;
   o.sink.max_bytes = c.max_bytes;
   o.sink.concurrency = static_cast<int>(c.concurrency);
+  o.sink.max_attempts = static_cast<int>(c.max_attempts);
+  o.sink.backoff_base_ms = static_cast<uint64_t>(c.retry_base_delay * 1000);
+  o.sink.backoff_max_ms = static_cast<uint64_t>(c.retry_max_delay * 1000);
+  o.sink.redrive_interval_ms = static_cast<uint64_t>(c.redrive_interval * 1000);
+  o.refill_workers = c.refill_workers;
   o.flush_interval_ms = static_cast<uint64_t>(c.flush_interval * 1000);
   o.refill_budget_bytes = c.refill_budget_bytes;
   o.retired_tenants = {c.retired_tenants.begin(), c.retired_tenants.end()};

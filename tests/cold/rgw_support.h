@@ -63,8 +63,10 @@ inline std::string Boto3(const std::string& args, int* status = nullptr) {
 // (rgw_env.h's FaultProxy injects into every request or none, for the client's own tests).
 class LoggedProxy {
  public:
+  // `outage_file`: while that file exists the proxy resets every request (fault "outage").
   LoggedProxy(const std::string& upstream, double rate, const std::string& faults = "",
-             int stall_seconds = 2, int seed = 1) {
+             int stall_seconds = 2, int seed = 1, const std::string& outage_file = "",
+             const std::string& fault_methods = "") {
     std::string port_file = dir_.path() + "/port";
     log_ = dir_.path() + "/log.jsonl";
     pid_ = ::fork();
@@ -75,6 +77,8 @@ class LoggedProxy {
                                        std::to_string(seed), "--log", log_, "--stall-seconds",
                                        std::to_string(stall_seconds)};
       if (!faults.empty()) args.insert(args.end(), {"--faults", faults});
+      if (!outage_file.empty()) args.insert(args.end(), {"--outage-file", outage_file});
+      if (!fault_methods.empty()) args.insert(args.end(), {"--fault-methods", fault_methods});
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -151,7 +155,14 @@ inline std::string ColdSection(const std::string& endpoint, const std::string& c
   return "\n[cold]\nenabled = true\nendpoint = \"" + endpoint + "\"\nbucket = \"" +
          env["GPUCACHE_S3_BUCKET"] + "\"\nregion = \"" + env["GPUCACHE_S3_REGION"] +
          "\"\ncredentials_file = \"" + creds_file + "\"\nprefix = \"" + prefix +
-         "\"\nwrite_back = \"manual\"\nconnect_timeout = 1.0\ntransfer_timeout = 5.0\n" +
+         "\"\nconnect_timeout = 1.0\ntransfer_timeout = 5.0\n" +
+         (extra.find("write_back") == std::string::npos ? "write_back = \"manual\"\n" : "") +
+         // Tests keep backoffs short and, unless they ask for it, no background re-drive (it
+         // would empty the failed queue that a test inspects).
+         (extra.find("max_attempts") == std::string::npos ? "max_attempts = 3\n" : "") +
+         (extra.find("retry_base_delay") == std::string::npos
+              ? "retry_base_delay = 0.01\nretry_max_delay = 0.05\n" : "") +
+         (extra.find("redrive_interval") == std::string::npos ? "redrive_interval = 0\n" : "") +
          keyring + extra;
 }
 

@@ -25,6 +25,9 @@ TEST_CASE("Logs: admin actions and pins name the caller's uid and the outcome") 
   CHECK(AsUser(1000, 1000, [&] { return Errno(::setxattr(path.c_str(), "user.gpucache.pinned", "1", 1, 0)); }) == 0);
   // Reads are not actions: no line for them.
   CHECK(Control(m, R"({"op":"status"})").find("\"ok\":true") != std::string::npos);
+  // The cold tier's rewriting and deleting ops are actions too (refused here: no cold tier).
+  CHECK(Control(m, R"({"op":"cold.reseal"})").find("ENOTSUP") != std::string::npos);
+  CHECK(Control(m, R"({"op":"cold.purge_tenant","tenant":"acme"})").find("ENOTSUP") != std::string::npos);
 
   std::string log = m.Log();
   CHECK(log.find("backing I/O: posix") != std::string::npos);
@@ -32,6 +35,10 @@ TEST_CASE("Logs: admin actions and pins name the caller's uid and the outcome") 
   CHECK(log.find("control: uid 1000 gid 1000 asked {\"op\":\"evict\",\"path\":\"" + rel +
                  "\"} -> {\"errno\":\"EACCES\"") != std::string::npos);
   CHECK(log.find("xattr: uid 1000 gid 1000 pinned " + rel) != std::string::npos);
+  CHECK(log.find("control: uid 0 gid 0 asked {\"op\":\"cold.reseal\"} -> {\"errno\":\"ENOTSUP\"") !=
+        std::string::npos);
+  CHECK(log.find("control: uid 0 gid 0 asked {\"op\":\"cold.purge_tenant\",\"tenant\":\"acme\"} -> "
+                 "{\"errno\":\"ENOTSUP\"") != std::string::npos);
   CHECK(log.find("\"op\":\"status\"") == std::string::npos);
 }
 

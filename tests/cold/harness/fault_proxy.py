@@ -3,7 +3,7 @@
 
   fault_proxy.py --listen-port-file F --upstream http://127.0.0.1:PORT --fault-rate R
                  --seed S --log L [--faults 500,503,slowdown,reset,stall,truncate]
-                 [--stall-seconds N]
+                 [--stall-seconds N] [--outage-file O] [--fault-methods PUT,DELETE]
 
 Listens on 127.0.0.1 (a free port, written to F once listening) and forwards every request to
 the upstream unchanged: method, path and query byte for byte, every end-to-end header including
@@ -25,6 +25,11 @@ request sequence gets the same faults) a request gets one fault, picked uniforml
             have no body, nothing at all: the client sees an empty reply), then the connection
             is closed. The upstream did act on it: a PUT is stored, a DELETE done, although the
             client sees a failed transfer.
+--fault-methods limits faults to requests with those methods (the others are always forwarded,
+the RNG still drawn): e.g. uploads fail while listings work.
+An outage: while the file O exists, every request (whatever the rate) gets fault "outage": the
+connection is reset as for "reset", not forwarded; the RNG is still drawn, so removing O
+restores the seeded sequence. A test creates O to start an outage and removes it to end it.
 "Not forwarded" means the upstream never saw the request: after such a fault, a PUT did not
 happen. The request body is always read first (the proxy answers Expect: 100-continue itself
 with 100 Continue, before the fault is drawn), so the connection stays usable after the HTTP
@@ -81,18 +86,24 @@ class Proxy(http.server.ThreadingHTTPServer):
             raise SystemExit(f"fault_proxy: --upstream must be http://HOST:PORT, not {args.upstream}")
         self.up_host, self.up_port = up.hostname, up.port or 80
         self.rate, self.faults, self.stall_seconds = args.fault_rate, args.faults, args.stall_seconds
+        self.outage_file = args.outage_file
+        self.fault_methods = set(m.strip().upper() for m in args.fault_methods.split(",") if m.strip())
         self.rng = random.Random(args.seed)
         self.lock = threading.Lock()
         self.seq = 0
         self.log = open(args.log, "a", buffering=1)
         self.stopping = threading.Event()  # wakes stalled handlers at shutdown
 
-    def draw(self):
+    def draw(self, method):
         """The next request's number and fault (None for none), in arrival order."""
         with self.lock:
             self.seq += 1
             # Always draw both numbers, so the sequence does not depend on earlier outcomes.
             hit, pick = self.rng.random(), self.rng.randrange(len(self.faults))
+            if self.outage_file and os.path.exists(self.outage_file):
+                return self.seq, "outage"
+            if self.fault_methods and method.upper() not in self.fault_methods:
+                return self.seq, None
             return self.seq, (self.faults[pick] if hit < self.rate else None)
 
     def record(self, entry):
@@ -131,7 +142,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def proxy_request(self):
         srv = self.server
-        seq, fault = srv.draw()
+        seq, fault = srv.draw(self.command)
         entry = {"seq": seq, "method": self.command, "path": self.path, "fault": fault,
                  "forwarded": False, "status": None}
         try:
@@ -144,7 +155,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return
             if fault in ERRORS:
                 entry["status"] = self.send_error_xml(*ERRORS[fault], seq)
-            elif fault == "reset":
+            elif fault in ("reset", "outage"):
                 self.reset()
             elif fault == "stall":
                 srv.stopping.wait(srv.stall_seconds)
@@ -240,6 +251,8 @@ def main():
     ap.add_argument("--log", required=True)
     ap.add_argument("--faults", default="500,503,slowdown,reset,stall,truncate")
     ap.add_argument("--stall-seconds", type=float, default=30.0)
+    ap.add_argument("--outage-file", default="", help="while this file exists, reset every request")
+    ap.add_argument("--fault-methods", default="", help="only these methods get faults (default: all)")
     args = ap.parse_args()
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     bad = [f for f in args.faults if f not in ALL_FAULTS]

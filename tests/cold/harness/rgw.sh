@@ -197,7 +197,7 @@ mon data = $dir/mon/\$name
 osd data = $dir/osd/\$name
 keyring = $dir/keyring
 [client.rgw.gw]
-rgw frontends = beast endpoint=127.0.0.1:$rgw_port
+rgw frontends = beast endpoint=127.0.0.1:$rgw_port tcp_nodelay=1
 rgw data = $dir/rgw
 EOF
 

@@ -1,0 +1,83 @@
+#include "cold/async_ops.h"
+
+namespace gpucache::cold {
+
+std::string_view ToString(AsyncOps::State s) {
+  switch (s) {
+    case AsyncOps::State::kUnknown: return "unknown";
+    case AsyncOps::State::kQueued: return "queued";
+    case AsyncOps::State::kRunning: return "running";
+    case AsyncOps::State::kDone: return "done";
+  }
+  return "?";
+}
+
+void AsyncOps::Shutdown() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    threads.swap(threads_);
+  }
+  wake_.notify_all();
+  for (std::thread& t : threads) t.join();
+}
+
+void AsyncOps::EvictFinishedLocked() {
+  for (auto it = ops_.begin(); it != ops_.end() && ops_.size() >= max_ops_;) {
+    it = it->second.state == State::kDone ? ops_.erase(it) : std::next(it);
+  }
+}
+
+uint64_t AsyncOps::Submit(uint32_t owner_uid, std::function<std::string()> work) {
+  std::lock_guard lock(mu_);
+  if (stop_) return 0;
+  if (ops_.size() >= max_ops_) EvictFinishedLocked();
+  if (ops_.size() >= max_ops_) return 0;
+  while (threads_.size() < workers_) threads_.emplace_back([this] { Run(); });
+  uint64_t id = next_id_++;
+  ops_[id] = Op{owner_uid, State::kQueued, std::move(work), {}};
+  queue_.push_back(id);
+  wake_.notify_one();
+  return id;
+}
+
+AsyncOps::Poll AsyncOps::Take(uint64_t id, uint32_t uid, bool admin) {
+  std::lock_guard lock(mu_);
+  auto it = ops_.find(id);
+  if (it == ops_.end() || (!admin && it->second.owner != uid)) return {};
+  Poll p{it->second.state, {}};
+  if (p.state == State::kDone) {
+    p.reply = std::move(it->second.reply);
+    ops_.erase(it);
+  }
+  return p;
+}
+
+size_t AsyncOps::held() const {
+  std::lock_guard lock(mu_);
+  return ops_.size();
+}
+
+void AsyncOps::Run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    uint64_t id = queue_.front();
+    queue_.pop_front();
+    auto it = ops_.find(id);
+    if (it == ops_.end()) continue;
+    it->second.state = State::kRunning;
+    std::function<std::string()> work = std::move(it->second.work);
+    lock.unlock();
+    std::string reply = work();  // the object store I/O, without the lock
+    lock.lock();
+    it = ops_.find(id);  // a running op is never evicted, but stay defensive
+    if (it == ops_.end()) continue;
+    it->second.state = State::kDone;
+    it->second.reply = std::move(reply);
+  }
+}
+
+}  // namespace gpucache::cold

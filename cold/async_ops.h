@@ -1,0 +1,74 @@
+// AsyncOps: control requests that may wait on the object store (refills) run here, on a few
+// worker threads of their own, instead of inside the write() to .gpucache/ctl that asked for
+// them (adr/0013-refill-off-the-control-file.md). The kernel serializes writes to one inode,
+// so a refill that waited on a slow S3 inside write() stalled every control request on the
+// node; now the write() returns an op id at once and the caller polls it.
+//
+// Bounded: at most `max_ops` ops are held (queued, running, or finished and not yet taken);
+// when full, the oldest finished ones are forgotten first, and a new op is refused (Submit
+// returns 0) only when every held op is still queued or running. An op's result is given to
+// the uid that submitted it (or an admin) once, then forgotten.
+//
+// Thread safety: every method may be called from any thread. Workers start at the first
+// Submit (never before the daemon has detached: threads do not survive fork).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpucache::cold {
+
+class AsyncOps {
+ public:
+  AsyncOps(size_t workers, size_t max_ops) : workers_(workers), max_ops_(max_ops) {}
+  ~AsyncOps() { Shutdown(); }
+  // Waits for running ops and stops the workers; queued ops never run. Idempotent.
+  void Shutdown();
+  AsyncOps(const AsyncOps&) = delete;
+  AsyncOps& operator=(const AsyncOps&) = delete;
+
+  // Queues `work` (which returns the op's reply line); its op id, or 0 when full.
+  uint64_t Submit(uint32_t owner_uid, std::function<std::string()> work);
+
+  enum class State : uint8_t { kUnknown, kQueued, kRunning, kDone };
+  struct Poll {
+    State state = State::kUnknown;
+    std::string reply;  // kDone: the op's reply line (now forgotten by the pool)
+  };
+  // kUnknown for an id that does not exist, was already taken, or belongs to another uid
+  // (a caller learns nothing of another user's ops).
+  Poll Take(uint64_t id, uint32_t uid, bool admin);
+
+  size_t held() const;
+
+ private:
+  struct Op {
+    uint32_t owner = 0;
+    State state = State::kQueued;
+    std::function<std::string()> work;
+    std::string reply;
+  };
+  void Run();
+  void EvictFinishedLocked();  // REQUIRES: mu_ held
+
+  const size_t workers_;
+  const size_t max_ops_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, Op> ops_;     // by id, so the oldest finished op is found first
+  std::deque<uint64_t> queue_;     // queued ids, in order
+  std::vector<std::thread> threads_;
+};
+
+std::string_view ToString(AsyncOps::State s);
+
+}  // namespace gpucache::cold

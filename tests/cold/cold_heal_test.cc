@@ -1,0 +1,132 @@
+// Through a real gpucachefs mount and the real gateway: write-back heals after an outage
+// without an operator, and a refill stalled on S3 does not hold up other control requests.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cold/manifest.h"
+#include "cold/s3_client.h"
+#include "cold/sink.h"
+#include "tests/cold/cold_test_util.h"
+#include "tests/cold/rgw_support.h"
+#include "tests/mount/mount_helpers.h"
+
+namespace gpucache::cold {
+using namespace testing;
+using nlohmann::json;
+
+namespace {
+
+json Ctl(const test::MountedFs& m, const json& req) {
+  return json::parse(test::Control(m, req.dump()), nullptr, false);
+}
+
+struct HealMount {
+  test::TempDir creds_dir;
+  std::string prefix;
+  std::unique_ptr<test::MountedFs> fs;
+  HealMount(const std::string& endpoint, const char* name, const std::string& extra)
+      : prefix(UniquePrefix(name)) {
+    std::string creds = creds_dir.path() + "/s3.credentials";
+    WriteCredentials(creds);
+    fs = std::make_unique<test::MountedFs>(test::TestConfig() + ColdSection(endpoint, creds, prefix, extra));
+  }
+  json Report() { return Ctl(*fs, {{"op", "cold.report"}})["cold"]; }
+};
+
+bool Balanced(const json& r) {
+  return r["submitted"].get<uint64_t>() == r["uploaded"].get<uint64_t>() + r["pending"].get<uint64_t>() +
+                                               r["in_flight"].get<uint64_t>() + r["failed"].get<uint64_t>() +
+                                               r["dropped"].get<uint64_t>();
+}
+
+}  // namespace
+
+TEST_CASE("Cold: after-commit write-back heals once an outage ends, without an operator") {
+  auto env = RgwEnv();
+  REQUIRE_MESSAGE(!env.empty(), "GPUCACHE_S3_ENV_FILE: run through ctest (fixture cold_rgw)");
+  test::TempDir dir;
+  std::string outage = dir.path() + "/outage";
+  std::ofstream(outage) << "down\n";
+  LoggedProxy proxy(env["GPUCACHE_S3_ENDPOINT"], 0.0, "", 2, 1, outage);
+  REQUIRE(proxy.ready());
+  HealMount m(proxy.endpoint(), "heal",
+              "write_back = \"after-commit\"\nflush_interval = 0.1\nredrive_interval = 0.3\n");
+  for (int i = 0; i < 6; i++) {
+    REQUIRE(MountClient(m.fs->mnt()).Commit(NthIdentity(i), PayloadOf(i, 4096)) == 0);
+  }
+  json r;
+  for (int i = 0; i < 600; i++) {  // until the outage has failed at least one job
+    r = m.Report();
+    if (r["failed_entries_total"].get<uint64_t>() > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(r["failed_entries_total"].get<uint64_t>() > 0);
+  CHECK(r["uploaded"] == 0);
+  CHECK(Balanced(r));
+
+  std::remove(outage.c_str());  // the outage ends
+  for (int i = 0; i < 1200; i++) {
+    r = m.Report();
+    if (r["uploaded"] == r["submitted"] && r["pending"] == 0 && r["failed"] == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CAPTURE(r.dump());
+  CHECK(r["uploaded"] == r["submitted"]);
+  CHECK(r["failed"] == 0);
+  CHECK(r["redriven"].get<uint64_t>() > 0);
+  CHECK(r["retried"] == 0);
+  CHECK(Balanced(r));
+  // Every committed block is now cold: a pack finds nothing left to do and exits 0.
+  int rc = -1;
+  Run(std::string(GPUCACHECTL_BIN) + " cold pack " + m.fs->mnt() + " --json", &rc);
+  CHECK(rc == 0);
+}
+
+TEST_CASE("Cold: refills stalled on S3 do not hold up other control requests") {
+  auto env = RgwEnv();
+  REQUIRE_MESSAGE(!env.empty(), "GPUCACHE_S3_ENV_FILE: run through ctest (fixture cold_rgw)");
+  // Every request through this proxy stalls 4 s, then its connection closes.
+  LoggedProxy proxy(env["GPUCACHE_S3_ENDPOINT"], 1.0, "stall", /*stall_seconds=*/4);
+  REQUIRE(proxy.ready());
+  HealMount m(proxy.endpoint(), "stall", "");
+  REQUIRE(MountClient(m.fs->mnt()).Commit(NthIdentity(50), PayloadOf(50, 4096)) == 0);
+
+  std::vector<uint64_t> ops;
+  for (int i = 0; i < 4; i++) {
+    json q = Ctl(*m.fs, {{"op", "cold.refill"}, {"async", true},
+                         {"identity", HexEncode(EncodePhysicalKey(NthIdentity(i)))}});
+    REQUIRE(q["ok"] == true);
+    ops.push_back(q["op_id"]);
+  }
+  // A lookup answers while the refills wait on S3 (they used to run inside the control
+  // file's write(), which the kernel serializes, so a lookup queued behind them).
+  json lookup = Ctl(*m.fs, {{"op", "lookup"}, {"identity", HexEncode(EncodePhysicalKey(NthIdentity(50)))}});
+  CHECK(lookup["ok"] == true);
+  CHECK(lookup["result"] == "hit");
+  size_t unfinished = 0;
+  for (uint64_t id : ops) {
+    json p = Ctl(*m.fs, {{"op", "cold.op"}, {"op_id", id}});
+    unfinished += p["state"] != "done";
+  }
+  CHECK(unfinished > 0);  // so the lookup really did not wait for them
+  // They end as Missing (unavailable) when the stall ends.
+  for (uint64_t id : ops) {
+    json p;
+    for (int i = 0; i < 600; i++) {
+      p = Ctl(*m.fs, {{"op", "cold.op"}, {"op_id", id}});
+      if (p.value("state", "") == "done" || p.value("errno", "") == "ENOENT") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (p.value("state", "") == "done") {
+      CHECK(p["result"] == "missing");
+      CHECK(p["reason"] == "unavailable");
+    }
+  }
+}
+
+}  // namespace gpucache::cold
