@@ -1,5 +1,5 @@
 // A Filesystem over a MemoryStore, configured through ParseConfig and built as gpucachefs
-// builds it (fs/main.cc), but with no mount: tests call the operations fs/fuse_ops.cc would
+// builds it (daemon/main.cc), but with no mount: tests call the operations fs/fuse_ops.cc would
 // call and look at what it would reply (tests/support/fuse_reply.h).
 //
 // Callers: acme is uids 0 and 1000 and group 3000 (uid 1001 belongs through it), globex is
@@ -44,7 +44,7 @@ inline std::string FsConfigText(const std::string& permissions, const std::strin
   return "[limits]\n" + limits + "\n" + tenants + "[metrics]\nlisten = \"\"\n" + fuse;
 }
 
-// The store options gpucachefs derives from a configuration (fs/main.cc).
+// The store options gpucachefs derives from a configuration (daemon/main.cc).
 inline StoreOptions StoreOptionsOf(const Config& config) {
   StoreOptions o;
   o.limits = ResourceLimitsOf(config);

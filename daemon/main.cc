@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "fs/config.h"
-#include "fs/daemon_cold.h"
+#include "daemon/daemon_cold.h"
 #include "fs/log.h"
 #include "fs/metrics_http.h"
 #include "fs/reload.h"

@@ -1,4 +1,4 @@
-#include "fs/daemon_cold.h"
+#include "daemon/daemon_cold.h"
 
 #include <spdlog/spdlog.h>
 
