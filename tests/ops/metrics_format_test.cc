@@ -14,49 +14,15 @@
 #include <sstream>
 
 #include "tests/mount/mount_helpers.h"
+#include "tests/support/http_get.h"
 
 namespace gpucache {
 namespace {
 
 using namespace test;
 
-int UnusedPort() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
 // The whole HTTP response (headers and body) to GET /metrics with this Accept header.
-std::string Scrape(int port, const std::string& accept) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int s = -1;
-  for (int i = 0; i < 100; ++i, ::usleep(20000)) {
-    s = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) break;
-    ::close(s);
-    s = -1;
-  }
-  if (s < 0) return "";
-  timeval limit{10, 0};
-  ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-  std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n" +
-                    (accept.empty() ? "" : "Accept: " + accept + "\r\n") + "\r\n";
-  (void)::write(s, req.data(), req.size());
-  std::string out;
-  char buf[8192];
-  for (ssize_t n; (n = ::read(s, buf, sizeof buf)) > 0;) out.append(buf, n);
-  ::close(s);
-  return out;
-}
+std::string Scrape(int port, const std::string& accept) { return HttpGet(port, "/metrics", accept); }
 
 std::string Body(const std::string& response) { return response.substr(response.find("\r\n\r\n") + 4); }
 
@@ -101,7 +67,7 @@ std::string WithPort(int port) {
 }
 
 TEST_CASE("Metrics: promtool and the OpenMetrics parser accept both endpoints") {
-  int port = UnusedPort();
+  int port = FreeLoopbackPort();
   MountedFs m(WithPort(port));
   TempDir tmp;
   MountClient client(m.mnt());

@@ -10,49 +10,12 @@
 #include <sstream>
 
 #include "tests/mount/mount_helpers.h"
+#include "tests/support/http_get.h"
 
 namespace gpucache {
 namespace {
 
 using namespace test;
-
-int FreePort() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
-// The endpoint starts right after the mount is up: retry the connection for a while.
-std::string HttpGet(int port, const std::string& path) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int s = -1;
-  for (int i = 0; i < 100; ++i, ::usleep(20000)) {
-    s = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) break;
-    ::close(s);
-    s = -1;
-  }
-  if (s < 0) return "";
-  timeval limit{10, 0};  // a server that never answers fails the test instead of hanging it
-  ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-  std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
-  (void)::write(s, req.data(), req.size());
-  std::string out;
-  char buf[8192];
-  ssize_t n;
-  while ((n = ::read(s, buf, sizeof buf)) > 0) out.append(buf, n);
-  ::close(s);
-  return out;
-}
 
 // Parses the exposition format strictly: every line is a comment (# HELP / # TYPE) or a sample
 // `name{labels} value`; returns samples keyed by "name{labels}".
@@ -72,7 +35,7 @@ std::map<std::string, double> Parse(const std::string& text) {
 }
 
 TEST_CASE("Metrics: the file and the HTTP endpoint expose the same registry") {
-  int port = FreePort();
+  int port = FreeLoopbackPort();
   std::string body = TestConfig();
   body.replace(body.find("listen = \"\""), std::string("listen = \"\"").size(),
                "listen = \"127.0.0.1:" + std::to_string(port) + "\"");
@@ -108,7 +71,7 @@ TEST_CASE("Metrics: the file and the HTTP endpoint expose the same registry") {
 }
 
 TEST_CASE("Metrics: a taken port stops start-up with a clear error and nothing stays mounted") {
-  int port = FreePort();
+  int port = FreeLoopbackPort();
   int holder = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -176,7 +139,7 @@ int Connect(int port) {
 // Issue 13, defect 4: 16 connections at most, each kept 10 s, so 20 idle connections from any
 // local uid made every scrape fail.
 TEST_CASE("Metrics: scrapes and /healthz keep working while others hold idle and slow connections") {
-  int port = FreePort();
+  int port = FreeLoopbackPort();
   std::string body = TestConfig();
   body.replace(body.find("listen = \"\""), std::string("listen = \"\"").size(),
                "listen = \"127.0.0.1:" + std::to_string(port) + "\"");
