@@ -10,24 +10,6 @@ namespace {
 constexpr char kMagic[4] = {'G', 'P', 'C', 'L'};
 constexpr std::string_view kLegacyTag = "gpucache-locator 1 ";
 
-void PutName(ByteWriter& w, const std::string& s) {
-  w.U8(static_cast<uint8_t>(s.size()));
-  w.Raw(s);
-}
-
-std::string GetName(ByteReader& r) {
-  auto b = r.Raw(r.U8());
-  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
-
-template <size_t N>
-std::array<uint8_t, N> GetArray(ByteReader& r) {
-  std::array<uint8_t, N> a{};
-  auto b = r.Raw(N);
-  if (b.size() == N) std::memcpy(a.data(), b.data(), N);
-  return a;
-}
-
 }  // namespace
 
 std::vector<uint8_t> LocatorSealedPart(const Locator& l) {
@@ -35,9 +17,9 @@ std::vector<uint8_t> LocatorSealedPart(const Locator& l) {
   w.Raw(std::string_view(kMagic, 4));
   w.U16(kLocatorVersion);
   w.U16(0);
-  PutName(w, l.address.tenant);
-  PutName(w, l.address.ns);
-  PutName(w, l.address.block);
+  w.Str8(l.address.tenant);
+  w.Str8(l.address.ns);
+  w.Str8(l.address.block);
   w.Raw(l.manifest_digest);
   w.Raw(l.object_digest);
   w.U64(l.offset);
@@ -90,7 +72,7 @@ SealCheck VerifyLocator(const Keyring& keyring, const Locator& l) {
 std::vector<uint8_t> EncodeLocator(const Locator& l) {
   std::vector<uint8_t> out = LocatorSealedPart(l);
   ByteWriter w;
-  PutName(w, l.seal.key_id);
+  w.Str8(l.seal.key_id);
   w.Raw(l.seal.mac);
   std::vector<uint8_t> tail = w.Take();
   out.insert(out.end(), tail.begin(), tail.end());
@@ -107,7 +89,7 @@ std::optional<Locator> DecodeLocator(std::span<const uint8_t> bytes) {
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   if (text.substr(0, kLegacyTag.size()) == kLegacyTag) return DecodeLegacy(text);
   ByteReader r(bytes);
-  auto magic = GetArray<4>(r);
+  auto magic = r.Array<4>();
   uint16_t version = r.U16();
   uint16_t reserved = r.U16();
   if (!r.ok() || std::memcmp(magic.data(), kMagic, 4) != 0 || version != kLocatorVersion ||
@@ -115,17 +97,17 @@ std::optional<Locator> DecodeLocator(std::span<const uint8_t> bytes) {
     return std::nullopt;
   }
   Locator l;
-  l.address.tenant = GetName(r);
-  l.address.ns = GetName(r);
-  l.address.block = GetName(r);
-  l.manifest_digest = GetArray<32>(r);
-  l.object_digest = GetArray<32>(r);
+  l.address.tenant = r.Str8();
+  l.address.ns = r.Str8();
+  l.address.block = r.Str8();
+  l.manifest_digest = r.Array<32>();
+  l.object_digest = r.Array<32>();
   l.offset = r.U64();
   l.length = r.U64();
-  l.checksum = GetArray<16>(r);
-  l.identity_digest = GetArray<32>(r);
-  l.seal.key_id = GetName(r);
-  l.seal.mac = GetArray<32>(r);
+  l.checksum = r.Array<16>();
+  l.identity_digest = r.Array<32>();
+  l.seal.key_id = r.Str8();
+  l.seal.mac = r.Array<32>();
   if (!r.ok() || !r.AtEnd()) return std::nullopt;
   if (!IsValidTenantName(l.address.tenant) || !IsValidNamespaceName(l.address.ns) ||
       !IsValidBlockName(l.address.block) || !IsValidKeyId(l.seal.key_id) ||

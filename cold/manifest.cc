@@ -10,25 +10,6 @@ namespace {
 
 constexpr char kMagic[4] = {'G', 'P', 'C', 'M'};
 
-// A name: u8 length, then the bytes (names are at most 80 bytes, validated by the caller).
-void PutName(ByteWriter& w, const std::string& s) {
-  w.U8(static_cast<uint8_t>(s.size()));
-  w.Raw(s);
-}
-
-std::string GetName(ByteReader& r) {
-  auto b = r.Raw(r.U8());
-  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
-
-template <size_t N>
-std::array<uint8_t, N> GetArray(ByteReader& r) {
-  std::array<uint8_t, N> a{};
-  auto b = r.Raw(N);
-  if (b.size() == N) std::memcpy(a.data(), b.data(), N);
-  return a;
-}
-
 DecodedManifest Refuse(ManifestError e, uint16_t version, std::string detail) {
   DecodedManifest d;
   d.error = e;
@@ -71,9 +52,9 @@ std::vector<uint8_t> EncodeBody(const Manifest& m, uint16_t version) {
   w.U64(m.created_unix_ns);
   w.U32(static_cast<uint32_t>(m.entries.size()));
   for (const ManifestEntry& e : m.entries) {
-    PutName(w, e.address.tenant);
-    PutName(w, e.address.ns);
-    PutName(w, e.address.block);
+    w.Str8(e.address.tenant);
+    w.Str8(e.address.ns);
+    w.Str8(e.address.block);
     w.Raw(e.identity_digest);
     w.U64(e.offset);
     w.U64(e.length);
@@ -98,9 +79,9 @@ std::string ReadSeals(ByteReader& r, Manifest& m) {
   uint8_t count = r.U8();
   for (uint8_t i = 0; i < count && r.ok(); i++) {
     TenantSeal s;
-    s.tenant = GetName(r);
-    s.seal.key_id = GetName(r);
-    s.seal.mac = GetArray<32>(r);
+    s.tenant = r.Str8();
+    s.seal.key_id = r.Str8();
+    s.seal.mac = r.Array<32>();
     if (r.ok() && !IsValidKeyId(s.seal.key_id)) return "seal with an invalid key id";
     m.seals.push_back(std::move(s));
   }
@@ -122,8 +103,8 @@ std::vector<uint8_t> EncodeManifest(const Manifest& m) {
   ByteWriter w;
   w.U8(static_cast<uint8_t>(m.seals.size()));
   for (const TenantSeal& s : m.seals) {
-    PutName(w, s.tenant);
-    PutName(w, s.seal.key_id);
+    w.Str8(s.tenant);
+    w.Str8(s.seal.key_id);
     w.Raw(s.seal.mac);
   }
   std::vector<uint8_t> tail = w.Take();
@@ -156,7 +137,7 @@ SealCheck VerifyManifest(const Keyring& keyring, const Manifest& m, std::string_
 
 DecodedManifest DecodeManifest(std::span<const uint8_t> bytes) {
   ByteReader r(bytes);
-  auto magic = GetArray<4>(r);
+  auto magic = r.Array<4>();
   if (!r.ok() || std::memcmp(magic.data(), kMagic, 4) != 0) {
     return Refuse(ManifestError::kMalformed, 0, "not a gpucache manifest (magic)");
   }
@@ -174,7 +155,7 @@ DecodedManifest DecodeManifest(std::span<const uint8_t> bytes) {
   d.version = version;
   Manifest& m = d.manifest;
   uint16_t reserved = r.U16();
-  m.object_digest = GetArray<32>(r);
+  m.object_digest = r.Array<32>();
   m.object_size = r.U64();
   m.created_unix_ns = r.U64();
   uint32_t count = r.U32();
@@ -184,13 +165,13 @@ DecodedManifest DecodeManifest(std::span<const uint8_t> bytes) {
   m.entries.reserve(count);
   for (uint32_t i = 0; i < count && r.ok(); i++) {
     ManifestEntry e;
-    e.address.tenant = GetName(r);
-    e.address.ns = GetName(r);
-    e.address.block = GetName(r);
-    e.identity_digest = GetArray<32>(r);
+    e.address.tenant = r.Str8();
+    e.address.ns = r.Str8();
+    e.address.block = r.Str8();
+    e.identity_digest = r.Array<32>();
     e.offset = r.U64();
     e.length = r.U64();
-    e.checksum = GetArray<16>(r);
+    e.checksum = r.Array<16>();
     m.entries.push_back(std::move(e));
   }
   if (!r.ok()) return Refuse(ManifestError::kMalformed, version, "truncated entries");

@@ -3,6 +3,8 @@
 // failure is sticky, so a decoder checks ok() once at the end.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -22,6 +24,8 @@ class ByteWriter {
   void Raw(std::string_view s) { Raw({reinterpret_cast<const uint8_t*>(s.data()), s.size()}); }
   // u16 length, then the bytes. REQUIRES: size <= 65535 (callers validate first).
   void Str(std::string_view s) { U16(static_cast<uint16_t>(s.size())); Raw(s); }
+  // A short name: u8 length, then the bytes (the caller validated it is at most 255 bytes).
+  void Str8(std::string_view s) { U8(static_cast<uint8_t>(s.size())); Raw(s); }
   void Blob16(std::span<const uint8_t> b) { U16(static_cast<uint16_t>(b.size())); Raw(b); }
   std::vector<uint8_t>& bytes() { return out_; }
   std::vector<uint8_t> Take() { return std::move(out_); }
@@ -54,9 +58,21 @@ class ByteReader {
     auto b = Raw(U16());
     return std::string(reinterpret_cast<const char*>(b.data()), b.size());
   }
+  std::string Str8() {
+    auto b = Raw(U8());
+    return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+  }
   std::vector<uint8_t> Blob16() {
     auto b = Raw(U16());
     return {b.begin(), b.end()};
+  }
+  // N bytes as an array (zeros, and !ok(), if fewer are left).
+  template <size_t N>
+  std::array<uint8_t, N> Array() {
+    std::array<uint8_t, N> a{};
+    auto b = Raw(N);
+    if (b.size() == N) std::copy(b.begin(), b.end(), a.begin());
+    return a;
   }
   // Consumes `magic` exactly or fails.
   void Expect(std::string_view magic) {
