@@ -4,6 +4,7 @@
 #include "store/file_store.h"
 #include "store/memory_store.h"
 #include "tests/support/sample_identity.h"
+#include "tests/support/store_factories.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpucache {
@@ -12,19 +13,8 @@ namespace {
 using test::Payload;
 using test::SampleIdentity;
 
-struct MemoryFactory {
-  std::unique_ptr<IndexedStore> Make(StoreOptions o = {}) { return std::make_unique<MemoryStore>(o); }
-};
-
-struct FileFactory {
-  test::TempDir dir;
-  std::unique_ptr<IndexedStore> Make(StoreOptions o = {}) {
-    std::string error;
-    auto s = OpenFileStore(dir.path() + "/data", o, nullptr, &error);
-    REQUIRE_MESSAGE(s, error);
-    return s;
-  }
-};
+using test::FileFactory;
+using test::MemoryFactory;
 
 const Owner kOwner{1000, 1000};
 

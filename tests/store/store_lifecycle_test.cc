@@ -5,6 +5,7 @@
 #include "store/file_store.h"
 #include "store/memory_store.h"
 #include "tests/support/sample_identity.h"
+#include "tests/support/store_factories.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpucache {
@@ -15,19 +16,8 @@ using test::SampleIdentity;
 
 const Owner kOwner{1000, 1000};
 
-struct MemoryFactory {
-  std::unique_ptr<IndexedStore> Make(StoreOptions o = {}) { return std::make_unique<MemoryStore>(o); }
-};
-
-struct FileFactory {
-  test::TempDir dir;
-  std::unique_ptr<IndexedStore> Make(StoreOptions o = {}) {
-    std::string error;
-    auto s = OpenFileStore(dir.path() + "/data", o, nullptr, &error);
-    REQUIRE_MESSAGE(s, error);
-    return s;
-  }
-};
+using test::FileFactory;
+using test::MemoryFactory;
 
 // The identity of block `n` of a chain of its own (distinct addresses).
 CacheIdentity Numbered(uint8_t n) {
