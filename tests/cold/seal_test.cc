@@ -285,8 +285,7 @@ TEST_CASE("Seal: the tier counts refusals, surfaces them as metrics, and reseal 
   ColdTierOptions options;
   options.prefix = kPrefix;
   options.write_back = WriteBack::kManual;
-  options.keys = TestKeys();
-  ColdTier tier(hot, s3, options);
+  ColdTier tier(hot, s3, options, TestKeys());
   PutAll(s3, MakePack(0, 2, 1000));
   PutAll(s3, ForgedPack(Keyring::Of({{"k1", SecretOf(66)}}, "k1")));  // overwrites block 0's locator
   CHECK(tier.Refill(kAcme, Gpck(0), 1 << 20, {1000, 1000}).outcome.reason == MissingReason::kBadSeal);

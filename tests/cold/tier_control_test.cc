@@ -34,12 +34,11 @@ struct TierFixture {
     ColdTierOptions o;
     o.prefix = kPrefix;
     o.write_back = WriteBack::kManual;
-    o.keys = TestKeys();
     o.retired_tenants = std::move(retired);
     o.sink.backoff_base_ms = 1;
     o.sink.backoff_max_ms = 2;
     o.sink.redrive_interval_ms = 0;
-    tier = std::make_unique<ColdTier>(hot, s3, o);
+    tier = std::make_unique<ColdTier>(hot, s3, o, TestKeys());
   }
   json Ctl(const ColdCaller& who, const json& req) {
     return json::parse(HandleColdRequest(*tier, who, req.dump()));
@@ -175,9 +174,8 @@ TEST_CASE("Cold control: purge_tenant deletes a retired tenant's objects and kee
     ColdTierOptions o;
     o.prefix = kPrefix;
     o.write_back = WriteBack::kManual;
-    o.keys = TestKeys();
     o.pack.max_blocks = 2;
-    ColdTier live(f.hot, f.s3, o);
+    ColdTier live(f.hot, f.s3, o, TestKeys());
     for (int i = 0; i < 4; i++) f.Commit(i, "oldco");
     REQUIRE(HandleColdRequest(live, kAdmin, R"({"op":"cold.pack","tenant":"oldco"})").find("\"complete\":true") !=
             std::string::npos);
