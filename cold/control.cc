@@ -61,9 +61,7 @@ json StatsJson(const ColdTierStats& s) {
               {"refill_bad_seal", s.seal_refusals.bad_seal}};
 }
 
-Authorization AuthOf(const ColdCaller& who) { return Authorization{who.tenants, who.admin}; }
-
-std::string Refill(ColdTier& tier, const ColdCaller& who, const json& req) {
+std::string Refill(ColdTier& tier, const Principal& who, const json& req) {
   if (!req.contains("identity") || !req["identity"].is_string()) {
     return Error("EINVAL", "cold.refill needs \"identity\": the hex of the canonical identity");
   }
@@ -75,7 +73,7 @@ std::string Refill(ColdTier& tier, const ColdCaller& who, const json& req) {
     if (!b) return Error("EINVAL", "budget must be a non-negative integer (bytes)");
     budget = *b;
   }
-  RefillResult r = tier.Refill(AuthOf(who), *bytes, budget, {who.uid, who.gid});
+  RefillResult r = tier.Refill(who, *bytes, budget, {who.uid, who.gid});
   switch (r.outcome.status) {
     case RefillStatus::kInvalid: return Error("EINVAL", r.outcome.detail);
     case RefillStatus::kWrongTenant: return Error("EACCES", r.outcome.detail);
@@ -97,7 +95,7 @@ std::string Refill(ColdTier& tier, const ColdCaller& who, const json& req) {
 // {"op":"cold.refill", ..., "async": true}: queued on the refill workers; the reply is the
 // op id at once, and {"op":"cold.op","op_id":N} answers "running" or the refill's own reply
 // (adr/0013-refill-off-the-control-file.md).
-std::string RefillAsync(ColdTier& tier, const ColdCaller& who, const json& req) {
+std::string RefillAsync(ColdTier& tier, const Principal& who, const json& req) {
   if (!req["async"].is_boolean()) return Error("EINVAL", "async must be true or false");
   json sync = req;
   sync.erase("async");
@@ -107,7 +105,7 @@ std::string RefillAsync(ColdTier& tier, const ColdCaller& who, const json& req) 
   return Ok(json{{"op_id", id}, {"state", "queued"}});
 }
 
-std::string PollOp(ColdTier& tier, const ColdCaller& who, const json& req) {
+std::string PollOp(ColdTier& tier, const Principal& who, const json& req) {
   auto id = Number(req, "op_id");
   if (!id) return Error("EINVAL", "cold.op needs \"op_id\": the id an async request returned");
   AsyncOps::Poll p = tier.async_ops().Take(*id, who.uid, who.admin);
@@ -144,7 +142,7 @@ std::string PurgeTenant(ColdTier& tier, const json& req) {
   return Ok(reply);
 }
 
-std::string Pack(ColdTier& tier, const ColdCaller& who, const json& req) {
+std::string Pack(ColdTier& tier, const Principal& who, const json& req) {
   std::string tenant;
   if (req.contains("tenant")) {
     if (!req["tenant"].is_string() || !IsValidTenantName(req["tenant"].get<std::string>())) {
@@ -182,12 +180,12 @@ std::optional<Sha256> ManifestArg(const json& req) {
   return Sha256FromHex(req["manifest"].get<std::string>());
 }
 
-std::string Reclaim(ColdTier& tier, const ColdCaller& who, const json& req) {
+std::string Reclaim(ColdTier& tier, const Principal& who, const json& req) {
   auto m = ManifestArg(req);
   if (!m) return Error("EINVAL", "cold.reclaim needs \"manifest\": 64 lowercase hex digits");
   uint64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                      std::chrono::system_clock::now().time_since_epoch()).count();
-  ReclaimReport r = tier.ops().Reclaim(*m, now, AuthOf(who));
+  ReclaimReport r = tier.ops().Reclaim(*m, now, who);
   json reply{{"refused", r.refused}, {"reason", r.reason}, {"deleted", r.deleted}, {"kept", r.kept}};
   if (r.error) reply["error_detail"] = r.error->message;
   if (r.absent) return Error("ENOENT", "no such manifest: " + ManifestKey(tier.options().prefix, *m));
@@ -258,7 +256,7 @@ std::string RetryOrDrop(ColdTier& tier, const json& req, bool retry) {
 
 }  // namespace
 
-std::string HandleColdRequest(ColdTier& tier, const ColdCaller& who, std::string_view request) {
+std::string HandleColdRequest(ColdTier& tier, const Principal& who, std::string_view request) {
   json req = json::parse(request, nullptr, /*allow_exceptions=*/false);
   if (req.is_discarded() || !req.is_object() || !req.contains("op") || !req["op"].is_string()) {
     return Error("EINVAL", "request is not a JSON object with an \"op\"");

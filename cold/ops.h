@@ -96,7 +96,7 @@ class ColdOps {
   ObjectResult<uint64_t> RetentionOf(const Sha256& manifest) const;
 
   ReclaimReport Reclaim(const Sha256& manifest, uint64_t now_unix_ns,
-                        const Authorization& who) const;
+                        const Principal& who) const;
 
   // Packs committed blocks of the hot store (of `tenant`, or all when empty) that have no
   // locator yet and submits them to `sink`, stopping before `byte_budget` payload bytes.

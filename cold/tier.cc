@@ -136,7 +136,7 @@ BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
 
 DrainReport ColdTier::DrainNow() { return sink_.Drain(); }
 
-RefillResult ColdTier::Refill(const Authorization& who, std::span<const uint8_t> identity,
+RefillResult ColdTier::Refill(const Principal& who, std::span<const uint8_t> identity,
                               uint64_t byte_budget, Owner owner) {
   refills_++;
   RefillResult r;

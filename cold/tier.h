@@ -76,7 +76,7 @@ class ColdTier {
   DrainReport DrainNow();
   // Fetches a block for an authorized caller and commits it to the hot store as `owner`.
   // `byte_budget` is capped at the configured refill budget.
-  RefillResult Refill(const Authorization& who, std::span<const uint8_t> identity,
+  RefillResult Refill(const Principal& who, std::span<const uint8_t> identity,
                       uint64_t byte_budget, Owner owner);
 
   // Told (on the refilling thread) of each block a refill committed to the hot store.

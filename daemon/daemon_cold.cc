@@ -62,8 +62,7 @@ void DaemonCold::Wire(Filesystem& fs, BlockStore& store) {
   cold::ColdTier* tier = tier_.get();
   store.SetCommitObserver([tier](const BlockAddress& a) { tier->OnCommitted(a); });
   tier->SetRefilledHook([&fs](const BlockAddress& a) { fs.BlockAppeared(a); });
-  fs.control().AddExtension("cold.", [tier](const ExtensionCaller& c, std::string_view req) {
-    cold::ColdCaller who{c.uid, c.gid, c.admin, {c.tenants.begin(), c.tenants.end()}};
+  fs.control().AddExtension("cold.", [tier](const Principal& who, std::string_view req) {
     return cold::HandleColdRequest(*tier, who, req);
   });
 }

@@ -101,7 +101,7 @@ constexpr char kNotMember[] = "caller is not a member of the block's tenant";
 
 }  // namespace
 
-std::string ControlPlane::StatsText(const Caller& c) {
+std::string ControlPlane::StatsText(const Principal& c) {
   StoreStats stats = store_.Stats();
   std::ostringstream out;
   out << "epoch " << stats.epoch << (stats.draining ? " draining" : "") << "\n";
@@ -121,7 +121,7 @@ void ControlPlane::AddExtension(std::string prefix, ControlExtension extension) 
 
 std::string ControlPlane::EpochText() { return std::to_string(store_.Epoch()) + "\n"; }
 
-std::string ControlPlane::QuarantineText(const Caller& c) {
+std::string ControlPlane::QuarantineText(const Principal& c) {
   std::ostringstream out;
   for (const QuarantineInfo& q : store_.ListQuarantine()) {
     if (!access_.MayUseTenant(c, q.address.tenant)) continue;
@@ -147,7 +147,7 @@ ActionLog LogLevelOf(const std::string& op) {
   return op == "cold.refill" ? ActionLog::kDebug : ActionLog::kNone;
 }
 
-std::string ControlPlane::Handle(const Caller& c, std::string_view request) {
+std::string ControlPlane::Handle(const Principal& c, std::string_view request) {
   json req = json::parse(request, nullptr, /*allow_exceptions=*/false);
   std::string reply = Dispatch(c, req, request);
   if (!req.is_object() || !req.contains("op") || !req["op"].is_string()) return reply;
@@ -161,7 +161,7 @@ std::string ControlPlane::Handle(const Caller& c, std::string_view request) {
   return reply;
 }
 
-std::string ControlPlane::Dispatch(const Caller& c, const json& req, std::string_view request) {
+std::string ControlPlane::Dispatch(const Principal& c, const json& req, std::string_view request) {
   if (req.is_discarded() || !req.is_object()) {
     return Error("EINVAL", "request is not a JSON object");
   }
@@ -181,11 +181,7 @@ std::string ControlPlane::Dispatch(const Caller& c, const json& req, std::string
   if (op == "isolate") return Isolate(c, req);
   for (const auto& [prefix, extension] : extensions_) {
     if (op.rfind(prefix, 0) != 0) continue;
-    ExtensionCaller who{c.uid, c.gid, access_.IsAdmin(c), {}};
-    for (const TenantConfig& t : access_.tenants()) {
-      if (access_.MayUseTenant(c, t.name)) who.tenants.push_back(t.name);
-    }
-    return extension(who, request);
+    return extension(access_.Establish(c), request);
   }
   // Without [cold] enabled = true the daemon registers no cold.* extension: say so, rather
   // than "unknown op", to whoever typed `gpucachectl cold ...`.
@@ -198,7 +194,7 @@ std::string ControlPlane::Dispatch(const Caller& c, const json& req, std::string
                              "pin, unpin, isolate)");
 }
 
-std::string ControlPlane::Lookup(const Caller& c, const json& req) {
+std::string ControlPlane::Lookup(const Principal& c, const json& req) {
   if (!req.contains("identity") || !req["identity"].is_string()) {
     return Error("EINVAL", "lookup needs \"identity\": the hex of the canonical identity (GPCK)");
   }
@@ -220,7 +216,7 @@ std::string ControlPlane::Lookup(const Caller& c, const json& req) {
   return Ok(reply);
 }
 
-std::string ControlPlane::Status(const Caller& c) {
+std::string ControlPlane::Status(const Principal& c) {
   StoreStats stats = store_.Stats();
   json tenants = json::object();
   for (const TenantConfig& t : access_.tenants()) {
@@ -236,7 +232,7 @@ std::string ControlPlane::Status(const Caller& c) {
   return Ok(reply);
 }
 
-std::string ControlPlane::Quarantine(const Caller& c) {
+std::string ControlPlane::Quarantine(const Principal& c) {
   json list = json::array();
   for (const QuarantineInfo& q : store_.ListQuarantine()) {
     if (access_.MayUseTenant(c, q.address.tenant)) list.push_back(QuarantineJson(q));
@@ -244,14 +240,14 @@ std::string ControlPlane::Quarantine(const Caller& c) {
   return Ok({{"quarantine", list}});
 }
 
-std::string ControlPlane::Fence(const Caller& c) {
+std::string ControlPlane::Fence(const Principal& c) {
   if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
   Result<uint64_t> epoch = store_.Fence();
   if (!epoch.ok()) return Error(epoch.status(), "the new epoch could not be persisted");
   return Ok({{"epoch", epoch.value()}});
 }
 
-std::string ControlPlane::Reclaim(const Caller& c, const json& req) {
+std::string ControlPlane::Reclaim(const Principal& c, const json& req) {
   if (auto epoch = Number(req, "fenced")) {
     if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
     Result<uint64_t> n = store_.ReclaimFenced(*epoch);
@@ -274,7 +270,7 @@ std::string ControlPlane::Reclaim(const Caller& c, const json& req) {
   return Error("EINVAL", "reclaim needs \"fenced\": EPOCH or \"drained\": REGION");
 }
 
-std::string ControlPlane::Drain(const Caller& c, const json& req) {
+std::string ControlPlane::Drain(const Principal& c, const json& req) {
   if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
   std::string action = req.value("action", std::string("start"));
   DrainAction a;
@@ -291,7 +287,7 @@ std::string ControlPlane::Drain(const Caller& c, const json& req) {
   return Ok({{"draining", st.draining}, {"epoch", st.epoch}});
 }
 
-std::string ControlPlane::Evict(const Caller& c, const json& req) {
+std::string ControlPlane::Evict(const Principal& c, const json& req) {
   if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
   auto a = ParsePath(req);
   if (!a) return BadPath("evict", req);
@@ -300,7 +296,7 @@ std::string ControlPlane::Evict(const Caller& c, const json& req) {
   return Ok({{"path", a->RelativePath()}});
 }
 
-std::string ControlPlane::Pin(const Caller& c, const json& req, bool pinned) {
+std::string ControlPlane::Pin(const Principal& c, const json& req, bool pinned) {
   auto a = ParsePath(req);
   if (!a) return BadPath(pinned ? "pin" : "unpin", req);
   if (!access_.MayUseTenant(c, a->tenant)) return Error("EACCES", kNotMember);
@@ -309,7 +305,7 @@ std::string ControlPlane::Pin(const Caller& c, const json& req, bool pinned) {
   return Ok({{"path", a->RelativePath()}, {"pinned", pinned}});
 }
 
-std::string ControlPlane::Isolate(const Caller& c, const json& req) {
+std::string ControlPlane::Isolate(const Principal& c, const json& req) {
   if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
   if (!req.contains("dir") || !req["dir"].is_string()) {
     return Error("EINVAL", "isolate needs \"dir\": a configured data directory");

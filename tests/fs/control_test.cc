@@ -15,7 +15,7 @@ struct Plane {
   MemoryStore store;
   ControlPlane control{store, access};
   nlohmann::json Ask(uint32_t uid, const std::string& request) {
-    return nlohmann::json::parse(control.Handle(Caller{uid, uid, nullptr}, request));
+    return nlohmann::json::parse(control.Handle(Principal{uid, uid, nullptr}, request));
   }
 };
 
