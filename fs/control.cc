@@ -1,10 +1,9 @@
 #include "fs/control.h"
 
-#include <string.h>
-
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/control_reply.h"
 #include "fs/errno_map.h"
 #include "fs/log.h"
 
@@ -13,22 +12,12 @@ namespace {
 
 using nlohmann::json;
 
-// Replies may echo what the caller sent; invalid UTF-8 is replaced rather than thrown on (a
-// throw here would take the daemon down: found by fuzz_control).
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+using control_reply::Error;
+using control_reply::Ok;
 
-std::string Error(const char* err, const std::string& message) {
-  return Dump(json{{"ok", false}, {"errno", err}, {"error", message}}) + "\n";
-}
-
+// A store refusal: its errno from the one map (fs/errno_map.cc), its status named in the text.
 std::string Error(StatusCode code, const std::string& message) {
-  const char* name = strerrorname_np(ToErrno(code));
-  return Error(name ? name : "EIO", message + ": " + std::string(ToString(code)));
-}
-
-std::string Ok(json body = json::object()) {
-  body["ok"] = true;
-  return Dump(body) + "\n";
+  return Error(ToErrno(code), message + ": " + std::string(ToString(code)));
 }
 
 // Ordered: the stats file lists the counters in this order, holdings first.
@@ -92,7 +81,7 @@ std::string BadPath(const std::string& op, const json& req) {
     given = p.is_string() ? "\"" + Printable(p.get<std::string>(), 512) + "\""
                           : "a " + std::string(p.type_name());
   }
-  return Error("EINVAL", op + " needs \"path\": \"TENANT/NAMESPACE/BLOCK\" (a block path relative "
+  return Error(EINVAL, op + " needs \"path\": \"TENANT/NAMESPACE/BLOCK\" (a block path relative "
                          "to the mount); it was given " + given);
 }
 
@@ -154,7 +143,7 @@ std::string ControlPlane::Handle(const Principal& c, std::string_view request) {
   ActionLog level = LogLevelOf(req["op"].get<std::string>());
   if (level == ActionLog::kNone) return reply;
   // The request as JSON (control characters escaped, at most 512 bytes), the reply as sent.
-  std::string what = Dump(req).substr(0, 512);
+  std::string what = control_reply::Json(req).substr(0, 512);
   std::string outcome = reply.substr(0, reply.find_last_not_of('\n') + 1);
   spdlog::log(level == ActionLog::kInfo ? spdlog::level::info : spdlog::level::debug,
               "control: uid {} gid {} asked {} -> {}", c.uid, c.gid, what, outcome);
@@ -163,10 +152,10 @@ std::string ControlPlane::Handle(const Principal& c, std::string_view request) {
 
 std::string ControlPlane::Dispatch(const Principal& c, const json& req, std::string_view request) {
   if (req.is_discarded() || !req.is_object()) {
-    return Error("EINVAL", "request is not a JSON object");
+    return Error(EINVAL, "request is not a JSON object");
   }
   if (!req.contains("op") || !req["op"].is_string()) {
-    return Error("EINVAL", "request needs a string field \"op\"");
+    return Error(EINVAL, "request needs a string field \"op\"");
   }
   std::string op = req["op"];
   if (op == "lookup") return Lookup(c, req);
@@ -186,24 +175,24 @@ std::string ControlPlane::Dispatch(const Principal& c, const json& req, std::str
   // Without [cold] enabled = true the daemon registers no cold.* extension: say so, rather
   // than "unknown op", to whoever typed `gpucachectl cold ...`.
   if (op.rfind("cold.", 0) == 0) {
-    return Error("ENOTSUP", "the cold tier is not enabled on this mount (set [cold] enabled = "
+    return Error(ENOTSUP, "the cold tier is not enabled on this mount (set [cold] enabled = "
                             "true in the configuration; docs/cold-tier.md)");
   }
-  return Error("EINVAL", "unknown op '" + Printable(op) +
+  return Error(EINVAL, "unknown op '" + Printable(op) +
                              "' (known: lookup, status, quarantine, fence, reclaim, drain, evict, "
                              "pin, unpin, isolate)");
 }
 
 std::string ControlPlane::Lookup(const Principal& c, const json& req) {
   if (!req.contains("identity") || !req["identity"].is_string()) {
-    return Error("EINVAL", "lookup needs \"identity\": the hex of the canonical identity (GPCK)");
+    return Error(EINVAL, "lookup needs \"identity\": the hex of the canonical identity (GPCK)");
   }
   auto bytes = HexDecode(req["identity"].get<std::string>());
-  if (!bytes) return Error("EINVAL", "identity is not hex");
+  if (!bytes) return Error(EINVAL, "identity is not hex");
   Result<CacheIdentity> id = DecodePhysicalKey(*bytes);
-  if (!id.ok()) return Error("EINVAL", "identity does not decode as a valid GPCK v1");
+  if (!id.ok()) return Error(EINVAL, "identity does not decode as a valid GPCK v1");
   if (!access_.MayUseTenant(c, id->tenant)) {
-    return Error("EACCES", "caller is not a member of the identity's tenant");
+    return Error(EACCES, "caller is not a member of the identity's tenant");
   }
   LookupResult r = store_.Lookup(id.value());
   json reply{{"result", ToString(r.kind)}};
@@ -241,7 +230,7 @@ std::string ControlPlane::Quarantine(const Principal& c) {
 }
 
 std::string ControlPlane::Fence(const Principal& c) {
-  if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+  if (!access_.IsAdmin(c)) return Error(EACCES, kNotAdmin);
   Result<uint64_t> epoch = store_.Fence();
   if (!epoch.ok()) return Error(epoch.status(), "the new epoch could not be persisted");
   return Ok({{"epoch", epoch.value()}});
@@ -249,7 +238,7 @@ std::string ControlPlane::Fence(const Principal& c) {
 
 std::string ControlPlane::Reclaim(const Principal& c, const json& req) {
   if (auto epoch = Number(req, "fenced")) {
-    if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+    if (!access_.IsAdmin(c)) return Error(EACCES, kNotAdmin);
     Result<uint64_t> n = store_.ReclaimFenced(*epoch);
     if (!n.ok()) {
       return Error(n.status(), "reclaim --fenced needs the current epoch, " +
@@ -261,23 +250,23 @@ std::string ControlPlane::Reclaim(const Principal& c, const json& req) {
     Result<QuarantineInfo> q = store_.StatQuarantine(*region);
     // Not found and not yours look the same: a region id says nothing about other tenants.
     if (!q.ok() || !access_.MayUseTenant(c, q->address.tenant)) {
-      return Error("ENOENT", "no quarantined region " + std::to_string(*region) + " of yours");
+      return Error(ENOENT, "no quarantined region " + std::to_string(*region) + " of yours");
     }
     StatusCode s = store_.ReclaimDrained(*region);
     if (s != StatusCode::kOk) return Error(s, "the daemon still has a handle open on it");
     return Ok({{"reclaimed", 1}, {"region", *region}});
   }
-  return Error("EINVAL", "reclaim needs \"fenced\": EPOCH or \"drained\": REGION");
+  return Error(EINVAL, "reclaim needs \"fenced\": EPOCH or \"drained\": REGION");
 }
 
 std::string ControlPlane::Drain(const Principal& c, const json& req) {
-  if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+  if (!access_.IsAdmin(c)) return Error(EACCES, kNotAdmin);
   std::string action = req.value("action", std::string("start"));
   DrainAction a;
   if (action == "start") a = DrainAction::kStart;
   else if (action == "finish") a = DrainAction::kFinish;
   else if (action == "rollback") a = DrainAction::kRollback;
-  else return Error("EINVAL", "drain action is start, finish or rollback");
+  else return Error(EINVAL, "drain action is start, finish or rollback");
   StatusCode s = store_.Drain(a);
   if (s != StatusCode::kOk) {
     return Error(s, action == "rollback" ? "rollback needs a drain that has not finished"
@@ -288,7 +277,7 @@ std::string ControlPlane::Drain(const Principal& c, const json& req) {
 }
 
 std::string ControlPlane::Evict(const Principal& c, const json& req) {
-  if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+  if (!access_.IsAdmin(c)) return Error(EACCES, kNotAdmin);
   auto a = ParsePath(req);
   if (!a) return BadPath("evict", req);
   StatusCode s = store_.Evict(*a);
@@ -299,22 +288,22 @@ std::string ControlPlane::Evict(const Principal& c, const json& req) {
 std::string ControlPlane::Pin(const Principal& c, const json& req, bool pinned) {
   auto a = ParsePath(req);
   if (!a) return BadPath(pinned ? "pin" : "unpin", req);
-  if (!access_.MayUseTenant(c, a->tenant)) return Error("EACCES", kNotMember);
+  if (!access_.MayUseTenant(c, a->tenant)) return Error(EACCES, kNotMember);
   StatusCode s = store_.SetPinned(*a, pinned);
   if (s != StatusCode::kOk) return Error(s, "no such committed block");
   return Ok({{"path", a->RelativePath()}, {"pinned", pinned}});
 }
 
 std::string ControlPlane::Isolate(const Principal& c, const json& req) {
-  if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+  if (!access_.IsAdmin(c)) return Error(EACCES, kNotAdmin);
   if (!req.contains("dir") || !req["dir"].is_string()) {
-    return Error("EINVAL", "isolate needs \"dir\": a configured data directory");
+    return Error(EINVAL, "isolate needs \"dir\": a configured data directory");
   }
   std::string dir = req["dir"];
   StatusCode s = store_.IsolateDomain(dir);
-  if (s == StatusCode::kNotFound) return Error("ENOENT", dir + " is not a configured data directory");
+  if (s == StatusCode::kNotFound) return Error(ENOENT, dir + " is not a configured data directory");
   if (s == StatusCode::kInvalidArgument) {
-    return Error("EINVAL", "refusing to isolate " + dir + ": it is the last data directory in service");
+    return Error(EINVAL, "refusing to isolate " + dir + ": it is the last data directory in service");
   }
   if (s != StatusCode::kOk) return Error(s, "not isolated");
   return Ok({{"isolated", dir}});
