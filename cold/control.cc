@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "common/control_reply.h"
+#include "common/control_protocol.h"
 #include "store/identity.h"
 
 namespace gpucache::cold {
@@ -12,15 +12,10 @@ namespace {
 
 using nlohmann::json;
 
-using control_reply::Error;
-using control_reply::Ok;
-
-constexpr char kNotAdmin[] = "this request needs an admin (see [admins] in the configuration)";
-
-std::optional<uint64_t> Number(const json& req, const char* key) {
-  if (!req.contains(key) || !req[key].is_number_unsigned()) return std::nullopt;
-  return req[key].get<uint64_t>();
-}
+using control_protocol::Error;
+using control_protocol::kNotAdmin;
+using control_protocol::Number;
+using control_protocol::Ok;
 
 json ErrorJson(const JobError& e) {
   return json{{"job", e.job_id}, {"step", e.step}, {"kind", ToString(e.error.kind)},
@@ -112,7 +107,7 @@ std::string PollOp(ColdTier& tier, const Principal& who, const json& req) {
   if (reply.is_discarded() || !reply.is_object()) return Error(EIO, "op reply unreadable");
   reply["op_id"] = *id;
   reply["state"] = "done";
-  return control_reply::Line(reply);
+  return control_protocol::Line(reply);
 }
 
 std::string PurgeTenant(ColdTier& tier, const json& req) {

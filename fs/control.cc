@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "common/control_reply.h"
+#include "common/control_protocol.h"
 #include "fs/errno_map.h"
 #include "fs/log.h"
 
@@ -12,8 +12,10 @@ namespace {
 
 using nlohmann::json;
 
-using control_reply::Error;
-using control_reply::Ok;
+using control_protocol::Error;
+using control_protocol::kNotAdmin;
+using control_protocol::Number;
+using control_protocol::Ok;
 
 // A store refusal: its errno from the one map (fs/errno_map.cc), its status named in the text.
 std::string Error(StatusCode code, const std::string& message) {
@@ -61,11 +63,6 @@ std::optional<BlockAddress> ParsePath(const json& req) {
   return addr;
 }
 
-std::optional<uint64_t> Number(const json& req, const char* key) {
-  if (!req.contains(key) || !req[key].is_number_unsigned()) return std::nullopt;
-  return req[key].get<uint64_t>();
-}
-
 // At most `max` printable ASCII characters of something a caller sent, for an error message.
 std::string Printable(const std::string& s, size_t max = 64) {
   std::string out;
@@ -85,7 +82,6 @@ std::string BadPath(const std::string& op, const json& req) {
                          "to the mount); it was given " + given);
 }
 
-constexpr char kNotAdmin[] = "this request needs an admin (see [admins] in the configuration)";
 constexpr char kNotMember[] = "caller is not a member of the block's tenant";
 
 }  // namespace
@@ -143,7 +139,7 @@ std::string ControlPlane::Handle(const Principal& c, std::string_view request) {
   ActionLog level = LogLevelOf(req["op"].get<std::string>());
   if (level == ActionLog::kNone) return reply;
   // The request as JSON (control characters escaped, at most 512 bytes), the reply as sent.
-  std::string what = control_reply::Json(req).substr(0, 512);
+  std::string what = control_protocol::Json(req).substr(0, 512);
   std::string outcome = reply.substr(0, reply.find_last_not_of('\n') + 1);
   spdlog::log(level == ActionLog::kInfo ? spdlog::level::info : spdlog::level::debug,
               "control: uid {} gid {} asked {} -> {}", c.uid, c.gid, what, outcome);

@@ -61,7 +61,7 @@ TEST_CASE("Control: a cold op on a daemon without the cold tier says it is not e
 // refusal now also names what it was given.
 // Regression: a store refusal's errno name came from strerrorname_np, which names ENOTSUP
 // "EOPNOTSUPP" on Linux, while the hand-written "cold tier is not enabled" reply said "ENOTSUP":
-// one errno, two names. Both now come from common/control_reply.h.
+// one errno, two names. Both now come from common/control_protocol.h.
 TEST_CASE("Control: a store's kNotSupported is ENOTSUP, as the documented cold refusal is") {
   Plane p;  // a MemoryStore has no data directories to isolate
   auto reply = p.Ask(0, R"({"op":"isolate","dir":"/x"})");

@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "common/control_reply.h"
+#include "common/control_protocol.h"
 
 namespace gpucache {
 namespace {
@@ -43,7 +43,7 @@ TEST_CASE("ErrnoMap: every status code maps to the errno of the table in docs/us
 }
 
 // Control replies carry the errno's symbolic name (docs/control-protocol.md), derived in one
-// place (common/control_reply.h) from the same map.
+// place (common/control_protocol.h) from the same map.
 TEST_CASE("ErrnoMap: every refusal's errno has the symbolic name control replies carry") {
   const std::map<StatusCode, std::string> expected = {
       {StatusCode::kNotFound, "ENOENT"},      {StatusCode::kIncompatible, "ENOENT"},
@@ -61,9 +61,9 @@ TEST_CASE("ErrnoMap: every refusal's errno has the symbolic name control replies
     if (code == StatusCode::kOk) continue;
     CAPTURE(ToString(code));
     REQUIRE(expected.count(code) == 1);
-    CHECK(control_reply::ErrnoName(ToErrno(code)) == expected.at(code));
+    CHECK(control_protocol::ErrnoName(ToErrno(code)) == expected.at(code));
   }
-  nlohmann::json reply = nlohmann::json::parse(control_reply::Error(ENOTSUP, "why"));
+  nlohmann::json reply = nlohmann::json::parse(control_protocol::Error(ENOTSUP, "why"));
   CHECK(reply == nlohmann::json{{"ok", false}, {"errno", "ENOTSUP"}, {"error", "why"}});
 }
 

@@ -1,6 +1,6 @@
-// The reply format of the control channel (docs/control-protocol.md), one definition for fs/
-// (the channel and its own requests) and cold/ (the cold.* extension): one JSON object and a
-// newline; "ok": true with the body, or "ok": false with "errno", the symbolic name, and
+// The control channel's format (docs/control-protocol.md), one definition for fs/ (the channel
+// and its own requests) and cold/ (the cold.* extension). A reply is one JSON object and a
+// newline: "ok": true with the body, or "ok": false with "errno", the symbolic name, and
 // "error", the why. The name is derived from the errno value here and nowhere else, so a
 // reply never picks its errno string by hand (fs/ gets the value from fs/errno_map.cc).
 #pragma once
@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <string.h>  // strerrorname_np (GNU)
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
-namespace gpucache::control_reply {
+namespace gpucache::control_protocol {
 
 // The symbolic name of `errnum`: "EINVAL" for EINVAL. ENOTSUP is "ENOTSUP" (Linux gives it the
 // value of EOPNOTSUPP, whose name glibc would return; the protocol and POSIX say ENOTSUP).
@@ -39,4 +41,13 @@ inline std::string Error(int errnum, const std::string& message) {
   return Line(nlohmann::json{{"ok", false}, {"errno", ErrnoName(errnum)}, {"error", message}});
 }
 
-}  // namespace gpucache::control_reply
+// The refusal of an admin request to anyone else (EACCES).
+inline constexpr char kNotAdmin[] = "this request needs an admin (see [admins] in the configuration)";
+
+// Field `key` of a request as a non-negative integer; nullopt if absent or anything else.
+inline std::optional<uint64_t> Number(const nlohmann::json& req, const char* key) {
+  if (!req.contains(key) || !req[key].is_number_unsigned()) return std::nullopt;
+  return req[key].get<uint64_t>();
+}
+
+}  // namespace gpucache::control_protocol
