@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/control_protocol.h"
 #include "store/identity.h"
 
 namespace gpucache::cold {
@@ -11,21 +12,10 @@ namespace {
 
 using nlohmann::json;
 
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
-std::string Error(const char* err, const std::string& message) {
-  return Dump(json{{"ok", false}, {"errno", err}, {"error", message}});
-}
-std::string Ok(json body = json::object()) {
-  body["ok"] = true;
-  return Dump(body);
-}
-
-constexpr char kNotAdmin[] = "this request needs an admin (see [admins] in the configuration)";
-
-std::optional<uint64_t> Number(const json& req, const char* key) {
-  if (!req.contains(key) || !req[key].is_number_unsigned()) return std::nullopt;
-  return req[key].get<uint64_t>();
-}
+using control_protocol::Error;
+using control_protocol::kNotAdmin;
+using control_protocol::Number;
+using control_protocol::Ok;
 
 json ErrorJson(const JobError& e) {
   return json{{"job", e.job_id}, {"step", e.step}, {"kind", ToString(e.error.kind)},
@@ -61,25 +51,23 @@ json StatsJson(const ColdTierStats& s) {
               {"refill_bad_seal", s.seal_refusals.bad_seal}};
 }
 
-Authorization AuthOf(const ColdCaller& who) { return Authorization{who.tenants, who.admin}; }
-
-std::string Refill(ColdTier& tier, const ColdCaller& who, const json& req) {
+std::string Refill(ColdTier& tier, const Principal& who, const json& req) {
   if (!req.contains("identity") || !req["identity"].is_string()) {
-    return Error("EINVAL", "cold.refill needs \"identity\": the hex of the canonical identity");
+    return Error(EINVAL, "cold.refill needs \"identity\": the hex of the canonical identity");
   }
   auto bytes = HexDecode(req["identity"].get<std::string>());
-  if (!bytes) return Error("EINVAL", "identity is not hex");
+  if (!bytes) return Error(EINVAL, "identity is not hex");
   uint64_t budget = tier.options().refill_budget_bytes;
   if (req.contains("budget")) {
     auto b = Number(req, "budget");
-    if (!b) return Error("EINVAL", "budget must be a non-negative integer (bytes)");
+    if (!b) return Error(EINVAL, "budget must be a non-negative integer (bytes)");
     budget = *b;
   }
-  RefillResult r = tier.Refill(AuthOf(who), *bytes, budget, {who.uid, who.gid});
+  RefillResult r = tier.Refill(who, *bytes, budget, {who.uid, who.gid});
   switch (r.outcome.status) {
-    case RefillStatus::kInvalid: return Error("EINVAL", r.outcome.detail);
-    case RefillStatus::kWrongTenant: return Error("EACCES", r.outcome.detail);
-    case RefillStatus::kRetired: return Error("EACCES", r.outcome.detail);
+    case RefillStatus::kInvalid: return Error(EINVAL, r.outcome.detail);
+    case RefillStatus::kWrongTenant: return Error(EACCES, r.outcome.detail);
+    case RefillStatus::kRetired: return Error(EACCES, r.outcome.detail);
     case RefillStatus::kMissing:
       return Ok(json{{"result", "missing"}, {"reason", ToString(r.outcome.reason)},
                      {"detail", r.outcome.detail}});
@@ -89,7 +77,7 @@ std::string Refill(ColdTier& tier, const ColdCaller& who, const json& req) {
              {"bytes", r.outcome.payload_bytes_downloaded}};
   if (r.commit == StatusCode::kExists) reply["result"] = "already-hot";
   else if (r.commit != StatusCode::kOk) {
-    return Error("EIO", "refilled but not committed: " + std::string(ToString(r.commit)));
+    return Error(EIO, "refilled but not committed: " + std::string(ToString(r.commit)));
   }
   return Ok(reply);
 }
@@ -97,71 +85,71 @@ std::string Refill(ColdTier& tier, const ColdCaller& who, const json& req) {
 // {"op":"cold.refill", ..., "async": true}: queued on the refill workers; the reply is the
 // op id at once, and {"op":"cold.op","op_id":N} answers "running" or the refill's own reply
 // (adr/0013-refill-off-the-control-file.md).
-std::string RefillAsync(ColdTier& tier, const ColdCaller& who, const json& req) {
-  if (!req["async"].is_boolean()) return Error("EINVAL", "async must be true or false");
+std::string RefillAsync(ColdTier& tier, const Principal& who, const json& req) {
+  if (!req["async"].is_boolean()) return Error(EINVAL, "async must be true or false");
   json sync = req;
   sync.erase("async");
   if (!req["async"].get<bool>()) return Refill(tier, who, sync);
   uint64_t id = tier.async_ops().Submit(who.uid, [&tier, who, sync] { return Refill(tier, who, sync); });
-  if (id == 0) return Error("EAGAIN", "too many refills in progress; try again");
+  if (id == 0) return Error(EAGAIN, "too many refills in progress; try again");
   return Ok(json{{"op_id", id}, {"state", "queued"}});
 }
 
-std::string PollOp(ColdTier& tier, const ColdCaller& who, const json& req) {
+std::string PollOp(ColdTier& tier, const Principal& who, const json& req) {
   auto id = Number(req, "op_id");
-  if (!id) return Error("EINVAL", "cold.op needs \"op_id\": the id an async request returned");
+  if (!id) return Error(EINVAL, "cold.op needs \"op_id\": the id an async request returned");
   AsyncOps::Poll p = tier.async_ops().Take(*id, who.uid, who.admin);
   if (p.state == AsyncOps::State::kUnknown) {
-    return Error("ENOENT", "no op " + std::to_string(*id) + " of this caller (or already answered)");
+    return Error(ENOENT, "no op " + std::to_string(*id) + " of this caller (or already answered)");
   }
   if (p.state != AsyncOps::State::kDone) return Ok(json{{"op_id", *id}, {"state", ToString(p.state)}});
   json reply = json::parse(p.reply, nullptr, false);
-  if (reply.is_discarded() || !reply.is_object()) return Error("EIO", "op reply unreadable");
+  if (reply.is_discarded() || !reply.is_object()) return Error(EIO, "op reply unreadable");
   reply["op_id"] = *id;
   reply["state"] = "done";
-  return Dump(reply);
+  return control_protocol::Line(reply);
 }
 
 std::string PurgeTenant(ColdTier& tier, const json& req) {
   if (!req.contains("tenant") || !req["tenant"].is_string() ||
       !IsValidTenantName(req["tenant"].get<std::string>())) {
-    return Error("EINVAL", "cold.purge_tenant needs \"tenant\": a tenant name");
+    return Error(EINVAL, "cold.purge_tenant needs \"tenant\": a tenant name");
   }
   uint64_t max_manifests = 100;
   if (req.contains("max_manifests")) {
     auto n = Number(req, "max_manifests");
-    if (!n || *n == 0 || *n > 100000) return Error("EINVAL", "max_manifests must be 1..100000");
+    if (!n || *n == 0 || *n > 100000) return Error(EINVAL, "max_manifests must be 1..100000");
     max_manifests = *n;
   }
   uint64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                      std::chrono::system_clock::now().time_since_epoch()).count();
   PurgeReport p = tier.ops().PurgeTenant(req["tenant"], max_manifests, now);
-  if (p.refused) return Error("EPERM", p.reason);
+  if (p.refused) return Error(EPERM, p.reason);
   json reply{{"tenant", req["tenant"]}, {"manifests_deleted", p.manifests_deleted},
              {"locators_deleted", p.locators_deleted}, {"deleted", p.deleted},
              {"kept", p.kept}, {"complete", p.complete}};
-  if (p.error) return Error("EIO", "purge stopped: " + p.error->message);
+  if (p.error) return Error(EIO, "purge stopped: " + p.error->message);
   return Ok(reply);
 }
 
-std::string Pack(ColdTier& tier, const ColdCaller& who, const json& req) {
+std::string Pack(ColdTier& tier, const Principal& who, const json& req) {
   std::string tenant;
   if (req.contains("tenant")) {
     if (!req["tenant"].is_string() || !IsValidTenantName(req["tenant"].get<std::string>())) {
-      return Error("EINVAL", "tenant must be a tenant name");
+      return Error(EINVAL, "tenant must be a tenant name");
     }
     tenant = req["tenant"];
   }
   if (!who.admin && (tenant.empty() || !who.tenants.count(tenant))) {
-    return Error("EACCES", "cold.pack needs an admin, or a member of the named tenant");
+    return Error(EACCES, "cold.pack needs an admin, or a member of the named tenant");
   }
   if (!tenant.empty() && tier.ops().IsRetired(tenant)) {
-    return Error("EACCES", "tenant " + tenant + " is retired");
+    return Error(EACCES, "tenant " + tenant + " is retired");
   }
   uint64_t budget = UINT64_MAX;
   if (req.contains("budget")) {
     auto b = Number(req, "budget");
-    if (!b) return Error("EINVAL", "budget must be a non-negative integer (bytes)");
+    if (!b) return Error(EINVAL, "budget must be a non-negative integer (bytes)");
     budget = *b;
   }
   DrainReport d;
@@ -182,29 +170,29 @@ std::optional<Sha256> ManifestArg(const json& req) {
   return Sha256FromHex(req["manifest"].get<std::string>());
 }
 
-std::string Reclaim(ColdTier& tier, const ColdCaller& who, const json& req) {
+std::string Reclaim(ColdTier& tier, const Principal& who, const json& req) {
   auto m = ManifestArg(req);
-  if (!m) return Error("EINVAL", "cold.reclaim needs \"manifest\": 64 lowercase hex digits");
+  if (!m) return Error(EINVAL, "cold.reclaim needs \"manifest\": 64 lowercase hex digits");
   uint64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                      std::chrono::system_clock::now().time_since_epoch()).count();
-  ReclaimReport r = tier.ops().Reclaim(*m, now, AuthOf(who));
+  ReclaimReport r = tier.ops().Reclaim(*m, now, who);
   json reply{{"refused", r.refused}, {"reason", r.reason}, {"deleted", r.deleted}, {"kept", r.kept}};
   if (r.error) reply["error_detail"] = r.error->message;
-  if (r.absent) return Error("ENOENT", "no such manifest: " + ManifestKey(tier.options().prefix, *m));
-  if (r.refused) return Error(r.reason.rfind("not an owner", 0) == 0 ? "EACCES" : "EPERM", r.reason);
-  if (r.error) return Error("EIO", "reclaim stopped: " + r.error->message);
+  if (r.absent) return Error(ENOENT, "no such manifest: " + ManifestKey(tier.options().prefix, *m));
+  if (r.refused) return Error(r.reason.rfind("not an owner", 0) == 0 ? EACCES : EPERM, r.reason);
+  if (r.error) return Error(EIO, "reclaim stopped: " + r.error->message);
   return Ok(reply);
 }
 
 std::string Retain(ColdTier& tier, const json& req) {
   auto m = ManifestArg(req);
   auto seconds = Number(req, "seconds");
-  if (!m || !seconds) return Error("EINVAL", "cold.retain needs \"manifest\" and \"seconds\"");
+  if (!m || !seconds) return Error(EINVAL, "cold.retain needs \"manifest\" and \"seconds\"");
   uint64_t until = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count() +
                    *seconds * 1'000'000'000ull;
   auto r = tier.ops().RecordRetention(*m, until);
-  if (!r.ok()) return Error("EIO", r.error().message);
+  if (!r.ok()) return Error(EIO, r.error().message);
   return Ok(json{{"retain_until_unix_ns", until}});
 }
 
@@ -213,13 +201,13 @@ std::string Reseal(ColdTier& tier, const json& req) {
   uint64_t budget = UINT64_MAX;
   if (req.contains("budget")) {
     auto b = Number(req, "budget");
-    if (!b) return Error("EINVAL", "budget must be a non-negative integer (bytes)");
+    if (!b) return Error(EINVAL, "budget must be a non-negative integer (bytes)");
     budget = *b;
   }
   std::string after;
   if (req.contains("after")) {
     if (!req["after"].is_string() || req["after"].get<std::string>().size() > 1024) {
-      return Error("EINVAL", "after must be a manifest key from a previous reseal");
+      return Error(EINVAL, "after must be a manifest key from a previous reseal");
     }
     after = req["after"];
   }
@@ -232,7 +220,7 @@ std::string Reseal(ColdTier& tier, const json& req) {
              {"bytes", r.bytes}, {"budget_reached", r.budget_reached},
              {"resume_after", r.resume_after}};
   if (r.error) {
-    return Error("EIO", "reseal stopped: " + r.error->message +
+    return Error(EIO, "reseal stopped: " + r.error->message +
                             (r.resume_after.empty() ? "" : " (resume after " + r.resume_after + ")"));
   }
   return Ok(reply);
@@ -250,18 +238,18 @@ std::string FailedList(ColdTier& tier) {
 
 std::string RetryOrDrop(ColdTier& tier, const json& req, bool retry) {
   auto job = Number(req, "job");
-  if (!job) return Error("EINVAL", "needs \"job\": a failed job's id (gpucachectl cold failed)");
+  if (!job) return Error(EINVAL, "needs \"job\": a failed job's id (gpucachectl cold failed)");
   bool done = retry ? tier.sink().Retry(*job) : tier.sink().Drop(*job);
-  if (!done) return Error("ENOENT", "no failed job " + std::to_string(*job));
+  if (!done) return Error(ENOENT, "no failed job " + std::to_string(*job));
   return Ok(json{{"job", *job}});
 }
 
 }  // namespace
 
-std::string HandleColdRequest(ColdTier& tier, const ColdCaller& who, std::string_view request) {
+std::string HandleColdRequest(ColdTier& tier, const Principal& who, std::string_view request) {
   json req = json::parse(request, nullptr, /*allow_exceptions=*/false);
   if (req.is_discarded() || !req.is_object() || !req.contains("op") || !req["op"].is_string()) {
-    return Error("EINVAL", "request is not a JSON object with an \"op\"");
+    return Error(EINVAL, "request is not a JSON object with an \"op\"");
   }
   std::string op = req["op"];
   if (op == "cold.refill") return req.contains("async") ? RefillAsync(tier, who, req) : Refill(tier, who, req);
@@ -272,11 +260,11 @@ std::string HandleColdRequest(ColdTier& tier, const ColdCaller& who, std::string
                op == "cold.drop" || op == "cold.drain" || op == "cold.retain" ||
                op == "cold.reseal" || op == "cold.purge_tenant";
   if (!known) {
-    return Error("EINVAL", "unknown cold op (known: cold.refill, cold.op, cold.pack, cold.reclaim, "
+    return Error(EINVAL, "unknown cold op (known: cold.refill, cold.op, cold.pack, cold.reclaim, "
                            "cold.report, cold.failed, cold.retry, cold.drop, cold.drain, "
                            "cold.retain, cold.reseal, cold.purge_tenant)");
   }
-  if (!who.admin) return Error("EACCES", kNotAdmin);
+  if (!who.admin) return Error(EACCES, kNotAdmin);
   if (op == "cold.report") return Ok(json{{"cold", StatsJson(tier.Stats())}});
   if (op == "cold.failed") return FailedList(tier);
   if (op == "cold.retry") return RetryOrDrop(tier, req, true);

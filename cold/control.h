@@ -21,14 +21,8 @@
 
 namespace gpucache::cold {
 
-struct ColdCaller {
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  bool admin = false;
-  std::set<std::string> tenants;
-};
-
-std::string HandleColdRequest(ColdTier& tier, const ColdCaller& who, std::string_view request);
+// `who` is established (common/principal.h): its admin flag and tenants decide.
+std::string HandleColdRequest(ColdTier& tier, const Principal& who, std::string_view request);
 
 // Prometheus text for the tier's counters (appended to the daemon's /metrics).
 std::string RenderColdMetrics(const ColdTierStats& s);

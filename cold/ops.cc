@@ -87,7 +87,7 @@ std::string ColdOps::LiveReference(const Sha256& self, const Sha256& object,
   return "";
 }
 
-ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Authorization& who) const {
+ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Principal& who) const {
   ReclaimReport r;
   auto refuse = [&r](std::string why) {
     r.refused = true;

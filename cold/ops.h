@@ -68,13 +68,6 @@ struct ResealReport {
   std::optional<ObjectError> error;  // the request that stopped the walk
 };
 
-struct PackOptions {
-  uint64_t target_bytes = 64ull << 20;  // close a pack at this many payload bytes
-  size_t max_blocks = 1024;             // or this many blocks (<= kMaxManifestEntries)
-  // A full sink: wait up to this long for room (while a drainer uploads) before refusing.
-  uint64_t wait_for_room_ms = 0;
-};
-
 struct PurgeReport {
   bool refused = false;               // the tenant is not retired
   std::string reason;
@@ -103,7 +96,7 @@ class ColdOps {
   ObjectResult<uint64_t> RetentionOf(const Sha256& manifest) const;
 
   ReclaimReport Reclaim(const Sha256& manifest, uint64_t now_unix_ns,
-                        const Authorization& who) const;
+                        const Principal& who) const;
 
   // Packs committed blocks of the hot store (of `tenant`, or all when empty) that have no
   // locator yet and submits them to `sink`, stopping before `byte_budget` payload bytes.

@@ -40,7 +40,7 @@ PurgeReport ColdOps::PurgeTenant(const std::string& tenant, size_t max_manifests
     p.error = manifests.error();
     return p;
   }
-  const Authorization admin{{}, true};
+  const Principal admin{.admin = true};
   size_t reclaimed = 0;
   bool more = false, retained = false;
   for (const ObjectMeta& m : manifests.value()) {

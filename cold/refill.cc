@@ -102,7 +102,7 @@ RefillOutcome Refiller::FetchLegacy(const BlockAddress& a, const Sha256& md, con
   return Missing(a, MissingReason::kAbsent, "manifest does not list the block");
 }
 
-RefillOutcome Refiller::Fetch(const Authorization& who, std::span<const uint8_t> expected,
+RefillOutcome Refiller::Fetch(const Principal& who, std::span<const uint8_t> expected,
                               uint64_t byte_budget) const {
   Result<CacheIdentity> id = DecodePhysicalKey(expected);
   if (!id.ok()) return Refused(RefillStatus::kInvalid, "identity is not a valid GPCK");

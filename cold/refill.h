@@ -33,18 +33,11 @@
 #include "cold/digest.h"
 #include "cold/keyring.h"
 #include "cold/object_store.h"
+#include "common/principal.h"
 #include "store/block_store.h"
 
 namespace gpucache::cold {
 
-// What the daemon established about the caller.
-struct Authorization {
-  std::set<std::string> tenants;  // tenants the caller is a member of
-  bool any_tenant = false;        // an admin
-  bool MayActFor(const std::string& tenant) const {
-    return any_tenant || tenants.count(tenant) > 0;
-  }
-};
 
 enum class RefillStatus : uint8_t { kHit, kMissing, kWrongTenant, kRetired, kInvalid };
 enum class MissingReason : uint8_t {
@@ -91,7 +84,7 @@ class Refiller {
         keys_(std::move(keys)),
         accept_unsealed_(accept_unsealed) {}
 
-  RefillOutcome Fetch(const Authorization& who, std::span<const uint8_t> expected_identity,
+  RefillOutcome Fetch(const Principal& who, std::span<const uint8_t> expected_identity,
                       uint64_t byte_budget) const;
   SealRefusals seal_refusals() const {
     return {unsealed_.load(), unknown_key_.load(), bad_seal_.load()};

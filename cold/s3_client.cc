@@ -87,7 +87,7 @@ ObjectError MakeError(const S3Request& request, const S3Reply& reply, std::strin
 }  // namespace
 
 ObjectResult<std::unique_ptr<S3Client>> S3Client::Create(const S3Options& options) {
-  if (std::string problem = options.Validate(); !problem.empty()) {
+  if (std::string problem = Validate(options); !problem.empty()) {
     return Permanent("InvalidOptions", problem);
   }
   if (CURLcode init = GlobalInit(); init != CURLE_OK) {

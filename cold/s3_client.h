@@ -48,7 +48,7 @@ struct S3Reply;
 
 class S3Client final : public ObjectStore {
  public:
-  // Validates `options` (S3Options::Validate); a bad option is a kPermanent error whose
+  // Validates `options` (Validate, cold/s3_options.h); a bad option is a kPermanent error whose
   // message names the problem. Initializes libcurl once per process. Uses access_key and
   // secret_key as given: the caller applies ApplyEnvironment and LoadCredentialsFile first.
   static ObjectResult<std::unique_ptr<S3Client>> Create(const S3Options& options);

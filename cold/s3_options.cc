@@ -53,7 +53,8 @@ bool IsValidBucketName(const std::string& name) {
   return !LooksLikeIpv4(name);
 }
 
-std::string S3Options::Validate() const {
+std::string Validate(const S3Options& options) {
+  const std::string& endpoint = options.endpoint;
   if (!StartsWith(endpoint, "http://") && !StartsWith(endpoint, "https://")) {
     return "s3 endpoint must start with http:// or https://";
   }
@@ -63,13 +64,17 @@ std::string S3Options::Validate() const {
   if (rest.find_first_of("?#@ ") != std::string_view::npos) {
     return "s3 endpoint must not contain '?', '#', '@' or spaces";
   }
-  if (!IsValidBucketName(bucket)) return "s3 bucket name does not follow the S3 naming rules";
-  if (region.empty()) return "s3 region is empty";
-  if (region.find_first_of(": /") != std::string::npos) return "s3 region contains ':', ' ' or '/'";
-  if (access_key.empty()) return "s3 access key is empty";
-  if (secret_key.empty()) return "s3 secret key is empty";
-  if (connect_timeout_ms == 0) return "s3 connect timeout must be positive";
-  if (transfer_timeout_ms == 0) return "s3 transfer timeout must be positive";
+  if (!IsValidBucketName(options.bucket)) {
+    return "s3 bucket name does not follow the S3 naming rules";
+  }
+  if (options.region.empty()) return "s3 region is empty";
+  if (options.region.find_first_of(": /") != std::string::npos) {
+    return "s3 region contains ':', ' ' or '/'";
+  }
+  if (options.access_key.empty()) return "s3 access key is empty";
+  if (options.secret_key.empty()) return "s3 secret key is empty";
+  if (options.connect_timeout_ms == 0) return "s3 connect timeout must be positive";
+  if (options.transfer_timeout_ms == 0) return "s3 transfer timeout must be positive";
   return "";
 }
 

@@ -19,16 +19,6 @@ struct Sink::Job {
   size_t steps() const { return 2 + pair.decoded.entries.size(); }
 };
 
-std::string SinkLimits::Validate() const {
-  if (max_jobs == 0) return "max_jobs must be at least 1";
-  if (max_bytes == 0) return "max_bytes must be at least 1";
-  if (max_attempts < 1 || max_attempts > 10) return "max_attempts must be 1..10";
-  if (concurrency < 1 || concurrency > 64) return "concurrency must be 1..64";
-  if (backoff_max_ms < backoff_base_ms) return "backoff_max_ms must be >= backoff_base_ms";
-  if (redrive_batch == 0) return "redrive_batch must be at least 1";
-  return "";
-}
-
 std::string_view ToString(Admission a) {
   switch (a) {
     case Admission::kAccepted: return "accepted";

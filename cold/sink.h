@@ -44,20 +44,9 @@
 
 #include "cold/object_store.h"
 #include "cold/pack.h"
+#include "common/cold_options.h"  // SinkLimits
 
 namespace gpucache::cold {
-
-struct SinkLimits {
-  size_t max_jobs = 256;              // pending + in flight + failed
-  uint64_t max_bytes = 1ull << 30;    // object + manifest bytes of those jobs
-  int max_attempts = 5;               // attempts per job before it is failed
-  int concurrency = 4;                // uploads in flight during a drain round
-  uint64_t backoff_base_ms = 500;     // delay after the first temporary error ...
-  uint64_t backoff_max_ms = 10000;    // ... doubling per attempt up to this
-  uint64_t redrive_interval_ms = 30000;  // a temporary failure is re-driven after this; 0: never
-  size_t redrive_batch = 64;          // failed jobs re-driven per Redrive() call
-  std::string Validate() const;       // "" when usable
-};
 
 enum class Admission : uint8_t { kAccepted, kInvalid, kFull };
 std::string_view ToString(Admission a);

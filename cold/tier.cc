@@ -16,14 +16,16 @@ uint64_t NowUnixNs() {
 
 }  // namespace
 
-ColdTier::ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions options)
+ColdTier::ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions options,
+                   std::shared_ptr<SealKeys> keys)
     : store_(store),
       objects_(objects),
       options_(std::move(options)),
+      keys_(std::move(keys)),
       sink_(objects_, options_.prefix, options_.sink),
-      refiller_(objects_, options_.prefix, options_.retired_tenants, options_.keys,
+      refiller_(objects_, options_.prefix, options_.retired_tenants, keys_,
                 options_.accept_unsealed),
-      ops_(objects_, options_.prefix, options_.retired_tenants, options_.keys),
+      ops_(objects_, options_.prefix, options_.retired_tenants, keys_),
       async_(options_.refill_workers, options_.max_refill_ops) {
   if (options_.retention_ns > 0) {
     sink_.SetUploadedHook([this](const PackedPair& p) { RecordRetention(p.manifest_digest); });
@@ -82,7 +84,7 @@ void ColdTier::PackQueued() {
     std::lock_guard lock(mu_);
     batch.swap(queued_);
   }
-  PackBuilder builder(options_.prefix, options_.keys->Get());
+  PackBuilder builder(options_.prefix, keys_->Get());
   auto flush = [&] {
     if (builder.count() == 0) return;
     size_t n = builder.count();
@@ -134,7 +136,7 @@ BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
 
 DrainReport ColdTier::DrainNow() { return sink_.Drain(); }
 
-RefillResult ColdTier::Refill(const Authorization& who, std::span<const uint8_t> identity,
+RefillResult ColdTier::Refill(const Principal& who, std::span<const uint8_t> identity,
                               uint64_t byte_budget, Owner owner) {
   refills_++;
   RefillResult r;

@@ -28,27 +28,10 @@
 #include "cold/ops.h"
 #include "cold/refill.h"
 #include "cold/sink.h"
+#include "common/cold_options.h"  // ColdTierOptions
 #include "store/block_store.h"
 
 namespace gpucache::cold {
-
-enum class WriteBack : uint8_t { kAfterCommit, kManual };
-
-struct ColdTierOptions {
-  std::string prefix = "gpucache/";       // key prefix in the bucket ("" or ends with '/')
-  WriteBack write_back = WriteBack::kAfterCommit;
-  PackOptions pack;
-  SinkLimits sink;
-  uint64_t flush_interval_ms = 2000;      // pack what is queued at least this often
-  size_t max_queued_commits = 65536;      // addresses waiting to be packed
-  uint64_t refill_budget_bytes = 256ull << 20;  // default and ceiling per refill request
-  std::set<std::string> retired_tenants;  // never packed, never refilled
-  uint64_t retention_ns = 0;              // each new manifest is kept this long (0: no record)
-  size_t refill_workers = 4;              // threads running asynchronous refills
-  size_t max_refill_ops = 256;            // refills queued, running or finished and not taken
-  std::shared_ptr<SealKeys> keys;         // seals new objects, verifies refills (required)
-  bool accept_unsealed = false;           // refill v1 locators / v3 manifests (docs/cold-tier.md)
-};
 
 struct ColdTierStats {
   SinkStats sink;
@@ -70,8 +53,10 @@ struct RefillResult {
 
 class ColdTier {
  public:
-  // `store` and `objects` are borrowed and must outlive the tier.
-  ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions options);
+  // `store` and `objects` are borrowed and must outlive the tier. `keys` seal new objects and
+  // verify refills (required; the daemon swaps their keyring on a reload).
+  ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions options,
+           std::shared_ptr<SealKeys> keys);
   ~ColdTier();
 
   // Starts the background thread (write-back and draining). Idempotent.
@@ -91,7 +76,7 @@ class ColdTier {
   DrainReport DrainNow();
   // Fetches a block for an authorized caller and commits it to the hot store as `owner`.
   // `byte_budget` is capped at the configured refill budget.
-  RefillResult Refill(const Authorization& who, std::span<const uint8_t> identity,
+  RefillResult Refill(const Principal& who, std::span<const uint8_t> identity,
                       uint64_t byte_budget, Owner owner);
 
   // Told (on the refilling thread) of each block a refill committed to the hot store.
@@ -112,6 +97,7 @@ class ColdTier {
   BlockStore& store_;
   CountingObjectStore objects_;
   const ColdTierOptions options_;
+  const std::shared_ptr<SealKeys> keys_;
   Sink sink_;
   Refiller refiller_;
   ColdOps ops_;

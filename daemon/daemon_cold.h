@@ -23,11 +23,12 @@ class DaemonCold {
  public:
   // nullptr (and *error says why, naming the key or variable) when the options are unusable.
   // Makes no request: an unreachable object store must not stop the hot tier from mounting.
-  static std::unique_ptr<DaemonCold> Create(const ColdConfig& config, BlockStore& store,
+  static std::unique_ptr<DaemonCold> Create(const cold::ColdOptions& config, BlockStore& store,
                                             std::string* error);
   // What Create checks of the options, the environment and the credentials file, without a
   // store: start-up and --check-config refuse a bad [cold] before touching any data directory.
-  static std::optional<cold::S3Options> CheckOptions(const ColdConfig& config, std::string* error);
+  static std::optional<cold::S3Options> CheckOptions(const cold::ColdOptions& config,
+                                                      std::string* error);
   ~DaemonCold();
 
   // Before the mount serves: the control extension and the commit observer.

@@ -20,7 +20,7 @@ void AccessPolicy::Replace(const Config& config) {
   rules_.store(RulesOf(config), std::memory_order_release);
 }
 
-bool AccessPolicy::Matches(const Caller& caller, const std::vector<uint32_t>& uids,
+bool AccessPolicy::Matches(const Principal& caller, const std::vector<uint32_t>& uids,
                            const std::vector<uint32_t>& gids) {
   auto has = [](const std::vector<uint32_t>& v, uint32_t x) {
     return std::find(v.begin(), v.end(), x) != v.end();
@@ -33,11 +33,11 @@ bool AccessPolicy::Matches(const Caller& caller, const std::vector<uint32_t>& ui
   return false;
 }
 
-bool AccessPolicy::IsAdmin(const Rules& r, const Caller& caller) {
+bool AccessPolicy::IsAdmin(const Rules& r, const Principal& caller) {
   return Matches(caller, r.admin_uids, r.admin_gids);
 }
 
-bool AccessPolicy::IsAdmin(const Caller& caller) const { return IsAdmin(*rules(), caller); }
+bool AccessPolicy::IsAdmin(const Principal& caller) const { return IsAdmin(*rules(), caller); }
 
 bool AccessPolicy::IsTenant(std::string_view tenant) const {
   auto r = rules();
@@ -55,7 +55,16 @@ std::optional<TenantConfig> AccessPolicy::Tenant(std::string_view name) const {
   return std::nullopt;
 }
 
-bool AccessPolicy::MayUseTenant(const Caller& caller, std::string_view tenant) const {
+Principal AccessPolicy::Establish(const Principal& caller) const {
+  auto r = rules();
+  Principal p{caller.uid, caller.gid, nullptr, IsAdmin(*r, caller), {}};
+  for (const TenantConfig& t : r->tenants) {
+    if (p.admin || Matches(caller, t.uids, t.gids)) p.tenants.insert(t.name);
+  }
+  return p;
+}
+
+bool AccessPolicy::MayUseTenant(const Principal& caller, std::string_view tenant) const {
   auto r = rules();  // one snapshot for the whole decision
   for (const TenantConfig& t : r->tenants) {
     if (t.name == tenant) return Matches(caller, t.uids, t.gids) || IsAdmin(*r, caller);

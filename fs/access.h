@@ -19,26 +19,22 @@
 #include <string_view>
 #include <vector>
 
+#include "common/principal.h"
 #include "fs/config.h"
 
 namespace gpucache {
-
-struct Caller {
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  // Supplementary groups, fetched only when uid and primary gid did not decide (it costs a read
-  // of /proc). May be empty.
-  std::function<std::vector<uint32_t>()> supplementary_groups;
-};
 
 class AccessPolicy {
  public:
   explicit AccessPolicy(const Config& config);
 
-  bool IsAdmin(const Caller& caller) const;
+  bool IsAdmin(const Principal& caller) const;
   // Member of `tenant`, or an admin. False for tenants that are not configured.
-  bool MayUseTenant(const Caller& caller, std::string_view tenant) const;
+  bool MayUseTenant(const Principal& caller, std::string_view tenant) const;
   bool IsTenant(std::string_view tenant) const;
+  // `caller` established for a module that authorizes by it (common/principal.h): admin, and
+  // every configured tenant it may use, from one snapshot of the rules; no groups reader.
+  Principal Establish(const Principal& caller) const;
   // The configured tenants, sorted by name (a copy: a reload may replace them meanwhile).
   std::vector<TenantConfig> tenants() const;
   std::optional<TenantConfig> Tenant(std::string_view name) const;
@@ -51,9 +47,9 @@ class AccessPolicy {
     std::vector<uint32_t> admin_uids, admin_gids;
   };
   static std::shared_ptr<const Rules> RulesOf(const Config& config);
-  static bool Matches(const Caller& caller, const std::vector<uint32_t>& uids,
+  static bool Matches(const Principal& caller, const std::vector<uint32_t>& uids,
                       const std::vector<uint32_t>& gids);
-  static bool IsAdmin(const Rules& r, const Caller& caller);
+  static bool IsAdmin(const Rules& r, const Principal& caller);
   std::shared_ptr<const Rules> rules() const { return rules_.load(std::memory_order_acquire); }
   std::atomic<std::shared_ptr<const Rules>> rules_;
 };

@@ -14,6 +14,7 @@ namespace gpucache {
 namespace {
 
 constexpr double kMaxLeaseSeconds = 365.0 * 86400;
+constexpr double kMs = 1e3, kNs = 1e9;  // units per second
 
 constexpr char kDefaultConfig[] = R"(# gpucachefs configuration (docs/configuration.md lists every key).
 
@@ -186,67 +187,91 @@ class Reader {
     return static_cast<uint64_t>(v);
   }
 
-  // `max` keeps the value within what its users convert it to (milliseconds in 32 bits,
-  // nanoseconds in 64).
-  double Seconds(const toml::table& t, const char* key, double def, bool zero_ok, double max) const {
-    double v = Get<double>(t, key, std::string("cold.") + key, def);
-    if (v < 0 || (!zero_ok && v == 0) || v > max) {
-      Fail(std::string("cold.") + key, std::string(zero_ok ? "must be >= 0" : "must be > 0") +
+  // A number of seconds in the file as `unit`s (1000: milliseconds, 1e9: nanoseconds),
+  // rounded to the nearest. `max` (seconds) keeps it within what its users hold it in (32 bits
+  // of milliseconds, 64 of nanoseconds); without `zero_ok` it must be at least one unit, so
+  // the effective configuration prints a value that parses again.
+  uint64_t Seconds(const toml::table& t, const char* key, uint64_t def, double unit, bool zero_ok,
+                   double max) const {
+    double v = Get<double>(t, key, std::string("cold.") + key, static_cast<double>(def) / unit);
+    uint64_t units = v >= 0 && v <= max ? static_cast<uint64_t>(std::llround(v * unit)) : 0;
+    if (v < 0 || (!zero_ok && units == 0) || v > max) {
+      Fail(std::string("cold.") + key, std::string(zero_ok ? "must be >= 0" : "must be at least 0.001") +
                                            " and at most " + std::to_string(int64_t(max)) + " seconds");
     }
-    return v;
+    return units;
   }
 
-  ColdConfig ReadCold(const toml::table& t) const {
+  // [cold] into the tier's own options (common/cold_options.h): seconds in the file become
+  // the milliseconds and nanoseconds the tier runs on, here and nowhere else.
+  cold::ColdOptions ReadCold(const toml::table& t) const {
     OnlyKeys(t, "cold.", {"enabled", "endpoint", "bucket", "region", "credentials_file", "prefix",
                           "write_back", "pack_target_bytes", "pack_max_blocks", "flush_interval",
                           "max_jobs", "max_bytes", "concurrency", "refill_budget_bytes",
                           "connect_timeout", "transfer_timeout", "retention", "retired_tenants",
                           "max_attempts", "retry_base_delay", "retry_max_delay",
                           "redrive_interval", "refill_workers", "keyring_file", "accept_unsealed"});
-    ColdConfig c;
+    cold::ColdOptions c;
     c.enabled = Get<bool>(t, "enabled", "cold.enabled", c.enabled);
-    c.endpoint = Get<std::string>(t, "endpoint", "cold.endpoint", c.endpoint);
-    c.bucket = Get<std::string>(t, "bucket", "cold.bucket", c.bucket);
-    c.region = Get<std::string>(t, "region", "cold.region", c.region);
-    c.credentials_file = Get<std::string>(t, "credentials_file", "cold.credentials_file", "");
-    c.prefix = Get<std::string>(t, "prefix", "cold.prefix", c.prefix);
-    bool prefix_ok = c.prefix.size() <= 128 && (c.prefix.empty() || c.prefix.back() == '/');
-    for (char ch : c.prefix) {
-      prefix_ok &= (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '/' ||
-                   ch == '-' || ch == '_' || ch == '.';
-    }
-    if (!prefix_ok) Fail("cold.prefix", "empty, or [a-z0-9/._-] ending with '/' (<= 128)");
-    c.write_back = Get<std::string>(t, "write_back", "cold.write_back", c.write_back);
-    if (c.write_back != "after-commit" && c.write_back != "manual") {
-      Fail("cold.write_back", "must be \"after-commit\" or \"manual\"");
-    }
-    c.pack_target_bytes = Positive(t, "pack_target_bytes", c.pack_target_bytes, 1ull << 40);
-    c.pack_max_blocks = Positive(t, "pack_max_blocks", c.pack_max_blocks, 4096);
-    c.flush_interval = Seconds(t, "flush_interval", c.flush_interval, false, 3600);
-    c.max_jobs = Positive(t, "max_jobs", c.max_jobs, 1u << 20);
-    c.max_bytes = Positive(t, "max_bytes", c.max_bytes, 1ull << 50);
-    c.concurrency = Positive(t, "concurrency", c.concurrency, 64);
-    c.refill_budget_bytes = Positive(t, "refill_budget_bytes", c.refill_budget_bytes, 1ull << 40);
-    c.max_attempts = Positive(t, "max_attempts", c.max_attempts, 10);
-    c.retry_base_delay = Seconds(t, "retry_base_delay", c.retry_base_delay, true, 600);
-    c.retry_max_delay = Seconds(t, "retry_max_delay", c.retry_max_delay, true, 3600);
-    if (c.retry_max_delay < c.retry_base_delay) Fail("cold.retry_max_delay", "must be >= retry_base_delay");
-    c.redrive_interval = Seconds(t, "redrive_interval", c.redrive_interval, true, 86400);
-    c.refill_workers = Positive(t, "refill_workers", c.refill_workers, 64);
-    c.connect_timeout = Seconds(t, "connect_timeout", c.connect_timeout, false, 3600);
-    c.transfer_timeout = Seconds(t, "transfer_timeout", c.transfer_timeout, false, 3600);
-    c.retention = Seconds(t, "retention", c.retention, true, 10 * kMaxLeaseSeconds);
-    if (t.contains("retired_tenants")) c.retired_tenants = Strings(t, "retired_tenants");
-    for (const std::string& r : c.retired_tenants) {
-      if (!IsValidTenantName(r)) Fail("cold.retired_tenants", "lists an invalid tenant name");
-    }
+    ReadS3(t, c.s3);
+    ReadTier(t, c.tier);
     c.keyring_file = Get<std::string>(t, "keyring_file", "cold.keyring_file", "");
-    c.accept_unsealed = Get<bool>(t, "accept_unsealed", "cold.accept_unsealed", c.accept_unsealed);
     if (c.enabled && c.keyring_file.empty()) {
       Fail("cold.keyring_file", "is required when the cold tier is enabled (objects are sealed)");
     }
     return c;
+  }
+
+  void ReadS3(const toml::table& t, cold::S3Options& s3) const {
+    s3.endpoint = Get<std::string>(t, "endpoint", "cold.endpoint", s3.endpoint);
+    s3.bucket = Get<std::string>(t, "bucket", "cold.bucket", s3.bucket);
+    s3.region = Get<std::string>(t, "region", "cold.region", s3.region);
+    s3.credentials_file = Get<std::string>(t, "credentials_file", "cold.credentials_file", "");
+    s3.connect_timeout_ms = static_cast<uint32_t>(
+        Seconds(t, "connect_timeout", s3.connect_timeout_ms, kMs, false, 3600));
+    s3.transfer_timeout_ms = static_cast<uint32_t>(
+        Seconds(t, "transfer_timeout", s3.transfer_timeout_ms, kMs, false, 3600));
+  }
+
+  void ReadTier(const toml::table& t, cold::ColdTierOptions& o) const {
+    o.prefix = Get<std::string>(t, "prefix", "cold.prefix", o.prefix);
+    bool prefix_ok = o.prefix.size() <= 128 && (o.prefix.empty() || o.prefix.back() == '/');
+    for (char ch : o.prefix) {
+      prefix_ok &= (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '/' ||
+                   ch == '-' || ch == '_' || ch == '.';
+    }
+    if (!prefix_ok) Fail("cold.prefix", "empty, or [a-z0-9/._-] ending with '/' (<= 128)");
+    std::string write_back = Get<std::string>(t, "write_back", "cold.write_back",
+                                              std::string(ToString(o.write_back)));
+    if (write_back != "after-commit" && write_back != "manual") {
+      Fail("cold.write_back", "must be \"after-commit\" or \"manual\"");
+    }
+    o.write_back = write_back == "manual" ? cold::WriteBack::kManual : cold::WriteBack::kAfterCommit;
+    o.pack.target_bytes = Positive(t, "pack_target_bytes", o.pack.target_bytes, 1ull << 40);
+    o.pack.max_blocks = Positive(t, "pack_max_blocks", o.pack.max_blocks, 4096);
+    o.flush_interval_ms = Seconds(t, "flush_interval", o.flush_interval_ms, kMs, false, 3600);
+    o.sink.max_jobs = Positive(t, "max_jobs", o.sink.max_jobs, 1u << 20);
+    o.sink.max_bytes = Positive(t, "max_bytes", o.sink.max_bytes, 1ull << 50);
+    o.sink.concurrency = static_cast<int>(Positive(t, "concurrency", o.sink.concurrency, 64));
+    o.refill_budget_bytes = Positive(t, "refill_budget_bytes", o.refill_budget_bytes, 1ull << 40);
+    o.sink.max_attempts = static_cast<int>(Positive(t, "max_attempts", o.sink.max_attempts, 10));
+    o.sink.backoff_base_ms = Seconds(t, "retry_base_delay", o.sink.backoff_base_ms, kMs, true, 600);
+    o.sink.backoff_max_ms = Seconds(t, "retry_max_delay", o.sink.backoff_max_ms, kMs, true, 3600);
+    if (o.sink.backoff_max_ms < o.sink.backoff_base_ms) {
+      Fail("cold.retry_max_delay", "must be >= retry_base_delay");
+    }
+    o.sink.redrive_interval_ms =
+        Seconds(t, "redrive_interval", o.sink.redrive_interval_ms, kMs, true, 86400);
+    o.refill_workers = Positive(t, "refill_workers", o.refill_workers, 64);
+    o.retention_ns = Seconds(t, "retention", o.retention_ns, kNs, true, 10 * kMaxLeaseSeconds);
+    if (t.contains("retired_tenants")) {
+      std::vector<std::string> retired = Strings(t, "retired_tenants");
+      for (const std::string& r : retired) {
+        if (!IsValidTenantName(r)) Fail("cold.retired_tenants", "lists an invalid tenant name");
+      }
+      o.retired_tenants = {retired.begin(), retired.end()};
+    }
+    o.accept_unsealed = Get<bool>(t, "accept_unsealed", "cold.accept_unsealed", o.accept_unsealed);
   }
 
   Config Build() const {
@@ -396,6 +421,36 @@ ResourceLimits ResourceLimitsOf(const Config& config) {
   return limits;
 }
 
+namespace {
+
+// [cold] as the file gives it: seconds, not the tier's milliseconds; never the keys.
+toml::table ColdTable(const cold::ColdOptions& k) {
+  const cold::ColdTierOptions& t = k.tier;
+  auto seconds = [](uint64_t ms) { return static_cast<double>(ms) / kMs; };
+  toml::array retired;
+  for (const std::string& r : t.retired_tenants) retired.push_back(r);
+  return toml::table{
+      {"enabled", k.enabled}, {"endpoint", k.s3.endpoint}, {"bucket", k.s3.bucket},
+      {"region", k.s3.region}, {"credentials_file", k.s3.credentials_file}, {"prefix", t.prefix},
+      {"write_back", std::string(ToString(t.write_back))},
+      {"pack_target_bytes", int64_t(t.pack.target_bytes)},
+      {"pack_max_blocks", int64_t(t.pack.max_blocks)},
+      {"flush_interval", seconds(t.flush_interval_ms)}, {"max_jobs", int64_t(t.sink.max_jobs)},
+      {"max_bytes", int64_t(t.sink.max_bytes)}, {"concurrency", int64_t(t.sink.concurrency)},
+      {"max_attempts", int64_t(t.sink.max_attempts)},
+      {"retry_base_delay", seconds(t.sink.backoff_base_ms)},
+      {"retry_max_delay", seconds(t.sink.backoff_max_ms)},
+      {"redrive_interval", seconds(t.sink.redrive_interval_ms)},
+      {"refill_workers", int64_t(t.refill_workers)},
+      {"refill_budget_bytes", int64_t(t.refill_budget_bytes)},
+      {"connect_timeout", seconds(k.s3.connect_timeout_ms)},
+      {"transfer_timeout", seconds(k.s3.transfer_timeout_ms)},
+      {"retention", static_cast<double>(t.retention_ns) / kNs}, {"retired_tenants", retired},
+      {"keyring_file", k.keyring_file}, {"accept_unsealed", t.accept_unsealed}};
+}
+
+}  // namespace
+
 std::string EffectiveConfigText(const Config& c) {
   auto ids = [](const std::vector<uint32_t>& v) {
     toml::array a;
@@ -432,22 +487,7 @@ std::string EffectiveConfigText(const Config& c) {
   root.insert("fuse", toml::table{{"entry_timeout", c.entry_timeout},
                                   {"negative_timeout", c.negative_timeout},
                                   {"permissions", c.permissions}});
-  const ColdConfig& k = c.cold;
-  toml::array retired;
-  for (const std::string& r : k.retired_tenants) retired.push_back(r);
-  root.insert("cold", toml::table{
-      {"enabled", k.enabled}, {"endpoint", k.endpoint}, {"bucket", k.bucket},
-      {"region", k.region}, {"credentials_file", k.credentials_file}, {"prefix", k.prefix},
-      {"write_back", k.write_back}, {"pack_target_bytes", int64_t(k.pack_target_bytes)},
-      {"pack_max_blocks", int64_t(k.pack_max_blocks)}, {"flush_interval", k.flush_interval},
-      {"max_jobs", int64_t(k.max_jobs)}, {"max_bytes", int64_t(k.max_bytes)},
-      {"concurrency", int64_t(k.concurrency)}, {"max_attempts", int64_t(k.max_attempts)},
-      {"retry_base_delay", k.retry_base_delay}, {"retry_max_delay", k.retry_max_delay},
-      {"redrive_interval", k.redrive_interval}, {"refill_workers", int64_t(k.refill_workers)},
-      {"refill_budget_bytes", int64_t(k.refill_budget_bytes)},
-      {"connect_timeout", k.connect_timeout}, {"transfer_timeout", k.transfer_timeout},
-      {"retention", k.retention}, {"retired_tenants", retired},
-      {"keyring_file", k.keyring_file}, {"accept_unsealed", k.accept_unsealed}});
+  root.insert("cold", ColdTable(c.cold));
   std::ostringstream out;
   out << "# effective configuration (0: unlimited)\n" << root << "\n";
   return out.str();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cold_options.h"
 #include "store/limits.h"
 
 namespace gpucache {
@@ -22,37 +23,6 @@ struct TenantConfig {
   std::vector<uint32_t> uids;   // callers with one of these uids are members
   std::vector<uint32_t> gids;   // ... or with one of these as primary or supplementary group
   Limits limits;                // this tenant's own limits (0: none)
-};
-
-// [cold]: the optional S3 cold tier (docs/cold-tier.md). Plain data: fs/ does not include
-// cold/; the daemon's main turns this into the cold tier's options. Keys are never read from
-// this file: they come from credentials_file or the GPUCACHE_S3_* environment.
-struct ColdConfig {
-  bool enabled = false;
-  std::string endpoint;                       // http(s)://host:port (or GPUCACHE_S3_ENDPOINT)
-  std::string bucket;                         // or GPUCACHE_S3_BUCKET
-  std::string region = "us-east-1";           // SigV4 signing region
-  std::string credentials_file;               // access_key=/secret_key= lines; re-read on SIGHUP
-  std::string prefix = "gpucache/";           // key prefix in the bucket
-  std::string write_back = "after-commit";    // after-commit (background) or manual
-  uint64_t pack_target_bytes = 64ull << 20;   // close a pack at this many payload bytes
-  uint64_t pack_max_blocks = 1024;            // ... or this many blocks
-  double flush_interval = 2.0;                // seconds between write-back rounds
-  uint64_t max_jobs = 256;                    // sink: pending + failed jobs
-  uint64_t max_bytes = 1ull << 30;            // sink: pending + failed bytes
-  uint64_t concurrency = 4;                   // uploads in flight
-  uint64_t max_attempts = 5;                  // sink: attempts per job before the failed queue
-  double retry_base_delay = 0.5;              // seconds: backoff after the first failure ...
-  double retry_max_delay = 10.0;              // ... doubling up to this (jittered)
-  double redrive_interval = 30.0;             // seconds: failed (temporary) jobs retried; 0: never
-  uint64_t refill_workers = 4;                // threads running asynchronous refills
-  uint64_t refill_budget_bytes = 256ull << 20;  // default and ceiling per refill request
-  double connect_timeout = 2.0;               // seconds
-  double transfer_timeout = 30.0;             // seconds, whole request
-  double retention = 0;                       // seconds each new manifest is retained
-  std::vector<std::string> retired_tenants;   // never packed, never refilled
-  std::string keyring_file;                   // seal keys (required when enabled); SIGHUP re-reads
-  bool accept_unsealed = false;               // refill unsealed (v1 locator / v3 manifest) objects
 };
 
 struct Config {
@@ -74,7 +44,9 @@ struct Config {
   // (default_permissions) and may cache tenant entries too (adr/0009).
   std::string permissions = "daemon";
   bool KernelPermissions() const { return permissions == "kernel"; }
-  ColdConfig cold;
+  // [cold]: the optional S3 cold tier (docs/cold-tier.md), in the type the tier itself takes
+  // (common/cold_options.h; fs/ does not include cold/). Keys are never read from this file.
+  cold::ColdOptions cold;
 };
 
 // The store's limits: the global ones and every tenant's.

@@ -1,10 +1,9 @@
 #include "fs/control.h"
 
-#include <string.h>
-
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/control_protocol.h"
 #include "fs/errno_map.h"
 #include "fs/log.h"
 
@@ -13,22 +12,14 @@ namespace {
 
 using nlohmann::json;
 
-// Replies may echo what the caller sent; invalid UTF-8 is replaced rather than thrown on (a
-// throw here would take the daemon down: found by fuzz_control).
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+using control_protocol::Error;
+using control_protocol::kNotAdmin;
+using control_protocol::Number;
+using control_protocol::Ok;
 
-std::string Error(const char* err, const std::string& message) {
-  return Dump(json{{"ok", false}, {"errno", err}, {"error", message}}) + "\n";
-}
-
+// A store refusal: its errno from the one map (fs/errno_map.cc), its status named in the text.
 std::string Error(StatusCode code, const std::string& message) {
-  const char* name = strerrorname_np(ToErrno(code));
-  return Error(name ? name : "EIO", message + ": " + std::string(ToString(code)));
-}
-
-std::string Ok(json body = json::object()) {
-  body["ok"] = true;
-  return Dump(body) + "\n";
+  return Error(ToErrno(code), message + ": " + std::string(ToString(code)));
 }
 
 // Ordered: the stats file lists the counters in this order, holdings first.
@@ -72,11 +63,6 @@ std::optional<BlockAddress> ParsePath(const json& req) {
   return addr;
 }
 
-std::optional<uint64_t> Number(const json& req, const char* key) {
-  if (!req.contains(key) || !req[key].is_number_unsigned()) return std::nullopt;
-  return req[key].get<uint64_t>();
-}
-
 // At most `max` printable ASCII characters of something a caller sent, for an error message.
 std::string Printable(const std::string& s, size_t max = 64) {
   std::string out;
@@ -92,16 +78,15 @@ std::string BadPath(const std::string& op, const json& req) {
     given = p.is_string() ? "\"" + Printable(p.get<std::string>(), 512) + "\""
                           : "a " + std::string(p.type_name());
   }
-  return Error("EINVAL", op + " needs \"path\": \"TENANT/NAMESPACE/BLOCK\" (a block path relative "
+  return Error(EINVAL, op + " needs \"path\": \"TENANT/NAMESPACE/BLOCK\" (a block path relative "
                          "to the mount); it was given " + given);
 }
 
-constexpr char kNotAdmin[] = "this request needs an admin (see [admins] in the configuration)";
 constexpr char kNotMember[] = "caller is not a member of the block's tenant";
 
 }  // namespace
 
-std::string ControlPlane::StatsText(const Caller& c) {
+std::string ControlPlane::StatsText(const Principal& c) {
   StoreStats stats = store_.Stats();
   std::ostringstream out;
   out << "epoch " << stats.epoch << (stats.draining ? " draining" : "") << "\n";
@@ -121,7 +106,7 @@ void ControlPlane::AddExtension(std::string prefix, ControlExtension extension) 
 
 std::string ControlPlane::EpochText() { return std::to_string(store_.Epoch()) + "\n"; }
 
-std::string ControlPlane::QuarantineText(const Caller& c) {
+std::string ControlPlane::QuarantineText(const Principal& c) {
   std::ostringstream out;
   for (const QuarantineInfo& q : store_.ListQuarantine()) {
     if (!access_.MayUseTenant(c, q.address.tenant)) continue;
@@ -147,26 +132,26 @@ ActionLog LogLevelOf(const std::string& op) {
   return op == "cold.refill" ? ActionLog::kDebug : ActionLog::kNone;
 }
 
-std::string ControlPlane::Handle(const Caller& c, std::string_view request) {
+std::string ControlPlane::Handle(const Principal& c, std::string_view request) {
   json req = json::parse(request, nullptr, /*allow_exceptions=*/false);
   std::string reply = Dispatch(c, req, request);
   if (!req.is_object() || !req.contains("op") || !req["op"].is_string()) return reply;
   ActionLog level = LogLevelOf(req["op"].get<std::string>());
   if (level == ActionLog::kNone) return reply;
   // The request as JSON (control characters escaped, at most 512 bytes), the reply as sent.
-  std::string what = Dump(req).substr(0, 512);
+  std::string what = control_protocol::Json(req).substr(0, 512);
   std::string outcome = reply.substr(0, reply.find_last_not_of('\n') + 1);
   spdlog::log(level == ActionLog::kInfo ? spdlog::level::info : spdlog::level::debug,
               "control: uid {} gid {} asked {} -> {}", c.uid, c.gid, what, outcome);
   return reply;
 }
 
-std::string ControlPlane::Dispatch(const Caller& c, const json& req, std::string_view request) {
+std::string ControlPlane::Dispatch(const Principal& c, const json& req, std::string_view request) {
   if (req.is_discarded() || !req.is_object()) {
-    return Error("EINVAL", "request is not a JSON object");
+    return Error(EINVAL, "request is not a JSON object");
   }
   if (!req.contains("op") || !req["op"].is_string()) {
-    return Error("EINVAL", "request needs a string field \"op\"");
+    return Error(EINVAL, "request needs a string field \"op\"");
   }
   std::string op = req["op"];
   if (op == "lookup") return Lookup(c, req);
@@ -181,33 +166,29 @@ std::string ControlPlane::Dispatch(const Caller& c, const json& req, std::string
   if (op == "isolate") return Isolate(c, req);
   for (const auto& [prefix, extension] : extensions_) {
     if (op.rfind(prefix, 0) != 0) continue;
-    ExtensionCaller who{c.uid, c.gid, access_.IsAdmin(c), {}};
-    for (const TenantConfig& t : access_.tenants()) {
-      if (access_.MayUseTenant(c, t.name)) who.tenants.push_back(t.name);
-    }
-    return extension(who, request);
+    return extension(access_.Establish(c), request);
   }
   // Without [cold] enabled = true the daemon registers no cold.* extension: say so, rather
   // than "unknown op", to whoever typed `gpucachectl cold ...`.
   if (op.rfind("cold.", 0) == 0) {
-    return Error("ENOTSUP", "the cold tier is not enabled on this mount (set [cold] enabled = "
+    return Error(ENOTSUP, "the cold tier is not enabled on this mount (set [cold] enabled = "
                             "true in the configuration; docs/cold-tier.md)");
   }
-  return Error("EINVAL", "unknown op '" + Printable(op) +
+  return Error(EINVAL, "unknown op '" + Printable(op) +
                              "' (known: lookup, status, quarantine, fence, reclaim, drain, evict, "
                              "pin, unpin, isolate)");
 }
 
-std::string ControlPlane::Lookup(const Caller& c, const json& req) {
+std::string ControlPlane::Lookup(const Principal& c, const json& req) {
   if (!req.contains("identity") || !req["identity"].is_string()) {
-    return Error("EINVAL", "lookup needs \"identity\": the hex of the canonical identity (GPCK)");
+    return Error(EINVAL, "lookup needs \"identity\": the hex of the canonical identity (GPCK)");
   }
   auto bytes = HexDecode(req["identity"].get<std::string>());
-  if (!bytes) return Error("EINVAL", "identity is not hex");
+  if (!bytes) return Error(EINVAL, "identity is not hex");
   Result<CacheIdentity> id = DecodePhysicalKey(*bytes);
-  if (!id.ok()) return Error("EINVAL", "identity does not decode as a valid GPCK v1");
+  if (!id.ok()) return Error(EINVAL, "identity does not decode as a valid GPCK v1");
   if (!access_.MayUseTenant(c, id->tenant)) {
-    return Error("EACCES", "caller is not a member of the identity's tenant");
+    return Error(EACCES, "caller is not a member of the identity's tenant");
   }
   LookupResult r = store_.Lookup(id.value());
   json reply{{"result", ToString(r.kind)}};
@@ -220,7 +201,7 @@ std::string ControlPlane::Lookup(const Caller& c, const json& req) {
   return Ok(reply);
 }
 
-std::string ControlPlane::Status(const Caller& c) {
+std::string ControlPlane::Status(const Principal& c) {
   StoreStats stats = store_.Stats();
   json tenants = json::object();
   for (const TenantConfig& t : access_.tenants()) {
@@ -236,7 +217,7 @@ std::string ControlPlane::Status(const Caller& c) {
   return Ok(reply);
 }
 
-std::string ControlPlane::Quarantine(const Caller& c) {
+std::string ControlPlane::Quarantine(const Principal& c) {
   json list = json::array();
   for (const QuarantineInfo& q : store_.ListQuarantine()) {
     if (access_.MayUseTenant(c, q.address.tenant)) list.push_back(QuarantineJson(q));
@@ -244,16 +225,16 @@ std::string ControlPlane::Quarantine(const Caller& c) {
   return Ok({{"quarantine", list}});
 }
 
-std::string ControlPlane::Fence(const Caller& c) {
-  if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+std::string ControlPlane::Fence(const Principal& c) {
+  if (!access_.IsAdmin(c)) return Error(EACCES, kNotAdmin);
   Result<uint64_t> epoch = store_.Fence();
   if (!epoch.ok()) return Error(epoch.status(), "the new epoch could not be persisted");
   return Ok({{"epoch", epoch.value()}});
 }
 
-std::string ControlPlane::Reclaim(const Caller& c, const json& req) {
+std::string ControlPlane::Reclaim(const Principal& c, const json& req) {
   if (auto epoch = Number(req, "fenced")) {
-    if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+    if (!access_.IsAdmin(c)) return Error(EACCES, kNotAdmin);
     Result<uint64_t> n = store_.ReclaimFenced(*epoch);
     if (!n.ok()) {
       return Error(n.status(), "reclaim --fenced needs the current epoch, " +
@@ -265,23 +246,23 @@ std::string ControlPlane::Reclaim(const Caller& c, const json& req) {
     Result<QuarantineInfo> q = store_.StatQuarantine(*region);
     // Not found and not yours look the same: a region id says nothing about other tenants.
     if (!q.ok() || !access_.MayUseTenant(c, q->address.tenant)) {
-      return Error("ENOENT", "no quarantined region " + std::to_string(*region) + " of yours");
+      return Error(ENOENT, "no quarantined region " + std::to_string(*region) + " of yours");
     }
     StatusCode s = store_.ReclaimDrained(*region);
     if (s != StatusCode::kOk) return Error(s, "the daemon still has a handle open on it");
     return Ok({{"reclaimed", 1}, {"region", *region}});
   }
-  return Error("EINVAL", "reclaim needs \"fenced\": EPOCH or \"drained\": REGION");
+  return Error(EINVAL, "reclaim needs \"fenced\": EPOCH or \"drained\": REGION");
 }
 
-std::string ControlPlane::Drain(const Caller& c, const json& req) {
-  if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+std::string ControlPlane::Drain(const Principal& c, const json& req) {
+  if (!access_.IsAdmin(c)) return Error(EACCES, kNotAdmin);
   std::string action = req.value("action", std::string("start"));
   DrainAction a;
   if (action == "start") a = DrainAction::kStart;
   else if (action == "finish") a = DrainAction::kFinish;
   else if (action == "rollback") a = DrainAction::kRollback;
-  else return Error("EINVAL", "drain action is start, finish or rollback");
+  else return Error(EINVAL, "drain action is start, finish or rollback");
   StatusCode s = store_.Drain(a);
   if (s != StatusCode::kOk) {
     return Error(s, action == "rollback" ? "rollback needs a drain that has not finished"
@@ -291,8 +272,8 @@ std::string ControlPlane::Drain(const Caller& c, const json& req) {
   return Ok({{"draining", st.draining}, {"epoch", st.epoch}});
 }
 
-std::string ControlPlane::Evict(const Caller& c, const json& req) {
-  if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+std::string ControlPlane::Evict(const Principal& c, const json& req) {
+  if (!access_.IsAdmin(c)) return Error(EACCES, kNotAdmin);
   auto a = ParsePath(req);
   if (!a) return BadPath("evict", req);
   StatusCode s = store_.Evict(*a);
@@ -300,25 +281,25 @@ std::string ControlPlane::Evict(const Caller& c, const json& req) {
   return Ok({{"path", a->RelativePath()}});
 }
 
-std::string ControlPlane::Pin(const Caller& c, const json& req, bool pinned) {
+std::string ControlPlane::Pin(const Principal& c, const json& req, bool pinned) {
   auto a = ParsePath(req);
   if (!a) return BadPath(pinned ? "pin" : "unpin", req);
-  if (!access_.MayUseTenant(c, a->tenant)) return Error("EACCES", kNotMember);
+  if (!access_.MayUseTenant(c, a->tenant)) return Error(EACCES, kNotMember);
   StatusCode s = store_.SetPinned(*a, pinned);
   if (s != StatusCode::kOk) return Error(s, "no such committed block");
   return Ok({{"path", a->RelativePath()}, {"pinned", pinned}});
 }
 
-std::string ControlPlane::Isolate(const Caller& c, const json& req) {
-  if (!access_.IsAdmin(c)) return Error("EACCES", kNotAdmin);
+std::string ControlPlane::Isolate(const Principal& c, const json& req) {
+  if (!access_.IsAdmin(c)) return Error(EACCES, kNotAdmin);
   if (!req.contains("dir") || !req["dir"].is_string()) {
-    return Error("EINVAL", "isolate needs \"dir\": a configured data directory");
+    return Error(EINVAL, "isolate needs \"dir\": a configured data directory");
   }
   std::string dir = req["dir"];
   StatusCode s = store_.IsolateDomain(dir);
-  if (s == StatusCode::kNotFound) return Error("ENOENT", dir + " is not a configured data directory");
+  if (s == StatusCode::kNotFound) return Error(ENOENT, dir + " is not a configured data directory");
   if (s == StatusCode::kInvalidArgument) {
-    return Error("EINVAL", "refusing to isolate " + dir + ": it is the last data directory in service");
+    return Error(EINVAL, "refusing to isolate " + dir + ": it is the last data directory in service");
   }
   if (s != StatusCode::kOk) return Error(s, "not isolated");
   return Ok({{"isolated", dir}});

@@ -24,43 +24,37 @@ namespace gpucache {
 
 inline constexpr size_t kMaxControlRequest = 64 * 1024;
 
-// What a control extension (a module fs/ does not include, such as the cold tier) learns of
-// the caller that wrote a request: fs/ authenticates it; the extension authorizes with this.
-struct ExtensionCaller {
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  bool admin = false;
-  std::vector<std::string> tenants;  // tenants the caller is a member of
-};
-// Handles a request whose "op" starts with the extension's prefix; returns the whole reply
-// line (the same shape as every other reply). Runs on the FUSE thread that wrote the request.
-using ControlExtension = std::function<std::string(const ExtensionCaller&, std::string_view)>;
+// Handles a request whose "op" starts with the extension's prefix (a module fs/ does not
+// include, such as the cold tier); returns the whole reply line (the same shape as every other
+// reply). Runs on the FUSE thread that wrote the request. fs/ authenticates the caller and
+// hands it established (AccessPolicy::Establish); the extension authorizes with that.
+using ControlExtension = std::function<std::string(const Principal&, std::string_view)>;
 
 class ControlPlane {
  public:
   ControlPlane(BlockStore& store, const AccessPolicy& access) : store_(store), access_(access) {}
 
   // Human-readable counters, one line per tenant the caller may see.
-  std::string StatsText(const Caller& c);
+  std::string StatsText(const Principal& c);
   std::string EpochText();
   // One line per quarantined block the caller may see.
-  std::string QuarantineText(const Caller& c);
+  std::string QuarantineText(const Principal& c);
   // Executes one request; always returns a reply (errors included).
-  std::string Handle(const Caller& c, std::string_view request);
+  std::string Handle(const Principal& c, std::string_view request);
   // REQUIRES: called before the mount serves requests. `prefix` like "cold.".
   void AddExtension(std::string prefix, ControlExtension extension);
 
  private:
-  std::string Dispatch(const Caller& c, const nlohmann::json& req, std::string_view request);
-  std::string Lookup(const Caller& c, const nlohmann::json& req);
-  std::string Status(const Caller& c);
-  std::string Quarantine(const Caller& c);
-  std::string Fence(const Caller& c);
-  std::string Reclaim(const Caller& c, const nlohmann::json& req);
-  std::string Drain(const Caller& c, const nlohmann::json& req);
-  std::string Evict(const Caller& c, const nlohmann::json& req);
-  std::string Pin(const Caller& c, const nlohmann::json& req, bool pinned);
-  std::string Isolate(const Caller& c, const nlohmann::json& req);
+  std::string Dispatch(const Principal& c, const nlohmann::json& req, std::string_view request);
+  std::string Lookup(const Principal& c, const nlohmann::json& req);
+  std::string Status(const Principal& c);
+  std::string Quarantine(const Principal& c);
+  std::string Fence(const Principal& c);
+  std::string Reclaim(const Principal& c, const nlohmann::json& req);
+  std::string Drain(const Principal& c, const nlohmann::json& req);
+  std::string Evict(const Principal& c, const nlohmann::json& req);
+  std::string Pin(const Principal& c, const nlohmann::json& req, bool pinned);
+  std::string Isolate(const Principal& c, const nlohmann::json& req);
 
   BlockStore& store_;
   const AccessPolicy& access_;

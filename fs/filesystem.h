@@ -83,26 +83,26 @@ class Filesystem {
   // The mount must use default_permissions: access is expressed in mode bits (adr/0009).
   bool KernelPermissions() const { return config_.KernelPermissions(); }
 
-  Result<EntryReply> Lookup(const Caller& c, uint64_t parent, std::string_view name);
+  Result<EntryReply> Lookup(const Principal& c, uint64_t parent, std::string_view name);
   void Forget(uint64_t ino, uint64_t nlookup);
   // `h`: the handle the kernel passed, if any. An open block keeps its attributes after it
   // left the namespace, as an unlinked file does.
-  Result<AttrReply> GetAttr(const Caller& c, uint64_t ino, Handle* h = nullptr);
-  Result<AttrReply> SetAttr(const Caller& c, uint64_t ino, const struct stat& attr, int to_set);
-  StatusCode Access(const Caller& c, uint64_t ino, int mask);
-  Result<EntryReply> MkDir(const Caller& c, uint64_t parent, std::string_view name);
-  StatusCode RmDir(const Caller& c, uint64_t parent, std::string_view name);
-  StatusCode Unlink(const Caller& c, uint64_t parent, std::string_view name);
-  StatusCode Rename(const Caller& c, uint64_t parent, std::string_view name, uint64_t new_parent,
+  Result<AttrReply> GetAttr(const Principal& c, uint64_t ino, Handle* h = nullptr);
+  Result<AttrReply> SetAttr(const Principal& c, uint64_t ino, const struct stat& attr, int to_set);
+  StatusCode Access(const Principal& c, uint64_t ino, int mask);
+  Result<EntryReply> MkDir(const Principal& c, uint64_t parent, std::string_view name);
+  StatusCode RmDir(const Principal& c, uint64_t parent, std::string_view name);
+  StatusCode Unlink(const Principal& c, uint64_t parent, std::string_view name);
+  StatusCode Rename(const Principal& c, uint64_t parent, std::string_view name, uint64_t new_parent,
                     std::string_view new_name, unsigned flags);
   // mknod, symlink and link: never allowed; the errno says where (RefuseChangeIn).
-  StatusCode RefuseNewEntry(const Caller& c, uint64_t parent, std::string_view name);
+  StatusCode RefuseNewEntry(const Principal& c, uint64_t parent, std::string_view name);
 
-  Result<std::pair<EntryReply, OpenReply>> Create(const Caller& c, uint64_t parent,
+  Result<std::pair<EntryReply, OpenReply>> Create(const Principal& c, uint64_t parent,
                                                   std::string_view name);
-  Result<OpenReply> Open(const Caller& c, uint64_t ino, int flags);
+  Result<OpenReply> Open(const Principal& c, uint64_t ino, int flags);
   Result<size_t> Read(Handle& h, uint64_t offset, std::span<uint8_t> out);
-  Result<size_t> Write(const Caller& c, Handle& h, uint64_t offset, std::span<const uint8_t> data);
+  Result<size_t> Write(const Principal& c, Handle& h, uint64_t offset, std::span<const uint8_t> data);
   // fallocate(2) on a `.part` handle, mode 0: declares the payload's size, so the store decides
   // whether it fits (evicting first if it must) before any of it is written. Other modes and
   // other handles: kNotSupported.
@@ -110,14 +110,14 @@ class Filesystem {
   void Flush(Handle& h);
   void Release(Handle& h);
 
-  Result<std::vector<DirEntry>> ReadDir(const Caller& c, uint64_t ino);
+  Result<std::vector<DirEntry>> ReadDir(const Principal& c, uint64_t ino);
 
   // Extended attributes: only `user.gpucache.*`; anything else is kNotSupported.
-  Result<std::string> GetXattr(const Caller& c, uint64_t ino, std::string_view name);
-  Result<std::vector<std::string>> ListXattr(const Caller& c, uint64_t ino);
-  StatusCode SetXattr(const Caller& c, uint64_t ino, std::string_view name,
+  Result<std::string> GetXattr(const Principal& c, uint64_t ino, std::string_view name);
+  Result<std::vector<std::string>> ListXattr(const Principal& c, uint64_t ino);
+  StatusCode SetXattr(const Principal& c, uint64_t ino, std::string_view name,
                       std::span<const uint8_t> value);
-  StatusCode RemoveXattr(const Caller& c, uint64_t ino, std::string_view name);
+  StatusCode RemoveXattr(const Principal& c, uint64_t ino, std::string_view name);
 
   InodeTable& inodes() { return inodes_; }
   Metrics& metrics() { return metrics_; }
@@ -140,12 +140,12 @@ class Filesystem {
 
  private:
   // The node behind `ino`, after checking that `c` may use its tenant (if it has one).
-  Result<Node> Resolve(const Caller& c, uint64_t ino);
+  Result<Node> Resolve(const Principal& c, uint64_t ino);
   Result<AttrReply> AttrOf(uint64_t ino, const Node& n);
   Result<AttrReply> NodeAttr(uint64_t ino, const Node& n);
   EntryReply Entry(const Node& n, const AttrReply& a, double entry_timeout);
   Result<EntryReply> LookupInNamespace(const Node& dir, std::string_view name);
-  bool OwnsReservation(const Caller& c, ReservationId id);
+  bool OwnsReservation(const Principal& c, ReservationId id);
   Result<std::string> BlockXattr(const Node& n, std::string_view key);
   Result<std::string> PartXattr(const Node& n, std::string_view key);
 

@@ -80,7 +80,7 @@ Filesystem::Filesystem(const Config& config, BlockStore& store)
       control_(store, access_),
       mount_time_ns_(static_cast<uint64_t>(time(nullptr)) * 1000000000ull) {}
 
-Result<Node> Filesystem::Resolve(const Caller& c, uint64_t ino) {
+Result<Node> Filesystem::Resolve(const Principal& c, uint64_t ino) {
   std::optional<Node> n = inodes_.Get(ino);
   if (!n) return StatusCode::kNotFound;
   if (!n->tenant.empty()) Metrics::NoteTenant(n->tenant);  // refusals are counted by tenant
@@ -185,7 +185,7 @@ EntryReply Filesystem::Entry(const Node& n, const AttrReply& a, double entry_tim
   return e;
 }
 
-Result<EntryReply> Filesystem::Lookup(const Caller& c, uint64_t parent, std::string_view name) {
+Result<EntryReply> Filesystem::Lookup(const Principal& c, uint64_t parent, std::string_view name) {
   Result<Node> dir = Resolve(c, parent);
   if (!dir.ok()) return dir.status();
   if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
@@ -257,7 +257,7 @@ Result<EntryReply> Filesystem::LookupInNamespace(const Node& dir, std::string_vi
 
 void Filesystem::Forget(uint64_t ino, uint64_t nlookup) { inodes_.Forget(ino, nlookup); }
 
-Result<AttrReply> Filesystem::GetAttr(const Caller& c, uint64_t ino, Handle* h) {
+Result<AttrReply> Filesystem::GetAttr(const Principal& c, uint64_t ino, Handle* h) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
   Result<AttrReply> a = AttrOf(ino, n.value());
@@ -275,7 +275,7 @@ Result<AttrReply> Filesystem::GetAttr(const Caller& c, uint64_t ino, Handle* h) 
   return a;
 }
 
-Result<AttrReply> Filesystem::SetAttr(const Caller& c, uint64_t ino, const struct stat& attr,
+Result<AttrReply> Filesystem::SetAttr(const Principal& c, uint64_t ino, const struct stat& attr,
                                       int to_set) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
@@ -303,7 +303,7 @@ Result<AttrReply> Filesystem::SetAttr(const Caller& c, uint64_t ino, const struc
   return AttrOf(ino, n.value());  // times are accepted and ignored
 }
 
-StatusCode Filesystem::Access(const Caller& c, uint64_t ino, int mask) {
+StatusCode Filesystem::Access(const Principal& c, uint64_t ino, int mask) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
   bool read_only = n->kind == NodeKind::kBlock || n->kind == NodeKind::kStatsFile ||
@@ -314,7 +314,7 @@ StatusCode Filesystem::Access(const Caller& c, uint64_t ino, int mask) {
   return StatusCode::kOk;
 }
 
-Result<EntryReply> Filesystem::MkDir(const Caller& c, uint64_t parent, std::string_view name) {
+Result<EntryReply> Filesystem::MkDir(const Principal& c, uint64_t parent, std::string_view name) {
   Result<Node> dir = Resolve(c, parent);
   if (!dir.ok()) return dir.status();
   if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
@@ -328,7 +328,7 @@ Result<EntryReply> Filesystem::MkDir(const Caller& c, uint64_t parent, std::stri
   return Entry(child, a.value(), config_.entry_timeout);
 }
 
-StatusCode Filesystem::RmDir(const Caller& c, uint64_t parent, std::string_view name) {
+StatusCode Filesystem::RmDir(const Principal& c, uint64_t parent, std::string_view name) {
   Result<Node> dir = Resolve(c, parent);
   if (!dir.ok()) return dir.status();
   if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
@@ -336,12 +336,12 @@ StatusCode Filesystem::RmDir(const Caller& c, uint64_t parent, std::string_view 
   return store_.RemoveNamespace(dir->tenant, name);
 }
 
-bool Filesystem::OwnsReservation(const Caller& c, ReservationId id) {
+bool Filesystem::OwnsReservation(const Principal& c, ReservationId id) {
   Result<ReservationInfo> r = store_.StatReservation(id);
   return r.ok() && (r->owner.uid == c.uid || access_.IsAdmin(c));
 }
 
-StatusCode Filesystem::Unlink(const Caller& c, uint64_t parent, std::string_view name) {
+StatusCode Filesystem::Unlink(const Principal& c, uint64_t parent, std::string_view name) {
   Result<Node> dir = Resolve(c, parent);
   if (!dir.ok()) return dir.status();
   if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
@@ -356,7 +356,7 @@ StatusCode Filesystem::Unlink(const Caller& c, uint64_t parent, std::string_view
   return store_.Abort(*id);
 }
 
-StatusCode Filesystem::Rename(const Caller& c, uint64_t parent, std::string_view name,
+StatusCode Filesystem::Rename(const Principal& c, uint64_t parent, std::string_view name,
                               uint64_t new_parent, std::string_view new_name, unsigned flags) {
   Result<Node> dir = Resolve(c, parent);
   if (!dir.ok()) return dir.status();
@@ -405,7 +405,7 @@ void Filesystem::LogInvalidCommit(const BlockAddress& address, ReservationId id)
                address.RelativePath(), store_.ExplainInvalidCommit(id), limiter->Suppressed());
 }
 
-StatusCode Filesystem::RefuseNewEntry(const Caller& c, uint64_t parent, std::string_view name) {
+StatusCode Filesystem::RefuseNewEntry(const Principal& c, uint64_t parent, std::string_view name) {
   Result<Node> dir = Resolve(c, parent);
   if (!dir.ok()) return dir.status();
   if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;

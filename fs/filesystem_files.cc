@@ -15,7 +15,7 @@ bool WantsWrite(int flags) {
 
 }  // namespace
 
-Result<std::pair<EntryReply, OpenReply>> Filesystem::Create(const Caller& c, uint64_t parent,
+Result<std::pair<EntryReply, OpenReply>> Filesystem::Create(const Principal& c, uint64_t parent,
                                                             std::string_view name) {
   Result<Node> dir = Resolve(c, parent);
   if (!dir.ok()) return dir.status();
@@ -50,7 +50,7 @@ Result<std::pair<EntryReply, OpenReply>> Filesystem::Create(const Caller& c, uin
   return std::make_pair(Entry(child, a.value(), 0), std::move(open));
 }
 
-Result<OpenReply> Filesystem::Open(const Caller& c, uint64_t ino, int flags) {
+Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
   OpenReply r;
@@ -167,7 +167,7 @@ Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> o
   return StatusCode::kBusy;
 }
 
-Result<size_t> Filesystem::Write(const Caller& c, Handle& h, uint64_t offset,
+Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
                                  std::span<const uint8_t> data) {
   if (h.kind == Handle::Kind::kControl) {
     if (data.size() > kMaxControlRequest) return StatusCode::kTooLarge;
@@ -240,7 +240,7 @@ std::string Filesystem::RenderAllMetrics() {
   return metrics_.Render(store_, {[](const std::string&) { return true; }, true});
 }
 
-Result<std::vector<DirEntry>> Filesystem::ReadDir(const Caller& c, uint64_t ino) {
+Result<std::vector<DirEntry>> Filesystem::ReadDir(const Principal& c, uint64_t ino) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
   std::vector<DirEntry> out = {{".", S_IFDIR}, {"..", S_IFDIR}};

@@ -69,7 +69,7 @@ Result<std::string> Filesystem::PartXattr(const Node& n, std::string_view key) {
   return StatusCode::kNotFound;
 }
 
-Result<std::string> Filesystem::GetXattr(const Caller& c, uint64_t ino, std::string_view name) {
+Result<std::string> Filesystem::GetXattr(const Principal& c, uint64_t ino, std::string_view name) {
   auto key = OurKey(name);
   if (!key) return StatusCode::kNotSupported;
   Result<Node> n = Resolve(c, ino);
@@ -86,7 +86,7 @@ Result<std::string> Filesystem::GetXattr(const Caller& c, uint64_t ino, std::str
   return StatusCode::kNotFound;  // no attribute of that name (ENODATA at the edge)
 }
 
-Result<std::vector<std::string>> Filesystem::ListXattr(const Caller& c, uint64_t ino) {
+Result<std::vector<std::string>> Filesystem::ListXattr(const Principal& c, uint64_t ino) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
   std::vector<std::string> names;
@@ -101,7 +101,7 @@ Result<std::vector<std::string>> Filesystem::ListXattr(const Caller& c, uint64_t
   return names;
 }
 
-StatusCode Filesystem::SetXattr(const Caller& c, uint64_t ino, std::string_view name,
+StatusCode Filesystem::SetXattr(const Principal& c, uint64_t ino, std::string_view name,
                                 std::span<const uint8_t> value) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
@@ -131,7 +131,7 @@ StatusCode Filesystem::SetXattr(const Caller& c, uint64_t ino, std::string_view 
   return store_.SetIdentity(*id, value);
 }
 
-StatusCode Filesystem::RemoveXattr(const Caller& c, uint64_t ino, std::string_view name) {
+StatusCode Filesystem::RemoveXattr(const Principal& c, uint64_t ino, std::string_view name) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
   if (RefuseChangeIn(n.value()) == StatusCode::kAccessDenied) {

@@ -13,9 +13,9 @@ namespace {
 
 Filesystem& Fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
 
-Caller CallerOf(fuse_req_t req) {
+Principal PrincipalOf(fuse_req_t req) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
-  Caller c{ctx->uid, ctx->gid, nullptr};
+  Principal c{ctx->uid, ctx->gid, nullptr};
   c.supplementary_groups = [req] {
     std::vector<gid_t> groups(64);
     int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
@@ -67,7 +67,7 @@ void SetOpenFlags(fuse_file_info* fi, OpenReply& r) {
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kLookup);
-  auto r = Fs(req).Lookup(CallerOf(req), parent, name);
+  auto r = Fs(req).Lookup(PrincipalOf(req), parent, name);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fuse_entry_param e = ToEntry(r.value());
   fuse_reply_entry(req, &e);
@@ -85,26 +85,26 @@ void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 
 void OpGetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kGetAttr);
-  auto r = Fs(req).GetAttr(CallerOf(req), ino, fi ? &HandleOf(fi) : nullptr);
+  auto r = Fs(req).GetAttr(PrincipalOf(req), ino, fi ? &HandleOf(fi) : nullptr);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fuse_reply_attr(req, &r->attr, r->timeout);
 }
 
 void OpSetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kSetAttr);
-  auto r = Fs(req).SetAttr(CallerOf(req), ino, *attr, to_set);
+  auto r = Fs(req).SetAttr(PrincipalOf(req), ino, *attr, to_set);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fuse_reply_attr(req, &r->attr, r->timeout);
 }
 
 void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kOther);
-  ReplyStatus(req, Fs(req).Access(CallerOf(req), ino, mask));
+  ReplyStatus(req, Fs(req).Access(PrincipalOf(req), ino, mask));
 }
 
 void OpMkDir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kMkDir);
-  auto r = Fs(req).MkDir(CallerOf(req), parent, name);
+  auto r = Fs(req).MkDir(PrincipalOf(req), parent, name);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fuse_entry_param e = ToEntry(r.value());
   fuse_reply_entry(req, &e);
@@ -112,23 +112,23 @@ void OpMkDir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t) {
 
 void OpRmDir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kOther);
-  ReplyStatus(req, Fs(req).RmDir(CallerOf(req), parent, name));
+  ReplyStatus(req, Fs(req).RmDir(PrincipalOf(req), parent, name));
 }
 
 void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kUnlink);
-  ReplyStatus(req, Fs(req).Unlink(CallerOf(req), parent, name));
+  ReplyStatus(req, Fs(req).Unlink(PrincipalOf(req), parent, name));
 }
 
 void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
               const char* new_name, unsigned int flags) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kRename);
-  ReplyStatus(req, Fs(req).Rename(CallerOf(req), parent, name, new_parent, new_name, flags));
+  ReplyStatus(req, Fs(req).Rename(PrincipalOf(req), parent, name, new_parent, new_name, flags));
 }
 
 void OpRefuse(fuse_req_t req, fuse_ino_t parent, const char* name) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kOther);
-  ReplyStatus(req, Fs(req).RefuseNewEntry(CallerOf(req), parent, name));
+  ReplyStatus(req, Fs(req).RefuseNewEntry(PrincipalOf(req), parent, name));
 }
 void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, dev_t) { OpRefuse(req, parent, name); }
 void OpSymlink(fuse_req_t req, const char*, fuse_ino_t parent, const char* name) { OpRefuse(req, parent, name); }
@@ -136,7 +136,7 @@ void OpLink(fuse_req_t req, fuse_ino_t, fuse_ino_t parent, const char* name) { O
 
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, fuse_file_info* fi) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kCreate);
-  auto r = Fs(req).Create(CallerOf(req), parent, name);
+  auto r = Fs(req).Create(PrincipalOf(req), parent, name);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fuse_entry_param e = ToEntry(r->first);
   SetOpenFlags(fi, r->second);
@@ -149,7 +149,7 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, fuse_
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kOpen);
-  auto r = Fs(req).Open(CallerOf(req), ino, fi->flags);
+  auto r = Fs(req).Open(PrincipalOf(req), ino, fi->flags);
   if (!r.ok()) return ReplyStatus(req, r.status());
   SetOpenFlags(fi, r.value());
   if (fuse_reply_open(req, fi) != 0) {
@@ -170,7 +170,7 @@ void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
 void OpWrite(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off,
              fuse_file_info* fi) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kWrite);
-  auto n = Fs(req).Write(CallerOf(req), HandleOf(fi), static_cast<uint64_t>(off),
+  auto n = Fs(req).Write(PrincipalOf(req), HandleOf(fi), static_cast<uint64_t>(off),
                          {reinterpret_cast<const uint8_t*>(data), size});
   if (!n.ok()) return ReplyStatus(req, n.status());
   fuse_reply_write(req, n.value());
@@ -205,7 +205,7 @@ struct DirHandle {
 
 void OpOpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kReadDir);
-  auto r = Fs(req).ReadDir(CallerOf(req), ino);
+  auto r = Fs(req).ReadDir(PrincipalOf(req), ino);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fi->fh = reinterpret_cast<uint64_t>(new DirHandle{std::move(r.value())});
   if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirHandle*>(fi->fh);
@@ -241,7 +241,7 @@ void ReplyXattr(fuse_req_t req, const std::string& value, size_t size) {
 
 void OpGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kGetXattr);
-  auto r = Fs(req).GetXattr(CallerOf(req), ino, name);
+  auto r = Fs(req).GetXattr(PrincipalOf(req), ino, name);
   if (!r.ok()) {
     Refused(req, r.status());
     return (void)fuse_reply_err(req, ToXattrErrno(r.status()));
@@ -251,7 +251,7 @@ void OpGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
 
 void OpListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kGetXattr);
-  auto r = Fs(req).ListXattr(CallerOf(req), ino);
+  auto r = Fs(req).ListXattr(PrincipalOf(req), ino);
   if (!r.ok()) return ReplyStatus(req, r.status());
   std::string list;
   for (const std::string& n : r.value()) list.append(n).push_back('\0');
@@ -261,13 +261,13 @@ void OpListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 void OpSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
                 int) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kSetXattr);
-  ReplyStatus(req, Fs(req).SetXattr(CallerOf(req), ino, name,
+  ReplyStatus(req, Fs(req).SetXattr(PrincipalOf(req), ino, name,
                                     {reinterpret_cast<const uint8_t*>(value), size}));
 }
 
 void OpRemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kSetXattr);
-  StatusCode s = Fs(req).RemoveXattr(CallerOf(req), ino, name);
+  StatusCode s = Fs(req).RemoveXattr(PrincipalOf(req), ino, name);
   Refused(req, s);
   fuse_reply_err(req, ToXattrErrno(s));
 }

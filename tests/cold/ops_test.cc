@@ -22,7 +22,7 @@ PackedPair Upload(MemoryObjectStore& s3, PackedPair p) {
   return p;
 }
 
-const Authorization kAdmin{{}, true};
+const Principal kAdmin{.admin = true};
 
 }  // namespace
 
@@ -80,7 +80,7 @@ TEST_CASE("ColdOps: retention, legacy manifests and non-owners are refused, chan
   ReclaimReport kept = ops.Reclaim(p.manifest_digest, kNow, kAdmin);
   CHECK(kept.refused);
   CHECK(s3.Objects() == before);
-  Authorization globex{{"globex"}, false};
+  Principal globex{.tenants = {"globex"}};
   ReclaimReport stranger = ops.Reclaim(p.manifest_digest, kNow + 2, globex);
   CHECK(stranger.refused);
   CHECK(s3.Objects() == before);
@@ -91,7 +91,7 @@ TEST_CASE("ColdOps: retention, legacy manifests and non-owners are refused, chan
   CHECK(ops.Reclaim(ld, kNow + 2, kAdmin).refused);
   CHECK(s3.Count("DELETE") == 0);
   // Past retention, by an owner, it goes (and the legacy manifest still blocks the object).
-  Authorization acme{{"acme"}, false};
+  Principal acme{.tenants = {"acme"}};
   ReclaimReport done = ops.Reclaim(p.manifest_digest, kNow + 2, acme);
   CHECK_FALSE(done.refused);
   CHECK(s3.Objects().count(p.manifest_key) == 0);
@@ -121,7 +121,7 @@ TEST_CASE("ColdOps: backfill enqueues committed blocks and stops at the byte bud
   CHECK_FALSE(rest.budget_reached);
   sink.Drain();
   Refiller refiller(s3, kPrefix, {"oldco"}, TestKeys());
-  Authorization acme{{"acme"}, false};
+  Principal acme{.tenants = {"acme"}};
   for (int i = 0; i < 10; i++) {
     RefillOutcome o = refiller.Fetch(acme, EncodePhysicalKey(NthIdentity(i)), 1 << 20);
     REQUIRE(o.status == RefillStatus::kHit);

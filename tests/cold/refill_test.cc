@@ -18,7 +18,7 @@ struct Fixture {
   MemoryObjectStore s3;
   PackedPair pack = MakePack(0, 4, 10000);
   Refiller refiller{s3, kPrefix, {"oldco"}, TestKeys()};
-  Authorization acme{{"acme"}, false};
+  Principal acme{.tenants = {"acme"}};
   Fixture() {
     Sink sink(s3, kPrefix, {});
     PackedPair copy = pack;
@@ -41,10 +41,10 @@ TEST_CASE("Refill: a packed block comes back byte-identical") {
 
 TEST_CASE("Refill: a wrong tenant is refused before any request") {
   Fixture f;
-  Authorization globex{{"globex"}, false};
+  Principal globex{.tenants = {"globex"}};
   CHECK(f.refiller.Fetch(globex, f.Gpck(1), 1 << 20).status == RefillStatus::kWrongTenant);
   CHECK(f.s3.Log().empty());
-  Authorization both{{"acme", "oldco"}, false};
+  Principal both{.tenants = {"acme", "oldco"}};
   CHECK(f.refiller.Fetch(both, f.Gpck(1, "oldco"), 1 << 20).status == RefillStatus::kRetired);
   CHECK(f.refiller.Fetch(f.acme, Bytes{1, 2, 3}, 1 << 20).status == RefillStatus::kInvalid);
   CHECK(f.s3.Log().empty());

@@ -45,7 +45,7 @@ inline std::optional<S3Options> ServerOptions() {
   o.region = env["GPUCACHE_S3_REGION"];
   o.access_key = env["GPUCACHE_S3_ACCESS_KEY"];
   o.secret_key = env["GPUCACHE_S3_SECRET_KEY"];
-  REQUIRE_MESSAGE(o.Validate() == "", o.Validate());
+  REQUIRE_MESSAGE(Validate(o) == "", Validate(o));
   return o;
 }
 

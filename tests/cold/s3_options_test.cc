@@ -21,17 +21,17 @@ S3Options Good() {
 }
 
 TEST_CASE("S3Options: a complete set validates") {
-  CHECK(Good().Validate() == "");
+  CHECK(Validate(Good()) == "");
   S3Options https = Good();
   https.endpoint = "https://s3.example.com/";
-  CHECK(https.Validate() == "");
+  CHECK(Validate(https) == "");
 }
 
 TEST_CASE("S3Options: each bad field is named, and no message echoes a key") {
   auto problem = [](auto mutate) {
     S3Options o = Good();
     mutate(o);
-    std::string message = o.Validate();
+    std::string message = Validate(o);
     CHECK(message.find("VerySecretValue") == std::string::npos);
     return message;
   };

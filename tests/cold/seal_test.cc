@@ -25,7 +25,7 @@ using namespace testing;
 
 namespace {
 
-const Authorization kAcme{{"acme"}, false};
+const Principal kAcme{.tenants = {"acme"}};
 
 Bytes Gpck(int i, std::string tenant = "acme") { return EncodePhysicalKey(NthIdentity(i, tenant)); }
 
@@ -194,7 +194,7 @@ TEST_CASE("Seal: a forged manifest is neither followed nor reclaimed") {
   CHECK(lenient.Fetch(kAcme, Gpck(0), 1 << 20).reason == MissingReason::kBadSeal);
   CHECK(b.s3.Count("GETRANGE") == 0);
   ColdOps ops(b.s3, kPrefix, {}, TestKeys());
-  ReclaimReport r = ops.Reclaim(f.manifest_digest, UINT64_MAX, {{}, true});
+  ReclaimReport r = ops.Reclaim(f.manifest_digest, UINT64_MAX, {.admin = true});
   CHECK(r.refused);
   CHECK(r.reason.find("bad-seal") != std::string::npos);
   CHECK(b.s3.Count("DELETE") == 0);
@@ -247,7 +247,7 @@ TEST_CASE("Rotation: new writes use the current key, old objects stay readable, 
     RefillOutcome o = k2_only.Fetch(kAcme, Gpck(i), 1 << 20);
     CHECK(o.payload == PayloadOf(i, 5000));
   }
-  CHECK(k2_only.Fetch({{"globex"}, false}, Gpck(1, "globex"), 1 << 20).status == RefillStatus::kHit);
+  CHECK(k2_only.Fetch({.tenants = {"globex"}}, Gpck(1, "globex"), 1 << 20).status == RefillStatus::kHit);
   ColdOps k2_ops(s3, kPrefix, {}, Keys({{"k2", SecretOf(2)}}, "k2"));
   ResealReport again = k2_ops.Reseal(UINT64_MAX);
   CHECK(again.manifests_resealed == 0);
@@ -285,8 +285,7 @@ TEST_CASE("Seal: the tier counts refusals, surfaces them as metrics, and reseal 
   ColdTierOptions options;
   options.prefix = kPrefix;
   options.write_back = WriteBack::kManual;
-  options.keys = TestKeys();
-  ColdTier tier(hot, s3, options);
+  ColdTier tier(hot, s3, options, TestKeys());
   PutAll(s3, MakePack(0, 2, 1000));
   PutAll(s3, ForgedPack(Keyring::Of({{"k1", SecretOf(66)}}, "k1")));  // overwrites block 0's locator
   CHECK(tier.Refill(kAcme, Gpck(0), 1 << 20, {1000, 1000}).outcome.reason == MissingReason::kBadSeal);
@@ -300,9 +299,9 @@ TEST_CASE("Seal: the tier counts refusals, surfaces them as metrics, and reseal 
   CHECK(metrics.find("gpucache_cold_refill_unsealed_total 0\n") != std::string::npos);
   CHECK(metrics.find("gpucache_cold_refill_unknown_key_total 0\n") != std::string::npos);
 
-  ColdCaller member{1000, 1000, false, {"acme"}};
+  Principal member{.uid = 1000, .gid = 1000, .admin = false, .tenants = {"acme"}};
   CHECK(HandleColdRequest(tier, member, R"({"op":"cold.reseal"})").find("EACCES") != std::string::npos);
-  ColdCaller admin{0, 0, true, {}};
+  Principal admin{.uid = 0, .gid = 0, .admin = true};
   CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.reseal","budget":-1})").find("EINVAL") !=
         std::string::npos);
   std::string reply = HandleColdRequest(tier, admin, R"({"op":"cold.reseal"})");

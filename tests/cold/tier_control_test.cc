@@ -23,8 +23,8 @@ using nlohmann::json;
 
 namespace {
 
-const ColdCaller kAdmin{0, 0, true, {}};
-const ColdCaller kAcme{1000, 1000, false, {"acme"}};
+const Principal kAdmin{.uid = 0, .gid = 0, .admin = true};
+const Principal kAcme{.uid = 1000, .gid = 1000, .admin = false, .tenants = {"acme"}};
 
 struct TierFixture {
   MemoryStore hot;
@@ -34,14 +34,13 @@ struct TierFixture {
     ColdTierOptions o;
     o.prefix = kPrefix;
     o.write_back = WriteBack::kManual;
-    o.keys = TestKeys();
     o.retired_tenants = std::move(retired);
     o.sink.backoff_base_ms = 1;
     o.sink.backoff_max_ms = 2;
     o.sink.redrive_interval_ms = 0;
-    tier = std::make_unique<ColdTier>(hot, s3, o);
+    tier = std::make_unique<ColdTier>(hot, s3, o, TestKeys());
   }
-  json Ctl(const ColdCaller& who, const json& req) {
+  json Ctl(const Principal& who, const json& req) {
     return json::parse(HandleColdRequest(*tier, who, req.dump()));
   }
   void Commit(int i, std::string tenant = "acme", size_t size = 1000) {
@@ -175,9 +174,8 @@ TEST_CASE("Cold control: purge_tenant deletes a retired tenant's objects and kee
     ColdTierOptions o;
     o.prefix = kPrefix;
     o.write_back = WriteBack::kManual;
-    o.keys = TestKeys();
     o.pack.max_blocks = 2;
-    ColdTier live(f.hot, f.s3, o);
+    ColdTier live(f.hot, f.s3, o, TestKeys());
     for (int i = 0; i < 4; i++) f.Commit(i, "oldco");
     REQUIRE(HandleColdRequest(live, kAdmin, R"({"op":"cold.pack","tenant":"oldco"})").find("\"complete\":true") !=
             std::string::npos);
@@ -220,7 +218,7 @@ TEST_CASE("Cold control: an async refill returns an op id at once, its owner pol
   REQUIRE(queued["ok"] == true);
   REQUIRE(queued.contains("op_id"));
   // Another user learns nothing of it.
-  ColdCaller other{2000, 2000, false, {"globex"}};
+  Principal other{.uid = 2000, .gid = 2000, .admin = false, .tenants = {"globex"}};
   CHECK(f.Ctl(other, {{"op", "cold.op"}, {"op_id", queued["op_id"]}})["errno"] == "ENOENT");
   json done;
   for (int i = 0; i < 2000; i++) {

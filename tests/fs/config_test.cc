@@ -122,6 +122,11 @@ TEST_CASE("Config: refused as start-up refuses them: listen addresses and non-fi
   }
   CHECK(error("[limits]\nreservation_lease = 1e12").find("limits.reservation_lease") != std::string::npos);
   CHECK(error("[cold]\ntransfer_timeout = 1e7").find("cold.transfer_timeout") != std::string::npos);
+  // Regression: under a millisecond was accepted and ran as 0 ms (a write-back loop that never
+  // waits), and the effective configuration printed 0.0, which does not parse again.
+  CHECK(error("[cold]\nflush_interval = 0.0001").find("cold.flush_interval") != std::string::npos);
+  CHECK(error("[cold]\nconnect_timeout = 0.0004").find("cold.connect_timeout") != std::string::npos);
+  CHECK(error("[cold]\nflush_interval = 0.001") == "<accepted>");
   // An enabled cold tier seals what it writes: no keyring, no start (adr/0012).
   CHECK(error("[cold]\nenabled = true").find("cold.keyring_file") != std::string::npos);
   CHECK(error("[cold]\nenabled = true\nkeyring_file = \"/etc/k\"\naccept_unsealed = true") == "<accepted>");
@@ -181,6 +186,74 @@ max_inflight_requests = 3
   CHECK(again.tenants[0].uids == std::vector<uint32_t>{5});
   CHECK(again.tenants[0].limits.max_inflight_requests == 3);
   CHECK(again.admin_uids == c.admin_uids);
+}
+
+TEST_CASE("Config: [cold] parses into the tier's options, and its effective text parses back") {
+  Config c = ParseConfig(R"(
+[tenants.t]
+uids = [5]
+[cold]
+enabled = true
+endpoint = "http://127.0.0.1:7480"
+bucket = "kv"
+region = "eu-1"
+credentials_file = "/etc/gpucache/s3"
+prefix = "p/"
+write_back = "manual"
+pack_target_bytes = 1000
+pack_max_blocks = 7
+flush_interval = 0.25
+max_jobs = 9
+max_bytes = 99
+concurrency = 3
+max_attempts = 2
+retry_base_delay = 0.1
+retry_max_delay = 1.5
+redrive_interval = 0
+refill_workers = 5
+refill_budget_bytes = 4096
+connect_timeout = 3
+transfer_timeout = 45.5
+retention = 0.5
+retired_tenants = ["old", "gone"]
+keyring_file = "/etc/gpucache/keys"
+accept_unsealed = true
+)",
+                         "t.toml");
+  auto check = [](const cold::ColdOptions& k) {
+    CHECK(k.enabled);
+    CHECK(k.s3.endpoint == "http://127.0.0.1:7480");
+    CHECK(k.s3.bucket == "kv");
+    CHECK(k.s3.region == "eu-1");
+    CHECK(k.s3.credentials_file == "/etc/gpucache/s3");
+    CHECK(k.s3.access_key.empty());  // never from the file
+    CHECK(k.s3.connect_timeout_ms == 3000);
+    CHECK(k.s3.transfer_timeout_ms == 45500);
+    CHECK(k.tier.prefix == "p/");
+    CHECK(k.tier.write_back == cold::WriteBack::kManual);
+    CHECK(k.tier.pack.target_bytes == 1000);
+    CHECK(k.tier.pack.max_blocks == 7);
+    CHECK(k.tier.flush_interval_ms == 250);
+    CHECK(k.tier.sink.max_jobs == 9);
+    CHECK(k.tier.sink.max_bytes == 99);
+    CHECK(k.tier.sink.concurrency == 3);
+    CHECK(k.tier.sink.max_attempts == 2);
+    CHECK(k.tier.sink.backoff_base_ms == 100);
+    CHECK(k.tier.sink.backoff_max_ms == 1500);
+    CHECK(k.tier.sink.redrive_interval_ms == 0);
+    CHECK(k.tier.refill_workers == 5);
+    CHECK(k.tier.refill_budget_bytes == 4096);
+    CHECK(k.tier.retention_ns == 500'000'000);
+    CHECK(k.tier.retired_tenants == std::set<std::string>{"gone", "old"});
+    CHECK(k.tier.accept_unsealed);
+    CHECK(k.keyring_file == "/etc/gpucache/keys");
+  };
+  check(c.cold);
+  std::string text = EffectiveConfigText(c);
+  CHECK(text.find("flush_interval = 0.25") != std::string::npos);
+  CHECK(text.find("write_back = 'manual'") != std::string::npos);
+  CHECK(text.find("access_key") == std::string::npos);
+  check(ParseConfig(text, "effective").cold);
 }
 
 }  // namespace

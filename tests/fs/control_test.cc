@@ -15,7 +15,7 @@ struct Plane {
   MemoryStore store;
   ControlPlane control{store, access};
   nlohmann::json Ask(uint32_t uid, const std::string& request) {
-    return nlohmann::json::parse(control.Handle(Caller{uid, uid, nullptr}, request));
+    return nlohmann::json::parse(control.Handle(Principal{uid, uid, nullptr}, request));
   }
 };
 
@@ -59,6 +59,17 @@ TEST_CASE("Control: a cold op on a daemon without the cold tier says it is not e
 
 // Regression (issue 17): a malformed block path was refused with the expected shape only; the
 // refusal now also names what it was given.
+// Regression: a store refusal's errno name came from strerrorname_np, which names ENOTSUP
+// "EOPNOTSUPP" on Linux, while the hand-written "cold tier is not enabled" reply said "ENOTSUP":
+// one errno, two names. Both now come from common/control_protocol.h.
+TEST_CASE("Control: a store's kNotSupported is ENOTSUP, as the documented cold refusal is") {
+  Plane p;  // a MemoryStore has no data directories to isolate
+  auto reply = p.Ask(0, R"({"op":"isolate","dir":"/x"})");
+  CHECK(reply["ok"] == false);
+  CHECK(reply["errno"] == "ENOTSUP");
+  CHECK(p.Ask(0, R"({"op":"cold.report"})")["errno"] == "ENOTSUP");
+}
+
 TEST_CASE("Control: evict, pin and unpin name the path shape they were given") {
   Plane p;
   auto evict = p.Ask(0, R"({"op":"evict","path":"/mnt/gpucache/acme"})");

@@ -4,6 +4,9 @@
 #include <errno.h>
 
 #include <map>
+#include <string>
+
+#include "common/control_protocol.h"
 
 namespace gpucache {
 namespace {
@@ -37,6 +40,31 @@ TEST_CASE("ErrnoMap: every status code maps to the errno of the table in docs/us
     CHECK(ToErrno(code) == expected.at(code));
   }
   CHECK(expected.size() == std::size(kAllStatusCodes));
+}
+
+// Control replies carry the errno's symbolic name (docs/control-protocol.md), derived in one
+// place (common/control_protocol.h) from the same map.
+TEST_CASE("ErrnoMap: every refusal's errno has the symbolic name control replies carry") {
+  const std::map<StatusCode, std::string> expected = {
+      {StatusCode::kNotFound, "ENOENT"},      {StatusCode::kIncompatible, "ENOENT"},
+      {StatusCode::kAccessDenied, "EACCES"},  {StatusCode::kBusy, "EBUSY"},
+      {StatusCode::kChecksumMismatch, "EIO"}, {StatusCode::kImmutable, "EPERM"},
+      {StatusCode::kExists, "EEXIST"},        {StatusCode::kInvalidArgument, "EINVAL"},
+      {StatusCode::kTooLarge, "EFBIG"},       {StatusCode::kTenantQuota, "EDQUOT"},
+      {StatusCode::kNoSpace, "ENOSPC"},       {StatusCode::kExhausted, "EAGAIN"},
+      {StatusCode::kFenced, "ESTALE"},        {StatusCode::kDraining, "EROFS"},
+      {StatusCode::kNotSupported, "ENOTSUP"}, {StatusCode::kNotEmpty, "ENOTEMPTY"},
+      {StatusCode::kIoError, "EIO"},          {StatusCode::kNameTooLong, "ENAMETOOLONG"},
+      {StatusCode::kNoHandles, "EAGAIN"},
+  };
+  for (StatusCode code : kAllStatusCodes) {
+    if (code == StatusCode::kOk) continue;
+    CAPTURE(ToString(code));
+    REQUIRE(expected.count(code) == 1);
+    CHECK(control_protocol::ErrnoName(ToErrno(code)) == expected.at(code));
+  }
+  nlohmann::json reply = nlohmann::json::parse(control_protocol::Error(ENOTSUP, "why"));
+  CHECK(reply == nlohmann::json{{"ok", false}, {"errno", "ENOTSUP"}, {"error", "why"}});
 }
 
 TEST_CASE("ErrnoMap: a missing xattr is ENODATA") {

@@ -39,30 +39,30 @@ struct Table {
   std::string PBlock() const { return FsHarness::BlockName(p); }
 
   // open(2) of an inode; a handle that was granted is closed again at once.
-  int Open(const Caller& c, uint64_t ino, int flags) {
+  int Open(const Principal& c, uint64_t ino, int flags) {
     Reply r = ReplyToOpen(fs().Open(c, ino, flags));
     if (r.handle) h.Close(*r.handle);
     return r.err;
   }
   // open(O_CREAT) of a name that is not there yet.
-  int Create(const Caller& c, uint64_t parent, const std::string& name) {
+  int Create(const Principal& c, uint64_t parent, const std::string& name) {
     Reply r = ReplyToCreate(fs().Create(c, parent, name));
     if (r.handle) h.Close(*r.handle);
     return r.err;
   }
-  int SetAttr(const Caller& c, uint64_t ino, int to_set) {
+  int SetAttr(const Principal& c, uint64_t ino, int to_set) {
     struct stat st {};
     st.st_mode = 0666;
     st.st_uid = st.st_gid = 1000;
     return ReplyToAttr(fs().SetAttr(c, ino, st, to_set)).err;
   }
-  int SetX(const Caller& c, uint64_t ino, const std::string& name, const std::string& value) {
+  int SetX(const Principal& c, uint64_t ino, const std::string& name, const std::string& value) {
     return ReplyErrno(fs().SetXattr(c, ino, name, AsBytes(value)));
   }
-  int GetX(const Caller& c, uint64_t ino, const std::string& name) {
+  int GetX(const Principal& c, uint64_t ino, const std::string& name) {
     return ReplyXattrErrno(fs().GetXattr(c, ino, name));
   }
-  int Lookup(const Caller& c, uint64_t parent, const std::string& name) {
+  int Lookup(const Principal& c, uint64_t parent, const std::string& name) {
     return ReplyToEntry(fs().Lookup(c, parent, name)).StatErrno();
   }
 };
@@ -76,13 +76,13 @@ constexpr int kTouch =
 
 struct Row {
   std::string what;
-  std::vector<Caller> who;
-  std::function<int(Table&, const Caller&)> op;
+  std::vector<Principal> who;
+  std::function<int(Table&, const Principal&)> op;
   int want;
 };
 
-const std::vector<Caller> kMembers = {kRoot, kWriter, kMember};
-const std::vector<Caller> kOutsiders = {kOutsider, kStranger};
+const std::vector<Principal> kMembers = {kRoot, kWriter, kMember};
+const std::vector<Principal> kOutsiders = {kOutsider, kStranger};
 
 // One row per line, as in the guide's table.
 // clang-format off
@@ -90,87 +90,87 @@ const std::vector<Caller> kOutsiders = {kOutsider, kStranger};
 // EACCES: the root and .gpucache belong to the daemon.
 std::vector<Row> DaemonRows() {
   return {
-      {"mkdir in the root", kMembers, [](Table& t, const Caller& c) { return ReplyToEntry(t.fs().MkDir(c, kRootIno, "x")).err; }, EACCES},
-      {"create in the root", kMembers, [](Table& t, const Caller& c) { return t.Create(c, kRootIno, "x"); }, EACCES},
-      {"mkdir in .gpucache", kMembers, [](Table& t, const Caller& c) { return ReplyToEntry(t.fs().MkDir(c, kControlDirIno, "x")).err; }, EACCES},
-      {"create in .gpucache", kMembers, [](Table& t, const Caller& c) { return t.Create(c, kControlDirIno, "x"); }, EACCES},
-      {"rename a tenant directory", kMembers, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().Rename(c, kRootIno, "acme", kRootIno, "y", 0)); }, EACCES},
-      {"rmdir a tenant directory", kMembers, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().RmDir(c, kRootIno, "acme")); }, EACCES},
-      {"unlink .gpucache/stats", kMembers, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().Unlink(c, kControlDirIno, "stats")); }, EACCES},
-      {"rename .gpucache/epoch", kMembers, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().Rename(c, kControlDirIno, "epoch", kControlDirIno, "e", 0)); }, EACCES},
-      {"symlink, mknod or link in the root", kMembers, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().RefuseNewEntry(c, kRootIno, "l")); }, EACCES},
-      {"symlink in .gpucache", kMembers, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().RefuseNewEntry(c, kControlDirIno, "l")); }, EACCES},
-      {"setxattr pinned on the root", kMembers, [](Table& t, const Caller& c) { return t.SetX(c, kRootIno, "user.gpucache.pinned", "1"); }, EACCES},
-      {"setxattr outside user.gpucache.* on the root", kMembers, [](Table& t, const Caller& c) { return t.SetX(c, kRootIno, "user.other", "1"); }, EACCES},
-      {"setxattr on .gpucache/stats", kMembers, [](Table& t, const Caller& c) { return t.SetX(c, kStatsIno, "user.gpucache.pinned", "1"); }, EACCES},
-      {"removexattr on the root", kMembers, [](Table& t, const Caller& c) { return ReplyXattrErrno(t.fs().RemoveXattr(c, kRootIno, "user.gpucache.pinned")); }, EACCES},
-      {"write-open .gpucache/stats", kMembers, [](Table& t, const Caller& c) { return t.Open(c, kStatsIno, O_WRONLY); }, EACCES},
-      {"append-open .gpucache/metrics", kMembers, [](Table& t, const Caller& c) { return t.Open(c, kMetricsIno, O_RDONLY | O_APPEND); }, EACCES},
-      {"truncate .gpucache/epoch", kMembers, [](Table& t, const Caller& c) { return t.SetAttr(c, kEpochIno, kTruncate); }, EACCES},
-      {"touch .gpucache/epoch", kMembers, [](Table& t, const Caller& c) { return t.SetAttr(c, kEpochIno, kTouch); }, EACCES},
-      {"read .gpucache/config as a member who is no admin", {kWriter, kMember}, [](Table& t, const Caller& c) { return t.Open(c, kConfigIno, O_RDONLY); }, EACCES},
-      {"read .gpucache/config as an admin", {kRoot}, [](Table& t, const Caller& c) { return t.Open(c, kConfigIno, O_RDONLY); }, 0},
-      {"chmod the root", kMembers, [](Table& t, const Caller& c) { return t.SetAttr(c, kRootIno, kChmod); }, EPERM},
+      {"mkdir in the root", kMembers, [](Table& t, const Principal& c) { return ReplyToEntry(t.fs().MkDir(c, kRootIno, "x")).err; }, EACCES},
+      {"create in the root", kMembers, [](Table& t, const Principal& c) { return t.Create(c, kRootIno, "x"); }, EACCES},
+      {"mkdir in .gpucache", kMembers, [](Table& t, const Principal& c) { return ReplyToEntry(t.fs().MkDir(c, kControlDirIno, "x")).err; }, EACCES},
+      {"create in .gpucache", kMembers, [](Table& t, const Principal& c) { return t.Create(c, kControlDirIno, "x"); }, EACCES},
+      {"rename a tenant directory", kMembers, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().Rename(c, kRootIno, "acme", kRootIno, "y", 0)); }, EACCES},
+      {"rmdir a tenant directory", kMembers, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().RmDir(c, kRootIno, "acme")); }, EACCES},
+      {"unlink .gpucache/stats", kMembers, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().Unlink(c, kControlDirIno, "stats")); }, EACCES},
+      {"rename .gpucache/epoch", kMembers, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().Rename(c, kControlDirIno, "epoch", kControlDirIno, "e", 0)); }, EACCES},
+      {"symlink, mknod or link in the root", kMembers, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().RefuseNewEntry(c, kRootIno, "l")); }, EACCES},
+      {"symlink in .gpucache", kMembers, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().RefuseNewEntry(c, kControlDirIno, "l")); }, EACCES},
+      {"setxattr pinned on the root", kMembers, [](Table& t, const Principal& c) { return t.SetX(c, kRootIno, "user.gpucache.pinned", "1"); }, EACCES},
+      {"setxattr outside user.gpucache.* on the root", kMembers, [](Table& t, const Principal& c) { return t.SetX(c, kRootIno, "user.other", "1"); }, EACCES},
+      {"setxattr on .gpucache/stats", kMembers, [](Table& t, const Principal& c) { return t.SetX(c, kStatsIno, "user.gpucache.pinned", "1"); }, EACCES},
+      {"removexattr on the root", kMembers, [](Table& t, const Principal& c) { return ReplyXattrErrno(t.fs().RemoveXattr(c, kRootIno, "user.gpucache.pinned")); }, EACCES},
+      {"write-open .gpucache/stats", kMembers, [](Table& t, const Principal& c) { return t.Open(c, kStatsIno, O_WRONLY); }, EACCES},
+      {"append-open .gpucache/metrics", kMembers, [](Table& t, const Principal& c) { return t.Open(c, kMetricsIno, O_RDONLY | O_APPEND); }, EACCES},
+      {"truncate .gpucache/epoch", kMembers, [](Table& t, const Principal& c) { return t.SetAttr(c, kEpochIno, kTruncate); }, EACCES},
+      {"touch .gpucache/epoch", kMembers, [](Table& t, const Principal& c) { return t.SetAttr(c, kEpochIno, kTouch); }, EACCES},
+      {"read .gpucache/config as a member who is no admin", {kWriter, kMember}, [](Table& t, const Principal& c) { return t.Open(c, kConfigIno, O_RDONLY); }, EACCES},
+      {"read .gpucache/config as an admin", {kRoot}, [](Table& t, const Principal& c) { return t.Open(c, kConfigIno, O_RDONLY); }, 0},
+      {"chmod the root", kMembers, [](Table& t, const Principal& c) { return t.SetAttr(c, kRootIno, kChmod); }, EPERM},
   };
 }
 
 // EPERM: a committed block is immutable, but may be pinned; nothing but blocks lives in a tenant.
 std::vector<Row> BlockRows() {
   return {
-      {"open a block O_WRONLY", kMembers, [](Table& t, const Caller& c) { return t.Open(c, t.block, O_WRONLY); }, EPERM},
-      {"open a block O_RDWR", kMembers, [](Table& t, const Caller& c) { return t.Open(c, t.block, O_RDWR); }, EPERM},
-      {"open a block O_RDONLY|O_TRUNC", kMembers, [](Table& t, const Caller& c) { return t.Open(c, t.block, O_RDONLY | O_TRUNC); }, EPERM},
-      {"open a block O_WRONLY|O_APPEND", kMembers, [](Table& t, const Caller& c) { return t.Open(c, t.block, O_WRONLY | O_APPEND); }, EPERM},
-      {"truncate a block", kMembers, [](Table& t, const Caller& c) { return t.SetAttr(c, t.block, kTruncate); }, EPERM},
-      {"utime a block", kMembers, [](Table& t, const Caller& c) { return t.SetAttr(c, t.block, kTouch); }, EPERM},
-      {"chmod a block", kMembers, [](Table& t, const Caller& c) { return t.SetAttr(c, t.block, kChmod); }, EPERM},
-      {"chown a block", kMembers, [](Table& t, const Caller& c) { return t.SetAttr(c, t.block, kChown); }, EPERM},
-      {"setxattr identity on a block", kMembers, [](Table& t, const Caller& c) { return t.SetX(c, t.block, "user.gpucache.identity", "x"); }, EPERM},
-      {"removexattr pinned on a block", kMembers, [](Table& t, const Caller& c) { return ReplyXattrErrno(t.fs().RemoveXattr(c, t.block, "user.gpucache.pinned")); }, EPERM},
-      {"rename a block", kMembers, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().Rename(c, t.ns, t.B(), t.ns, std::string(32, 'b'), 0)); }, EPERM},
-      {"link a block, symlink or mknod in a namespace", kMembers, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().RefuseNewEntry(c, t.ns, "l")); }, EPERM},
-      {"mkdir in a namespace", kMembers, [](Table& t, const Caller& c) { return ReplyToEntry(t.fs().MkDir(c, t.ns, "x")).err; }, EPERM},
-      {"create a file in a tenant directory", kMembers, [](Table& t, const Caller& c) { return t.Create(c, t.tenant, "x"); }, EPERM},
-      {"symlink in a tenant directory", kMembers, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().RefuseNewEntry(c, t.tenant, "l")); }, EPERM},
+      {"open a block O_WRONLY", kMembers, [](Table& t, const Principal& c) { return t.Open(c, t.block, O_WRONLY); }, EPERM},
+      {"open a block O_RDWR", kMembers, [](Table& t, const Principal& c) { return t.Open(c, t.block, O_RDWR); }, EPERM},
+      {"open a block O_RDONLY|O_TRUNC", kMembers, [](Table& t, const Principal& c) { return t.Open(c, t.block, O_RDONLY | O_TRUNC); }, EPERM},
+      {"open a block O_WRONLY|O_APPEND", kMembers, [](Table& t, const Principal& c) { return t.Open(c, t.block, O_WRONLY | O_APPEND); }, EPERM},
+      {"truncate a block", kMembers, [](Table& t, const Principal& c) { return t.SetAttr(c, t.block, kTruncate); }, EPERM},
+      {"utime a block", kMembers, [](Table& t, const Principal& c) { return t.SetAttr(c, t.block, kTouch); }, EPERM},
+      {"chmod a block", kMembers, [](Table& t, const Principal& c) { return t.SetAttr(c, t.block, kChmod); }, EPERM},
+      {"chown a block", kMembers, [](Table& t, const Principal& c) { return t.SetAttr(c, t.block, kChown); }, EPERM},
+      {"setxattr identity on a block", kMembers, [](Table& t, const Principal& c) { return t.SetX(c, t.block, "user.gpucache.identity", "x"); }, EPERM},
+      {"removexattr pinned on a block", kMembers, [](Table& t, const Principal& c) { return ReplyXattrErrno(t.fs().RemoveXattr(c, t.block, "user.gpucache.pinned")); }, EPERM},
+      {"rename a block", kMembers, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().Rename(c, t.ns, t.B(), t.ns, std::string(32, 'b'), 0)); }, EPERM},
+      {"link a block, symlink or mknod in a namespace", kMembers, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().RefuseNewEntry(c, t.ns, "l")); }, EPERM},
+      {"mkdir in a namespace", kMembers, [](Table& t, const Principal& c) { return ReplyToEntry(t.fs().MkDir(c, t.ns, "x")).err; }, EPERM},
+      {"create a file in a tenant directory", kMembers, [](Table& t, const Principal& c) { return t.Create(c, t.tenant, "x"); }, EPERM},
+      {"symlink in a tenant directory", kMembers, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().RefuseNewEntry(c, t.tenant, "l")); }, EPERM},
 
-      {"setxattr outside user.gpucache.* on a block", kMembers, [](Table& t, const Caller& c) { return t.SetX(c, t.block, "user.other", "1"); }, ENOTSUP},
-      {"getxattr outside user.gpucache.* on a block", kMembers, [](Table& t, const Caller& c) { return t.GetX(c, t.block, "user.other"); }, ENOTSUP},
-      {"removexattr outside user.gpucache.* on a block", kMembers, [](Table& t, const Caller& c) { return ReplyXattrErrno(t.fs().RemoveXattr(c, t.block, "user.other")); }, ENOTSUP},
-      {"getxattr of a user.gpucache.* name a block lacks", kMembers, [](Table& t, const Caller& c) { return t.GetX(c, t.block, "user.gpucache.nosuch"); }, ENODATA},
-      {"getxattr of a user.gpucache.* name a .part lacks", kMembers, [](Table& t, const Caller& c) { return t.GetX(c, t.part, "user.gpucache.checksum"); }, ENODATA},
-      {"pin a block", kMembers, [](Table& t, const Caller& c) { return t.SetX(c, t.block, "user.gpucache.pinned", "1"); }, 0},
-      {"unpin a block", kMembers, [](Table& t, const Caller& c) { return t.SetX(c, t.block, "user.gpucache.pinned", "0"); }, 0},
-      {"pin with a bad value", kMembers, [](Table& t, const Caller& c) { return t.SetX(c, t.block, "user.gpucache.pinned", "2"); }, EINVAL},
-      {"read-open a block", kMembers, [](Table& t, const Caller& c) { return t.Open(c, t.block, O_RDONLY); }, 0},
-      {"create a non-.part name", kMembers, [](Table& t, const Caller& c) { return t.Create(c, t.ns, std::string(32, 'c')); }, EINVAL},
-      {"create a .part of no block name", kMembers, [](Table& t, const Caller& c) { return t.Create(c, t.ns, "x.part"); }, EINVAL},
-      {"mkdir a name that is no namespace", kMembers, [](Table& t, const Caller& c) { return ReplyToEntry(t.fs().MkDir(c, t.tenant, "x")).err; }, EINVAL},
-      {"mkdir an existing namespace", kMembers, [](Table& t, const Caller& c) { return ReplyToEntry(t.fs().MkDir(c, t.tenant, AddressOf(t.b).ns)).err; }, EEXIST},
-      {"rmdir a namespace that holds blocks", kMembers, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().RmDir(c, t.tenant, AddressOf(t.b).ns)); }, ENOTEMPTY},
-      {"rmdir a namespace that does not exist", kMembers, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().RmDir(c, t.tenant, "m-" + std::string(32, 'd'))); }, ENOENT},
-      {"stat a block that is not there (a miss)", kMembers, [](Table& t, const Caller& c) { return t.Lookup(c, t.ns, std::string(32, 'e')); }, ENOENT},
-      {"stat a namespace that does not exist", kMembers, [](Table& t, const Caller& c) { return t.Lookup(c, t.tenant, "m-" + std::string(32, 'd')); }, ENOENT},
-      {"getxattr fill of a block never filled", kMembers, [](Table& t, const Caller& c) { return t.GetX(c, t.ns, "user.gpucache.fill." + std::string(32, 'e')); }, ENODATA},
+      {"setxattr outside user.gpucache.* on a block", kMembers, [](Table& t, const Principal& c) { return t.SetX(c, t.block, "user.other", "1"); }, ENOTSUP},
+      {"getxattr outside user.gpucache.* on a block", kMembers, [](Table& t, const Principal& c) { return t.GetX(c, t.block, "user.other"); }, ENOTSUP},
+      {"removexattr outside user.gpucache.* on a block", kMembers, [](Table& t, const Principal& c) { return ReplyXattrErrno(t.fs().RemoveXattr(c, t.block, "user.other")); }, ENOTSUP},
+      {"getxattr of a user.gpucache.* name a block lacks", kMembers, [](Table& t, const Principal& c) { return t.GetX(c, t.block, "user.gpucache.nosuch"); }, ENODATA},
+      {"getxattr of a user.gpucache.* name a .part lacks", kMembers, [](Table& t, const Principal& c) { return t.GetX(c, t.part, "user.gpucache.checksum"); }, ENODATA},
+      {"pin a block", kMembers, [](Table& t, const Principal& c) { return t.SetX(c, t.block, "user.gpucache.pinned", "1"); }, 0},
+      {"unpin a block", kMembers, [](Table& t, const Principal& c) { return t.SetX(c, t.block, "user.gpucache.pinned", "0"); }, 0},
+      {"pin with a bad value", kMembers, [](Table& t, const Principal& c) { return t.SetX(c, t.block, "user.gpucache.pinned", "2"); }, EINVAL},
+      {"read-open a block", kMembers, [](Table& t, const Principal& c) { return t.Open(c, t.block, O_RDONLY); }, 0},
+      {"create a non-.part name", kMembers, [](Table& t, const Principal& c) { return t.Create(c, t.ns, std::string(32, 'c')); }, EINVAL},
+      {"create a .part of no block name", kMembers, [](Table& t, const Principal& c) { return t.Create(c, t.ns, "x.part"); }, EINVAL},
+      {"mkdir a name that is no namespace", kMembers, [](Table& t, const Principal& c) { return ReplyToEntry(t.fs().MkDir(c, t.tenant, "x")).err; }, EINVAL},
+      {"mkdir an existing namespace", kMembers, [](Table& t, const Principal& c) { return ReplyToEntry(t.fs().MkDir(c, t.tenant, AddressOf(t.b).ns)).err; }, EEXIST},
+      {"rmdir a namespace that holds blocks", kMembers, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().RmDir(c, t.tenant, AddressOf(t.b).ns)); }, ENOTEMPTY},
+      {"rmdir a namespace that does not exist", kMembers, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().RmDir(c, t.tenant, "m-" + std::string(32, 'd'))); }, ENOENT},
+      {"stat a block that is not there (a miss)", kMembers, [](Table& t, const Principal& c) { return t.Lookup(c, t.ns, std::string(32, 'e')); }, ENOENT},
+      {"stat a namespace that does not exist", kMembers, [](Table& t, const Principal& c) { return t.Lookup(c, t.tenant, "m-" + std::string(32, 'd')); }, ENOENT},
+      {"getxattr fill of a block never filled", kMembers, [](Table& t, const Principal& c) { return t.GetX(c, t.ns, "user.gpucache.fill." + std::string(32, 'e')); }, ENODATA},
   };
 }
 
 // EBUSY and EEXIST: a `.part` is its writer's; nobody reads it, nobody else touches it.
 std::vector<Row> PartRows() {
   return {
-      {"read-open a .part", kMembers, [](Table& t, const Caller& c) { return t.Open(c, t.part, O_RDONLY); }, EBUSY},
-      {"second .part create (single flight)", kMembers, [](Table& t, const Caller& c) { return t.Create(c, t.ns, t.P()); }, EEXIST},
-      {"create the .part of a committed block", kMembers, [](Table& t, const Caller& c) { return t.Create(c, t.ns, t.B() + ".part"); }, EEXIST},
-      {"reopen another's .part O_WRONLY", {kMember}, [](Table& t, const Caller& c) { return t.Open(c, t.part, O_WRONLY); }, EBUSY},
-      {"reopen another's .part O_RDWR", {kMember}, [](Table& t, const Caller& c) { return t.Open(c, t.part, O_RDWR); }, EBUSY},
-      {"reopen another's .part O_TRUNC", {kMember}, [](Table& t, const Caller& c) { return t.Open(c, t.part, O_WRONLY | O_TRUNC); }, EBUSY},
-      {"reopen another's .part O_APPEND", {kMember}, [](Table& t, const Caller& c) { return t.Open(c, t.part, O_WRONLY | O_APPEND); }, EBUSY},
-      {"truncate another's .part", {kMember}, [](Table& t, const Caller& c) { return t.SetAttr(c, t.part, kTruncate); }, EBUSY},
-      {"set identity on another's .part", {kMember}, [](Table& t, const Caller& c) { return t.SetX(c, t.part, "user.gpucache.identity", "x"); }, EBUSY},
-      {"rename another's .part", {kMember}, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().Rename(c, t.ns, t.P(), t.ns, t.PBlock(), 0)); }, EBUSY},
-      {"unlink another's .part", {kMember}, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().Unlink(c, t.ns, t.P())); }, EBUSY},
-      {"rename a .part to another name", kMembers, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().Rename(c, t.ns, t.P(), t.ns, std::string(32, 'f'), 0)); }, EINVAL},
+      {"read-open a .part", kMembers, [](Table& t, const Principal& c) { return t.Open(c, t.part, O_RDONLY); }, EBUSY},
+      {"second .part create (single flight)", kMembers, [](Table& t, const Principal& c) { return t.Create(c, t.ns, t.P()); }, EEXIST},
+      {"create the .part of a committed block", kMembers, [](Table& t, const Principal& c) { return t.Create(c, t.ns, t.B() + ".part"); }, EEXIST},
+      {"reopen another's .part O_WRONLY", {kMember}, [](Table& t, const Principal& c) { return t.Open(c, t.part, O_WRONLY); }, EBUSY},
+      {"reopen another's .part O_RDWR", {kMember}, [](Table& t, const Principal& c) { return t.Open(c, t.part, O_RDWR); }, EBUSY},
+      {"reopen another's .part O_TRUNC", {kMember}, [](Table& t, const Principal& c) { return t.Open(c, t.part, O_WRONLY | O_TRUNC); }, EBUSY},
+      {"reopen another's .part O_APPEND", {kMember}, [](Table& t, const Principal& c) { return t.Open(c, t.part, O_WRONLY | O_APPEND); }, EBUSY},
+      {"truncate another's .part", {kMember}, [](Table& t, const Principal& c) { return t.SetAttr(c, t.part, kTruncate); }, EBUSY},
+      {"set identity on another's .part", {kMember}, [](Table& t, const Principal& c) { return t.SetX(c, t.part, "user.gpucache.identity", "x"); }, EBUSY},
+      {"rename another's .part", {kMember}, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().Rename(c, t.ns, t.P(), t.ns, t.PBlock(), 0)); }, EBUSY},
+      {"unlink another's .part", {kMember}, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().Unlink(c, t.ns, t.P())); }, EBUSY},
+      {"rename a .part to another name", kMembers, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().Rename(c, t.ns, t.P(), t.ns, std::string(32, 'f'), 0)); }, EINVAL},
 
-      {"rmdir a namespace that holds a .part only", kMembers, [](Table& t, const Caller& c) {
+      {"rmdir a namespace that holds a .part only", kMembers, [](Table& t, const Principal& c) {
          // Its own namespace: N also holds B.
          CacheIdentity other = SampleIdentity("acme");
          other.kv_dtype = "fp16";
@@ -185,27 +185,27 @@ std::vector<Row> PartRows() {
 // EACCES: another tenant's paths, and the nodes below them even when their inode is known.
 std::vector<Row> OutsiderRows() {
   return {
-      {"walk into another tenant", kOutsiders, [](Table& t, const Caller& c) { return t.Lookup(c, kRootIno, "acme"); }, EACCES},
-      {"stat another tenant's directory", kOutsiders, [](Table& t, const Caller& c) { return ReplyToAttr(t.fs().GetAttr(c, t.tenant)).err; }, EACCES},
-      {"stat another tenant's block", kOutsiders, [](Table& t, const Caller& c) { return ReplyToAttr(t.fs().GetAttr(c, t.block)).err; }, EACCES},
-      {"stat another tenant's .part", kOutsiders, [](Table& t, const Caller& c) { return ReplyToAttr(t.fs().GetAttr(c, t.part)).err; }, EACCES},
-      {"look a name up in another tenant's namespace", kOutsiders, [](Table& t, const Caller& c) { return t.Lookup(c, t.ns, t.B()); }, EACCES},
-      {"open another tenant's block", kOutsiders, [](Table& t, const Caller& c) { return t.Open(c, t.block, O_RDONLY); }, EACCES},
-      {"read-open another tenant's .part", kOutsiders, [](Table& t, const Caller& c) { return t.Open(c, t.part, O_RDONLY); }, EACCES},
-      {"write-open another tenant's .part", kOutsiders, [](Table& t, const Caller& c) { return t.Open(c, t.part, O_WRONLY); }, EACCES},
-      {"list another tenant's directory", kOutsiders, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().ReadDir(c, t.tenant).status()); }, EACCES},
-      {"list another tenant's namespace", kOutsiders, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().ReadDir(c, t.ns).status()); }, EACCES},
-      {"mkdir in another tenant", kOutsiders, [](Table& t, const Caller& c) { return ReplyToEntry(t.fs().MkDir(c, t.tenant, AddressOf(t.b).ns)).err; }, EACCES},
-      {"create a .part in another tenant", kOutsiders, [](Table& t, const Caller& c) { return t.Create(c, t.ns, std::string(32, 'a') + ".part"); }, EACCES},
-      {"getxattr on another tenant's block", kOutsiders, [](Table& t, const Caller& c) { return t.GetX(c, t.block, "user.gpucache.state"); }, EACCES},
-      {"getxattr of a fill in another tenant", kOutsiders, [](Table& t, const Caller& c) { return t.GetX(c, t.ns, "user.gpucache.fill." + t.PBlock()); }, EACCES},
-      {"pin another tenant's block", kOutsiders, [](Table& t, const Caller& c) { return t.SetX(c, t.block, "user.gpucache.pinned", "1"); }, EACCES},
-      {"set identity on another tenant's .part", kOutsiders, [](Table& t, const Caller& c) { return t.SetX(c, t.part, "user.gpucache.identity", "x"); }, EACCES},
-      {"truncate another tenant's .part", kOutsiders, [](Table& t, const Caller& c) { return t.SetAttr(c, t.part, kTruncate); }, EACCES},
-      {"unlink another tenant's block", kOutsiders, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().Unlink(c, t.ns, t.B())); }, EACCES},
-      {"unlink another tenant's .part", kOutsiders, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().Unlink(c, t.ns, t.P())); }, EACCES},
-      {"commit another tenant's .part", kOutsiders, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().Rename(c, t.ns, t.P(), t.ns, t.PBlock(), 0)); }, EACCES},
-      {"rmdir another tenant's namespace", kOutsiders, [](Table& t, const Caller& c) { return ReplyErrno(t.fs().RmDir(c, t.tenant, AddressOf(t.b).ns)); }, EACCES},
+      {"walk into another tenant", kOutsiders, [](Table& t, const Principal& c) { return t.Lookup(c, kRootIno, "acme"); }, EACCES},
+      {"stat another tenant's directory", kOutsiders, [](Table& t, const Principal& c) { return ReplyToAttr(t.fs().GetAttr(c, t.tenant)).err; }, EACCES},
+      {"stat another tenant's block", kOutsiders, [](Table& t, const Principal& c) { return ReplyToAttr(t.fs().GetAttr(c, t.block)).err; }, EACCES},
+      {"stat another tenant's .part", kOutsiders, [](Table& t, const Principal& c) { return ReplyToAttr(t.fs().GetAttr(c, t.part)).err; }, EACCES},
+      {"look a name up in another tenant's namespace", kOutsiders, [](Table& t, const Principal& c) { return t.Lookup(c, t.ns, t.B()); }, EACCES},
+      {"open another tenant's block", kOutsiders, [](Table& t, const Principal& c) { return t.Open(c, t.block, O_RDONLY); }, EACCES},
+      {"read-open another tenant's .part", kOutsiders, [](Table& t, const Principal& c) { return t.Open(c, t.part, O_RDONLY); }, EACCES},
+      {"write-open another tenant's .part", kOutsiders, [](Table& t, const Principal& c) { return t.Open(c, t.part, O_WRONLY); }, EACCES},
+      {"list another tenant's directory", kOutsiders, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().ReadDir(c, t.tenant).status()); }, EACCES},
+      {"list another tenant's namespace", kOutsiders, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().ReadDir(c, t.ns).status()); }, EACCES},
+      {"mkdir in another tenant", kOutsiders, [](Table& t, const Principal& c) { return ReplyToEntry(t.fs().MkDir(c, t.tenant, AddressOf(t.b).ns)).err; }, EACCES},
+      {"create a .part in another tenant", kOutsiders, [](Table& t, const Principal& c) { return t.Create(c, t.ns, std::string(32, 'a') + ".part"); }, EACCES},
+      {"getxattr on another tenant's block", kOutsiders, [](Table& t, const Principal& c) { return t.GetX(c, t.block, "user.gpucache.state"); }, EACCES},
+      {"getxattr of a fill in another tenant", kOutsiders, [](Table& t, const Principal& c) { return t.GetX(c, t.ns, "user.gpucache.fill." + t.PBlock()); }, EACCES},
+      {"pin another tenant's block", kOutsiders, [](Table& t, const Principal& c) { return t.SetX(c, t.block, "user.gpucache.pinned", "1"); }, EACCES},
+      {"set identity on another tenant's .part", kOutsiders, [](Table& t, const Principal& c) { return t.SetX(c, t.part, "user.gpucache.identity", "x"); }, EACCES},
+      {"truncate another tenant's .part", kOutsiders, [](Table& t, const Principal& c) { return t.SetAttr(c, t.part, kTruncate); }, EACCES},
+      {"unlink another tenant's block", kOutsiders, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().Unlink(c, t.ns, t.B())); }, EACCES},
+      {"unlink another tenant's .part", kOutsiders, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().Unlink(c, t.ns, t.P())); }, EACCES},
+      {"commit another tenant's .part", kOutsiders, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().Rename(c, t.ns, t.P(), t.ns, t.PBlock(), 0)); }, EACCES},
+      {"rmdir another tenant's namespace", kOutsiders, [](Table& t, const Principal& c) { return ReplyErrno(t.fs().RmDir(c, t.tenant, AddressOf(t.b).ns)); }, EACCES},
   };
 }
 
@@ -213,16 +213,16 @@ std::vector<Row> OutsiderRows() {
 std::vector<Row> NameRows() {
   const std::string n256(256, 'a');
   return {
-      {"stat a 255-byte name (a miss)", kMembers, [](Table& t, const Caller& c) { return t.Lookup(c, t.ns, std::string(255, 'a')); }, ENOENT},
-      {"stat a 256-byte name in a namespace", kMembers, [=](Table& t, const Caller& c) { return t.Lookup(c, t.ns, n256); }, ENAMETOOLONG},
-      {"stat a 256-byte name in a tenant", kMembers, [=](Table& t, const Caller& c) { return t.Lookup(c, t.tenant, n256); }, ENAMETOOLONG},
-      {"stat a 256-byte name in the root", kMembers, [=](Table& t, const Caller& c) { return t.Lookup(c, kRootIno, n256); }, ENAMETOOLONG},
-      {"mkdir a 256-byte namespace", kMembers, [=](Table& t, const Caller& c) { return ReplyToEntry(t.fs().MkDir(c, t.tenant, n256)).err; }, ENAMETOOLONG},
-      {"create a 256-byte .part", kMembers, [=](Table& t, const Caller& c) { return t.Create(c, t.ns, n256.substr(5) + ".part"); }, ENAMETOOLONG},
-      {"unlink a 256-byte name", kMembers, [=](Table& t, const Caller& c) { return ReplyErrno(t.fs().Unlink(c, t.ns, n256)); }, ENAMETOOLONG},
-      {"rmdir a 256-byte name", kMembers, [=](Table& t, const Caller& c) { return ReplyErrno(t.fs().RmDir(c, t.tenant, n256)); }, ENAMETOOLONG},
-      {"rename a .part to a 256-byte name", kMembers, [=](Table& t, const Caller& c) { return ReplyErrno(t.fs().Rename(c, t.ns, t.P(), t.ns, n256, 0)); }, ENAMETOOLONG},
-      {"symlink a 256-byte name", kMembers, [=](Table& t, const Caller& c) { return ReplyErrno(t.fs().RefuseNewEntry(c, t.ns, n256)); }, ENAMETOOLONG},
+      {"stat a 255-byte name (a miss)", kMembers, [](Table& t, const Principal& c) { return t.Lookup(c, t.ns, std::string(255, 'a')); }, ENOENT},
+      {"stat a 256-byte name in a namespace", kMembers, [=](Table& t, const Principal& c) { return t.Lookup(c, t.ns, n256); }, ENAMETOOLONG},
+      {"stat a 256-byte name in a tenant", kMembers, [=](Table& t, const Principal& c) { return t.Lookup(c, t.tenant, n256); }, ENAMETOOLONG},
+      {"stat a 256-byte name in the root", kMembers, [=](Table& t, const Principal& c) { return t.Lookup(c, kRootIno, n256); }, ENAMETOOLONG},
+      {"mkdir a 256-byte namespace", kMembers, [=](Table& t, const Principal& c) { return ReplyToEntry(t.fs().MkDir(c, t.tenant, n256)).err; }, ENAMETOOLONG},
+      {"create a 256-byte .part", kMembers, [=](Table& t, const Principal& c) { return t.Create(c, t.ns, n256.substr(5) + ".part"); }, ENAMETOOLONG},
+      {"unlink a 256-byte name", kMembers, [=](Table& t, const Principal& c) { return ReplyErrno(t.fs().Unlink(c, t.ns, n256)); }, ENAMETOOLONG},
+      {"rmdir a 256-byte name", kMembers, [=](Table& t, const Principal& c) { return ReplyErrno(t.fs().RmDir(c, t.tenant, n256)); }, ENAMETOOLONG},
+      {"rename a .part to a 256-byte name", kMembers, [=](Table& t, const Principal& c) { return ReplyErrno(t.fs().Rename(c, t.ns, t.P(), t.ns, n256, 0)); }, ENAMETOOLONG},
+      {"symlink a 256-byte name", kMembers, [=](Table& t, const Principal& c) { return ReplyErrno(t.fs().RefuseNewEntry(c, t.ns, n256)); }, ENAMETOOLONG},
   };
 }
 
@@ -232,7 +232,7 @@ void RunTable(const std::string& permissions) {
   Table t(permissions);
   for (auto rows : {DaemonRows(), BlockRows(), PartRows(), OutsiderRows(), NameRows()}) {
     for (const Row& row : rows) {
-      for (const Caller& c : row.who) {
+      for (const Principal& c : row.who) {
         CAPTURE(permissions);
         CAPTURE(row.what);
         CAPTURE(c.uid);

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static gpucache::MemoryStore store;
   static gpucache::ControlPlane control(store, access);
   uint64_t epoch = store.Epoch();
-  std::string reply = control.Handle(gpucache::Caller{1000, 1000, nullptr},
+  std::string reply = control.Handle(gpucache::Principal{1000, 1000, nullptr},
                                      std::string_view(reinterpret_cast<const char*>(data), size));
   auto j = nlohmann::json::parse(reply, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("ok") || reply.back() != '\n') std::abort();

@@ -22,11 +22,11 @@
 
 namespace gpucache::test {
 
-inline const Caller kRoot{0, 0, nullptr};            // admin, and a member of acme
-inline const Caller kWriter{1000, 1000, nullptr};    // acme by uid: writes the .parts
-inline const Caller kMember{1001, 3000, nullptr};    // acme through group 3000
-inline const Caller kOutsider{2000, 2000, nullptr};  // globex
-inline const Caller kStranger{3001, 3001, nullptr};  // no tenant at all
+inline const Principal kRoot{0, 0, nullptr};            // admin, and a member of acme
+inline const Principal kWriter{1000, 1000, nullptr};    // acme by uid: writes the .parts
+inline const Principal kMember{1001, 3000, nullptr};    // acme through group 3000
+inline const Principal kOutsider{2000, 2000, nullptr};  // globex
+inline const Principal kStranger{3001, 3001, nullptr};  // no tenant at all
 
 // Entry and negative timeouts differ, so that a test can tell which one a reply carries.
 inline constexpr double kEntryTimeout = 3600;
@@ -68,7 +68,7 @@ struct FsHarness {
   Filesystem fs;
 
   // Lookup as `c`; REQUIREs a positive entry.
-  uint64_t Ino(uint64_t parent, const std::string& name, const Caller& c = kRoot) {
+  uint64_t Ino(uint64_t parent, const std::string& name, const Principal& c = kRoot) {
     Reply r = ReplyToEntry(fs.Lookup(c, parent, name));
     REQUIRE(r.err == 0);
     REQUIRE_FALSE(r.negative);
@@ -77,7 +77,7 @@ struct FsHarness {
   uint64_t Tenant(const std::string& name = "acme") { return Ino(kRootIno, name); }
 
   // The namespace directory `id` lives in, made by `c` if it does not exist yet.
-  uint64_t Namespace(const CacheIdentity& id, const Caller& c = kWriter) {
+  uint64_t Namespace(const CacheIdentity& id, const Principal& c = kWriter) {
     uint64_t tenant = Tenant(id.tenant);
     Reply r = ReplyToEntry(fs.MkDir(c, tenant, AddressOf(id).ns));
     REQUIRE((r.err == 0 || r.err == EEXIST));
@@ -85,13 +85,13 @@ struct FsHarness {
   }
 
   // Step 2 of the commit protocol: the reservation, as `c`.
-  Reply CreatePart(const CacheIdentity& id, const Caller& c = kWriter) {
+  Reply CreatePart(const CacheIdentity& id, const Principal& c = kWriter) {
     return ReplyToCreate(fs.Create(c, Namespace(id, c), PartName(id)));
   }
 
   // Steps 2 to 4: a `.part` of `id` holding `payload` and `identity` (the right one unless
   // given), closed. Returns the `.part`'s inode.
-  uint64_t WritePart(const CacheIdentity& id, const Bytes& payload, const Caller& c = kWriter,
+  uint64_t WritePart(const CacheIdentity& id, const Bytes& payload, const Principal& c = kWriter,
                      const Bytes* identity = nullptr) {
     Reply part = CreatePart(id, c);
     REQUIRE(part.err == 0);
@@ -103,13 +103,13 @@ struct FsHarness {
   }
 
   // Step 5: rename <block>.part -> <block>.
-  StatusCode Rename(const CacheIdentity& id, const Caller& c = kWriter) {
+  StatusCode Rename(const CacheIdentity& id, const Principal& c = kWriter) {
     uint64_t ns = Namespace(id, c);
     return fs.Rename(c, ns, PartName(id), ns, BlockName(id), 0);
   }
 
   // The whole protocol; REQUIREs success.
-  void Commit(const CacheIdentity& id, const Bytes& payload, const Caller& c = kWriter) {
+  void Commit(const CacheIdentity& id, const Bytes& payload, const Principal& c = kWriter) {
     WritePart(id, payload, c);
     REQUIRE(Rename(id, c) == StatusCode::kOk);
   }
@@ -121,7 +121,7 @@ struct FsHarness {
   }
 
   // Every byte of a committed block, read through the filesystem as `c`.
-  Result<Bytes> ReadBlock(const CacheIdentity& id, const Caller& c = kRoot) {
+  Result<Bytes> ReadBlock(const CacheIdentity& id, const Principal& c = kRoot) {
     Reply entry = ReplyToEntry(fs.Lookup(c, Namespace(id), BlockName(id)));
     if (entry.err || entry.negative) return StatusCode::kNotFound;
     Reply open = ReplyToOpen(fs.Open(c, entry.ino, O_RDONLY));

@@ -1,0 +1,33 @@
+// Principal: the caller a request runs as, one type from the FUSE request to the cold tier.
+//
+// fs/ builds it from the request (uid, gid, and a way to read the supplementary groups) and
+// decides access with it against the configuration (fs/access.h). A module fs/ does not
+// include (the cold tier, through a control extension) gets it established: `admin` and
+// `tenants` filled in by AccessPolicy::Establish, and the groups reader dropped, because it
+// reads the FUSE request, which is gone once the reply is sent (an asynchronous refill
+// outlives it). cold/ authorizes by `admin` and `tenants` only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gpucache {
+
+struct Principal {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  // Supplementary groups, fetched only when uid and primary gid did not decide (it costs a read
+  // of /proc). May be empty; empty once established.
+  std::function<std::vector<uint32_t>()> supplementary_groups;
+  // Established by fs/ (AccessPolicy::Establish); false and empty until then.
+  bool admin = false;                 // may act for every tenant and send admin requests
+  std::set<std::string> tenants;      // the configured tenants it is a member of
+
+  // Whether it may act for `tenant` (established principals only).
+  bool MayActFor(const std::string& tenant) const { return admin || tenants.count(tenant) > 0; }
+};
+
+}  // namespace gpucache
