@@ -84,12 +84,12 @@ void Admission::ReservationReleased(const std::string& tenant, uint64_t size) {
 
 // --- Blocks ------------------------------------------------------------------------------
 
-void Admission::Indexed(Id id, std::optional<PolicyKey> parent) {
+void Admission::Indexed(Id id, std::optional<Id> parent, PolicyKey key) {
   const BlockIndex::Record& r = index_.at(id);
   Usage& u = Counters(index_.TenantOf(r.ns)).usage;
   u.blocks++;
   u.bytes += r.size;
-  policy_->OnInsert(r.policy_key, parent, r.keys.valid_length < r.keys.block_capacity);
+  policy_->OnInsert(id, parent, r.keys.valid_length < r.keys.block_capacity, key);
 }
 
 void Admission::Unindexing(Id id) {
@@ -97,7 +97,7 @@ void Admission::Unindexing(Id id) {
   Usage& u = Counters(index_.TenantOf(r.ns)).usage;
   u.blocks--;
   u.bytes -= r.size;
-  policy_->OnRemove(r.policy_key);
+  policy_->OnRemove(id);
 }
 
 void Admission::Quarantined(const std::string& tenant, uint64_t size) {
@@ -169,7 +169,7 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
   }
   const uint64_t share = FairShare(req.tenant, req.shares_of);
   // Choose every victim first; evict only if they suffice, so a refusal changes nothing.
-  std::set<PolicyKey> chosen;
+  std::set<Id> chosen;
   std::vector<Id> ids;
   std::map<std::string_view, uint64_t> taken;  // per other tenant, what was chosen so far
   uint64_t freed_own = 0, freed_shared = 0;
@@ -186,14 +186,10 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
     return held >= taken[owner] + amount(r) + share;
   };
   auto pick = [&](bool own_only) -> bool {
-    auto v = policy_->Victim([&](PolicyKey k) {
-      if (chosen.count(k)) return false;
-      std::optional<Id> id = index_.FindByPolicyKey(k);
-      return id && may_go(index_.at(*id), own_only);
-    });
+    auto v = policy_->Victim([&](Id id) { return !chosen.count(id) && may_go(index_.at(id), own_only); });
     if (!v) return false;
     chosen.insert(*v);
-    Id id = *index_.FindByPolicyKey(*v);
+    Id id = *v;
     ids.push_back(id);
     const BlockIndex::Record& r = index_.at(id);
     std::string_view owner = index_.TenantOf(r.ns);

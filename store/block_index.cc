@@ -5,8 +5,6 @@
 
 namespace gpucache {
 
-PolicyKey PolicyKeyOf(const BlockAddress& address);  // store/indexed_store_blocks.cc
-
 uint64_t BlockIndex::NameHash(uint32_t ns, const BlockDigest& name) {
   uint64_t a, b;
   std::memcpy(&a, name.data(), 8);
@@ -62,10 +60,6 @@ std::optional<BlockIndex::Id> BlockIndex::Find(const BlockAddress& address) cons
   });
 }
 
-std::optional<BlockIndex::Id> BlockIndex::FindByPolicyKey(PolicyKey key) const {
-  return by_policy_key_.Find(key, [&](Id id) { return records_[id].policy_key == key; });
-}
-
 bool BlockIndex::HasLogical(uint64_t logical) const {
   return by_logical_.Find(logical, [&](Id id) { return records_[id].keys.logical == logical; })
       .has_value();
@@ -97,13 +91,11 @@ std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Re
   record.name = *name;
   record.ns = ns;
   record.pos = static_cast<uint32_t>(namespaces_[ns].blocks.size());
-  record.policy_key = PolicyKeyOf(address);
   records_[id] = std::move(record);
   namespaces_[ns].blocks.push_back(id);
   count_++;
   const Record& r = records_[id];
   by_address_.Insert(id, NameHash(ns, r.name), [this](Id i) { return AddressHashOf(i); });
-  by_policy_key_.Insert(id, r.policy_key, [this](Id i) { return records_[i].policy_key; });
   by_logical_.Insert(id, r.keys.logical, [this](Id i) { return records_[i].keys.logical; });
   by_parent_.Insert(id, NsHash(ns, r.keys.parent),
                     [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.parent); });
@@ -115,7 +107,6 @@ std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Re
 BlockIndex::Record BlockIndex::Remove(Id id) {
   Record& r = records_[id];
   by_address_.Erase(id, NameHash(r.ns, r.name));
-  by_policy_key_.Erase(id, r.policy_key);
   by_logical_.Erase(id, r.keys.logical);
   by_parent_.Erase(id, NsHash(r.ns, r.keys.parent));
   by_tail_.Erase(id, NsHash(r.ns, r.keys.tail));
@@ -135,7 +126,6 @@ void BlockIndex::Reserve(size_t blocks) {
   size_t n = count_ + blocks;
   records_.reserve(n);
   by_address_.Reserve(n, [this](Id i) { return AddressHashOf(i); });
-  by_policy_key_.Reserve(n, [this](Id i) { return records_[i].policy_key; });
   by_logical_.Reserve(n, [this](Id i) { return records_[i].keys.logical; });
   by_parent_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.parent); });
   by_tail_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.tail); });
@@ -144,7 +134,7 @@ void BlockIndex::Reserve(size_t blocks) {
 size_t BlockIndex::MemoryBytes() const {
   size_t bytes = records_.capacity() * sizeof(Record) + free_ids_.capacity() * sizeof(Id);
   for (const Namespace& n : namespaces_) bytes += n.blocks.capacity() * sizeof(Id);
-  for (const IdTable* t : {&by_address_, &by_policy_key_, &by_logical_, &by_parent_, &by_tail_}) {
+  for (const IdTable* t : {&by_address_, &by_logical_, &by_parent_, &by_tail_}) {
     bytes += t->MemoryBytes();
   }
   return bytes;

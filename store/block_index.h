@@ -4,7 +4,6 @@
 // indexed (ids of removed blocks are reused). Each namespace (tenant, namespace directory) is
 // interned once and lists its blocks' ids. Four IdTables (store/id_table.h) find records by
 //   - address (namespace id + block name): every probe, open and commit;
-//   - policy key (the eviction policy's digest of the address): the policy's victims;
 //   - logical key (GPCL digest): "incompatible" misses;
 //   - (namespace, chain[0] digest): prefix-hit candidates and, by chain.back(), parent links;
 // each at about 6 bytes a block. The identity itself is not kept (store/index_keys.h).
@@ -40,7 +39,6 @@ class BlockIndex {
     uint64_t commit_epoch = 0;
     uint64_t region_id = 0;
     uint64_t commit_time_ns = 0;
-    PolicyKey policy_key = 0;  // PolicyKeyOf(address), kept so that lookups need no strings
     Owner owner;
     uint32_t ns = 0;
     uint32_t pos = 0;          // where its id sits in its namespace's list
@@ -68,7 +66,6 @@ class BlockIndex {
 
   // --- Blocks.
   std::optional<Id> Find(const BlockAddress& address) const;
-  std::optional<Id> FindByPolicyKey(PolicyKey key) const;
   // Adds a block; nullopt (and nothing changes) if its address is already indexed. Its
   // namespace is added if missing, owned by the block's owner.
   std::optional<Id> Insert(const BlockAddress& address, Record record);
@@ -131,7 +128,7 @@ class BlockIndex {
   std::vector<Record> records_;
   std::vector<Id> free_ids_;
   size_t count_ = 0;
-  IdTable by_address_, by_policy_key_, by_logical_, by_parent_, by_tail_;
+  IdTable by_address_, by_logical_, by_parent_, by_tail_;
 };
 
 }  // namespace gpucache

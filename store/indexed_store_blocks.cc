@@ -132,13 +132,13 @@ BlockInfo IndexedStore::AttributesOfLocked(BlockId id) const {
 bool IndexedStore::IndexLocked(const BlockAddress& address, Record record) {
   // The resident block whose last chain hash is this block's parent hash, if any (looked up
   // before this one is in, so that a one-hash chain is not its own parent).
-  std::optional<PolicyKey> parent;
+  std::optional<BlockId> parent;
   if (std::optional<uint32_t> ns = index_.FindNamespace(address.tenant, address.ns)) {
-    if (auto p = index_.ByTail(*ns, record.keys.parent)) parent = index_.at(*p).policy_key;
+    parent = index_.ByTail(*ns, record.keys.parent);
   }
   std::optional<BlockId> id = index_.Insert(address, std::move(record));
   if (!id) return false;
-  admission_.Indexed(*id, parent);
+  admission_.Indexed(*id, parent, PolicyKeyOf(address));
   return true;
 }
 
@@ -267,7 +267,7 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
     }
     Record& r = index_.at(*id);
     r.open_readers++;  // the reader's destructor gives it back
-    admission_.Used(r.policy_key);
+    admission_.Used(*id);
     info = AttributesOfLocked(*id);
     stored = r.stored;
     identity_digest = r.keys.identity;

@@ -1,4 +1,4 @@
-// Parent/child bookkeeping for prefix-aware policies: which resident blocks are leaves.
+// Parent/child bookkeeping for prefix-tinylfu: which resident blocks are leaves.
 #pragma once
 
 #include <optional>
@@ -25,6 +25,13 @@ class PrefixTracker {
     auto it = nodes_.find(key);
     if (it == nodes_.end()) return std::nullopt;
     std::optional<PolicyKey> parent = it->second.parent;
+    if (it->second.children > 0) {
+      // An ancestor leaves first: its children forget it, so that a block reusing its key
+      // (a policy slot) is nobody's parent. Rare, so a scan.
+      for (auto& [k, n] : nodes_) {
+        if (n.parent == key) n.parent.reset();
+      }
+    }
     nodes_.erase(it);
     if (parent) {
       auto p = nodes_.find(*parent);
