@@ -174,9 +174,10 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
   std::map<std::string_view, uint64_t> taken;  // per other tenant, what was chosen so far
   uint64_t freed_own = 0, freed_shared = 0;
   auto amount = [&](const BlockIndex::Record& r) { return req.count_blocks ? uint64_t{1} : r.size; };
-  auto may_go = [&](const BlockIndex::Record& r, bool own_only) {
+  auto may_go = [&](Id id, bool own_only) {
+    const BlockIndex::Record& r = index_.at(id);
     if (r.pinned || r.open_readers != 0) return false;
-    if (req.device && !medium_.SharesDevice(*req.device, r.stored.get())) return false;
+    if (req.device && !medium_.SharesDevice(*req.device, index_.StoredOf(id).get())) return false;
     std::string_view owner = index_.TenantOf(r.ns);
     if (owner == req.tenant) return true;
     if (own_only) return false;
@@ -186,7 +187,7 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
     return held >= taken[owner] + amount(r) + share;
   };
   auto pick = [&](bool own_only) -> bool {
-    auto v = policy_->Victim([&](Id id) { return !chosen.count(id) && may_go(index_.at(id), own_only); });
+    auto v = policy_->Victim([&](Id id) { return !chosen.count(id) && may_go(id, own_only); });
     if (!v) return false;
     chosen.insert(*v);
     Id id = *v;
