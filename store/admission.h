@@ -73,6 +73,8 @@ class Admission {
   void Quarantined(const std::string& tenant, uint64_t size);
   void Reclaimed(const std::string& tenant, uint64_t size);
   void Used(Id id) { policy_->OnAccess(id); }
+  // The index was sized for `blocks` blocks: the policy's per-block arrays too.
+  void Reserve(size_t blocks) { policy_->Reserve(blocks); }
   void Missed(PolicyKey key) { policy_->OnMiss(key); }
 
  private:

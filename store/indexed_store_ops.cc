@@ -172,6 +172,7 @@ bool IndexedStore::RestoreBlock(const IndexedBlock& b, std::shared_ptr<StoredPay
 void IndexedStore::ReserveBlocks(size_t blocks) {
   MutexLock lock(mu_);
   index_.Reserve(blocks);
+  admission_.Reserve(index_.size() + blocks);  // ids are dense: below that many
 }
 
 void IndexedStore::RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored) {

@@ -44,6 +44,8 @@ class EvictionPolicy {
   virtual std::string_view name() const = 0;
   // Capacity in blocks, a hint for policies that size internal regions (0: unknown).
   virtual void SetCapacity(uint64_t blocks) { (void)blocks; }
+  // Slots below `slots` are about to be used (a restart): room for them without growing.
+  virtual void Reserve(size_t slots) { (void)slots; }
   // The block with address digest `key` became resident in `slot` (not in use); `parent` is
   // the resident block whose chain it continues, if any.
   // `partial`: the block holds fewer tokens than its capacity (the tail of a prompt). Only a

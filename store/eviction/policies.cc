@@ -59,6 +59,7 @@ class ListPolicy final : public EvictionPolicy {
   std::optional<Slot> Victim(const EligibleFn& eligible) override {
     return Found(blocks_.FirstWhere(eligible));
   }
+  void Reserve(size_t slots) override { blocks_.Reserve(slots); }
 
  private:
   const bool follow_use_;
@@ -115,6 +116,12 @@ class PrefixLruPolicy final : public EvictionPolicy {
     Slot leaf = recency_.FirstWhere([&](Slot s) { return children_[s] == 0 && eligible(s); });
     if (leaf != SlotList::kNone) return leaf;
     return Found(recency_.FirstWhere(eligible));
+  }
+  void Reserve(size_t slots) override {
+    recency_.Reserve(slots);
+    partials_.Reserve(slots);
+    parent_.reserve(slots);
+    children_.reserve(slots);
   }
 
  private:
