@@ -46,8 +46,8 @@ class EvictionPolicy {
   virtual void SetCapacity(uint64_t blocks) { (void)blocks; }
   // Slots below `slots` are about to be used (a restart): room for them without growing.
   virtual void Reserve(size_t slots) { (void)slots; }
-  // The block with address digest `key` became resident in `slot` (not in use); `parent` is
-  // the resident block whose chain it continues, if any.
+  // The block with address digest `key` became resident in `slot` (one no resident block
+  // holds); `parent` is the resident block whose chain it continues, if any.
   // `partial`: the block holds fewer tokens than its capacity (the tail of a prompt). Only a
   // request with exactly those tokens can reuse it; the next turn of a conversation extends
   // the tail into a different, full block, which is why engines rarely share partial blocks.

@@ -51,7 +51,9 @@ class ListPolicy final : public EvictionPolicy {
  public:
   explicit ListPolicy(bool follow_use) : follow_use_(follow_use) {}
   std::string_view name() const override { return follow_use_ ? "lru" : "oldest"; }
-  void OnInsert(Slot slot, std::optional<Slot>, bool, PolicyKey) override { blocks_.MoveToBack(slot); }
+  void OnInsert(Slot slot, std::optional<Slot>, bool, PolicyKey) override {
+    blocks_.MoveToBack(slot);
+  }
   void OnAccess(Slot slot) override {
     if (follow_use_ && blocks_.Contains(slot)) blocks_.MoveToBack(slot);
   }
@@ -204,8 +206,8 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
     std::optional<Slot> victim = leaves_[kProbation].First(eligible);
     if (!victim) victim = leaves_[kProtected].First(eligible);
     if (candidate && victim) {
-      return sketch_.Estimate(digests_[*candidate]) > sketch_.Estimate(digests_[*victim]) ? victim
-                                                                                         : candidate;
+      uint32_t candidate_uses = sketch_.Estimate(digests_[*candidate]);
+      return candidate_uses > sketch_.Estimate(digests_[*victim]) ? victim : candidate;
     }
     if (victim) return victim;
     if (auto c = leaves_[kWindow].First(eligible)) return c;

@@ -12,7 +12,8 @@ auto kAll = [](Slot) { return true; };
 // The address digest a test block is counted by (frequency-aware policies).
 PolicyKey KeyOf(Slot s) { return 0x9E3779B97F4A7C15ull * (s + 1); }
 
-void Insert(EvictionPolicy& p, Slot s, std::optional<Slot> parent = std::nullopt, bool partial = false) {
+void Insert(EvictionPolicy& p, Slot s, std::optional<Slot> parent = std::nullopt,
+            bool partial = false) {
   p.OnInsert(s, parent, partial, KeyOf(s));
 }
 
