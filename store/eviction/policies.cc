@@ -71,25 +71,28 @@ class ListPolicy final : public EvictionPolicy {
 // Least recently used leaf first; ancestors only when no leaf is eligible.
 //
 // Per slot, in flat arrays: its links in the recency list of all blocks and in the list of
-// partial blocks (each least recent first), its parent and its count of resident children:
-// 24 bytes. Leaves are the blocks with no children, so the least recent leaf is the first
-// childless block of the recency list; the walk to it passes the ancestors of the oldest
-// chains (about a chain's length of blocks) and those `eligible` refuses.
+// partial blocks (each least recent first), its parent, and its place in its parent's list of
+// children (first child, next and previous sibling): 32 bytes. Leaves are the blocks with no
+// child, so the least recent leaf is the first childless block of the recency list; the walk
+// to it passes the ancestors of the oldest chains (about a chain's length of blocks) and those
+// `eligible` refuses. A block that leaves before its children orphans them (its slot may be
+// reused at once by an unrelated block), in time proportional to its children.
 class PrefixLruPolicy final : public EvictionPolicy {
  public:
   std::string_view name() const override { return "prefix-lru"; }
   void OnInsert(Slot slot, std::optional<Slot> parent, bool partial, PolicyKey) override {
     if (recency_.Contains(slot)) OnRemove(slot);
-    if (slot >= parent_.size()) {
-      parent_.resize(size_t{slot} + 1, SlotList::kNone);
-      children_.resize(size_t{slot} + 1, 0);
-    }
+    if (slot >= parent_.size()) Resize(size_t{slot} + 1);
     recency_.PushBack(slot);
     if (partial) partials_.PushBack(slot);
-    bool linked = parent && *parent != slot && recency_.Contains(*parent);
-    parent_[slot] = linked ? *parent : SlotList::kNone;
-    children_[slot] = 0;
-    if (linked) children_[*parent]++;
+    Slot p = parent && *parent != slot && recency_.Contains(*parent) ? *parent : kNone;
+    parent_[slot] = p;
+    first_child_[slot] = kNone;
+    if (p == kNone) return;
+    prev_sibling_[slot] = kNone;
+    next_sibling_[slot] = first_child_[p];
+    if (first_child_[p] != kNone) prev_sibling_[first_child_[p]] = slot;
+    first_child_[p] = slot;
   }
   void OnAccess(Slot slot) override {
     if (!recency_.Contains(slot)) return;
@@ -100,37 +103,36 @@ class PrefixLruPolicy final : public EvictionPolicy {
     if (!recency_.Contains(slot)) return;
     recency_.Remove(slot);
     partials_.Remove(slot);
-    if (children_[slot] > 0) {
-      // An ancestor left before its descendants (invalidated, corrupt, or no leaf was
-      // eligible): its children forget it, so that the slot's next block is nobody's parent.
-      // Rare, so a scan rather than a child list per block.
-      for (Slot& p : parent_) {
-        if (p == slot) p = SlotList::kNone;
-      }
-      children_[slot] = 0;
+    for (Slot c = first_child_[slot]; c != kNone; c = next_sibling_[c]) parent_[c] = kNone;
+    first_child_[slot] = kNone;
+    if (Slot p = parent_[slot]; p != kNone) {
+      Slot prev = prev_sibling_[slot], next = next_sibling_[slot];
+      (prev == kNone ? first_child_[p] : next_sibling_[prev]) = next;
+      if (next != kNone) prev_sibling_[next] = prev;
+      parent_[slot] = kNone;
     }
-    Slot parent = parent_[slot];
-    parent_[slot] = SlotList::kNone;
-    if (parent != SlotList::kNone && children_[parent] > 0) children_[parent]--;
   }
   std::optional<Slot> Victim(const EligibleFn& eligible) override {
-    if (Slot s = partials_.FirstWhere(eligible); s != SlotList::kNone) return s;
-    Slot leaf = recency_.FirstWhere([&](Slot s) { return children_[s] == 0 && eligible(s); });
-    if (leaf != SlotList::kNone) return leaf;
+    if (Slot s = partials_.FirstWhere(eligible); s != kNone) return s;
+    auto leaf_eligible = [&](Slot s) { return first_child_[s] == kNone && eligible(s); };
+    Slot leaf = recency_.FirstWhere(leaf_eligible);
+    if (leaf != kNone) return leaf;
     return Found(recency_.FirstWhere(eligible));
   }
   void Reserve(size_t slots) override {
     recency_.Reserve(slots);
     partials_.Reserve(slots);
-    parent_.reserve(slots);
-    children_.reserve(slots);
+    for (auto* v : {&parent_, &first_child_, &next_sibling_, &prev_sibling_}) v->reserve(slots);
   }
 
  private:
+  static constexpr Slot kNone = SlotList::kNone;
+  void Resize(size_t n) {
+    for (auto* v : {&parent_, &first_child_, &next_sibling_, &prev_sibling_}) v->resize(n, kNone);
+  }
   SlotList recency_;   // every block, least recently used first
   SlotList partials_;  // partial blocks, least recently used first
-  std::vector<Slot> parent_;
-  std::vector<uint32_t> children_;  // resident blocks inserted with this one as their parent
+  std::vector<Slot> parent_, first_child_, next_sibling_, prev_sibling_;
 };
 
 // Ours: W-TinyLFU restricted to leaves.

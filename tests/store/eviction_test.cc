@@ -75,14 +75,19 @@ TEST_CASE("Policy: a slot reused after its block left is not the parent of that 
     CAPTURE(name);
     auto p = MakePolicy(name);
     p->SetCapacity(100);
-    Insert(*p, 1);           // root
-    Insert(*p, 2, Slot{1});  // its child
-    p->OnRemove(1);          // the ancestor leaves first (invalidated)
-    Insert(*p, 1);           // slot 1 now holds an unrelated block...
-    Insert(*p, 3, Slot{1});  // ...with a child of its own
-    p->OnRemove(2);          // the old child leaves: the new block in slot 1 keeps its child
-    CHECK(p->Victim(kAll) == Slot{3});
-    CHECK(p->Victim([](Slot s) { return s != 3; }) == Slot{1});  // no leaf eligible
+    Insert(*p, 1);  // root
+    for (Slot child : {2, 3, 4}) Insert(*p, child, Slot{1});
+    p->OnRemove(3);  // a middle sibling, then the first
+    p->OnRemove(2);
+    CHECK(p->Victim(kAll) == Slot{4});  // 1 still has a child
+    p->OnRemove(1);            // the ancestor leaves before its child (invalidated)
+    Insert(*p, 1);             // slot 1 now holds an unrelated block...
+    Insert(*p, 5, Slot{1});    // ...with a child of its own
+    p->OnRemove(4);            // the old child leaves: the new block in slot 1 keeps its child
+    p->OnAccess(5);            // (used more than slot 1: prefix-tinylfu would pick 1 if it were
+    p->OnAccess(5);            // a leaf)
+    CHECK(p->Victim(kAll) == Slot{5});
+    CHECK(p->Victim([](Slot s) { return s != 5; }) == Slot{1});  // no leaf eligible
   }
 }
 
