@@ -84,12 +84,12 @@ void Admission::ReservationReleased(const std::string& tenant, uint64_t size) {
 
 // --- Blocks ------------------------------------------------------------------------------
 
-void Admission::Indexed(Id id, std::optional<PolicyKey> parent) {
+void Admission::Indexed(Id id, std::optional<Id> parent, PolicyKey key) {
   const BlockIndex::Record& r = index_.at(id);
   Usage& u = Counters(index_.TenantOf(r.ns)).usage;
   u.blocks++;
   u.bytes += r.size;
-  policy_->OnInsert(r.policy_key, parent, r.keys.valid_length < r.keys.block_capacity);
+  policy_->OnInsert(id, parent, r.keys.valid_length < r.keys.block_capacity, key);
 }
 
 void Admission::Unindexing(Id id) {
@@ -97,7 +97,7 @@ void Admission::Unindexing(Id id) {
   Usage& u = Counters(index_.TenantOf(r.ns)).usage;
   u.blocks--;
   u.bytes -= r.size;
-  policy_->OnRemove(r.policy_key);
+  policy_->OnRemove(id);
 }
 
 void Admission::Quarantined(const std::string& tenant, uint64_t size) {
@@ -169,14 +169,15 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
   }
   const uint64_t share = FairShare(req.tenant, req.shares_of);
   // Choose every victim first; evict only if they suffice, so a refusal changes nothing.
-  std::set<PolicyKey> chosen;
+  std::set<Id> chosen;
   std::vector<Id> ids;
   std::map<std::string_view, uint64_t> taken;  // per other tenant, what was chosen so far
   uint64_t freed_own = 0, freed_shared = 0;
   auto amount = [&](const BlockIndex::Record& r) { return req.count_blocks ? uint64_t{1} : r.size; };
-  auto may_go = [&](const BlockIndex::Record& r, bool own_only) {
+  auto may_go = [&](Id id, bool own_only) {
+    const BlockIndex::Record& r = index_.at(id);
     if (r.pinned || r.open_readers != 0) return false;
-    if (req.device && !medium_.SharesDevice(*req.device, r.stored.get())) return false;
+    if (req.device && !medium_.SharesDevice(*req.device, index_.StoredOf(id).get())) return false;
     std::string_view owner = index_.TenantOf(r.ns);
     if (owner == req.tenant) return true;
     if (own_only) return false;
@@ -186,14 +187,10 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
     return held >= taken[owner] + amount(r) + share;
   };
   auto pick = [&](bool own_only) -> bool {
-    auto v = policy_->Victim([&](PolicyKey k) {
-      if (chosen.count(k)) return false;
-      std::optional<Id> id = index_.FindByPolicyKey(k);
-      return id && may_go(index_.at(*id), own_only);
-    });
+    auto v = policy_->Victim([&](Id id) { return !chosen.count(id) && may_go(id, own_only); });
     if (!v) return false;
     chosen.insert(*v);
-    Id id = *index_.FindByPolicyKey(*v);
+    Id id = *v;
     ids.push_back(id);
     const BlockIndex::Record& r = index_.at(id);
     std::string_view owner = index_.TenantOf(r.ns);

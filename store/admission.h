@@ -66,12 +66,15 @@ class Admission {
                           const std::string& tenant, uint64_t need, std::vector<Id>& victims);
 
   // --- What happens to blocks (counts usage, tells the policy).
-  void Indexed(Id id, std::optional<PolicyKey> parent);
+  // `key`: PolicyKeyOf(its address), what frequency-aware policies count it by.
+  void Indexed(Id id, std::optional<Id> parent, PolicyKey key);
   // REQUIRES: called before the index forgets `id`.
   void Unindexing(Id id);
   void Quarantined(const std::string& tenant, uint64_t size);
   void Reclaimed(const std::string& tenant, uint64_t size);
-  void Used(PolicyKey key) { policy_->OnAccess(key); }
+  void Used(Id id) { policy_->OnAccess(id); }
+  // The index was sized for `blocks` blocks: the policy's per-block arrays too.
+  void Reserve(size_t blocks) { policy_->Reserve(blocks); }
   void Missed(PolicyKey key) { policy_->OnMiss(key); }
 
  private:

@@ -5,7 +5,9 @@
 
 namespace gpucache {
 
-PolicyKey PolicyKeyOf(const BlockAddress& address);  // store/indexed_store_blocks.cc
+// A record costs every committed block this much: a field added is a decision
+// (docs/performance.md, "Daemon memory").
+static_assert(sizeof(BlockIndex::Record) == 144);
 
 uint64_t BlockIndex::NameHash(uint32_t ns, const BlockDigest& name) {
   uint64_t a, b;
@@ -62,10 +64,6 @@ std::optional<BlockIndex::Id> BlockIndex::Find(const BlockAddress& address) cons
   });
 }
 
-std::optional<BlockIndex::Id> BlockIndex::FindByPolicyKey(PolicyKey key) const {
-  return by_policy_key_.Find(key, [&](Id id) { return records_[id].policy_key == key; });
-}
-
 bool BlockIndex::HasLogical(uint64_t logical) const {
   return by_logical_.Find(logical, [&](Id id) { return records_[id].keys.logical == logical; })
       .has_value();
@@ -82,7 +80,32 @@ BlockAddress BlockIndex::AddressOf(Id id) const {
   return BlockAddress{namespaces_[r.ns].tenant, namespaces_[r.ns].name, FormatBlockName(r.name)};
 }
 
-std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Record record) {
+uint32_t BlockIndex::Hold(std::shared_ptr<StoredPayload> state) {
+  if (!state) return 0;
+  auto [it, added] = stored_slots_.try_emplace(state.get(), 0);
+  if (added) {
+    if (free_stored_.empty()) {
+      it->second = static_cast<uint32_t>(stored_.size());
+      stored_.emplace_back();
+    } else {
+      it->second = free_stored_.back();
+      free_stored_.pop_back();
+    }
+    stored_[it->second].state = std::move(state);
+  }
+  stored_[it->second].uses++;
+  return it->second;
+}
+
+void BlockIndex::Release(uint32_t slot) {
+  if (slot == 0 || --stored_[slot].uses != 0) return;
+  stored_slots_.erase(stored_[slot].state.get());
+  stored_[slot].state.reset();
+  free_stored_.push_back(slot);
+}
+
+std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Record record,
+                                                 std::shared_ptr<StoredPayload> stored) {
   std::optional<BlockDigest> name = ParseBlockName(address.block);
   if (!name || Find(address)) return std::nullopt;
   uint32_t ns = AddNamespace(address.tenant, address.ns, record.owner);
@@ -97,13 +120,12 @@ std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Re
   record.name = *name;
   record.ns = ns;
   record.pos = static_cast<uint32_t>(namespaces_[ns].blocks.size());
-  record.policy_key = PolicyKeyOf(address);
+  record.stored = Hold(std::move(stored));
   records_[id] = std::move(record);
   namespaces_[ns].blocks.push_back(id);
   count_++;
   const Record& r = records_[id];
   by_address_.Insert(id, NameHash(ns, r.name), [this](Id i) { return AddressHashOf(i); });
-  by_policy_key_.Insert(id, r.policy_key, [this](Id i) { return records_[i].policy_key; });
   by_logical_.Insert(id, r.keys.logical, [this](Id i) { return records_[i].keys.logical; });
   by_parent_.Insert(id, NsHash(ns, r.keys.parent),
                     [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.parent); });
@@ -115,7 +137,6 @@ std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Re
 BlockIndex::Record BlockIndex::Remove(Id id) {
   Record& r = records_[id];
   by_address_.Erase(id, NameHash(r.ns, r.name));
-  by_policy_key_.Erase(id, r.policy_key);
   by_logical_.Erase(id, r.keys.logical);
   by_parent_.Erase(id, NsHash(r.ns, r.keys.parent));
   by_tail_.Erase(id, NsHash(r.ns, r.keys.tail));
@@ -124,7 +145,9 @@ BlockIndex::Record BlockIndex::Remove(Id id) {
   list[r.pos] = moved;
   records_[moved].pos = r.pos;
   list.pop_back();
+  Release(r.stored);
   Record out = std::move(r);
+  out.stored = 0;
   r = Record{};
   free_ids_.push_back(id);
   count_--;
@@ -135,16 +158,17 @@ void BlockIndex::Reserve(size_t blocks) {
   size_t n = count_ + blocks;
   records_.reserve(n);
   by_address_.Reserve(n, [this](Id i) { return AddressHashOf(i); });
-  by_policy_key_.Reserve(n, [this](Id i) { return records_[i].policy_key; });
   by_logical_.Reserve(n, [this](Id i) { return records_[i].keys.logical; });
   by_parent_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.parent); });
   by_tail_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.tail); });
 }
 
 size_t BlockIndex::MemoryBytes() const {
-  size_t bytes = records_.capacity() * sizeof(Record) + free_ids_.capacity() * sizeof(Id);
+  size_t bytes = records_.capacity() * sizeof(Record) + free_ids_.capacity() * sizeof(Id) +
+                 stored_.capacity() * sizeof(Stored) + free_stored_.capacity() * sizeof(uint32_t) +
+                 stored_slots_.size() * 32;  // about a node each
   for (const Namespace& n : namespaces_) bytes += n.blocks.capacity() * sizeof(Id);
-  for (const IdTable* t : {&by_address_, &by_policy_key_, &by_logical_, &by_parent_, &by_tail_}) {
+  for (const IdTable* t : {&by_address_, &by_logical_, &by_parent_, &by_tail_}) {
     bytes += t->MemoryBytes();
   }
   return bytes;

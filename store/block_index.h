@@ -4,7 +4,6 @@
 // indexed (ids of removed blocks are reused). Each namespace (tenant, namespace directory) is
 // interned once and lists its blocks' ids. Four IdTables (store/id_table.h) find records by
 //   - address (namespace id + block name): every probe, open and commit;
-//   - policy key (the eviction policy's digest of the address): the policy's victims;
 //   - logical key (GPCL digest): "incompatible" misses;
 //   - (namespace, chain[0] digest): prefix-hit candidates and, by chain.back(), parent links;
 // each at about 6 bytes a block. The identity itself is not kept (store/index_keys.h).
@@ -19,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "store/block_store.h"
@@ -33,23 +33,24 @@ class BlockIndex {
  public:
   using Id = uint32_t;
 
-  // One committed block. Its address is its namespace (`ns`) and `name`.
+  // One committed block. Its address is its namespace (`ns`) and `name`. Fields ordered so
+  // that none pads: 144 bytes.
   struct Record {
     BlockDigest name{};
     uint64_t size = 0;
-    uint64_t commit_epoch = 0;
     uint64_t region_id = 0;
     uint64_t commit_time_ns = 0;
-    PolicyKey policy_key = 0;  // PolicyKeyOf(address), kept so that lookups need no strings
+    IndexKeys keys;
+    BlockDigest checksum{};    // XXH3-128 of the payload
     Owner owner;
     uint32_t ns = 0;
     uint32_t pos = 0;          // where its id sits in its namespace's list
     int32_t open_readers = 0;
-    IndexKeys keys;
-    BlockDigest checksum{};    // XXH3-128 of the payload
+    // Epochs stay below 2^32: region ids carry them in their high 32 bits.
+    uint32_t commit_epoch = 0;
+    uint32_t stored = 0;       // its medium state: a slot of stored_ (set by Insert)
     BlockState state = BlockState::kCommitted;
     bool pinned = false;
-    std::shared_ptr<StoredPayload> stored;
   };
 
   // --- Namespaces.
@@ -68,12 +69,15 @@ class BlockIndex {
 
   // --- Blocks.
   std::optional<Id> Find(const BlockAddress& address) const;
-  std::optional<Id> FindByPolicyKey(PolicyKey key) const;
-  // Adds a block; nullopt (and nothing changes) if its address is already indexed. Its
-  // namespace is added if missing, owned by the block's owner.
-  std::optional<Id> Insert(const BlockAddress& address, Record record);
-  // Takes a block out; its id may be reused from now on.
+  // Adds a block, with `stored`, the medium's state of it; nullopt (and nothing changes) if its
+  // address is already indexed. Its namespace is added if missing, owned by the block's owner.
+  std::optional<Id> Insert(const BlockAddress& address, Record record,
+                           std::shared_ptr<StoredPayload> stored = nullptr);
+  // Takes a block out (and its hold on its medium state); its id may be reused from now on.
   Record Remove(Id id);
+  const std::shared_ptr<StoredPayload>& StoredOf(Id id) const {
+    return stored_[records_[id].stored].state;
+  }
   Record& at(Id id) { return records_[id]; }
   const Record& at(Id id) const { return records_[id]; }
   BlockAddress AddressOf(Id id) const;
@@ -125,13 +129,25 @@ class BlockIndex {
   static uint64_t NameHash(uint32_t ns, const BlockDigest& name);
   uint64_t AddressHashOf(Id id) const { return NameHash(records_[id].ns, records_[id].name); }
 
+  // Medium states, each held once however many records share it (FileMedium has one per data
+  // directory; MemoryMedium one per block, beside its payload). Slot 0 is null.
+  struct Stored {
+    std::shared_ptr<StoredPayload> state;
+    uint32_t uses = 0;
+  };
+  uint32_t Hold(std::shared_ptr<StoredPayload> state);
+  void Release(uint32_t slot);
+
   std::vector<Namespace> namespaces_;
   std::vector<uint32_t> free_namespaces_;
   std::map<std::pair<std::string, std::string>, uint32_t, NamespaceLess> namespace_ids_;
   std::vector<Record> records_;
   std::vector<Id> free_ids_;
+  std::vector<Stored> stored_{1};
+  std::vector<uint32_t> free_stored_;
+  std::unordered_map<const StoredPayload*, uint32_t> stored_slots_;
   size_t count_ = 0;
-  IdTable by_address_, by_policy_key_, by_logical_, by_parent_, by_tail_;
+  IdTable by_address_, by_logical_, by_parent_, by_tail_;
 };
 
 }  // namespace gpucache

@@ -1,6 +1,7 @@
 // IndexedStore: namespaces, reservations, admission and commit.
 #include "store/indexed_store.h"
 
+#include <malloc.h>
 #include <time.h>
 
 #include <algorithm>
@@ -31,7 +32,12 @@ IndexedStore::IndexedStore(StoreOptions options, std::unique_ptr<Medium> medium)
 IndexedStore::~IndexedStore() { medium_->Close(); }
 
 bool IndexedStore::Load(MediumReport& report, std::string& error) {
-  return medium_->Load(report, error);
+  bool loaded = medium_->Load(report, error);
+  // A load reads the snapshot, the journal or every header into buffers it frees again; glibc
+  // keeps those pages resident in the heap's holes. Hand them back, so that the resident set
+  // is what the index holds rather than the peak of the load.
+  ::malloc_trim(0);
+  return loaded;
 }
 
 // --- Namespaces -------------------------------------------------------------------------
@@ -329,15 +335,14 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   admission_.Counters(draft.address.tenant).commits++;
   Record record;
   record.size = draft.size;
-  record.commit_epoch = draft.commit_epoch;
+  record.commit_epoch = static_cast<uint32_t>(draft.commit_epoch);
   record.region_id = draft.region_id;
   record.commit_time_ns = draft.commit_time_ns;
   record.owner = draft.owner;
   record.keys = keys;
   record.checksum = ParseBlockName(sealed->checksums.digest_hex).value_or(BlockDigest{});
-  record.stored = std::move(sealed->stored);
   BlockAddress committed = draft.address;
-  IndexLocked(committed, std::move(record));
+  IndexLocked(committed, std::move(record), std::move(sealed->stored));
   GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged
   lock.Unlock();
   if (commit_observer_) commit_observer_(committed);  // set once at start-up: no copy needed

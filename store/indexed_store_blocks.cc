@@ -129,16 +129,17 @@ BlockInfo IndexedStore::AttributesOfLocked(BlockId id) const {
   return info;
 }
 
-bool IndexedStore::IndexLocked(const BlockAddress& address, Record record) {
+bool IndexedStore::IndexLocked(const BlockAddress& address, Record record,
+                               std::shared_ptr<StoredPayload> stored) {
   // The resident block whose last chain hash is this block's parent hash, if any (looked up
   // before this one is in, so that a one-hash chain is not its own parent).
-  std::optional<PolicyKey> parent;
+  std::optional<BlockId> parent;
   if (std::optional<uint32_t> ns = index_.FindNamespace(address.tenant, address.ns)) {
-    if (auto p = index_.ByTail(*ns, record.keys.parent)) parent = index_.at(*p).policy_key;
+    parent = index_.ByTail(*ns, record.keys.parent);
   }
-  std::optional<BlockId> id = index_.Insert(address, std::move(record));
+  std::optional<BlockId> id = index_.Insert(address, std::move(record), std::move(stored));
   if (!id) return false;
-  admission_.Indexed(*id, parent);
+  admission_.Indexed(*id, parent, PolicyKeyOf(address));
   return true;
 }
 
@@ -152,14 +153,15 @@ IndexedStore::Departure IndexedStore::RemoveLocked(BlockId id, const char* reaso
   Transition(live.state, BlockState::kEvicting);
   int open = live.open_readers;
   BlockInfo info = AttributesOfLocked(id);
-  Record r = UnindexLocked(id);
-  Departure d{info, r.stored, open > 0};
+  std::shared_ptr<StoredPayload> stored = index_.StoredOf(id);
+  UnindexLocked(id);
+  Departure d{info, stored, open > 0};
   if (d.quarantine) {
     // The bytes may still be in use through an open handle: they stay, counted, until a
     // drained attestation or a fenced reclaim.
     admission_.Quarantined(info.address.tenant, info.size);
     admission_.Counters(info.address.tenant).quarantined++;
-    quarantine_.Add({std::move(info), r.stored, open, reason, epoch_.load()});
+    quarantine_.Add({std::move(info), std::move(stored), open, reason, epoch_.load()});
   }
   return d;
 }
@@ -221,7 +223,7 @@ Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
     std::optional<BlockId> id = index_.Find(address);
     if (!id) return StatusCode::kNotFound;
     info = AttributesOfLocked(*id);
-    stored = index_.at(*id).stored;
+    stored = index_.StoredOf(*id);
     identity_digest = index_.at(*id).keys.identity;
   }
   Result<Bytes> canonical = medium_->ReadIdentity(info, stored);
@@ -267,9 +269,9 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
     }
     Record& r = index_.at(*id);
     r.open_readers++;  // the reader's destructor gives it back
-    admission_.Used(r.policy_key);
+    admission_.Used(*id);
     info = AttributesOfLocked(*id);
-    stored = r.stored;
+    stored = index_.StoredOf(*id);
     identity_digest = r.keys.identity;
   }
   Result<Medium::Opened> opened = medium_->Open(info, stored);

@@ -68,7 +68,7 @@ size_t IndexedStore::ForgetIf(const std::function<bool(const StoredPayload*)>& l
     std::vector<BlockId> ids;
     // The lambda runs under mu_ (the analysis checks it as a function of its own).
     index_.ForEach([&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
-      if (lost(index_.at(id).stored.get())) ids.push_back(id);
+      if (lost(index_.StoredOf(id).get())) ids.push_back(id);
     });
     for (BlockId id : ids) {
       // The device took the bytes with it: nothing is left to drop or keep.
@@ -101,7 +101,7 @@ void IndexedStore::ForEachBlock(const BlockVisitor& fn) {
     b.checksum = r.checksum;
     b.keys = r.keys;
     b.pinned = r.pinned;
-    fn(b, r.stored.get());
+    fn(b, index_.StoredOf(id).get());
   });
 }
 
@@ -118,8 +118,9 @@ void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id
     admission_.Counters(address.tenant).checksum_failures++;
     Transition(index_.at(*id).state, BlockState::kEvicting);
     BlockInfo info = AttributesOfLocked(*id);
-    Record r = UnindexLocked(*id);
-    gone.push_back(Departure{std::move(info), r.stored, false});  // wrong bytes are never kept
+    std::shared_ptr<StoredPayload> stored = index_.StoredOf(*id);
+    UnindexLocked(*id);
+    gone.push_back(Departure{std::move(info), std::move(stored), false});  // wrong bytes are never kept
   }
   Finish(std::move(gone), RemovalReason::kCorrupt);
   // The pin leaves with the block: a stale entry in the persisted pins would pin whatever is

@@ -158,21 +158,21 @@ bool IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> s
 bool IndexedStore::RestoreBlock(const IndexedBlock& b, std::shared_ptr<StoredPayload> stored) {
   Record r;
   r.size = b.size;
-  r.commit_epoch = b.commit_epoch;
+  r.commit_epoch = static_cast<uint32_t>(b.commit_epoch);
   r.region_id = b.region_id;
   r.commit_time_ns = b.commit_time_ns;
   r.owner = b.owner;
   r.keys = b.keys;
   r.checksum = b.checksum;
   r.pinned = b.pinned;
-  r.stored = std::move(stored);
   MutexLock lock(mu_);
-  return IndexLocked(b.address, std::move(r));
+  return IndexLocked(b.address, std::move(r), std::move(stored));
 }
 
 void IndexedStore::ReserveBlocks(size_t blocks) {
   MutexLock lock(mu_);
   index_.Reserve(blocks);
+  admission_.Reserve(index_.size() + blocks);  // ids are dense: below that many
 }
 
 void IndexedStore::RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
@@ -191,7 +191,7 @@ void IndexedStore::SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
 std::shared_ptr<StoredPayload> IndexedStore::StoredFor(const BlockAddress& address) {
   MutexLock lock(mu_);
   std::optional<BlockId> id = index_.Find(address);
-  return id ? index_.at(*id).stored : nullptr;
+  return id ? index_.StoredOf(*id) : nullptr;
 }
 
 }  // namespace gpucache

@@ -2,7 +2,11 @@
 //
 // A policy only orders blocks; the store decides what is eligible (never a pinned, quarantined
 // or open block; never another tenant's block for a tenant quota) and passes that as a
-// predicate. Keys are 64-bit digests of a block's address (the store's PolicyKeyOf).
+// predicate. A resident block is named by its slot: a small number, dense and reused once the
+// block left (the store passes its BlockIndex id), so that a policy keeps its per-block state
+// in flat arrays indexed by slot rather than in a node per block. Frequency is counted by
+// PolicyKey, a 64-bit digest of the address (the store's PolicyKeyOf), which stays the same
+// across a miss, the insert that follows and a later re-insert.
 //
 // Prefix awareness: a KV block is useful only while every ancestor in its chain is present,
 // so prefix-aware policies are told each block's parent (the resident block whose chain the
@@ -31,7 +35,8 @@
 namespace gpucache {
 
 using PolicyKey = uint64_t;
-using EligibleFn = std::function<bool(PolicyKey)>;
+using Slot = uint32_t;  // < 2^32 - 2
+using EligibleFn = std::function<bool(Slot)>;
 
 class EvictionPolicy {
  public:
@@ -39,19 +44,23 @@ class EvictionPolicy {
   virtual std::string_view name() const = 0;
   // Capacity in blocks, a hint for policies that size internal regions (0: unknown).
   virtual void SetCapacity(uint64_t blocks) { (void)blocks; }
-  // `key` became resident; `parent` is the resident block whose chain it continues, if any.
+  // Slots below `slots` are about to be used (a restart): room for them without growing.
+  virtual void Reserve(size_t slots) { (void)slots; }
+  // The block with address digest `key` became resident in `slot` (one no resident block
+  // holds); `parent` is the resident block whose chain it continues, if any.
   // `partial`: the block holds fewer tokens than its capacity (the tail of a prompt). Only a
   // request with exactly those tokens can reuse it; the next turn of a conversation extends
   // the tail into a different, full block, which is why engines rarely share partial blocks.
-  virtual void OnInsert(PolicyKey key, std::optional<PolicyKey> parent, bool partial) = 0;
+  virtual void OnInsert(Slot slot, std::optional<Slot> parent, bool partial, PolicyKey key) = 0;
   // A resident block was used.
-  virtual void OnAccess(PolicyKey key) = 0;
+  virtual void OnAccess(Slot slot) = 0;
   // A block was asked for and was not resident (frequency-aware policies count it).
   virtual void OnMiss(PolicyKey key) { (void)key; }
-  // `key` left (evicted, invalidated, quarantined, corrupt).
-  virtual void OnRemove(PolicyKey key) = 0;
+  // The block in `slot` left (evicted, invalidated, quarantined, corrupt); the slot may be
+  // reused by the next OnInsert.
+  virtual void OnRemove(Slot slot) = 0;
   // The block to evict next among those `eligible` accepts, or nullopt if none is.
-  virtual std::optional<PolicyKey> Victim(const EligibleFn& eligible) = 0;
+  virtual std::optional<Slot> Victim(const EligibleFn& eligible) = 0;
 };
 
 // Names accepted by MakePolicy, the default first.

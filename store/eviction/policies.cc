@@ -1,188 +1,138 @@
 #include <algorithm>
 #include <cmath>
-#include <list>
 #include <set>
 #include <unordered_map>
 
 #include "store/eviction/count_min_sketch.h"
 #include "store/eviction/eviction_policy.h"
 #include "store/eviction/prefix_tracker.h"
+#include "store/eviction/slot_list.h"
 
 namespace gpucache {
 namespace {
 
-// Blocks kept in an order that can change: (order key, block), smallest first.
+// Blocks kept in an order that can change: (order key, slot), smallest first. Node-based: only
+// prefix-tinylfu uses it.
 class OrderedSet {
  public:
-  void Put(PolicyKey key, uint64_t order) {
+  void Put(Slot key, uint64_t order) {
     Erase(key);
     order_[key] = order;
     set_.insert({order, key});
   }
-  void Erase(PolicyKey key) {
+  void Erase(Slot key) {
     auto it = order_.find(key);
     if (it == order_.end()) return;
     set_.erase({it->second, key});
     order_.erase(it);
   }
-  bool Contains(PolicyKey key) const { return order_.count(key) != 0; }
+  bool Contains(Slot key) const { return order_.count(key) != 0; }
   size_t size() const { return set_.size(); }
-  std::optional<PolicyKey> First(const EligibleFn& eligible) const {
+  std::optional<Slot> First(const EligibleFn& eligible) const {
     for (const auto& [order, key] : set_) {
       if (eligible(key)) return key;
     }
     return std::nullopt;
   }
-  std::optional<PolicyKey> Oldest() const {
+  std::optional<Slot> Oldest() const {
     if (set_.empty()) return std::nullopt;
     return set_.begin()->second;
   }
 
  private:
-  std::set<std::pair<uint64_t, PolicyKey>> set_;
-  std::unordered_map<PolicyKey, uint64_t> order_;
+  std::set<std::pair<uint64_t, Slot>> set_;
+  std::unordered_map<Slot, uint64_t> order_;
 };
 
-// The seed's rule: the oldest committed block first.
-class OldestPolicy final : public EvictionPolicy {
- public:
-  std::string_view name() const override { return "oldest"; }
-  void OnInsert(PolicyKey key, std::optional<PolicyKey>, bool) override { blocks_.Put(key, ++tick_); }
-  void OnAccess(PolicyKey) override {}
-  void OnRemove(PolicyKey key) override { blocks_.Erase(key); }
-  std::optional<PolicyKey> Victim(const EligibleFn& eligible) override { return blocks_.First(eligible); }
+std::optional<Slot> Found(Slot s) { return s == SlotList::kNone ? std::nullopt : std::optional(s); }
 
- private:
-  uint64_t tick_ = 0;
-  OrderedSet blocks_;
-};
-
-class LruPolicy final : public EvictionPolicy {
+// "oldest" (FIFO) and "lru": one recency list, 8 bytes a slot. FIFO never moves a block on use.
+class ListPolicy final : public EvictionPolicy {
  public:
-  std::string_view name() const override { return "lru"; }
-  void OnInsert(PolicyKey key, std::optional<PolicyKey>, bool) override { blocks_.Put(key, ++tick_); }
-  void OnAccess(PolicyKey key) override {
-    if (blocks_.Contains(key)) blocks_.Put(key, ++tick_);
+  explicit ListPolicy(bool follow_use) : follow_use_(follow_use) {}
+  std::string_view name() const override { return follow_use_ ? "lru" : "oldest"; }
+  void OnInsert(Slot slot, std::optional<Slot>, bool, PolicyKey) override {
+    blocks_.MoveToBack(slot);
   }
-  void OnRemove(PolicyKey key) override { blocks_.Erase(key); }
-  std::optional<PolicyKey> Victim(const EligibleFn& eligible) override { return blocks_.First(eligible); }
+  void OnAccess(Slot slot) override {
+    if (follow_use_ && blocks_.Contains(slot)) blocks_.MoveToBack(slot);
+  }
+  void OnRemove(Slot slot) override { blocks_.Remove(slot); }
+  std::optional<Slot> Victim(const EligibleFn& eligible) override {
+    return Found(blocks_.FirstWhere(eligible));
+  }
+  void Reserve(size_t slots) override { blocks_.Reserve(slots); }
 
  private:
-  uint64_t tick_ = 0;
-  OrderedSet blocks_;
+  const bool follow_use_;
+  SlotList blocks_;  // least recently inserted (or used) first
 };
 
 // Least recently used leaf first; ancestors only when no leaf is eligible.
 //
-// Per block: one hash entry (last use, parent, children, which orders hold it, and its links
-// in the recency list of all blocks) plus a (last use, key) entry in `leaves_` for a leaf and
-// in `partials_` for a partial block. Every use takes a new, largest tick, so the list of all
-// blocks in recency order is kept by appending at its back: no ordered set per block.
+// Per slot, in flat arrays: its links in the recency list of all blocks and in the list of
+// partial blocks (each least recent first), its parent, and its place in its parent's list of
+// children (first child, next and previous sibling): 32 bytes. Leaves are the blocks with no
+// child, so the least recent leaf is the first childless block of the recency list; the walk
+// to it passes the ancestors of the oldest chains (about a chain's length of blocks) and those
+// `eligible` refuses. A block that leaves before its children orphans them (its slot may be
+// reused at once by an unrelated block), in time proportional to its children.
 class PrefixLruPolicy final : public EvictionPolicy {
  public:
   std::string_view name() const override { return "prefix-lru"; }
-  void OnInsert(PolicyKey key, std::optional<PolicyKey> parent, bool partial) override {
-    Entry& e = *nodes_.try_emplace(key).first;
-    Touch(e);
-    e.second.has_parent = parent.has_value();
-    e.second.parent = parent.value_or(0);
-    if (parent) {
-      auto p = nodes_.find(*parent);
-      if (p != nodes_.end() && p->second.children++ == 0) Unlist(leaves_, *p, kLeaf);
-    }
-    List(leaves_, e, kLeaf);
-    if (partial) List(partials_, e, kPartial);
+  void OnInsert(Slot slot, std::optional<Slot> parent, bool partial, PolicyKey) override {
+    if (recency_.Contains(slot)) OnRemove(slot);
+    if (slot >= parent_.size()) Resize(size_t{slot} + 1);
+    recency_.PushBack(slot);
+    if (partial) partials_.PushBack(slot);
+    Slot p = parent && *parent != slot && recency_.Contains(*parent) ? *parent : kNone;
+    parent_[slot] = p;
+    first_child_[slot] = kNone;
+    if (p == kNone) return;
+    prev_sibling_[slot] = kNone;
+    next_sibling_[slot] = first_child_[p];
+    if (first_child_[p] != kNone) prev_sibling_[first_child_[p]] = slot;
+    first_child_[p] = slot;
   }
-  void OnAccess(PolicyKey key) override {
-    auto it = nodes_.find(key);
-    if (it == nodes_.end()) return;
-    Touch(*it);
-    if (it->second.children == 0) List(leaves_, *it, kLeaf);
+  void OnAccess(Slot slot) override {
+    if (!recency_.Contains(slot)) return;
+    recency_.MoveToBack(slot);
+    if (partials_.Contains(slot)) partials_.MoveToBack(slot);
   }
-  void OnRemove(PolicyKey key) override {
-    auto it = nodes_.find(key);
-    if (it == nodes_.end()) return;
-    Node& n = it->second;
-    Unlink(*it);
-    Unlist(leaves_, *it, kLeaf);
-    Unlist(partials_, *it, kPartial);
-    bool has_parent = n.has_parent;
-    PolicyKey parent = n.parent;
-    nodes_.erase(it);
-    if (!has_parent) return;
-    auto p = nodes_.find(parent);
-    if (p != nodes_.end() && p->second.children > 0 && --p->second.children == 0) {
-      List(leaves_, *p, kLeaf);  // it became a leaf
+  void OnRemove(Slot slot) override {
+    if (!recency_.Contains(slot)) return;
+    recency_.Remove(slot);
+    partials_.Remove(slot);
+    for (Slot c = first_child_[slot]; c != kNone; c = next_sibling_[c]) parent_[c] = kNone;
+    first_child_[slot] = kNone;
+    if (Slot p = parent_[slot]; p != kNone) {
+      Slot prev = prev_sibling_[slot], next = next_sibling_[slot];
+      (prev == kNone ? first_child_[p] : next_sibling_[prev]) = next;
+      if (next != kNone) prev_sibling_[next] = prev;
+      parent_[slot] = kNone;
     }
   }
-  std::optional<PolicyKey> Victim(const EligibleFn& eligible) override {
-    if (auto v = First(partials_, eligible)) return v;
-    if (auto v = First(leaves_, eligible)) return v;
-    for (const Entry* e = oldest_; e; e = e->second.newer) {
-      if (eligible(e->first)) return e->first;
-    }
-    return std::nullopt;
+  std::optional<Slot> Victim(const EligibleFn& eligible) override {
+    if (Slot s = partials_.FirstWhere(eligible); s != kNone) return s;
+    auto leaf_eligible = [&](Slot s) { return first_child_[s] == kNone && eligible(s); };
+    Slot leaf = recency_.FirstWhere(leaf_eligible);
+    if (leaf != kNone) return leaf;
+    return Found(recency_.FirstWhere(eligible));
+  }
+  void Reserve(size_t slots) override {
+    recency_.Reserve(slots);
+    partials_.Reserve(slots);
+    for (auto* v : {&parent_, &first_child_, &next_sibling_, &prev_sibling_}) v->reserve(slots);
   }
 
  private:
-  using Order = std::set<std::pair<uint64_t, PolicyKey>>;
-  enum Listed : uint8_t { kLeaf = 1, kPartial = 2 };
-  struct Node;
-  using Entry = std::pair<const PolicyKey, Node>;  // stable in an unordered_map
-  struct Node {
-    uint64_t last = 0;  // tick of the latest insert or use
-    PolicyKey parent = 0;
-    Entry* older = nullptr;  // the recency list of all blocks
-    Entry* newer = nullptr;
-    uint32_t children = 0;  // resident blocks inserted with this one as their parent
-    bool has_parent = false;
-    bool linked = false;    // in the recency list
-    uint8_t listed = 0;     // Listed bits: the orders holding (last, key)
-  };
-  static std::optional<PolicyKey> First(const Order& order, const EligibleFn& eligible) {
-    for (const auto& [tick, key] : order) {
-      if (eligible(key)) return key;
-    }
-    return std::nullopt;
+  static constexpr Slot kNone = SlotList::kNone;
+  void Resize(size_t n) {
+    for (auto* v : {&parent_, &first_child_, &next_sibling_, &prev_sibling_}) v->resize(n, kNone);
   }
-  static void List(Order& order, Entry& e, Listed bit) {
-    if (e.second.listed & bit) return;
-    order.insert({e.second.last, e.first});
-    e.second.listed |= bit;
-  }
-  static void Unlist(Order& order, Entry& e, Listed bit) {
-    if (!(e.second.listed & bit)) return;
-    order.erase({e.second.last, e.first});
-    e.second.listed &= static_cast<uint8_t>(~bit);
-  }
-  void Unlink(Entry& e) {
-    Node& n = e.second;
-    if (!n.linked) return;
-    (n.older ? n.older->second.newer : oldest_) = n.newer;
-    (n.newer ? n.newer->second.older : newest_) = n.older;
-    n.older = n.newer = nullptr;
-    n.linked = false;
-  }
-  // A new, largest `last`: the block moves to the back of every order holding it.
-  void Touch(Entry& e) {
-    Node& n = e.second;
-    uint8_t listed = n.listed;
-    Unlink(e);
-    Unlist(leaves_, e, kLeaf);
-    Unlist(partials_, e, kPartial);
-    n.last = ++tick_;
-    n.older = newest_;
-    (newest_ ? newest_->second.newer : oldest_) = &e;
-    newest_ = &e;
-    n.linked = true;
-    if (listed & kLeaf) List(leaves_, e, kLeaf);
-    if (listed & kPartial) List(partials_, e, kPartial);
-  }
-  uint64_t tick_ = 0;
-  std::unordered_map<PolicyKey, Node> nodes_;
-  Entry* oldest_ = nullptr;  // the recency list of all blocks, least recent first
-  Entry* newest_ = nullptr;
-  Order leaves_, partials_;  // partial blocks go first, least recent first
+  SlotList recency_;   // every block, least recently used first
+  SlotList partials_;  // partial blocks, least recently used first
+  std::vector<Slot> parent_, first_child_, next_sibling_, prev_sibling_;
 };
 
 // Ours: W-TinyLFU restricted to leaves.
@@ -207,20 +157,24 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
     sketch_.Resize(capacity_);
   }
 
-  void OnInsert(PolicyKey key, std::optional<PolicyKey> parent, bool partial) override {
+  void OnInsert(Slot key, std::optional<Slot> parent, bool partial, PolicyKey digest) override {
     if (capacity_ == 0) SetCapacity(1024);
+    if (key >= digests_.size()) digests_.resize(size_t{key} + 1);
+    digests_[key] = digest;
     if (partial) partials_.Put(key, tick_ + 1);
-    if (auto no_longer_leaf = tree_.Insert(key, parent)) Reindex(*no_longer_leaf);
+    std::optional<PolicyKey> up;
+    if (parent) up = *parent;
+    if (auto no_longer_leaf = tree_.Insert(key, up)) Reindex(static_cast<Slot>(*no_longer_leaf));
     segment_[key] = kWindow;
     Touch(key);
     while (segments_[kWindow].size() > window_cap_) Move(*segments_[kWindow].Oldest(), kProbation);
   }
 
-  void OnAccess(PolicyKey key) override {
+  void OnAccess(Slot key) override {
     auto it = segment_.find(key);
     if (it == segment_.end()) return;
     Sample(true);
-    sketch_.Increment(key);
+    sketch_.Increment(digests_[key]);
     if (it->second == kProbation) {
       Move(key, kProtected);
       while (segments_[kProtected].size() > protected_cap_) {
@@ -236,7 +190,7 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
     sketch_.Increment(key);
   }
 
-  void OnRemove(PolicyKey key) override {
+  void OnRemove(Slot key) override {
     auto it = segment_.find(key);
     if (it == segment_.end()) return;
     segments_[it->second].Erase(key);
@@ -244,17 +198,18 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
     partials_.Erase(key);
     segment_.erase(it);
     last_.erase(key);
-    if (auto now_leaf = tree_.Remove(key)) Reindex(*now_leaf);
+    if (auto now_leaf = tree_.Remove(key)) Reindex(static_cast<Slot>(*now_leaf));
   }
 
-  std::optional<PolicyKey> Victim(const EligibleFn& eligible) override {
+  std::optional<Slot> Victim(const EligibleFn& eligible) override {
     if (auto p = partials_.First(eligible)) return p;
-    std::optional<PolicyKey> candidate;
+    std::optional<Slot> candidate;
     if (segments_[kWindow].size() >= window_cap_) candidate = leaves_[kWindow].First(eligible);
-    std::optional<PolicyKey> victim = leaves_[kProbation].First(eligible);
+    std::optional<Slot> victim = leaves_[kProbation].First(eligible);
     if (!victim) victim = leaves_[kProtected].First(eligible);
     if (candidate && victim) {
-      return sketch_.Estimate(*candidate) > sketch_.Estimate(*victim) ? victim : candidate;
+      uint32_t candidate_uses = sketch_.Estimate(digests_[*candidate]);
+      return candidate_uses > sketch_.Estimate(digests_[*victim]) ? victim : candidate;
     }
     if (victim) return victim;
     if (auto c = leaves_[kWindow].First(eligible)) return c;
@@ -292,11 +247,11 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
     hits_ = samples_ = 0;
   }
 
-  void Touch(PolicyKey key) {
+  void Touch(Slot key) {
     last_[key] = ++tick_;
     Reindex(key);
   }
-  void Move(PolicyKey key, Segment to) {
+  void Move(Slot key, Segment to) {
     Segment from = segment_[key];
     segments_[from].Erase(key);
     leaves_[from].Erase(key);
@@ -304,7 +259,7 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
     Reindex(key);
   }
   // Puts `key` in its segment's recency order, and in the leaf order if it is a leaf.
-  void Reindex(PolicyKey key) {
+  void Reindex(Slot key) {
     auto it = segment_.find(key);
     if (it == segment_.end()) return;
     uint64_t t = last_[key];
@@ -318,8 +273,9 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
   double previous_rate_ = -1, step_ = 1, direction_ = 1;
   CountMinSketch sketch_;
   PrefixTracker tree_;
-  std::unordered_map<PolicyKey, Segment> segment_;
-  std::unordered_map<PolicyKey, uint64_t> last_;
+  std::unordered_map<Slot, Segment> segment_;
+  std::unordered_map<Slot, uint64_t> last_;
+  std::vector<PolicyKey> digests_;  // per slot: what the sketch counts it by
   OrderedSet segments_[3], leaves_[3], partials_;
 };
 
@@ -332,8 +288,8 @@ const std::vector<std::string>& PolicyNames() {
 }
 
 std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name) {
-  if (name == "oldest") return std::make_unique<OldestPolicy>();
-  if (name == "lru") return std::make_unique<LruPolicy>();
+  if (name == "oldest") return std::make_unique<ListPolicy>(false);
+  if (name == "lru") return std::make_unique<ListPolicy>(true);
   if (name == "prefix-lru") return std::make_unique<PrefixLruPolicy>();
   if (name == "prefix-tinylfu") return std::make_unique<PrefixTinyLfuPolicy>();
   return nullptr;

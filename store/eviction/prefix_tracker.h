@@ -1,4 +1,4 @@
-// Parent/child bookkeeping for prefix-aware policies: which resident blocks are leaves.
+// Parent/child bookkeeping for prefix-tinylfu: which resident blocks are leaves.
 #pragma once
 
 #include <optional>
@@ -13,10 +13,14 @@ class PrefixTracker {
   // Returns the parent that stopped being a leaf, if any.
   std::optional<PolicyKey> Insert(PolicyKey key, std::optional<PolicyKey> parent) {
     Node& n = nodes_[key];
-    n.parent = parent;
+    n = Node{};
+    n.serial = ++serial_;
     if (parent) {
       auto it = nodes_.find(*parent);
-      if (it != nodes_.end() && it->second.children++ == 0) return parent;
+      if (it == nodes_.end()) return std::nullopt;
+      n.parent = parent;
+      n.parent_serial = it->second.serial;
+      if (it->second.children++ == 0) return parent;
     }
     return std::nullopt;
   }
@@ -25,10 +29,16 @@ class PrefixTracker {
     auto it = nodes_.find(key);
     if (it == nodes_.end()) return std::nullopt;
     std::optional<PolicyKey> parent = it->second.parent;
+    uint64_t parent_serial = it->second.parent_serial;
     nodes_.erase(it);
     if (parent) {
+      // Only the block that was the parent when this one came: an ancestor may have left
+      // first and a block reusing its key (a policy slot) is not this one's parent.
       auto p = nodes_.find(*parent);
-      if (p != nodes_.end() && p->second.children > 0 && --p->second.children == 0) return parent;
+      if (p != nodes_.end() && p->second.serial == parent_serial && p->second.children > 0 &&
+          --p->second.children == 0) {
+        return parent;
+      }
     }
     return std::nullopt;
   }
@@ -40,9 +50,12 @@ class PrefixTracker {
  private:
   struct Node {
     std::optional<PolicyKey> parent;
+    uint64_t serial = 0;         // which insert made it
+    uint64_t parent_serial = 0;  // the parent's, when this one came
     uint32_t children = 0;
   };
   std::unordered_map<PolicyKey, Node> nodes_;
+  uint64_t serial_ = 0;
 };
 
 }  // namespace gpucache

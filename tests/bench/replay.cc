@@ -67,17 +67,20 @@ uint64_t Key(uint64_t id) {
 }  // namespace
 
 Score ReplayPolicy(const std::vector<Request>& trace, EvictionPolicy& policy, uint64_t capacity) {
-  std::unordered_set<uint64_t> resident;
+  // Resident blocks get dense slots, reused once their block left, as the store's ids are.
+  std::unordered_map<PolicyKey, Slot> resident;
+  std::vector<PolicyKey> key_of;  // by slot
+  std::vector<Slot> free_slots;
   bool sized = false;
-  auto everything = [](PolicyKey) { return true; };
+  auto everything = [](Slot) { return true; };
   Score s;
   for (const Request& r : trace) {
     s.input_tokens += r.input_length;
     s.hit_tokens += LeadingHitTokens(r, [&](uint64_t b) { return resident.count(Key(b)) != 0; });
     for (size_t i = 0; i < r.blocks.size(); ++i) {
       PolicyKey k = Key(r.blocks[i]);
-      if (resident.count(k)) {
-        policy.OnAccess(k);
+      if (auto it = resident.find(k); it != resident.end()) {
+        policy.OnAccess(it->second);
         continue;
       }
       policy.OnMiss(k);
@@ -89,13 +92,24 @@ Score ReplayPolicy(const std::vector<Request>& trace, EvictionPolicy& policy, ui
         auto v = policy.Victim(everything);
         if (!v) break;
         policy.OnRemove(*v);
-        resident.erase(*v);
+        resident.erase(key_of[*v]);
+        free_slots.push_back(*v);
       }
       if (resident.size() >= capacity) continue;
-      std::optional<PolicyKey> parent;
-      if (i > 0 && resident.count(Key(r.blocks[i - 1]))) parent = Key(r.blocks[i - 1]);
-      policy.OnInsert(k, parent, TokensInBlock(r, i) < kTokensPerBlock);
-      resident.insert(k);
+      std::optional<Slot> parent;
+      if (i > 0) {
+        if (auto p = resident.find(Key(r.blocks[i - 1])); p != resident.end()) parent = p->second;
+      }
+      Slot slot = static_cast<Slot>(key_of.size());
+      if (!free_slots.empty()) {
+        slot = free_slots.back();
+        free_slots.pop_back();
+      } else {
+        key_of.push_back(0);
+      }
+      key_of[slot] = k;
+      policy.OnInsert(slot, parent, TokensInBlock(r, i) < kTokensPerBlock, k);
+      resident.emplace(k, slot);
     }
   }
   return s;

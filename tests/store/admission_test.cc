@@ -23,7 +23,7 @@ struct Parts {
   Id Add(const std::string& tenant, unsigned n, uint64_t size) {
     std::optional<Id> id = index.Insert(BlockNo(tenant, n), RecordOf(size));
     REQUIRE(id);
-    admission.Indexed(*id, std::nullopt);
+    admission.Indexed(*id, std::nullopt, PolicyKeyOf(BlockNo(tenant, n)));
     return *id;
   }
 };
@@ -77,7 +77,7 @@ TEST_CASE("Admission: room for a commit names the least recently used, and count
   Id first = p.Add("acme", 1, 100);
   Id second = p.Add("acme", 2, 100);
   p.Add("acme", 3, 100);
-  p.admission.Used(p.index.at(first).policy_key);  // now the second is the oldest use
+  p.admission.Used(first);  // now the second is the oldest use
   std::vector<Id> victims;
   REQUIRE(p.admission.RoomForCommit("acme", 100, victims) == StatusCode::kOk);
   CHECK(victims == std::vector<Id>{second});

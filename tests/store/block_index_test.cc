@@ -12,7 +12,7 @@ namespace {
 using test::BlockNo;
 using test::RecordOf;
 
-TEST_CASE("BlockIndex: insert, find by address and policy key, remove, reuse ids") {
+TEST_CASE("BlockIndex: insert, find by address, remove, reuse ids") {
   BlockIndex index;
   std::optional<BlockIndex::Id> a = index.Insert(BlockNo("acme", 1), RecordOf(10));
   std::optional<BlockIndex::Id> b = index.Insert(BlockNo("acme", 2), RecordOf(20));
@@ -24,7 +24,6 @@ TEST_CASE("BlockIndex: insert, find by address and policy key, remove, reuse ids
   CHECK(index.Find(BlockNo("acme", 1)) == a);
   CHECK(index.at(*a).size == 10);
   CHECK(index.AddressOf(*b) == BlockNo("acme", 2));
-  CHECK(index.FindByPolicyKey(PolicyKeyOf(BlockNo("acme", 2))) == b);
   CHECK_FALSE(index.Find(BlockNo("globex", 1)));
 
   BlockIndex::Record gone = index.Remove(*a);

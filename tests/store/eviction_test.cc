@@ -7,7 +7,15 @@
 namespace gpucache {
 namespace {
 
-auto kAll = [](PolicyKey) { return true; };
+auto kAll = [](Slot) { return true; };
+
+// The address digest a test block is counted by (frequency-aware policies).
+PolicyKey KeyOf(Slot s) { return 0x9E3779B97F4A7C15ull * (s + 1); }
+
+void Insert(EvictionPolicy& p, Slot s, std::optional<Slot> parent = std::nullopt,
+            bool partial = false) {
+  p.OnInsert(s, parent, partial, KeyOf(s));
+}
 
 TEST_CASE("Policy: every name makes a policy, unknown names do not") {
   for (const std::string& name : PolicyNames()) {
@@ -22,15 +30,21 @@ TEST_CASE("Policy: every name makes a policy, unknown names do not") {
 TEST_CASE("Policy: oldest is FIFO, lru follows use") {
   auto fifo = MakePolicy("oldest"), lru = MakePolicy("lru");
   for (auto* p : {fifo.get(), lru.get()}) {
-    for (PolicyKey k : {1, 2, 3}) p->OnInsert(k, std::nullopt, false);
+    for (Slot s : {1, 2, 3}) Insert(*p, s);
     p->OnAccess(1);
   }
-  CHECK(fifo->Victim(kAll) == PolicyKey{1});
-  CHECK(lru->Victim(kAll) == PolicyKey{2});
-  CHECK(lru->Victim([](PolicyKey k) { return k != 2; }) == PolicyKey{3});
+  CHECK(fifo->Victim(kAll) == Slot{1});
+  CHECK(lru->Victim(kAll) == Slot{2});
+  CHECK(lru->Victim([](Slot s) { return s != 2; }) == Slot{3});
   lru->OnRemove(2);
-  CHECK(lru->Victim(kAll) == PolicyKey{3});
-  CHECK(lru->Victim([](PolicyKey) { return false; }) == std::nullopt);
+  CHECK(lru->Victim(kAll) == Slot{3});
+  CHECK(lru->Victim([](Slot) { return false; }) == std::nullopt);
+  // A removed slot is reused by a new block, which is then the most recent.
+  Insert(*lru, 2);
+  CHECK(lru->Victim(kAll) == Slot{3});
+  fifo->OnRemove(1);
+  Insert(*fifo, 1);
+  CHECK(fifo->Victim(kAll) == Slot{2});
 }
 
 TEST_CASE("Policy: prefix-aware policies evict partial blocks, then leaves, then ancestors") {
@@ -38,21 +52,42 @@ TEST_CASE("Policy: prefix-aware policies evict partial blocks, then leaves, then
     CAPTURE(name);
     auto p = MakePolicy(name);
     p->SetCapacity(100);
-    p->OnInsert(1, std::nullopt, false);  // root
-    p->OnInsert(2, PolicyKey{1}, false);  // child of 1
-    p->OnInsert(3, PolicyKey{2}, true);   // partial tail
-    p->OnInsert(4, std::nullopt, false);  // an unrelated leaf, used last
+    Insert(*p, 1);                    // root
+    Insert(*p, 2, Slot{1});           // child of 1
+    Insert(*p, 3, Slot{2}, true);     // partial tail
+    Insert(*p, 4);                    // an unrelated leaf, used last
     p->OnAccess(4);
-    CHECK(p->Victim(kAll) == PolicyKey{3});
+    CHECK(p->Victim(kAll) == Slot{3});
     p->OnRemove(3);
     auto v = p->Victim(kAll);
-    CHECK((v == PolicyKey{2} || v == PolicyKey{4}));  // leaves only
+    CHECK((v == Slot{2} || v == Slot{4}));  // leaves only
     p->OnRemove(2);
     p->OnRemove(4);
-    CHECK(p->Victim(kAll) == PolicyKey{1});  // 1 became a leaf
+    CHECK(p->Victim(kAll) == Slot{1});  // 1 became a leaf
     // With no eligible leaf, an ancestor may go.
-    p->OnInsert(5, PolicyKey{1}, false);
-    CHECK(p->Victim([](PolicyKey k) { return k != 5; }) == PolicyKey{1});
+    Insert(*p, 5, Slot{1});
+    CHECK(p->Victim([](Slot s) { return s != 5; }) == Slot{1});
+  }
+}
+
+TEST_CASE("Policy: a slot reused after its block left is not the parent of that block's children") {
+  for (const char* name : {"prefix-lru", "prefix-tinylfu"}) {
+    CAPTURE(name);
+    auto p = MakePolicy(name);
+    p->SetCapacity(100);
+    Insert(*p, 1);  // root
+    for (Slot child : {2, 3, 4}) Insert(*p, child, Slot{1});
+    p->OnRemove(3);  // a middle sibling, then the first
+    p->OnRemove(2);
+    CHECK(p->Victim(kAll) == Slot{4});  // 1 still has a child
+    p->OnRemove(1);            // the ancestor leaves before its child (invalidated)
+    Insert(*p, 1);             // slot 1 now holds an unrelated block...
+    Insert(*p, 5, Slot{1});    // ...with a child of its own
+    p->OnRemove(4);            // the old child leaves: the new block in slot 1 keeps its child
+    p->OnAccess(5);            // (used more than slot 1: prefix-tinylfu would pick 1 if it were
+    p->OnAccess(5);            // a leaf)
+    CHECK(p->Victim(kAll) == Slot{5});
+    CHECK(p->Victim([](Slot s) { return s != 5; }) == Slot{1});  // no leaf eligible
   }
 }
 

@@ -1,0 +1,67 @@
+// SlotList: an intrusive doubly-linked list of policy slots (store/eviction/eviction_policy.h),
+// its links in two flat arrays indexed by slot: 8 bytes a slot, no node per block.
+//
+// Thread safety: none; the owning policy's caller serializes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "store/eviction/eviction_policy.h"
+
+namespace gpucache {
+
+class SlotList {
+ public:
+  static constexpr Slot kNone = ~Slot{0};
+
+  bool Contains(Slot s) const { return s < prev_.size() && prev_[s] != kOut; }
+  Slot front() const { return head_; }
+  Slot back() const { return tail_; }
+  Slot next(Slot s) const { return next_[s]; }
+  Slot prev(Slot s) const { return prev_[s]; }
+  // REQUIRES: !Contains(s).
+  void PushBack(Slot s) {
+    Grow(s);
+    prev_[s] = tail_;
+    next_[s] = kNone;
+    (tail_ == kNone ? head_ : next_[tail_]) = s;
+    tail_ = s;
+  }
+  void Remove(Slot s) {
+    if (!Contains(s)) return;
+    (prev_[s] == kNone ? head_ : next_[prev_[s]]) = next_[s];
+    (next_[s] == kNone ? tail_ : prev_[next_[s]]) = prev_[s];
+    prev_[s] = kOut;
+  }
+  void MoveToBack(Slot s) {
+    Remove(s);
+    PushBack(s);
+  }
+  // The first slot from the front that `accept` takes, or kNone.
+  template <class Accept>
+  Slot FirstWhere(const Accept& accept) const {
+    for (Slot s = head_; s != kNone; s = next_[s]) {
+      if (accept(s)) return s;
+    }
+    return kNone;
+  }
+  // Room for slots below `slots` without growing.
+  void Reserve(size_t slots) {
+    prev_.reserve(slots);
+    next_.reserve(slots);
+  }
+  size_t MemoryBytes() const { return (prev_.capacity() + next_.capacity()) * sizeof(Slot); }
+
+ private:
+  static constexpr Slot kOut = kNone - 1;  // prev_ of a slot not in the list
+  void Grow(Slot s) {
+    if (s < prev_.size()) return;
+    prev_.resize(size_t{s} + 1, kOut);
+    next_.resize(size_t{s} + 1, kNone);
+  }
+  std::vector<Slot> prev_, next_;
+  Slot head_ = kNone, tail_ = kNone;
+};
+
+}  // namespace gpucache
