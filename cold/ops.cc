@@ -150,16 +150,20 @@ StatusCode ColdOps::AddBlock(BlockStore& store, const BlockAddress& a, PackBuild
   Result<std::shared_ptr<BlockReader>> reader = store.Open(a);
   if (!reader.ok()) return reader.status();
   const BlockInfo& info = reader.value()->info();
-  std::vector<uint8_t> payload(info.size);
-  uint64_t done = 0;
-  while (done < payload.size()) {
-    Result<size_t> n = reader.value()->Read(done, {payload.data() + done, payload.size() - done});
-    if (!n.ok()) return n.status();
-    if (n.value() == 0) return StatusCode::kIoError;
-    done += n.value();
-  }
-  builder.Add(a, info.canonical_identity, payload);
-  return StatusCode::kOk;
+  StatusCode status = StatusCode::kOk;
+  // Read straight into the pack object: a copy per payload byte less than a buffer would cost.
+  builder.AddFilled(a, info.canonical_identity, info.size, [&](std::span<uint8_t> room) {
+    for (uint64_t done = 0; done < room.size();) {
+      Result<size_t> n = reader.value()->Read(done, room.subspan(done));
+      if (!n.ok() || n.value() == 0) {
+        status = n.ok() ? StatusCode::kIoError : n.status();
+        return false;
+      }
+      done += n.value();
+    }
+    return true;
+  });
+  return status;
 }
 
 ObjectResult<std::set<std::string>> ColdOps::TenantLocators(const std::string& tenant) const {
@@ -178,9 +182,11 @@ BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::strin
                                  const std::function<void(const BackfillReport&)>& progress) const {
   BackfillReport rep;
   PackBuilder builder(prefix_, keys_->Get());
+  builder.Reserve(pack.target_bytes);
   auto flush = [&] {
     if (builder.count() == 0) return;
     PackedPair p = builder.Build(NowUnixNs());
+    builder.Reserve(pack.target_bytes);
     SubmitOutcome s = sink.TrySubmit(p);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(pack.wait_for_room_ms);
     while (s.admission == Admission::kFull && std::chrono::steady_clock::now() < deadline) {

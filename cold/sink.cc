@@ -73,6 +73,7 @@ SubmitOutcome Sink::TrySubmit(PackedPair& pair) {
   out.job_id = job->id;
   pending_.push_back(std::move(job));
   stats_.submitted++;
+  submitted_.notify_one();
   return out;
 }
 
@@ -91,7 +92,10 @@ Sink::Outcome Sink::Attempt(Job& job) {
       const ManifestEntry& e = p.decoded.entries[job.next_step - 2];
       step = "locator", key = LocatorKey(prefix_, e.address), body = p.locators[job.next_step - 2];
     }
-    ObjectResult<Done> r = store_.Put(key, body);
+    // The object's SHA-256 is already known (its key; checked at admission): not hashed again.
+    ObjectResult<Done> r = job.next_step == 0
+                               ? store_.PutHashed(key, body, ToHex(p.decoded.object_digest))
+                               : store_.Put(key, body);
     {
       std::lock_guard lock(mu_);
       stats_.requests++;
@@ -176,6 +180,51 @@ DrainReport Sink::DrainRound() {
   size_t n = std::min<size_t>(limits_.concurrency, round.size());
   std::vector<std::thread> workers;
   for (size_t i = 1; i < n; i++) workers.emplace_back(worker);
+  worker();
+  for (std::thread& t : workers) t.join();
+  std::lock_guard lock(mu_);
+  report.pending = pending_.size();
+  report.failed_now = failed_.size();
+  return report;
+}
+
+std::unique_ptr<Sink::Job> Sink::TakeDue(std::chrono::milliseconds wait) {
+  std::unique_lock lock(mu_);
+  for (bool waited = false;; waited = true) {
+    Clock::time_point now = Clock::now();
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      if ((*it)->due > now) continue;
+      std::unique_ptr<Job> job = std::move(*it);
+      pending_.erase(it);
+      in_flight_++;
+      return job;
+    }
+    if (waited || wait.count() == 0) return nullptr;
+    submitted_.wait_for(lock, wait);
+  }
+}
+
+DrainReport Sink::DrainWhile(const std::function<bool()>& more) {
+  std::lock_guard drain(drain_mu_);
+  DrainReport report;
+  report.rounds = 1;
+  std::mutex report_mu;
+  auto worker = [&] {
+    for (;;) {
+      std::unique_ptr<Job> job = TakeDue(std::chrono::milliseconds(5));
+      if (!job) {
+        if (more()) continue;
+        job = TakeDue(std::chrono::milliseconds(0));  // submitted just before more() turned false
+        if (!job) return;
+      }
+      Outcome o = Attempt(*job);
+      if (o == Outcome::kUploaded && uploaded_hook_) uploaded_hook_(job->pair);
+      std::lock_guard lock(report_mu);
+      Settle(std::move(job), o, report);
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int i = 1; i < limits_.concurrency; i++) workers.emplace_back(worker);
   worker();
   for (std::thread& t : workers) t.join();
   std::lock_guard lock(mu_);
