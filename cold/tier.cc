@@ -107,6 +107,7 @@ void ColdTier::RecordRetention(const Sha256& manifest) {
 BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
                               const std::function<void(const BackfillReport&)>& progress,
                               DrainReport* drained) {
+  std::lock_guard one_at_a_time(pack_mu_);
   DrainReport streamed;
   // Streams: the sink's workers upload each pack while the backfill reads the next one, and
   // the backfill waits for room instead of refusing a pack while they make progress.

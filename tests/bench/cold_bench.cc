@@ -7,7 +7,7 @@
 // the cold tests get it, or else it runs tests/cold/harness/rgw.sh start/stop itself in
 // --rgw-dir. Everything stays on 127.0.0.1. Prints one line per case:
 //   case=cold_pack|cold_refill_1|cold_refill_4 gpucache=X direct=Y ratio=R unit=MiB/s
-// cold_pack:     `cold.pack` of N committed blocks (listing, reading, packing, uploading the
+// cold_pack:     `cold.pack` (async, polled) of N committed blocks (listing, reading, packing, uploading the
 //                objects, manifests and locators) / libcurl PUTs of the very same objects
 //                (same keys under another prefix, same sizes and bytes), 4 handles in
 //                parallel as the sink's `concurrency = 4`.
@@ -85,14 +85,19 @@ json Ctl(const test::MountedFs& m, const json& req) {
   return json::parse(test::Control(m, req.dump()), nullptr, false);
 }
 
-// An async refill and its polls, as gpucachectl sends them (tighter first polls).
-json Refill(const test::MountedFs& m, const CacheIdentity& id) {
-  json r = Ctl(m, {{"op", "cold.refill"}, {"async", true}, {"identity", HexEncode(EncodePhysicalKey(id))}});
+// An async request and its polls, as gpucachectl sends them (tighter first polls).
+json Async(const test::MountedFs& m, json req) {
+  req["async"] = true;
+  json r = Ctl(m, req);
   for (int us = 100; r.value("ok", false) && r.value("state", "") != "done"; us = std::min(us * 2, 2000)) {
     std::this_thread::sleep_for(std::chrono::microseconds(us));
     r = Ctl(m, {{"op", "cold.op"}, {"op_id", r["op_id"]}});
   }
   return r;
+}
+
+json Refill(const test::MountedFs& m, const CacheIdentity& id) {
+  return Async(m, {{"op", "cold.refill"}, {"identity", HexEncode(EncodePhysicalKey(id))}});
 }
 
 // Plain libcurl: one easy handle per thread, reused (keep-alive), SigV4 by curl itself.
@@ -238,7 +243,7 @@ int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, int runs, const col
   auto s3 = cold::S3Client::Create(o);
   auto pack_all = [&] {
     auto t0 = Clock::now();
-    json packed = Ctl(m, {{"op", "cold.pack"}});
+    json packed = Async(m, {{"op", "cold.pack"}});
     double s = Seconds(t0);
     if (packed.value("complete", false) != true || packed.value("blocks", 0) != blocks) {
       throw std::runtime_error("pack: " + packed.dump());
