@@ -158,6 +158,7 @@ std::string RunPack(ColdTier& tier, const ColdCaller&, const json& req) {
   bool complete = d.failed_now == 0 && d.pending == 0 && b.refused == 0 && b.skipped_unknown == 0;
   json reply{{"blocks", b.blocks}, {"bytes", b.bytes}, {"packs", b.packs},
              {"skipped_cold", b.skipped_cold}, {"skipped_unknown", b.skipped_unknown},
+             {"invalid_locators", b.invalid_locators},
              {"refused_packs", b.refused}, {"budget_reached", b.budget_reached},
              {"complete", complete}, {"drain", DrainJson(d)}};
   if (b.list_error) reply["list_error"] = b.list_error->message;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cold/control.h"
+#include "cold/locator.h"
 #include "cold/tier.h"
 #include "store/memory_store.h"
 #include "tests/cold/cold_test_util.h"
@@ -125,6 +126,31 @@ TEST_CASE("Cold control: pack finds cold blocks with one listing, not a HEAD per
   CHECK(again["blocks"] == 1);
   CHECK(f.s3.Count("HEAD") == 0);
   CHECK(f.s3.Count("LIST") == 1);
+}
+
+TEST_CASE("Cold control: pack packs again a block whose locator cannot be one, and counts it") {
+  TierFixture f;
+  for (int i = 0; i < 3; i++) f.Commit(i);
+  REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == true);
+  // Garbage where block 1's locator is, and a truncated one for block 2.
+  std::string key1 = LocatorKey(kPrefix, AddressOf(NthIdentity(1)));
+  std::string key2 = LocatorKey(kPrefix, AddressOf(NthIdentity(2)));
+  f.s3.Set(key1, {'g', 'a', 'r', 'b', 'a', 'g', 'e'});
+  std::vector<uint8_t> truncated = f.s3.Objects().at(key2);
+  truncated.resize(truncated.size() - 1);
+  f.s3.Set(key2, truncated);
+  REQUIRE_FALSE(DecodeLocator(f.s3.Objects().at(key1)));
+  REQUIRE_FALSE(DecodeLocator(f.s3.Objects().at(key2)));
+  json r = f.Ctl(kAdmin, {{"op", "cold.pack"}});
+  CHECK(r["skipped_cold"] == 1);
+  CHECK(r["invalid_locators"] == 2);
+  CHECK(r["blocks"] == 2);
+  CHECK(r["complete"] == true);
+  // Both are refillable again: their locators were replaced by sealed ones.
+  for (int i : {1, 2}) {
+    REQUIRE(f.hot.Evict(AddressOf(NthIdentity(i))) == StatusCode::kOk);
+    CHECK(f.Refill(i)["result"] == "hit");
+  }
 }
 
 TEST_CASE("Cold control: a failed listing leaves blocks unknown: not packed again, pack incomplete") {
