@@ -255,7 +255,14 @@ DrainReport Sink::Drain(size_t max_rounds) {
   DrainReport total;
   for (size_t i = 0; i < max_rounds;) {
     Clock::time_point next = NextDue();
-    if (next == Clock::time_point::max()) break;  // nothing pending
+    if (next == Clock::time_point::max()) {
+      // Nothing pending, but another drain (the tier's background round) may still hold jobs
+      // in flight, and any of them may come back pending: wait for it, then look again.
+      // (in_flight_ only changes under drain_mu_, so once we hold it nothing is in flight.)
+      if (Stats().in_flight == 0) break;
+      std::lock_guard wait_for_other_drain(drain_mu_);
+      continue;
+    }
     Clock::time_point latest = Clock::now() + std::chrono::milliseconds(limits_.backoff_max_ms);
     std::this_thread::sleep_until(std::min(next, latest));
     DrainReport r = DrainRound();

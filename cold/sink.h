@@ -133,8 +133,9 @@ class Sink {
   SubmitOutcome TrySubmit(PackedPair& pair);
   // One round over the pending jobs that are due now (a job backing off is left pending).
   DrainReport DrainRound();
-  // Rounds until nothing is pending or `max_rounds` rounds ran; between rounds it sleeps
-  // until the next pending job is due (bounded by backoff_max_ms).
+  // Rounds until nothing is pending or in flight (it waits for another drain's jobs, which
+  // may come back pending) or `max_rounds` rounds ran; between rounds it sleeps until the
+  // next pending job is due (bounded by backoff_max_ms).
   DrainReport Drain(size_t max_rounds = 10000);
   // Streams: `concurrency` workers each take the next due job as soon as they finish one
   // (a round waits for its slowest job before taking the jobs submitted meanwhile), and wait

@@ -89,7 +89,8 @@ json Ctl(const test::MountedFs& m, const json& req) {
 json Async(const test::MountedFs& m, json req) {
   req["async"] = true;
   json r = Ctl(m, req);
-  for (int us = 100; r.value("ok", false) && r.value("state", "") != "done"; us = std::min(us * 2, 2000)) {
+  for (int us = 100; r.value("ok", false) && r.contains("op_id") && r.value("state", "") != "done";
+       us = std::min(us * 2, 2000)) {
     std::this_thread::sleep_for(std::chrono::microseconds(us));
     r = Ctl(m, {{"op", "cold.op"}, {"op_id", r["op_id"]}});
   }

@@ -365,12 +365,17 @@ class GateStore final : public ObjectStore {
  public:
   GateStore(MemoryObjectStore& inner, int target) : inner_(inner), target_(target) {}
   int max_in_flight() const { return max_; }
+  void Release() {
+    std::lock_guard l(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
   ObjectResult<Done> Put(std::string_view key, std::span<const uint8_t> body) override {
     if (key.find("/packs/") != std::string_view::npos) {
       std::unique_lock l(mu_);
       max_ = std::max(max_, ++in_flight_);
       cv_.notify_all();
-      cv_.wait_for(l, std::chrono::seconds(5), [&] { return in_flight_ >= target_ || released_; });
+      cv_.wait_for(l, std::chrono::seconds(10), [&] { return in_flight_ >= target_ || released_; });
       released_ = true;  // the gate opens once: later objects pass straight through
       cv_.notify_all();
       in_flight_--;
@@ -443,6 +448,30 @@ TEST_CASE("Sink: DrainWhile leaves a job that backs off pending, for Drain") {
   CHECK(sink.Stats().Balanced());
   CHECK(sink.Drain().uploaded == 1);
   CHECK(sink.Stats().uploaded == 1);
+}
+
+TEST_CASE("Sink: Drain waits for jobs another drain holds in flight") {
+  // The tier's background round can take the jobs a pack submitted; the pack's own Drain
+  // then saw nothing pending and its reply said "complete" while uploads were still running.
+  MemoryObjectStore s3;
+  GateStore gate(s3, 2);  // holds the object PUT until released (its target is never reached)
+  Sink sink(gate, kPrefix, Fast());
+  REQUIRE(sink.Submit(MakePack(0, 1)).admission == Admission::kAccepted);
+  std::thread background([&] { sink.DrainRound(); });
+  while (sink.Stats().in_flight == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::atomic<bool> released{false};
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    released = true;
+    gate.Release();
+  });
+  sink.Drain();
+  CHECK(released.load());  // it returned only after the other drain's upload finished
+  SinkStats st = sink.Stats();
+  CHECK(st.in_flight == 0);
+  CHECK(st.uploaded == 1);
+  opener.join();
+  background.join();
 }
 
 }  // namespace gpucache::cold
