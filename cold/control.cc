@@ -82,16 +82,19 @@ std::string Refill(ColdTier& tier, const Principal& who, const json& req) {
   return Ok(reply);
 }
 
-// {"op":"cold.refill", ..., "async": true}: queued on the refill workers; the reply is the
-// op id at once, and {"op":"cold.op","op_id":N} answers "running" or the refill's own reply
-// (adr/0013-refill-off-the-control-file.md).
-std::string RefillAsync(ColdTier& tier, const Principal& who, const json& req) {
+using Handler = std::string (*)(ColdTier&, const Principal&, const json&);
+
+// {"op":"cold.refill"|"cold.pack", ..., "async": true}: queued on the tier's workers; the
+// reply is the op id at once, and {"op":"cold.op","op_id":N} answers "running" or the op's
+// own reply (adr/0013-refill-off-the-control-file.md). Without "async" it runs here.
+std::string MaybeAsync(ColdTier& tier, const Principal& who, const json& req, Handler handler) {
+  if (!req.contains("async")) return handler(tier, who, req);
   if (!req["async"].is_boolean()) return Error(EINVAL, "async must be true or false");
   json sync = req;
   sync.erase("async");
-  if (!req["async"].get<bool>()) return Refill(tier, who, sync);
-  uint64_t id = tier.async_ops().Submit(who.uid, [&tier, who, sync] { return Refill(tier, who, sync); });
-  if (id == 0) return Error(EAGAIN, "too many refills in progress; try again");
+  if (!req["async"].get<bool>()) return handler(tier, who, sync);
+  uint64_t id = tier.async_ops().Submit(who.uid, [&tier, who, sync, handler] { return handler(tier, who, sync); });
+  if (id == 0) return Error(EAGAIN, "too many cold operations in progress; try again");
   return Ok(json{{"op_id", id}, {"state", "queued"}});
 }
 
@@ -132,6 +135,25 @@ std::string PurgeTenant(ColdTier& tier, const json& req) {
   return Ok(reply);
 }
 
+// The reply of a pack that was checked by Pack: runs the backfill (on a worker when async).
+std::string RunPack(ColdTier& tier, const Principal&, const json& req) {
+  std::string tenant = req.value("tenant", "");
+  uint64_t budget = req.contains("budget") ? req["budget"].get<uint64_t>() : UINT64_MAX;
+  DrainReport d;
+  BackfillReport b = tier.Pack(tenant, budget, {}, &d);
+  // "complete": every block this pack looked at is in S3 now or was already (nothing failed,
+  // pending, refused or unknown). gpucachectl exits non-zero when it is false.
+  bool complete = d.failed_now == 0 && d.pending == 0 && b.refused == 0 && b.skipped_unknown == 0;
+  json reply{{"blocks", b.blocks}, {"bytes", b.bytes}, {"packs", b.packs},
+             {"skipped_cold", b.skipped_cold}, {"skipped_unknown", b.skipped_unknown},
+             {"invalid_locators", b.invalid_locators},
+             {"refused_packs", b.refused}, {"budget_reached", b.budget_reached},
+             {"complete", complete}, {"drain", DrainJson(d)}};
+  if (b.list_error) reply["list_error"] = b.list_error->message;
+  return Ok(reply);
+}
+
+// Checks a pack request here, before it is queued: a refusal is answered at once.
 std::string Pack(ColdTier& tier, const Principal& who, const json& req) {
   std::string tenant;
   if (req.contains("tenant")) {
@@ -152,17 +174,8 @@ std::string Pack(ColdTier& tier, const Principal& who, const json& req) {
     if (!b) return Error(EINVAL, "budget must be a non-negative integer (bytes)");
     budget = *b;
   }
-  DrainReport d;
-  BackfillReport b = tier.Pack(tenant, budget, {}, &d);
-  // "complete": every block this pack looked at is in S3 now or was already (nothing failed,
-  // pending, refused or unknown). gpucachectl exits non-zero when it is false.
-  bool complete = d.failed_now == 0 && d.pending == 0 && b.refused == 0 && b.skipped_unknown == 0;
-  json reply{{"blocks", b.blocks}, {"bytes", b.bytes}, {"packs", b.packs},
-             {"skipped_cold", b.skipped_cold}, {"skipped_unknown", b.skipped_unknown},
-             {"refused_packs", b.refused}, {"budget_reached", b.budget_reached},
-             {"complete", complete}, {"drain", DrainJson(d)}};
-  if (b.list_error) reply["list_error"] = b.list_error->message;
-  return Ok(reply);
+  if (req.contains("async") && !req["async"].is_boolean()) return Error(EINVAL, "async must be true or false");
+  return MaybeAsync(tier, who, req, RunPack);
 }
 
 std::optional<Sha256> ManifestArg(const json& req) {
@@ -252,7 +265,7 @@ std::string HandleColdRequest(ColdTier& tier, const Principal& who, std::string_
     return Error(EINVAL, "request is not a JSON object with an \"op\"");
   }
   std::string op = req["op"];
-  if (op == "cold.refill") return req.contains("async") ? RefillAsync(tier, who, req) : Refill(tier, who, req);
+  if (op == "cold.refill") return MaybeAsync(tier, who, req, Refill);
   if (op == "cold.op") return PollOp(tier, who, req);
   if (op == "cold.pack") return Pack(tier, who, req);
   if (op == "cold.reclaim") return Reclaim(tier, who, req);

@@ -21,6 +21,11 @@ class CountingObjectStore final : public ObjectStore {
     Count();
     return inner_.Put(key, body);
   }
+  ObjectResult<Done> PutHashed(std::string_view key, std::span<const uint8_t> body,
+                               std::string_view sha256_hex) override {
+    Count();
+    return inner_.PutHashed(key, body, sha256_hex);
+  }
   ObjectResult<ObjectMeta> Head(std::string_view key) override {
     Count();
     return inner_.Head(key);

@@ -59,6 +59,14 @@ class ObjectStore {
   virtual ~ObjectStore() = default;
   // Uploads `body` as `key` with a SHA-256 payload hash (integrity checked by the server).
   virtual ObjectResult<Done> Put(std::string_view key, std::span<const uint8_t> body) = 0;
+  // As Put, when the caller already knows the body's SHA-256 (lowercase hex), as for a pack
+  // object, whose key is that digest: a store that sends it as the payload hash need not hash
+  // the body again. REQUIRES: `sha256_hex` is the body's SHA-256 (else the server refuses it).
+  virtual ObjectResult<Done> PutHashed(std::string_view key, std::span<const uint8_t> body,
+                                       std::string_view sha256_hex) {
+    (void)sha256_hex;
+    return Put(key, body);
+  }
   virtual ObjectResult<ObjectMeta> Head(std::string_view key) = 0;
   // Bytes [offset, offset + length) of `key`; a reply of any other length is kPermanent.
   virtual ObjectResult<std::vector<uint8_t>> GetRange(std::string_view key, uint64_t offset,

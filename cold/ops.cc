@@ -19,6 +19,23 @@ uint64_t NowUnixNs() {
       .count();
 }
 
+// Whether a listed object of `size` bytes can be a locator of `a` that a refill would read:
+// a v1 locator, or a v2 one sealed under a key of `keys` (every other field of a v2 locator
+// has a fixed size for a given address). Anything else is garbage, a truncated upload, or
+// sealed under a key no longer held: the block is not cold, whatever the listing says.
+// (A locator of the right size that does not verify is found by a refill, as bad-seal.)
+bool CouldBeLocatorOf(const BlockAddress& a, uint64_t size, const Keyring& keys) {
+  if (size == EncodeLegacyLocator(Sha256{}).size()) return true;
+  Locator l;
+  l.address = a;
+  l.seal.key_id = "k";
+  const uint64_t without_key_id = EncodeLocator(l).size() - 1;
+  for (const std::string& id : keys.ids()) {
+    if (size == without_key_id + id.size()) return true;
+  }
+  return false;
+}
+
 std::vector<std::string> TenantsOf(BlockStore& store, const std::string& only) {
   if (!only.empty()) return {only};
   std::vector<std::string> out;
@@ -150,23 +167,27 @@ StatusCode ColdOps::AddBlock(BlockStore& store, const BlockAddress& a, PackBuild
   Result<std::shared_ptr<BlockReader>> reader = store.Open(a);
   if (!reader.ok()) return reader.status();
   const BlockInfo& info = reader.value()->info();
-  std::vector<uint8_t> payload(info.size);
-  uint64_t done = 0;
-  while (done < payload.size()) {
-    Result<size_t> n = reader.value()->Read(done, {payload.data() + done, payload.size() - done});
-    if (!n.ok()) return n.status();
-    if (n.value() == 0) return StatusCode::kIoError;
-    done += n.value();
-  }
-  builder.Add(a, info.canonical_identity, payload);
-  return StatusCode::kOk;
+  StatusCode status = StatusCode::kOk;
+  // Read straight into the pack object: a copy per payload byte less than a buffer would cost.
+  builder.AddFilled(a, info.canonical_identity, info.size, [&](std::span<uint8_t> room) {
+    for (uint64_t done = 0; done < room.size();) {
+      Result<size_t> n = reader.value()->Read(done, room.subspan(done));
+      if (!n.ok() || n.value() == 0) {
+        status = n.ok() ? StatusCode::kIoError : n.status();
+        return false;
+      }
+      done += n.value();
+    }
+    return true;
+  });
+  return status;
 }
 
-ObjectResult<std::set<std::string>> ColdOps::TenantLocators(const std::string& tenant) const {
+ObjectResult<std::map<std::string, uint64_t>> ColdOps::TenantLocators(const std::string& tenant) const {
   auto keys = objects_.List(prefix_ + "locators/" + tenant + "/");
   if (!keys.ok()) return keys.error();
-  std::set<std::string> out;
-  for (const ObjectMeta& m : keys.value()) out.insert(m.key);
+  std::map<std::string, uint64_t> out;
+  for (const ObjectMeta& m : keys.value()) out.emplace(m.key, m.size);
   return out;
 }
 
@@ -177,10 +198,13 @@ BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::strin
                                  uint64_t budget, const PackOptions& pack,
                                  const std::function<void(const BackfillReport&)>& progress) const {
   BackfillReport rep;
-  PackBuilder builder(prefix_, keys_->Get());
+  std::shared_ptr<const Keyring> keyring = keys_->Get();
+  PackBuilder builder(prefix_, keyring);
+  builder.Reserve(pack.target_bytes);
   auto flush = [&] {
     if (builder.count() == 0) return;
     PackedPair p = builder.Build(NowUnixNs());
+    builder.Reserve(pack.target_bytes);
     SubmitOutcome s = sink.TrySubmit(p);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(pack.wait_for_room_ms);
     while (s.admission == Admission::kFull && std::chrono::steady_clock::now() < deadline) {
@@ -193,7 +217,7 @@ BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::strin
   };
   for (const std::string& t : TenantsOf(store, tenant)) {
     if (IsRetired(t)) continue;
-    std::optional<ObjectResult<std::set<std::string>>> cold;  // listed at the first block
+    std::optional<ObjectResult<std::map<std::string, uint64_t>>> cold;  // listed at the first block
     for (const std::string& ns : store.ListNamespaces(t)) {
       for (const std::string& name : store.ListEntries(t, ns)) {
         BlockAddress a{t, ns, name};
@@ -206,9 +230,12 @@ BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::strin
           rep.skipped_unknown++;
           continue;
         }
-        if (cold->value().count(LocatorKey(prefix_, a))) {
-          rep.skipped_cold++;
-          continue;
+        if (auto it = cold->value().find(LocatorKey(prefix_, a)); it != cold->value().end()) {
+          if (CouldBeLocatorOf(a, it->second, *keyring)) {
+            rep.skipped_cold++;
+            continue;
+          }
+          rep.invalid_locators++;  // packed again below: its new locator replaces the bad one
         }
         if (rep.bytes + info->size > budget) {
           rep.budget_reached = true;

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -50,6 +51,7 @@ struct BackfillReport {
   size_t packs = 0;          // jobs submitted
   size_t skipped_cold = 0;   // already had a locator
   size_t skipped_unknown = 0;  // not packed: whether they are cold could not be learned
+  size_t invalid_locators = 0;  // listed at a size no readable locator of it has: packed again
   size_t refused = 0;        // packs the sink refused (full)
   bool budget_reached = false;
   std::optional<ObjectError> list_error;  // the first listing that failed, if any
@@ -123,8 +125,9 @@ class ColdOps {
 
  private:
   bool DeleteConfirmed(const std::string& key, ReclaimReport& report) const;
-  // The keys of `tenant`'s locators (one listing), or the error that kept us from knowing.
-  ObjectResult<std::set<std::string>> TenantLocators(const std::string& tenant) const;
+  // The keys of `tenant`'s locators and their sizes (one listing), or the error that kept us
+  // from knowing.
+  ObjectResult<std::map<std::string, uint64_t>> TenantLocators(const std::string& tenant) const;
   // "" when no manifest other than `self` references `object`; else why it must stay.
   std::string LiveReference(const Sha256& self, const Sha256& object, ReclaimReport& r) const;
   void ResealLocators(const Manifest& m, const Sha256& digest, const Keyring& keys,

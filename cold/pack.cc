@@ -10,28 +10,50 @@ std::array<uint8_t, 16> PayloadChecksum(std::span<const uint8_t> payload) {
   return *ChecksumFromText(ComputeChecksums(payload).digest_hex);
 }
 
+bool PackBuilder::Has(const BlockAddress& address) const {
+  for (const ManifestEntry& e : entries_) {
+    if (e.address == address) return true;
+  }
+  return false;
+}
+
 bool PackBuilder::Add(const BlockAddress& address, std::span<const uint8_t> canonical_identity,
                       std::span<const uint8_t> payload) {
-  for (const ManifestEntry& e : entries_) {
-    if (e.address == address) return false;
+  return AddFilled(address, canonical_identity, payload.size(), [&](std::span<uint8_t> room) {
+    std::copy(payload.begin(), payload.end(), room.begin());
+    return true;
+  });
+}
+
+bool PackBuilder::AddFilled(const BlockAddress& address, std::span<const uint8_t> canonical_identity,
+                            uint64_t size, const std::function<bool(std::span<uint8_t>)>& fill) {
+  if (Has(address)) return false;
+  const uint64_t offset = object_.size();
+  object_.resize(offset + size);
+  std::span<uint8_t> room(object_.data() + offset, size);
+  if (!fill(room)) {
+    object_.resize(offset);
+    return false;
   }
   ManifestEntry e;
   e.address = address;
   e.identity_digest = ComputeSha256(canonical_identity);
-  e.offset = kPackHeaderBytes + payload_.size();
-  e.length = payload.size();
-  e.checksum = PayloadChecksum(payload);
+  e.offset = offset;
+  e.length = size;
+  e.checksum = PayloadChecksum(room);
   entries_.push_back(std::move(e));
-  payload_.insert(payload_.end(), payload.begin(), payload.end());
   return true;
 }
 
 PackedPair PackBuilder::Build(uint64_t created_unix_ns) {
   PackedPair p;
   uint32_t n = static_cast<uint32_t>(entries_.size());
-  p.object = {'G', 'P', 'C', 'P', 1, 0, 0, 0, static_cast<uint8_t>(n), static_cast<uint8_t>(n >> 8),
-              static_cast<uint8_t>(n >> 16), static_cast<uint8_t>(n >> 24), 0, 0, 0, 0};
-  p.object.insert(p.object.end(), payload_.begin(), payload_.end());
+  const uint8_t header[kPackHeaderBytes] = {'G', 'P', 'C', 'P', 1, 0, 0, 0, static_cast<uint8_t>(n),
+                                            static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(n >> 16),
+                                            static_cast<uint8_t>(n >> 24), 0, 0, 0, 0};
+  std::copy(std::begin(header), std::end(header), object_.begin());
+  p.object = std::move(object_);
+  object_.assign(kPackHeaderBytes, 0);
   Manifest& m = p.decoded;
   m.object_digest = ComputeSha256(p.object);
   m.object_size = p.object.size();
@@ -46,7 +68,6 @@ PackedPair PackBuilder::Build(uint64_t created_unix_ns) {
   p.object_key = PackKey(prefix_, m.object_digest);
   p.manifest_key = ManifestKey(prefix_, p.manifest_digest);
   entries_.clear();
-  payload_.clear();
   return p;
 }
 

@@ -6,7 +6,9 @@
 // a refill can trust a range that matches its manifest entry.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -42,16 +44,27 @@ class PackBuilder {
   // was read through a verifying reader. Returns false (and adds nothing) for a duplicate.
   bool Add(const BlockAddress& address, std::span<const uint8_t> canonical_identity,
            std::span<const uint8_t> payload);
+  // As Add, but the payload is read straight into the pack object (no copy): `fill` must
+  // write all `size` bytes of the span it gets and return true; on false nothing is added.
+  bool AddFilled(const BlockAddress& address, std::span<const uint8_t> canonical_identity,
+                 uint64_t size, const std::function<bool(std::span<uint8_t>)>& fill);
+  // Reserves room for this many payload bytes (a pack's target), so the object is not moved
+  // as it grows. Address space only: pages are touched as payloads arrive.
+  // Capped at 256 MiB (a larger target grows the object as usual).
+  void Reserve(uint64_t payload_bytes) {
+    object_.reserve(kPackHeaderBytes + std::min<uint64_t>(payload_bytes, 256ull << 20));
+  }
   size_t count() const { return entries_.size(); }
-  uint64_t payload_bytes() const { return payload_.size(); }
+  uint64_t payload_bytes() const { return object_.size() - kPackHeaderBytes; }
   // REQUIRES: count() > 0. Resets the builder.
   PackedPair Build(uint64_t created_unix_ns);
 
  private:
+  bool Has(const BlockAddress& address) const;
   std::string prefix_;
   std::shared_ptr<const Keyring> keyring_;
   std::vector<ManifestEntry> entries_;
-  std::vector<uint8_t> payload_;
+  std::vector<uint8_t> object_ = std::vector<uint8_t>(kPackHeaderBytes);  // header, then payloads
 };
 
 // "" if the pair is consistent: keys match contents, the manifest decodes as sealed v4, the

@@ -76,7 +76,7 @@ PurgeReport ColdOps::PurgeTenant(const std::string& tenant, size_t max_manifests
     p.error = locators.error();
     return p;
   }
-  for (const std::string& key : locators.value()) {
+  for (const auto& [key, size] : locators.value()) {
     ReclaimReport r;
     if (!DeleteConfirmed(key, r)) {
       p.error = r.error;

@@ -154,6 +154,16 @@ ObjectResult<Done> S3Client::Put(std::string_view key, std::span<const uint8_t> 
   return Done{};
 }
 
+ObjectResult<Done> S3Client::PutHashed(std::string_view key, std::span<const uint8_t> body,
+                                       std::string_view sha256_hex) {
+  if (auto bad = CheckKey(key)) return *bad;
+  S3Request request{.method = "PUT", .url = Url(key), .body = body,
+                    .body_sha256_hex = std::string(sha256_hex)};
+  ObjectResult<S3Reply> reply = Exchange(request, /*mutating=*/true, Is2xx);
+  if (!reply.ok()) return reply.error();
+  return Done{};
+}
+
 ObjectResult<ObjectMeta> S3Client::Head(std::string_view key) {
   if (auto bad = CheckKey(key)) return *bad;
   S3Request request{.method = "HEAD", .url = Url(key)};

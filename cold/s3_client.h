@@ -57,6 +57,8 @@ class S3Client final : public ObjectStore {
   S3Client& operator=(const S3Client&) = delete;
 
   ObjectResult<Done> Put(std::string_view key, std::span<const uint8_t> body) override;
+  ObjectResult<Done> PutHashed(std::string_view key, std::span<const uint8_t> body,
+                               std::string_view sha256_hex) override;
   ObjectResult<ObjectMeta> Head(std::string_view key) override;
   ObjectResult<std::vector<uint8_t>> GetRange(std::string_view key, uint64_t offset,
                                               uint64_t length) override;

@@ -30,7 +30,10 @@ struct Transfer {
 
 bool Append(S3Reply& reply, const char* data, size_t bytes) {
   try {
-    reply.body.insert(reply.body.end(), data, data + bytes);
+    // As bytes, not chars: inserting a char range into a vector<uint8_t> converts element by
+    // element instead of one memmove (it showed as 8% of a refilling daemon's CPU).
+    const auto* p = reinterpret_cast<const uint8_t*>(data);
+    reply.body.insert(reply.body.end(), p, p + bytes);
     return true;
   } catch (...) {
     reply.out_of_memory = true;
@@ -95,7 +98,9 @@ std::string HeaderValue(CURL* handle, const char* name) {
 // as the payload hash) but adds no x-amz-content-sha256 itself.
 curl_slist* BuildHeaders(const S3Request& request) {
   std::string sha = "x-amz-content-sha256: " +
-                    (request.body.empty() ? std::string(kEmptySha256) : Sha256Hex(request.body));
+                    (request.body.empty()                    ? std::string(kEmptySha256)
+                     : !request.body_sha256_hex.empty() ? request.body_sha256_hex
+                                                              : Sha256Hex(request.body));
   curl_slist* headers = curl_slist_append(nullptr, sha.c_str());
   if (headers != nullptr && !request.range.empty()) {
     std::string range = "Range: " + request.range;

@@ -23,6 +23,7 @@ struct S3Request {
   std::string range;              // "bytes=a-b", or empty
   bool want_body = false;         // false: a 2xx body is drained and dropped (PUT, DELETE)
   uint64_t max_body = 0;          // want_body: a longer 2xx body aborts (S3Reply::too_large)
+  std::string body_sha256_hex;    // the body's SHA-256 when the caller knows it; else computed
 };
 
 struct S3Reply {

@@ -63,6 +63,7 @@ SubmitOutcome Sink::TrySubmit(PackedPair& pair) {
   out.job_id = job->id;
   pending_.push_back(std::move(job));
   stats_.submitted++;
+  submitted_.notify_one();
   return out;
 }
 
@@ -81,7 +82,10 @@ Sink::Outcome Sink::Attempt(Job& job) {
       const ManifestEntry& e = p.decoded.entries[job.next_step - 2];
       step = "locator", key = LocatorKey(prefix_, e.address), body = p.locators[job.next_step - 2];
     }
-    ObjectResult<Done> r = store_.Put(key, body);
+    // The object's SHA-256 is already known (its key; checked at admission): not hashed again.
+    ObjectResult<Done> r = job.next_step == 0
+                               ? store_.PutHashed(key, body, ToHex(p.decoded.object_digest))
+                               : store_.Put(key, body);
     {
       std::lock_guard lock(mu_);
       stats_.requests++;
@@ -174,6 +178,51 @@ DrainReport Sink::DrainRound() {
   return report;
 }
 
+std::unique_ptr<Sink::Job> Sink::TakeDue(std::chrono::milliseconds wait) {
+  std::unique_lock lock(mu_);
+  for (bool waited = false;; waited = true) {
+    Clock::time_point now = Clock::now();
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      if ((*it)->due > now) continue;
+      std::unique_ptr<Job> job = std::move(*it);
+      pending_.erase(it);
+      in_flight_++;
+      return job;
+    }
+    if (waited || wait.count() == 0) return nullptr;
+    submitted_.wait_for(lock, wait);
+  }
+}
+
+DrainReport Sink::DrainWhile(const std::function<bool()>& more) {
+  std::lock_guard drain(drain_mu_);
+  DrainReport report;
+  report.rounds = 1;
+  std::mutex report_mu;
+  auto worker = [&] {
+    for (;;) {
+      std::unique_ptr<Job> job = TakeDue(std::chrono::milliseconds(5));
+      if (!job) {
+        if (more()) continue;
+        job = TakeDue(std::chrono::milliseconds(0));  // submitted just before more() turned false
+        if (!job) return;
+      }
+      Outcome o = Attempt(*job);
+      if (o == Outcome::kUploaded && uploaded_hook_) uploaded_hook_(job->pair);
+      std::lock_guard lock(report_mu);
+      Settle(std::move(job), o, report);
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int i = 1; i < limits_.concurrency; i++) workers.emplace_back(worker);
+  worker();
+  for (std::thread& t : workers) t.join();
+  std::lock_guard lock(mu_);
+  report.pending = pending_.size();
+  report.failed_now = failed_.size();
+  return report;
+}
+
 void Accumulate(DrainReport& total, const DrainReport& r) {
   total.rounds += r.rounds;
   total.attempted += r.attempted;
@@ -196,7 +245,14 @@ DrainReport Sink::Drain(size_t max_rounds) {
   DrainReport total;
   for (size_t i = 0; i < max_rounds;) {
     Clock::time_point next = NextDue();
-    if (next == Clock::time_point::max()) break;  // nothing pending
+    if (next == Clock::time_point::max()) {
+      // Nothing pending, but another drain (the tier's background round) may still hold jobs
+      // in flight, and any of them may come back pending: wait for it, then look again.
+      // (in_flight_ only changes under drain_mu_, so once we hold it nothing is in flight.)
+      if (Stats().in_flight == 0) break;
+      std::lock_guard wait_for_other_drain(drain_mu_);
+      continue;
+    }
     Clock::time_point latest = Clock::now() + std::chrono::milliseconds(limits_.backoff_max_ms);
     std::this_thread::sleep_until(std::min(next, latest));
     DrainReport r = DrainRound();

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -121,9 +122,15 @@ class Sink {
   SubmitOutcome TrySubmit(PackedPair& pair);
   // One round over the pending jobs that are due now (a job backing off is left pending).
   DrainReport DrainRound();
-  // Rounds until nothing is pending or `max_rounds` rounds ran; between rounds it sleeps
-  // until the next pending job is due (bounded by backoff_max_ms).
+  // Rounds until nothing is pending or in flight (it waits for another drain's jobs, which
+  // may come back pending) or `max_rounds` rounds ran; between rounds it sleeps until the
+  // next pending job is due (bounded by backoff_max_ms).
   DrainReport Drain(size_t max_rounds = 10000);
+  // Streams: `concurrency` workers each take the next due job as soon as they finish one
+  // (a round waits for its slowest job before taking the jobs submitted meanwhile), and wait
+  // for new submissions while `more()` is true. Returns once `more()` is false and no job is
+  // due; jobs backing off stay pending (Drain takes them). Used while a backfill reads.
+  DrainReport DrainWhile(const std::function<bool()>& more);
   // Moves due, temporarily failed jobs back to the queue (see "Healing" above). Returns how many.
   size_t Redrive();
 
@@ -140,12 +147,16 @@ class Sink {
   void Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report);
   std::chrono::milliseconds Backoff(int attempts);  // REQUIRES: mu_ held
   std::chrono::steady_clock::time_point NextDue() const;  // of the pending jobs; max() if none
+  // The first pending job that is due, now in flight; null if none (after waiting up to
+  // `wait` for a submission).
+  std::unique_ptr<Job> TakeDue(std::chrono::milliseconds wait);
 
   ObjectStore& store_;
   const std::string prefix_;
   const SinkLimits limits_;
   std::mutex drain_mu_;  // one drain at a time; never held with mu_ across I/O
   mutable std::mutex mu_;
+  std::condition_variable submitted_;  // a job entered the queue
   uint64_t next_id_ = 1;
   std::deque<std::unique_ptr<Job>> pending_;
   std::vector<std::unique_ptr<Job>> failed_;

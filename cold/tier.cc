@@ -85,10 +85,12 @@ void ColdTier::PackQueued() {
     batch.swap(queued_);
   }
   PackBuilder builder(options_.prefix, keys_->Get());
+  builder.Reserve(options_.pack.target_bytes);
   auto flush = [&] {
     if (builder.count() == 0) return;
     size_t n = builder.count();
     if (sink_.Submit(builder.Build(NowUnixNs())).admission == Admission::kAccepted) packed_ += n;
+    builder.Reserve(options_.pack.target_bytes);
   };
   for (const BlockAddress& a : batch) {
     if (ColdOps::AddBlock(store_, a, builder) != StatusCode::kOk) continue;
@@ -107,20 +109,12 @@ void ColdTier::RecordRetention(const Sha256& manifest) {
 BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
                               const std::function<void(const BackfillReport&)>& progress,
                               DrainReport* drained) {
+  std::lock_guard one_at_a_time(pack_mu_);
   DrainReport streamed;
-  // Streams: a drainer uploads each pack while the backfill reads the next one, and the
-  // backfill waits for room instead of refusing a pack while the drainer makes progress.
+  // Streams: the sink's workers upload each pack while the backfill reads the next one, and
+  // the backfill waits for room instead of refusing a pack while they make progress.
   std::atomic<bool> reading{true};
-  std::thread drainer([&] {
-    while (reading.load()) {
-      DrainReport r = sink_.DrainRound();
-      if (r.attempted == 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        continue;
-      }
-      Accumulate(streamed, r);
-    }
-  });
+  std::thread drainer([&] { streamed = sink_.DrainWhile([&] { return reading.load(); }); });
   PackOptions pack = options_.pack;
   pack.wait_for_room_ms = 60'000;
   BackfillReport r = ops_.Backfill(store_, sink_, tenant, byte_budget, pack, [&](const BackfillReport& b) {

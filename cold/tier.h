@@ -70,6 +70,7 @@ class ColdTier {
   // uploading each pack while the next is read (a drainer thread runs beside the backfill),
   // then drains the sink. `progress` sees each block enqueued.
   // `drained` (optional) gets what the drainer uploaded meanwhile, then the final drain.
+  // One pack runs at a time (async packs run on workers and could overlap): a second waits.
   BackfillReport Pack(const std::string& tenant, uint64_t byte_budget,
                       const std::function<void(const BackfillReport&)>& progress = {},
                       DrainReport* drained = nullptr);
@@ -109,6 +110,7 @@ class ColdTier {
   bool stop_ = false;
   std::thread thread_;
   std::function<void(const BlockAddress&)> refilled_;
+  std::mutex pack_mu_;  // one backfill at a time: two would read and pack the same blocks
   std::atomic<uint64_t> overflow_{0}, packed_{0}, refills_{0}, hits_{0}, missing_{0}, refused_{0};
 };
 

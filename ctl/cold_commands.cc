@@ -54,10 +54,23 @@ std::string PackSummary(const json& r) {
   return s;
 }
 
-// cold.pack can take minutes: it runs on one handle while a second one polls cold.report for
-// the bar (blocks packed so far out of the blocks in the hot tier).
+// An async cold op's reply: polls cold.op (1 ms doubling to 50 ms) until it is done
+// (adr/0013). A reply without an op id (a refusal, an older daemon) is returned as it is.
+std::optional<json> AwaitOp(const std::string& mountpoint, std::optional<json> reply,
+                            std::string& error, int* err) {
+  for (int wait_ms = 1; reply && reply->value("ok", false) && reply->contains("op_id") &&
+                        reply->value("state", "") != "done";
+       wait_ms = std::min(wait_ms * 2, 50)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    reply = Request(mountpoint, {{"op", "cold.op"}, {"op_id", (*reply)["op_id"]}}, error, err);
+  }
+  return reply;
+}
+
+// cold.pack can take minutes: it runs on the daemon's workers while we poll its op, and a
+// second thread polls cold.report for the bar (blocks packed out of the blocks in the hot tier).
 int Pack(const ColdArgs& a, bool as_json) {
-  json req{{"op", "cold.pack"}};
+  json req{{"op", "cold.pack"}, {"async", true}};
   if (!a.tenant.empty()) req["tenant"] = a.tenant;
   if (a.budget) req["budget"] = *a.budget;
   auto start = ColdReport(a.mountpoint);
@@ -78,7 +91,7 @@ int Pack(const ColdArgs& a, bool as_json) {
   }
   std::string error;
   int err = 0;
-  auto reply = Request(a.mountpoint, req, error, &err);
+  auto reply = AwaitOp(a.mountpoint, Request(a.mountpoint, req, error, &err), error, &err);
   done = true;
   if (bar.joinable()) bar.join();
   if (!reply) return Fail(error, 2, err);
@@ -128,13 +141,7 @@ int Refill(const ColdArgs& a, bool as_json) {
   req["async"] = true;  // runs on the daemon's refill workers; we poll (adr/0013)
   std::string error;
   int err = 0;
-  auto reply = Request(a.mountpoint, req, error, &err);
-  for (int wait_ms = 1; reply && reply->value("ok", false) && reply->contains("op_id") &&
-                        reply->value("state", "") != "done";
-       wait_ms = std::min(wait_ms * 2, 50)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
-    reply = Request(a.mountpoint, {{"op", "cold.op"}, {"op_id", (*reply)["op_id"]}}, error, &err);
-  }
+  auto reply = AwaitOp(a.mountpoint, Request(a.mountpoint, req, error, &err), error, &err);
   if (!reply) return Fail(error, 2, err);
   const json& r = *reply;
   if (!r.value("ok", false)) return Refused(r);

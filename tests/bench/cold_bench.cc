@@ -1,13 +1,13 @@
 // gpucache-cold-bench: the cold tier's pack and refill against plain libcurl moving the same
 // bytes to the same radosgw in the same run (docs/performance.md, "Cold tier").
 //
-//   sudo build/gpucache-cold-bench [--blocks 32] [--block-mib 2] [--pack-mib 8]
+//   sudo build/gpucache-cold-bench [--blocks 32] [--block-mib 2] [--pack-mib 8] [--runs 5]
 //
 // Needs root (it mounts gpucachefs) and the test harness's radosgw: GPUCACHE_S3_ENV_FILE as
 // the cold tests get it, or else it runs tests/cold/harness/rgw.sh start/stop itself in
 // --rgw-dir. Everything stays on 127.0.0.1. Prints one line per case:
 //   case=cold_pack|cold_refill_1|cold_refill_4 gpucache=X direct=Y ratio=R unit=MiB/s
-// cold_pack:     `cold.pack` of N committed blocks (listing, reading, packing, uploading the
+// cold_pack:     `cold.pack` (async, polled) of N committed blocks (listing, reading, packing, uploading the
 //                objects, manifests and locators) / libcurl PUTs of the very same objects
 //                (same keys under another prefix, same sizes and bytes), 4 handles in
 //                parallel as the sink's `concurrency = 4`.
@@ -15,12 +15,15 @@
 //                each committed to the hot tier / one reused libcurl handle making the
 //                refill's two GETs: the block's locator, then the byte range it names.
 // cold_refill_4: the same with 4 callers / 4 handles in parallel.
-// MiB/s counts block payload bytes in every column.
+// MiB/s counts block payload bytes in every column. Each case runs --runs times, the two
+// sides alternating which goes first (the machine is shared and noisy); the line gives the
+// medians, their ratio, and every run of each side (`gpucache_runs`, `direct_runs`).
 #include <curl/curl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -82,14 +85,20 @@ json Ctl(const test::MountedFs& m, const json& req) {
   return json::parse(test::Control(m, req.dump()), nullptr, false);
 }
 
-// An async refill and its polls, as gpucachectl sends them (tighter first polls).
-json Refill(const test::MountedFs& m, const CacheIdentity& id) {
-  json r = Ctl(m, {{"op", "cold.refill"}, {"async", true}, {"identity", HexEncode(EncodePhysicalKey(id))}});
-  for (int us = 100; r.value("ok", false) && r.value("state", "") != "done"; us = std::min(us * 2, 2000)) {
+// An async request and its polls, as gpucachectl sends them (tighter first polls).
+json Async(const test::MountedFs& m, json req) {
+  req["async"] = true;
+  json r = Ctl(m, req);
+  for (int us = 100; r.value("ok", false) && r.contains("op_id") && r.value("state", "") != "done";
+       us = std::min(us * 2, 2000)) {
     std::this_thread::sleep_for(std::chrono::microseconds(us));
     r = Ctl(m, {{"op", "cold.op"}, {"op_id", r["op_id"]}});
   }
   return r;
+}
+
+json Refill(const test::MountedFs& m, const CacheIdentity& id) {
+  return Async(m, {{"op", "cold.refill"}, {"identity", HexEncode(EncodePhysicalKey(id))}});
 }
 
 // Plain libcurl: one easy handle per thread, reused (keep-alive), SigV4 by curl itself.
@@ -151,7 +160,8 @@ class Direct {
     curl_easy_setopt(h_, CURLOPT_WRITEDATA, &out);
     curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, +[](char* p, size_t s, size_t n, void* u) -> size_t {
       auto* v = static_cast<std::vector<uint8_t>*>(u);
-      v->insert(v->end(), p, p + s * n);
+      auto* b = reinterpret_cast<const uint8_t*>(p);  // bytes, so insert is one memmove
+      v->insert(v->end(), b, b + s * n);
       return s * n;
     });
     return Perform();
@@ -188,13 +198,27 @@ double Parallel(int threads, int n, const cold::S3Options& o, Fn fn) {
   return s;
 }
 
-void Print(const char* name, double gpucache, double direct) {
-  std::printf("case=%s gpucache=%.1f direct=%.1f ratio=%.2f unit=MiB/s\n", name, gpucache, direct,
-              gpucache / direct);
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+std::string Joined(const std::vector<double>& v) {
+  std::string s;
+  char buf[32];
+  for (double x : v) std::snprintf(buf, sizeof buf, "%s%.1f", s.empty() ? "" : ",", x), s += buf;
+  return s;
+}
+
+// MiB/s of each run of each side -> one line: the medians, their ratio, and every run.
+void Print(const char* name, const std::vector<double>& gpucache, const std::vector<double>& direct) {
+  double g = Median(gpucache), d = Median(direct);
+  std::printf("case=%s gpucache=%.1f direct=%.1f ratio=%.2f unit=MiB/s gpucache_runs=%s direct_runs=%s\n",
+              name, g, d, g / d, Joined(gpucache).c_str(), Joined(direct).c_str());
   std::fflush(stdout);
 }
 
-int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, const cold::S3Options& o) {
+int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, int runs, const cold::S3Options& o) {
   std::string prefix = "cold-bench/" + std::to_string(::getpid()) + "/";
   std::string creds_dir = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
                           "/gpucache-cold-bench-" + std::to_string(::getpid());
@@ -216,12 +240,26 @@ int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, const cold::S3Optio
   }
   const double mib = static_cast<double>(blocks) * block_bytes / (1 << 20);
 
-  // cold_pack
-  auto t0 = Clock::now();
-  json packed = Ctl(m, {{"op", "cold.pack"}});
-  double pack_s = Seconds(t0);
-  if (packed.value("complete", false) != true) throw std::runtime_error("pack: " + packed.dump());
+  // cold_pack: each run after the first deletes the locators, so every block is packed again.
   auto s3 = cold::S3Client::Create(o);
+  auto pack_all = [&] {
+    auto t0 = Clock::now();
+    json packed = Async(m, {{"op", "cold.pack"}});
+    double s = Seconds(t0);
+    if (packed.value("complete", false) != true || packed.value("blocks", 0) != blocks) {
+      throw std::runtime_error("pack: " + packed.dump());
+    }
+    return s;
+  };
+  auto forget_locators = [&] {
+    auto locators = s3.value()->List(prefix + "locators/");
+    if (!locators.ok()) throw std::runtime_error("list: " + locators.error().message);
+    for (const cold::ObjectMeta& meta : locators.value()) {
+      if (!s3.value()->Delete(meta.key).ok()) throw std::runtime_error("delete " + meta.key);
+    }
+  };
+  std::vector<double> pack_g, pack_d;
+  pack_g.push_back(mib / pack_all());
   auto listed = s3.value()->List(prefix);
   if (!listed.ok()) throw std::runtime_error("list: " + listed.error().message);
   std::vector<std::pair<std::string, std::vector<uint8_t>>> objects;
@@ -231,11 +269,19 @@ int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, const cold::S3Optio
     objects.emplace_back("cold-bench-direct/" + std::to_string(::getpid()) + "/" + meta.key,
                          std::move(got.value()));
   }
-  double direct_pack_s = Parallel(4, static_cast<int>(objects.size()), o, [&](Direct& d, int i) {
-    return d.Put(objects[i].first, objects[i].second);
-  });
-  Print("cold_pack", mib / pack_s, mib / direct_pack_s);
-
+  auto direct_pack = [&] {
+    return mib / Parallel(4, static_cast<int>(objects.size()), o, [&](Direct& d, int i) {
+      return d.Put(objects[i].first, objects[i].second);
+    });
+  };
+  pack_d.push_back(direct_pack());
+  for (int r = 1; r < runs; r++) {
+    if (r % 2) pack_d.push_back(direct_pack());
+    forget_locators();
+    pack_g.push_back(mib / pack_all());
+    if (r % 2 == 0) pack_d.push_back(direct_pack());
+  }
+  Print("cold_pack", pack_g, pack_d);
 
   auto evict_all = [&] {
     for (int i = 0; i < blocks; i++) {
@@ -267,10 +313,14 @@ int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, const cold::S3Optio
     return d.GetRange(cold::PackKey(prefix, l->object_digest), l->offset, l->length, out);
   };
   for (int callers : {1, 4}) {
-    evict_all();
-    double g = refill_all(callers);
-    double d = Parallel(callers, blocks, o, direct_get);
-    Print(callers == 1 ? "cold_refill_1" : "cold_refill_4", mib / g, mib / d);
+    std::vector<double> g, d;
+    for (int r = 0; r < runs; r++) {
+      if (r % 2) d.push_back(mib / Parallel(callers, blocks, o, direct_get));
+      evict_all();
+      g.push_back(mib / refill_all(callers));
+      if (r % 2 == 0) d.push_back(mib / Parallel(callers, blocks, o, direct_get));
+    }
+    Print(callers == 1 ? "cold_refill_1" : "cold_refill_4", g, d);
   }
   std::system(("rm -rf " + creds_dir).c_str());
   return 0;
@@ -281,12 +331,13 @@ int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, const cold::S3Optio
 
 int main(int argc, char** argv) {
   CLI::App app{"gpucache-cold-bench: cold pack and refill against plain libcurl on one radosgw"};
-  int blocks = 32;
+  int blocks = 32, runs = 5;
   double block_mib = 2, pack_mib = 8;
   std::string rgw_dir = "/tmp/gpucache-cold-bench-rgw";
   app.add_option("--blocks", blocks, "blocks packed and refilled")->check(CLI::Range(1, 4096));
   app.add_option("--block-mib", block_mib, "MiB per block")->check(CLI::Range(0.001, 256.0));
   app.add_option("--pack-mib", pack_mib, "pack_target_bytes in MiB")->check(CLI::Range(0.001, 1024.0));
+  app.add_option("--runs", runs, "runs of each case and side (medians are printed)")->check(CLI::Range(1, 100));
   app.add_option("--rgw-dir", rgw_dir, "where to start the harness's radosgw without GPUCACHE_S3_ENV_FILE");
   CLI11_PARSE(app, argc, argv);
   if (::geteuid() != 0) {
@@ -312,7 +363,7 @@ int main(int argc, char** argv) {
   try {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     rc = gpucache::bench::Run(blocks, static_cast<size_t>(block_mib * (1 << 20)),
-                              static_cast<uint64_t>(pack_mib * (1 << 20)), o);
+                              static_cast<uint64_t>(pack_mib * (1 << 20)), runs, o);
   } catch (const std::exception& e) {
     std::cerr << "gpucache-cold-bench: " << e.what() << "\n";
   }

@@ -1,10 +1,12 @@
 // Through a real gpucachefs mount and the real gateway: write-back heals after an outage
-// without an operator, and a refill stalled on S3 does not hold up other control requests.
+// without an operator, a refill stalled on S3 does not hold up other control requests, and
+// the accounting identity holds across a restart.
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -127,6 +129,66 @@ TEST_CASE("Cold: refills stalled on S3 do not hold up other control requests") {
       CHECK(p["reason"] == "unavailable");
     }
   }
+}
+
+TEST_CASE("Cold: across a restart the identity holds, and a backfill packs what the old daemon left") {
+  auto env = RgwEnv();
+  REQUIRE_MESSAGE(!env.empty(), "GPUCACHE_S3_ENV_FILE: run through ctest (fixture cold_rgw)");
+  // Every upload is reset (listings pass, so the pack knows what is cold).
+  LoggedProxy proxy(env["GPUCACHE_S3_ENDPOINT"], 1.0, "reset", 2, 1, "", "PUT");
+  REQUIRE(proxy.ready());
+  // One attempt per job, no re-drive, and a background drain only every minute: what the
+  // proxy fails stays failed, and what an operator retries stays pending.
+  HealMount m(proxy.endpoint(), "restart",
+              "max_attempts = 1\nflush_interval = 60\npack_target_bytes = 8192\n");
+  const int blocks = 8;  // two per pack: four jobs
+  for (int i = 0; i < blocks; i++) {
+    REQUIRE(MountClient(m.fs->mnt()).Commit(NthIdentity(i), PayloadOf(i, 4096)) == 0);
+  }
+  int rc = -1;
+  Run(std::string(GPUCACHECTL_BIN) + " cold pack " + m.fs->mnt() + " --json", &rc);
+  CHECK(rc == 3);  // incomplete: every upload failed
+  json failed = Ctl(*m.fs, {{"op", "cold.failed"}})["failed"];
+  REQUIRE(failed.size() == 4);
+  for (int i : {0, 1}) REQUIRE(Ctl(*m.fs, {{"op", "cold.retry"}, {"job", failed[i]["job"]}})["ok"] == true);
+  json before = m.Report();
+  CAPTURE(before.dump());
+  CHECK(before["submitted"] == 4);
+  CHECK(before["pending"] == 2);
+  CHECK(before["failed"] == 2);
+  CHECK(before["uploaded"] == 0);
+  CHECK(Balanced(before));
+
+  // The jobs die with the daemon; the new one, started straight on the gateway, starts its
+  // own count, balanced from the start.
+  REQUIRE(m.fs->Stop() == 0);
+  {
+    std::ifstream in(m.fs->config());
+    std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t at = config.find(proxy.endpoint());
+    REQUIRE(at != std::string::npos);
+    config.replace(at, proxy.endpoint().size(), env["GPUCACHE_S3_ENDPOINT"]);
+    std::ofstream(m.fs->config()) << config;
+  }
+  m.fs->Start();
+  json after = m.Report();
+  CAPTURE(after.dump());
+  CHECK(after["submitted"] == 0);
+  CHECK(after["pending"] == 0);
+  CHECK(after["failed"] == 0);
+  CHECK(Balanced(after));
+
+  // Their blocks have no locator, so the next backfill packs every one of them.
+  std::string out = Run(std::string(GPUCACHECTL_BIN) + " cold pack " + m.fs->mnt() + " --json", &rc);
+  CHECK(rc == 0);
+  json packed = json::parse(out, nullptr, false);
+  CAPTURE(out);
+  CHECK(packed["blocks"] == blocks);
+  CHECK(packed["skipped_cold"] == 0);
+  json end = m.Report();
+  CHECK(end["submitted"] == 4);
+  CHECK(end["uploaded"] == 4);
+  CHECK(Balanced(end));
 }
 
 }  // namespace gpucache::cold

@@ -97,6 +97,19 @@ TEST_CASE("S3Client: Put signs the payload hash and sends the body path-style") 
   CHECK(auth.find("expect") == std::string::npos);
 }
 
+TEST_CASE("S3Client: PutHashed sends the digest it is given as the payload hash") {
+  CannedHttpServer server;
+  server.Reply(HttpReply(200, "", "ETag: \"abc\"\r\n"));
+  auto client = MakeClient(server.endpoint());
+  std::string body(64 * 1024, 'y');
+  std::string sha = Sha256Hex(Bytes(body));
+  REQUIRE(client->PutHashed("gpucache/packs/x", Bytes(body), sha).ok());
+  auto requests = server.requests();
+  REQUIRE(requests.size() == 1);
+  CHECK(requests[0].body == body);
+  CHECK(requests[0].headers.at("x-amz-content-sha256") == sha);
+}
+
 TEST_CASE("S3Client: Put and Delete drain a body in a success reply") {
   CannedHttpServer server;
   server.Reply(HttpReply(200, "<ok/>"));

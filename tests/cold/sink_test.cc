@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <map>
 #include <random>
@@ -353,6 +355,123 @@ TEST_CASE("Sink: submitted = uploaded + pending + in_flight + failed_now + dropp
   CHECK(st.uploaded + st.dropped == 1000);
   CHECK(st.failed_now == 0);
   CHECK(st.Balanced());
+}
+
+namespace {
+// Forwards to a MemoryObjectStore; each pack object PUT waits (up to 5 s) until `target`
+// of them are in flight at once, and the most seen together is recorded. A sink that
+// uploads one job at a time sees 1 (after the waits time out).
+class GateStore final : public ObjectStore {
+ public:
+  GateStore(MemoryObjectStore& inner, int target) : inner_(inner), target_(target) {}
+  int max_in_flight() const { return max_; }
+  void Release() {
+    std::lock_guard l(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  ObjectResult<Done> Put(std::string_view key, std::span<const uint8_t> body) override {
+    if (key.find("/packs/") != std::string_view::npos) {
+      std::unique_lock l(mu_);
+      max_ = std::max(max_, ++in_flight_);
+      cv_.notify_all();
+      cv_.wait_for(l, std::chrono::seconds(10), [&] { return in_flight_ >= target_ || released_; });
+      released_ = true;  // the gate opens once: later objects pass straight through
+      cv_.notify_all();
+      in_flight_--;
+    }
+    return inner_.Put(key, body);
+  }
+  ObjectResult<ObjectMeta> Head(std::string_view k) override { return inner_.Head(k); }
+  ObjectResult<std::vector<uint8_t>> GetRange(std::string_view k, uint64_t o, uint64_t n) override {
+    return inner_.GetRange(k, o, n);
+  }
+  ObjectResult<std::vector<uint8_t>> Get(std::string_view k, uint64_t m) override { return inner_.Get(k, m); }
+  ObjectResult<Done> Delete(std::string_view k) override { return inner_.Delete(k); }
+  ObjectResult<std::vector<ObjectMeta>> List(std::string_view p) override { return inner_.List(p); }
+
+ private:
+  MemoryObjectStore& inner_;
+  const int target_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int in_flight_ = 0, max_ = 0;
+  bool released_ = false;
+};
+}  // namespace
+
+TEST_CASE("Sink: DrainWhile keeps `concurrency` jobs in flight and takes jobs submitted meanwhile") {
+  MemoryObjectStore s3;
+  GateStore gate(s3, 4);
+  SinkLimits limits = Fast();
+  limits.concurrency = 4;
+  Sink sink(gate, kPrefix, limits);
+  std::atomic<bool> more{true};
+  DrainReport r;
+  std::thread drainer([&] { r = sink.DrainWhile([&] { return more.load(); }); });
+  // Submitted one by one while the drain runs, as a backfill does while it reads.
+  std::vector<PackedPair> copies;
+  for (int i = 0; i < 6; i++) {
+    PackedPair p = MakePack(10 * i, 2);
+    copies.push_back(p);
+    REQUIRE(sink.Submit(std::move(p)).admission == Admission::kAccepted);
+  }
+  more = false;
+  drainer.join();
+  CHECK(gate.max_in_flight() == 4);  // four object uploads overlapped, not one after another
+  CHECK(r.uploaded == 6);
+  CHECK(r.pending == 0);
+  auto objects = s3.Objects();
+  for (const PackedPair& p : copies) {
+    CHECK(objects.at(p.object_key) == p.object);
+    for (const ManifestEntry& e : p.decoded.entries) CHECK(objects.count(LocatorKey(kPrefix, e.address)) == 1);
+  }
+  SinkStats st = sink.Stats();
+  CHECK(st.uploaded == 6);
+  CHECK(st.Balanced());
+}
+
+TEST_CASE("Sink: DrainWhile leaves a job that backs off pending, for Drain") {
+  MemoryObjectStore s3;
+  int faults = 1;
+  s3.SetFault([&](const MemoryObjectStore::Request& q) -> std::optional<ObjectError> {
+    if (q.verb == "PUT" && faults > 0) return faults--, Temporary();
+    return std::nullopt;
+  });
+  SinkLimits limits = Fast();
+  limits.backoff_base_ms = limits.backoff_max_ms = 200;
+  Sink sink(s3, kPrefix, limits);
+  REQUIRE(sink.Submit(MakePack(0, 1)).admission == Admission::kAccepted);
+  DrainReport r = sink.DrainWhile([] { return false; });
+  CHECK(r.requeued == 1);
+  CHECK(r.pending == 1);
+  CHECK(sink.Stats().Balanced());
+  CHECK(sink.Drain().uploaded == 1);
+  CHECK(sink.Stats().uploaded == 1);
+}
+
+TEST_CASE("Sink: Drain waits for jobs another drain holds in flight") {
+  // The tier's background round can take the jobs a pack submitted; the pack's own Drain
+  // then saw nothing pending and its reply said "complete" while uploads were still running.
+  MemoryObjectStore s3;
+  GateStore gate(s3, 2);  // holds the object PUT until released (its target is never reached)
+  Sink sink(gate, kPrefix, Fast());
+  REQUIRE(sink.Submit(MakePack(0, 1)).admission == Admission::kAccepted);
+  std::thread background([&] { sink.DrainRound(); });
+  while (sink.Stats().in_flight == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::atomic<bool> released{false};
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    released = true;
+    gate.Release();
+  });
+  sink.Drain();
+  CHECK(released.load());  // it returned only after the other drain's upload finished
+  SinkStats st = sink.Stats();
+  CHECK(st.in_flight == 0);
+  CHECK(st.uploaded == 1);
+  opener.join();
+  background.join();
 }
 
 }  // namespace gpucache::cold

@@ -6,12 +6,14 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <thread>
 
 #include "cold/control.h"
+#include "cold/locator.h"
 #include "cold/tier.h"
 #include "store/memory_store.h"
 #include "tests/cold/cold_test_util.h"
@@ -123,6 +125,31 @@ TEST_CASE("Cold control: pack finds cold blocks with one listing, not a HEAD per
   CHECK(again["blocks"] == 1);
   CHECK(f.s3.Count("HEAD") == 0);
   CHECK(f.s3.Count("LIST") == 1);
+}
+
+TEST_CASE("Cold control: pack packs again a block whose locator cannot be one, and counts it") {
+  TierFixture f;
+  for (int i = 0; i < 3; i++) f.Commit(i);
+  REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == true);
+  // Garbage where block 1's locator is, and a truncated one for block 2.
+  std::string key1 = LocatorKey(kPrefix, AddressOf(NthIdentity(1)));
+  std::string key2 = LocatorKey(kPrefix, AddressOf(NthIdentity(2)));
+  f.s3.Set(key1, {'g', 'a', 'r', 'b', 'a', 'g', 'e'});
+  std::vector<uint8_t> truncated = f.s3.Objects().at(key2);
+  truncated.resize(truncated.size() - 1);
+  f.s3.Set(key2, truncated);
+  REQUIRE_FALSE(DecodeLocator(f.s3.Objects().at(key1)));
+  REQUIRE_FALSE(DecodeLocator(f.s3.Objects().at(key2)));
+  json r = f.Ctl(kAdmin, {{"op", "cold.pack"}});
+  CHECK(r["skipped_cold"] == 1);
+  CHECK(r["invalid_locators"] == 2);
+  CHECK(r["blocks"] == 2);
+  CHECK(r["complete"] == true);
+  // Both are refillable again: their locators were replaced by sealed ones.
+  for (int i : {1, 2}) {
+    REQUIRE(f.hot.Evict(AddressOf(NthIdentity(i))) == StatusCode::kOk);
+    CHECK(f.Refill(i)["result"] == "hit");
+  }
 }
 
 TEST_CASE("Cold control: a failed listing leaves blocks unknown: not packed again, pack incomplete") {
@@ -239,6 +266,60 @@ TEST_CASE("Cold control: an async refill returns an op id at once, its owner pol
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   CHECK(answer["errno"] == "EACCES");
+}
+
+TEST_CASE("Cold control: an async pack runs on the workers and answers through its op id") {
+  TierFixture f;
+  for (int i = 0; i < 5; i++) f.Commit(i);
+  // While the pack's first upload is held up, the control request has already been answered.
+  std::timed_mutex gate;  // timed: a pack that runs inside the request must not hang the test
+  gate.lock();
+  f.s3.SetFault([&](const MemoryObjectStore::Request& r) -> std::optional<ObjectError> {
+    if (r.verb == "PUT" && r.key.find("/packs/") != std::string::npos) {
+      if (gate.try_lock_for(std::chrono::seconds(5))) gate.unlock();  // until the test saw the op
+    }
+    return std::nullopt;
+  });
+  json queued = f.Ctl(kAcme, {{"op", "cold.pack"}, {"tenant", "acme"}, {"async", true}});
+  REQUIRE(queued["ok"] == true);
+  REQUIRE(queued.contains("op_id"));
+  CHECK_FALSE(queued.contains("blocks"));  // not the pack's report: it has not run yet
+  json polled = f.Ctl(kAcme, {{"op", "cold.op"}, {"op_id", queued["op_id"]}});
+  CHECK(polled["ok"] == true);
+  CHECK(polled["state"] != "done");
+  gate.unlock();
+  json done;
+  for (int i = 0; i < 2000; i++) {
+    done = f.Ctl(kAcme, {{"op", "cold.op"}, {"op_id", queued["op_id"]}});
+    if (done.value("state", "") == "done") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(done["state"] == "done");
+  CHECK(done["blocks"] == 5);
+  CHECK(done["complete"] == true);
+  // Refusals are answered at once, without an op: a non-member, a bad "async".
+  CHECK(f.Ctl(kAcme, {{"op", "cold.pack"}, {"async", true}})["errno"] == "EACCES");
+  CHECK(f.Ctl(kAdmin, {{"op", "cold.pack"}, {"async", 1}})["errno"] == "EINVAL");
+}
+
+TEST_CASE("Cold control: two async packs do not pack the same blocks twice") {
+  TierFixture f;
+  for (int i = 0; i < 6; i++) f.Commit(i);
+  json a = f.Ctl(kAdmin, {{"op", "cold.pack"}, {"async", true}});
+  json b = f.Ctl(kAdmin, {{"op", "cold.pack"}, {"async", true}});
+  auto wait = [&](const json& q) {
+    json r;
+    for (int i = 0; i < 2000; i++) {
+      r = f.Ctl(kAdmin, {{"op", "cold.op"}, {"op_id", q["op_id"]}});
+      if (r.value("state", "") == "done") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return r;
+  };
+  json ra = wait(a), rb = wait(b);
+  CHECK(ra["blocks"].get<int>() + rb["blocks"].get<int>() == 6);  // each block packed once
+  CHECK(ra["skipped_cold"].get<int>() + rb["skipped_cold"].get<int>() == 6);
+  CHECK(f.tier->Stats().sink.submitted == ra["packs"].get<uint64_t>() + rb["packs"].get<uint64_t>());
 }
 
 TEST_CASE("AsyncOps: bounded: live ops fill it and refuse more, finished ones are forgotten first") {
