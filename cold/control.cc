@@ -168,11 +168,8 @@ std::string Pack(ColdTier& tier, const Principal& who, const json& req) {
   if (!tenant.empty() && tier.ops().IsRetired(tenant)) {
     return Error(EACCES, "tenant " + tenant + " is retired");
   }
-  uint64_t budget = UINT64_MAX;
-  if (req.contains("budget")) {
-    auto b = Number(req, "budget");
-    if (!b) return Error(EINVAL, "budget must be a non-negative integer (bytes)");
-    budget = *b;
+  if (req.contains("budget") && !Number(req, "budget")) {
+    return Error(EINVAL, "budget must be a non-negative integer (bytes)");
   }
   if (req.contains("async") && !req["async"].is_boolean()) return Error(EINVAL, "async must be true or false");
   return MaybeAsync(tier, who, req, RunPack);
