@@ -18,6 +18,7 @@
 // MiB/s counts block payload bytes in every column. Each case runs --runs times, the two
 // sides alternating which goes first (the machine is shared and noisy); the line gives the
 // medians, their ratio, and every run of each side (`gpucache_runs`, `direct_runs`).
+#include <filesystem>
 #include <curl/curl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -222,7 +223,7 @@ int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, int runs, const col
   std::string prefix = "cold-bench/" + std::to_string(::getpid()) + "/";
   std::string creds_dir = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
                           "/gpucache-cold-bench-" + std::to_string(::getpid());
-  std::system(("mkdir -p " + creds_dir).c_str());
+  std::filesystem::create_directories(creds_dir);
   std::string creds = creds_dir + "/s3.credentials";
   std::ofstream(creds) << "access_key=" << o.access_key << "\nsecret_key=" << o.secret_key << "\n";
   std::string keyring = creds_dir + "/keyring";  // the seal keyring the cold tier requires
@@ -322,7 +323,7 @@ int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, int runs, const col
     }
     Print(callers == 1 ? "cold_refill_1" : "cold_refill_4", g, d);
   }
-  std::system(("rm -rf " + creds_dir).c_str());
+  std::filesystem::remove_all(creds_dir);
   return 0;
 }
 
@@ -367,6 +368,6 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "gpucache-cold-bench: " << e.what() << "\n";
   }
-  if (started) std::system((rgw + " stop " + rgw_dir + " >&2").c_str());
+  if (started) (void)!std::system((rgw + " stop " + rgw_dir + " >&2").c_str());
   return rc;
 }
