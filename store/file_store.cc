@@ -79,7 +79,6 @@ FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
     located_.push_back(std::make_shared<Located>(dev));
     journals_.push_back(std::make_unique<JournalFile>());
   }
-  loaded_.resize(devices_.size());
   if (options_.backing_io == "uring") {
     UringReaderOptions o;
     o.probe_dir = devices_.empty() ? std::string() : devices_[0].dir.root();  // sizes the queue depth
@@ -149,11 +148,11 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     LoadSnapshot(dev);
     LoadBlocks(dev, report);
+    LoadQuarantine(dev, report);
+    StartJournal(dev);
     snapshot_.clear();
     snapshot_.shrink_to_fit();
     snapshot_namespaces_.clear();
-    LoadQuarantine(dev, report);
-    StartJournal(dev);
   }
   if (!options_.env) {  // filled from now on, off the start's path
     std::vector<std::string> spare_dirs;
@@ -235,26 +234,32 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
   struct stat st{};
   ::stat(ns_path.c_str(), &st);
   host().RestoreNamespace(tenant, ns, Owner{st.st_uid, st.st_gid});
-  const std::string relative_prefix = tenant + "/" + ns + "/";
-  auto in_snapshot = snapshot_namespaces_.find(tenant + "/" + ns);
+  const std::string ns_name = tenant + "/" + ns;
+  const std::string relative_prefix = ns_name + "/";
+  auto in_snapshot = snapshot_namespaces_.find(ns_name);
   int64_t snapshot_ns = in_snapshot == snapshot_namespaces_.end() ? -1 : in_snapshot->second;
+  const uint32_t loaded_ns = static_cast<uint32_t>(loaded_.namespaces.size());
+  loaded_.namespaces.push_back(ns_name);
   // Entries are checked relative to the directory: no walk of the whole path per block.
   Fd dir(::open(ns_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   std::string path, relative;
+  IndexedBlock b;
+  b.address = BlockAddress{tenant, ns, {}};
   for (const std::string& name : ListDir(ns_path)) {
     path.assign(ns_path).append("/").append(name);
-    relative.assign(relative_prefix).append(name);
-    bool pinned = !pins_.empty() && pins_.count(relative) != 0;
+    bool pinned = false;
+    if (!pins_.empty()) pinned = pins_.count(relative.assign(relative_prefix).append(name)) != 0;
     bool restored;
     SnapshotEntry seen;  // what this start verified, for the INDEX it writes next
-    if (const SnapshotEntry* known = FromSnapshot(dir.get(), path, snapshot_ns, name)) {
+    const SnapshotEntry* known = FromSnapshot(dir.get(), path, snapshot_ns, name);
+    if (known) {
       report.from_snapshot++;
-      seen = *known;
-      IndexedBlock b = BlockOfEntry(*known);
-      b.address = BlockAddress{tenant, ns, name};
+      FillFromEntry(b, *known);
+      b.address.block = name;
       b.pinned = pinned;
       restored = host().RestoreBlock(b, located_[dev]);
     } else {
+      relative.assign(relative_prefix).append(name);
       std::string why;
       Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(path, why)
                                                       : Result<BlockInfo>(StatusCode::kInvalidArgument);
@@ -272,7 +277,7 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
       seen = EntryOfBlock(info.value(), dir.get(), name);
       restored = host().RestoreBlock(std::move(info.value()), located_[dev]);
     }
-    if (restored) NoteLoaded(dev, tenant + "/" + ns, seen);
+    if (restored) NoteLoaded(loaded_ns, known ? *known : seen, known != nullptr);
     if (!restored) {  // the same block in two directories: keep one
       report.problems.push_back("skipped " + path + ": a duplicate of a block already loaded");
       report.blocks_skipped++;

@@ -127,7 +127,8 @@ class FileMedium final : public Medium {
   void SaveSnapshots();
   void SaveSnapshot(size_t dev);
   void LoadSnapshot(size_t dev);
-  void NoteLoaded(size_t dev, const std::string& ns, SnapshotEntry e);
+  // A block this start verified, for the INDEX it writes next; `ns` indexes loaded_.namespaces.
+  void NoteLoaded(uint32_t ns, const SnapshotEntry& e, bool from_snapshot);
   void StartJournal(size_t dev);
   void EmptyJournal(size_t dev);
   void Append(size_t dev, const JournalRecord& record);
@@ -141,7 +142,8 @@ class FileMedium final : public Medium {
   // snapshot_namespaces_ (-1: not in the snapshot). The address is left for the caller to set.
   const SnapshotEntry* FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
                                     const std::string& name);
-  static IndexedBlock BlockOfEntry(const SnapshotEntry& e);
+  // Every field of `b` but the address's block name and `pinned`, from the entry.
+  static void FillFromEntry(IndexedBlock& b, const SnapshotEntry& e);
   // The entry of a block read in full at start (the file's inode, size and ctime by fstatat).
   static SnapshotEntry EntryOfBlock(const BlockInfo& info, int dir_fd, const std::string& name);
   void LoadBlocks(size_t dev, FileStoreReport& report);
@@ -174,8 +176,10 @@ class FileMedium final : public Medium {
   // Start-up only: the snapshot of the directory being loaded, entries sorted by (ns, block).
   std::unordered_map<std::string, uint32_t> snapshot_namespaces_;  // "tenant/ns" -> index
   std::vector<SnapshotEntry> snapshot_;
-  std::vector<IndexSnapshot> loaded_;  // start-up only: per device, what was verified
-  std::vector<std::map<std::string, uint32_t>> loaded_ns_;  // its namespace indexes
+  // Start-up only, for the device being loaded: what was verified, and whether INDEX already
+  // says exactly that (read whole, no journal record, every entry used): then it is kept.
+  IndexSnapshot loaded_;
+  bool index_current_ = false;
   std::vector<std::unique_ptr<JournalFile>> journals_;  // per device
   mutable std::mutex devices_mu_;
   mutable uint64_t weights_read_ns_ = 0;  // steady clock; guarded by devices_mu_

@@ -43,20 +43,26 @@ void WriteReplacing(const std::string& path, const Bytes& bytes) {
 void FileMedium::LoadSnapshot(size_t dev) {
   const std::string& dir = devices_[dev].dir.root();
   IndexSnapshot snapshot;
+  index_current_ = false;
   if (std::optional<Bytes> bytes = ReadWhole(dir + "/" + kSnapshotFile)) {
-    if (std::optional<IndexSnapshot> decoded = DecodeSnapshot(*bytes)) snapshot = std::move(*decoded);
+    if (std::optional<IndexSnapshot> decoded = DecodeSnapshot(*bytes)) {
+      snapshot = std::move(*decoded);
+      index_current_ = true;
+    }
   }
   // What happened since INDEX was written (a crash left it; a rotation may have left two).
+  JournalReplay replay(snapshot);
   for (const char* name : {kOldJournalFile, kJournalFile}) {
-    if (std::optional<Bytes> bytes = ReadWhole(dir + "/" + name)) ApplyJournal(snapshot, DecodeJournal(*bytes));
+    if (std::optional<Bytes> bytes = ReadWhole(dir + "/" + name)) {
+      if (replay.Add(*bytes) != 0) index_current_ = false;
+    }
   }
+  replay.Finish();  // sorted by (ns, block), as FromSnapshot looks entries up
   for (uint32_t i = 0; i < snapshot.namespaces.size(); ++i) {
     snapshot_namespaces_.emplace(std::move(snapshot.namespaces[i]), i);
   }
   snapshot_ = std::move(snapshot.entries);
-  std::sort(snapshot_.begin(), snapshot_.end(), [](const SnapshotEntry& a, const SnapshotEntry& b) {
-    return std::tie(a.ns, a.block) < std::tie(b.ns, b.block);
-  });
+  loaded_.entries.reserve(snapshot_.size());
   host().ReserveBlocks(snapshot_.size());
 }
 
@@ -82,8 +88,7 @@ const SnapshotEntry* FileMedium::FromSnapshot(int dir_fd, const std::string& pat
   return &e;
 }
 
-IndexedBlock FileMedium::BlockOfEntry(const SnapshotEntry& e) {
-  IndexedBlock b;  // the caller sets the address
+void FileMedium::FillFromEntry(IndexedBlock& b, const SnapshotEntry& e) {
   b.size = e.size;
   b.commit_epoch = e.commit_epoch;
   b.region_id = e.region_id;
@@ -91,7 +96,6 @@ IndexedBlock FileMedium::BlockOfEntry(const SnapshotEntry& e) {
   b.commit_time_ns = e.commit_time_ns;
   b.checksum = e.digest;
   b.keys = e.keys;
-  return b;
 }
 
 namespace {
@@ -126,20 +130,20 @@ SnapshotEntry FileMedium::EntryOfBlock(const BlockInfo& info, int dir_fd, const 
                  ParseBlockName(digest).value_or(BlockDigest{}), st);
 }
 
-void FileMedium::NoteLoaded(size_t dev, const std::string& ns, SnapshotEntry e) {
-  IndexSnapshot& fresh = loaded_[dev];
-  if (loaded_ns_.size() < loaded_.size()) loaded_ns_.resize(loaded_.size());
-  auto [it, added] = loaded_ns_[dev].try_emplace(ns, static_cast<uint32_t>(fresh.namespaces.size()));
-  if (added) fresh.namespaces.push_back(ns);
-  e.ns = it->second;
-  fresh.entries.push_back(e);
+void FileMedium::NoteLoaded(uint32_t ns, const SnapshotEntry& e, bool from_snapshot) {
+  if (!from_snapshot) index_current_ = false;
+  SnapshotEntry& noted = loaded_.entries.emplace_back(e);
+  noted.ns = ns;
 }
 
-// After a device loaded: what it verified becomes its INDEX, and the journal starts empty.
+// After a device loaded: what it verified becomes its INDEX (unless INDEX already says exactly
+// that), and the journal starts empty.
 void FileMedium::StartJournal(size_t dev) {
-  WriteReplacing(devices_[dev].dir.File(kSnapshotFile), EncodeSnapshot(loaded_[dev]));
-  loaded_[dev] = IndexSnapshot{};
-  if (dev < loaded_ns_.size()) loaded_ns_[dev].clear();
+  if (loaded_.entries.size() != snapshot_.size()) index_current_ = false;
+  if (!index_current_) {
+    WriteReplacing(devices_[dev].dir.File(kSnapshotFile), EncodeSnapshot(loaded_));
+  }
+  loaded_ = IndexSnapshot{};
   EmptyJournal(dev);
 }
 

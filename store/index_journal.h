@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/index_snapshot.h"
@@ -40,7 +41,34 @@ Bytes EncodeJournalRecord(const JournalRecord& record);
 // The whole records at the start of `bytes`, in order.
 std::vector<JournalRecord> DecodeJournal(std::span<const uint8_t> bytes);
 // `snapshot` as it stands after `records`, applied in order (a commit replaces any entry of the
-// same block; a removal drops it).
+// same block; a removal drops it). The entries come out sorted by (ns, block).
 void ApplyJournal(IndexSnapshot& snapshot, const std::vector<JournalRecord>& records);
+
+// The start's replay: journal files fed in order over a snapshot, decoded as they are read (no
+// record is copied out) and folded once, by one sort, at the end. Equivalent to ApplyJournal
+// over DecodeJournal of each file, at a fraction of the cost (no map, no string per record).
+class JournalReplay {
+ public:
+  explicit JournalReplay(IndexSnapshot& snapshot);
+  // The whole records at the start of `bytes` (up to a torn or damaged one); how many.
+  size_t Add(std::span<const uint8_t> bytes);
+  // Leaves the snapshot's entries as the records say, sorted by (ns, block).
+  void Finish();
+
+ private:
+  struct Change {
+    uint32_t ns;
+    BlockDigest block;
+    uint32_t entry;  // index into the snapshot's entries, or kGone for a removal
+  };
+  static constexpr uint32_t kGone = UINT32_MAX;
+  uint32_t NamespaceIndex(std::string_view ns);
+
+  IndexSnapshot& snapshot_;
+  const size_t base_;            // entries the snapshot had before the journal
+  std::vector<Change> changes_;  // in journal order
+  std::string last_ns_;          // consecutive records mostly share one namespace
+  uint32_t last_index_ = UINT32_MAX;
+};
 
 }  // namespace gpucache
