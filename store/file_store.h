@@ -104,6 +104,8 @@ class FileMedium final : public Medium {
   // Spare files ready on device `dev` (0 without a pool: a test Env sees every call in order,
   // so the pool runs only over the POSIX one).
   size_t SparesReady(size_t dev) const;
+  // Tests: rotate the journal past `bytes` instead of kJournalRotateBytes. Before Load.
+  void SetJournalRotateBytes(uint64_t bytes) { journal_rotate_bytes_ = bytes; }
 
   struct Device {
     DataDir dir;
@@ -130,13 +132,31 @@ class FileMedium final : public Medium {
   // A block this start verified, for the INDEX it writes next; `ns` indexes loaded_.namespaces.
   void NoteLoaded(uint32_t ns, const SnapshotEntry& e, bool from_snapshot);
   void StartJournal(size_t dev);
+  // Keeps JOURNAL as the start found it (its torn tail cut) and appends the entries read in
+  // full; false if that failed (then INDEX is written instead).
+  bool KeepJournal(size_t dev);
   void EmptyJournal(size_t dev);
   void Append(size_t dev, const JournalRecord& record);
-  // `fd`: the block file just published as `draft` (fstat gives what INDEX checks later).
+  // `fd`: the block file just published as `draft` (its stat gives what INDEX checks later).
   void JournalCommit(size_t dev, int fd, const BlockInfo& draft, const PayloadChecksums& sums);
   void JournalRemoval(size_t dev, const BlockAddress& address);
   // Past this many journal bytes a device's journal is folded into a new INDEX.
   static constexpr uint64_t kJournalRotateBytes = 64ull << 20;
+  uint64_t journal_rotate_bytes_ = kJournalRotateBytes;
+  // A journal is read at start in pieces of this size.
+  static constexpr size_t kReplayPiece = 1 << 20;
+  // What replaying one journal file found.
+  struct JournalRead {
+    bool exists = false;
+    bool readable = true;     // no error but "not there"
+    uint64_t valid_bytes = 0;  // the whole records at its start
+    bool torn = false;         // something after them
+  };
+  JournalRead ReplayFile(JournalReplay& replay, const std::string& path);
+  // The bytes of `path`, or nothing if it cannot be read whole.
+  std::optional<Bytes> ReadWhole(const std::string& path);
+  // Replaces `path` with `bytes` through `path`.tmp and a rename, not synced.
+  void WriteReplacing(const std::string& path, const Bytes& bytes);
   // The block at `path` as the snapshot describes it, if the file is still that very file.
   // `name` in the directory `dir_fd` (if >= 0, else at `path`); `ns` indexes
   // snapshot_namespaces_ (-1: not in the snapshot). The address is left for the caller to set.
@@ -144,13 +164,16 @@ class FileMedium final : public Medium {
                                     const std::string& name);
   // Every field of `b` but the address's block name and `pinned`, from the entry.
   static void FillFromEntry(IndexedBlock& b, const SnapshotEntry& e);
-  // The entry of a block read in full at start (the file's inode, size and ctime by fstatat).
-  static SnapshotEntry EntryOfBlock(const BlockInfo& info, int dir_fd, const std::string& name);
+  // The entry of a block read in full at start (the file's inode, size and ctime), if its
+  // file can be stat'ed.
+  std::optional<SnapshotEntry> EntryOfBlock(const BlockInfo& info, int dir_fd, const std::string& name);
   void LoadBlocks(size_t dev, FileStoreReport& report);
   void LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
                      FileStoreReport& report);
   void LoadQuarantine(size_t dev, FileStoreReport& report);
   std::set<std::string> LoadPins();
+  // The epoch in EPOCH: 0 if there is none (a new directory), an error if it cannot be read.
+  Result<uint64_t> ReadEpoch(const std::string& path);
   // The directory in service that a new block at `address` goes to (weighted rendezvous).
   size_t PlaceFor(const BlockAddress& address) const;
   // Re-reads every directory's free bytes when the last reading is older than a second.
@@ -160,9 +183,17 @@ class FileMedium final : public Medium {
   // The payload's checksums: what its writes fed, and the rest read back.
   Result<PayloadChecksums> ChecksumsOf(PendingPayload& p, uint64_t size);
   // Empties every directory's tmp/ and spare/ (start-up); how many reservations were dropped.
-  uint64_t DropLeftovers();
-  // Reads and checks a block file; the BlockInfo it describes, or why not.
+  uint64_t DropLeftovers(FileStoreReport& report);
+  // The names in `dir`; none (and a line in the report, unless it is missing) if unreadable.
+  std::vector<std::string> ListOrReport(const std::string& dir, FileStoreReport& report);
+  // Reads and checks a block file's header through env_: kInvalidArgument if it is damaged,
+  // another status if it could not be read.
+  Result<BlockHeader> ReadHeader(int fd);
+  // Reads and checks a block file; the BlockInfo it describes, or why not: kInvalidArgument if
+  // the file is damaged (it can be deleted), kIoError if it could not be read (it is kept).
   Result<BlockInfo> ReadBlockInfo(const std::string& path, std::string& why);
+  // Open and ReadIdentity: the block's file opened and its header checked against `info`.
+  Result<std::pair<Fd, BlockHeader>> OpenChecked(const BlockInfo& info, const StoredPayload* stored);
 
   std::set<std::string> pins_;  // relative paths pinned at start-up
 
@@ -180,6 +211,9 @@ class FileMedium final : public Medium {
   // says exactly that (read whole, no journal record, every entry used): then it is kept.
   IndexSnapshot loaded_;
   bool index_current_ = false;
+  bool index_whole_ = false;          // INDEX was read and checked out
+  JournalRead old_journal_, journal_;  // what LoadSnapshot found of JOURNAL.old and JOURNAL
+  std::vector<uint32_t> corrected_;   // loaded_.entries read in full, not from INDEX/journal
   std::vector<std::unique_ptr<JournalFile>> journals_;  // per device
   mutable std::mutex devices_mu_;
   mutable uint64_t weights_read_ns_ = 0;  // steady clock; guarded by devices_mu_

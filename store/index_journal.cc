@@ -110,8 +110,8 @@ uint32_t JournalReplay::NamespaceIndex(std::string_view ns) {
 }
 
 size_t JournalReplay::Add(std::span<const uint8_t> bytes) {
-  size_t records = 0;
-  for (size_t at = 0;; ++records) {
+  size_t at = 0;
+  for (;; ++records_) {
     RecordView v = ViewRecord(bytes.subspan(at));
     if (v.length == 0) break;
     SnapshotEntry e;
@@ -125,7 +125,7 @@ size_t JournalReplay::Add(std::span<const uint8_t> bytes) {
     }
     changes_.push_back(c);
   }
-  return records;
+  return at;
 }
 
 void JournalReplay::Finish() {

@@ -50,8 +50,10 @@ void ApplyJournal(IndexSnapshot& snapshot, const std::vector<JournalRecord>& rec
 class JournalReplay {
  public:
   explicit JournalReplay(IndexSnapshot& snapshot);
-  // The whole records at the start of `bytes` (up to a torn or damaged one); how many.
+  // Takes the whole records at the start of `bytes`, up to a torn or damaged one (or the end):
+  // how many bytes they span. Called again with what follows them and more, it goes on.
   size_t Add(std::span<const uint8_t> bytes);
+  size_t records() const { return records_; }
   // Leaves the snapshot's entries as the records say, sorted by (ns, block).
   void Finish();
 
@@ -69,6 +71,7 @@ class JournalReplay {
   std::vector<Change> changes_;  // in journal order
   std::string last_ns_;          // consecutive records mostly share one namespace
   uint32_t last_index_ = UINT32_MAX;
+  size_t records_ = 0;
 };
 
 }  // namespace gpucache
