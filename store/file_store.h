@@ -40,6 +40,7 @@
 
 #include "store/block_file.h"
 #include "store/data_dir.h"
+#include "store/env.h"
 #include "store/index_journal.h"
 #include "store/index_snapshot.h"
 #include "store/indexed_store.h"
@@ -160,8 +161,9 @@ class FileMedium final : public Medium {
   // The block at `path` as the snapshot describes it, if the file is still that very file.
   // `name` in the directory `dir_fd` (if >= 0, else at `path`); `ns` indexes
   // snapshot_namespaces_ (-1: not in the snapshot). The address is left for the caller to set.
+  // `taken`: the file's stat if it was already taken (StatAhead), else it is taken here.
   const SnapshotEntry* FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
-                                    const std::string& name);
+                                    const std::string& name, const Result<FileStat>* taken = nullptr);
   // Every field of `b` but the address's block name and `pinned`, from the entry.
   static void FillFromEntry(IndexedBlock& b, const SnapshotEntry& e);
   // The entry of a block read in full at start (the file's inode, size and ctime), if its
@@ -211,6 +213,7 @@ class FileMedium final : public Medium {
   // says exactly that (read whole, no journal record, every entry used): then it is kept.
   IndexSnapshot loaded_;
   bool index_current_ = false;
+  const bool stat_ahead_ = options_.env == nullptr;  // see StatAhead (file_store_load.cc)
   bool index_whole_ = false;          // INDEX was read and checked out
   JournalRead old_journal_, journal_;  // what LoadSnapshot found of JOURNAL.old and JOURNAL
   std::vector<uint32_t> corrected_;   // loaded_.entries read in full, not from INDEX/journal

@@ -19,6 +19,7 @@ FileMedium::JournalRead FileMedium::ReplayFile(JournalReplay& replay, const std:
   }
   read.exists = true;
   Fd fd(opened);
+  if (Result<FileStat> st = env_.StatFd(fd.get()); st.ok()) replay.Reserve(st->size);
   // In pieces through one buffer: no allocation the size of the file, a record cut by a piece's
   // end is taken with the next piece.
   Bytes buffer(kReplayPiece);

@@ -64,7 +64,8 @@ void FileMedium::LoadSnapshot(size_t dev) {
 }
 
 const SnapshotEntry* FileMedium::FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
-                                              const std::string& name) {
+                                              const std::string& name,
+                                              const Result<FileStat>* taken) {
   if (ns < 0) return nullptr;
   std::optional<BlockDigest> block = ParseBlockName(name);
   if (!block) return nullptr;
@@ -74,7 +75,7 @@ const SnapshotEntry* FileMedium::FromSnapshot(int dir_fd, const std::string& pat
                              });
   if (it == snapshot_.end() || it->ns != ns || it->block != *block) return nullptr;
   const SnapshotEntry& e = *it;
-  Result<FileStat> st = dir_fd >= 0 ? env_.StatAt(dir_fd, name) : env_.StatAt(-1, path);
+  Result<FileStat> st = taken ? *taken : dir_fd >= 0 ? env_.StatAt(dir_fd, name) : env_.StatAt(-1, path);
   if (!st.ok() || !st->regular || st->inode != e.inode || st->size != e.file_size ||
       st->ctime_sec != e.ctime_sec || st->ctime_nsec != e.ctime_nsec) {
     return nullptr;  // not the file the snapshot saw: read it in full

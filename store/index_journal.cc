@@ -12,6 +12,8 @@ namespace {
 
 constexpr uint8_t kCommit = 1;
 constexpr uint8_t kRemoval = 2;
+// A commit record with a one-letter namespace: length, kind, name, entry, sum.
+constexpr uint64_t kSmallestCommit = 4 + 1 + 2 + 3 + 157 - 4 + 8;
 
 }  // namespace
 
@@ -107,6 +109,12 @@ uint32_t JournalReplay::NamespaceIndex(std::string_view ns) {
   last_ns_.assign(ns);
   last_index_ = static_cast<uint32_t>(it - names.begin());
   return last_index_;
+}
+
+void JournalReplay::Reserve(uint64_t bytes) {
+  size_t records = static_cast<size_t>(bytes / kSmallestCommit) + 1;
+  snapshot_.entries.reserve(snapshot_.entries.size() + records);
+  changes_.reserve(changes_.size() + records);
 }
 
 size_t JournalReplay::Add(std::span<const uint8_t> bytes) {
