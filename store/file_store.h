@@ -130,8 +130,12 @@ class FileMedium final : public Medium {
   void SaveSnapshots();
   void SaveSnapshot(size_t dev);
   void LoadSnapshot(size_t dev);
-  // A block this start verified, for the INDEX it writes next; `ns` indexes loaded_.namespaces.
+  // A block this start verified, for the INDEX it may write next: `e` is an element of
+  // snapshot_ (from_snapshot), or an entry of a block read in full whose `ns` indexes
+  // loaded_.namespaces.
   void NoteLoaded(uint32_t ns, const SnapshotEntry& e, bool from_snapshot);
+  // What this start verified, as an INDEX.
+  IndexSnapshot Verified() const;
   void StartJournal(size_t dev);
   // Keeps JOURNAL as the start found it (its torn tail cut) and appends the entries read in
   // full; false if that failed (then INDEX is written instead).
@@ -209,14 +213,17 @@ class FileMedium final : public Medium {
   // Start-up only: the snapshot of the directory being loaded, entries sorted by (ns, block).
   std::unordered_map<std::string, uint32_t> snapshot_namespaces_;  // "tenant/ns" -> index
   std::vector<SnapshotEntry> snapshot_;
-  // Start-up only, for the device being loaded: what was verified, and whether INDEX already
-  // says exactly that (read whole, no journal record, every entry used): then it is kept.
-  IndexSnapshot loaded_;
+  // Start-up only, for the device being loaded: what was verified (the snapshot_ entries used,
+  // by index, not copied; and the blocks read in full, with the namespaces walked), and
+  // whether INDEX already says exactly that (read whole, no journal record, every entry used):
+  // then it is kept.
+  std::vector<uint32_t> used_;             // indexes into snapshot_
+  std::vector<uint32_t> ns_of_snapshot_;   // snapshot namespace -> loaded_.namespaces index
+  IndexSnapshot loaded_;                   // namespaces walked; entries read in full
   bool index_current_ = false;
   const bool stat_ahead_ = options_.env == nullptr;  // see StatAhead (file_store_load.cc)
   bool index_whole_ = false;          // INDEX was read and checked out
   JournalRead old_journal_, journal_;  // what LoadSnapshot found of JOURNAL.old and JOURNAL
-  std::vector<uint32_t> corrected_;   // loaded_.entries read in full, not from INDEX/journal
   std::vector<std::unique_ptr<JournalFile>> journals_;  // per device
   mutable std::mutex devices_mu_;
   mutable uint64_t weights_read_ns_ = 0;  // steady clock; guarded by devices_mu_

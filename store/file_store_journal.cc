@@ -51,18 +51,20 @@ FileMedium::JournalRead FileMedium::ReplayFile(JournalReplay& replay, const std:
 // verified becomes INDEX (unless INDEX already says exactly that) and the journal starts
 // empty. A rotation left half-done (JOURNAL.old) is always folded.
 void FileMedium::StartJournal(size_t dev) {
-  if (loaded_.entries.size() != snapshot_.size()) index_current_ = false;
+  if (used_.size() != snapshot_.size()) index_current_ = false;
   bool keep = index_whole_ && !old_journal_.exists && old_journal_.readable && journal_.exists &&
               journal_.readable && journal_.valid_bytes > 0 &&
               journal_.valid_bytes < journal_rotate_bytes_ / 2;
   if (keep && KeepJournal(dev)) {
     // kept
   } else {
-    if (!index_current_) WriteReplacing(devices_[dev].dir.File(kSnapshotFile), EncodeSnapshot(loaded_));
+    if (!index_current_) WriteReplacing(devices_[dev].dir.File(kSnapshotFile), EncodeSnapshot(Verified()));
     EmptyJournal(dev);
   }
   loaded_ = IndexSnapshot{};
-  corrected_.clear();
+  used_.clear();
+  used_.shrink_to_fit();
+  ns_of_snapshot_.clear();
 }
 
 bool FileMedium::KeepJournal(size_t dev) {
@@ -74,10 +76,10 @@ bool FileMedium::KeepJournal(size_t dev) {
   // Appended after a torn record, new records would never be replayed.
   if (journal_.torn && env_.Truncate(fd.get(), journal_.valid_bytes) != StatusCode::kOk) return false;
   uint64_t bytes = journal_.valid_bytes;
-  for (uint32_t i : corrected_) {
+  for (const SnapshotEntry& e : loaded_.entries) {  // the blocks read in full
     JournalRecord r;
-    r.ns = loaded_.namespaces[loaded_.entries[i].ns];
-    r.entry = loaded_.entries[i];
+    r.ns = loaded_.namespaces[e.ns];
+    r.entry = e;
     Bytes record = EncodeJournalRecord(r);
     if (env_.Append(fd.get(), record) != StatusCode::kOk) return false;
     bytes += record.size();

@@ -169,9 +169,10 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
   const std::string ns_name = tenant + "/" + ns;
   const std::string relative_prefix = ns_name + "/";
   auto in_snapshot = snapshot_namespaces_.find(ns_name);
-  int64_t snapshot_ns = in_snapshot == snapshot_namespaces_.end() ? -1 : in_snapshot->second;
+  int64_t snapshot_ns = in_snapshot == snapshot_namespaces_.end() ? int64_t{-1} : int64_t{in_snapshot->second};
   const uint32_t loaded_ns = static_cast<uint32_t>(loaded_.namespaces.size());
   loaded_.namespaces.push_back(ns_name);
+  if (snapshot_ns >= 0) ns_of_snapshot_[static_cast<size_t>(snapshot_ns)] = loaded_ns;
   // Entries are checked relative to the directory: no walk of the whole path per block.
   Fd dir(env_.OpenRead(ns_path));
   std::string path, relative;

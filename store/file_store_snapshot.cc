@@ -58,8 +58,9 @@ void FileMedium::LoadSnapshot(size_t dev) {
   for (uint32_t i = 0; i < snapshot.namespaces.size(); ++i) {
     snapshot_namespaces_.emplace(std::move(snapshot.namespaces[i]), i);
   }
+  ns_of_snapshot_.assign(snapshot.namespaces.size(), 0);
   snapshot_ = std::move(snapshot.entries);
-  loaded_.entries.reserve(snapshot_.size());
+  used_.reserve(snapshot_.size());
   host().ReserveBlocks(snapshot_.size());
 }
 
@@ -123,12 +124,25 @@ std::optional<SnapshotEntry> FileMedium::EntryOfBlock(const BlockInfo& info, int
 }
 
 void FileMedium::NoteLoaded(uint32_t ns, const SnapshotEntry& e, bool from_snapshot) {
-  if (!from_snapshot) {
-    index_current_ = false;
-    corrected_.push_back(static_cast<uint32_t>(loaded_.entries.size()));
+  if (from_snapshot) {
+    used_.push_back(static_cast<uint32_t>(&e - snapshot_.data()));
+    return;
   }
+  index_current_ = false;
   SnapshotEntry& noted = loaded_.entries.emplace_back(e);
   noted.ns = ns;
+}
+
+IndexSnapshot FileMedium::Verified() const {
+  IndexSnapshot out;
+  out.namespaces = loaded_.namespaces;
+  out.entries.reserve(used_.size() + loaded_.entries.size());
+  for (uint32_t i : used_) {
+    SnapshotEntry& e = out.entries.emplace_back(snapshot_[i]);
+    e.ns = ns_of_snapshot_[e.ns];
+  }
+  out.entries.insert(out.entries.end(), loaded_.entries.begin(), loaded_.entries.end());
+  return out;
 }
 
 void FileMedium::SaveSnapshots() {
