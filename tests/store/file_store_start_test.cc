@@ -140,6 +140,22 @@ TEST_CASE("FileStore start: EIO reading one block's header skips it, keeps its f
   for (int k = 0; k < 6; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
 }
 
+TEST_CASE("FileStore: EIO reading a header at open is that caller's error, not a corrupt block") {
+  test::TempDir tmp;
+  test::FaultEnv env;
+  FileStoreReport report;
+  auto s = Open(tmp.path(), &env, report);
+  REQUIRE(Commit(*s, 1));
+  env.FailNext(test::FaultEnv::Op::kRead, test::FaultEnv::Fault::kIoError);  // the header read
+  auto reader = s->Open(AddressOf(Key(1)));
+  REQUIRE_FALSE(reader.ok());
+  CHECK(reader.status() == StatusCode::kIoError);
+  // Still committed and served once the device answers again; nothing was quarantined.
+  CHECK(s->Stat(AddressOf(Key(1))).ok());
+  CHECK(ReadAll(*s, 1) == PayloadOf(1));
+  CHECK(s->Stats().medium_errors == 0);
+}
+
 TEST_CASE("FileStore start: a damaged header is still deleted when the device reads fine") {
   test::TempDir tmp;
   {
