@@ -8,9 +8,9 @@
 //     created or renamed name once SyncDir ran on its directory. On PowerLoss() renames whose
 //     directory was not synced are undone, names never made durable disappear, and files keep
 //     only their last synced contents (none: empty).
-// Only files made by CreateExclusive are tracked for power loss: the index files (INDEX,
-// JOURNAL) and those the store does not open through this Env (EPOCH, PINS, LOCK) keep what
-// was written. Every call is logged by kind (ops()), so a test can find the call it wants.
+// Only files made by CreateExclusive are tracked for power loss (block files, INDEX through
+// its INDEX.tmp): the journal (OpenAppend) and the files the store does not write through this
+// Env (EPOCH, PINS, LOCK) keep what was written. Every call is logged by kind (ops()), so a test can find the call it wants.
 //
 // Thread safety: one mutex around everything; tests drive the store from one thread.
 #pragma once
