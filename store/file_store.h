@@ -21,7 +21,9 @@
 // cover (file_store_pending.cc), writes the header, then renames the temporary file into
 // place: a block file exists under its name only when complete. Open() reloads every
 // committed block whose header checks out, drops every reservation (tmp/ and spare/ are
-// emptied) and deletes a corrupt or truncated block file so that it is never a hit. Payload
+// emptied) and deletes a corrupt or truncated block file so that it is never a hit (one that
+// cannot be read at all, EIO, is skipped and left for the next start). Every file operation
+// goes through Env (store/env.h). Payload
 // corruption that the header cannot show is caught on read, chunk by chunk.
 //
 // Thread safety: as BlockStore. One FileStore per data directory (enforced by LOCK).
@@ -119,8 +121,10 @@ class FileMedium final : public Medium {
   const StoreOptions options_;
   // Index files (file_store_snapshot.cc): INDEX (store/index_snapshot.h) and the journal
   // (store/index_journal.h). A start reads INDEX and replays the journal over it, checks every
-  // entry against its file while it walks the directories, then writes INDEX anew from what it
-  // verified and empties the journal; commits and removals append to it; a clean close writes
+  // entry against its file while it walks the directories; then, after a crash, keeps both
+  // (the journal's torn tail cut, the blocks it read in full appended), or else writes INDEX
+  // anew from what it verified (unless INDEX already says exactly that) and empties the
+  // journal (file_store_journal.cc). Commits and removals append to it; a clean close writes
   // INDEX from memory and empties it again.
   struct JournalFile {
     std::mutex mu;
@@ -153,7 +157,7 @@ class FileMedium final : public Medium {
   // What replaying one journal file found.
   struct JournalRead {
     bool exists = false;
-    bool readable = true;     // no error but "not there"
+    bool readable = true;      // false: an error other than "not there" cut the read short
     uint64_t valid_bytes = 0;  // the whole records at its start
     bool torn = false;         // something after them
   };
