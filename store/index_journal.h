@@ -10,7 +10,10 @@
 // before its block was indexed, costs a header read, nothing more.
 //
 // Files, in each data directory: JOURNAL (appended to), and JOURNAL.old while a rotation is
-// under way (store/file_store.cc): replayed in that order, after INDEX.
+// under way (store/file_store_journal.cc): replayed in that order, after INDEX. A start after a
+// crash may keep JOURNAL as it is (its torn tail cut) and go on appending to it, so INDEX is
+// not rewritten on the way up; the journal is folded into INDEX at a rotation, a clean close,
+// or a start that finds it past half the rotation size.
 //
 // Format (little-endian), one record after another, each: u32 length of the rest, u8 kind
 // (1 commit, 2 removal), u16 length + "tenant/ns", then the snapshot entry's fields (for a
