@@ -1,7 +1,9 @@
 #include "store/env.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,17 +13,60 @@
 namespace gpucache {
 namespace {
 
+FileStat FileStatOf(const struct stat& st) {
+  FileStat f;
+  f.inode = st.st_ino;
+  f.size = static_cast<uint64_t>(st.st_size);
+  f.ctime_sec = st.st_ctim.tv_sec;
+  f.ctime_nsec = st.st_ctim.tv_nsec;
+  f.uid = st.st_uid;
+  f.gid = st.st_gid;
+  f.regular = S_ISREG(st.st_mode);
+  f.directory = S_ISDIR(st.st_mode);
+  return f;
+}
+
 class PosixEnv final : public Env {
  public:
   int CreateExclusive(const std::string& path) override {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     return fd >= 0 ? fd : -errno;
   }
+  int OpenRead(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    return fd >= 0 ? fd : -errno;
+  }
+  int OpenAppend(const std::string& path, bool truncate) override {
+    int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
+    int fd = ::open(path.c_str(), flags, 0644);
+    return fd >= 0 ? fd : -errno;
+  }
   StatusCode Write(int fd, std::span<const uint8_t> data, uint64_t offset) override {
     return PwriteFull(fd, data, offset);
   }
+  StatusCode Append(int fd, std::span<const uint8_t> data) override {
+    while (!data.empty()) {
+      ssize_t n = ::write(fd, data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return StatusFromErrno(errno);
+      if (n == 0) return StatusCode::kNoSpace;
+      data = data.subspan(static_cast<size_t>(n));
+    }
+    return StatusCode::kOk;
+  }
   StatusCode Read(int fd, std::span<uint8_t> out, uint64_t offset) override {
     return PreadFull(fd, out, offset);
+  }
+  Result<size_t> ReadUpTo(int fd, std::span<uint8_t> out, uint64_t offset) override {
+    size_t got = 0;
+    while (got < out.size()) {
+      ssize_t n = ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return StatusFromErrno(errno);
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+    }
+    return got;
   }
   StatusCode Truncate(int fd, uint64_t size) override {
     return ::ftruncate(fd, static_cast<off_t>(size)) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
@@ -39,6 +84,44 @@ class PosixEnv final : public Env {
   StatusCode SyncDir(const std::string& dir) override { return FsyncDirectory(dir); }
   StatusCode Remove(const std::string& path) override {
     return ::unlink(path.c_str()) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
+  }
+  Result<FileStat> StatAt(int dir_fd, const std::string& name) override {
+    struct stat st {};
+    if (::fstatat(dir_fd >= 0 ? dir_fd : AT_FDCWD, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return StatusFromErrno(errno);
+    }
+    return FileStatOf(st);
+  }
+  Result<FileStat> StatFd(int fd) override {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return StatusFromErrno(errno);
+    return FileStatOf(st);
+  }
+  Result<std::vector<std::string>> ListDir(const std::string& path) override {
+    DIR* dir = ::opendir(path.c_str());
+    if (!dir) return StatusFromErrno(errno);
+    std::vector<std::string> names;
+    errno = 0;
+    while (const dirent* e = ::readdir(dir)) {
+      std::string_view name(e->d_name);
+      if (name != "." && name != "..") names.emplace_back(name);
+    }
+    int err = errno;
+    ::closedir(dir);
+    if (err != 0) return StatusFromErrno(err);
+    return names;
+  }
+  StatusCode MakeDir(const std::string& path) override {
+    if (::mkdir(path.c_str(), 0700) == 0) return StatusCode::kOk;
+    return errno == EEXIST ? StatusCode::kExists : StatusFromErrno(errno);
+  }
+  StatusCode RemoveDir(const std::string& path) override {
+    if (::rmdir(path.c_str()) == 0) return StatusCode::kOk;
+    return errno == ENOTEMPTY || errno == EEXIST ? StatusCode::kNotEmpty : StatusFromErrno(errno);
+  }
+  StatusCode Chown(const std::string& path, uint32_t uid, uint32_t gid) override {
+    if (::chown(path.c_str(), uid, gid) == 0) return StatusCode::kOk;
+    return errno == EPERM ? StatusCode::kAccessDenied : StatusFromErrno(errno);
   }
 };
 

@@ -1,20 +1,16 @@
 #include "store/file_store.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <tuple>
+#include <cctype>
+#include <charconv>
 
 #include "store/env.h"
 #include "store/file_store_located.h"
@@ -30,43 +26,18 @@ namespace fs = std::filesystem;
 
 class FileSource final : public RawSource {
  public:
-  FileSource(Fd fd, uint64_t data_offset) : fd_(std::move(fd)), data_offset_(data_offset) {}
+  FileSource(Env& env, Fd fd, uint64_t data_offset)
+      : env_(env), fd_(std::move(fd)), data_offset_(data_offset) {}
   StatusCode ReadRaw(uint64_t offset, std::span<uint8_t> out) override {
-    return PreadFull(fd_.get(), out, data_offset_ + offset);
+    return env_.Read(fd_.get(), out, data_offset_ + offset);
   }
 
  private:
+  Env& env_;
   Fd fd_;
   const uint64_t data_offset_;
 };
 
-
-// A block moved out of the namespace into quarantine/.
-class QuarantinedFile final : public StoredPayload {
- public:
-  explicit QuarantinedFile(std::string p) : path(std::move(p)) {}
-  std::string path;
-};
-
-std::vector<std::string> ListDir(const std::string& path) {
-  std::vector<std::string> names;
-  DIR* dir = ::opendir(path.c_str());
-  if (!dir) return names;
-  while (const dirent* e = ::readdir(dir)) {
-    std::string_view name(e->d_name);
-    if (name != "." && name != "..") names.emplace_back(name);
-  }
-  ::closedir(dir);
-  return names;
-}
-
-Result<uint64_t> ReadEpoch(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return uint64_t{0};  // a new data directory
-  uint64_t epoch = 0;
-  if (!(in >> epoch)) return StatusCode::kInvalidArgument;
-  return epoch;
-}
 
 }  // namespace
 
@@ -79,7 +50,6 @@ FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
     located_.push_back(std::make_shared<Located>(dev));
     journals_.push_back(std::make_unique<JournalFile>());
   }
-  loaded_.resize(devices_.size());
   if (options_.backing_io == "uring") {
     UringReaderOptions o;
     o.probe_dir = devices_.empty() ? std::string() : devices_[0].dir.root();  // sizes the queue depth
@@ -128,12 +98,27 @@ std::unique_ptr<IndexedStore> OpenFileStore(const std::vector<std::string>& data
   return store;
 }
 
+Result<uint64_t> FileMedium::ReadEpoch(const std::string& path) {
+  Result<FileStat> st = env_.StatAt(-1, path);
+  if (st.status() == StatusCode::kNotFound) return uint64_t{0};  // a new data directory
+  std::optional<Bytes> bytes = ReadWhole(path);
+  if (!st.ok() || !bytes) return StatusCode::kIoError;  // not a reason to start from 0
+  std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+  uint64_t epoch = 0;
+  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), epoch);
+  if (err != std::errc() || end == text.data()) return StatusCode::kInvalidArgument;
+  return epoch;
+}
+
 bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   uint64_t epoch = 0;
   for (const Device& d : devices_) {
     Result<uint64_t> e = ReadEpoch(d.dir.File("EPOCH"));
     if (!e.ok()) {
-      error = d.dir.File("EPOCH") + " does not hold a number; refusing to guess the epoch";
+      error = d.dir.File("EPOCH") + (e.status() == StatusCode::kInvalidArgument
+                                         ? " does not hold a number; refusing to guess the epoch"
+                                         : " cannot be read; refusing to guess the epoch");
       return false;
     }
     epoch = std::max(epoch, e.value());
@@ -145,15 +130,15 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   }
   host().SetEpoch(report.epoch);
   pins_ = LoadPins();
-  report.reservations_dropped = DropLeftovers();
+  report.reservations_dropped = DropLeftovers(report);
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     LoadSnapshot(dev);
     LoadBlocks(dev, report);
+    LoadQuarantine(dev, report);
+    StartJournal(dev);
     snapshot_.clear();
     snapshot_.shrink_to_fit();
     snapshot_namespaces_.clear();
-    LoadQuarantine(dev, report);
-    StartJournal(dev);
   }
   if (!options_.env) {  // filled from now on, off the start's path
     std::vector<std::string> spare_dirs;
@@ -163,156 +148,11 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   return true;
 }
 
-uint64_t FileMedium::DropLeftovers() {
-  uint64_t reservations = 0;
-  for (const Device& d : devices_) {
-    for (const std::string& name : ListDir(d.dir.Tmp())) {
-      env_.Remove(d.dir.Tmp() + "/" + name);
-      reservations++;
-    }
-    // A spare that holds bytes was a reservation's payload; the others were never used.
-    for (const std::string& name : ListDir(d.dir.Spare())) {
-      std::string path = d.dir.Spare() + "/" + name;
-      struct stat st {};
-      if (::stat(path.c_str(), &st) == 0 && st.st_size > 0) reservations++;
-      env_.Remove(path);
-    }
-  }
-  return reservations;
-}
-
 size_t FileMedium::SparesReady(size_t dev) const { return spares_ ? spares_->Ready(dev) : 0; }
-
-void FileMedium::LoadBlocks(size_t dev, FileStoreReport& report) {
-  const DataDir& dir = devices_[dev].dir;
-  for (const std::string& tenant : ListDir(dir.Blocks())) {
-    if (!IsValidTenantName(tenant)) {
-      report.problems.push_back("ignored " + dir.Tenant(tenant) + ": not a tenant name");
-      continue;
-    }
-    for (const std::string& ns : ListDir(dir.Tenant(tenant))) {
-      if (!IsValidNamespaceName(ns)) {
-        report.problems.push_back("ignored " + tenant + "/" + ns + ": not a namespace name");
-        continue;
-      }
-      LoadNamespace(dev, tenant, ns, report);
-    }
-  }
-}
-
-Result<BlockInfo> FileMedium::ReadBlockInfo(const std::string& path, std::string& why) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid()) {
-    why = "cannot open";
-    return StatusCode::kIoError;
-  }
-  Result<BlockHeader> header = ReadBlockHeader(fd.get());
-  if (!header.ok()) {
-    why = "corrupt or truncated header";
-    return StatusCode::kInvalidArgument;
-  }
-  Result<CacheIdentity> identity = DecodePhysicalKey(header->identity);
-  if (!identity.ok()) {
-    why = "invalid identity";
-    return StatusCode::kInvalidArgument;
-  }
-  BlockInfo info;
-  info.address = AddressOf(identity.value());
-  info.identity = std::move(identity.value());
-  info.canonical_identity = std::move(header->identity);
-  info.size = header->payload_length;
-  info.commit_epoch = header->commit_epoch;
-  info.region_id = header->region_id;
-  info.owner = Owner{header->owner_uid, header->owner_gid};
-  info.commit_time_ns = header->commit_time_ns;
-  info.checksum = "xxh3-128:" + header->checksums.digest_hex;
-  return info;
-}
-
-void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
-                              FileStoreReport& report) {
-  std::string ns_path = devices_[dev].dir.Namespace(tenant, ns);
-  struct stat st{};
-  ::stat(ns_path.c_str(), &st);
-  host().RestoreNamespace(tenant, ns, Owner{st.st_uid, st.st_gid});
-  const std::string relative_prefix = tenant + "/" + ns + "/";
-  auto in_snapshot = snapshot_namespaces_.find(tenant + "/" + ns);
-  int64_t snapshot_ns = in_snapshot == snapshot_namespaces_.end() ? -1 : in_snapshot->second;
-  // Entries are checked relative to the directory: no walk of the whole path per block.
-  Fd dir(::open(ns_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  std::string path, relative;
-  for (const std::string& name : ListDir(ns_path)) {
-    path.assign(ns_path).append("/").append(name);
-    relative.assign(relative_prefix).append(name);
-    bool pinned = !pins_.empty() && pins_.count(relative) != 0;
-    bool restored;
-    SnapshotEntry seen;  // what this start verified, for the INDEX it writes next
-    if (const SnapshotEntry* known = FromSnapshot(dir.get(), path, snapshot_ns, name)) {
-      report.from_snapshot++;
-      seen = *known;
-      IndexedBlock b = BlockOfEntry(*known);
-      b.address = BlockAddress{tenant, ns, name};
-      b.pinned = pinned;
-      restored = host().RestoreBlock(b, located_[dev]);
-    } else {
-      std::string why;
-      Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(path, why)
-                                                      : Result<BlockInfo>(StatusCode::kInvalidArgument);
-      if (info.ok() && info->address != BlockAddress{tenant, ns, name}) {
-        why = "identity does not match the path";
-        info = StatusCode::kInvalidArgument;
-      }
-      if (!info.ok()) {
-        report.problems.push_back("skipped " + relative + ": " + (why.empty() ? "not a block name" : why));
-        report.blocks_skipped++;
-        ::unlink(path.c_str());
-        continue;
-      }
-      info->pinned = pinned;
-      seen = EntryOfBlock(info.value(), dir.get(), name);
-      restored = host().RestoreBlock(std::move(info.value()), located_[dev]);
-    }
-    if (restored) NoteLoaded(dev, tenant + "/" + ns, seen);
-    if (!restored) {  // the same block in two directories: keep one
-      report.problems.push_back("skipped " + path + ": a duplicate of a block already loaded");
-      report.blocks_skipped++;
-      continue;
-    }
-    report.blocks_loaded++;
-  }
-}
 
 void FileMedium::Close() {
   SaveSnapshots();
   for (size_t dev = 0; dev < journals_.size(); ++dev) EmptyJournal(dev);
-}
-
-void FileMedium::LoadQuarantine(size_t dev, FileStoreReport& report) {
-  const DataDir& dir = devices_[dev].dir;
-  for (const std::string& name : ListDir(dir.Quarantine())) {
-    std::string path = dir.Quarantine() + "/" + name;
-    std::string why;
-    Result<BlockInfo> info = ReadBlockInfo(path, why);
-    if (!info.ok() || std::to_string(info->region_id) != name) {
-      report.problems.push_back("dropped quarantine/" + name + ": " + (why.empty() ? "misnamed" : why));
-      ::unlink(path.c_str());
-      continue;
-    }
-    host().RestoreQuarantine(std::move(info.value()), std::make_shared<QuarantinedFile>(path));
-    report.quarantined++;
-  }
-}
-
-std::set<std::string> FileMedium::LoadPins() {
-  std::set<std::string> pins;
-  for (const Device& d : devices_) {
-    std::ifstream in(d.dir.File("PINS"));
-    std::string line;
-    while (std::getline(in, line)) {
-      if (!line.empty()) pins.insert(line);
-    }
-  }
-  return pins;
 }
 
 bool FileMedium::Isolated(size_t dev) const {
@@ -390,55 +230,65 @@ StatusCode FileMedium::CreateNamespace(std::string_view tenant, std::string_view
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     if (Isolated(dev)) continue;
     const DataDir& dir = devices_[dev].dir;
-    if (::mkdir(dir.Tenant(tenant).c_str(), 0700) != 0 && errno != EEXIST) return StatusFromErrno(errno);
+    StatusCode s = env_.MakeDir(dir.Tenant(tenant));
+    if (s != StatusCode::kOk && s != StatusCode::kExists) return s;
     std::string path = dir.Namespace(tenant, ns);
-    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return StatusFromErrno(errno);
+    s = env_.MakeDir(path);
+    if (s != StatusCode::kOk && s != StatusCode::kExists) return s;
     // The backing directory records who created the namespace, for listings after a restart.
-    if (::chown(path.c_str(), owner.uid, owner.gid) != 0 && errno != EPERM) {
-      return StatusFromErrno(errno);
-    }
+    s = env_.Chown(path, owner.uid, owner.gid);
+    if (s != StatusCode::kOk && s != StatusCode::kAccessDenied) return s;
   }
   return StatusCode::kOk;
 }
 
 StatusCode FileMedium::RemoveNamespace(std::string_view tenant, std::string_view ns) {
   for (const Device& d : devices_) {
-    std::string path = d.dir.Namespace(tenant, ns);
-    if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return StatusFromErrno(errno);
+    StatusCode s = env_.RemoveDir(d.dir.Namespace(tenant, ns));
+    if (s != StatusCode::kOk && s != StatusCode::kNotFound) return s;
   }
   return StatusCode::kOk;
 }
 
-Result<Medium::Opened> FileMedium::Open(const BlockInfo& info,
-                                               const std::shared_ptr<StoredPayload>& stored) {
-  Fd fd(::open(PathIn(DeviceOf(stored), info.address).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid()) return errno == ENOENT ? StatusCode::kChecksumMismatch : StatusFromErrno(errno);
+Result<std::pair<Fd, BlockHeader>> FileMedium::OpenChecked(const BlockInfo& info,
+                                                           const StoredPayload* stored) {
+  int opened = env_.OpenRead(PathIn(DeviceOf(stored), info.address));
+  if (opened == -ENOENT) return StatusCode::kChecksumMismatch;  // gone from under the index
+  if (opened < 0) return StatusFromErrno(-opened);
+  Fd fd(opened);
   // The header is re-read at every open: a file replaced or damaged on disk since it was
   // indexed is caught here, before any payload byte is served.
   // (IndexedStore checks the identity it returns.)
-  Result<BlockHeader> header = ReadBlockHeader(fd.get());
+  // A header that cannot be read (EIO) is an error for this caller, not proof of damage: the
+  // block stays. One that reads but does not check out is never served.
+  Result<BlockHeader> header = ReadHeader(fd.get());
+  if (!header.ok() && header.status() != StatusCode::kInvalidArgument) return header.status();
   if (!header.ok() || header->region_id != info.region_id || header->payload_length != info.size) {
     return StatusCode::kChecksumMismatch;
   }
-  uint64_t data_offset = header->data_offset;
+  return std::pair<Fd, BlockHeader>(std::move(fd), std::move(header.value()));
+}
+
+Result<Medium::Opened> FileMedium::Open(const BlockInfo& info,
+                                        const std::shared_ptr<StoredPayload>& stored) {
+  Result<std::pair<Fd, BlockHeader>> checked = OpenChecked(info, stored.get());
+  if (!checked.ok()) return checked.status();
+  auto& [fd, header] = checked.value();
+  uint64_t data_offset = header.data_offset;
   std::unique_ptr<RawSource> source;
   if (uring_) {
     source = std::make_unique<UringSource>(*uring_, std::move(fd), data_offset);
   } else {
-    source = std::make_unique<FileSource>(std::move(fd), data_offset);
+    source = std::make_unique<FileSource>(env_, std::move(fd), data_offset);
   }
-  return Opened{std::move(source), std::move(header->checksums), std::move(header->identity)};
+  return Opened{std::move(source), std::move(header.checksums), std::move(header.identity)};
 }
 
 Result<Bytes> FileMedium::ReadIdentity(const BlockInfo& info,
-                                        const std::shared_ptr<StoredPayload>& stored) {
-  Fd fd(::open(PathIn(DeviceOf(stored), info.address).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid()) return errno == ENOENT ? StatusCode::kChecksumMismatch : StatusFromErrno(errno);
-  Result<BlockHeader> header = ReadBlockHeader(fd.get());
-  if (!header.ok() || header->region_id != info.region_id || header->payload_length != info.size) {
-    return StatusCode::kChecksumMismatch;
-  }
-  return std::move(header->identity);
+                                       const std::shared_ptr<StoredPayload>& stored) {
+  Result<std::pair<Fd, BlockHeader>> checked = OpenChecked(info, stored.get());
+  if (!checked.ok()) return checked.status();
+  return std::move(checked.value().second.identity);
 }
 
 std::shared_ptr<StoredPayload> FileMedium::Quarantine(

@@ -21,7 +21,9 @@
 // cover (file_store_pending.cc), writes the header, then renames the temporary file into
 // place: a block file exists under its name only when complete. Open() reloads every
 // committed block whose header checks out, drops every reservation (tmp/ and spare/ are
-// emptied) and deletes a corrupt or truncated block file so that it is never a hit. Payload
+// emptied) and deletes a corrupt or truncated block file so that it is never a hit (one that
+// cannot be read at all, EIO, is skipped and left for the next start). Every file operation
+// goes through Env (store/env.h). Payload
 // corruption that the header cannot show is caught on read, chunk by chunk.
 //
 // Thread safety: as BlockStore. One FileStore per data directory (enforced by LOCK).
@@ -40,6 +42,7 @@
 
 #include "store/block_file.h"
 #include "store/data_dir.h"
+#include "store/env.h"
 #include "store/index_journal.h"
 #include "store/index_snapshot.h"
 #include "store/indexed_store.h"
@@ -104,6 +107,8 @@ class FileMedium final : public Medium {
   // Spare files ready on device `dev` (0 without a pool: a test Env sees every call in order,
   // so the pool runs only over the POSIX one).
   size_t SparesReady(size_t dev) const;
+  // Tests: rotate the journal past `bytes` instead of kJournalRotateBytes. Before Load.
+  void SetJournalRotateBytes(uint64_t bytes) { journal_rotate_bytes_ = bytes; }
 
   struct Device {
     DataDir dir;
@@ -116,8 +121,10 @@ class FileMedium final : public Medium {
   const StoreOptions options_;
   // Index files (file_store_snapshot.cc): INDEX (store/index_snapshot.h) and the journal
   // (store/index_journal.h). A start reads INDEX and replays the journal over it, checks every
-  // entry against its file while it walks the directories, then writes INDEX anew from what it
-  // verified and empties the journal; commits and removals append to it; a clean close writes
+  // entry against its file while it walks the directories; then, after a crash, keeps both
+  // (the journal's torn tail cut, the blocks it read in full appended), or else writes INDEX
+  // anew from what it verified (unless INDEX already says exactly that) and empties the
+  // journal (file_store_journal.cc). Commits and removals append to it; a clean close writes
   // INDEX from memory and empties it again.
   struct JournalFile {
     std::mutex mu;
@@ -127,28 +134,56 @@ class FileMedium final : public Medium {
   void SaveSnapshots();
   void SaveSnapshot(size_t dev);
   void LoadSnapshot(size_t dev);
-  void NoteLoaded(size_t dev, const std::string& ns, SnapshotEntry e);
+  // A block this start verified, for the INDEX it may write next: `e` is an element of
+  // snapshot_ (from_snapshot), or an entry of a block read in full whose `ns` indexes
+  // loaded_.namespaces.
+  void NoteLoaded(uint32_t ns, const SnapshotEntry& e, bool from_snapshot);
+  // What this start verified, as an INDEX.
+  IndexSnapshot Verified() const;
   void StartJournal(size_t dev);
+  // Keeps JOURNAL as the start found it (its torn tail cut) and appends the entries read in
+  // full; false if that failed (then INDEX is written instead).
+  bool KeepJournal(size_t dev);
   void EmptyJournal(size_t dev);
   void Append(size_t dev, const JournalRecord& record);
-  // `fd`: the block file just published as `draft` (fstat gives what INDEX checks later).
+  // `fd`: the block file just published as `draft` (its stat gives what INDEX checks later).
   void JournalCommit(size_t dev, int fd, const BlockInfo& draft, const PayloadChecksums& sums);
   void JournalRemoval(size_t dev, const BlockAddress& address);
   // Past this many journal bytes a device's journal is folded into a new INDEX.
   static constexpr uint64_t kJournalRotateBytes = 64ull << 20;
+  uint64_t journal_rotate_bytes_ = kJournalRotateBytes;
+  // A journal is read at start in pieces of this size.
+  static constexpr size_t kReplayPiece = 1 << 20;
+  // What replaying one journal file found.
+  struct JournalRead {
+    bool exists = false;
+    bool readable = true;      // false: an error other than "not there" cut the read short
+    uint64_t valid_bytes = 0;  // the whole records at its start
+    bool torn = false;         // something after them
+  };
+  JournalRead ReplayFile(JournalReplay& replay, const std::string& path);
+  // The bytes of `path`, or nothing if it cannot be read whole.
+  std::optional<Bytes> ReadWhole(const std::string& path);
+  // Replaces `path` with `bytes` through `path`.tmp and a rename, not synced.
+  void WriteReplacing(const std::string& path, const Bytes& bytes);
   // The block at `path` as the snapshot describes it, if the file is still that very file.
   // `name` in the directory `dir_fd` (if >= 0, else at `path`); `ns` indexes
   // snapshot_namespaces_ (-1: not in the snapshot). The address is left for the caller to set.
+  // `taken`: the file's stat if it was already taken (StatAhead), else it is taken here.
   const SnapshotEntry* FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
-                                    const std::string& name);
-  static IndexedBlock BlockOfEntry(const SnapshotEntry& e);
-  // The entry of a block read in full at start (the file's inode, size and ctime by fstatat).
-  static SnapshotEntry EntryOfBlock(const BlockInfo& info, int dir_fd, const std::string& name);
+                                    const std::string& name, const Result<FileStat>* taken = nullptr);
+  // Every field of `b` but the address's block name and `pinned`, from the entry.
+  static void FillFromEntry(IndexedBlock& b, const SnapshotEntry& e);
+  // The entry of a block read in full at start (the file's inode, size and ctime), if its
+  // file can be stat'ed.
+  std::optional<SnapshotEntry> EntryOfBlock(const BlockInfo& info, int dir_fd, const std::string& name);
   void LoadBlocks(size_t dev, FileStoreReport& report);
   void LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
                      FileStoreReport& report);
   void LoadQuarantine(size_t dev, FileStoreReport& report);
   std::set<std::string> LoadPins();
+  // The epoch in EPOCH: 0 if there is none (a new directory), an error if it cannot be read.
+  Result<uint64_t> ReadEpoch(const std::string& path);
   // The directory in service that a new block at `address` goes to (weighted rendezvous).
   size_t PlaceFor(const BlockAddress& address) const;
   // Re-reads every directory's free bytes when the last reading is older than a second.
@@ -158,9 +193,17 @@ class FileMedium final : public Medium {
   // The payload's checksums: what its writes fed, and the rest read back.
   Result<PayloadChecksums> ChecksumsOf(PendingPayload& p, uint64_t size);
   // Empties every directory's tmp/ and spare/ (start-up); how many reservations were dropped.
-  uint64_t DropLeftovers();
-  // Reads and checks a block file; the BlockInfo it describes, or why not.
+  uint64_t DropLeftovers(FileStoreReport& report);
+  // The names in `dir`; none (and a line in the report, unless it is missing) if unreadable.
+  std::vector<std::string> ListOrReport(const std::string& dir, FileStoreReport& report);
+  // Reads and checks a block file's header through env_: kInvalidArgument if it is damaged,
+  // another status if it could not be read.
+  Result<BlockHeader> ReadHeader(int fd);
+  // Reads and checks a block file; the BlockInfo it describes, or why not: kInvalidArgument if
+  // the file is damaged (it can be deleted), kIoError if it could not be read (it is kept).
   Result<BlockInfo> ReadBlockInfo(const std::string& path, std::string& why);
+  // Open and ReadIdentity: the block's file opened and its header checked against `info`.
+  Result<std::pair<Fd, BlockHeader>> OpenChecked(const BlockInfo& info, const StoredPayload* stored);
 
   std::set<std::string> pins_;  // relative paths pinned at start-up
 
@@ -174,8 +217,17 @@ class FileMedium final : public Medium {
   // Start-up only: the snapshot of the directory being loaded, entries sorted by (ns, block).
   std::unordered_map<std::string, uint32_t> snapshot_namespaces_;  // "tenant/ns" -> index
   std::vector<SnapshotEntry> snapshot_;
-  std::vector<IndexSnapshot> loaded_;  // start-up only: per device, what was verified
-  std::vector<std::map<std::string, uint32_t>> loaded_ns_;  // its namespace indexes
+  // Start-up only, for the device being loaded: what was verified (the snapshot_ entries used,
+  // by index, not copied; and the blocks read in full, with the namespaces walked), and
+  // whether INDEX already says exactly that (read whole, no journal record, every entry used):
+  // then it is kept.
+  std::vector<uint32_t> used_;             // indexes into snapshot_
+  std::vector<uint32_t> ns_of_snapshot_;   // snapshot namespace -> loaded_.namespaces index
+  IndexSnapshot loaded_;                   // namespaces walked; entries read in full
+  bool index_current_ = false;
+  const bool stat_ahead_ = options_.env == nullptr;  // see StatAhead (file_store_load.cc)
+  bool index_whole_ = false;          // INDEX was read and checked out
+  JournalRead old_journal_, journal_;  // what LoadSnapshot found of JOURNAL.old and JOURNAL
   std::vector<std::unique_ptr<JournalFile>> journals_;  // per device
   mutable std::mutex devices_mu_;
   mutable uint64_t weights_read_ns_ = 0;  // steady clock; guarded by devices_mu_

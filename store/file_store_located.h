@@ -4,7 +4,10 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
+#include "store/env.h"
+#include "store/index_snapshot.h"
 #include "store/indexed_store.h"
 
 namespace gpucache {
@@ -15,6 +18,13 @@ class Located final : public StoredPayload {
   const size_t dev;
 };
 
+// A block moved out of the namespace into quarantine/.
+class QuarantinedFile final : public StoredPayload {
+ public:
+  explicit QuarantinedFile(std::string p) : path(std::move(p)) {}
+  std::string path;
+};
+
 inline size_t DeviceOf(const StoredPayload* stored) {
   auto* l = dynamic_cast<const Located*>(stored);
   return l ? l->dev : 0;
@@ -22,5 +32,9 @@ inline size_t DeviceOf(const StoredPayload* stored) {
 inline size_t DeviceOf(const std::shared_ptr<StoredPayload>& stored) {
   return DeviceOf(stored.get());
 }
+
+// The snapshot entry of a block committed or read in full, with its file's stat.
+SnapshotEntry EntryOf(const BlockInfo& info, const IndexKeys& keys, BlockDigest digest,
+                      const FileStat& st);
 
 }  // namespace gpucache

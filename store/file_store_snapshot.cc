@@ -1,67 +1,72 @@
 // FileStore: the index snapshot, written at a clean close and read at start
-// (store/index_snapshot.h for the format and the trust rules).
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <fstream>
-#include <iterator>
+// (store/index_snapshot.h for the format and the trust rules); the journal over it is in
+// file_store_journal.cc. Every file operation goes through Env.
+#include <algorithm>
 #include <map>
+#include <tuple>
 
+#include "store/env.h"
 #include "store/file_store.h"
 #include "store/file_store_located.h"
 
 namespace gpucache {
 
-namespace {
-
-// The bytes of `path`, or nothing if it cannot be read whole.
-std::optional<Bytes> ReadWhole(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  struct stat st {};
-  if (!fd.valid() || ::fstat(fd.get(), &st) != 0) return std::nullopt;
-  Bytes bytes(static_cast<size_t>(st.st_size));
-  if (PreadFull(fd.get(), bytes, 0) != StatusCode::kOk) return std::nullopt;
+std::optional<Bytes> FileMedium::ReadWhole(const std::string& path) {
+  int opened = env_.OpenRead(path);
+  if (opened < 0) return std::nullopt;
+  Fd fd(opened);
+  Result<FileStat> st = env_.StatFd(fd.get());
+  if (!st.ok()) return std::nullopt;
+  Bytes bytes(static_cast<size_t>(st->size));
+  if (env_.Read(fd.get(), bytes, 0) != StatusCode::kOk) return std::nullopt;
   return bytes;
 }
 
 // Replaces `path` with `bytes`, renamed into place but not synced: a torn or empty INDEX after
 // a power cut fails its sum and costs one full scan, nothing else.
-void WriteReplacing(const std::string& path, const Bytes& bytes) {
+void FileMedium::WriteReplacing(const std::string& path, const Bytes& bytes) {
   std::string tmp = path + ".tmp";
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd.valid() || PwriteFull(fd.get(), bytes, 0) != StatusCode::kOk) {
-    ::unlink(tmp.c_str());
+  env_.Remove(tmp);  // left by a crash in mid-write
+  int created = env_.CreateExclusive(tmp);
+  if (created < 0) return;
+  Fd fd(created);
+  if (env_.Write(fd.get(), bytes, 0) != StatusCode::kOk) {
+    env_.Remove(tmp);
     return;
   }
   fd.Reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
+  if (env_.Rename(tmp, path) != StatusCode::kOk) env_.Remove(tmp);
 }
 
-}  // namespace
-
 void FileMedium::LoadSnapshot(size_t dev) {
-  const std::string& dir = devices_[dev].dir.root();
+  const DataDir& dir = devices_[dev].dir;
   IndexSnapshot snapshot;
-  if (std::optional<Bytes> bytes = ReadWhole(dir + "/" + kSnapshotFile)) {
-    if (std::optional<IndexSnapshot> decoded = DecodeSnapshot(*bytes)) snapshot = std::move(*decoded);
+  index_current_ = false;
+  if (std::optional<Bytes> bytes = ReadWhole(dir.File(kSnapshotFile))) {
+    if (std::optional<IndexSnapshot> decoded = DecodeSnapshot(*bytes)) {
+      snapshot = std::move(*decoded);
+      index_current_ = true;
+    }
   }
+  index_whole_ = index_current_;
   // What happened since INDEX was written (a crash left it; a rotation may have left two).
-  for (const char* name : {kOldJournalFile, kJournalFile}) {
-    if (std::optional<Bytes> bytes = ReadWhole(dir + "/" + name)) ApplyJournal(snapshot, DecodeJournal(*bytes));
-  }
+  JournalReplay replay(snapshot);
+  old_journal_ = ReplayFile(replay, dir.File(kOldJournalFile));
+  journal_ = ReplayFile(replay, dir.File(kJournalFile));
+  if (replay.records() != 0) index_current_ = false;
+  replay.Finish();  // sorted by (ns, block), as FromSnapshot looks entries up
   for (uint32_t i = 0; i < snapshot.namespaces.size(); ++i) {
     snapshot_namespaces_.emplace(std::move(snapshot.namespaces[i]), i);
   }
+  ns_of_snapshot_.assign(snapshot.namespaces.size(), 0);
   snapshot_ = std::move(snapshot.entries);
-  std::sort(snapshot_.begin(), snapshot_.end(), [](const SnapshotEntry& a, const SnapshotEntry& b) {
-    return std::tie(a.ns, a.block) < std::tie(b.ns, b.block);
-  });
+  used_.reserve(snapshot_.size());
   host().ReserveBlocks(snapshot_.size());
 }
 
 const SnapshotEntry* FileMedium::FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
-                                              const std::string& name) {
+                                              const std::string& name,
+                                              const Result<FileStat>* taken) {
   if (ns < 0) return nullptr;
   std::optional<BlockDigest> block = ParseBlockName(name);
   if (!block) return nullptr;
@@ -71,19 +76,15 @@ const SnapshotEntry* FileMedium::FromSnapshot(int dir_fd, const std::string& pat
                              });
   if (it == snapshot_.end() || it->ns != ns || it->block != *block) return nullptr;
   const SnapshotEntry& e = *it;
-  struct stat st {};
-  int got = dir_fd >= 0 ? ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW)
-                        : ::lstat(path.c_str(), &st);
-  if (got != 0 || !S_ISREG(st.st_mode) || st.st_ino != e.inode ||
-      static_cast<uint64_t>(st.st_size) != e.file_size || st.st_ctim.tv_sec != e.ctime_sec ||
-      st.st_ctim.tv_nsec != e.ctime_nsec) {
+  Result<FileStat> st = taken ? *taken : dir_fd >= 0 ? env_.StatAt(dir_fd, name) : env_.StatAt(-1, path);
+  if (!st.ok() || !st->regular || st->inode != e.inode || st->size != e.file_size ||
+      st->ctime_sec != e.ctime_sec || st->ctime_nsec != e.ctime_nsec) {
     return nullptr;  // not the file the snapshot saw: read it in full
   }
   return &e;
 }
 
-IndexedBlock FileMedium::BlockOfEntry(const SnapshotEntry& e) {
-  IndexedBlock b;  // the caller sets the address
+void FileMedium::FillFromEntry(IndexedBlock& b, const SnapshotEntry& e) {
   b.size = e.size;
   b.commit_epoch = e.commit_epoch;
   b.region_id = e.region_id;
@@ -91,13 +92,10 @@ IndexedBlock FileMedium::BlockOfEntry(const SnapshotEntry& e) {
   b.commit_time_ns = e.commit_time_ns;
   b.checksum = e.digest;
   b.keys = e.keys;
-  return b;
 }
 
-namespace {
-
 SnapshotEntry EntryOf(const BlockInfo& info, const IndexKeys& keys, BlockDigest digest,
-                      const struct stat& st) {
+                      const FileStat& st) {
   SnapshotEntry e;
   e.block = ParseBlockName(info.address.block).value_or(BlockDigest{});
   e.size = info.size;
@@ -108,93 +106,43 @@ SnapshotEntry EntryOf(const BlockInfo& info, const IndexKeys& keys, BlockDigest 
   e.commit_time_ns = info.commit_time_ns;
   e.digest = digest;
   e.keys = keys;
-  e.inode = st.st_ino;
-  e.file_size = static_cast<uint64_t>(st.st_size);
-  e.ctime_sec = st.st_ctim.tv_sec;
-  e.ctime_nsec = st.st_ctim.tv_nsec;
+  e.inode = st.inode;
+  e.file_size = st.size;
+  e.ctime_sec = st.ctime_sec;
+  e.ctime_nsec = st.ctime_nsec;
   return e;
 }
 
-}  // namespace
-
-SnapshotEntry FileMedium::EntryOfBlock(const BlockInfo& info, int dir_fd, const std::string& name) {
-  struct stat st {};
-  ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW);
+std::optional<SnapshotEntry> FileMedium::EntryOfBlock(const BlockInfo& info, int dir_fd,
+                                                      const std::string& name) {
+  Result<FileStat> st = env_.StatAt(dir_fd, name);
+  if (!st.ok()) return std::nullopt;
   std::string_view digest(info.checksum);
   if (digest.starts_with("xxh3-128:")) digest.remove_prefix(9);
   return EntryOf(info, IndexKeysOf(info.identity, info.canonical_identity),
-                 ParseBlockName(digest).value_or(BlockDigest{}), st);
+                 ParseBlockName(digest).value_or(BlockDigest{}), st.value());
 }
 
-void FileMedium::NoteLoaded(size_t dev, const std::string& ns, SnapshotEntry e) {
-  IndexSnapshot& fresh = loaded_[dev];
-  if (loaded_ns_.size() < loaded_.size()) loaded_ns_.resize(loaded_.size());
-  auto [it, added] = loaded_ns_[dev].try_emplace(ns, static_cast<uint32_t>(fresh.namespaces.size()));
-  if (added) fresh.namespaces.push_back(ns);
-  e.ns = it->second;
-  fresh.entries.push_back(e);
-}
-
-// After a device loaded: what it verified becomes its INDEX, and the journal starts empty.
-void FileMedium::StartJournal(size_t dev) {
-  WriteReplacing(devices_[dev].dir.File(kSnapshotFile), EncodeSnapshot(loaded_[dev]));
-  loaded_[dev] = IndexSnapshot{};
-  if (dev < loaded_ns_.size()) loaded_ns_[dev].clear();
-  EmptyJournal(dev);
-}
-
-void FileMedium::EmptyJournal(size_t dev) {
-  JournalFile& j = *journals_[dev];
-  std::lock_guard lock(j.mu);
-  std::string path = devices_[dev].dir.File(kJournalFile);
-  j.fd = Fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644));
-  j.bytes = 0;
-  ::unlink((devices_[dev].dir.File(kOldJournalFile)).c_str());
-}
-
-void FileMedium::Append(size_t dev, const JournalRecord& record) {
-  JournalFile& j = *journals_[dev];
-  Bytes bytes = EncodeJournalRecord(record);
-  bool rotate;
-  {
-    std::lock_guard lock(j.mu);
-    if (!j.fd.valid()) return;  // not started (loading) or could not be opened: INDEX is checked anyway
-    // One write per record, O_APPEND: a crash leaves whole records and at most one torn one.
-    if (PwriteFull(j.fd.get(), bytes, 0) != StatusCode::kOk) CountError();
-    j.bytes += bytes.size();
-    rotate = j.bytes > kJournalRotateBytes;
-    if (rotate) {
-      // From here on, appends go to a fresh JOURNAL; JOURNAL.old is replayed before it at a
-      // start until the INDEX below replaces both.
-      std::string dir = devices_[dev].dir.root() + "/";
-      ::rename((dir + kJournalFile).c_str(), (dir + kOldJournalFile).c_str());
-      j.fd = Fd(::open((dir + kJournalFile).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644));
-      j.bytes = 0;
-    }
+void FileMedium::NoteLoaded(uint32_t ns, const SnapshotEntry& e, bool from_snapshot) {
+  if (from_snapshot) {
+    used_.push_back(static_cast<uint32_t>(&e - snapshot_.data()));
+    return;
   }
-  if (rotate) {
-    SaveSnapshot(dev);  // on this thread: about a second per million blocks, once per 64 MiB
-    ::unlink((devices_[dev].dir.File(kOldJournalFile)).c_str());
+  index_current_ = false;
+  SnapshotEntry& noted = loaded_.entries.emplace_back(e);
+  noted.ns = ns;
+}
+
+IndexSnapshot FileMedium::Verified() const {
+  IndexSnapshot out;
+  out.namespaces = loaded_.namespaces;
+  out.entries.reserve(used_.size() + loaded_.entries.size());
+  for (uint32_t i : used_) {
+    SnapshotEntry& e = out.entries.emplace_back(snapshot_[i]);
+    e.ns = ns_of_snapshot_[e.ns];
   }
-}
-
-void FileMedium::JournalCommit(size_t dev, int fd, const BlockInfo& draft,
-                               const PayloadChecksums& sums) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return;  // without it the entry would never match: leave it out
-  JournalRecord r;
-  r.ns = draft.address.tenant + "/" + draft.address.ns;
-  r.entry = EntryOf(draft, IndexKeysOf(draft.identity, draft.canonical_identity),
-                    ParseBlockName(sums.digest_hex).value_or(BlockDigest{}), st);
-  Append(dev, r);
-}
-
-void FileMedium::JournalRemoval(size_t dev, const BlockAddress& address) {
-  JournalRecord r;
-  r.removal = true;
-  r.ns = address.tenant + "/" + address.ns;
-  r.entry.block = ParseBlockName(address.block).value_or(BlockDigest{});
-  Append(dev, r);
+  out.entries.insert(out.entries.end(), loaded_.entries.begin(), loaded_.entries.end());
+  return out;
 }
 
 void FileMedium::SaveSnapshots() {
@@ -225,16 +173,16 @@ void FileMedium::SaveSnapshot(size_t dev) {
     e.digest = b.checksum;
     e.keys = b.keys;
   });
-  std::string base = devices_[dev].dir.root() + "/blocks/", path;
+  std::string base = devices_[dev].dir.Blocks() + "/", path;
   size_t kept = 0;
   for (SnapshotEntry& e : snapshot.entries) {
-    struct stat st {};
     path.assign(base).append(snapshot.namespaces[e.ns]).append("/").append(FormatBlockName(e.block));
-    if (::lstat(path.c_str(), &st) != 0) continue;
-    e.inode = st.st_ino;
-    e.file_size = static_cast<uint64_t>(st.st_size);
-    e.ctime_sec = st.st_ctim.tv_sec;
-    e.ctime_nsec = st.st_ctim.tv_nsec;
+    Result<FileStat> st = env_.StatAt(-1, path);
+    if (!st.ok()) continue;
+    e.inode = st->inode;
+    e.file_size = st->size;
+    e.ctime_sec = st->ctime_sec;
+    e.ctime_nsec = st->ctime_nsec;
     snapshot.entries[kept++] = e;
   }
   snapshot.entries.resize(kept);

@@ -10,7 +10,10 @@
 // before its block was indexed, costs a header read, nothing more.
 //
 // Files, in each data directory: JOURNAL (appended to), and JOURNAL.old while a rotation is
-// under way (store/file_store.cc): replayed in that order, after INDEX.
+// under way (store/file_store_journal.cc): replayed in that order, after INDEX. A start after a
+// crash may keep JOURNAL as it is (its torn tail cut) and go on appending to it, so INDEX is
+// not rewritten on the way up; the journal is folded into INDEX at a rotation, a clean close,
+// or a start that finds it past half the rotation size.
 //
 // Format (little-endian), one record after another, each: u32 length of the rest, u8 kind
 // (1 commit, 2 removal), u16 length + "tenant/ns", then the snapshot entry's fields (for a
@@ -21,6 +24,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/index_snapshot.h"
@@ -40,7 +44,40 @@ Bytes EncodeJournalRecord(const JournalRecord& record);
 // The whole records at the start of `bytes`, in order.
 std::vector<JournalRecord> DecodeJournal(std::span<const uint8_t> bytes);
 // `snapshot` as it stands after `records`, applied in order (a commit replaces any entry of the
-// same block; a removal drops it).
+// same block; a removal drops it). The entries come out sorted by (ns, block).
 void ApplyJournal(IndexSnapshot& snapshot, const std::vector<JournalRecord>& records);
+
+// The start's replay: journal files fed in order over a snapshot, decoded as they are read (no
+// record is copied out) and folded once, by one sort, at the end. Equivalent to ApplyJournal
+// over DecodeJournal of each file, at a fraction of the cost (no map, no string per record).
+class JournalReplay {
+ public:
+  explicit JournalReplay(IndexSnapshot& snapshot);
+  // Takes the whole records at the start of `bytes`, up to a torn or damaged one (or the end):
+  // how many bytes they span. Called again with what follows them and more, it goes on.
+  size_t Add(std::span<const uint8_t> bytes);
+  size_t records() const { return records_; }
+  // Room for about `bytes` more of records (one allocation instead of a doubling per few
+  // thousand records).
+  void Reserve(uint64_t bytes);
+  // Leaves the snapshot's entries as the records say, sorted by (ns, block).
+  void Finish();
+
+ private:
+  struct Change {
+    uint32_t ns;
+    BlockDigest block;
+    uint32_t entry;  // index into the snapshot's entries, or kGone for a removal
+  };
+  static constexpr uint32_t kGone = UINT32_MAX;
+  uint32_t NamespaceIndex(std::string_view ns);
+
+  IndexSnapshot& snapshot_;
+  const size_t base_;            // entries the snapshot had before the journal
+  std::vector<Change> changes_;  // in journal order
+  std::string last_ns_;          // consecutive records mostly share one namespace
+  uint32_t last_index_ = UINT32_MAX;
+  size_t records_ = 0;
+};
 
 }  // namespace gpucache

@@ -26,18 +26,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 // The POSIX calls under another Env: FileMedium runs no spare pool over it.
-class PlainEnv final : public Env {
- public:
-  int CreateExclusive(const std::string& p) override { return Env::Posix().CreateExclusive(p); }
-  StatusCode Write(int fd, std::span<const uint8_t> d, uint64_t o) override { return Env::Posix().Write(fd, d, o); }
-  StatusCode Read(int fd, std::span<uint8_t> d, uint64_t o) override { return Env::Posix().Read(fd, d, o); }
-  StatusCode Truncate(int fd, uint64_t s) override { return Env::Posix().Truncate(fd, s); }
-  StatusCode Allocate(int fd, uint64_t o, uint64_t l) override { return Env::Posix().Allocate(fd, o, l); }
-  StatusCode SyncData(int fd) override { return Env::Posix().SyncData(fd); }
-  StatusCode Rename(const std::string& a, const std::string& b) override { return Env::Posix().Rename(a, b); }
-  StatusCode SyncDir(const std::string& d) override { return Env::Posix().SyncDir(d); }
-  StatusCode Remove(const std::string& p) override { return Env::Posix().Remove(p); }
-};
+class PlainEnv final : public EnvWrapper {};
 
 struct Store {
   std::unique_ptr<IndexedStore> store;

@@ -6,6 +6,13 @@
 //
 //   gpucache-bench [--cases read,commit,stat,probe,restart] [--quick] [--restart-blocks N]
 //                  [--permissions daemon|kernel] [--backing-io posix|uring]
+//   gpucache-bench --restart-data DIR [--restart-rounds N]
+//
+// --restart-data measures only restarts, of a daemon over DIR as it is (fill it once, fast, with
+// `gpucache-index-bench --phase populate --data DIR --blocks 100000 [--crash]`): the first
+// start (after a crash if the populate crashed: its journal replayed), then N rounds of a
+// restart after a clean stop and one after SIGKILL, alternated; each from the daemon's start to
+// the first stat of a block that answers. Prints min/median/max of each.
 //
 // One line per case:
 //   case=NAME gpucache=V direct=V ratio=R unit=U [passthrough_ll=V] gpucache_spread=MIN/MED/MAX
@@ -411,6 +418,58 @@ class Bench {
   uint32_t next_ = 1;
 };
 
+// A relative path "tenant/ns/block" of a block file under `data`, in tenant `tenant`.
+std::string SomeBlock(const std::string& data, const std::string& tenant) {
+  std::string last;
+  for (const auto& ns : fs::directory_iterator(data + "/blocks/" + tenant)) {
+    for (const auto& block : fs::directory_iterator(ns.path())) {
+      last = tenant + "/" + ns.path().filename().string() + "/" + block.path().filename().string();
+    }
+    if (!last.empty()) break;
+  }
+  return last;
+}
+
+// The restart-only mode (--restart-data): see the comment at the top.
+int RestartOnly(const std::string& data, int rounds, bool kernel_permissions) {
+  std::string block = SomeBlock(data, "acme");
+  if (block.empty()) {
+    std::fprintf(stderr, "no block under %s/blocks/acme\n", data.c_str());
+    return 1;
+  }
+  std::string config = "data_dirs = [\"" + data + "\"]\n" +
+                       (kernel_permissions ? test::TestConfig("", "gids = [3000]") + "permissions = \"kernel\"\n"
+                                           : test::TestConfig());
+  struct stat st;
+  auto t0 = Clock::now();
+  test::MountedFs m(config);  // the first start: after a crash if the populate crashed
+  std::string path = m.mnt() + "/" + block;
+  while (::stat(path.c_str(), &st) != 0) ::usleep(1000);
+  std::printf("case=restart_first gpucache=%.3f unit=s\n",
+              std::chrono::duration<double>(Clock::now() - t0).count());
+  auto start = [&] {
+    return Seconds([&] {
+      m.Start();
+      while (::stat(path.c_str(), &st) != 0) ::usleep(1000);
+    });
+  };
+  std::vector<double> clean, crash;
+  for (int i = 0; i < rounds; ++i) {
+    m.Stop();
+    clean.push_back(start());
+    m.Kill();
+    crash.push_back(start());
+  }
+  auto line = [&](const char* name, std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    std::printf("case=%s gpucache=%.3f unit=s gpucache_spread=%.3f/%.3f/%.3f\n", name, Median(v), v.front(),
+                Median(v), v.back());
+  };
+  line("restart_clean", clean);
+  line("restart_after_sigkill", crash);
+  return 0;
+}
+
 }  // namespace
 }  // namespace gpucache::bench
 
@@ -430,12 +489,19 @@ int main(int argc, char** argv) {
   std::string backing_io = "posix";
   app.add_option("--backing-io", backing_io, "backing_io of the mount: posix or uring (adr/0010)")
       ->check(CLI::IsMember({"posix", "uring"}));
+  std::string restart_data;
+  int restart_rounds = 5;
+  app.add_option("--restart-data", restart_data,
+                 "measure only restarts of a daemon over this data directory (see the top of the source)");
+  app.add_option("--restart-rounds", restart_rounds, "with --restart-data: rounds of each kind")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   if (::geteuid() != 0) {
     std::fprintf(stderr, "gpucache-bench: run as root (it mounts and drops the page cache)\n");
     return 2;
   }
   std::printf("# fuse.permissions=%s backing_io=%s\n", permissions.c_str(), backing_io.c_str());
+  if (!restart_data.empty()) return gpucache::bench::RestartOnly(restart_data, restart_rounds, permissions == "kernel");
   gpucache::bench::Bench b(quick, passthrough, permissions == "kernel", backing_io);
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
   if (want("read")) b.Reads();

@@ -12,6 +12,7 @@
 // numbers, measures:
 //   restart_store_crash_N the first open after the populating process died without closing the
 //                         store (SIGKILL-like): INDEX from its start, its journal replayed (s)
+//   restart_store_crash_cpu_N  CPU time (user + system) of restart_store_crash_N (s)
 //   restart_store_N       open from the snapshot until one block opens and reads (s)
 //   restart_store_cpu_N   CPU time (user + system) of restart_store_N (s)
 //   restart_store_scan_N  the same after removing INDEX: every header is read (s)
@@ -160,9 +161,12 @@ int Measure(const std::string& dir, uint64_t blocks, bool scan, bool after_crash
   if (after_crash) {
     FileStoreReport report;
     std::unique_ptr<IndexedStore> store;
-    double t = RestartToFirstHit(dir, blocks, report, store);
+    double cpu = 0;
+    double t = RestartToFirstHit(dir, blocks, report, store, &cpu);
     std::printf("case=restart_store_crash_%llu gpucache=%.3f unit=s\n",
                 static_cast<unsigned long long>(blocks), t);
+    std::printf("case=restart_store_crash_cpu_%llu gpucache=%.3f unit=s\n",
+                static_cast<unsigned long long>(blocks), cpu);
     std::fprintf(stderr, "after the crash: %llu of %llu blocks from INDEX and the journal\n",
                  static_cast<unsigned long long>(report.from_snapshot),
                  static_cast<unsigned long long>(blocks));

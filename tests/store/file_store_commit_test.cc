@@ -31,27 +31,13 @@ CacheIdentity Key(int k) {
 }
 
 // The POSIX Env, counting the payload bytes read back.
-class CountingEnv final : public Env {
+class CountingEnv final : public EnvWrapper {
  public:
   uint64_t read_bytes = 0;
-  int CreateExclusive(const std::string& path) override { return Env::Posix().CreateExclusive(path); }
-  StatusCode Write(int fd, std::span<const uint8_t> data, uint64_t offset) override {
-    return Env::Posix().Write(fd, data, offset);
-  }
   StatusCode Read(int fd, std::span<uint8_t> out, uint64_t offset) override {
     read_bytes += out.size();
-    return Env::Posix().Read(fd, out, offset);
+    return EnvWrapper::Read(fd, out, offset);
   }
-  StatusCode Truncate(int fd, uint64_t size) override { return Env::Posix().Truncate(fd, size); }
-  StatusCode Allocate(int fd, uint64_t offset, uint64_t len) override {
-    return Env::Posix().Allocate(fd, offset, len);
-  }
-  StatusCode SyncData(int fd) override { return Env::Posix().SyncData(fd); }
-  StatusCode Rename(const std::string& from, const std::string& to) override {
-    return Env::Posix().Rename(from, to);
-  }
-  StatusCode SyncDir(const std::string& dir) override { return Env::Posix().SyncDir(dir); }
-  StatusCode Remove(const std::string& path) override { return Env::Posix().Remove(path); }
 };
 
 // A FileStore over one directory whose medium the test keeps a hand on (OpenFileStore hides it).

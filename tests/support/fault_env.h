@@ -1,6 +1,6 @@
 // FaultEnv: an Env (store/env.h) over the real POSIX one that can
-//   - fail one call of the commit path with ENOSPC, EIO, or a short write (half the bytes
-//     land, then ENOSPC), counted from when the fault was armed;
+//   - fail one call with ENOSPC, EIO, or a short write (half the bytes land, then ENOSPC),
+//     counted from when the fault was armed, or the next call of one kind (FailNext);
 //   - "crash" after N calls: that call and every later one does nothing and fails, as if the
 //     process had died there;
 //   - simulate a power loss (after the store is gone): every byte not made durable is lost,
@@ -8,7 +8,9 @@
 //     created or renamed name once SyncDir ran on its directory. On PowerLoss() renames whose
 //     directory was not synced are undone, names never made durable disappear, and files keep
 //     only their last synced contents (none: empty).
-// Files the store did not create through this Env (EPOCH, PINS, LOCK) are not tracked.
+// Only files made by CreateExclusive are tracked for power loss (block files, INDEX through
+// its INDEX.tmp): the journal (OpenAppend) and the files the store does not write through this
+// Env (EPOCH, PINS, LOCK) keep what was written. Every call is logged by kind (ops()), so a test can find the call it wants.
 //
 // Thread safety: one mutex around everything; tests drive the store from one thread.
 #pragma once
@@ -33,6 +35,10 @@ namespace gpucache::test {
 class FaultEnv final : public Env {
  public:
   enum class Fault { kNoSpace, kIoError, kShortWrite };
+  enum class Op {
+    kCreate, kOpenRead, kOpenAppend, kWrite, kAppend, kRead, kReadUpTo, kTruncate, kAllocate,
+    kSyncData, kRename, kSyncDir, kRemove, kStat, kListDir, kMakeDir, kRemoveDir, kChown
+  };
 
   // Fails the `n`-th call (0-based, from now) with `fault` (a short write only applies to a
   // Write; other calls get ENOSPC).
@@ -46,9 +52,20 @@ class FaultEnv final : public Env {
     std::lock_guard l(mu_);
     crash_at_ = calls_ + n;
   }
+  // Fails the next call of kind `op` (whenever it comes) with `fault`.
+  void FailNext(Op op, Fault fault) {
+    std::lock_guard l(mu_);
+    fail_op_ = op;
+    fault_ = fault;
+  }
   uint64_t calls() const {
     std::lock_guard l(mu_);
     return calls_;
+  }
+  // The kind of every call so far, in order (index = the call's number).
+  std::vector<Op> ops() const {
+    std::lock_guard l(mu_);
+    return ops_;
   }
   bool crashed() const {
     std::lock_guard l(mu_);
@@ -57,7 +74,7 @@ class FaultEnv final : public Env {
 
   int CreateExclusive(const std::string& path) override {
     std::lock_guard l(mu_);
-    if (auto s = Begin(false)) return *s == StatusCode::kNoSpace ? -ENOSPC : -EIO;
+    if (auto s = Begin(Op::kCreate)) return *s == StatusCode::kNoSpace ? -ENOSPC : -EIO;
     int fd = Env::Posix().CreateExclusive(path);
     if (fd >= 0) {
       paths_[fd] = path;
@@ -67,7 +84,7 @@ class FaultEnv final : public Env {
   }
   StatusCode Write(int fd, std::span<const uint8_t> data, uint64_t offset) override {
     std::lock_guard l(mu_);
-    if (auto s = Begin(true)) {
+    if (auto s = Begin(Op::kWrite)) {
       if (*s == StatusCode::kOk) {  // the short write: half lands, then the disk is full
         Env::Posix().Write(fd, data.first(data.size() / 2), offset);
         return StatusCode::kNoSpace;
@@ -78,22 +95,22 @@ class FaultEnv final : public Env {
   }
   StatusCode Read(int fd, std::span<uint8_t> out, uint64_t offset) override {
     std::lock_guard l(mu_);
-    if (auto s = Begin(false)) return *s;
+    if (auto s = Begin(Op::kRead)) return *s;
     return Env::Posix().Read(fd, out, offset);
   }
   StatusCode Truncate(int fd, uint64_t size) override {
     std::lock_guard l(mu_);
-    if (auto s = Begin(false)) return *s;
+    if (auto s = Begin(Op::kTruncate)) return *s;
     return Env::Posix().Truncate(fd, size);
   }
   StatusCode Allocate(int fd, uint64_t offset, uint64_t len) override {
     std::lock_guard l(mu_);
-    if (auto s = Begin(false)) return *s;
+    if (auto s = Begin(Op::kAllocate)) return *s;
     return Env::Posix().Allocate(fd, offset, len);
   }
   StatusCode SyncData(int fd) override {
     std::lock_guard l(mu_);
-    if (auto s = Begin(false)) return *s;
+    if (auto s = Begin(Op::kSyncData)) return *s;
     StatusCode s = Env::Posix().SyncData(fd);
     auto p = paths_.find(fd);
     if (s == StatusCode::kOk && p != paths_.end()) {
@@ -104,7 +121,7 @@ class FaultEnv final : public Env {
   }
   StatusCode Rename(const std::string& from, const std::string& to) override {
     std::lock_guard l(mu_);
-    if (auto s = Begin(false)) return *s;
+    if (auto s = Begin(Op::kRename)) return *s;
     StatusCode s = Env::Posix().Rename(from, to);
     if (s != StatusCode::kOk) return s;
     auto f = files_.find(from);
@@ -122,7 +139,7 @@ class FaultEnv final : public Env {
   }
   StatusCode SyncDir(const std::string& dir) override {
     std::lock_guard l(mu_);
-    if (auto s = Begin(false)) return *s;
+    if (auto s = Begin(Op::kSyncDir)) return *s;
     StatusCode s = Env::Posix().SyncDir(dir);
     if (s != StatusCode::kOk) return s;
     for (auto& [path, f] : files_) {
@@ -137,10 +154,65 @@ class FaultEnv final : public Env {
   }
   StatusCode Remove(const std::string& path) override {
     std::lock_guard l(mu_);
-    if (auto s = Begin(false)) return *s;
+    if (auto s = Begin(Op::kRemove)) return *s;
     StatusCode s = Env::Posix().Remove(path);
     files_.erase(path);
     return s;
+  }
+
+  int OpenRead(const std::string& path) override {
+    std::lock_guard l(mu_);
+    if (auto s = Begin(Op::kOpenRead)) return *s == StatusCode::kNoSpace ? -ENOSPC : -EIO;
+    return Env::Posix().OpenRead(path);
+  }
+  int OpenAppend(const std::string& path, bool truncate) override {
+    std::lock_guard l(mu_);
+    if (auto s = Begin(Op::kOpenAppend)) return *s == StatusCode::kNoSpace ? -ENOSPC : -EIO;
+    return Env::Posix().OpenAppend(path, truncate);
+  }
+  StatusCode Append(int fd, std::span<const uint8_t> data) override {
+    std::lock_guard l(mu_);
+    if (auto s = Begin(Op::kAppend)) {
+      if (*s != StatusCode::kOk) return *s;
+      Env::Posix().Append(fd, data.first(data.size() / 2));  // a torn record
+      return StatusCode::kNoSpace;
+    }
+    return Env::Posix().Append(fd, data);
+  }
+  Result<size_t> ReadUpTo(int fd, std::span<uint8_t> out, uint64_t offset) override {
+    std::lock_guard l(mu_);
+    if (auto s = Begin(Op::kReadUpTo)) return *s;
+    return Env::Posix().ReadUpTo(fd, out, offset);
+  }
+  Result<FileStat> StatAt(int dir_fd, const std::string& name) override {
+    std::lock_guard l(mu_);
+    if (auto s = Begin(Op::kStat)) return *s;
+    return Env::Posix().StatAt(dir_fd, name);
+  }
+  Result<FileStat> StatFd(int fd) override {
+    std::lock_guard l(mu_);
+    if (auto s = Begin(Op::kStat)) return *s;
+    return Env::Posix().StatFd(fd);
+  }
+  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
+    std::lock_guard l(mu_);
+    if (auto s = Begin(Op::kListDir)) return *s;
+    return Env::Posix().ListDir(dir);
+  }
+  StatusCode MakeDir(const std::string& path) override {
+    std::lock_guard l(mu_);
+    if (auto s = Begin(Op::kMakeDir)) return *s;
+    return Env::Posix().MakeDir(path);
+  }
+  StatusCode RemoveDir(const std::string& path) override {
+    std::lock_guard l(mu_);
+    if (auto s = Begin(Op::kRemoveDir)) return *s;
+    return Env::Posix().RemoveDir(path);
+  }
+  StatusCode Chown(const std::string& path, uint32_t uid, uint32_t gid) override {
+    std::lock_guard l(mu_);
+    if (auto s = Begin(Op::kChown)) return *s;
+    return Env::Posix().Chown(path, uid, gid);
   }
 
   // REQUIRES: the store using this Env is destroyed (its descriptors closed).
@@ -175,11 +247,15 @@ class FaultEnv final : public Env {
   };
 
   // nullopt: perform the call. Else the status to fail it with (kOk: a short write).
-  std::optional<StatusCode> Begin(bool is_write) {
+  // A short write applies to Write and Append; other calls get ENOSPC.
+  std::optional<StatusCode> Begin(Op op) {
+    bool is_write = op == Op::kWrite || op == Op::kAppend;
     uint64_t n = calls_++;
+    ops_.push_back(op);
     if (crash_at_ && n >= *crash_at_) return StatusCode::kIoError;
-    if (fail_at_ && n == *fail_at_) {
+    if ((fail_at_ && n == *fail_at_) || (fail_op_ && *fail_op_ == op)) {
       fail_at_.reset();
+      fail_op_.reset();
       switch (fault_) {
         case Fault::kNoSpace: return StatusCode::kNoSpace;
         case Fault::kIoError: return StatusCode::kIoError;
@@ -199,6 +275,8 @@ class FaultEnv final : public Env {
   mutable std::mutex mu_;
   uint64_t calls_ = 0;
   std::optional<uint64_t> fail_at_, crash_at_;
+  std::optional<Op> fail_op_;
+  std::vector<Op> ops_;
   Fault fault_ = Fault::kNoSpace;
   std::map<int, std::string> paths_;   // open descriptors of tracked files
   std::map<std::string, File> files_;  // tracked files by current name

@@ -1,0 +1,266 @@
+// FileMedium at start-up: the leftovers of the last run emptied, every committed block of a
+// data directory found and checked (from INDEX and the journal where the file is still the one
+// they saw, from its header otherwise), and the quarantine reloaded. Every file operation goes
+// through Env, so the tests can fail any of them (tests/reliability/io_fault_test.cc).
+//
+// A block whose header is damaged is deleted: it can never be served. A block that cannot be
+// read because the device failed (EIO and the like) is only skipped: it stays where it is,
+// unindexed, and the next start tries it again; deleting a committed block for a passing error
+// would lose it.
+#include <errno.h>
+
+#include <atomic>
+#include <thread>
+
+
+#include "store/env.h"
+#include "store/file_store.h"
+#include "store/file_store_located.h"
+
+namespace gpucache {
+namespace {
+
+// The stat of every name of a namespace, taken on a helper thread while the loading thread
+// checks and indexes the names before it: on a start from INDEX the stats are about half the
+// work (one path lookup and syscall per block). Only over the POSIX Env: a test Env sees its
+// calls in a fixed order.
+class StatAhead {
+ public:
+  StatAhead(Env& env, int dir_fd, const std::vector<std::string>& names, bool enabled)
+      : stats_(enabled && names.size() >= kMinNames ? names.size() : 0,
+               Result<FileStat>(StatusCode::kIoError)) {
+    if (stats_.empty()) return;
+    helper_ = std::thread([this, &env, dir_fd, &names] {
+      for (size_t i = 0; i < names.size(); ++i) {
+        stats_[i] = env.StatAt(dir_fd, names[i]);
+        if ((i + 1) % kBatch == 0 || i + 1 == names.size()) {
+          done_.store(i + 1, std::memory_order_release);
+          done_.notify_one();
+        }
+      }
+    });
+  }
+  ~StatAhead() {
+    if (helper_.joinable()) helper_.join();
+  }
+  // The stat of name `i`, waiting for the helper to get there; null without a helper.
+  const Result<FileStat>* Get(size_t i) {
+    if (stats_.empty()) return nullptr;
+    for (size_t done = done_.load(std::memory_order_acquire); done <= i;
+         done = done_.load(std::memory_order_acquire)) {
+      done_.wait(done, std::memory_order_acquire);
+    }
+    return &stats_[i];
+  }
+
+ private:
+  static constexpr size_t kMinNames = 4096;  // below this a thread costs more than it saves
+  static constexpr size_t kBatch = 512;      // names per wake-up of the loading thread
+  std::vector<Result<FileStat>> stats_;
+  std::atomic<size_t> done_{0};
+  std::thread helper_;
+};
+
+}  // namespace
+
+std::vector<std::string> FileMedium::ListOrReport(const std::string& dir, FileStoreReport& report) {
+  Result<std::vector<std::string>> names = env_.ListDir(dir);
+  if (names.ok()) return std::move(names.value());
+  if (names.status() != StatusCode::kNotFound) {
+    report.problems.push_back("cannot list " + dir + ": " + std::string(ToString(names.status())));
+  }
+  return {};
+}
+
+uint64_t FileMedium::DropLeftovers(FileStoreReport& report) {
+  uint64_t reservations = 0;
+  for (const Device& d : devices_) {
+    for (const std::string& name : ListOrReport(d.dir.Tmp(), report)) {
+      env_.Remove(d.dir.Tmp() + "/" + name);
+      reservations++;
+    }
+    // A spare that holds bytes was a reservation's payload; the others were never used.
+    for (const std::string& name : ListOrReport(d.dir.Spare(), report)) {
+      std::string path = d.dir.Spare() + "/" + name;
+      Result<FileStat> st = env_.StatAt(-1, path);
+      if (st.ok() && st->size > 0) reservations++;
+      env_.Remove(path);
+    }
+  }
+  return reservations;
+}
+
+void FileMedium::LoadBlocks(size_t dev, FileStoreReport& report) {
+  const DataDir& dir = devices_[dev].dir;
+  for (const std::string& tenant : ListOrReport(dir.Blocks(), report)) {
+    if (!IsValidTenantName(tenant)) {
+      report.problems.push_back("ignored " + dir.Tenant(tenant) + ": not a tenant name");
+      continue;
+    }
+    for (const std::string& ns : ListOrReport(dir.Tenant(tenant), report)) {
+      if (!IsValidNamespaceName(ns)) {
+        report.problems.push_back("ignored " + tenant + "/" + ns + ": not a namespace name");
+        continue;
+      }
+      LoadNamespace(dev, tenant, ns, report);
+    }
+  }
+}
+
+Result<BlockHeader> FileMedium::ReadHeader(int fd) {
+  Result<FileStat> st = env_.StatFd(fd);
+  if (!st.ok()) return st.status();
+  Bytes prefix(std::min<uint64_t>(st->size, 4096));
+  if (prefix.size() < 16) return StatusCode::kInvalidArgument;
+  if (StatusCode s = env_.Read(fd, prefix, 0); s != StatusCode::kOk) return s;
+  uint32_t header_length = HeaderLengthFromPrefix(prefix);
+  if (header_length == 0 || header_length > kBlockDataOffset || header_length > st->size) {
+    return StatusCode::kInvalidArgument;
+  }
+  if (header_length > prefix.size()) {
+    prefix.resize(header_length);
+    if (StatusCode s = env_.Read(fd, prefix, 0); s != StatusCode::kOk) return s;
+  }
+  return DecodeBlockHeader(prefix, st->size);
+}
+
+Result<BlockInfo> FileMedium::ReadBlockInfo(const std::string& path, std::string& why) {
+  int opened = env_.OpenRead(path);
+  if (opened == -ELOOP) {  // a symlink planted where a block belongs
+    why = "not a regular file";
+    return StatusCode::kInvalidArgument;
+  }
+  if (opened < 0) {
+    why = "cannot open (" + std::string(ToString(StatusFromErrno(-opened))) + ")";
+    return StatusCode::kIoError;
+  }
+  Fd fd(opened);
+  Result<BlockHeader> header = ReadHeader(fd.get());
+  if (!header.ok()) {
+    bool damaged = header.status() == StatusCode::kInvalidArgument;
+    why = damaged ? "corrupt or truncated header"
+                  : "cannot read (" + std::string(ToString(header.status())) + ")";
+    return damaged ? StatusCode::kInvalidArgument : StatusCode::kIoError;
+  }
+  Result<CacheIdentity> identity = DecodePhysicalKey(header->identity);
+  if (!identity.ok()) {
+    why = "invalid identity";
+    return StatusCode::kInvalidArgument;
+  }
+  BlockInfo info;
+  info.address = AddressOf(identity.value());
+  info.identity = std::move(identity.value());
+  info.canonical_identity = std::move(header->identity);
+  info.size = header->payload_length;
+  info.commit_epoch = header->commit_epoch;
+  info.region_id = header->region_id;
+  info.owner = Owner{header->owner_uid, header->owner_gid};
+  info.commit_time_ns = header->commit_time_ns;
+  info.checksum = "xxh3-128:" + header->checksums.digest_hex;
+  return info;
+}
+
+void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
+                               FileStoreReport& report) {
+  std::string ns_path = devices_[dev].dir.Namespace(tenant, ns);
+  Result<FileStat> ns_stat = env_.StatAt(-1, ns_path);
+  Owner owner = ns_stat.ok() ? Owner{ns_stat->uid, ns_stat->gid} : Owner{0, 0};
+  host().RestoreNamespace(tenant, ns, owner);
+  const std::string ns_name = tenant + "/" + ns;
+  const std::string relative_prefix = ns_name + "/";
+  auto in_snapshot = snapshot_namespaces_.find(ns_name);
+  int64_t snapshot_ns = in_snapshot == snapshot_namespaces_.end() ? int64_t{-1} : int64_t{in_snapshot->second};
+  const uint32_t loaded_ns = static_cast<uint32_t>(loaded_.namespaces.size());
+  loaded_.namespaces.push_back(ns_name);
+  if (snapshot_ns >= 0) ns_of_snapshot_[static_cast<size_t>(snapshot_ns)] = loaded_ns;
+  // Entries are checked relative to the directory: no walk of the whole path per block.
+  Fd dir(env_.OpenRead(ns_path));
+  std::string path, relative;
+  IndexedBlock b;
+  b.address = BlockAddress{tenant, ns, {}};
+  std::vector<std::string> names = ListOrReport(ns_path, report);
+  StatAhead ahead(env_, dir.get(), names, stat_ahead_ && snapshot_ns >= 0 && dir.valid());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    path.assign(ns_path).append("/").append(name);
+    bool pinned = false;
+    if (!pins_.empty()) pinned = pins_.count(relative.assign(relative_prefix).append(name)) != 0;
+    bool restored;
+    SnapshotEntry seen;  // what this start verified, for the INDEX it writes next
+    const SnapshotEntry* known = FromSnapshot(dir.get(), path, snapshot_ns, name, ahead.Get(i));
+    if (known) {
+      report.from_snapshot++;
+      FillFromEntry(b, *known);
+      b.address.block = name;
+      b.pinned = pinned;
+      restored = host().RestoreBlock(b, located_[dev]);
+    } else {
+      relative.assign(relative_prefix).append(name);
+      std::string why;
+      Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(path, why)
+                                                      : Result<BlockInfo>(StatusCode::kInvalidArgument);
+      if (info.ok() && info->address != BlockAddress{tenant, ns, name}) {
+        why = "identity does not match the path";
+        info = StatusCode::kInvalidArgument;
+      }
+      if (!info.ok()) {
+        bool damaged = info.status() != StatusCode::kIoError;
+        report.problems.push_back("skipped " + relative + ": " + (why.empty() ? "not a block name" : why) +
+                                  (damaged ? "" : "; left in place for the next start"));
+        report.blocks_skipped++;
+        if (damaged) env_.Remove(path);
+        continue;
+      }
+      info->pinned = pinned;
+      std::optional<SnapshotEntry> entry = EntryOfBlock(info.value(), dir.get(), name);
+      restored = host().RestoreBlock(std::move(info.value()), located_[dev]);
+      if (restored && entry) NoteLoaded(loaded_ns, *entry, false);
+      if (restored && !entry) index_current_ = false;  // left out of INDEX: read in full next time
+    }
+    if (restored && known) NoteLoaded(loaded_ns, *known, true);
+    if (!restored) {  // the same block in two directories: keep one
+      report.problems.push_back("skipped " + path + ": a duplicate of a block already loaded");
+      report.blocks_skipped++;
+      continue;
+    }
+    report.blocks_loaded++;
+  }
+}
+
+void FileMedium::LoadQuarantine(size_t dev, FileStoreReport& report) {
+  const DataDir& dir = devices_[dev].dir;
+  for (const std::string& name : ListOrReport(dir.Quarantine(), report)) {
+    std::string path = dir.Quarantine() + "/" + name;
+    std::string why;
+    Result<BlockInfo> info = ReadBlockInfo(path, why);
+    if (info.status() == StatusCode::kIoError) {  // kept for the next start or reclaim
+      report.problems.push_back("skipped quarantine/" + name + ": " + why);
+      continue;
+    }
+    if (!info.ok() || std::to_string(info->region_id) != name) {
+      report.problems.push_back("dropped quarantine/" + name + ": " + (why.empty() ? "misnamed" : why));
+      env_.Remove(path);
+      continue;
+    }
+    host().RestoreQuarantine(std::move(info.value()), std::make_shared<QuarantinedFile>(path));
+    report.quarantined++;
+  }
+}
+
+std::set<std::string> FileMedium::LoadPins() {
+  std::set<std::string> pins;
+  for (const Device& d : devices_) {
+    std::optional<Bytes> bytes = ReadWhole(d.dir.File("PINS"));
+    if (!bytes) continue;  // none yet (an unreadable one costs the pins, never a block)
+    std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+    while (!text.empty()) {
+      size_t end = text.find('\n');
+      std::string_view line = text.substr(0, end);
+      if (!line.empty()) pins.emplace(line);
+      text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+    }
+  }
+  return pins;
+}
+
+}  // namespace gpucache

@@ -1,0 +1,235 @@
+// FileStore's start-up and index journal under injected faults (tests/support/fault_env.h):
+// paths that only became reachable once loading, the journal and its rotation went through Env.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+
+#include "store/file_store.h"
+#include "tests/support/fault_env.h"
+#include "tests/support/sample_identity.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpucache {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr Owner kOwner{1000, 1000};
+
+CacheIdentity Key(int k) {
+  CacheIdentity id = test::SampleIdentity("acme");
+  id.chain[1] = test::Hash(static_cast<uint8_t>(k + 100));
+  return id;
+}
+
+Bytes PayloadOf(int k) { return test::Payload(3000 + k, static_cast<uint8_t>(k)); }
+
+bool Commit(IndexedStore& s, int k) {
+  BlockAddress a = AddressOf(Key(k));
+  s.CreateNamespace(a.tenant, a.ns, kOwner);
+  auto r = s.Reserve(a, kOwner);
+  return r.ok() && s.SetIdentity(r.value(), EncodePhysicalKey(Key(k))) == StatusCode::kOk &&
+         s.Write(r.value(), 0, PayloadOf(k)).ok() && s.Commit(r.value()) == StatusCode::kOk;
+}
+
+Bytes ReadAll(IndexedStore& s, int k) {
+  auto r = s.Open(AddressOf(Key(k)));
+  if (!r.ok()) return {};
+  Bytes out(r.value()->info().size);
+  auto n = r.value()->Read(0, out);
+  return n.ok() ? out : Bytes{};
+}
+
+// A store over `dir` through `env` (null: POSIX), its journal rotated past `rotate_bytes`.
+std::unique_ptr<IndexedStore> Open(const std::string& dir, Env* env, FileStoreReport& report,
+                                   uint64_t rotate_bytes = 0) {
+  for (const char* sub : {"/blocks", "/tmp", "/spare", "/quarantine"}) fs::create_directories(dir + sub);
+  Fd lock(::open((dir + "/LOCK").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  REQUIRE(::flock(lock.get(), LOCK_EX | LOCK_NB) == 0);
+  std::vector<FileMedium::Device> devices;
+  devices.push_back(FileMedium::Device{DataDir(dir), std::move(lock), false});
+  StoreOptions options;
+  options.env = env;
+  auto medium = std::make_unique<FileMedium>(std::move(devices), options);
+  if (rotate_bytes != 0) medium->SetJournalRotateBytes(rotate_bytes);
+  auto store = std::make_unique<IndexedStore>(options, std::move(medium));
+  std::string error;
+  REQUIRE_MESSAGE(store->Load(report, error), error);
+  return store;
+}
+
+// Runs `fn` in a child that then dies without closing anything: a crash (SIGKILL-like).
+int InCrashingChild(const std::function<int()>& fn) {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(fn());
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+uint64_t InodeOf(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+// Fails every rename to JOURNAL.old, or every reopen of a fresh JOURNAL: a rotation that
+// cannot complete.
+class RotationFaults final : public EnvWrapper {
+ public:
+  explicit RotationFaults(bool fail_rename) : fail_rename_(fail_rename) {}
+  StatusCode Rename(const std::string& from, const std::string& to) override {
+    if (fail_rename_ && to.ends_with("/JOURNAL.old")) return StatusCode::kIoError;
+    return EnvWrapper::Rename(from, to);
+  }
+  int OpenAppend(const std::string& path, bool truncate) override {
+    if (!fail_rename_ && truncate && rotations_started_) return -EIO;
+    return EnvWrapper::OpenAppend(path, truncate);
+  }
+  void Started() { rotations_started_ = true; }
+
+ private:
+  const bool fail_rename_;
+  bool rotations_started_ = false;
+};
+
+// Fails every open of one file with EIO, as a failing sector under its inode would.
+class UnreadableFile final : public EnvWrapper {
+ public:
+  explicit UnreadableFile(std::string path) : path_(std::move(path)) {}
+  int OpenRead(const std::string& path) override {
+    if (path == path_) return -EIO;
+    return EnvWrapper::OpenRead(path);
+  }
+
+ private:
+  const std::string path_;
+};
+
+}  // namespace
+
+TEST_CASE("FileStore start: EIO reading one block's header skips it, keeps its file, loads the rest") {
+  test::TempDir tmp;
+  {
+    FileStoreReport report;
+    auto s = Open(tmp.path(), nullptr, report);
+    for (int k = 0; k < 6; k++) REQUIRE(Commit(*s, k));
+  }
+  fs::remove(tmp.path() + "/INDEX");  // every header is read at the next start
+  std::string victim = tmp.path() + "/blocks/" + AddressOf(Key(4)).RelativePath();
+  UnreadableFile env(victim);
+  {
+    FileStoreReport report;
+    auto s = Open(tmp.path(), &env, report);
+    CHECK(report.blocks_loaded == 5);
+    CHECK(report.blocks_skipped == 1);
+    REQUIRE(report.problems.size() == 1);
+    CHECK(report.problems[0].find("left in place") != std::string::npos);
+    for (int k = 0; k < 6; k++) CHECK(ReadAll(*s, k) == (k == 4 ? Bytes{} : PayloadOf(k)));
+    CHECK(fs::exists(victim));
+  }
+  // The device error passed: the block was not deleted, and the next start serves it.
+  FileStoreReport again;
+  auto s = Open(tmp.path(), nullptr, again);
+  CHECK(again.blocks_loaded == 6);
+  CHECK(again.blocks_skipped == 0);
+  for (int k = 0; k < 6; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
+}
+
+TEST_CASE("FileStore: EIO reading a header at open is that caller's error, not a corrupt block") {
+  test::TempDir tmp;
+  test::FaultEnv env;
+  FileStoreReport report;
+  auto s = Open(tmp.path(), &env, report);
+  REQUIRE(Commit(*s, 1));
+  env.FailNext(test::FaultEnv::Op::kRead, test::FaultEnv::Fault::kIoError);  // the header read
+  auto reader = s->Open(AddressOf(Key(1)));
+  REQUIRE_FALSE(reader.ok());
+  CHECK(reader.status() == StatusCode::kIoError);
+  // Still committed and served once the device answers again; nothing was quarantined.
+  CHECK(s->Stat(AddressOf(Key(1))).ok());
+  CHECK(ReadAll(*s, 1) == PayloadOf(1));
+  CHECK(s->Stats().medium_errors == 0);
+}
+
+TEST_CASE("FileStore start: a damaged header is still deleted when the device reads fine") {
+  test::TempDir tmp;
+  {
+    FileStoreReport report;
+    auto s = Open(tmp.path(), nullptr, report);
+    for (int k = 0; k < 3; k++) REQUIRE(Commit(*s, k));
+  }
+  fs::remove(tmp.path() + "/INDEX");
+  std::string victim = tmp.path() + "/blocks/" + AddressOf(Key(1)).RelativePath();
+  fs::resize_file(victim, 10);
+  FileStoreReport report;
+  auto s = Open(tmp.path(), nullptr, report);
+  CHECK(report.blocks_loaded == 2);
+  CHECK(report.blocks_skipped == 1);
+  CHECK_FALSE(fs::exists(victim));
+}
+
+TEST_CASE("Index journal: a start after a crash keeps the journal, cuts its torn tail, writes no INDEX") {
+  test::TempDir tmp;
+  REQUIRE(InCrashingChild([&] {
+            FileStoreReport report;
+            auto s = Open(tmp.path(), nullptr, report).release();  // never closed
+            for (int k = 0; k < 10; k++) {
+              if (!Commit(*s, k)) return 1;
+            }
+            return 0;
+          }) == 0);
+  std::string journal = tmp.path() + "/JOURNAL";
+  fs::resize_file(journal, fs::file_size(journal) - 7);  // the last record torn
+  const uint64_t index_inode = InodeOf(tmp.path() + "/INDEX");
+  REQUIRE(index_inode != 0);
+  // The second start keeps INDEX and the journal (the torn record's block, read in full, is
+  // appended again); its commits follow; then it crashes too.
+  REQUIRE(InCrashingChild([&] {
+            FileStoreReport report;
+            auto s = Open(tmp.path(), nullptr, report).release();
+            if (report.blocks_loaded != 10 || report.from_snapshot != 9) return 1;
+            for (int k = 10; k < 15; k++) {
+              if (!Commit(*s, k)) return 2;
+            }
+            return 0;
+          }) == 0);
+  CHECK(InodeOf(tmp.path() + "/INDEX") == index_inode);  // not rewritten on the way up
+  FileStoreReport third;
+  auto s = Open(tmp.path(), nullptr, third);
+  CHECK(third.blocks_loaded == 15);
+  CHECK(third.from_snapshot == 15);  // nothing after the cut tail was lost to the replay
+  for (int k = 0; k < 15; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
+}
+
+TEST_CASE("Index journal: a rotation that cannot rename or reopen loses no block") {
+  for (bool fail_rename : {true, false}) {
+    CAPTURE(fail_rename);
+    test::TempDir tmp;
+    REQUIRE(InCrashingChild([&] {
+              RotationFaults env(fail_rename);
+              FileStoreReport report;
+              auto s = Open(tmp.path(), &env, report, /*rotate_bytes=*/1024).release();
+              env.Started();
+              for (int k = 0; k < 20; k++) {
+                if (!Commit(*s, k)) return 1;
+              }
+              // Each failed rotation was counted, and nothing else failed.
+              return s->Stats().medium_errors > 0 ? 0 : 2;
+            }) == 0);
+    FileStoreReport report;
+    auto s = Open(tmp.path(), nullptr, report);
+    CHECK(report.blocks_loaded == 20);
+    CHECK(report.blocks_skipped == 0);
+    // A failed rename leaves every record in JOURNAL; a failed reopen leaves the blocks after
+    // it to be read in full, which costs time, not blocks.
+    if (fail_rename) CHECK(report.from_snapshot == 20);
+    for (int k = 0; k < 20; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
+  }
+}
+
+}  // namespace gpucache
