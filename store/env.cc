@@ -132,4 +132,17 @@ Env& Env::Posix() {
   return env;
 }
 
+StatusCode WriteFileAtomically(Env& env, const std::string& path, const std::string& contents) {
+  std::string tmp = path + ".tmp";
+  Fd fd(env.OpenAppend(tmp, /*truncate=*/true));
+  if (!fd.valid()) return StatusFromErrno(-fd.get());
+  auto bytes = std::span(reinterpret_cast<const uint8_t*>(contents.data()), contents.size());
+  if (StatusCode s = env.Append(fd.get(), bytes); s != StatusCode::kOk) return s;
+  if (StatusCode s = env.SyncData(fd.get()); s != StatusCode::kOk) return s;
+  fd.Reset();
+  if (StatusCode s = env.Rename(tmp, path); s != StatusCode::kOk) return s;
+  std::string dir = path.substr(0, path.find_last_of('/'));
+  return env.SyncDir(dir.empty() ? "/" : dir);
+}
+
 }  // namespace gpucache

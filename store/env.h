@@ -74,6 +74,11 @@ class Env {
   static Env& Posix();
 };
 
+// Replaces `path` with `contents` so that a crash leaves the old or the new file, never a mix:
+// `path`.tmp written and synced, renamed over `path`, its directory synced. Through `env`, so
+// fault injection and the power-loss model reach EPOCH and PINS like every other file.
+StatusCode WriteFileAtomically(Env& env, const std::string& path, const std::string& contents);
+
 // Every call passed on to `target`: a base for Envs that change one or two calls (tests).
 class EnvWrapper : public Env {
  public:

@@ -326,7 +326,7 @@ void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload
 StatusCode FileMedium::PersistEpoch(uint64_t epoch) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     if (Isolated(dev)) continue;
-    StatusCode s = WriteFileAtomically(devices_[dev].dir.File("EPOCH"), std::to_string(epoch) + "\n");
+    StatusCode s = WriteFileAtomically(env_, devices_[dev].dir.File("EPOCH"), std::to_string(epoch) + "\n");
     if (s != StatusCode::kOk) return s;
   }
   return StatusCode::kOk;
@@ -336,7 +336,7 @@ void FileMedium::PersistPins(const std::vector<BlockAddress>& pinned) {
   std::string text;
   for (const BlockAddress& a : pinned) text += a.RelativePath() + "\n";
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    if (!Isolated(dev)) WriteFileAtomically(devices_[dev].dir.File("PINS"), text);
+    if (!Isolated(dev)) WriteFileAtomically(env_, devices_[dev].dir.File("PINS"), text);
   }
 }
 

@@ -48,17 +48,4 @@ StatusCode FsyncDirectory(const std::string& dir) {
   return ::fsync(fd.get()) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
 }
 
-StatusCode WriteFileAtomically(const std::string& path, const std::string& contents) {
-  std::string tmp = path + ".tmp";
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd.valid()) return StatusFromErrno(errno);
-  auto bytes = std::span(reinterpret_cast<const uint8_t*>(contents.data()), contents.size());
-  if (StatusCode s = PwriteFull(fd.get(), bytes, 0); s != StatusCode::kOk) return s;
-  if (::fsync(fd.get()) != 0) return StatusFromErrno(errno);
-  fd.Reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return StatusFromErrno(errno);
-  std::string dir = path.substr(0, path.find_last_of('/'));
-  return FsyncDirectory(dir.empty() ? "/" : dir);
-}
-
 }  // namespace gpucache

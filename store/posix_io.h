@@ -51,9 +51,6 @@ StatusCode StatusFromErrno(int err);
 // Reads exactly out.size() bytes; kIoError on EOF before that.
 StatusCode PreadFull(int fd, std::span<uint8_t> out, uint64_t offset);
 StatusCode PwriteFull(int fd, std::span<const uint8_t> data, uint64_t offset);
-// Writes `contents` to `path` through a temporary file, fsync and rename, then fsyncs the
-// directory: the file is either the old or the new version after a crash.
-StatusCode WriteFileAtomically(const std::string& path, const std::string& contents);
 StatusCode FsyncDirectory(const std::string& dir);
 
 }  // namespace gpucache

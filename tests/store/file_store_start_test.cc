@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "store/file_store.h"
@@ -108,6 +109,16 @@ class UnreadableFile final : public EnvWrapper {
 
  private:
   const std::string path_;
+};
+
+// Fails the rename that would publish a new EPOCH once armed: the epoch cannot be made durable.
+class EpochUnwritable final : public EnvWrapper {
+ public:
+  StatusCode Rename(const std::string& from, const std::string& to) override {
+    if (armed && to.ends_with("/EPOCH")) return StatusCode::kIoError;
+    return EnvWrapper::Rename(from, to);
+  }
+  bool armed = false;
 };
 
 }  // namespace
@@ -230,6 +241,25 @@ TEST_CASE("Index journal: a rotation that cannot rename or reopen loses no block
     if (fail_rename) CHECK(report.from_snapshot == 20);
     for (int k = 0; k < 20; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
   }
+}
+
+TEST_CASE("FileStore fence: an EPOCH that cannot be made durable refuses the fence and keeps the epoch") {
+  test::TempDir tmp;
+  EpochUnwritable env;
+  FileStoreReport report;
+  auto s = Open(tmp.path(), &env, report);
+  uint64_t before = s->Epoch();
+  env.armed = true;  // EPOCH goes through Env: the fault reaches it (it did not before)
+  CHECK_FALSE(s->Fence().ok());
+  CHECK(s->Epoch() == before);
+  std::ifstream in(tmp.path() + "/EPOCH");
+  uint64_t on_disk = 0;
+  in >> on_disk;
+  CHECK(on_disk == before);
+  env.armed = false;
+  auto fenced = s->Fence();
+  REQUIRE(fenced.ok());
+  CHECK(fenced.value() == before + 1);
 }
 
 }  // namespace gpucache
