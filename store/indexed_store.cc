@@ -12,15 +12,11 @@
 #include "store/failpoint.h"
 
 namespace gpucache {
-namespace {
-
-uint64_t NowNs() {
+uint64_t IndexedStore::NowNs() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
-
-}  // namespace
 
 IndexedStore::IndexedStore(StoreOptions options, std::unique_ptr<Medium> medium)
     : options_(std::move(options)),

@@ -105,6 +105,8 @@ class IndexedStore : public BlockStore, private MediumHost {
   void ReaderClosed(const BlockAddress& address, uint64_t region_id);
 
  private:
+  // CLOCK_REALTIME in nanoseconds: commit times and reservation activity (indexed_store.cc).
+  static uint64_t NowNs();
   // MediumHost: what the medium calls back (store/medium.h). indexed_store_restore.cc.
   void RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner) override;
   bool RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) override;

@@ -1,19 +1,8 @@
 // IndexedStore: operations (fence, quarantine and reclaim, drain, reservation leases),
 // counters, and start-up restoration.
-#include <time.h>
-
 #include "store/indexed_store.h"
 
 namespace gpucache {
-namespace {
-
-uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
-}  // namespace
 
 Result<uint64_t> IndexedStore::Fence() {
   MutexLock fence_lock(fence_mu_);

@@ -8,7 +8,6 @@
 //   gpucache-commit-bench [--dir /var/tmp/gpucache-commit-bench] [--blocks 300] [--rounds 5]
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
-#include <sys/file.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,19 +34,12 @@ struct Store {
 
 Store Open(const std::string& dir, Env* env) {
   fs::remove_all(dir);
-  for (const char* sub : {"/blocks", "/tmp", "/spare", "/quarantine"}) fs::create_directories(dir + sub);
-  std::vector<FileMedium::Device> devices;
-  Fd lock(::open((dir + "/LOCK").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  ::flock(lock.get(), LOCK_EX | LOCK_NB);
-  devices.push_back(FileMedium::Device{DataDir(dir), std::move(lock), false});
   StoreOptions options;
   options.env = env;
-  auto medium = std::make_unique<FileMedium>(std::move(devices), options);
-  Store s{nullptr, medium.get()};
-  s.store = std::make_unique<IndexedStore>(options, std::move(medium));
-  FileStoreReport report;
   std::string error;
-  if (!s.store->Load(report, error)) throw std::runtime_error(error);
+  Store s{OpenFileStore(dir, options, nullptr, &error)};
+  if (!s.store) throw std::runtime_error(error);
+  s.medium = &static_cast<FileMedium&>(s.store->medium());
   return s;
 }
 

@@ -3,7 +3,6 @@
 // reservations take instead of creating one (store/file_store_spares.h).
 #include <doctest/doctest.h>
 #include <fcntl.h>
-#include <sys/file.h>
 
 #include <chrono>
 #include <filesystem>
@@ -40,26 +39,19 @@ class CountingEnv final : public EnvWrapper {
   }
 };
 
-// A FileStore over one directory whose medium the test keeps a hand on (OpenFileStore hides it).
+// A FileStore over one directory, through `env` (null: POSIX), and its medium.
 struct Opened {
   std::unique_ptr<IndexedStore> store;
   FileMedium* medium = nullptr;
 };
 
 Opened Open(const std::string& dir, Env* env) {
-  for (const char* sub : {"/blocks", "/tmp", "/spare", "/quarantine"}) fs::create_directories(dir + sub);
-  std::vector<FileMedium::Device> devices;
-  Fd lock(::open((dir + "/LOCK").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  REQUIRE(::flock(lock.get(), LOCK_EX | LOCK_NB) == 0);
-  devices.push_back(FileMedium::Device{DataDir(dir), std::move(lock), false});
   StoreOptions options;
   options.env = env;
-  auto medium = std::make_unique<FileMedium>(std::move(devices), options);
-  Opened o{nullptr, medium.get()};
-  o.store = std::make_unique<IndexedStore>(options, std::move(medium));
-  FileStoreReport report;
   std::string error;
-  REQUIRE_MESSAGE(o.store->Load(report, error), error);
+  Opened o{OpenFileStore(dir, options, nullptr, &error)};
+  REQUIRE_MESSAGE(o.store, error);
+  o.medium = &static_cast<FileMedium&>(o.store->medium());
   return o;
 }
 
