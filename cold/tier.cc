@@ -72,7 +72,12 @@ void ColdTier::Run() {
     lock.unlock();
     PackQueued();
     sink_.Redrive();  // heals what an outage that has ended left in the failed queue
-    sink_.DrainRound();
+    // A running pack uploads everything the sink holds and reports it: a round here could take
+    // its jobs, and their uploads would be missing from that pack's report.
+    if (pack_mu_.try_lock()) {
+      sink_.DrainRound();
+      pack_mu_.unlock();
+    }
     lock.lock();
   }
 }

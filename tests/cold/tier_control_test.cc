@@ -32,8 +32,9 @@ struct TierFixture {
   MemoryStore hot;
   MemoryObjectStore s3;
   std::unique_ptr<ColdTier> tier;
-  explicit TierFixture(std::set<std::string> retired = {}) {
+  explicit TierFixture(std::set<std::string> retired = {}, uint64_t flush_interval_ms = 2000) {
     ColdTierOptions o;
+    o.flush_interval_ms = flush_interval_ms;
     o.prefix = kPrefix;
     o.write_back = WriteBack::kManual;
     o.retired_tenants = std::move(retired);
@@ -344,6 +345,21 @@ TEST_CASE("AsyncOps: bounded: live ops fill it and refuse more, finished ones ar
   uint64_t d = ops.Submit(1000, [] { return std::string("{\"ok\":true}\n"); });
   CHECK(d != 0);
   CHECK(ops.held() <= 2);
+}
+
+TEST_CASE("Cold control: a pack reports the uploads of its own packs while background rounds run") {
+  // Background write-back rounds every millisecond: before the fix they took a running pack's
+  // jobs, and the pack said "uploaded": 0 for a pack that was in S3 (a flaky mount test).
+  TierFixture f({}, /*flush_interval_ms=*/1);
+  f.tier->Start();
+  for (int i = 0; i < 30; i++) {
+    f.Commit(i);
+    json r = f.Ctl(kAdmin, {{"op", "cold.pack"}, {"tenant", "acme"}});
+    CAPTURE(r.dump());
+    REQUIRE(r["blocks"] == 1);
+    CHECK(r["drain"]["uploaded"] == 1);
+  }
+  f.tier->Stop();
 }
 
 }  // namespace gpucache::cold
