@@ -29,20 +29,27 @@ struct SessionDeleter {
   void operator()(fuse_session* se) const { fuse_session_destroy(se); }
 };
 
+// Blocks are read whole: let the kernel ask for 1 MiB at a time (max_write 1 MiB also raised
+// max_pages) instead of its 128 KiB default.
+constexpr unsigned kReadaheadBytes = 1 << 20;
+
 void OnInit(void* userdata, fuse_conn_info* conn) {
   (void)userdata;
   // Committed blocks are large; fewer, bigger writes make commits cheaper.
   conn->max_write = 1 << 20;
+  // The kernel sets the mount's window to the smaller of its bdi's (RaiseReadahead) and this
+  // reply's; left at what the kernel offered (its 128 KiB default) it undid the raise.
+  conn->max_readahead = kReadaheadBytes;
   // Blocks never change under a name, and the daemon invalidates what leaves the namespace
   // itself. Automatic invalidation would only add GETATTR round trips to reads, and turn the
   // EIO of a corrupt block into the ENOENT of a vanished one.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 }
 
-// The kernel reads ahead only 128 KiB on a FUSE mount unless its bdi says otherwise; blocks are
-// read whole, so let it ask for 1 MiB at a time (max_write 1 MiB also raised max_pages). The
-// mount's device number comes from the mount table: a stat() of the mountpoint would be a FUSE
-// request to ourselves before the loop runs.
+// The kernel reads ahead only 128 KiB on a FUSE mount unless its bdi says otherwise. This runs
+// before the loop answers INIT, whose reply (OnInit) must ask for the same window. The mount's
+// device number comes from the mount table: a stat() of the mountpoint would be a FUSE request
+// to ourselves before the loop runs.
 void RaiseReadahead(const std::string& mountpoint) {
   std::ifstream mounts("/proc/self/mountinfo");
   std::string line, device;
@@ -55,7 +62,7 @@ void RaiseReadahead(const std::string& mountpoint) {
   if (device.empty()) return;
   std::string path = "/sys/class/bdi/" + device + "/read_ahead_kb";
   std::ofstream f(path);
-  f << "1024\n";
+  f << kReadaheadBytes / 1024 << "\n";
   if (!f.flush()) spdlog::debug("cannot raise readahead through {}", path);
 }
 
