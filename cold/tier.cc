@@ -22,10 +22,11 @@ ColdTier::ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions opti
       objects_(objects),
       options_(std::move(options)),
       keys_(std::move(keys)),
-      sink_(objects_, options_.prefix, options_.sink),
+      locator_locks_(std::make_shared<LocatorLocks>()),
+      sink_(objects_, options_.prefix, options_.sink, locator_locks_),
       refiller_(objects_, options_.prefix, options_.retired_tenants, keys_,
                 options_.accept_unsealed),
-      ops_(objects_, options_.prefix, options_.retired_tenants, keys_),
+      ops_(objects_, options_.prefix, options_.retired_tenants, keys_, locator_locks_),
       async_(options_.refill_workers, options_.max_refill_ops) {
   if (options_.retention_ns > 0) {
     sink_.SetUploadedHook([this](const PackedPair& p) { RecordRetention(p.manifest_digest); });

@@ -99,6 +99,7 @@ class ColdTier {
   CountingObjectStore objects_;
   const ColdTierOptions options_;
   const std::shared_ptr<SealKeys> keys_;
+  const std::shared_ptr<LocatorLocks> locator_locks_;  // the sink's uploads vs reseal, reclaim
   Sink sink_;
   Refiller refiller_;
   ColdOps ops_;
