@@ -347,6 +347,46 @@ TEST_CASE("AsyncOps: bounded: live ops fill it and refuse more, finished ones ar
   CHECK(ops.held() <= 2);
 }
 
+TEST_CASE("AsyncOps: a Take with a wait answers when the op is done, and only `workers` callers wait") {
+  AsyncOps ops(1, 8);
+  std::atomic<bool> release{false};
+  uint64_t a = ops.Submit(1000, [&] {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return std::string("{\"ok\":true,\"result\":\"hit\"}\n");
+  });
+  REQUIRE(a != 0);
+  AsyncOps::Poll waited;
+  std::atomic<bool> waiting{false};
+  std::thread waiter([&] {
+    waiting = true;
+    waited = ops.Take(a, 1000, false, std::chrono::seconds(60));
+  });
+  while (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // (let it start waiting)
+  // One worker: a second caller is not made to wait, it gets the state at once.
+  AsyncOps::Poll other = ops.Take(a, 1000, false, std::chrono::seconds(2));
+  CHECK(other.state != AsyncOps::State::kDone);
+  CHECK(other.state != AsyncOps::State::kUnknown);
+  release = true;
+  waiter.join();
+  CHECK(waited.state == AsyncOps::State::kDone);  // it waited for the op, not for its bound
+  CHECK(waited.reply.find("hit") != std::string::npos);
+  CHECK(ops.Take(a, 1000, false, std::chrono::seconds(1)).state == AsyncOps::State::kUnknown);  // answered once
+}
+
+TEST_CASE("Cold control: cold.op checks wait_ms") {
+  MemoryObjectStore s3;
+  MemoryStore hot;
+  ColdTierOptions options;
+  options.prefix = kPrefix;
+  options.write_back = WriteBack::kManual;
+  ColdTier tier(hot, s3, options, TestKeys());
+  Principal admin{.uid = 0, .gid = 0, .admin = true};
+  CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.op","op_id":1,"wait_ms":-1})").find("EINVAL") != std::string::npos);
+  CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.op","op_id":1,"wait_ms":10001})").find("EINVAL") != std::string::npos);
+  CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.op","op_id":1,"wait_ms":5})").find("ENOENT") != std::string::npos);
+}
+
 TEST_CASE("Cold control: a pack reports the uploads of its own packs while background rounds run") {
   // Background write-back rounds every millisecond: before the fix they took a running pack's
   // jobs, and the pack said "uploaded": 0 for a pack that was in S3 (a flaky mount test).
