@@ -94,6 +94,7 @@ class ColdTier {
   void Run();
   void PackQueued();
   void RecordRetention(const Sha256& manifest);
+  RefillResult Download(const LocatedBlock& block, std::span<const uint8_t> identity, Owner owner);
 
   BlockStore& store_;
   CountingObjectStore objects_;

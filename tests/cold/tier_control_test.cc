@@ -82,6 +82,32 @@ TEST_CASE("Cold control: a pack shorter than its locator says is corrupt, not un
   CHECK(r1["reason"] == "corrupt");
 }
 
+TEST_CASE("Cold control: a refill streams into the hot tier but commits only verified bytes") {
+  // The payload goes into a reservation as it downloads; a byte that does not match the
+  // locator's checksum aborts it: nothing is committed, and a later good refill commits.
+  TierFixture f;
+  f.Commit(0, "acme", 200000);
+  REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == true);
+  std::string pack_key;
+  std::vector<uint8_t> good;
+  for (auto& [key, bytes] : f.s3.Objects()) {
+    if (key.find("/packs/") != std::string::npos) pack_key = key, good = bytes;
+  }
+  REQUIRE(!pack_key.empty());
+  std::vector<uint8_t> bad = good;
+  bad[bad.size() - 7] ^= 0x01;  // one bit of the block's last bytes
+  f.s3.Set(pack_key, bad);
+  REQUIRE(f.hot.Evict(AddressOf(NthIdentity(0))) == StatusCode::kOk);
+  json r = f.Refill(0);
+  CHECK(r["result"] == "missing");
+  CHECK(r["reason"] == "corrupt");
+  CHECK_FALSE(f.hot.Stat(AddressOf(NthIdentity(0))).ok());
+  f.s3.Set(pack_key, good);
+  CHECK(f.Refill(0)["result"] == "hit");  // the aborted reservation is gone
+  CHECK(f.hot.Stat(AddressOf(NthIdentity(0))).ok());
+  CHECK(f.Refill(0)["result"] == "already-hot");
+}
+
 TEST_CASE("Cold control: refill GETs are counted in requests") {
   TierFixture f;
   f.Commit(0);
