@@ -20,6 +20,7 @@ void AsyncOps::Shutdown() {
     threads.swap(threads_);
   }
   wake_.notify_all();
+  finished_.notify_all();
   for (std::thread& t : threads) t.join();
 }
 
@@ -42,10 +43,20 @@ uint64_t AsyncOps::Submit(uint32_t owner_uid, std::function<std::string()> work)
   return id;
 }
 
-AsyncOps::Poll AsyncOps::Take(uint64_t id, uint32_t uid, bool admin) {
-  std::lock_guard lock(mu_);
+AsyncOps::Poll AsyncOps::Take(uint64_t id, uint32_t uid, bool admin,
+                              std::chrono::milliseconds wait) {
+  std::unique_lock lock(mu_);
   auto it = ops_.find(id);
   if (it == ops_.end() || (!admin && it->second.owner != uid)) return {};
+  if (wait.count() > 0 && it->second.state != State::kDone && waiting_ < workers_) {
+    waiting_++;
+    finished_.wait_for(lock, wait, [&] {
+      it = ops_.find(id);  // evicted meanwhile only if done and the pool was full
+      return stop_ || it == ops_.end() || it->second.state == State::kDone;
+    });
+    waiting_--;
+    if (it == ops_.end()) return {};
+  }
   Poll p{it->second.state, {}};
   if (p.state == State::kDone) {
     p.reply = std::move(it->second.reply);
@@ -77,6 +88,7 @@ void AsyncOps::Run() {
     if (it == ops_.end()) continue;
     it->second.state = State::kDone;
     it->second.reply = std::move(reply);
+    finished_.notify_all();
   }
 }
 

@@ -13,6 +13,7 @@
 // Submit (never before the daemon has detached: threads do not survive fork).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -43,8 +44,12 @@ class AsyncOps {
     std::string reply;  // kDone: the op's reply line (now forgotten by the pool)
   };
   // kUnknown for an id that does not exist, was already taken, or belongs to another uid
-  // (a caller learns nothing of another user's ops).
-  Poll Take(uint64_t id, uint32_t uid, bool admin);
+  // (a caller learns nothing of another user's ops). With `wait` > 0, a queued or running op
+  // is waited for, up to `wait`, so a caller learns it is done when it is done instead of
+  // polling; at most `workers` callers wait at once (each holds a FUSE thread: docs/
+  // control-protocol.md), others are answered at once, as without `wait`.
+  Poll Take(uint64_t id, uint32_t uid, bool admin,
+            std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 
   size_t held() const;
 
@@ -62,6 +67,8 @@ class AsyncOps {
   const size_t max_ops_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
+  std::condition_variable finished_;  // an op is done (or the pool stops)
+  size_t waiting_ = 0;                // callers waiting in Take
   bool stop_ = false;
   uint64_t next_id_ = 1;
   std::map<uint64_t, Op> ops_;     // by id, so the oldest finished op is found first

@@ -101,7 +101,15 @@ std::string MaybeAsync(ColdTier& tier, const Principal& who, const json& req, Ha
 std::string PollOp(ColdTier& tier, const Principal& who, const json& req) {
   auto id = Number(req, "op_id");
   if (!id) return Error(EINVAL, "cold.op needs \"op_id\": the id an async request returned");
-  AsyncOps::Poll p = tier.async_ops().Take(*id, who.uid, who.admin);
+  uint64_t wait_ms = 0;
+  if (req.contains("wait_ms")) {
+    auto w = Number(req, "wait_ms");
+    if (!w || *w > control_protocol::kMaxWaitMs) {
+      return Error(EINVAL, "wait_ms must be 0.." + std::to_string(control_protocol::kMaxWaitMs));
+    }
+    wait_ms = *w;
+  }
+  AsyncOps::Poll p = tier.async_ops().Take(*id, who.uid, who.admin, std::chrono::milliseconds(wait_ms));
   if (p.state == AsyncOps::State::kUnknown) {
     return Error(ENOENT, "no op " + std::to_string(*id) + " of this caller (or already answered)");
   }

@@ -35,6 +35,11 @@ class CountingObjectStore final : public ObjectStore {
     Count();
     return inner_.GetRange(key, offset, length);
   }
+  ObjectResult<Done> GetRangeInto(std::string_view key, uint64_t offset, uint64_t length,
+                                  const RangeSink& sink) override {
+    Count();
+    return inner_.GetRangeInto(key, offset, length, sink);
+  }
   ObjectResult<std::vector<uint8_t>> Get(std::string_view key, uint64_t max_bytes) override {
     Count();
     return inner_.Get(key, max_bytes);

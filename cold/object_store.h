@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -71,6 +72,20 @@ class ObjectStore {
   // Bytes [offset, offset + length) of `key`; a reply of any other length is kPermanent.
   virtual ObjectResult<std::vector<uint8_t>> GetRange(std::string_view key, uint64_t offset,
                                                       uint64_t length) = 0;
+  // Where GetRangeInto hands the bytes as they arrive: `offset` is within the range (a resent
+  // request starts again at 0); returning false aborts the transfer (kPermanent "Aborted").
+  using RangeSink = std::function<bool(uint64_t offset, std::span<const uint8_t> bytes)>;
+  // As GetRange, but the bytes go to `sink` as they arrive instead of into one buffer (a
+  // refill streams them into the hot tier's reservation). An error may come after bytes were
+  // handed over: the caller keeps nothing until the call succeeded and it verified them. The
+  // default gets the whole range, then hands it over at once.
+  virtual ObjectResult<Done> GetRangeInto(std::string_view key, uint64_t offset, uint64_t length,
+                                          const RangeSink& sink) {
+    auto bytes = GetRange(key, offset, length);
+    if (!bytes.ok()) return bytes.error();
+    if (!sink(0, bytes.value())) return ObjectError{ObjectErrorKind::kPermanent, 0, "Aborted", "the sink refused the bytes"};
+    return Done{};
+  }
   // Whole object (manifests), refused as kPermanent when larger than `max_bytes`.
   virtual ObjectResult<std::vector<uint8_t>> Get(std::string_view key, uint64_t max_bytes) = 0;
   // Deleting an absent key succeeds (S3 semantics).

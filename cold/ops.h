@@ -29,6 +29,7 @@
 
 #include "cold/digest.h"
 #include "cold/keyring.h"
+#include "cold/locator_locks.h"
 #include "cold/object_store.h"
 #include "cold/refill.h"
 #include "cold/sink.h"
@@ -83,12 +84,16 @@ struct PurgeReport {
 
 class ColdOps {
  public:
+  // `locks`: shared with the Sink that uploads locators, so a reseal's or reclaim's read and
+  // write of a locator never straddle the sink's upload of a newer one (cold/locator_locks.h).
   ColdOps(ObjectStore& objects, std::string prefix, std::set<std::string> retired_tenants,
-          std::shared_ptr<const SealKeys> keys)
+          std::shared_ptr<const SealKeys> keys,
+          std::shared_ptr<LocatorLocks> locks = std::make_shared<LocatorLocks>())
       : objects_(objects),
         prefix_(std::move(prefix)),
         retired_(std::move(retired_tenants)),
-        keys_(std::move(keys)) {}
+        keys_(std::move(keys)),
+        locks_(std::move(locks)) {}
 
   bool IsRetired(const std::string& tenant) const { return retired_.count(tenant) > 0; }
 
@@ -132,11 +137,14 @@ class ColdOps {
   std::string LiveReference(const Sha256& self, const Sha256& object, ReclaimReport& r) const;
   void ResealLocators(const Manifest& m, const Sha256& digest, const Keyring& keys,
                       ResealReport& r) const;
+  void ResealLocator(const std::string& key, const Sha256& digest, const Keyring& keys,
+                     ResealReport& r) const;
 
   ObjectStore& objects_;
   const std::string prefix_;
   const std::set<std::string> retired_;
   const std::shared_ptr<const SealKeys> keys_;
+  const std::shared_ptr<LocatorLocks> locks_;
 };
 
 }  // namespace gpucache::cold

@@ -1,14 +1,45 @@
 #include "cold/pack.h"
 
+#include <xxhash.h>
+
+#include <cstring>
+
 #include "cold/locator.h"
 #include "store/checksum.h"
 
 namespace gpucache::cold {
 
-std::array<uint8_t, 16> PayloadChecksum(std::span<const uint8_t> payload) {
-  // The hot tier's whole-payload digest, so a refilled block's checksum equals the original's.
-  return *ChecksumFromText(ComputeChecksums(payload).digest_hex);
+namespace {
+
+std::array<uint8_t, 16> Canonical(XXH128_hash_t h) {
+  XXH128_canonical_t canon;
+  XXH128_canonicalFromHash(&canon, h);
+  std::array<uint8_t, 16> out;
+  std::memcpy(out.data(), canon.digest, out.size());
+  return out;
 }
+
+}  // namespace
+
+// The hot tier's whole-payload digest (XXH3-128, canonical bytes: PayloadChecksums::digest_hex
+// in binary), so a refilled block's checksum equals the original's; only that one hash, not
+// the per-chunk sums ComputeChecksums adds.
+std::array<uint8_t, 16> PayloadChecksum(std::span<const uint8_t> payload) {
+  return Canonical(XXH3_128bits(payload.data(), payload.size()));
+}
+
+struct PayloadChecksummer::State {
+  XXH3_state_t* s = XXH3_createState();
+  ~State() { XXH3_freeState(s); }
+};
+
+PayloadChecksummer::PayloadChecksummer() : state_(std::make_unique<State>()) { Reset(); }
+PayloadChecksummer::~PayloadChecksummer() = default;
+void PayloadChecksummer::Reset() { XXH3_128bits_reset(state_->s); }
+void PayloadChecksummer::Update(std::span<const uint8_t> bytes) {
+  XXH3_128bits_update(state_->s, bytes.data(), bytes.size());
+}
+std::array<uint8_t, 16> PayloadChecksummer::Finish() const { return Canonical(XXH3_128bits_digest(state_->s)); }
 
 bool PackBuilder::Has(const BlockAddress& address) const {
   for (const ManifestEntry& e : entries_) {

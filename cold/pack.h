@@ -76,4 +76,20 @@ std::string ValidatePair(std::string_view prefix, const PackedPair& pair);
 // The XXH3-128 of a payload as a manifest stores it.
 std::array<uint8_t, 16> PayloadChecksum(std::span<const uint8_t> payload);
 
+// PayloadChecksum of a payload fed in pieces, in order (a refill hashes what it streams).
+class PayloadChecksummer {
+ public:
+  PayloadChecksummer();
+  ~PayloadChecksummer();
+  PayloadChecksummer(const PayloadChecksummer&) = delete;
+  PayloadChecksummer& operator=(const PayloadChecksummer&) = delete;
+  void Reset();
+  void Update(std::span<const uint8_t> bytes);
+  std::array<uint8_t, 16> Finish() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 }  // namespace gpucache::cold

@@ -62,14 +62,6 @@ std::string_view ToString(MissingReason r) {
   return "?";
 }
 
-struct Refiller::Range {
-  Sha256 object_digest{};
-  uint64_t offset = 0;
-  uint64_t length = 0;
-  std::array<uint8_t, 16> checksum{};
-  Sha256 identity_digest{};
-};
-
 RefillOutcome Refiller::SealRefused(const BlockAddress& a, SealCheck c, std::string what) const {
   MissingReason r = MissingReason::kBadSeal;
   if (c == SealCheck::kUnsealed) unsealed_++, r = MissingReason::kUnsealed;
@@ -81,7 +73,7 @@ RefillOutcome Refiller::SealRefused(const BlockAddress& a, SealCheck c, std::str
 // A v1 locator under accept_unsealed: the manifest says where the block is. Returns an
 // outcome with reason kNone when found (`out` set), else the Missing outcome to return.
 RefillOutcome Refiller::FetchLegacy(const BlockAddress& a, const Sha256& md, const Keyring& keys,
-                                    Range& out) const {
+                                    PayloadRange& out) const {
   auto mbytes = objects_.Get(ManifestKey(prefix_, md), kMaxManifestBytes);
   if (!mbytes.ok()) return FromError(a, mbytes.error(), "manifest");
   DecodedManifest d = DecodeManifest(mbytes.value());
@@ -96,70 +88,108 @@ RefillOutcome Refiller::FetchLegacy(const BlockAddress& a, const Sha256& md, con
   }
   for (const ManifestEntry& e : d.manifest.entries) {
     if (e.address != a) continue;
-    out = Range{d.manifest.object_digest, e.offset, e.length, e.checksum, e.identity_digest};
+    out = PayloadRange{d.manifest.object_digest, e.offset, e.length, e.checksum, e.identity_digest};
     return Missing(a, MissingReason::kNone, "");
   }
   return Missing(a, MissingReason::kAbsent, "manifest does not list the block");
 }
 
-RefillOutcome Refiller::Fetch(const Principal& who, std::span<const uint8_t> expected,
+LocatedBlock Refiller::Locate(const Principal& who, std::span<const uint8_t> expected,
                               uint64_t byte_budget) const {
+  LocatedBlock out;
+  auto missing = [&](RefillOutcome o) {
+    out.outcome = std::move(o);
+    return out;
+  };
   Result<CacheIdentity> id = DecodePhysicalKey(expected);
-  if (!id.ok()) return Refused(RefillStatus::kInvalid, "identity is not a valid GPCK");
+  if (!id.ok()) return missing(Refused(RefillStatus::kInvalid, "identity is not a valid GPCK"));
   if (!who.MayActFor(id->tenant)) {
-    return Refused(RefillStatus::kWrongTenant, "caller is not a member of the identity's tenant");
+    return missing(Refused(RefillStatus::kWrongTenant, "caller is not a member of the identity's tenant"));
   }
   if (retired_.count(id->tenant)) {
-    return Refused(RefillStatus::kRetired, "tenant " + id->tenant + " is retired");
+    return missing(Refused(RefillStatus::kRetired, "tenant " + id->tenant + " is retired"));
   }
   BlockAddress a = AddressOf(id.value());
   std::shared_ptr<const Keyring> keys = keys_->Get();
 
   auto loc = objects_.Get(LocatorKey(prefix_, a), kMaxLocatorBytes);
-  if (!loc.ok()) return FromError(a, loc.error(), "locator");
+  if (!loc.ok()) return missing(FromError(a, loc.error(), "locator"));
   std::optional<Locator> l = DecodeLocator(loc.value());
-  if (!l) return Missing(a, MissingReason::kMalformed, "locator does not decode");
-  Range range;
+  if (!l) return missing(Missing(a, MissingReason::kMalformed, "locator does not decode"));
+  PayloadRange& range = out.range;
   if (l->version == kLocatorVersion) {
-    if (l->address != a) return SealRefused(a, SealCheck::kBadSeal, "locator names another block");
+    if (l->address != a) return missing(SealRefused(a, SealCheck::kBadSeal, "locator names another block"));
     SealCheck c = VerifyLocator(*keys, *l);
-    if (c != SealCheck::kOk) return SealRefused(a, c, "locator");
-    range = Range{l->object_digest, l->offset, l->length, l->checksum, l->identity_digest};
+    if (c != SealCheck::kOk) return missing(SealRefused(a, c, "locator"));
+    range = PayloadRange{l->object_digest, l->offset, l->length, l->checksum, l->identity_digest};
   } else {
-    if (!accept_unsealed_) return SealRefused(a, SealCheck::kUnsealed, "v1 locator");
+    if (!accept_unsealed_) return missing(SealRefused(a, SealCheck::kUnsealed, "v1 locator"));
     RefillOutcome o = FetchLegacy(a, l->manifest_digest, *keys, range);
-    if (o.reason != MissingReason::kNone) return o;
+    if (o.reason != MissingReason::kNone) return missing(std::move(o));
   }
   if (range.identity_digest != ComputeSha256(expected)) {
-    return Missing(a, MissingReason::kIdentityMismatch, "packed under a different identity");
+    return missing(Missing(a, MissingReason::kIdentityMismatch, "packed under a different identity"));
   }
   if (range.length > byte_budget) {
-    return Missing(a, MissingReason::kOverBudget,
-                   std::to_string(range.length) + " bytes > budget " + std::to_string(byte_budget));
+    return missing(Missing(a, MissingReason::kOverBudget, std::to_string(range.length) +
+                                                          " bytes > budget " + std::to_string(byte_budget)));
   }
-  auto bytes = objects_.GetRange(PackKey(prefix_, range.object_digest), range.offset, range.length);
-  if (!bytes.ok()) {
+  out.outcome.status = RefillStatus::kHit;
+  out.outcome.address = a;
+  return out;
+}
+
+RefillOutcome Refiller::Stream(const LocatedBlock& block, const ObjectStore::RangeSink& sink) const {
+  const PayloadRange& range = block.range;
+  const BlockAddress& a = block.outcome.address;
+  // Every byte handed to `sink` is hashed, in order; a resent request starts again at 0.
+  PayloadChecksummer sum;
+  uint64_t fed = 0;
+  bool refused = false;
+  auto hashing = [&](uint64_t offset, std::span<const uint8_t> bytes) {
+    if (offset == 0 && fed != 0) sum.Reset(), fed = 0;
+    if (offset != fed || !sink(offset, bytes)) return refused = true, false;
+    sum.Update(bytes);
+    fed += bytes.size();
+    return true;
+  };
+  auto got = objects_.GetRangeInto(PackKey(prefix_, range.object_digest), range.offset, range.length, hashing);
+  if (refused) return Missing(a, MissingReason::kUnavailable, "aborted: the receiver refused the bytes");
+  if (!got.ok()) {
     // A pack shorter than its locator says (the range starts or ends past its end) is a
     // damaged object, not an unavailable store: retrying will not help.
-    const ObjectError& e = bytes.error();
+    const ObjectError& e = got.error();
     if (e.http_status == 416 || e.code == "InvalidRange" || e.code == "ShortRange") {
       return Missing(a, MissingReason::kCorrupt, "pack object is shorter than its locator says");
     }
     return FromError(a, e, "pack");
   }
-  RefillOutcome o;
-  o.address = a;
-  o.payload_bytes_downloaded = bytes.value().size();
-  if (bytes.value().size() != range.length || PayloadChecksum(bytes.value()) != range.checksum) {
+  if (fed != range.length || sum.Finish() != range.checksum) {
     return Missing(a, MissingReason::kCorrupt, "payload does not match its checksum");
   }
+  RefillOutcome o;
   o.status = RefillStatus::kHit;
-  o.payload = std::move(bytes.value());
+  o.address = a;
+  o.payload_bytes_downloaded = fed;
   return o;
 }
 
-StatusCode CommitRefill(BlockStore& store, Owner owner, std::span<const uint8_t> identity,
-                        std::span<const uint8_t> payload) {
+RefillOutcome Refiller::Fetch(const Principal& who, std::span<const uint8_t> expected,
+                              uint64_t byte_budget) const {
+  LocatedBlock block = Locate(who, expected, byte_budget);
+  if (!block.ready()) return block.outcome;
+  std::vector<uint8_t> payload;
+  payload.reserve(block.range.length);
+  RefillOutcome o = Stream(block, [&](uint64_t offset, std::span<const uint8_t> bytes) {
+    payload.resize(offset);  // a resent request starts again at 0
+    payload.insert(payload.end(), bytes.begin(), bytes.end());
+    return true;
+  });
+  if (o.status == RefillStatus::kHit) o.payload = std::move(payload);
+  return o;
+}
+
+Result<ReservationId> BeginRefill(BlockStore& store, Owner owner, std::span<const uint8_t> identity) {
   Result<CacheIdentity> id = DecodePhysicalKey(identity);
   if (!id.ok()) return StatusCode::kInvalidArgument;
   BlockAddress a = AddressOf(id.value());
@@ -174,14 +204,28 @@ StatusCode CommitRefill(BlockStore& store, Owner owner, std::span<const uint8_t>
   ReservationId rid = r.value();
   StatusCode s = store.SetIdentity(rid, identity);
   if (s == StatusCode::kOk) s = store.OpenWriter(rid);
-  if (s == StatusCode::kOk) {
-    Result<size_t> w = store.Write(rid, 0, payload);
-    if (!w.ok()) s = w.status();
-    else if (w.value() != payload.size()) s = StatusCode::kIoError;
-    store.CloseWriter(rid);
+  if (s != StatusCode::kOk) {
+    store.Abort(rid);
+    return s;
   }
-  if (s == StatusCode::kOk) s = store.Commit(rid);
+  return rid;
+}
+
+StatusCode FinishRefill(BlockStore& store, ReservationId rid, bool verified) {
+  store.CloseWriter(rid);
+  StatusCode s = verified ? store.Commit(rid) : StatusCode::kChecksumMismatch;
   if (s != StatusCode::kOk) store.Abort(rid);
+  return s;
+}
+
+StatusCode CommitRefill(BlockStore& store, Owner owner, std::span<const uint8_t> identity,
+                        std::span<const uint8_t> payload) {
+  Result<ReservationId> rid = BeginRefill(store, owner, identity);
+  if (!rid.ok()) return rid.status();
+  Result<size_t> w = store.Write(rid.value(), 0, payload);
+  bool written = w.ok() && w.value() == payload.size();
+  StatusCode s = FinishRefill(store, rid.value(), written);
+  if (!written) return w.ok() ? StatusCode::kIoError : w.status();
   return s;
 }
 

@@ -22,6 +22,7 @@
 // (CommitRefill), so its limits, quotas and checksums apply as to any other fill.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -72,6 +73,24 @@ struct SealRefusals {
   uint64_t bad_seal = 0;
 };
 
+// Where a located block's payload is and what it must hash to (from its sealed locator, or its
+// manifest under accept_unsealed).
+struct PayloadRange {
+  Sha256 object_digest{};
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  std::array<uint8_t, 16> checksum{};
+  Sha256 identity_digest{};
+};
+
+// A refill after steps 1-7: `outcome` is the refusal or Missing to return, or, when ready(),
+// has status kHit and an empty payload: `range` is what to download (step 8).
+struct LocatedBlock {
+  RefillOutcome outcome;
+  PayloadRange range;
+  bool ready() const { return outcome.status == RefillStatus::kHit; }
+};
+
 // Thread safety: const after construction but for atomic counters; the object store and
 // SealKeys synchronize themselves.
 class Refiller {
@@ -84,16 +103,24 @@ class Refiller {
         keys_(std::move(keys)),
         accept_unsealed_(accept_unsealed) {}
 
+  // Every step, the payload downloaded into memory.
   RefillOutcome Fetch(const Principal& who, std::span<const uint8_t> expected_identity,
                       uint64_t byte_budget) const;
+  // Steps 1-7: no payload byte is fetched.
+  LocatedBlock Locate(const Principal& who, std::span<const uint8_t> expected_identity,
+                      uint64_t byte_budget) const;
+  // Step 8 for a ready() block: downloads its range, handing every byte to `sink` as it
+  // arrives, and checks them all against the range's checksum. kHit (with an empty payload)
+  // only when exactly `range.length` bytes came and matched; the caller must keep nothing it
+  // was handed unless it gets kHit (a sink that refused is Missing, unavailable, "aborted").
+  RefillOutcome Stream(const LocatedBlock& block, const ObjectStore::RangeSink& sink) const;
   SealRefusals seal_refusals() const {
     return {unsealed_.load(), unknown_key_.load(), bad_seal_.load()};
   }
 
  private:
-  struct Range;  // where the payload is and what it must hash to
   RefillOutcome FetchLegacy(const BlockAddress& a, const Sha256& manifest, const Keyring& keys,
-                            Range& out) const;
+                            PayloadRange& out) const;
   RefillOutcome SealRefused(const BlockAddress& a, SealCheck c, std::string what) const;
 
   ObjectStore& objects_;
@@ -108,5 +135,11 @@ class Refiller {
 // Commit (Abort on failure). kExists when the block is already committed or being filled.
 StatusCode CommitRefill(BlockStore& store, Owner owner, std::span<const uint8_t> identity,
                         std::span<const uint8_t> payload);
+// The first half of CommitRefill, for a payload that streams in: Reserve (recreating the
+// namespace directory if it went away), SetIdentity, OpenWriter. Then Write..., and
+// FinishRefill to commit, or to abort when `verified` is false.
+Result<ReservationId> BeginRefill(BlockStore& store, Owner owner, std::span<const uint8_t> identity);
+// Commits (`verified`) or aborts (then kChecksumMismatch) the reservation; Abort on failure.
+StatusCode FinishRefill(BlockStore& store, ReservationId rid, bool verified);
 
 }  // namespace gpucache::cold

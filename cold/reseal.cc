@@ -23,34 +23,42 @@ bool AllCurrent(const Manifest& m, const Keyring& keys) {
 void ColdOps::ResealLocators(const Manifest& m, const Sha256& digest, const Keyring& keys,
                              ResealReport& r) const {
   for (const ManifestEntry& e : m.entries) {
-    std::string key = LocatorKey(prefix_, e.address);
-    auto bytes = objects_.Get(key, kMaxLocatorBytes);
-    if (!bytes.ok()) {
-      if (bytes.error().kind != ObjectErrorKind::kNotFound) r.error = bytes.error();
-      if (r.error) return;
-      continue;
-    }
-    r.bytes += bytes.value().size();
-    std::optional<Locator> l = DecodeLocator(bytes.value());
-    if (!l || l->version != kLocatorVersion || l->manifest_digest != digest) continue;
-    if (SealCheck c = VerifyLocator(keys, *l); c != SealCheck::kOk) {
-      r.refused.push_back(key + ": " + std::string(ToString(c)));
-      continue;
-    }
-    if (l->seal.key_id == keys.current()) {
-      r.locators_current++;
-      continue;
-    }
-    SealLocator(*l, keys);
-    std::vector<uint8_t> sealed = EncodeLocator(*l);
-    auto put = objects_.Put(key, sealed);
-    if (!put.ok()) {
-      r.error = put.error();
-      return;
-    }
-    r.bytes += sealed.size();
-    r.locators_resealed++;
+    ResealLocator(LocatorKey(prefix_, e.address), digest, keys, r);
+    if (r.error) return;
   }
+}
+
+// The read and the write hold the key's lock, which the sink's locator PUT holds too: a newer
+// locator the sink uploads for this block lands before the read (and is left alone: it names
+// another manifest) or after the write (and replaces the re-sealed older one).
+void ColdOps::ResealLocator(const std::string& key, const Sha256& digest, const Keyring& keys,
+                            ResealReport& r) const {
+  std::lock_guard locator(locks_->For(key));
+  auto bytes = objects_.Get(key, kMaxLocatorBytes);
+  if (!bytes.ok()) {
+    if (bytes.error().kind != ObjectErrorKind::kNotFound) r.error = bytes.error();
+    return;
+  }
+  r.bytes += bytes.value().size();
+  std::optional<Locator> l = DecodeLocator(bytes.value());
+  if (!l || l->version != kLocatorVersion || l->manifest_digest != digest) return;
+  if (SealCheck c = VerifyLocator(keys, *l); c != SealCheck::kOk) {
+    r.refused.push_back(key + ": " + std::string(ToString(c)));
+    return;
+  }
+  if (l->seal.key_id == keys.current()) {
+    r.locators_current++;
+    return;
+  }
+  SealLocator(*l, keys);
+  std::vector<uint8_t> sealed = EncodeLocator(*l);
+  auto put = objects_.Put(key, sealed);
+  if (!put.ok()) {
+    r.error = put.error();
+    return;
+  }
+  r.bytes += sealed.size();
+  r.locators_resealed++;
 }
 
 ResealReport ColdOps::Reseal(uint64_t byte_budget, const std::string& after) const {

@@ -54,6 +54,12 @@ ObjectError MakeError(const S3Request& request, const S3Reply& reply, std::strin
     error.message = where + "reply larger than " + std::to_string(request.max_body) + " bytes";
     return error;
   }
+  if (reply.sink_refused) {
+    error.kind = ObjectErrorKind::kPermanent;
+    error.code = "Aborted";
+    error.message = where + "the receiver refused the bytes";
+    return error;
+  }
   if (reply.out_of_memory) {
     error.kind = ObjectErrorKind::kTemporary;
     error.code = "OutOfMemory";
@@ -178,8 +184,28 @@ ObjectResult<ObjectMeta> S3Client::Head(std::string_view key) {
 
 ObjectResult<std::vector<uint8_t>> S3Client::GetRange(std::string_view key, uint64_t offset,
                                                       uint64_t length) {
+  if (length == 0) {
+    if (auto bad = CheckKey(key)) return *bad;
+    return std::vector<uint8_t>{};
+  }
+  ObjectResult<S3Reply> reply = ExchangeRange(key, offset, length, nullptr);
+  if (!reply.ok()) return reply.error();
+  return std::move(reply.value().body);
+}
+
+ObjectResult<Done> S3Client::GetRangeInto(std::string_view key, uint64_t offset, uint64_t length,
+                                          const RangeSink& sink) {
+  if (length == 0) return ObjectStore::GetRangeInto(key, offset, length, sink);
+  ObjectResult<S3Reply> reply = ExchangeRange(key, offset, length, &sink);
+  if (!reply.ok()) return reply.error();
+  return Done{};
+}
+
+// A GET of bytes [offset, offset + length), checked: the server honoured the range and sent
+// exactly `length` bytes (into the reply's body, or to `sink` as they arrived).
+ObjectResult<S3Reply> S3Client::ExchangeRange(std::string_view key, uint64_t offset, uint64_t length,
+                                              const RangeSink* sink) {
   if (auto bad = CheckKey(key)) return *bad;
-  if (length == 0) return std::vector<uint8_t>{};
   if (length - 1 > UINT64_MAX - offset) {
     return Permanent("InvalidRange", "range past 2^64 for " + std::string(key));
   }
@@ -188,7 +214,8 @@ ObjectResult<std::vector<uint8_t>> S3Client::GetRange(std::string_view key, uint
                     .url = Url(key),
                     .range = "bytes=" + std::to_string(offset) + "-" + std::to_string(last),
                     .want_body = true,
-                    .max_body = length};
+                    .max_body = length,
+                    .body_sink = sink};
   ObjectResult<S3Reply> result = Exchange(request, /*mutating=*/false, Is200Or206);
   if (!result.ok()) return result.error();
   S3Reply& reply = result.value();
@@ -200,11 +227,11 @@ ObjectResult<std::vector<uint8_t>> S3Client::GetRange(std::string_view key, uint
   if (reply.status == 206 && reply.content_range.rfind(expected_start, 0) != 0) {
     return Permanent("MalformedReply", where + "Content-Range '" + reply.content_range + "'");
   }
-  if (reply.body.size() != length) {
-    return Permanent("ShortRange", where + "got " + std::to_string(reply.body.size()) + " of " +
+  if (reply.body_bytes != length) {
+    return Permanent("ShortRange", where + "got " + std::to_string(reply.body_bytes) + " of " +
                                        std::to_string(length) + " bytes");
   }
-  return std::move(reply.body);
+  return result;
 }
 
 ObjectResult<std::vector<uint8_t>> S3Client::Get(std::string_view key, uint64_t max_bytes) {

@@ -62,6 +62,9 @@ class S3Client final : public ObjectStore {
   ObjectResult<ObjectMeta> Head(std::string_view key) override;
   ObjectResult<std::vector<uint8_t>> GetRange(std::string_view key, uint64_t offset,
                                               uint64_t length) override;
+  // Streams: each piece curl receives goes to `sink` (no buffer of the whole range).
+  ObjectResult<Done> GetRangeInto(std::string_view key, uint64_t offset, uint64_t length,
+                                  const RangeSink& sink) override;
   ObjectResult<std::vector<uint8_t>> Get(std::string_view key, uint64_t max_bytes) override;
   ObjectResult<Done> Delete(std::string_view key) override;
   ObjectResult<std::vector<ObjectMeta>> List(std::string_view prefix) override;
@@ -84,6 +87,8 @@ class S3Client final : public ObjectStore {
   ObjectResult<S3Reply> Exchange(const S3Request& request, bool mutating,
                                  bool (*accept)(long status));
   std::string Url(std::string_view key, std::string_view query = {}) const;
+  ObjectResult<S3Reply> ExchangeRange(std::string_view key, uint64_t offset, uint64_t length,
+                                      const RangeSink* sink);
 
   S3Options options_;  // access_key/secret_key cleared: credentials_ holds them
   std::string sigv4_;  // "aws:amz:REGION:s3"

@@ -26,6 +26,7 @@ struct Transfer {
   uint64_t max_body = 0;
   std::span<const uint8_t> upload;
   size_t upload_pos = 0;
+  const std::function<bool(uint64_t, std::span<const uint8_t>)>* sink = nullptr;
 };
 
 bool Append(S3Reply& reply, const char* data, size_t bytes) {
@@ -52,7 +53,8 @@ size_t WriteBody(char* data, size_t size, size_t count, void* user) {
     return Append(*t->reply, data, std::min(bytes, room)) ? bytes : 0;
   }
   if (!t->want_body) return bytes;
-  if (body.empty()) {
+  uint64_t& received = t->reply->body_bytes;
+  if (received == 0) {
     curl_off_t announced = -1;
     curl_easy_getinfo(t->handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &announced);
     if (announced > 0 && static_cast<uint64_t>(announced) > t->max_body) {
@@ -60,15 +62,30 @@ size_t WriteBody(char* data, size_t size, size_t count, void* user) {
       return 0;  // aborts the transfer with CURLE_WRITE_ERROR
     }
     try {
-      body.reserve(std::min<uint64_t>(announced > 0 ? announced : 0, kMaxReserve));
+      if (!t->sink) body.reserve(std::min<uint64_t>(announced > 0 ? announced : 0, kMaxReserve));
     } catch (...) {
     }
   }
-  if (body.size() + bytes > t->max_body) {
+  if (received + bytes > t->max_body) {
     t->reply->too_large = true;
     return 0;
   }
-  return Append(*t->reply, data, bytes) ? bytes : 0;
+  if (t->sink) {
+    bool taken = false;
+    try {
+      taken = (*t->sink)(received, {reinterpret_cast<const uint8_t*>(data), bytes});
+    } catch (...) {
+    }
+    if (!taken) {
+      t->reply->sink_refused = true;
+      return 0;
+    }
+    received += bytes;
+    return bytes;
+  }
+  if (!Append(*t->reply, data, bytes)) return 0;
+  received += bytes;
+  return bytes;
 }
 
 size_t ReadBody(char* buffer, size_t size, size_t count, void* user) {
@@ -187,7 +204,7 @@ void CurlHandlePool::Release(CURL* handle) {
 S3Reply PerformS3Request(CURL* h, const S3Request& request, const S3Signer& signer,
                          const S3Options& options) {
   S3Reply reply;
-  Transfer transfer{h, &reply, request.want_body, request.max_body, request.body, 0};
+  Transfer transfer{h, &reply, request.want_body, request.max_body, request.body, 0, request.body_sink};
   curl_slist* headers = BuildHeaders(request);
   if (headers == nullptr) {
     reply.curl = CURLE_OUT_OF_MEMORY;

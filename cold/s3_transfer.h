@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -24,6 +25,9 @@ struct S3Request {
   bool want_body = false;         // false: a 2xx body is drained and dropped (PUT, DELETE)
   uint64_t max_body = 0;          // want_body: a longer 2xx body aborts (S3Reply::too_large)
   std::string body_sha256_hex;    // the body's SHA-256 when the caller knows it; else computed
+  // want_body: a 2xx body goes here as it arrives (offset within the body) instead of into
+  // S3Reply::body, which then stays empty; false aborts (S3Reply::sink_refused). Borrowed.
+  const std::function<bool(uint64_t, std::span<const uint8_t>)>* body_sink = nullptr;
 };
 
 struct S3Reply {
@@ -40,6 +44,8 @@ struct S3Reply {
   // the next request on the connection.
   bool reusable = true;
   bool too_large = false;  // aborted: the 2xx body exceeded max_body
+  bool sink_refused = false;  // aborted: the body sink returned false
+  uint64_t body_bytes = 0;    // 2xx body bytes received (into body, or handed to the sink)
   bool out_of_memory = false;
   std::string curl_detail;  // curl's error buffer; holds no credentials
 };

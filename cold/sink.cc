@@ -37,8 +37,13 @@ std::string JobError::Describe() const {
   return s;
 }
 
-Sink::Sink(ObjectStore& store, std::string prefix, SinkLimits limits)
-    : store_(store), prefix_(std::move(prefix)), limits_(limits), jitter_(std::random_device{}()) {}
+Sink::Sink(ObjectStore& store, std::string prefix, SinkLimits limits,
+           std::shared_ptr<LocatorLocks> locks)
+    : store_(store),
+      prefix_(std::move(prefix)),
+      limits_(limits),
+      locks_(std::move(locks)),
+      jitter_(std::random_device{}()) {}
 
 Sink::~Sink() = default;
 
@@ -67,6 +72,17 @@ SubmitOutcome Sink::TrySubmit(PackedPair& pair) {
   return out;
 }
 
+// One step's PUT. The object's SHA-256 is already known (its key; checked at admission): not
+// hashed again. A locator is written under its key's lock, so a reseal or reclaim that read
+// the older locator finishes its write first and this one replaces it (LocatorLocks).
+ObjectResult<Done> Sink::Upload(size_t step, const std::string& key,
+                                std::span<const uint8_t> body, const PackedPair& p) {
+  if (step == 0) return store_.PutHashed(key, body, ToHex(p.decoded.object_digest));
+  if (step == 1) return store_.Put(key, body);
+  std::lock_guard locator(locks_->For(key));
+  return store_.Put(key, body);
+}
+
 // Runs the job's remaining steps once; stops at the first error. No lock held: I/O.
 Sink::Outcome Sink::Attempt(Job& job) {
   job.attempts++;
@@ -82,10 +98,7 @@ Sink::Outcome Sink::Attempt(Job& job) {
       const ManifestEntry& e = p.decoded.entries[job.next_step - 2];
       step = "locator", key = LocatorKey(prefix_, e.address), body = p.locators[job.next_step - 2];
     }
-    // The object's SHA-256 is already known (its key; checked at admission): not hashed again.
-    ObjectResult<Done> r = job.next_step == 0
-                               ? store_.PutHashed(key, body, ToHex(p.decoded.object_digest))
-                               : store_.Put(key, body);
+    ObjectResult<Done> r = Upload(job.next_step, key, body, p);
     {
       std::lock_guard lock(mu_);
       stats_.requests++;

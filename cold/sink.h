@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "cold/locator_locks.h"
 #include "cold/object_store.h"
 #include "cold/pack.h"
 #include "common/cold_options.h"  // SinkLimits
@@ -108,8 +109,10 @@ struct SinkStats {
 
 class Sink {
  public:
-  // `store` is borrowed and must outlive the sink.
-  Sink(ObjectStore& store, std::string prefix, SinkLimits limits);
+  // `store` is borrowed and must outlive the sink. Each locator PUT holds its key's lock in
+  // `locks`: share them with the ColdOps that reseals and reclaims (cold/locator_locks.h).
+  Sink(ObjectStore& store, std::string prefix, SinkLimits limits,
+       std::shared_ptr<LocatorLocks> locks = std::make_shared<LocatorLocks>());
   ~Sink();
 
   // Called on the draining thread after each job is fully uploaded (e.g. to record retention).
@@ -144,6 +147,8 @@ class Sink {
   struct Job;
   enum class Outcome : uint8_t { kUploaded, kRequeue, kFail };
   Outcome Attempt(Job& job);
+  ObjectResult<Done> Upload(size_t step, const std::string& key, std::span<const uint8_t> body,
+                            const PackedPair& p);
   void Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report);
   std::chrono::milliseconds Backoff(int attempts);  // REQUIRES: mu_ held
   std::chrono::steady_clock::time_point NextDue() const;  // of the pending jobs; max() if none
@@ -154,6 +159,7 @@ class Sink {
   ObjectStore& store_;
   const std::string prefix_;
   const SinkLimits limits_;
+  const std::shared_ptr<LocatorLocks> locks_;
   std::mutex drain_mu_;  // one drain at a time; never held with mu_ across I/O
   mutable std::mutex mu_;
   std::condition_variable submitted_;  // a job entered the queue

@@ -22,10 +22,11 @@ ColdTier::ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions opti
       objects_(objects),
       options_(std::move(options)),
       keys_(std::move(keys)),
-      sink_(objects_, options_.prefix, options_.sink),
+      locator_locks_(std::make_shared<LocatorLocks>()),
+      sink_(objects_, options_.prefix, options_.sink, locator_locks_),
       refiller_(objects_, options_.prefix, options_.retired_tenants, keys_,
                 options_.accept_unsealed),
-      ops_(objects_, options_.prefix, options_.retired_tenants, keys_),
+      ops_(objects_, options_.prefix, options_.retired_tenants, keys_, locator_locks_),
       async_(options_.refill_workers, options_.max_refill_ops) {
   if (options_.retention_ns > 0) {
     sink_.SetUploadedHook([this](const PackedPair& p) { RecordRetention(p.manifest_digest); });
@@ -139,15 +140,53 @@ RefillResult ColdTier::Refill(const Principal& who, std::span<const uint8_t> ide
                               uint64_t byte_budget, Owner owner) {
   refills_++;
   RefillResult r;
-  r.outcome = refiller_.Fetch(who, identity, std::min(byte_budget, options_.refill_budget_bytes));
+  LocatedBlock block = refiller_.Locate(who, identity, std::min(byte_budget, options_.refill_budget_bytes));
+  if (block.ready()) r = Download(block, identity, owner);
+  else r.outcome = std::move(block.outcome);
   switch (r.outcome.status) {
     case RefillStatus::kHit:
       hits_++;
-      r.commit = CommitRefill(store_, owner, identity, r.outcome.payload);
       if (r.commit == StatusCode::kOk && refilled_) refilled_(r.outcome.address);
       break;
     case RefillStatus::kMissing: missing_++; break;
     default: refused_++; break;
+  }
+  return r;
+}
+
+// Streams the payload into a hot-tier reservation as it downloads, so writing it overlaps the
+// transfer, and commits it only once every byte matched the checksum the sealed locator gives
+// (else the reservation is aborted: nothing unverified is ever committed or served). When no
+// reservation can be taken (the block is hot already or being filled, a limit), the payload
+// is downloaded into memory and committed as before, so the answers stay the same.
+RefillResult ColdTier::Download(const LocatedBlock& block, std::span<const uint8_t> identity, Owner owner) {
+  RefillResult r;
+  Result<ReservationId> rid = BeginRefill(store_, owner, identity);
+  if (!rid.ok()) {
+    std::vector<uint8_t> payload;
+    payload.reserve(block.range.length);
+    r.outcome = refiller_.Stream(block, [&](uint64_t offset, std::span<const uint8_t> bytes) {
+      payload.resize(offset);  // a resent request starts again at 0
+      payload.insert(payload.end(), bytes.begin(), bytes.end());
+      return true;
+    });
+    if (r.outcome.status == RefillStatus::kHit) r.commit = CommitRefill(store_, owner, identity, payload);
+    return r;
+  }
+  StatusCode write = StatusCode::kOk;
+  r.outcome = refiller_.Stream(block, [&](uint64_t offset, std::span<const uint8_t> bytes) {
+    Result<size_t> w = store_.Write(rid.value(), offset, bytes);
+    if (w.ok() && w.value() == bytes.size()) return true;
+    write = w.ok() ? StatusCode::kIoError : w.status();
+    return false;
+  });
+  bool verified = r.outcome.status == RefillStatus::kHit;
+  StatusCode finished = FinishRefill(store_, rid.value(), verified);
+  if (verified) r.commit = finished;
+  if (write != StatusCode::kOk) {  // the hot tier refused a piece: as a failed commit
+    r.outcome.status = RefillStatus::kHit;
+    r.outcome.reason = MissingReason::kNone;
+    r.commit = write;
   }
   return r;
 }

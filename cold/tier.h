@@ -94,11 +94,13 @@ class ColdTier {
   void Run();
   void PackQueued();
   void RecordRetention(const Sha256& manifest);
+  RefillResult Download(const LocatedBlock& block, std::span<const uint8_t> identity, Owner owner);
 
   BlockStore& store_;
   CountingObjectStore objects_;
   const ColdTierOptions options_;
   const std::shared_ptr<SealKeys> keys_;
+  const std::shared_ptr<LocatorLocks> locator_locks_;  // the sink's uploads vs reseal, reclaim
   Sink sink_;
   Refiller refiller_;
   ColdOps ops_;

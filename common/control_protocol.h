@@ -50,4 +50,12 @@ inline std::optional<uint64_t> Number(const nlohmann::json& req, const char* key
   return req[key].get<uint64_t>();
 }
 
+// A request with "wait_ms" may wait that long for something to finish (cold.op waits for its
+// op) before it is answered. It is answered when its reply is read, not when it is written:
+// the kernel serializes writes to one file, so a wait inside write() would hold up every other
+// control request of the node, while reads of the reply run side by side, each on a FUSE
+// thread of its own (docs/control-protocol.md, "Waiting").
+inline constexpr uint64_t kMaxWaitMs = 10'000;
+inline bool AnswersOnRead(const nlohmann::json& req) { return req.is_object() && req.contains("wait_ms"); }
+
 }  // namespace gpucache::control_protocol

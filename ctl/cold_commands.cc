@@ -54,15 +54,26 @@ std::string PackSummary(const json& r) {
   return s;
 }
 
-// An async cold op's reply: polls cold.op (1 ms doubling to 50 ms) until it is done
-// (adr/0013). A reply without an op id (a refusal, an older daemon) is returned as it is.
+// An async cold op's reply: asks cold.op to answer when the op is done, waiting up to a
+// second per request (the daemon answers it on the read of the reply, so the wait holds up no
+// other control request: docs/control-protocol.md, "Waiting"). A daemon that answered at once
+// although the op is not done (it had callers enough waiting, or it predates wait_ms) is asked
+// again after 1 ms doubling to 50 ms. A reply without an op id (a refusal, an older daemon
+// without async ops) is returned as it is (adr/0013).
 std::optional<json> AwaitOp(const std::string& mountpoint, std::optional<json> reply,
                             std::string& error, int* err) {
-  for (int wait_ms = 1; reply && reply->value("ok", false) && reply->contains("op_id") &&
-                        reply->value("state", "") != "done";
-       wait_ms = std::min(wait_ms * 2, 50)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
-    reply = Request(mountpoint, {{"op", "cold.op"}, {"op_id", (*reply)["op_id"]}}, error, err);
+  constexpr int kWaitMs = 1000;
+  auto running = [](const std::optional<json>& r) {
+    return r && r->value("ok", false) && r->contains("op_id") && r->value("state", "") != "done";
+  };
+  for (int pause_ms = 1; running(reply);) {
+    auto asked = std::chrono::steady_clock::now();
+    reply = Request(mountpoint, {{"op", "cold.op"}, {"op_id", (*reply)["op_id"]}, {"wait_ms", kWaitMs}},
+                    error, err);
+    if (running(reply) && std::chrono::steady_clock::now() - asked < std::chrono::milliseconds(kWaitMs / 2)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+      pause_ms = std::min(pause_ms * 2, 50);
+    }
   }
   return reply;
 }

@@ -146,6 +146,10 @@ std::string ControlPlane::Handle(const Principal& c, std::string_view request) {
   return reply;
 }
 
+bool ControlPlane::AnswersOnRead(std::string_view request) {
+  return control_protocol::AnswersOnRead(json::parse(request, nullptr, /*allow_exceptions=*/false));
+}
+
 std::string ControlPlane::Dispatch(const Principal& c, const json& req, std::string_view request) {
   if (req.is_discarded() || !req.is_object()) {
     return Error(EINVAL, "request is not a JSON object");

@@ -41,6 +41,9 @@ class ControlPlane {
   std::string QuarantineText(const Principal& c);
   // Executes one request; always returns a reply (errors included).
   std::string Handle(const Principal& c, std::string_view request);
+  // True for a request that may wait ("wait_ms"): the filesystem runs it when its reply is
+  // read, not inside the write() that carried it (control_protocol::AnswersOnRead).
+  static bool AnswersOnRead(std::string_view request);
   // REQUIRES: called before the mount serves requests. `prefix` like "cold.".
   void AddExtension(std::string prefix, ControlExtension extension);
 

@@ -63,6 +63,10 @@ struct Handle {
   bool writing GUARDED_BY(mu) = false;  // kPart: counted as an open writer in the store
   std::string text GUARDED_BY(mu);      // kText: contents; kControl: last reply
   size_t reply_cursor GUARDED_BY(mu) = 0;  // kControl: how much of the reply was read
+  // kControl: a request answered when its reply is read (ControlPlane::AnswersOnRead), and
+  // who wrote it; empty once answered.
+  std::string deferred_request GUARDED_BY(mu);
+  Principal deferred_caller GUARDED_BY(mu);
 };
 
 struct OpenReply {
@@ -167,6 +171,7 @@ class Filesystem {
                        uint64_t size) const;
   // What a write through `h` hears once its reservation is gone.
   StatusCode GoneFill(const Handle& h);
+  void AnswerDeferred(Handle& h);
   // ESTALE for a `.part` whose reservation a recent fence took, else ENOENT (adr/0006).
   StatusCode PartGone(const BlockAddress& address);
   // A commit refused with EINVAL is logged with its reason, at most once a second per tenant.

@@ -155,6 +155,7 @@ Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> o
       return n;
     }
     case Handle::Kind::kControl: {
+      AnswerDeferred(h);
       // A reply is a stream: reads continue where the last one stopped, whatever the file
       // offset (after write() it points past the request, and pread callers pass 0).
       MutexLock lock(h.mu);
@@ -171,9 +172,18 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
                                  std::span<const uint8_t> data) {
   if (h.kind == Handle::Kind::kControl) {
     if (data.size() > kMaxControlRequest) return StatusCode::kTooLarge;
-    std::string reply =
-        control_.Handle(c, std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+    std::string_view request(reinterpret_cast<const char*>(data.data()), data.size());
+    if (ControlPlane::AnswersOnRead(request)) {  // it may wait: not while holding the write lock
+      MutexLock lock(h.mu);
+      h.deferred_request = std::string(request);
+      h.deferred_caller = c;
+      h.text.clear();
+      h.reply_cursor = 0;
+      return data.size();
+    }
+    std::string reply = control_.Handle(c, request);
     MutexLock lock(h.mu);
+    h.deferred_request.clear();
     h.text = std::move(reply);
     h.reply_cursor = 0;
     return data.size();
@@ -195,6 +205,18 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
   if (n.ok()) metrics_.RecordWrite(h.address.tenant, n.value());
   if (!n.ok() && n.status() == StatusCode::kNotFound) return GoneFill(h);
   return n;
+}
+
+// Runs a request written to `h` that waits for its answer (ControlPlane::AnswersOnRead), on
+// the thread of the read() that wants the reply: reads of one file are not serialized the way
+// its writes are, so the wait holds up no other control request. The handle's lock is held
+// throughout, so a second read of the same handle waits for the reply instead of seeing none.
+void Filesystem::AnswerDeferred(Handle& h) {
+  MutexLock lock(h.mu);
+  if (h.deferred_request.empty()) return;
+  h.text = control_.Handle(h.deferred_caller, h.deferred_request);
+  h.deferred_request.clear();
+  h.reply_cursor = 0;
 }
 
 // A write handle whose reservation is gone: committed (the block is read-only), fenced (ESTALE

@@ -2,6 +2,7 @@
 // bytes to the same radosgw in the same run (docs/performance.md, "Cold tier").
 //
 //   sudo build/gpucache-cold-bench [--blocks 32] [--block-mib 2] [--pack-mib 8] [--runs 5]
+//                                  [--poll wait|sleep]
 //
 // Needs root (it mounts gpucachefs) and the test harness's radosgw: GPUCACHE_S3_ENV_FILE as
 // the cold tests get it, or else it runs tests/cold/harness/rgw.sh start/stop itself in
@@ -86,14 +87,20 @@ json Ctl(const test::MountedFs& m, const json& req) {
   return json::parse(test::Control(m, req.dump()), nullptr, false);
 }
 
-// An async request and its polls, as gpucachectl sends them (tighter first polls).
+// How the bench learns that an async op is done: "wait" as gpucachectl does now (cold.op with
+// wait_ms, answered when the op is done), or "sleep" as it did before (polls at 100 us
+// doubling to 2 ms), to compare the two against the same daemon.
+bool g_poll_sleep = false;
+
 json Async(const test::MountedFs& m, json req) {
   req["async"] = true;
   json r = Ctl(m, req);
   for (int us = 100; r.value("ok", false) && r.contains("op_id") && r.value("state", "") != "done";
        us = std::min(us * 2, 2000)) {
-    std::this_thread::sleep_for(std::chrono::microseconds(us));
-    r = Ctl(m, {{"op", "cold.op"}, {"op_id", r["op_id"]}});
+    json poll{{"op", "cold.op"}, {"op_id", r["op_id"]}};
+    if (g_poll_sleep) std::this_thread::sleep_for(std::chrono::microseconds(us));
+    else poll["wait_ms"] = 1000;
+    r = Ctl(m, poll);
   }
   return r;
 }
@@ -339,8 +346,12 @@ int main(int argc, char** argv) {
   app.add_option("--block-mib", block_mib, "MiB per block")->check(CLI::Range(0.001, 256.0));
   app.add_option("--pack-mib", pack_mib, "pack_target_bytes in MiB")->check(CLI::Range(0.001, 1024.0));
   app.add_option("--runs", runs, "runs of each case and side (medians are printed)")->check(CLI::Range(1, 100));
+  std::string poll = "wait";
+  app.add_option("--poll", poll, "wait: cold.op waits for the op (gpucachectl); sleep: the older polls")
+      ->check(CLI::IsMember({"wait", "sleep"}));
   app.add_option("--rgw-dir", rgw_dir, "where to start the harness's radosgw without GPUCACHE_S3_ENV_FILE");
   CLI11_PARSE(app, argc, argv);
+  gpucache::bench::g_poll_sleep = poll == "sleep";
   if (::geteuid() != 0) {
     std::cerr << "gpucache-cold-bench: run as root (it mounts gpucachefs)\n";
     return 2;

@@ -82,6 +82,32 @@ TEST_CASE("Cold control: a pack shorter than its locator says is corrupt, not un
   CHECK(r1["reason"] == "corrupt");
 }
 
+TEST_CASE("Cold control: a refill streams into the hot tier but commits only verified bytes") {
+  // The payload goes into a reservation as it downloads; a byte that does not match the
+  // locator's checksum aborts it: nothing is committed, and a later good refill commits.
+  TierFixture f;
+  f.Commit(0, "acme", 200000);
+  REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == true);
+  std::string pack_key;
+  std::vector<uint8_t> good;
+  for (auto& [key, bytes] : f.s3.Objects()) {
+    if (key.find("/packs/") != std::string::npos) pack_key = key, good = bytes;
+  }
+  REQUIRE(!pack_key.empty());
+  std::vector<uint8_t> bad = good;
+  bad[bad.size() - 7] ^= 0x01;  // one bit of the block's last bytes
+  f.s3.Set(pack_key, bad);
+  REQUIRE(f.hot.Evict(AddressOf(NthIdentity(0))) == StatusCode::kOk);
+  json r = f.Refill(0);
+  CHECK(r["result"] == "missing");
+  CHECK(r["reason"] == "corrupt");
+  CHECK_FALSE(f.hot.Stat(AddressOf(NthIdentity(0))).ok());
+  f.s3.Set(pack_key, good);
+  CHECK(f.Refill(0)["result"] == "hit");  // the aborted reservation is gone
+  CHECK(f.hot.Stat(AddressOf(NthIdentity(0))).ok());
+  CHECK(f.Refill(0)["result"] == "already-hot");
+}
+
 TEST_CASE("Cold control: refill GETs are counted in requests") {
   TierFixture f;
   f.Commit(0);
@@ -345,6 +371,46 @@ TEST_CASE("AsyncOps: bounded: live ops fill it and refuse more, finished ones ar
   uint64_t d = ops.Submit(1000, [] { return std::string("{\"ok\":true}\n"); });
   CHECK(d != 0);
   CHECK(ops.held() <= 2);
+}
+
+TEST_CASE("AsyncOps: a Take with a wait answers when the op is done, and only `workers` callers wait") {
+  AsyncOps ops(1, 8);
+  std::atomic<bool> release{false};
+  uint64_t a = ops.Submit(1000, [&] {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return std::string("{\"ok\":true,\"result\":\"hit\"}\n");
+  });
+  REQUIRE(a != 0);
+  AsyncOps::Poll waited;
+  std::atomic<bool> waiting{false};
+  std::thread waiter([&] {
+    waiting = true;
+    waited = ops.Take(a, 1000, false, std::chrono::seconds(60));
+  });
+  while (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // (let it start waiting)
+  // One worker: a second caller is not made to wait, it gets the state at once.
+  AsyncOps::Poll other = ops.Take(a, 1000, false, std::chrono::seconds(2));
+  CHECK(other.state != AsyncOps::State::kDone);
+  CHECK(other.state != AsyncOps::State::kUnknown);
+  release = true;
+  waiter.join();
+  CHECK(waited.state == AsyncOps::State::kDone);  // it waited for the op, not for its bound
+  CHECK(waited.reply.find("hit") != std::string::npos);
+  CHECK(ops.Take(a, 1000, false, std::chrono::seconds(1)).state == AsyncOps::State::kUnknown);  // answered once
+}
+
+TEST_CASE("Cold control: cold.op checks wait_ms") {
+  MemoryObjectStore s3;
+  MemoryStore hot;
+  ColdTierOptions options;
+  options.prefix = kPrefix;
+  options.write_back = WriteBack::kManual;
+  ColdTier tier(hot, s3, options, TestKeys());
+  Principal admin{.uid = 0, .gid = 0, .admin = true};
+  CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.op","op_id":1,"wait_ms":-1})").find("EINVAL") != std::string::npos);
+  CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.op","op_id":1,"wait_ms":10001})").find("EINVAL") != std::string::npos);
+  CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.op","op_id":1,"wait_ms":5})").find("ENOENT") != std::string::npos);
 }
 
 TEST_CASE("Cold control: a pack reports the uploads of its own packs while background rounds run") {

@@ -1,0 +1,143 @@
+// A reseal or reclaim reads a block's locator and then writes or deletes it; within one daemon
+// the sink's upload of a newer locator for the same block must not land between the two
+// (docs/cold-tier.md, "Key rotation"; cold/locator_locks.h). The test drives the sink's upload
+// exactly there: when the operation reads the locator, a second thread uploads the newer
+// pack through the tier's sink, and the read waits for that upload (bounded: with the lock,
+// the upload cannot finish until the operation's write is done).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "cold/locator.h"
+#include "cold/ops.h"
+#include "cold/sink.h"
+#include "cold/tier.h"
+#include "store/memory_store.h"
+#include "tests/cold/cold_test_util.h"
+#include "tests/support/memory_object_store.h"
+
+namespace gpucache::cold {
+using namespace testing;
+
+namespace {
+
+// Forwards to a MemoryObjectStore; the first GET of `trigger_key` reads it, then runs
+// `between` on another thread and waits (up to a bound) for it to finish before answering
+// with what it read, as a slow reply would.
+class RacingStore final : public ObjectStore {
+ public:
+  RacingStore(MemoryObjectStore& inner, std::string trigger_key)
+      : inner_(inner), trigger_key_(std::move(trigger_key)) {}
+  ~RacingStore() override {
+    if (thread_.joinable()) thread_.join();
+  }
+  void SetBetween(std::function<void()> f) { between_ = std::move(f); }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  ObjectResult<Done> Put(std::string_view k, std::span<const uint8_t> b) override { return inner_.Put(k, b); }
+  ObjectResult<ObjectMeta> Head(std::string_view k) override { return inner_.Head(k); }
+  ObjectResult<std::vector<uint8_t>> GetRange(std::string_view k, uint64_t o, uint64_t n) override {
+    return inner_.GetRange(k, o, n);
+  }
+  ObjectResult<std::vector<uint8_t>> Get(std::string_view k, uint64_t max) override {
+    auto r = inner_.Get(k, max);
+    if (k != trigger_key_ || triggered_.exchange(true)) return r;
+    thread_ = std::thread([this] {
+      between_();
+      std::lock_guard l(mu_);
+      done_ = true;
+      cv_.notify_all();
+    });
+    std::unique_lock l(mu_);
+    // Without the lock the upload finishes at once; with it, it waits for our write.
+    cv_.wait_for(l, std::chrono::milliseconds(500), [&] { return done_; });
+    return r;
+  }
+  ObjectResult<Done> Delete(std::string_view k) override { return inner_.Delete(k); }
+  ObjectResult<std::vector<ObjectMeta>> List(std::string_view p) override { return inner_.List(p); }
+
+ private:
+  MemoryObjectStore& inner_;
+  const std::string trigger_key_;
+  std::function<void()> between_;
+  std::atomic<bool> triggered_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+void PutAll(MemoryObjectStore& s3, const PackedPair& p) {
+  s3.Set(p.object_key, p.object);
+  s3.Set(p.manifest_key, p.manifest);
+  for (size_t i = 0; i < p.locators.size(); i++) {
+    s3.Set(LocatorKey(kPrefix, p.decoded.entries[i].address), p.locators[i]);
+  }
+}
+
+ColdTierOptions Manual() {
+  ColdTierOptions o;
+  o.prefix = kPrefix;
+  o.write_back = WriteBack::kManual;
+  return o;
+}
+
+const std::string kBlock0 = LocatorKey(kPrefix, AddressOf(NthIdentity(0)));
+
+}  // namespace
+
+TEST_CASE("Locator race: a reseal never overwrites a newer locator the sink uploads meanwhile") {
+  MemoryObjectStore s3;
+  auto keys = std::make_shared<SealKeys>(Keyring::Of({{"k1", SecretOf(1)}}, "k1"));
+  PutAll(s3, MakePack(0, 1, 4096, "acme", keys->Get()));  // block 0, sealed under k1
+  keys->Set(Keyring::Of({{"k1", SecretOf(1)}, {"k2", SecretOf(2)}}, "k2"));
+  PackedPair newer = MakePack(0, 1, 5000, "acme", keys->Get());  // block 0 packed again
+  const std::vector<uint8_t> newer_locator = newer.locators[0];
+
+  RacingStore racing(s3, kBlock0);
+  MemoryStore hot;
+  ColdTier tier(hot, racing, Manual(), keys);
+  std::atomic<bool> accepted{false};
+  racing.SetBetween([&] {
+    accepted = tier.sink().Submit(std::move(newer)).admission == Admission::kAccepted;
+    tier.sink().Drain();
+  });
+  ResealReport r = tier.ops().Reseal(UINT64_MAX);
+  racing.Join();
+  CHECK(accepted.load());
+  CHECK_FALSE(r.error);
+  CHECK(tier.sink().Stats().uploaded == 1);
+  CHECK(s3.Objects().at(kBlock0) == newer_locator);
+}
+
+TEST_CASE("Locator race: a reclaim never deletes a newer locator the sink uploads meanwhile") {
+  MemoryObjectStore s3;
+  PackedPair older = MakePack(0, 1, 4096);
+  PutAll(s3, older);
+  PackedPair newer = MakePack(0, 1, 5000);
+  const std::vector<uint8_t> newer_locator = newer.locators[0];
+
+  RacingStore racing(s3, kBlock0);
+  MemoryStore hot;
+  ColdTier tier(hot, racing, Manual(), TestKeys());
+  std::atomic<bool> accepted{false};
+  racing.SetBetween([&] {
+    accepted = tier.sink().Submit(std::move(newer)).admission == Admission::kAccepted;
+    tier.sink().Drain();
+  });
+  ReclaimReport r = tier.ops().Reclaim(older.manifest_digest, UINT64_MAX, {.admin = true});
+  racing.Join();
+  CHECK(accepted.load());
+  CHECK_FALSE(r.refused);
+  CHECK_FALSE(r.error);
+  REQUIRE(s3.Objects().count(kBlock0) == 1);
+  CHECK(s3.Objects().at(kBlock0) == newer_locator);
+}
+
+}  // namespace gpucache::cold
