@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "store/posix_io.h"
+
 namespace gpucache {
 
 // A record costs every committed block this much: a field added is a decision
@@ -157,6 +159,7 @@ BlockIndex::Record BlockIndex::Remove(Id id) {
 void BlockIndex::Reserve(size_t blocks) {
   size_t n = count_ + blocks;
   records_.reserve(n);
+  AdviseHugePages(records_);
   by_address_.Reserve(n, [this](Id i) { return AddressHashOf(i); });
   by_logical_.Reserve(n, [this](Id i) { return records_[i].keys.logical; });
   by_parent_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.parent); });
