@@ -109,8 +109,15 @@ void BlockIndex::Release(uint32_t slot) {
 std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Record record,
                                                  std::shared_ptr<StoredPayload> stored) {
   std::optional<BlockDigest> name = ParseBlockName(address.block);
-  if (!name || Find(address)) return std::nullopt;
-  uint32_t ns = AddNamespace(address.tenant, address.ns, record.owner);
+  if (!name) return std::nullopt;
+  // The name parsed and the namespace looked up once (a restart inserts every block).
+  std::optional<uint32_t> known = FindNamespace(address.tenant, address.ns);
+  if (known && by_address_.Find(NameHash(*known, *name), [&](Id i) {
+        return records_[i].ns == *known && records_[i].name == *name;
+      })) {
+    return std::nullopt;
+  }
+  uint32_t ns = known ? *known : AddNamespace(address.tenant, address.ns, record.owner);
   Id id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();

@@ -127,23 +127,29 @@ uint64_t KeyHash(uint32_t ns, const BlockDigest& block) {
 
 }  // namespace
 
-size_t EntryTable::SlotOf(const Entries& entries, uint32_t ns, const BlockDigest& block) const {
+size_t EntryTable::SlotOf(const Entries& entries, uint64_t hash, uint32_t ns,
+                          const BlockDigest& block) const {
   const size_t mask = slots_.size() - 1;
-  for (size_t i = KeyHash(ns, block) & mask;; i = (i + 1) & mask) {
-    uint32_t s = slots_[i];
+  const uint64_t tag = hash >> 32;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    uint64_t s = slots_[i];
     if (s == kEmpty) return i;
-    const SnapshotEntry& e = entries[s & ~kDropped];
+    if ((s >> 32) != tag) continue;
+    const SnapshotEntry& e = entries[s & kIndex];
     if (e.ns == ns && e.block == block) return i;
   }
 }
 
 void EntryTable::Rehash(const Entries& entries, size_t slots) {
-  std::vector<uint32_t> old = std::move(slots_);
+  std::vector<uint64_t> old = std::move(slots_);
+  slots_.reserve(slots);
+  AdviseHugePages(slots_);
   slots_.assign(slots, kEmpty);
-  for (uint32_t s : old) {
+  for (uint64_t s : old) {
     if (s == kEmpty) continue;
-    const SnapshotEntry& e = entries[s & ~kDropped];
-    slots_[SlotOf(entries, e.ns, e.block)] = s;
+    const SnapshotEntry& e = entries[s & kIndex];
+    uint64_t hash = KeyHash(e.ns, e.block);
+    slots_[SlotOf(entries, hash, e.ns, e.block)] = s;
   }
 }
 
@@ -154,18 +160,19 @@ void EntryTable::Reserve(const Entries& entries, size_t keys) {
 }
 
 void EntryTable::Put(const Entries& entries, uint32_t index) {
-  if (index >= kDropped - 1 || index >= entries.size()) return;  // never looked up: read in full
+  if (index >= kIndex || index >= entries.size()) return;  // never looked up: read in full
   if (2 * (used_ + 1) > slots_.size()) Rehash(entries, std::max<size_t>(16, 2 * slots_.size()));
   const SnapshotEntry& e = entries[index];
-  uint32_t& slot = slots_[SlotOf(entries, e.ns, e.block)];
+  uint64_t hash = KeyHash(e.ns, e.block);
+  uint64_t& slot = slots_[SlotOf(entries, hash, e.ns, e.block)];
   if (slot == kEmpty) used_++;
   if (slot == kEmpty || (slot & kDropped) != 0) live_++;
-  slot = index;
+  slot = (hash >> 32 << 32) | index;
 }
 
 void EntryTable::Drop(const Entries& entries, uint32_t ns, const BlockDigest& block) {
   if (slots_.empty()) return;
-  uint32_t& slot = slots_[SlotOf(entries, ns, block)];
+  uint64_t& slot = slots_[SlotOf(entries, KeyHash(ns, block), ns, block)];
   if (slot == kEmpty || (slot & kDropped) != 0) return;
   slot |= kDropped;  // kept: the entry still names the key for the probes that pass it
   live_--;
@@ -173,8 +180,8 @@ void EntryTable::Drop(const Entries& entries, uint32_t ns, const BlockDigest& bl
 
 uint32_t EntryTable::Find(const Entries& entries, uint32_t ns, const BlockDigest& block) const {
   if (slots_.empty()) return kNone;
-  uint32_t s = slots_[SlotOf(entries, ns, block)];
-  return s == kEmpty || (s & kDropped) != 0 ? kNone : s;
+  uint64_t s = slots_[SlotOf(entries, KeyHash(ns, block), ns, block)];
+  return s == kEmpty || (s & kDropped) != 0 ? kNone : static_cast<uint32_t>(s & kIndex);
 }
 
 JournalReplay::JournalReplay(IndexSnapshot& snapshot) : snapshot_(snapshot) {

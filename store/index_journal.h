@@ -69,18 +69,21 @@ class EntryTable {
   // Calls `visit(index)` for every block's entry, in no particular order.
   template <class Visit>
   void ForEachLive(const Visit& visit) const {
-    for (uint32_t s : slots_) {
-      if (s != kEmpty && (s & kDropped) == 0) visit(s);
+    for (uint64_t s : slots_) {
+      if (s != kEmpty && (s & kDropped) == 0) visit(static_cast<uint32_t>(s));
     }
   }
 
  private:
-  static constexpr uint32_t kEmpty = UINT32_MAX;
-  static constexpr uint32_t kDropped = 1u << 31;  // on a slot: its block was removed
-  // The slot holding (ns, block), or the empty one where it would go.
-  size_t SlotOf(const Entries& entries, uint32_t ns, const BlockDigest& block) const;
+  // A slot: the entry's index in its low 32 bits, the top of its key's hash in the high 32, so
+  // that a probe past other keys rarely reads their entries (a cache miss each).
+  static constexpr uint64_t kEmpty = UINT64_MAX;
+  static constexpr uint64_t kDropped = 1u << 31;  // on a slot: its block was removed
+  static constexpr uint64_t kIndex = kDropped - 1;
+  // The slot holding (ns, block), whose key hashes to `hash`, or the empty one where it goes.
+  size_t SlotOf(const Entries& entries, uint64_t hash, uint32_t ns, const BlockDigest& block) const;
   void Rehash(const Entries& entries, size_t slots);
-  std::vector<uint32_t> slots_;  // a power of two of them, at most half used
+  std::vector<uint64_t> slots_;  // a power of two of them, at most half used
   size_t used_ = 0;
   size_t live_ = 0;
 };
