@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 packaging/install-deps.sh test
 seconds=${FUZZ_SECONDS:-60}
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DGPUCACHE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_identity fuzz_block_header fuzz_control fuzz_config fuzz_manifest
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_identity fuzz_block_header fuzz_control fuzz_config fuzz_manifest fuzz_index
 passed=0
-for target in identity block_header control config manifest; do
+for target in identity block_header control config manifest index; do
   seeds=tests/fuzz/corpus/$target
   work=build-fuzz/corpus/$target
   mkdir -p "$work"

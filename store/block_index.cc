@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "store/posix_io.h"
+
 namespace gpucache {
 
 // A record costs every committed block this much: a field added is a decision
@@ -107,8 +109,15 @@ void BlockIndex::Release(uint32_t slot) {
 std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Record record,
                                                  std::shared_ptr<StoredPayload> stored) {
   std::optional<BlockDigest> name = ParseBlockName(address.block);
-  if (!name || Find(address)) return std::nullopt;
-  uint32_t ns = AddNamespace(address.tenant, address.ns, record.owner);
+  if (!name) return std::nullopt;
+  // The name parsed and the namespace looked up once (a restart inserts every block).
+  std::optional<uint32_t> known = FindNamespace(address.tenant, address.ns);
+  if (known && by_address_.Find(NameHash(*known, *name), [&](Id i) {
+        return records_[i].ns == *known && records_[i].name == *name;
+      })) {
+    return std::nullopt;
+  }
+  uint32_t ns = known ? *known : AddNamespace(address.tenant, address.ns, record.owner);
   Id id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -157,6 +166,7 @@ BlockIndex::Record BlockIndex::Remove(Id id) {
 void BlockIndex::Reserve(size_t blocks) {
   size_t n = count_ + blocks;
   records_.reserve(n);
+  AdviseHugePages(records_);
   by_address_.Reserve(n, [this](Id i) { return AddressHashOf(i); });
   by_logical_.Reserve(n, [this](Id i) { return records_[i].keys.logical; });
   by_parent_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.parent); });

@@ -138,6 +138,7 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
     StartJournal(dev);
     snapshot_.clear();
     snapshot_.shrink_to_fit();
+    snapshot_table_ = EntryTable{};
     snapshot_namespaces_.clear();
   }
   if (!options_.env) {  // filled from now on, off the start's path

@@ -214,9 +214,11 @@ class FileMedium final : public Medium {
   std::unique_ptr<UringReader> uring_;
   std::unique_ptr<SparePool> spares_;  // started by Load over the POSIX Env
   std::atomic<uint64_t> read_back_bytes_{0};
-  // Start-up only: the snapshot of the directory being loaded, entries sorted by (ns, block).
+  // Start-up only: the snapshot of the directory being loaded and its journals' commits, in
+  // the order read, and which of them is each block's.
   std::unordered_map<std::string, uint32_t> snapshot_namespaces_;  // "tenant/ns" -> index
   std::vector<SnapshotEntry> snapshot_;
+  EntryTable snapshot_table_;
   // Start-up only, for the device being loaded: what was verified (the snapshot_ entries used,
   // by index, not copied; and the blocks read in full, with the namespaces walked), and
   // whether INDEX already says exactly that (read whole, no journal record, every entry used):

@@ -51,7 +51,7 @@ FileMedium::JournalRead FileMedium::ReplayFile(JournalReplay& replay, const std:
 // verified becomes INDEX (unless INDEX already says exactly that) and the journal starts
 // empty. A rotation left half-done (JOURNAL.old) is always folded.
 void FileMedium::StartJournal(size_t dev) {
-  if (used_.size() != snapshot_.size()) index_current_ = false;
+  if (used_.size() != snapshot_table_.live()) index_current_ = false;
   bool keep = index_whole_ && !old_journal_.exists && old_journal_.readable && journal_.exists &&
               journal_.readable && journal_.valid_bytes > 0 &&
               journal_.valid_bytes < journal_rotate_bytes_ / 2;

@@ -54,14 +54,14 @@ void FileMedium::LoadSnapshot(size_t dev) {
   old_journal_ = ReplayFile(replay, dir.File(kOldJournalFile));
   journal_ = ReplayFile(replay, dir.File(kJournalFile));
   if (replay.records() != 0) index_current_ = false;
-  replay.Finish();  // sorted by (ns, block), as FromSnapshot looks entries up
+  snapshot_table_ = replay.Finish();
   for (uint32_t i = 0; i < snapshot.namespaces.size(); ++i) {
     snapshot_namespaces_.emplace(std::move(snapshot.namespaces[i]), i);
   }
   ns_of_snapshot_.assign(snapshot.namespaces.size(), 0);
   snapshot_ = std::move(snapshot.entries);
-  used_.reserve(snapshot_.size());
-  host().ReserveBlocks(snapshot_.size());
+  used_.reserve(snapshot_table_.live());
+  host().ReserveBlocks(snapshot_table_.live());
 }
 
 const SnapshotEntry* FileMedium::FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
@@ -70,12 +70,9 @@ const SnapshotEntry* FileMedium::FromSnapshot(int dir_fd, const std::string& pat
   if (ns < 0) return nullptr;
   std::optional<BlockDigest> block = ParseBlockName(name);
   if (!block) return nullptr;
-  auto it = std::lower_bound(snapshot_.begin(), snapshot_.end(), std::pair(ns, *block),
-                             [](const SnapshotEntry& e, const std::pair<int64_t, BlockDigest>& key) {
-                               return std::tie(e.ns, e.block) < std::tie(key.first, key.second);
-                             });
-  if (it == snapshot_.end() || it->ns != ns || it->block != *block) return nullptr;
-  const SnapshotEntry& e = *it;
+  uint32_t index = snapshot_table_.Find(snapshot_, static_cast<uint32_t>(ns), *block);
+  if (index == EntryTable::kNone) return nullptr;
+  const SnapshotEntry& e = snapshot_[index];
   Result<FileStat> st = taken ? *taken : dir_fd >= 0 ? env_.StatAt(dir_fd, name) : env_.StatAt(-1, path);
   if (!st.ok() || !st->regular || st->inode != e.inode || st->size != e.file_size ||
       st->ctime_sec != e.ctime_sec || st->ctime_nsec != e.ctime_nsec) {

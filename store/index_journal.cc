@@ -3,9 +3,11 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstring>
 #include <tuple>
 
 #include "store/codec.h"
+#include "store/posix_io.h"
 
 namespace gpucache {
 namespace {
@@ -95,11 +97,98 @@ std::vector<JournalRecord> DecodeJournal(std::span<const uint8_t> bytes) {
 void ApplyJournal(IndexSnapshot& snapshot, const std::vector<JournalRecord>& records) {
   JournalReplay replay(snapshot);
   for (const JournalRecord& r : records) replay.Add(EncodeJournalRecord(r));
-  replay.Finish();
+  EntryTable table = replay.Finish();
+  std::vector<uint32_t> live;
+  live.reserve(table.live());
+  table.ForEachLive([&](uint32_t i) { live.push_back(i); });
+  const std::vector<SnapshotEntry>& all = snapshot.entries;
+  std::sort(live.begin(), live.end(), [&](uint32_t a, uint32_t b) {
+    return std::tie(all[a].ns, all[a].block) < std::tie(all[b].ns, all[b].block);
+  });
+  std::vector<SnapshotEntry> out;
+  out.reserve(live.size());
+  for (uint32_t i : live) out.push_back(all[i]);
+  snapshot.entries = std::move(out);
 }
 
-JournalReplay::JournalReplay(IndexSnapshot& snapshot)
-    : snapshot_(snapshot), base_(snapshot.entries.size()) {}
+namespace {
+
+uint64_t KeyHash(uint32_t ns, const BlockDigest& block) {
+  uint64_t lo, hi;
+  std::memcpy(&lo, block.data(), 8);
+  std::memcpy(&hi, block.data() + 8, 8);
+  // Block names are digests, but INDEX is only trusted to save work: mix anyway.
+  uint64_t h = lo ^ (hi * 0xC2B2AE3D27D4EB4Full) ^ (uint64_t{ns} * 0x9E3779B97F4A7C15ull);
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h;
+}
+
+}  // namespace
+
+size_t EntryTable::SlotOf(const Entries& entries, uint64_t hash, uint32_t ns,
+                          const BlockDigest& block) const {
+  const size_t mask = slots_.size() - 1;
+  const uint64_t tag = hash >> 32;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    uint64_t s = slots_[i];
+    if (s == kEmpty) return i;
+    if ((s >> 32) != tag) continue;
+    const SnapshotEntry& e = entries[s & kIndex];
+    if (e.ns == ns && e.block == block) return i;
+  }
+}
+
+void EntryTable::Rehash(const Entries& entries, size_t slots) {
+  std::vector<uint64_t> old = std::move(slots_);
+  slots_.reserve(slots);
+  AdviseHugePages(slots_);
+  slots_.assign(slots, kEmpty);
+  for (uint64_t s : old) {
+    if (s == kEmpty) continue;
+    const SnapshotEntry& e = entries[s & kIndex];
+    uint64_t hash = KeyHash(e.ns, e.block);
+    slots_[SlotOf(entries, hash, e.ns, e.block)] = s;
+  }
+}
+
+void EntryTable::Reserve(const Entries& entries, size_t keys) {
+  size_t slots = 16;
+  while (slots < 2 * keys) slots *= 2;
+  if (slots > slots_.size()) Rehash(entries, slots);
+}
+
+void EntryTable::Put(const Entries& entries, uint32_t index) {
+  if (index >= kIndex || index >= entries.size()) return;  // never looked up: read in full
+  if (2 * (used_ + 1) > slots_.size()) Rehash(entries, std::max<size_t>(16, 2 * slots_.size()));
+  const SnapshotEntry& e = entries[index];
+  uint64_t hash = KeyHash(e.ns, e.block);
+  uint64_t& slot = slots_[SlotOf(entries, hash, e.ns, e.block)];
+  if (slot == kEmpty) used_++;
+  if (slot == kEmpty || (slot & kDropped) != 0) live_++;
+  slot = (hash >> 32 << 32) | index;
+}
+
+void EntryTable::Drop(const Entries& entries, uint32_t ns, const BlockDigest& block) {
+  if (slots_.empty()) return;
+  uint64_t& slot = slots_[SlotOf(entries, KeyHash(ns, block), ns, block)];
+  if (slot == kEmpty || (slot & kDropped) != 0) return;
+  slot |= kDropped;  // kept: the entry still names the key for the probes that pass it
+  live_--;
+}
+
+uint32_t EntryTable::Find(const Entries& entries, uint32_t ns, const BlockDigest& block) const {
+  if (slots_.empty()) return kNone;
+  uint64_t s = slots_[SlotOf(entries, KeyHash(ns, block), ns, block)];
+  return s == kEmpty || (s & kDropped) != 0 ? kNone : static_cast<uint32_t>(s & kIndex);
+}
+
+JournalReplay::JournalReplay(IndexSnapshot& snapshot) : snapshot_(snapshot) {
+  const std::vector<SnapshotEntry>& entries = snapshot.entries;
+  table_.Reserve(entries, entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) table_.Put(entries, static_cast<uint32_t>(i));
+}
 
 uint32_t JournalReplay::NamespaceIndex(std::string_view ns) {
   if (last_index_ != UINT32_MAX && ns == last_ns_) return last_index_;
@@ -114,48 +203,32 @@ uint32_t JournalReplay::NamespaceIndex(std::string_view ns) {
 void JournalReplay::Reserve(uint64_t bytes) {
   size_t records = static_cast<size_t>(bytes / kSmallestCommit) + 1;
   snapshot_.entries.reserve(snapshot_.entries.size() + records);
-  changes_.reserve(changes_.size() + records);
+  AdviseHugePages(snapshot_.entries);
+  table_.Reserve(snapshot_.entries, snapshot_.entries.size() + records);
 }
 
 size_t JournalReplay::Add(std::span<const uint8_t> bytes) {
+  std::vector<SnapshotEntry>& entries = snapshot_.entries;
   size_t at = 0;
   for (;; ++records_) {
     RecordView v = ViewRecord(bytes.subspan(at));
     if (v.length == 0) break;
-    SnapshotEntry e;
-    if (!ReadBody(v, e)) break;
-    at += v.length;
-    Change c{NamespaceIndex(v.ns), e.block, kGone};
-    if (v.kind == kCommit) {
-      e.ns = c.ns;
-      c.entry = static_cast<uint32_t>(snapshot_.entries.size());
-      snapshot_.entries.push_back(e);
+    // Decoded in place: a commit's entry stays, a removal's is only its key.
+    SnapshotEntry& e = entries.emplace_back();
+    if (!ReadBody(v, e)) {
+      entries.pop_back();
+      break;
     }
-    changes_.push_back(c);
+    at += v.length;
+    e.ns = NamespaceIndex(v.ns);
+    if (v.kind == kCommit) {
+      table_.Put(entries, static_cast<uint32_t>(entries.size() - 1));
+    } else {
+      table_.Drop(entries, e.ns, e.block);
+      entries.pop_back();
+    }
   }
   return at;
-}
-
-void JournalReplay::Finish() {
-  // Every block's history: the snapshot's entry first, then its records in journal order; the
-  // last of each decides. A stable sort by block keeps that order within a block.
-  std::vector<Change> all;
-  all.reserve(base_ + changes_.size());
-  for (size_t i = 0; i < base_; ++i) {
-    all.push_back({snapshot_.entries[i].ns, snapshot_.entries[i].block, static_cast<uint32_t>(i)});
-  }
-  all.insert(all.end(), changes_.begin(), changes_.end());
-  std::stable_sort(all.begin(), all.end(), [](const Change& a, const Change& b) {
-    return std::tie(a.ns, a.block) < std::tie(b.ns, b.block);
-  });
-  std::vector<SnapshotEntry> out;
-  out.reserve(all.size());
-  for (size_t i = 0; i < all.size(); ++i) {
-    bool last = i + 1 == all.size() || all[i + 1].ns != all[i].ns || all[i + 1].block != all[i].block;
-    if (last && all[i].entry != kGone) out.push_back(snapshot_.entries[all[i].entry]);
-  }
-  snapshot_.entries = std::move(out);
-  changes_.clear();
 }
 
 }  // namespace gpucache

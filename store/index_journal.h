@@ -47,34 +47,70 @@ std::vector<JournalRecord> DecodeJournal(std::span<const uint8_t> bytes);
 // same block; a removal drops it). The entries come out sorted by (ns, block).
 void ApplyJournal(IndexSnapshot& snapshot, const std::vector<JournalRecord>& records);
 
+// Which entry of an entry array is each block's, found by (namespace, block): an open-addressing
+// hash table of indexes into the array (the array is passed to every call, never copied). A
+// later entry of a block replaces the earlier; a removal hides it. The start looks INDEX and
+// journal entries up through it where it used to sort and copy them all (docs/performance.md,
+// "Restart"). Superseded entries stay in the array, unused.
+class EntryTable {
+ public:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  using Entries = std::vector<SnapshotEntry>;
+  // Entry `index` (< 2^31 - 1) becomes its block's.
+  void Put(const Entries& entries, uint32_t index);
+  // (ns, block) has no entry from now on.
+  void Drop(const Entries& entries, uint32_t ns, const BlockDigest& block);
+  // The index of (ns, block)'s entry, or kNone.
+  uint32_t Find(const Entries& entries, uint32_t ns, const BlockDigest& block) const;
+  // Room for `keys` blocks without growing.
+  void Reserve(const Entries& entries, size_t keys);
+  // How many blocks have an entry.
+  size_t live() const { return live_; }
+  // Calls `visit(index)` for every block's entry, in no particular order.
+  template <class Visit>
+  void ForEachLive(const Visit& visit) const {
+    for (uint64_t s : slots_) {
+      if (s != kEmpty && (s & kDropped) == 0) visit(static_cast<uint32_t>(s));
+    }
+  }
+
+ private:
+  // A slot: the entry's index in its low 32 bits, the top of its key's hash in the high 32, so
+  // that a probe past other keys rarely reads their entries (a cache miss each).
+  static constexpr uint64_t kEmpty = UINT64_MAX;
+  static constexpr uint64_t kDropped = 1u << 31;  // on a slot: its block was removed
+  static constexpr uint64_t kIndex = kDropped - 1;
+  // The slot holding (ns, block), whose key hashes to `hash`, or the empty one where it goes.
+  size_t SlotOf(const Entries& entries, uint64_t hash, uint32_t ns, const BlockDigest& block) const;
+  void Rehash(const Entries& entries, size_t slots);
+  std::vector<uint64_t> slots_;  // a power of two of them, at most half used
+  size_t used_ = 0;
+  size_t live_ = 0;
+};
+
 // The start's replay: journal files fed in order over a snapshot, decoded as they are read (no
-// record is copied out) and folded once, by one sort, at the end. Equivalent to ApplyJournal
-// over DecodeJournal of each file, at a fraction of the cost (no map, no string per record).
+// record is copied out) and applied to an EntryTable as they come: no sort, no second copy of
+// the entries. Equivalent to ApplyJournal over DecodeJournal of each file.
 class JournalReplay {
  public:
+  // Puts the snapshot's entries in the table (a later one of the same block wins).
   explicit JournalReplay(IndexSnapshot& snapshot);
   // Takes the whole records at the start of `bytes`, up to a torn or damaged one (or the end):
   // how many bytes they span. Called again with what follows them and more, it goes on.
+  // A commit's entry is appended to the snapshot's entries.
   size_t Add(std::span<const uint8_t> bytes);
   size_t records() const { return records_; }
   // Room for about `bytes` more of records (one allocation instead of a doubling per few
   // thousand records).
   void Reserve(uint64_t bytes);
-  // Leaves the snapshot's entries as the records say, sorted by (ns, block).
-  void Finish();
+  // Which of the snapshot's entries stand after the records, by block.
+  EntryTable Finish() { return std::move(table_); }
 
  private:
-  struct Change {
-    uint32_t ns;
-    BlockDigest block;
-    uint32_t entry;  // index into the snapshot's entries, or kGone for a removal
-  };
-  static constexpr uint32_t kGone = UINT32_MAX;
   uint32_t NamespaceIndex(std::string_view ns);
 
   IndexSnapshot& snapshot_;
-  const size_t base_;            // entries the snapshot had before the journal
-  std::vector<Change> changes_;  // in journal order
+  EntryTable table_;
   std::string last_ns_;          // consecutive records mostly share one namespace
   uint32_t last_index_ = UINT32_MAX;
   size_t records_ = 0;

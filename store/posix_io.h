@@ -53,4 +53,14 @@ StatusCode PreadFull(int fd, std::span<uint8_t> out, uint64_t offset);
 StatusCode PwriteFull(int fd, std::span<const uint8_t> data, uint64_t offset);
 StatusCode FsyncDirectory(const std::string& dir);
 
+// Asks for transparent huge pages under the whole 2 MiB pages of [data, data + bytes): for an
+// array about to be filled at start-up (the index, the INDEX entries). A page fault costs
+// several microseconds on a VM, and tens of megabytes in 4 KiB pages took about a third of a
+// restart's CPU (docs/performance.md, "Restart"). Advice only: ignored where THP is off.
+void AdviseHugePages(const void* data, size_t bytes);
+template <class Vector>
+void AdviseHugePages(const Vector& v) {
+  AdviseHugePages(v.data(), v.capacity() * sizeof(typename Vector::value_type));
+}
+
 }  // namespace gpucache
