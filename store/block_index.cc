@@ -7,7 +7,7 @@ namespace gpucache {
 
 // A record costs every committed block this much: a field added is a decision
 // (docs/performance.md, "Daemon memory").
-static_assert(sizeof(BlockIndex::Record) == 144);
+static_assert(sizeof(BlockIndex::Record) == 128);
 
 uint64_t BlockIndex::NameHash(uint32_t ns, const BlockDigest& name) {
   uint64_t a, b;

@@ -34,14 +34,14 @@ class BlockIndex {
   using Id = uint32_t;
 
   // One committed block. Its address is its namespace (`ns`) and `name`. Fields ordered so
-  // that none pads: 144 bytes.
+  // that none pads: 128 bytes. The payload checksum is
+  // not kept: Stat and Open read it from the medium (the block file's header), with the identity.
   struct Record {
     BlockDigest name{};
     uint64_t size = 0;
     uint64_t region_id = 0;
     uint64_t commit_time_ns = 0;
     IndexKeys keys;
-    BlockDigest checksum{};    // XXH3-128 of the payload
     Owner owner;
     uint32_t ns = 0;
     uint32_t pos = 0;          // where its id sits in its namespace's list

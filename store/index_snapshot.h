@@ -15,7 +15,8 @@
 // Format (little-endian): "GPCX", u32 version 2, u32 namespace count, per namespace u16 length
 // + "tenant/ns"; u64 entry count, then per entry: u32 namespace index, the block name as 16
 // binary bytes, u64 payload size, u64 commit epoch, u64 region id, u32 uid, u32 gid,
-// u64 commit time (ns), 16 bytes XXH3-128 of the payload, the keys (u64 identity, logical,
+// u64 commit time (ns), 16 bytes XXH3-128 of the payload (zeros where the writer did not know
+// it: the index keeps no payload checksum; never read back), the keys (u64 identity, logical,
 // parent, tail and prefix digests, u32 valid length, u32 block capacity, u8 chain length),
 // u64 inode, u64 file size, i64 ctime seconds, i64 ctime nanoseconds; then the XXH3-64 of
 // everything before it. Version 1 (which carried the GPCK identity) is refused: one scan.

@@ -336,7 +336,6 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   record.commit_time_ns = draft.commit_time_ns;
   record.owner = draft.owner;
   record.keys = keys;
-  record.checksum = ParseBlockName(sealed->checksums.digest_hex).value_or(BlockDigest{});
   BlockAddress committed = draft.address;
   IndexLocked(committed, std::move(record), std::move(sealed->stored));
   GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged

@@ -8,7 +8,16 @@
 namespace gpucache {
 namespace {
 
-std::string ChecksumText(const BlockDigest& digest) { return "xxh3-128:" + FormatBlockName(digest); }
+std::string ChecksumText(std::string_view hex) { return "xxh3-128:" + std::string(hex); }
+
+// The identity a medium holds for the block at `address`, if it is a valid one that names
+// that address. The index keeps no digest of the identity: the address is one (a digest of
+// every field, store/layout.h), so a header that names another address was replaced or damaged.
+Result<CacheIdentity> IdentityNaming(std::span<const uint8_t> canonical, const BlockAddress& address) {
+  Result<CacheIdentity> id = DecodePhysicalKey(canonical);
+  if (id.ok() && AddressOf(id.value()) != address) return StatusCode::kInvalidArgument;
+  return id;
+}
 
 }  // namespace
 
@@ -123,7 +132,6 @@ BlockInfo IndexedStore::AttributesOfLocked(BlockId id) const {
   info.region_id = r.region_id;
   info.owner = r.owner;
   info.commit_time_ns = r.commit_time_ns;
-  info.checksum = ChecksumText(r.checksum);
   info.pinned = r.pinned;
   info.state = r.state;
   return info;
@@ -217,26 +225,23 @@ Result<BlockInfo> IndexedStore::StatAttributes(const BlockAddress& address) {
 Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
   BlockInfo info;
   std::shared_ptr<StoredPayload> stored;
-  uint64_t identity_digest;
   {
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);
     if (!id) return StatusCode::kNotFound;
     info = AttributesOfLocked(*id);
     stored = index_.StoredOf(*id);
-    identity_digest = index_.at(*id).keys.identity;
   }
-  Result<Bytes> canonical = medium_->ReadIdentity(info, stored);
-  if (canonical.ok() && IdentityDigest(canonical.value()) == identity_digest) {
-    if (Result<CacheIdentity> id = DecodePhysicalKey(canonical.value()); id.ok()) {
+  Result<Medium::Held> held = medium_->ReadHeld(info, stored);
+  if (held.ok()) {
+    if (Result<CacheIdentity> id = IdentityNaming(held->identity, address); id.ok()) {
       info.identity = std::move(id.value());
-      info.canonical_identity = std::move(canonical.value());
+      info.canonical_identity = std::move(held->identity);
+      info.checksum = std::move(held->checksum);
       return info;
     }
   }
-  if (!canonical.ok() && canonical.status() != StatusCode::kChecksumMismatch) {
-    return canonical.status();
-  }
+  if (!held.ok() && held.status() != StatusCode::kChecksumMismatch) return held.status();
   // The medium no longer holds what was committed there: the block is gone, as an open of it
   // would find.
   ReportCorrupt(address, info.region_id);
@@ -259,7 +264,6 @@ Result<BlockInfo> IndexedStore::Probe(const BlockAddress& address) {
 Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& address) {
   BlockInfo info;
   std::shared_ptr<StoredPayload> stored;
-  uint64_t identity_digest;
   {
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);
@@ -272,19 +276,16 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
     admission_.Used(*id);
     info = AttributesOfLocked(*id);
     stored = index_.StoredOf(*id);
-    identity_digest = r.keys.identity;
   }
   Result<Medium::Opened> opened = medium_->Open(info, stored);
   StatusCode status = opened.status();
   if (opened.ok()) {
     // The medium's identity must be the one committed: a file replaced or damaged since it was
     // indexed is caught here, before any payload byte is served.
-    Result<CacheIdentity> id = IdentityDigest(opened->identity) == identity_digest
-                                   ? DecodePhysicalKey(opened->identity)
-                                   : Result<CacheIdentity>(StatusCode::kInvalidArgument);
-    if (id.ok()) {
+    if (Result<CacheIdentity> id = IdentityNaming(opened->identity, address); id.ok()) {
       info.identity = std::move(id.value());
       info.canonical_identity = std::move(opened->identity);
+      info.checksum = ChecksumText(opened->checksums.digest_hex);
     } else {
       status = StatusCode::kChecksumMismatch;
     }
@@ -337,12 +338,13 @@ std::optional<LookupResult> IndexedStore::PrefixHitLocked(const CacheIdentity& w
 LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
   if (Validate(identity) != StatusCode::kOk) return {};
   BlockAddress address = AddressOf(identity);
-  uint64_t canonical = IdentityDigest(EncodePhysicalKey(identity));
   Bytes logical_key = EncodeLogicalKey(identity);
   uint64_t logical = XXH3_64bits(logical_key.data(), logical_key.size());
   MutexLock lock(mu_);
   TenantCounters& c = admission_.Counters(identity.tenant);
-  if (auto id = index_.Find(address); id && index_.at(*id).keys.identity == canonical) {
+  // The address is a digest of every field of the identity (store/layout.h): a block indexed
+  // there is this identity's, as every open of it checks against the block's header.
+  if (index_.Find(address)) {
     c.hits++;
     return {LookupResult::Kind::kHit, MissReason::kAbsent, address, identity.valid_length};
   }

@@ -98,7 +98,6 @@ void IndexedStore::ForEachBlock(const BlockVisitor& fn) {
     b.region_id = r.region_id;
     b.owner = r.owner;
     b.commit_time_ns = r.commit_time_ns;
-    b.checksum = r.checksum;
     b.keys = r.keys;
     b.pinned = r.pinned;
     fn(b, index_.StoredOf(id).get());
