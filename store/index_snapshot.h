@@ -10,7 +10,9 @@
 //
 // The snapshot carries what the index keeps (IndexKeys, store/index_keys.h), not the identity:
 // loading it decodes nothing. Whether the entry's keys belong to the file's identity is not
-// checked at start; every open and Stat compares the header's identity with keys.identity.
+// checked at start; every open and Stat checks that the header's identity names the block's
+// address. keys.identity is written as zero from the index (which no longer keeps it) and
+// never read back.
 //
 // Format (little-endian): "GPCX", u32 version 2, u32 namespace count, per namespace u16 length
 // + "tenant/ns"; u64 entry count, then per entry: u32 namespace index, the block name as 16

@@ -130,24 +130,24 @@ BlockInfo IndexedStore::AttributesOfLocked(BlockId id) const {
   info.size = r.size;
   info.commit_epoch = r.commit_epoch;
   info.region_id = r.region_id;
-  info.owner = r.owner;
+  info.owner = index_.BlockOwner(id);
   info.commit_time_ns = r.commit_time_ns;
   info.pinned = r.pinned;
   info.state = r.state;
   return info;
 }
 
-bool IndexedStore::IndexLocked(const BlockAddress& address, Record record,
-                               std::shared_ptr<StoredPayload> stored) {
+bool IndexedStore::IndexLocked(const BlockAddress& address, Record record, const IndexKeys& keys,
+                               Owner owner, std::shared_ptr<StoredPayload> stored) {
   // The resident block whose last chain hash is this block's parent hash, if any (looked up
   // before this one is in, so that a one-hash chain is not its own parent).
   std::optional<BlockId> parent;
   if (std::optional<uint32_t> ns = index_.FindNamespace(address.tenant, address.ns)) {
-    parent = index_.ByTail(*ns, record.keys.parent);
+    parent = index_.ByTail(*ns, keys.parent);
   }
-  std::optional<BlockId> id = index_.Insert(address, std::move(record), std::move(stored));
+  std::optional<BlockId> id = index_.Insert(address, record, keys, owner, std::move(stored));
   if (!id) return false;
-  admission_.Indexed(*id, parent, PolicyKeyOf(address));
+  admission_.Indexed(*id, parent, keys.valid_length < keys.block_capacity, PolicyKeyOf(address));
   return true;
 }
 
@@ -322,17 +322,17 @@ std::optional<LookupResult> IndexedStore::PrefixHitLocked(const CacheIdentity& w
   uint64_t parent = XXH3_64bits(want.chain[0].data(), want.chain[0].size());
   // The lambda runs under mu_ (the analysis checks it as a function of its own).
   index_.ForEachWithParent(*ns, parent, [&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
-    const IndexKeys& have = index_.at(id).keys;
+    const Record& have = index_.at(id);
     if (have.chain_length >= want.chain.size()) return;
     std::optional<uint64_t>& d = digests[have.chain_length];
     if (!d) d = ChainDigest(want, have.chain_length);
     if (have.prefix != *d) return;
     if (have.valid_length > want.valid_length) return;  // never longer than asked
-    if (!best || have.chain_length > index_.at(*best).keys.chain_length) best = id;
+    if (!best || have.chain_length > index_.at(*best).chain_length) best = id;
   });
   if (!best) return std::nullopt;
   return LookupResult{LookupResult::Kind::kPrefixHit, MissReason::kAbsent, index_.AddressOf(*best),
-                      index_.at(*best).keys.valid_length};
+                      index_.at(*best).valid_length};
 }
 
 LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {

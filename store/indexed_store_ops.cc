@@ -146,11 +146,9 @@ bool IndexedStore::RestoreBlock(const IndexedBlock& b, std::shared_ptr<StoredPay
   r.commit_epoch = static_cast<uint32_t>(b.commit_epoch);
   r.region_id = b.region_id;
   r.commit_time_ns = b.commit_time_ns;
-  r.owner = b.owner;
-  r.keys = b.keys;
   r.pinned = b.pinned;
   MutexLock lock(mu_);
-  return IndexLocked(b.address, std::move(r), std::move(stored));
+  return IndexLocked(b.address, r, b.keys, b.owner, std::move(stored));
 }
 
 void IndexedStore::ReserveBlocks(size_t blocks) {
