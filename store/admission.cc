@@ -84,12 +84,12 @@ void Admission::ReservationReleased(const std::string& tenant, uint64_t size) {
 
 // --- Blocks ------------------------------------------------------------------------------
 
-void Admission::Indexed(Id id, std::optional<Id> parent, PolicyKey key) {
+void Admission::Indexed(Id id, std::optional<Id> parent, bool partial, PolicyKey key) {
   const BlockIndex::Record& r = index_.at(id);
   Usage& u = Counters(index_.TenantOf(r.ns)).usage;
   u.blocks++;
   u.bytes += r.size;
-  policy_->OnInsert(id, parent, r.keys.valid_length < r.keys.block_capacity, key);
+  policy_->OnInsert(id, parent, partial, key);
 }
 
 void Admission::Unindexing(Id id) {

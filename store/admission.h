@@ -67,7 +67,7 @@ class Admission {
 
   // --- What happens to blocks (counts usage, tells the policy).
   // `key`: PolicyKeyOf(its address), what frequency-aware policies count it by.
-  void Indexed(Id id, std::optional<Id> parent, PolicyKey key);
+  void Indexed(Id id, std::optional<Id> parent, bool partial, PolicyKey key);
   // REQUIRES: called before the index forgets `id`.
   void Unindexing(Id id);
   void Quarantined(const std::string& tenant, uint64_t size);

@@ -9,7 +9,7 @@ namespace gpucache {
 
 // A record costs every committed block this much: a field added is a decision
 // (docs/performance.md, "Daemon memory").
-static_assert(sizeof(BlockIndex::Record) == 144);
+static_assert(sizeof(BlockIndex::Record) == 104);
 
 uint64_t BlockIndex::NameHash(uint32_t ns, const BlockDigest& name) {
   uint64_t a, b;
@@ -34,7 +34,7 @@ uint32_t BlockIndex::AddNamespace(const std::string& tenant, const std::string& 
     id = static_cast<uint32_t>(namespaces_.size());
     namespaces_.emplace_back();
   }
-  namespaces_[id] = Namespace{tenant, ns, owner, {}, true};
+  namespaces_[id] = Namespace{tenant, ns, owner, 0, {}, true};
   namespace_ids_.emplace(std::pair(tenant, ns), id);
   return id;
 }
@@ -67,13 +67,13 @@ std::optional<BlockIndex::Id> BlockIndex::Find(const BlockAddress& address) cons
 }
 
 bool BlockIndex::HasLogical(uint64_t logical) const {
-  return by_logical_.Find(logical, [&](Id id) { return records_[id].keys.logical == logical; })
+  return by_logical_.Find(logical, [&](Id id) { return records_[id].logical == logical; })
       .has_value();
 }
 
 std::optional<BlockIndex::Id> BlockIndex::ByTail(uint32_t ns, uint64_t tail) const {
   return by_tail_.Find(NsHash(ns, tail), [&](Id id) {
-    return records_[id].ns == ns && records_[id].keys.tail == tail;
+    return records_[id].ns == ns && records_[id].tail == tail;
   });
 }
 
@@ -106,7 +106,28 @@ void BlockIndex::Release(uint32_t slot) {
   free_stored_.push_back(slot);
 }
 
+IndexKeys BlockIndex::KeysOf(Id id) const {
+  const Record& r = records_[id];
+  IndexKeys k;
+  k.logical = r.logical;
+  k.parent = r.parent;
+  k.tail = r.tail;
+  k.prefix = r.prefix;
+  k.valid_length = r.valid_length;
+  k.block_capacity = namespaces_[r.ns].block_capacity;
+  k.chain_length = r.chain_length;
+  return k;
+}
+
+uint32_t BlockIndex::InternOwner(Owner owner) {
+  auto [it, added] = owner_slots_.try_emplace(uint64_t{owner.uid} << 32 | owner.gid,
+                                              static_cast<uint32_t>(owners_.size()));
+  if (added) owners_.push_back(owner);
+  return it->second;
+}
+
 std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Record record,
+                                                 const IndexKeys& keys, Owner owner,
                                                  std::shared_ptr<StoredPayload> stored) {
   std::optional<BlockDigest> name = ParseBlockName(address.block);
   if (!name) return std::nullopt;
@@ -117,7 +138,15 @@ std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Re
       })) {
     return std::nullopt;
   }
-  uint32_t ns = known ? *known : AddNamespace(address.tenant, address.ns, record.owner);
+  uint32_t ns = known ? *known : AddNamespace(address.tenant, address.ns, owner);
+  if (namespaces_[ns].blocks.empty()) namespaces_[ns].block_capacity = keys.block_capacity;
+  record.logical = keys.logical;
+  record.parent = keys.parent;
+  record.tail = keys.tail;
+  record.prefix = keys.prefix;
+  record.valid_length = keys.valid_length;
+  record.chain_length = keys.chain_length;
+  record.owner = InternOwner(owner);
   Id id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -135,20 +164,20 @@ std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Re
   count_++;
   const Record& r = records_[id];
   by_address_.Insert(id, NameHash(ns, r.name), [this](Id i) { return AddressHashOf(i); });
-  by_logical_.Insert(id, r.keys.logical, [this](Id i) { return records_[i].keys.logical; });
-  by_parent_.Insert(id, NsHash(ns, r.keys.parent),
-                    [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.parent); });
-  by_tail_.Insert(id, NsHash(ns, r.keys.tail),
-                  [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.tail); });
+  by_logical_.Insert(id, r.logical, [this](Id i) { return records_[i].logical; });
+  by_parent_.Insert(id, NsHash(ns, r.parent),
+                    [this](Id i) { return NsHash(records_[i].ns, records_[i].parent); });
+  by_tail_.Insert(id, NsHash(ns, r.tail),
+                  [this](Id i) { return NsHash(records_[i].ns, records_[i].tail); });
   return id;
 }
 
 BlockIndex::Record BlockIndex::Remove(Id id) {
   Record& r = records_[id];
   by_address_.Erase(id, NameHash(r.ns, r.name));
-  by_logical_.Erase(id, r.keys.logical);
-  by_parent_.Erase(id, NsHash(r.ns, r.keys.parent));
-  by_tail_.Erase(id, NsHash(r.ns, r.keys.tail));
+  by_logical_.Erase(id, r.logical);
+  by_parent_.Erase(id, NsHash(r.ns, r.parent));
+  by_tail_.Erase(id, NsHash(r.ns, r.tail));
   std::vector<Id>& list = namespaces_[r.ns].blocks;
   Id moved = list.back();  // the last id takes the removed one's place
   list[r.pos] = moved;
@@ -168,15 +197,16 @@ void BlockIndex::Reserve(size_t blocks) {
   records_.reserve(n);
   AdviseHugePages(records_);
   by_address_.Reserve(n, [this](Id i) { return AddressHashOf(i); });
-  by_logical_.Reserve(n, [this](Id i) { return records_[i].keys.logical; });
-  by_parent_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.parent); });
-  by_tail_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].keys.tail); });
+  by_logical_.Reserve(n, [this](Id i) { return records_[i].logical; });
+  by_parent_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].parent); });
+  by_tail_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].tail); });
 }
 
 size_t BlockIndex::MemoryBytes() const {
   size_t bytes = records_.capacity() * sizeof(Record) + free_ids_.capacity() * sizeof(Id) +
                  stored_.capacity() * sizeof(Stored) + free_stored_.capacity() * sizeof(uint32_t) +
-                 stored_slots_.size() * 32;  // about a node each
+                 stored_slots_.size() * 32 +  // about a node each
+                 owners_.capacity() * sizeof(Owner) + owner_slots_.size() * 32;
   for (const Namespace& n : namespaces_) bytes += n.blocks.capacity() * sizeof(Id);
   for (const IdTable* t : {&by_address_, &by_logical_, &by_parent_, &by_tail_}) {
     bytes += t->MemoryBytes();

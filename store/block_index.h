@@ -33,22 +33,32 @@ class BlockIndex {
  public:
   using Id = uint32_t;
 
-  // One committed block. Its address is its namespace (`ns`) and `name`. Fields ordered so
-  // that none pads: 144 bytes.
+  // One committed block: 104 bytes, fields ordered so that none pads. Its address is its
+  // namespace (`ns`) and `name`. What the index does not keep, because a lookup answered from
+  // memory never needs it: the payload checksum and the identity (Stat and Open read both from
+  // the medium, the block file's header, and check that the identity names the address, which
+  // is a digest of all of it); the identity digest (the address stands for it); the block
+  // capacity (one of the fields a namespace's name digests: kept once per namespace). The
+  // owner is a slot of a table of the distinct owners.
   struct Record {
     BlockDigest name{};
     uint64_t size = 0;
     uint64_t region_id = 0;
     uint64_t commit_time_ns = 0;
-    IndexKeys keys;
-    BlockDigest checksum{};    // XXH3-128 of the payload
-    Owner owner;
+    // IndexKeys (store/index_keys.h) but the identity digest and block capacity (KeysOf).
+    uint64_t logical = 0;
+    uint64_t parent = 0;
+    uint64_t tail = 0;
+    uint64_t prefix = 0;
+    uint32_t valid_length = 0;
     uint32_t ns = 0;
     uint32_t pos = 0;          // where its id sits in its namespace's list
     int32_t open_readers = 0;
     // Epochs stay below 2^32: region ids carry them in their high 32 bits.
     uint32_t commit_epoch = 0;
     uint32_t stored = 0;       // its medium state: a slot of stored_ (set by Insert)
+    uint32_t owner = 0;        // a slot of owners_ (set by Insert)
+    uint8_t chain_length = 0;  // <= kMaxChainLength
     BlockState state = BlockState::kCommitted;
     bool pinned = false;
   };
@@ -69,10 +79,14 @@ class BlockIndex {
 
   // --- Blocks.
   std::optional<Id> Find(const BlockAddress& address) const;
-  // Adds a block, with `stored`, the medium's state of it; nullopt (and nothing changes) if its
-  // address is already indexed. Its namespace is added if missing, owned by the block's owner.
-  std::optional<Id> Insert(const BlockAddress& address, Record record,
-                           std::shared_ptr<StoredPayload> stored = nullptr);
+  // Adds a block with `keys`, committed by `owner`, with `stored`, the medium's state of it;
+  // nullopt (and nothing changes) if its address is already indexed. Of `record`, Insert
+  // takes size, region, commit time and epoch, state and pin, and sets the rest. Its namespace
+  // is added if missing, owned by `owner`.
+  // REQUIRES: keys.block_capacity is the namespace's (a field its name digests), if it holds
+  // blocks already.
+  std::optional<Id> Insert(const BlockAddress& address, Record record, const IndexKeys& keys,
+                           Owner owner, std::shared_ptr<StoredPayload> stored = nullptr);
   // Takes a block out (and its hold on its medium state); its id may be reused from now on.
   Record Remove(Id id);
   const std::shared_ptr<StoredPayload>& StoredOf(Id id) const {
@@ -80,6 +94,9 @@ class BlockIndex {
   }
   Record& at(Id id) { return records_[id]; }
   const Record& at(Id id) const { return records_[id]; }
+  // The block's IndexKeys, as Insert took them but for `identity` (0: not kept).
+  IndexKeys KeysOf(Id id) const;
+  Owner BlockOwner(Id id) const { return owners_[records_[id].owner]; }
   BlockAddress AddressOf(Id id) const;
   // A block whose GPCL digest is `logical`, if any (an "incompatible" miss).
   bool HasLogical(uint64_t logical) const;
@@ -91,7 +108,7 @@ class BlockIndex {
   void ForEachWithParent(uint32_t ns, uint64_t parent, const Visit& visit) const {
     by_parent_.ForEachCandidate(NsHash(ns, parent), [&](Id id) {
       const Record& r = records_[id];
-      if (r.ns == ns && r.keys.parent == parent) visit(id);
+      if (r.ns == ns && r.parent == parent) visit(id);
     });
   }
   // Every block, namespace by namespace.
@@ -111,6 +128,7 @@ class BlockIndex {
   struct Namespace {
     std::string tenant, name;
     Owner owner;
+    uint32_t block_capacity = 0;  // its blocks'; set by the first one
     std::vector<Id> blocks;
     bool live = false;
   };
@@ -136,6 +154,7 @@ class BlockIndex {
     uint32_t uses = 0;
   };
   uint32_t Hold(std::shared_ptr<StoredPayload> state);
+  uint32_t InternOwner(Owner owner);
   void Release(uint32_t slot);
 
   std::vector<Namespace> namespaces_;
@@ -146,6 +165,9 @@ class BlockIndex {
   std::vector<Stored> stored_{1};
   std::vector<uint32_t> free_stored_;
   std::unordered_map<const StoredPayload*, uint32_t> stored_slots_;
+  // The distinct owners of blocks, never dropped: a machine has few uid:gid pairs.
+  std::vector<Owner> owners_;
+  std::unordered_map<uint64_t, uint32_t> owner_slots_;
   size_t count_ = 0;
   IdTable by_address_, by_logical_, by_parent_, by_tail_;
 };

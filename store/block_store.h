@@ -48,7 +48,7 @@ struct BlockInfo {
   uint64_t region_id = 0;
   Owner owner;
   uint64_t commit_time_ns = 0;  // CLOCK_REALTIME at commit
-  std::string checksum;         // "xxh3-128:<hex>" of the whole payload
+  std::string checksum;         // "xxh3-128:<hex>" of the whole payload (Stat, Open only)
   BlockState state = BlockState::kCommitted;
   bool pinned = false;          // never evicted (explicit invalidation still works)
 };
@@ -210,8 +210,9 @@ class BlockStore {
   // --- Reading.
   // The whole BlockInfo, identity included (read back from the medium and checked).
   virtual Result<BlockInfo> Stat(const BlockAddress& address) = 0;
-  // Stat from memory alone: every field but `identity` and `canonical_identity` (left empty).
-  // What attributes (getattr, lookup) need; no I/O.
+  // Stat from memory alone: every field but `identity`, `canonical_identity` and `checksum`
+  // (left empty: the medium holds them, in the block file's header). What attributes
+  // (getattr, lookup) need; no I/O.
   virtual Result<BlockInfo> StatAttributes(const BlockAddress& address) = 0;
   // StatAttributes that counts a hit or a miss for the block's tenant (a path probe).
   virtual Result<BlockInfo> Probe(const BlockAddress& address) = 0;

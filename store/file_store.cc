@@ -285,11 +285,12 @@ Result<Medium::Opened> FileMedium::Open(const BlockInfo& info,
   return Opened{std::move(source), std::move(header.checksums), std::move(header.identity)};
 }
 
-Result<Bytes> FileMedium::ReadIdentity(const BlockInfo& info,
-                                       const std::shared_ptr<StoredPayload>& stored) {
+Result<Medium::Held> FileMedium::ReadHeld(const BlockInfo& info,
+                                          const std::shared_ptr<StoredPayload>& stored) {
   Result<std::pair<Fd, BlockHeader>> checked = OpenChecked(info, stored.get());
   if (!checked.ok()) return checked.status();
-  return std::move(checked.value().second.identity);
+  BlockHeader& header = checked.value().second;
+  return Held{std::move(header.identity), "xxh3-128:" + header.checksums.digest_hex};
 }
 
 std::shared_ptr<StoredPayload> FileMedium::Quarantine(

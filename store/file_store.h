@@ -85,8 +85,8 @@ class FileMedium final : public Medium {
   Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft) override;
   void Discard(PendingPayload& p) override;
   Result<Opened> Open(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
-  Result<Bytes> ReadIdentity(const BlockInfo& info,
-                             const std::shared_ptr<StoredPayload>& stored) override;
+  Result<Held> ReadHeld(const BlockInfo& info,
+                        const std::shared_ptr<StoredPayload>& stored) override;
   std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& info,
                                             const std::shared_ptr<StoredPayload>& stored) override;
   void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
@@ -202,7 +202,7 @@ class FileMedium final : public Medium {
   // Reads and checks a block file; the BlockInfo it describes, or why not: kInvalidArgument if
   // the file is damaged (it can be deleted), kIoError if it could not be read (it is kept).
   Result<BlockInfo> ReadBlockInfo(const std::string& path, std::string& why);
-  // Open and ReadIdentity: the block's file opened and its header checked against `info`.
+  // Open and ReadHeld: the block's file opened and its header checked against `info`.
   Result<std::pair<Fd, BlockHeader>> OpenChecked(const BlockInfo& info, const StoredPayload* stored);
 
   std::set<std::string> pins_;  // relative paths pinned at start-up

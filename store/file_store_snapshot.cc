@@ -87,7 +87,6 @@ void FileMedium::FillFromEntry(IndexedBlock& b, const SnapshotEntry& e) {
   b.region_id = e.region_id;
   b.owner = Owner{e.uid, e.gid};
   b.commit_time_ns = e.commit_time_ns;
-  b.checksum = e.digest;
   b.keys = e.keys;
 }
 
@@ -167,8 +166,7 @@ void FileMedium::SaveSnapshot(size_t dev) {
     e.uid = b.owner.uid;
     e.gid = b.owner.gid;
     e.commit_time_ns = b.commit_time_ns;
-    e.digest = b.checksum;
-    e.keys = b.keys;
+    e.keys = b.keys;  // the index keeps neither the payload digest nor keys.identity: zeros
   });
   std::string base = devices_[dev].dir.Blocks() + "/", path;
   size_t kept = 0;

@@ -5,7 +5,9 @@
 //
 // A digest stands for bytes only where a 64-bit collision could at worst mislabel a miss
 // (incompatible instead of absent) or pick a prefix candidate that the open then refuses:
-// every open compares the header's identity with `identity` before serving a byte.
+// every open checks that the header's identity names the block's address (a digest of every
+// identity field) before serving a byte. The index itself keeps all but `identity` (which the
+// address stands for) and `block_capacity` (its namespace's): store/block_index.h.
 #pragma once
 
 #include <array>
@@ -20,7 +22,7 @@
 namespace gpucache {
 
 struct IndexKeys {
-  uint64_t identity = 0;  // XXH3-64 of the canonical identity (GPCK): the exact-hit check
+  uint64_t identity = 0;  // XXH3-64 of the canonical identity (GPCK); not kept by the index
   uint64_t logical = 0;   // XXH3-64 of GPCL: what "incompatible" misses are told by
   uint64_t parent = 0;    // XXH3-64 of chain[0]: blocks that may be prefixes of each other
   uint64_t tail = 0;      // XXH3-64 of chain.back(): the block a child's chain[0] names

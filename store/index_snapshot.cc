@@ -10,7 +10,9 @@
 
 namespace gpucache {
 namespace {
-constexpr uint32_t kVersion = 2;
+// Version 3 has version 2's layout; see index_snapshot.h for why it is another number.
+constexpr uint32_t kVersion = 3;
+constexpr uint32_t kOldestReadable = 2;
 // WriteSnapshotEntry's fields, all fixed-width; and one entry as written, its namespace index
 // first.
 constexpr size_t kEntryFieldBytes = 16 + 3 * 8 + 2 * 4 + 8 + 16 + 5 * 8 + 2 * 4 + 1 + 4 * 8;
@@ -90,7 +92,7 @@ std::optional<IndexSnapshot> DecodeSnapshot(std::span<const uint8_t> bytes) {
   if (ByteReader(bytes.last(8)).U64() != XXH3_64bits(body.data(), body.size())) return std::nullopt;
   ByteReader in(body);
   in.Expect("GPCX");
-  if (in.U32() != kVersion) return std::nullopt;
+  if (uint32_t version = in.U32(); version < kOldestReadable || version > kVersion) return std::nullopt;
   IndexSnapshot out;
   uint32_t namespaces = in.U32();
   if (!in.ok() || namespaces > body.size()) return std::nullopt;

@@ -10,15 +10,22 @@
 //
 // The snapshot carries what the index keeps (IndexKeys, store/index_keys.h), not the identity:
 // loading it decodes nothing. Whether the entry's keys belong to the file's identity is not
-// checked at start; every open and Stat compares the header's identity with keys.identity.
+// checked at start; every open and Stat checks that the header's identity names the block's
+// address. keys.identity is written as zero from the index (which no longer keeps it) and
+// never read back.
 //
-// Format (little-endian): "GPCX", u32 version 2, u32 namespace count, per namespace u16 length
+// Format (little-endian): "GPCX", u32 version 3, u32 namespace count, per namespace u16 length
 // + "tenant/ns"; u64 entry count, then per entry: u32 namespace index, the block name as 16
 // binary bytes, u64 payload size, u64 commit epoch, u64 region id, u32 uid, u32 gid,
-// u64 commit time (ns), 16 bytes XXH3-128 of the payload, the keys (u64 identity, logical,
+// u64 commit time (ns), 16 bytes XXH3-128 of the payload (zeros where the writer did not know
+// it: the index keeps no payload checksum; never read back), the keys (u64 identity, logical,
 // parent, tail and prefix digests, u32 valid length, u32 block capacity, u8 chain length),
 // u64 inode, u64 file size, i64 ctime seconds, i64 ctime nanoseconds; then the XXH3-64 of
 // everything before it. Version 1 (which carried the GPCK identity) is refused: one scan.
+// Version 2 has the same layout and is read as 3. Version 3 says that keys.identity and the
+// payload digest may be zeros (the index keeps neither since then; no reader uses them): a
+// daemon of before it compared keys.identity with each block's header at open, and so
+// refuses a version-3 snapshot (one scan) rather than taking every block for damaged.
 #pragma once
 
 #include <cstdint>
@@ -64,8 +71,8 @@ class ByteWriter;
 class ByteReader;
 void WriteSnapshotEntry(ByteWriter& w, const SnapshotEntry& e);
 void ReadSnapshotEntry(ByteReader& in, SnapshotEntry& e);
-// nullopt for anything that is not an intact version-2 snapshot (a namespace index out of
-// range included).
+// nullopt for anything that is not an intact version-2 or version-3 snapshot (a namespace
+// index out of range included).
 std::optional<IndexSnapshot> DecodeSnapshot(std::span<const uint8_t> bytes);
 
 }  // namespace gpucache

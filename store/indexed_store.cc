@@ -334,11 +334,8 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   record.commit_epoch = static_cast<uint32_t>(draft.commit_epoch);
   record.region_id = draft.region_id;
   record.commit_time_ns = draft.commit_time_ns;
-  record.owner = draft.owner;
-  record.keys = keys;
-  record.checksum = ParseBlockName(sealed->checksums.digest_hex).value_or(BlockDigest{});
   BlockAddress committed = draft.address;
-  IndexLocked(committed, std::move(record), std::move(sealed->stored));
+  IndexLocked(committed, record, keys, draft.owner, std::move(sealed->stored));
   GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged
   lock.Unlock();
   if (commit_observer_) commit_observer_(committed);  // set once at start-up: no copy needed

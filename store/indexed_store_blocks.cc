@@ -8,7 +8,16 @@
 namespace gpucache {
 namespace {
 
-std::string ChecksumText(const BlockDigest& digest) { return "xxh3-128:" + FormatBlockName(digest); }
+std::string ChecksumText(std::string_view hex) { return "xxh3-128:" + std::string(hex); }
+
+// The identity a medium holds for the block at `address`, if it is a valid one that names
+// that address. The index keeps no digest of the identity: the address is one (a digest of
+// every field, store/layout.h), so a header that names another address was replaced or damaged.
+Result<CacheIdentity> IdentityNaming(std::span<const uint8_t> canonical, const BlockAddress& address) {
+  Result<CacheIdentity> id = DecodePhysicalKey(canonical);
+  if (id.ok() && AddressOf(id.value()) != address) return StatusCode::kInvalidArgument;
+  return id;
+}
 
 }  // namespace
 
@@ -121,25 +130,24 @@ BlockInfo IndexedStore::AttributesOfLocked(BlockId id) const {
   info.size = r.size;
   info.commit_epoch = r.commit_epoch;
   info.region_id = r.region_id;
-  info.owner = r.owner;
+  info.owner = index_.BlockOwner(id);
   info.commit_time_ns = r.commit_time_ns;
-  info.checksum = ChecksumText(r.checksum);
   info.pinned = r.pinned;
   info.state = r.state;
   return info;
 }
 
-bool IndexedStore::IndexLocked(const BlockAddress& address, Record record,
-                               std::shared_ptr<StoredPayload> stored) {
+bool IndexedStore::IndexLocked(const BlockAddress& address, Record record, const IndexKeys& keys,
+                               Owner owner, std::shared_ptr<StoredPayload> stored) {
   // The resident block whose last chain hash is this block's parent hash, if any (looked up
   // before this one is in, so that a one-hash chain is not its own parent).
   std::optional<BlockId> parent;
   if (std::optional<uint32_t> ns = index_.FindNamespace(address.tenant, address.ns)) {
-    parent = index_.ByTail(*ns, record.keys.parent);
+    parent = index_.ByTail(*ns, keys.parent);
   }
-  std::optional<BlockId> id = index_.Insert(address, std::move(record), std::move(stored));
+  std::optional<BlockId> id = index_.Insert(address, record, keys, owner, std::move(stored));
   if (!id) return false;
-  admission_.Indexed(*id, parent, PolicyKeyOf(address));
+  admission_.Indexed(*id, parent, keys.valid_length < keys.block_capacity, PolicyKeyOf(address));
   return true;
 }
 
@@ -217,26 +225,23 @@ Result<BlockInfo> IndexedStore::StatAttributes(const BlockAddress& address) {
 Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
   BlockInfo info;
   std::shared_ptr<StoredPayload> stored;
-  uint64_t identity_digest;
   {
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);
     if (!id) return StatusCode::kNotFound;
     info = AttributesOfLocked(*id);
     stored = index_.StoredOf(*id);
-    identity_digest = index_.at(*id).keys.identity;
   }
-  Result<Bytes> canonical = medium_->ReadIdentity(info, stored);
-  if (canonical.ok() && IdentityDigest(canonical.value()) == identity_digest) {
-    if (Result<CacheIdentity> id = DecodePhysicalKey(canonical.value()); id.ok()) {
+  Result<Medium::Held> held = medium_->ReadHeld(info, stored);
+  if (held.ok()) {
+    if (Result<CacheIdentity> id = IdentityNaming(held->identity, address); id.ok()) {
       info.identity = std::move(id.value());
-      info.canonical_identity = std::move(canonical.value());
+      info.canonical_identity = std::move(held->identity);
+      info.checksum = std::move(held->checksum);
       return info;
     }
   }
-  if (!canonical.ok() && canonical.status() != StatusCode::kChecksumMismatch) {
-    return canonical.status();
-  }
+  if (!held.ok() && held.status() != StatusCode::kChecksumMismatch) return held.status();
   // The medium no longer holds what was committed there: the block is gone, as an open of it
   // would find.
   ReportCorrupt(address, info.region_id);
@@ -259,7 +264,6 @@ Result<BlockInfo> IndexedStore::Probe(const BlockAddress& address) {
 Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& address) {
   BlockInfo info;
   std::shared_ptr<StoredPayload> stored;
-  uint64_t identity_digest;
   {
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);
@@ -272,19 +276,16 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
     admission_.Used(*id);
     info = AttributesOfLocked(*id);
     stored = index_.StoredOf(*id);
-    identity_digest = r.keys.identity;
   }
   Result<Medium::Opened> opened = medium_->Open(info, stored);
   StatusCode status = opened.status();
   if (opened.ok()) {
     // The medium's identity must be the one committed: a file replaced or damaged since it was
     // indexed is caught here, before any payload byte is served.
-    Result<CacheIdentity> id = IdentityDigest(opened->identity) == identity_digest
-                                   ? DecodePhysicalKey(opened->identity)
-                                   : Result<CacheIdentity>(StatusCode::kInvalidArgument);
-    if (id.ok()) {
+    if (Result<CacheIdentity> id = IdentityNaming(opened->identity, address); id.ok()) {
       info.identity = std::move(id.value());
       info.canonical_identity = std::move(opened->identity);
+      info.checksum = ChecksumText(opened->checksums.digest_hex);
     } else {
       status = StatusCode::kChecksumMismatch;
     }
@@ -321,28 +322,29 @@ std::optional<LookupResult> IndexedStore::PrefixHitLocked(const CacheIdentity& w
   uint64_t parent = XXH3_64bits(want.chain[0].data(), want.chain[0].size());
   // The lambda runs under mu_ (the analysis checks it as a function of its own).
   index_.ForEachWithParent(*ns, parent, [&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
-    const IndexKeys& have = index_.at(id).keys;
+    const Record& have = index_.at(id);
     if (have.chain_length >= want.chain.size()) return;
     std::optional<uint64_t>& d = digests[have.chain_length];
     if (!d) d = ChainDigest(want, have.chain_length);
     if (have.prefix != *d) return;
     if (have.valid_length > want.valid_length) return;  // never longer than asked
-    if (!best || have.chain_length > index_.at(*best).keys.chain_length) best = id;
+    if (!best || have.chain_length > index_.at(*best).chain_length) best = id;
   });
   if (!best) return std::nullopt;
   return LookupResult{LookupResult::Kind::kPrefixHit, MissReason::kAbsent, index_.AddressOf(*best),
-                      index_.at(*best).keys.valid_length};
+                      index_.at(*best).valid_length};
 }
 
 LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
   if (Validate(identity) != StatusCode::kOk) return {};
   BlockAddress address = AddressOf(identity);
-  uint64_t canonical = IdentityDigest(EncodePhysicalKey(identity));
   Bytes logical_key = EncodeLogicalKey(identity);
   uint64_t logical = XXH3_64bits(logical_key.data(), logical_key.size());
   MutexLock lock(mu_);
   TenantCounters& c = admission_.Counters(identity.tenant);
-  if (auto id = index_.Find(address); id && index_.at(*id).keys.identity == canonical) {
+  // The address is a digest of every field of the identity (store/layout.h): a block indexed
+  // there is this identity's, as every open of it checks against the block's header.
+  if (index_.Find(address)) {
     c.hits++;
     return {LookupResult::Kind::kHit, MissReason::kAbsent, address, identity.valid_length};
   }

@@ -96,10 +96,9 @@ void IndexedStore::ForEachBlock(const BlockVisitor& fn) {
     b.size = r.size;
     b.commit_epoch = r.commit_epoch;
     b.region_id = r.region_id;
-    b.owner = r.owner;
+    b.owner = index_.BlockOwner(id);
     b.commit_time_ns = r.commit_time_ns;
-    b.checksum = r.checksum;
-    b.keys = r.keys;
+    b.keys = index_.KeysOf(id);
     b.pinned = r.pinned;
     fn(b, index_.StoredOf(id).get());
   });

@@ -135,10 +135,6 @@ bool IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> s
   b.region_id = info.region_id;
   b.owner = info.owner;
   b.commit_time_ns = info.commit_time_ns;
-  constexpr std::string_view kTag = "xxh3-128:";
-  std::string_view digest(info.checksum);
-  if (digest.starts_with(kTag)) digest.remove_prefix(kTag.size());
-  b.checksum = ParseBlockName(digest).value_or(BlockDigest{});
   b.keys = IndexKeysOf(info.identity, info.canonical_identity);
   b.pinned = info.pinned;
   return RestoreBlock(b, std::move(stored));
@@ -150,12 +146,9 @@ bool IndexedStore::RestoreBlock(const IndexedBlock& b, std::shared_ptr<StoredPay
   r.commit_epoch = static_cast<uint32_t>(b.commit_epoch);
   r.region_id = b.region_id;
   r.commit_time_ns = b.commit_time_ns;
-  r.owner = b.owner;
-  r.keys = b.keys;
-  r.checksum = b.checksum;
   r.pinned = b.pinned;
   MutexLock lock(mu_);
-  return IndexLocked(b.address, std::move(r), std::move(stored));
+  return IndexLocked(b.address, r, b.keys, b.owner, std::move(stored));
 }
 
 void IndexedStore::ReserveBlocks(size_t blocks) {

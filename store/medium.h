@@ -47,8 +47,9 @@ class RawSource {
   virtual StatusCode ReadRaw(uint64_t offset, std::span<uint8_t> out) = 0;
 };
 
-// A committed block as the index keeps it: no identity bytes, only their IndexKeys. What a
-// medium saves at a clean close and restores from at start-up.
+// A committed block as the index keeps it: no identity bytes, only their IndexKeys, and no
+// payload checksum (both stay in the medium, read back by Stat and Open). What a medium saves
+// at a clean close and restores from at start-up.
 struct IndexedBlock {
   BlockAddress address;
   uint64_t size = 0;
@@ -56,8 +57,7 @@ struct IndexedBlock {
   uint64_t region_id = 0;
   Owner owner;
   uint64_t commit_time_ns = 0;
-  BlockDigest checksum{};  // XXH3-128 of the payload, canonical byte order
-  IndexKeys keys;
+  IndexKeys keys;  // keys.identity is not kept (0 when saved): the address stands for it
   bool pinned = false;
 };
 
@@ -112,6 +112,11 @@ class Medium {
     PayloadChecksums checksums;
     Bytes identity;  // the canonical identity the medium holds for the block (GPCK)
   };
+  // What the medium holds of a committed block beside its payload and the index does not keep.
+  struct Held {
+    Bytes identity;        // canonical (GPCK)
+    std::string checksum;  // "xxh3-128:<hex>" of the whole payload
+  };
   struct DeviceSpace {
     uint64_t free = 0;
     uint64_t total = 0;
@@ -157,10 +162,10 @@ class Medium {
   // --- Committed blocks. `info` carries no identity; the medium returns the one it holds, and
   // the store checks it.
   virtual Result<Opened> Open(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) = 0;
-  // The canonical identity the medium holds for a committed block; kChecksumMismatch if its
-  // bytes are gone or damaged.
-  virtual Result<Bytes> ReadIdentity(const BlockInfo& info,
-                                     const std::shared_ptr<StoredPayload>& stored) = 0;
+  // The canonical identity and payload checksum the medium holds for a committed block;
+  // kChecksumMismatch if its bytes are gone or damaged.
+  virtual Result<Held> ReadHeld(const BlockInfo& info,
+                                const std::shared_ptr<StoredPayload>& stored) = 0;
   // Moves a block's bytes out of the namespace but keeps them; returns the new medium state.
   virtual std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& info,
                                                     const std::shared_ptr<StoredPayload>& stored) = 0;

@@ -88,8 +88,10 @@ Result<Medium::Opened> MemoryMedium::Open(const BlockInfo&,
   return Opened{std::make_unique<MemorySource>(s), s->sums, s->identity};
 }
 
-Result<Bytes> MemoryMedium::ReadIdentity(const BlockInfo&, const std::shared_ptr<StoredPayload>& stored) {
-  return std::static_pointer_cast<Stored>(stored)->identity;
+Result<Medium::Held> MemoryMedium::ReadHeld(const BlockInfo&,
+                                            const std::shared_ptr<StoredPayload>& stored) {
+  auto s = std::static_pointer_cast<Stored>(stored);
+  return Held{s->identity, "xxh3-128:" + s->sums.digest_hex};
 }
 
 std::shared_ptr<StoredPayload> MemoryMedium::Quarantine(

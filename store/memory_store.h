@@ -23,8 +23,8 @@ class MemoryMedium final : public Medium {
   Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft) override;
   void Discard(PendingPayload& p) override;
   Result<Opened> Open(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
-  Result<Bytes> ReadIdentity(const BlockInfo& info,
-                             const std::shared_ptr<StoredPayload>& stored) override;
+  Result<Held> ReadHeld(const BlockInfo& info,
+                        const std::shared_ptr<StoredPayload>& stored) override;
   std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& info,
                                             const std::shared_ptr<StoredPayload>& stored) override;
   void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;

@@ -28,6 +28,14 @@ class SlotList {
     (tail_ == kNone ? head_ : next_[tail_]) = s;
     tail_ = s;
   }
+  // REQUIRES: !Contains(s) and Contains(before).
+  void InsertBefore(Slot s, Slot before) {
+    Grow(s);
+    prev_[s] = prev_[before];
+    next_[s] = before;
+    (prev_[before] == kNone ? head_ : next_[prev_[before]]) = s;
+    prev_[before] = s;
+  }
   void Remove(Slot s) {
     if (!Contains(s)) return;
     (prev_[s] == kNone ? head_ : next_[prev_[s]]) = next_[s];
@@ -41,7 +49,12 @@ class SlotList {
   // The first slot from the front that `accept` takes, or kNone.
   template <class Accept>
   Slot FirstWhere(const Accept& accept) const {
-    for (Slot s = head_; s != kNone; s = next_[s]) {
+    return FirstWhereIn(head_, kNone, accept);
+  }
+  // The first slot in [from, to) (to: a later slot, or kNone for the end) `accept` takes.
+  template <class Accept>
+  Slot FirstWhereIn(Slot from, Slot to, const Accept& accept) const {
+    for (Slot s = from; s != to; s = next_[s]) {
       if (accept(s)) return s;
     }
     return kNone;

@@ -10,16 +10,19 @@ namespace gpucache {
 namespace {
 
 using test::BlockNo;
+using test::FullKeys;
 using test::RecordOf;
+
+const Owner kOwner{1000, 1000};
 
 TEST_CASE("BlockIndex: insert, find by address, remove, reuse ids") {
   BlockIndex index;
-  std::optional<BlockIndex::Id> a = index.Insert(BlockNo("acme", 1), RecordOf(10));
-  std::optional<BlockIndex::Id> b = index.Insert(BlockNo("acme", 2), RecordOf(20));
+  std::optional<BlockIndex::Id> a = index.Insert(BlockNo("acme", 1), RecordOf(10), FullKeys(), kOwner);
+  std::optional<BlockIndex::Id> b = index.Insert(BlockNo("acme", 2), RecordOf(20), FullKeys(), kOwner);
   REQUIRE(a);
   REQUIRE(b);
-  CHECK_FALSE(index.Insert(BlockNo("acme", 1), RecordOf(30)));  // already indexed
-  CHECK_FALSE(index.Insert(BlockAddress{"acme", "ns", "not-hex"}, RecordOf(1)));
+  CHECK_FALSE(index.Insert(BlockNo("acme", 1), RecordOf(30), FullKeys(), kOwner));  // already indexed
+  CHECK_FALSE(index.Insert(BlockAddress{"acme", "ns", "not-hex"}, RecordOf(1), FullKeys(), kOwner));
   CHECK(index.size() == 2);
   CHECK(index.Find(BlockNo("acme", 1)) == a);
   CHECK(index.at(*a).size == 10);
@@ -31,7 +34,7 @@ TEST_CASE("BlockIndex: insert, find by address, remove, reuse ids") {
   CHECK_FALSE(index.Find(BlockNo("acme", 1)));
   CHECK(index.Find(BlockNo("acme", 2)) == b);  // the others keep their ids
   CHECK(index.size() == 1);
-  std::optional<BlockIndex::Id> c = index.Insert(BlockNo("acme", 3), RecordOf(5));
+  std::optional<BlockIndex::Id> c = index.Insert(BlockNo("acme", 3), RecordOf(5), FullKeys(), kOwner);
   CHECK(c == a);  // a freed id is reused
   CHECK(index.Find(BlockNo("acme", 3)) == c);
 }
@@ -44,7 +47,7 @@ TEST_CASE("BlockIndex: namespaces are interned, listed in order and keep their b
   CHECK(index.OwnerOf(alpha) == Owner{2, 2});
   CHECK(index.NamespacesOf("acme") == std::vector<std::string>{"alpha", "zeta"});
   CHECK(index.NamespacesOf("globex").empty());
-  auto id = index.Insert(BlockNo("acme", 1), RecordOf(1));
+  auto id = index.Insert(BlockNo("acme", 1), RecordOf(1), FullKeys(), kOwner);
   uint32_t ns = *index.FindNamespace("acme", "ns");
   CHECK(index.BlocksIn(ns) == 1);
   CHECK(index.BlockIds(ns) == std::vector<BlockIndex::Id>{*id});
@@ -56,15 +59,15 @@ TEST_CASE("BlockIndex: namespaces are interned, listed in order and keep their b
 
 TEST_CASE("BlockIndex: logical keys and chain links find their blocks") {
   BlockIndex index;
-  BlockIndex::Record parent = RecordOf(1);
-  parent.keys.parent = 11;
-  parent.keys.tail = 22;
-  parent.keys.logical = 99;
-  BlockIndex::Record child = RecordOf(1);
-  child.keys.parent = 11;  // the same chain[0]: a prefix-hit candidate of the parent's
-  child.keys.tail = 33;
-  auto p = index.Insert(BlockNo("acme", 1), parent);
-  auto c = index.Insert(BlockNo("acme", 2), child);
+  IndexKeys parent = FullKeys();
+  parent.parent = 11;
+  parent.tail = 22;
+  parent.logical = 99;
+  IndexKeys child = FullKeys();
+  child.parent = 11;  // the same chain[0]: a prefix-hit candidate of the parent's
+  child.tail = 33;
+  auto p = index.Insert(BlockNo("acme", 1), RecordOf(1), parent, kOwner);
+  auto c = index.Insert(BlockNo("acme", 2), RecordOf(1), child, kOwner);
   uint32_t ns = *index.FindNamespace("acme", "ns");
   CHECK(index.HasLogical(99));
   CHECK_FALSE(index.HasLogical(98));
@@ -77,6 +80,49 @@ TEST_CASE("BlockIndex: logical keys and chain links find their blocks") {
   index.Remove(*p);
   CHECK_FALSE(index.HasLogical(99));
   CHECK_FALSE(index.ByTail(ns, 22));
+}
+
+// The record keeps IndexKeys but the identity digest (the address stands for it) and the
+// block capacity (its namespace's), and the owner as a slot of a table of distinct owners.
+TEST_CASE("BlockIndex: a block's keys and owner come back as inserted") {
+  BlockIndex index;
+  IndexKeys keys;
+  keys.logical = 1;
+  keys.parent = 2;
+  keys.tail = 3;
+  keys.prefix = 4;
+  keys.valid_length = 100;
+  keys.block_capacity = 256;
+  keys.chain_length = 7;
+  BlockIndex::Record record = RecordOf(10, 77);
+  record.commit_time_ns = 123456789012345;
+  record.commit_epoch = 9;
+  record.pinned = true;
+  auto a = index.Insert(BlockNo("acme", 1), record, keys, Owner{5, 6});
+  IndexKeys full = FullKeys();
+  auto b = index.Insert(BlockNo("acme", 2), RecordOf(20), full, Owner{7, 8});
+  auto c = index.Insert(BlockNo("acme", 3), RecordOf(30), full, Owner{5, 6});
+  REQUIRE((a && b && c));
+  CHECK(index.KeysOf(*a) == keys);
+  CHECK(index.KeysOf(*b) == full);
+  CHECK(index.BlockOwner(*a) == Owner{5, 6});
+  CHECK(index.BlockOwner(*b) == Owner{7, 8});
+  CHECK(index.BlockOwner(*c) == Owner{5, 6});
+  CHECK(index.at(*a).owner == index.at(*c).owner);  // one slot for one owner
+  CHECK(index.OwnerOf(*index.FindNamespace("acme", "ns")) == Owner{5, 6});  // the first's
+  const BlockIndex::Record& r = index.at(*a);
+  CHECK(r.size == 10);
+  CHECK(r.region_id == 77);
+  CHECK(r.commit_time_ns == 123456789012345);
+  CHECK(r.commit_epoch == 9);
+  CHECK(r.pinned);
+  index.Remove(*a);
+  index.Remove(*b);
+  index.Remove(*c);
+  auto d = index.Insert(BlockNo("acme", 4), RecordOf(40), full, Owner{7, 8});
+  REQUIRE(d);
+  CHECK(index.BlockOwner(*d) == Owner{7, 8});
+  CHECK(index.KeysOf(*d) == full);
 }
 
 }  // namespace

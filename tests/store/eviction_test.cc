@@ -1,6 +1,8 @@
 // Eviction policies in isolation, and the trace replay that measures them.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "store/eviction/eviction_policy.h"
 #include "tests/bench/replay.h"
 
@@ -89,6 +91,40 @@ TEST_CASE("Policy: a slot reused after its block left is not the parent of that 
     CHECK(p->Victim(kAll) == Slot{5});
     CHECK(p->Victim([](Slot s) { return s != 5; }) == Slot{1});  // no leaf eligible
   }
+}
+
+// prefix-lru keeps partial and full blocks in one list, the partial ones first: each kind in
+// its own least-recent-first order, whatever the order of inserts, uses and removals.
+TEST_CASE("Policy: prefix-lru orders partial blocks among themselves, all before full ones") {
+  auto p = MakePolicy("prefix-lru");
+  auto except = [](std::vector<Slot> out) {
+    return [out](Slot s) { return std::find(out.begin(), out.end(), s) == out.end(); };
+  };
+  Insert(*p, 1);
+  Insert(*p, 2, std::nullopt, true);
+  Insert(*p, 3);
+  Insert(*p, 4, std::nullopt, true);
+  CHECK(p->Victim(kAll) == Slot{2});
+  p->OnAccess(2);
+  CHECK(p->Victim(kAll) == Slot{4});
+  CHECK(p->Victim(except({2, 4})) == Slot{1});
+  p->OnAccess(1);
+  CHECK(p->Victim(except({2, 4})) == Slot{3});
+  p->OnRemove(3);                     // the first full block leaves
+  Insert(*p, 5, std::nullopt, true);  // still goes before every full block
+  CHECK(p->Victim(kAll) == Slot{4});
+  CHECK(p->Victim(except({2, 4, 5})) == Slot{1});
+  for (Slot s : {4, 2, 5}) p->OnRemove(s);
+  CHECK(p->Victim(kAll) == Slot{1});
+  Insert(*p, 6, std::nullopt, true);
+  CHECK(p->Victim(kAll) == Slot{6});
+  p->OnRemove(1);  // no full block left
+  Insert(*p, 7);
+  CHECK(p->Victim(except({6})) == Slot{7});
+  CHECK(p->Victim(kAll) == Slot{6});
+  p->OnAccess(6);
+  p->OnAccess(7);
+  CHECK(p->Victim(kAll) == Slot{6});
 }
 
 std::vector<replay::Request> TinyTrace() {

@@ -21,9 +21,15 @@ inline BlockIndex::Record RecordOf(uint64_t size, uint64_t region_id = 0) {
   BlockIndex::Record r;
   r.size = size;
   r.region_id = region_id;
-  r.keys.valid_length = 256;
-  r.keys.block_capacity = 256;  // full: partial blocks are evicted first by the default policy
   return r;
+}
+
+// The keys of a full block (partial blocks are evicted first by the default policy).
+inline IndexKeys FullKeys() {
+  IndexKeys k;
+  k.valid_length = 256;
+  k.block_capacity = 256;
+  return k;
 }
 
 }  // namespace gpucache::test
