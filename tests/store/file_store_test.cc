@@ -157,16 +157,9 @@ TEST_CASE("FileStore: a block file replaced on disk while indexed is never serve
   CHECK(ReadBack(*s, b).ok());
 }
 
-// The index keeps no digest of a block's identity: Open and Stat check that the header's
-// identity names the block's address. A header rewritten in place (same file, same region and
-// length) with another block's identity is refused by both, and the block leaves.
-TEST_CASE("FileStore: a header naming another block is never served") {
-  test::TempDir tmp;
-  auto s = OpenStore(tmp.path());
-  CacheIdentity a = SampleIdentity("acme", 2), b = SampleIdentity("acme", 3);
-  Commit(*s, a, Payload(5000, 1));
-  Commit(*s, b, Payload(5000, 2));
-  std::string path = s->BackingPath(AddressOf(a));
+// Rewrites the header of `a`'s file in place (same file, region and length) to name `b`.
+void RewriteIdentity(IndexedStore& s, const CacheIdentity& a, const CacheIdentity& b) {
+  std::string path = s.BackingPath(AddressOf(a));
   int fd = ::open(path.c_str(), O_RDWR);
   REQUIRE(fd >= 0);
   Result<BlockHeader> header = ReadBlockHeader(fd);
@@ -176,6 +169,18 @@ TEST_CASE("FileStore: a header naming another block is never served") {
   REQUIRE(encoded.size() <= kBlockDataOffset);
   REQUIRE(::pwrite(fd, encoded.data(), encoded.size(), 0) == ssize_t(encoded.size()));
   ::close(fd);
+}
+
+// The index keeps no digest of a block's identity: Open and Stat check that the header's
+// identity names the block's address. A header rewritten in place (same file, same region and
+// length) with another block's identity is refused by both, and the block leaves.
+TEST_CASE("FileStore: a header naming another block is never served") {
+  test::TempDir tmp;
+  auto s = OpenStore(tmp.path());
+  CacheIdentity a = SampleIdentity("acme", 2), b = SampleIdentity("acme", 3);
+  Commit(*s, a, Payload(5000, 1));
+  Commit(*s, b, Payload(5000, 2));
+  RewriteIdentity(*s, a, b);
   CHECK(s->StatAttributes(AddressOf(a)).ok());  // memory alone cannot tell
   CHECK(s->Stat(AddressOf(a)).status() == StatusCode::kNotFound);
   CHECK(s->StatAttributes(AddressOf(a)).status() == StatusCode::kNotFound);
@@ -189,15 +194,7 @@ TEST_CASE("FileStore: a header naming another block is refused by Open") {
   CacheIdentity a = SampleIdentity("acme", 2), b = SampleIdentity("acme", 3);
   Commit(*s, a, Payload(5000, 1));
   Commit(*s, b, Payload(5000, 2));
-  std::string path = s->BackingPath(AddressOf(a));
-  int fd = ::open(path.c_str(), O_RDWR);
-  REQUIRE(fd >= 0);
-  Result<BlockHeader> header = ReadBlockHeader(fd);
-  REQUIRE(header.ok());
-  header->identity = EncodePhysicalKey(b);
-  Bytes encoded = EncodeBlockHeader(header.value());
-  REQUIRE(::pwrite(fd, encoded.data(), encoded.size(), 0) == ssize_t(encoded.size()));
-  ::close(fd);
+  RewriteIdentity(*s, a, b);
   CHECK(ReadBack(*s, a).status() == StatusCode::kChecksumMismatch);
   CHECK(s->Lookup(a).kind == LookupResult::Kind::kMiss);
   CHECK(s->Stats().tenants["acme"].checksum_failures == 1);
