@@ -1,6 +1,8 @@
 // FileStore: the index snapshot, written at a clean close and read at start
 // (store/index_snapshot.h for the format and the trust rules); the journal over it is in
 // file_store_journal.cc. Every file operation goes through Env.
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -11,12 +13,26 @@
 
 namespace gpucache {
 
+namespace {
+
+// An INDEX (153 bytes a block) or PINS (a path a pinned block) longer than a quarter of the
+// machine's memory names more blocks than the index could hold (a block costs about as much in
+// memory): damaged or planted.
+uint64_t MostMetadataBytes() {
+  long pages = ::sysconf(_SC_PHYS_PAGES);
+  long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return uint64_t{1} << 30;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4;
+}
+
+}  // namespace
+
 std::optional<Bytes> FileMedium::ReadWhole(const std::string& path) {
   int opened = env_.OpenRead(path);
   if (opened < 0) return std::nullopt;
   Fd fd(opened);
   Result<FileStat> st = env_.StatFd(fd.get());
-  if (!st.ok()) return std::nullopt;
+  if (!st.ok() || st->size > MostMetadataBytes()) return std::nullopt;
   Bytes bytes(static_cast<size_t>(st->size));
   if (env_.Read(fd.get(), bytes, 0) != StatusCode::kOk) return std::nullopt;
   return bytes;

@@ -16,6 +16,7 @@ constexpr uint8_t kCommit = 1;
 constexpr uint8_t kRemoval = 2;
 // A commit record with a one-letter namespace: length, kind, name, entry, sum.
 constexpr uint64_t kSmallestCommit = 4 + 1 + 2 + 3 + 157 - 4 + 8;
+constexpr uint64_t kMostReservedBytes = uint64_t{64} << 20;
 
 }  // namespace
 
@@ -201,6 +202,10 @@ uint32_t JournalReplay::NamespaceIndex(std::string_view ns) {
 }
 
 void JournalReplay::Reserve(uint64_t bytes) {
+  // The file's size is a hint, not a count: a damaged or planted JOURNAL can be any size (a
+  // sparse terabyte reads as zeros after its records). Past what rotation lets a journal reach
+  // (twice the 32 MiB default), the arrays grow with the records actually decoded instead.
+  bytes = std::min<uint64_t>(bytes, kMostReservedBytes);
   size_t records = static_cast<size_t>(bytes / kSmallestCommit) + 1;
   snapshot_.entries.reserve(snapshot_.entries.size() + records);
   AdviseHugePages(snapshot_.entries);

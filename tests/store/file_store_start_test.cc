@@ -217,6 +217,48 @@ TEST_CASE("Index journal: a start after a crash keeps the journal, cuts its torn
   for (int k = 0; k < 15; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
 }
 
+// A journal's size is only a hint for how much room to reserve: a JOURNAL grown (sparse) to a
+// terabyte, by damage or by hand, must not make the start allocate for it.
+TEST_CASE("Index journal: a start over a sparse terabyte JOURNAL reserves for what it holds") {
+  test::TempDir tmp;
+  REQUIRE(InCrashingChild([&] {
+            FileStoreReport report;
+            auto s = Open(tmp.path(), nullptr, report).release();  // never closed
+            for (int k = 0; k < 10; k++) {
+              if (!Commit(*s, k)) return 1;
+            }
+            return 0;
+          }) == 0);
+  std::string journal = tmp.path() + "/JOURNAL";
+  const uint64_t records = fs::file_size(journal);
+  fs::resize_file(journal, uint64_t{1} << 40);  // zeros after the records: a torn tail
+  FileStoreReport report;
+  auto s = Open(tmp.path(), nullptr, report);
+  CHECK(report.blocks_loaded == 10);
+  CHECK(report.from_snapshot == 10);
+  CHECK(fs::file_size(journal) == records);  // the tail cut, as any torn tail is
+  for (int k = 0; k < 10; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
+}
+
+TEST_CASE("FileStore start: a sparse terabyte INDEX or PINS costs a scan or the pins, never the start") {
+  for (const char* planted : {"INDEX", "PINS"}) {
+    CAPTURE(planted);
+    test::TempDir tmp;
+    {
+      FileStoreReport report;
+      auto s = Open(tmp.path(), nullptr, report);
+      for (int k = 0; k < 10; k++) REQUIRE(Commit(*s, k));
+    }  // closed: INDEX written
+    std::string path = tmp.path() + "/" + planted;
+    if (!fs::exists(path)) std::ofstream(path) << "x\n";
+    fs::resize_file(path, uint64_t{1} << 40);
+    FileStoreReport report;
+    auto s = Open(tmp.path(), nullptr, report);
+    CHECK(report.blocks_loaded == 10);
+    for (int k = 0; k < 10; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
+  }
+}
+
 TEST_CASE("Index journal: a rotation that cannot rename or reopen loses no block") {
   for (bool fail_rename : {true, false}) {
     CAPTURE(fail_rename);
