@@ -162,7 +162,7 @@ class FileMedium final : public Medium {
     bool torn = false;         // something after them
   };
   JournalRead ReplayFile(JournalReplay& replay, const std::string& path);
-  // The bytes of `path` (INDEX, PINS), or nothing if it cannot be read whole or is longer than a
+  // The bytes of `path` (INDEX, PINS, EPOCH), or nothing if it cannot be read whole or is longer than a
   // quarter of the machine's memory: a damaged or planted file can be any size, and its size
   // must not decide what the start allocates.
   std::optional<Bytes> ReadWhole(const std::string& path);
