@@ -77,7 +77,7 @@ TEST_CASE("Known places: keyed by the full address, tenant included") {
   CHECK(k.Find(Addr(0, "acme")));
 }
 
-TEST_CASE("Known places: forgotten by block, by manifest, by tenant; capacity 0 keeps none") {
+TEST_CASE("Known places: forgotten by block, by manifest, by tenant, and capacity 0 keeps none") {
   KnownPlaces k(16);
   k.Remember(Addr(0), PlaceOf(1));
   k.Remember(Addr(1), PlaceOf(1));
