@@ -48,7 +48,10 @@ json StatsJson(const ColdTierStats& s) {
               {"refill_refused", s.refill_refused},
               {"refill_unsealed", s.seal_refusals.unsealed},
               {"refill_unknown_key", s.seal_refusals.unknown_key},
-              {"refill_bad_seal", s.seal_refusals.bad_seal}};
+              {"refill_bad_seal", s.seal_refusals.bad_seal},
+              {"refill_known", s.refill_known},
+              {"refill_known_fallbacks", s.refill_known_fallbacks},
+              {"known_places", s.known_places}};
 }
 
 std::string Refill(ColdTier& tier, const Principal& who, const json& req) {
@@ -134,7 +137,7 @@ std::string PurgeTenant(ColdTier& tier, const json& req) {
   }
   uint64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                      std::chrono::system_clock::now().time_since_epoch()).count();
-  PurgeReport p = tier.ops().PurgeTenant(req["tenant"], max_manifests, now);
+  PurgeReport p = tier.PurgeTenant(req["tenant"], max_manifests, now);
   if (p.refused) return Error(EPERM, p.reason);
   json reply{{"tenant", req["tenant"]}, {"manifests_deleted", p.manifests_deleted},
              {"locators_deleted", p.locators_deleted}, {"deleted", p.deleted},
@@ -193,7 +196,7 @@ std::string Reclaim(ColdTier& tier, const Principal& who, const json& req) {
   if (!m) return Error(EINVAL, "cold.reclaim needs \"manifest\": 64 lowercase hex digits");
   uint64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                      std::chrono::system_clock::now().time_since_epoch()).count();
-  ReclaimReport r = tier.ops().Reclaim(*m, now, who);
+  ReclaimReport r = tier.Reclaim(*m, now, who);
   json reply{{"refused", r.refused}, {"reason", r.reason}, {"deleted", r.deleted}, {"kept", r.kept}};
   if (r.error) reply["error_detail"] = r.error->message;
   if (r.absent) return Error(ENOENT, "no such manifest: " + ManifestKey(tier.options().prefix, *m));
@@ -327,6 +330,12 @@ std::string RenderColdMetrics(const ColdTierStats& s) {
           s.seal_refusals.unknown_key);
   counter("refill_bad_seal_total", "Refills refused: the seal does not verify (forged).",
           s.seal_refusals.bad_seal);
+  counter("refill_known_total", "Refill hits through a known place: one range GET, no locator.",
+          s.refill_known);
+  counter("refill_known_fallbacks_total", "Known places that failed a refill (absent, short, "
+          "corrupt, error); the locator decided instead.", s.refill_known_fallbacks);
+  counter("known_places", "Blocks whose place in the object store this node remembers.",
+          s.known_places, "gauge");
   return out.str();
 }
 

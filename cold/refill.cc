@@ -1,5 +1,6 @@
 #include "cold/refill.h"
 
+#include "cold/known_places.h"
 #include "cold/locator.h"
 #include "cold/manifest.h"
 #include "cold/pack.h"
@@ -94,6 +95,52 @@ RefillOutcome Refiller::FetchLegacy(const BlockAddress& a, const Sha256& md, con
   return Missing(a, MissingReason::kAbsent, "manifest does not list the block");
 }
 
+std::optional<CacheIdentity> Refiller::Admit(const Principal& who, std::span<const uint8_t> expected,
+                                             LocatedBlock& out) const {
+  Result<CacheIdentity> id = DecodePhysicalKey(expected);
+  if (!id.ok()) {
+    out.outcome = Refused(RefillStatus::kInvalid, "identity is not a valid GPCK");
+  } else if (!who.MayActFor(id->tenant)) {
+    out.outcome = Refused(RefillStatus::kWrongTenant, "caller is not a member of the identity's tenant");
+  } else if (retired_.count(id->tenant)) {
+    out.outcome = Refused(RefillStatus::kRetired, "tenant " + id->tenant + " is retired");
+  } else {
+    return std::move(id.value());
+  }
+  return std::nullopt;
+}
+
+void Refiller::CheckRange(std::span<const uint8_t> expected, uint64_t byte_budget, LocatedBlock& out) const {
+  const BlockAddress& a = out.outcome.address;
+  if (out.range.identity_digest != ComputeSha256(expected)) {
+    out.outcome = Missing(a, MissingReason::kIdentityMismatch, "packed under a different identity");
+  } else if (out.range.length > byte_budget) {
+    out.outcome = Missing(a, MissingReason::kOverBudget, std::to_string(out.range.length) +
+                                                         " bytes > budget " + std::to_string(byte_budget));
+  } else {
+    out.outcome.status = RefillStatus::kHit;
+  }
+}
+
+LocatedBlock Refiller::LocateKnown(const Principal& who, std::span<const uint8_t> expected,
+                                   uint64_t byte_budget, KnownPlaces& known) const {
+  LocatedBlock out;
+  std::optional<CacheIdentity> id = Admit(who, expected, out);
+  if (!id) return out;
+  BlockAddress a = AddressOf(*id);
+  out.outcome = Missing(a, MissingReason::kAbsent, "no known place");
+  std::optional<KnownPlace> place = known.Find(a);
+  if (!place) return out;
+  out.range = place->range;
+  out.manifest = place->manifest_digest;
+  out.known = true;
+  out.outcome = RefillOutcome{};
+  out.outcome.address = a;
+  CheckRange(expected, byte_budget, out);
+  if (!out.ready()) out.outcome = Missing(a, MissingReason::kAbsent, "known place does not fit");
+  return out;
+}
+
 LocatedBlock Refiller::Locate(const Principal& who, std::span<const uint8_t> expected,
                               uint64_t byte_budget) const {
   LocatedBlock out;
@@ -101,15 +148,9 @@ LocatedBlock Refiller::Locate(const Principal& who, std::span<const uint8_t> exp
     out.outcome = std::move(o);
     return out;
   };
-  Result<CacheIdentity> id = DecodePhysicalKey(expected);
-  if (!id.ok()) return missing(Refused(RefillStatus::kInvalid, "identity is not a valid GPCK"));
-  if (!who.MayActFor(id->tenant)) {
-    return missing(Refused(RefillStatus::kWrongTenant, "caller is not a member of the identity's tenant"));
-  }
-  if (retired_.count(id->tenant)) {
-    return missing(Refused(RefillStatus::kRetired, "tenant " + id->tenant + " is retired"));
-  }
-  BlockAddress a = AddressOf(id.value());
+  std::optional<CacheIdentity> id = Admit(who, expected, out);
+  if (!id) return out;
+  BlockAddress a = AddressOf(*id);
   std::shared_ptr<const Keyring> keys = keys_->Get();
 
   auto loc = objects_.Get(LocatorKey(prefix_, a), kMaxLocatorBytes);
@@ -127,15 +168,9 @@ LocatedBlock Refiller::Locate(const Principal& who, std::span<const uint8_t> exp
     RefillOutcome o = FetchLegacy(a, l->manifest_digest, *keys, range);
     if (o.reason != MissingReason::kNone) return missing(std::move(o));
   }
-  if (range.identity_digest != ComputeSha256(expected)) {
-    return missing(Missing(a, MissingReason::kIdentityMismatch, "packed under a different identity"));
-  }
-  if (range.length > byte_budget) {
-    return missing(Missing(a, MissingReason::kOverBudget, std::to_string(range.length) +
-                                                          " bytes > budget " + std::to_string(byte_budget)));
-  }
-  out.outcome.status = RefillStatus::kHit;
+  out.manifest = l->manifest_digest;
   out.outcome.address = a;
+  CheckRange(expected, byte_budget, out);
   return out;
 }
 
@@ -174,10 +209,7 @@ RefillOutcome Refiller::Stream(const LocatedBlock& block, const ObjectStore::Ran
   return o;
 }
 
-RefillOutcome Refiller::Fetch(const Principal& who, std::span<const uint8_t> expected,
-                              uint64_t byte_budget) const {
-  LocatedBlock block = Locate(who, expected, byte_budget);
-  if (!block.ready()) return block.outcome;
+RefillOutcome Refiller::Buffer(const LocatedBlock& block) const {
   std::vector<uint8_t> payload;
   payload.reserve(block.range.length);
   RefillOutcome o = Stream(block, [&](uint64_t offset, std::span<const uint8_t> bytes) {
@@ -187,6 +219,13 @@ RefillOutcome Refiller::Fetch(const Principal& who, std::span<const uint8_t> exp
   });
   if (o.status == RefillStatus::kHit) o.payload = std::move(payload);
   return o;
+}
+
+RefillOutcome Refiller::Fetch(const Principal& who, std::span<const uint8_t> expected,
+                              uint64_t byte_budget) const {
+  LocatedBlock block = Locate(who, expected, byte_budget);
+  if (!block.ready()) return block.outcome;
+  return Buffer(block);
 }
 
 Result<ReservationId> BeginRefill(BlockStore& store, Owner owner, std::span<const uint8_t> identity) {

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -88,8 +89,12 @@ struct PayloadRange {
 struct LocatedBlock {
   RefillOutcome outcome;
   PayloadRange range;
+  Sha256 manifest{};   // the manifest that lists the block (from its locator, or known place)
+  bool known = false;  // `range` is this node's known place (cold/known_places.h), no locator read
   bool ready() const { return outcome.status == RefillStatus::kHit; }
 };
+
+class KnownPlaces;
 
 // Thread safety: const after construction but for atomic counters; the object store and
 // SealKeys synchronize themselves.
@@ -109,11 +114,19 @@ class Refiller {
   // Steps 1-7: no payload byte is fetched.
   LocatedBlock Locate(const Principal& who, std::span<const uint8_t> expected_identity,
                       uint64_t byte_budget) const;
+  // Steps 1-3, then the block's place in `known` instead of its locator (steps 4-5: no request
+  // is made), then steps 6-7 against it. ready() when a known place for exactly this identity
+  // fits the budget; a refusal of steps 1-3 as Locate gives it; otherwise Missing (kAbsent):
+  // nothing usable is known, and Locate decides.
+  LocatedBlock LocateKnown(const Principal& who, std::span<const uint8_t> expected_identity,
+                           uint64_t byte_budget, KnownPlaces& known) const;
   // Step 8 for a ready() block: downloads its range, handing every byte to `sink` as it
   // arrives, and checks them all against the range's checksum. kHit (with an empty payload)
   // only when exactly `range.length` bytes came and matched; the caller must keep nothing it
   // was handed unless it gets kHit (a sink that refused is Missing, unavailable, "aborted").
   RefillOutcome Stream(const LocatedBlock& block, const ObjectStore::RangeSink& sink) const;
+  // Step 8 into memory: Stream, the verified payload in `payload` on kHit.
+  RefillOutcome Buffer(const LocatedBlock& block) const;
   SealRefusals seal_refusals() const {
     return {unsealed_.load(), unknown_key_.load(), bad_seal_.load()};
   }
@@ -122,6 +135,11 @@ class Refiller {
   RefillOutcome FetchLegacy(const BlockAddress& a, const Sha256& manifest, const Keyring& keys,
                             PayloadRange& out) const;
   RefillOutcome SealRefused(const BlockAddress& a, SealCheck c, std::string what) const;
+  // Steps 1-3: the identity, or (nullopt) with `out.outcome` the refusal.
+  std::optional<CacheIdentity> Admit(const Principal& who, std::span<const uint8_t> expected,
+                                     LocatedBlock& out) const;
+  // Steps 6-7 on `out.range`; ready() when both pass.
+  void CheckRange(std::span<const uint8_t> expected, uint64_t byte_budget, LocatedBlock& out) const;
 
   ObjectStore& objects_;
   const std::string prefix_;

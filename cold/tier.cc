@@ -26,11 +26,10 @@ ColdTier::ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions opti
       sink_(objects_, options_.prefix, options_.sink, locator_locks_),
       refiller_(objects_, options_.prefix, options_.retired_tenants, keys_,
                 options_.accept_unsealed),
+      known_(options_.known_places),
       ops_(objects_, options_.prefix, options_.retired_tenants, keys_, locator_locks_),
       async_(options_.refill_workers, options_.max_refill_ops) {
-  if (options_.retention_ns > 0) {
-    sink_.SetUploadedHook([this](const PackedPair& p) { RecordRetention(p.manifest_digest); });
-  }
+  sink_.SetUploadedHook([this](const PackedPair& p) { OnUploaded(p); });
 }
 
 ColdTier::~ColdTier() {
@@ -99,6 +98,7 @@ void ColdTier::PackQueued() {
     builder.Reserve(options_.pack.target_bytes);
   };
   for (const BlockAddress& a : batch) {
+    if (KnownCold(a)) continue;
     if (ColdOps::AddBlock(store_, a, builder) != StatusCode::kOk) continue;
     if (builder.payload_bytes() >= options_.pack.target_bytes ||
         builder.count() >= options_.pack.max_blocks) {
@@ -108,8 +108,37 @@ void ColdTier::PackQueued() {
   flush();
 }
 
-void ColdTier::RecordRetention(const Sha256& manifest) {
-  ops_.RecordRetention(manifest, NowUnixNs() + options_.retention_ns);
+// Whether this node knows a place in the object store for the very block committed at `a` (the
+// same identity): a block it just refilled, or one it already wrote back. Such a commit is
+// not packed again. (A place made stale by another node's reclaim is not noticed here; the
+// next `gpucachectl cold pack`, which lists locators, packs the block again.)
+bool ColdTier::KnownCold(const BlockAddress& a) {
+  std::optional<KnownPlace> place = known_.Find(a);
+  if (!place) return false;
+  Result<std::shared_ptr<BlockReader>> reader = store_.Open(a);
+  return reader.ok() && ComputeSha256(reader.value()->info().canonical_identity) == place->range.identity_digest;
+}
+
+// A pack this node uploaded, everything it names now visible: its retention record, and each
+// block's place, values this node computed itself (so a refill of them is one range GET).
+void ColdTier::OnUploaded(const PackedPair& p) {
+  if (options_.retention_ns > 0) ops_.RecordRetention(p.manifest_digest, NowUnixNs() + options_.retention_ns);
+  for (const ManifestEntry& e : p.decoded.entries) {
+    known_.Remember(e.address, {{p.decoded.object_digest, e.offset, e.length, e.checksum, e.identity_digest},
+                                p.manifest_digest});
+  }
+}
+
+ReclaimReport ColdTier::Reclaim(const Sha256& manifest, uint64_t now, const Principal& who) {
+  known_.ForgetManifest(manifest);
+  ReclaimReport r = ops_.Reclaim(manifest, now, who);
+  known_.ForgetManifest(manifest);  // a refill that raced the reclaim may have learned it again
+  return r;
+}
+
+PurgeReport ColdTier::PurgeTenant(const std::string& tenant, size_t max_manifests, uint64_t now) {
+  known_.ForgetTenant(tenant);
+  return ops_.PurgeTenant(tenant, max_manifests, now);
 }
 
 BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
@@ -139,10 +168,24 @@ DrainReport ColdTier::DrainNow() { return sink_.Drain(); }
 RefillResult ColdTier::Refill(const Principal& who, std::span<const uint8_t> identity,
                               uint64_t byte_budget, Owner owner) {
   refills_++;
+  const uint64_t budget = std::min(byte_budget, options_.refill_budget_bytes);
   RefillResult r;
-  LocatedBlock block = refiller_.Locate(who, identity, std::min(byte_budget, options_.refill_budget_bytes));
-  if (block.ready()) r = Download(block, identity, owner);
-  else r.outcome = std::move(block.outcome);
+  LocatedBlock known = refiller_.LocateKnown(who, identity, budget, known_);
+  bool refused = known.outcome.status != RefillStatus::kHit && known.outcome.status != RefillStatus::kMissing;
+  if (refused) {
+    r.outcome = std::move(known.outcome);
+  } else if (!known.ready() || !RefillKnown(known, identity, owner, r)) {
+    LocatedBlock block = refiller_.Locate(who, identity, budget);
+    if (block.ready()) {
+      r = Download(block, identity, owner);
+      // The sealed locator's place, verified by the bytes it named: the next refill is one GET.
+      bool verified = r.outcome.status == RefillStatus::kHit &&
+                      (r.commit == StatusCode::kOk || r.commit == StatusCode::kExists);
+      if (verified) known_.Remember(block.outcome.address, {block.range, block.manifest});
+    } else {
+      r.outcome = std::move(block.outcome);
+    }
+  }
   switch (r.outcome.status) {
     case RefillStatus::kHit:
       hits_++;
@@ -154,23 +197,33 @@ RefillResult ColdTier::Refill(const Principal& who, std::span<const uint8_t> ide
   return r;
 }
 
+bool ColdTier::RefillKnown(const LocatedBlock& known, std::span<const uint8_t> identity, Owner owner,
+                           RefillResult& r) {
+  r = Download(known, identity, owner);
+  if (r.outcome.status == RefillStatus::kHit) {
+    known_hits_++;
+    return true;
+  }
+  // Absent (reclaimed, perhaps by another node), short, damaged or unreachable: the place is
+  // not trusted again; the locator decides, exactly as on a node that never knew it.
+  known_fallbacks_++;
+  known_.Forget(known.outcome.address);
+  return false;
+}
+
 // Streams the payload into a hot-tier reservation as it downloads, so writing it overlaps the
-// transfer, and commits it only once every byte matched the checksum the sealed locator gives
-// (else the reservation is aborted: nothing unverified is ever committed or served). When no
-// reservation can be taken (the block is hot already or being filled, a limit), the payload
-// is downloaded into memory and committed as before, so the answers stay the same.
+// transfer, and commits it only once every byte matched the checksum the sealed locator (or
+// this node's known place) gives; else the reservation is aborted: nothing unverified is ever
+// committed or served. When no reservation can be taken (the block is hot already or being
+// filled, a limit), the payload is downloaded into memory and committed as before, so the
+// answers stay the same.
 RefillResult ColdTier::Download(const LocatedBlock& block, std::span<const uint8_t> identity, Owner owner) {
   RefillResult r;
   Result<ReservationId> rid = BeginRefill(store_, owner, identity);
   if (!rid.ok()) {
-    std::vector<uint8_t> payload;
-    payload.reserve(block.range.length);
-    r.outcome = refiller_.Stream(block, [&](uint64_t offset, std::span<const uint8_t> bytes) {
-      payload.resize(offset);  // a resent request starts again at 0
-      payload.insert(payload.end(), bytes.begin(), bytes.end());
-      return true;
-    });
-    if (r.outcome.status == RefillStatus::kHit) r.commit = CommitRefill(store_, owner, identity, payload);
+    r.outcome = refiller_.Buffer(block);
+    if (r.outcome.status == RefillStatus::kHit) r.commit = CommitRefill(store_, owner, identity, r.outcome.payload);
+    r.outcome.payload = {};
     return r;
   }
   StatusCode write = StatusCode::kOk;
@@ -206,6 +259,9 @@ ColdTierStats ColdTier::Stats() const {
   s.refill_missing = missing_;
   s.refill_refused = refused_;
   s.seal_refusals = refiller_.seal_refusals();
+  s.refill_known = known_hits_;
+  s.refill_known_fallbacks = known_fallbacks_;
+  s.known_places = known_.size();
   return s;
 }
 

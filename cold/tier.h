@@ -24,6 +24,7 @@
 
 #include "cold/async_ops.h"
 #include "cold/counting_store.h"
+#include "cold/known_places.h"
 #include "cold/object_store.h"
 #include "cold/ops.h"
 #include "cold/refill.h"
@@ -43,6 +44,9 @@ struct ColdTierStats {
   uint64_t refill_hits = 0;
   uint64_t refill_missing = 0;
   uint64_t refill_refused = 0;   // wrong tenant, retired, invalid
+  uint64_t refill_known = 0;     // hits through a known place: one range GET, no locator
+  uint64_t refill_known_fallbacks = 0;  // a known place that failed (then the locator decided)
+  uint64_t known_places = 0;     // places remembered now (cold/known_places.h)
   SealRefusals seal_refusals;    // refills refused for their seal (also in refill_missing)
 };
 
@@ -75,8 +79,17 @@ class ColdTier {
                       const std::function<void(const BackfillReport&)>& progress = {},
                       DrainReport* drained = nullptr);
   DrainReport DrainNow();
+  // Packs the commits queued for write-back now and submits them to the sink (the background
+  // thread does this every flush_interval). A commit of a block this node knows to be in the
+  // object store already (it just refilled it, or wrote it back) is not packed again.
+  void PackQueued();
+  // ColdOps::Reclaim and PurgeTenant, forgetting the known places they may make stale.
+  ReclaimReport Reclaim(const Sha256& manifest, uint64_t now_unix_ns, const Principal& who);
+  PurgeReport PurgeTenant(const std::string& tenant, size_t max_manifests, uint64_t now_unix_ns);
   // Fetches a block for an authorized caller and commits it to the hot store as `owner`.
-  // `byte_budget` is capped at the configured refill budget.
+  // `byte_budget` is capped at the configured refill budget. Where this node knows the block's
+  // place (cold/known_places.h) that is one range GET; if it fails in any way (absent, short,
+  // corrupt, error) the place is forgotten and the refill is the locator's, as without one.
   RefillResult Refill(const Principal& who, std::span<const uint8_t> identity,
                       uint64_t byte_budget, Owner owner);
 
@@ -92,9 +105,12 @@ class ColdTier {
 
  private:
   void Run();
-  void PackQueued();
-  void RecordRetention(const Sha256& manifest);
+  void OnUploaded(const PackedPair& pair);
+  bool KnownCold(const BlockAddress& a);
   RefillResult Download(const LocatedBlock& block, std::span<const uint8_t> identity, Owner owner);
+  // Download through a ready known place; false (the place forgotten) when the fetch failed.
+  bool RefillKnown(const LocatedBlock& known, std::span<const uint8_t> identity, Owner owner,
+                   RefillResult& r);
 
   BlockStore& store_;
   CountingObjectStore objects_;
@@ -103,6 +119,7 @@ class ColdTier {
   const std::shared_ptr<LocatorLocks> locator_locks_;  // the sink's uploads vs reseal, reclaim
   Sink sink_;
   Refiller refiller_;
+  KnownPlaces known_;
   ColdOps ops_;
   AsyncOps async_;
 
@@ -113,7 +130,8 @@ class ColdTier {
   std::thread thread_;
   std::function<void(const BlockAddress&)> refilled_;
   std::mutex pack_mu_;  // one backfill at a time: two would read and pack the same blocks
-  std::atomic<uint64_t> overflow_{0}, packed_{0}, refills_{0}, hits_{0}, missing_{0}, refused_{0};
+  std::atomic<uint64_t> overflow_{0}, packed_{0}, refills_{0}, hits_{0}, missing_{0}, refused_{0},
+      known_hits_{0}, known_fallbacks_{0};
 };
 
 }  // namespace gpucache::cold

@@ -72,6 +72,7 @@ struct ColdTierOptions {
   size_t refill_workers = 4;              // threads running asynchronous refills
   size_t max_refill_ops = 256;            // refills queued, running or finished and not taken
   bool accept_unsealed = false;           // refill v1 locators / v3 manifests (docs/cold-tier.md)
+  size_t known_places = 65536;            // blocks whose pack place this node remembers; 0: off
 };
 
 // [cold] as a whole.

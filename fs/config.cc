@@ -90,6 +90,7 @@ retry_base_delay = 0.5           # seconds before the 2nd attempt, doubling ...
 retry_max_delay = 10.0           # ... up to this
 redrive_interval = 30.0          # failed (temporary) jobs are retried after this; 0: never
 refill_workers = 4               # threads running asynchronous refills
+known_places = 65536             # blocks whose pack place this node remembers (one-GET refill); 0: off
 refill_budget_bytes = 268435456  # default and ceiling per refill request
 connect_timeout = 2.0
 transfer_timeout = 30.0
@@ -210,7 +211,8 @@ class Reader {
                           "max_jobs", "max_bytes", "concurrency", "refill_budget_bytes",
                           "connect_timeout", "transfer_timeout", "retention", "retired_tenants",
                           "max_attempts", "retry_base_delay", "retry_max_delay",
-                          "redrive_interval", "refill_workers", "keyring_file", "accept_unsealed"});
+                          "redrive_interval", "refill_workers", "keyring_file", "accept_unsealed",
+                          "known_places"});
     cold::ColdOptions c;
     c.enabled = Get<bool>(t, "enabled", "cold.enabled", c.enabled);
     ReadS3(t, c.s3);
@@ -272,6 +274,9 @@ class Reader {
       o.retired_tenants = {retired.begin(), retired.end()};
     }
     o.accept_unsealed = Get<bool>(t, "accept_unsealed", "cold.accept_unsealed", o.accept_unsealed);
+    int64_t known = Get<int64_t>(t, "known_places", "cold.known_places", int64_t(o.known_places));
+    if (known < 0 || known > (int64_t{1} << 24)) Fail("cold.known_places", "must be 0..16777216");
+    o.known_places = static_cast<size_t>(known);
   }
 
   Config Build() const {
@@ -446,7 +451,8 @@ toml::table ColdTable(const cold::ColdOptions& k) {
       {"connect_timeout", seconds(k.s3.connect_timeout_ms)},
       {"transfer_timeout", seconds(k.s3.transfer_timeout_ms)},
       {"retention", static_cast<double>(t.retention_ns) / kNs}, {"retired_tenants", retired},
-      {"keyring_file", k.keyring_file}, {"accept_unsealed", t.accept_unsealed}};
+      {"keyring_file", k.keyring_file}, {"accept_unsealed", t.accept_unsealed},
+      {"known_places", int64_t(t.known_places)}};
 }
 
 }  // namespace

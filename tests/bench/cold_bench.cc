@@ -7,15 +7,19 @@
 // Needs root (it mounts gpucachefs) and the test harness's radosgw: GPUCACHE_S3_ENV_FILE as
 // the cold tests get it, or else it runs tests/cold/harness/rgw.sh start/stop itself in
 // --rgw-dir. Everything stays on 127.0.0.1. Prints one line per case:
-//   case=cold_pack|cold_refill_1|cold_refill_4 gpucache=X direct=Y ratio=R unit=MiB/s
+//   case=cold_pack|cold_refill_1|cold_refill_4|cold_refill_1_unknown gpucache=X direct=Y ratio=R unit=MiB/s
 // cold_pack:     `cold.pack` (async, polled) of N committed blocks (listing, reading, packing, uploading the
 //                objects, manifests and locators) / libcurl PUTs of the very same objects
 //                (same keys under another prefix, same sizes and bytes), 4 handles in
 //                parallel as the sink's `concurrency = 4`.
 // cold_refill_1: N refills one after another (async request + poll, as gpucachectl does),
 //                each committed to the hot tier / one reused libcurl handle making the
-//                refill's two GETs: the block's locator, then the byte range it names.
+//                refill's two GETs: the block's locator, then the byte range it names. The
+//                daemon packed the blocks itself, so it knows their places (one range GET);
+//                the direct side models a node that must find the block.
 // cold_refill_4: the same with 4 callers / 4 handles in parallel.
+// cold_refill_1_unknown: cold_refill_1 on a second daemon (same prefix) with known_places = 0:
+//                every refill reads its locator first, as on a node that did not pack them.
 // MiB/s counts block payload bytes in every column. Each case runs --runs times, the two
 // sides alternating which goes first (the machine is shared and noisy); the line gives the
 // medians, their ratio, and every run of each side (`gpucache_runs`, `direct_runs`).
@@ -291,20 +295,20 @@ int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, int runs, const col
   }
   Print("cold_pack", pack_g, pack_d);
 
-  auto evict_all = [&] {
+  auto evict_all = [&](const test::MountedFs& node) {
     for (int i = 0; i < blocks; i++) {
-      json r = Ctl(m, {{"op", "evict"}, {"path", AddressOf(Block(i)).RelativePath()}});
+      json r = Ctl(node, {{"op", "evict"}, {"path", AddressOf(Block(i)).RelativePath()}});
       if (r["ok"] != true) throw std::runtime_error("evict: " + r.dump());
     }
   };
-  auto refill_all = [&](int callers) {
+  auto refill_all = [&](const test::MountedFs& node, int callers) {
     std::atomic<int> next{0};
     std::atomic<int> hits{0};
     auto t = Clock::now();
     std::vector<std::thread> ts;
     for (int c = 0; c < callers; c++) {
       ts.emplace_back([&] {
-        for (int i; (i = next++) < blocks;) hits += Refill(m, Block(i)).value("result", "") == "hit";
+        for (int i; (i = next++) < blocks;) hits += Refill(node, Block(i)).value("result", "") == "hit";
       });
     }
     for (auto& th : ts) th.join();
@@ -324,11 +328,25 @@ int Run(int blocks, size_t block_bytes, uint64_t pack_bytes, int runs, const col
     std::vector<double> g, d;
     for (int r = 0; r < runs; r++) {
       if (r % 2) d.push_back(mib / Parallel(callers, blocks, o, direct_get));
-      evict_all();
-      g.push_back(mib / refill_all(callers));
+      evict_all(m);
+      g.push_back(mib / refill_all(m, callers));
       if (r % 2 == 0) d.push_back(mib / Parallel(callers, blocks, o, direct_get));
     }
     Print(callers == 1 ? "cold_refill_1" : "cold_refill_4", g, d);
+  }
+  // cold_refill_1_unknown: a second daemon on the same prefix that keeps no known places, so
+  // each refill reads the block's locator first, as on a node that did not write the block
+  // back (or restarted): the cross-node cost, against the same direct side.
+  {
+    test::MountedFs other(test::TestConfig() + cold + "known_places = 0\n");
+    std::vector<double> g, d;
+    for (int r = 0; r < runs; r++) {
+      if (r % 2) d.push_back(mib / Parallel(1, blocks, o, direct_get));
+      g.push_back(mib / refill_all(other, 1));
+      evict_all(other);
+      if (r % 2 == 0) d.push_back(mib / Parallel(1, blocks, o, direct_get));
+    }
+    Print("cold_refill_1_unknown", g, d);
   }
   std::filesystem::remove_all(creds_dir);
   return 0;

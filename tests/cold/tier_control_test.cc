@@ -32,8 +32,10 @@ struct TierFixture {
   MemoryStore hot;
   MemoryObjectStore s3;
   std::unique_ptr<ColdTier> tier;
-  explicit TierFixture(std::set<std::string> retired = {}, uint64_t flush_interval_ms = 2000) {
+  explicit TierFixture(std::set<std::string> retired = {}, uint64_t flush_interval_ms = 2000,
+                       size_t known_places = 65536) {
     ColdTierOptions o;
+    o.known_places = known_places;
     o.flush_interval_ms = flush_interval_ms;
     o.prefix = kPrefix;
     o.write_back = WriteBack::kManual;
@@ -109,7 +111,7 @@ TEST_CASE("Cold control: a refill streams into the hot tier but commits only ver
 }
 
 TEST_CASE("Cold control: refill GETs are counted in requests") {
-  TierFixture f;
+  TierFixture f({}, 2000, /*known_places=*/0);  // every refill reads its locator
   f.Commit(0);
   f.Ctl(kAdmin, {{"op", "cold.pack"}});
   uint64_t before = f.Ctl(kAdmin, {{"op", "cold.report"}})["cold"]["requests"];

@@ -130,6 +130,10 @@ TEST_CASE("Config: refused as start-up refuses them: listen addresses and non-fi
   // An enabled cold tier seals what it writes: no keyring, no start (adr/0012).
   CHECK(error("[cold]\nenabled = true").find("cold.keyring_file") != std::string::npos);
   CHECK(error("[cold]\nenabled = true\nkeyring_file = \"/etc/k\"\naccept_unsealed = true") == "<accepted>");
+  // Known places: 0 turns them off; a negative or absurd bound is named.
+  CHECK(error("[cold]\nknown_places = 0") == "<accepted>");
+  CHECK(error("[cold]\nknown_places = -1").find("cold.known_places") != std::string::npos);
+  CHECK(error("[cold]\nknown_places = 99999999").find("cold.known_places") != std::string::npos);
 }
 
 }  // namespace
@@ -218,6 +222,7 @@ retention = 0.5
 retired_tenants = ["old", "gone"]
 keyring_file = "/etc/gpucache/keys"
 accept_unsealed = true
+known_places = 12
 )",
                          "t.toml");
   auto check = [](const cold::ColdOptions& k) {
@@ -246,6 +251,7 @@ accept_unsealed = true
     CHECK(k.tier.retention_ns == 500'000'000);
     CHECK(k.tier.retired_tenants == std::set<std::string>{"gone", "old"});
     CHECK(k.tier.accept_unsealed);
+    CHECK(k.tier.known_places == 12);
     CHECK(k.keyring_file == "/etc/gpucache/keys");
   };
   check(c.cold);
