@@ -210,10 +210,12 @@ int main(int argc, char** argv) {
   store_options.verify_in_background = config.verify_blocks == "background";
   store_options.walk_finished = [](const gpucache::MediumReport& walk) {
     for (const std::string& p : walk.problems) spdlog::warn("{}", p);
-    spdlog::info("block files checked in the background in {:.3f} s: {} blocks kept ({} as INDEX and "
-                 "the journal saw them), {} skipped, {} named but missing",
-                 double(walk.walk_ns) / 1e9, walk.blocks_loaded, walk.from_snapshot,
-                 walk.blocks_skipped, walk.missing);
+    // The counts an eager start logs ("L blocks loaded, S skipped,"), now final.
+    spdlog::info("block files checked in the background in {:.3f} s: {} blocks loaded, {} skipped, "
+                 "{} named by INDEX or the journal but missing, {} unchanged since INDEX and the "
+                 "journal saw them",
+                 double(walk.walk_ns) / 1e9, walk.blocks_loaded, walk.blocks_skipped, walk.missing,
+                 walk.from_snapshot);
   };
   gpucache::FileStoreReport report;
   auto store = gpucache::OpenFileStore(config.data_dirs, store_options, &report, &error);
