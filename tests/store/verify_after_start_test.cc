@@ -297,3 +297,41 @@ TEST_CASE("Verify after start: several data directories are checked before the s
 }
 
 }  // namespace gpucache
+
+namespace gpucache {
+
+TEST_CASE("Verify after start: a prefix whose file is gone is not offered, before the walk") {
+  test::TempDir tmp;
+  CacheIdentity half = test::SampleIdentity("acme", 8);
+  CacheIdentity quarter = test::SampleIdentity("acme", 4);
+  auto commit = [](IndexedStore& s, const CacheIdentity& id) {
+    BlockAddress a = AddressOf(id);
+    s.CreateNamespace(a.tenant, a.ns, kOwner);
+    auto r = s.Reserve(a, kOwner);
+    REQUIRE(r.ok());
+    REQUIRE(s.SetIdentity(r.value(), EncodePhysicalKey(id)) == StatusCode::kOk);
+    REQUIRE(s.Write(r.value(), 0, test::Payload(4096)).ok());
+    REQUIRE(s.Commit(r.value()) == StatusCode::kOk);
+  };
+  {
+    auto s = Open(tmp.path(), {});
+    commit(*s, half);
+    commit(*s, quarter);
+    CHECK(s->Lookup(test::SampleIdentity("acme", 16)).address == AddressOf(half));
+  }
+  fs::remove(tmp.path() + "/blocks/" + AddressOf(half).RelativePath());  // the longest prefix
+  std::latch release(1);
+  StoreOptions o;
+  o.verify_in_background = true;
+  o.before_walk = [&release] { release.wait(); };
+  auto s = Open(tmp.path(), o);
+  // The longest prefix is checked first and found gone: the next one is offered instead.
+  LookupResult full = s->Lookup(test::SampleIdentity("acme", 16));
+  CHECK(full.kind == LookupResult::Kind::kPrefixHit);
+  CHECK(full.address == AddressOf(quarter));
+  release.count_down();
+  s->WaitForVerification();
+  CHECK(s->Lookup(test::SampleIdentity("acme", 16)).address == AddressOf(quarter));
+}
+
+}  // namespace gpucache
