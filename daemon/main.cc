@@ -207,6 +207,16 @@ int main(int argc, char** argv) {
   store_options.backing_io = config.backing_io;
   store_options.eviction_policy = config.eviction_policy;
   store_options.reservation_lease_ns = static_cast<uint64_t>(config.reservation_lease * 1e9);
+  store_options.verify_in_background = config.verify_blocks == "background";
+  store_options.walk_finished = [](const gpucache::MediumReport& walk) {
+    for (const std::string& p : walk.problems) spdlog::warn("{}", p);
+    // The counts an eager start logs ("L blocks loaded, S skipped,"), now final.
+    spdlog::info("block files checked in the background in {:.3f} s: {} blocks loaded, {} skipped, "
+                 "{} named by INDEX or the journal but missing, {} unchanged since INDEX and the "
+                 "journal saw them",
+                 double(walk.walk_ns) / 1e9, walk.blocks_loaded, walk.blocks_skipped, walk.missing,
+                 walk.from_snapshot);
+  };
   gpucache::FileStoreReport report;
   auto store = gpucache::OpenFileStore(config.data_dirs, store_options, &report, &error);
   if (!store) {
@@ -215,10 +225,11 @@ int main(int argc, char** argv) {
   }
   for (const std::string& p : report.problems) spdlog::warn("{}", p);
   spdlog::info("backing I/O: {}", gpucache::BackingIoDescription(*store));
-  spdlog::info("data {}: epoch {}, {} blocks loaded, {} skipped, {} unfinished writes dropped, "
+  spdlog::info("data {}: epoch {}, {} blocks loaded{}, {} skipped, {} unfinished writes dropped, "
                "{} quarantined awaiting reclaim",
-               Join(config.data_dirs), report.epoch, report.blocks_loaded, report.blocks_skipped,
-               report.reservations_dropped, report.quarantined);
+               Join(config.data_dirs), report.epoch, report.blocks_loaded,
+               store->Stats().verify_walk_running ? " (their files checked in the background)" : "",
+               report.blocks_skipped, report.reservations_dropped, report.quarantined);
 
   gpucache::Filesystem fs(config, *store);
   fs.metrics().SetBackingIoStats([&store] { return gpucache::BackingIoStatsOf(*store); });

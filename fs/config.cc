@@ -31,6 +31,11 @@ sync_commits = false
 # pread on tmpfs and wherever io_uring is refused). docs/performance.md has the measurements.
 backing_io = "posix"
 
+# When a start checks each block file against INDEX and the journal: "background" (the mount
+# is up once they are read; each block is checked before its first use, a walk checks the
+# rest) or "before_mount" (every file first, as before). adr/0016.
+verify_blocks = "background"
+
 # Global limits; 0 means unlimited. The same keys (but eviction_policy and
 # reservation_lease) may be set per tenant in its [tenants.NAME] table.
 [limits]
@@ -281,7 +286,7 @@ class Reader {
 
   Config Build() const {
     Config c;
-    OnlyKeys(t_, "", {"data_dir", "data_dirs", "sync_commits", "backing_io", "limits", "admins",
+    OnlyKeys(t_, "", {"data_dir", "data_dirs", "sync_commits", "backing_io", "verify_blocks", "limits", "admins",
                       "tenants", "fuse", "metrics", "cold"});
     if (const toml::table* cold = Table(t_, "cold")) c.cold = ReadCold(*cold);
     if (const toml::table* m = Table(t_, "metrics")) {
@@ -310,6 +315,10 @@ class Reader {
     if (c.data_dirs.empty()) Fail("data_dirs", "needs at least one directory");
     c.sync_commits = Get<bool>(t_, "sync_commits", "sync_commits", c.sync_commits);
     c.backing_io = Get<std::string>(t_, "backing_io", "backing_io", c.backing_io);
+    c.verify_blocks = Get<std::string>(t_, "verify_blocks", "verify_blocks", c.verify_blocks);
+    if (c.verify_blocks != "background" && c.verify_blocks != "before_mount") {
+      Fail("verify_blocks", "must be \"background\" or \"before_mount\"");
+    }
     if (c.backing_io != "posix" && c.backing_io != "uring") {
       Fail("backing_io", "must be \"posix\" or \"uring\"");
     }
@@ -476,6 +485,7 @@ std::string EffectiveConfigText(const Config& c) {
   root.insert("data_dirs", dirs);
   root.insert("sync_commits", c.sync_commits);
   root.insert("backing_io", c.backing_io);
+  root.insert("verify_blocks", c.verify_blocks);
   toml::table lim;
   limits(lim, c.limits);
   lim.insert("eviction_policy", c.eviction_policy);

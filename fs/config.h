@@ -30,6 +30,8 @@ struct Config {
   std::vector<std::string> data_dirs = {"/var/lib/gpucache"};
   bool sync_commits = false;                // fdatasync each block before publishing it
   std::string backing_io = "posix";         // payload reads: "posix" (pread) or "uring"
+  // When a start checks the block files: "background" (after mounting) or "before_mount".
+  std::string verify_blocks = "background";
   Limits limits{.max_block_bytes = 256ull << 20};  // global limits ([limits])
   std::string eviction_policy = "prefix-lru";
   double reservation_lease = 30;            // seconds an idle, uncommitted .part survives

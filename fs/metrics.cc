@@ -219,6 +219,12 @@ std::string Metrics::Render(BlockStore& store, const MetricsViewer& viewer) {
   w.Sample("gpucache_epoch", "", static_cast<double>(stats.epoch));
   w.Family("gpucache_draining", "gauge", "1 while new fills are refused for an upgrade.");
   w.Sample("gpucache_draining", "", stats.draining ? 1 : 0);
+  w.Family("gpucache_blocks_unverified", "gauge",
+           "Blocks indexed from INDEX and the journal whose files the start's background walk has "
+           "not checked yet (adr/0016); 0 once it finished.");
+  w.Sample("gpucache_blocks_unverified", "", double(stats.blocks_unverified));
+  w.Family("gpucache_verify_walk_running", "gauge", "1 while the start's background walk runs.");
+  w.Sample("gpucache_verify_walk_running", "", stats.verify_walk_running ? 1 : 0);
   RenderBackingMetrics(w, store, backing_io_stats_ ? backing_io_stats_() : std::nullopt,
                        block_reads_.load(), read_errors_.load(), viewer.operator_view);
 

@@ -97,10 +97,17 @@ struct TenantCounters {
   uint64_t expired = 0;             // reservations abandoned past their lease
 };
 
+struct MediumReport;  // store/medium.h
+
 struct StoreStats {
   uint64_t epoch = 0;
   bool draining = false;
   uint64_t medium_errors = 0;  // renames and unlinks of block files that failed unheard
+  // Blocks restored from INDEX and the journal whose files the start's background walk has not
+  // checked yet (adr/0016); 0 once it finished. While it is not 0, usage and these counters
+  // are exact only after the walk (docs/reliability.md, "Start-up").
+  uint64_t blocks_unverified = 0;
+  bool verify_walk_running = false;
   std::map<std::string, TenantCounters> tenants;
 };
 
@@ -119,6 +126,16 @@ struct StoreOptions {
   // (store/io/: io_uring into registered buffers, O_DIRECT where the filesystem allows it, pread
   // on tmpfs and wherever io_uring is refused). Anything else is refused at open.
   std::string backing_io = "posix";
+  // FileStore start-up (adr/0016). false: every block file is checked against INDEX and the
+  // journal (inode, size, ctime) before OpenFileStore returns. true: the store opens from INDEX
+  // and the journal alone; each block is checked before its first use, and a background walk
+  // checks the rest with the same rule. The library's default is the old behaviour; the daemon's
+  // (`verify_blocks`, docs/configuration.md) is the new one.
+  bool verify_in_background = false;
+  // Tests: runs on the background walk's thread before it looks at any file (to hold it).
+  std::function<void()> before_walk;
+  // Runs on the walk's thread once it finished, with what it found (the daemon logs it).
+  std::function<void(const MediumReport&)> walk_finished;
 };
 
 // What a single-flight joiner can learn about a fill it did not lead.

@@ -57,7 +57,12 @@ FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
   }
 }
 
-FileMedium::~FileMedium() = default;
+FileMedium::~FileMedium() {
+  if (walker_.joinable()) {  // never closed (a store that failed to open): stop the walk
+    walk_stop_.store(true);
+    walker_.join();
+  }
+}
 
 std::unique_ptr<IndexedStore> OpenFileStore(const std::vector<std::string>& data_dirs,
                                             StoreOptions options, FileStoreReport* report,
@@ -131,8 +136,24 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   host().SetEpoch(report.epoch);
   pins_ = LoadPins();
   report.reservations_dropped = DropLeftovers(report);
+  // Verification after start needs the entries of one directory kept for the walk: with
+  // several, each is checked before the store opens (adr/0016).
+  const bool background = options_.verify_in_background && devices_.size() == 1;
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     LoadSnapshot(dev);
+    if (background && CanVerifyLater()) {
+      RestoreFromIndex(dev, report);
+      LoadQuarantine(dev, report);
+      // The journal stays as it is (its torn tail cut), appended to from now on: what the walk
+      // finds is appended too, so INDEX and the journal stay as after a crash until the walk
+      // finished.
+      KeepJournal(dev);
+      walk_started_ = true;
+      walk_state_ = true;
+      walk_done_.store(false);
+      walker_ = std::thread([this, dev] { Walk(dev); });
+      continue;
+    }
     LoadBlocks(dev, report);
     LoadQuarantine(dev, report);
     StartJournal(dev);
@@ -152,6 +173,13 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
 size_t FileMedium::SparesReady(size_t dev) const { return spares_ ? spares_->Ready(dev) : 0; }
 
 void FileMedium::Close() {
+  if (walker_.joinable()) {
+    walk_stop_.store(true);
+    walker_.join();
+  }
+  // Stopped before every file was checked: INDEX and the journal are left as a crash leaves
+  // them (the journal was appended to all along); the next start checks them again.
+  if (walk_started_ && !walk_completed_) return;
   SaveSnapshots();
   for (size_t dev = 0; dev < journals_.size(); ++dev) EmptyJournal(dev);
 }

@@ -37,6 +37,8 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -94,6 +96,8 @@ class FileMedium final : public Medium {
   void PersistPins(const std::vector<BlockAddress>& pinned) override;
   StatusCode IsolateDomain(const std::string& path) override;
   std::vector<DomainInfo> Domains() override;
+  Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) override;
+  void WaitForWalk() override;
   // Where a committed block's file is (or where a new one would be placed).
   std::string PathOf(const BlockAddress& address) override;
   // backing_io "uring": the reader serving payload reads (its counters); null with "posix".
@@ -206,6 +210,34 @@ class FileMedium final : public Medium {
   Result<BlockInfo> ReadBlockInfo(const std::string& path, std::string& why);
   // Open and ReadHeld: the block's file opened and its header checked against `info`.
   Result<std::pair<Fd, BlockHeader>> OpenChecked(const BlockInfo& info, const StoredPayload* stored);
+
+  // Verification after start (adr/0016, file_store_walk.cc). With verify_in_background and
+  // one data directory whose INDEX checked out and whose journal needs no fold, Load indexes
+  // the blocks INDEX and the journal name without looking at their files and starts Walk on
+  // walker_: it lists every namespace and checks each file by the eager start's rule, while
+  // VerifyBlock checks a block on demand by the same rule. snapshot_, snapshot_table_ and
+  // snapshot_namespaces_ are kept (read-only) for both until the walk is done.
+  bool CanVerifyLater() const;
+  void RestoreFromIndex(size_t dev, FileStoreReport& report);
+  void Walk(size_t dev);
+  void WalkNamespace(size_t dev, const std::string& tenant, const std::string& ns,
+                     FileStoreReport& report);
+  // The entry INDEX and the journal leave for `name` in snapshot namespace `ns`, or null.
+  const SnapshotEntry* EntryNamed(uint32_t ns, const std::string& name) const;
+  // The eager start's rule for a file an entry names: kSame if it is the file the entry saw
+  // (stat of `name` in `dir_fd`, or of `path` if dir_fd < 0), else read in full. A block read
+  // in full is appended to the journal; a problem goes to `problems`.
+  Verdict Check(size_t dev, int dir_fd, const std::string& path, const BlockAddress& address,
+                const SnapshotEntry& e, std::vector<std::string>& problems);
+  std::thread walker_;
+  std::vector<std::pair<std::string, std::string>> walk_namespaces_;  // (tenant, ns) to walk
+  std::atomic<bool> walk_done_{true};    // no walk, or it ended (finished or stopped)
+  std::atomic<bool> walk_stop_{false};   // Close: stop early
+  bool walk_started_ = false, walk_completed_ = false;  // written before walk_done_ is set
+  std::shared_mutex walk_state_mu_;      // VerifyBlock (shared) against freeing the entries
+  bool walk_state_ = false;              // guarded by walk_state_mu_: the entries are there
+  std::mutex gate_problems_mu_;
+  std::vector<std::string> gate_problems_;  // what VerifyBlock found, for the walk's report
 
   std::set<std::string> pins_;  // relative paths pinned at start-up
 

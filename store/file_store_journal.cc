@@ -108,7 +108,9 @@ void FileMedium::Append(size_t dev, const JournalRecord& record) {
     // One write per record, O_APPEND: a crash leaves whole records and at most one torn one.
     if (env_.Append(j.fd.get(), bytes) != StatusCode::kOk) CountError();
     j.bytes += bytes.size();
-    rotate = j.bytes > journal_rotate_bytes_;
+    // Not while the start's walk runs (adr/0016): the INDEX a rotation writes would take the
+    // unchecked blocks as checked. The first append after the walk rotates.
+    rotate = j.bytes > journal_rotate_bytes_ && walk_done_.load(std::memory_order_acquire);
     if (rotate) {
       // From here on, appends go to a fresh JOURNAL; JOURNAL.old is replayed before it at a
       // start until the INDEX below replaces both. If the rename fails, JOURNAL goes on

@@ -76,6 +76,10 @@ std::vector<std::string> IndexedStore::ListNamespaces(std::string_view tenant) {
 }
 
 std::vector<std::string> IndexedStore::ListEntries(std::string_view tenant, std::string_view ns) {
+  // A listing names every block: it waits for the start's background check (adr/0016), so that
+  // it never names a block whose file is gone, nor leaves out one found on disk. (Once the
+  // walk is over this is one atomic load.)
+  medium_->WaitForWalk();
   std::vector<BlockDigest> names;
   std::vector<std::string> out;
   {

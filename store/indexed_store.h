@@ -89,6 +89,9 @@ class IndexedStore : public BlockStore, private MediumHost {
   // Where the medium keeps a block's bytes (a block file), for tools and tests.
   std::string BackingPath(const BlockAddress& address) { return medium_->PathOf(address); }
   Medium& medium() { return *medium_; }
+  // Returns once the medium's background verification of the start (adr/0016) finished: from
+  // then on every indexed block has been checked against its file.
+  void WaitForVerification() EXCLUDES(mu_) { medium_->WaitForWalk(); }
 
   void SetRemovalObserver(RemovalObserver observer) override;
   void SetCommitObserver(CommitObserver observer) override { commit_observer_ = std::move(observer); }
@@ -121,6 +124,22 @@ class IndexedStore : public BlockStore, private MediumHost {
   using Reservation = ReservationTable::Reservation;
   using Record = BlockIndex::Record;
   using BlockId = BlockIndex::Id;
+  // Verification after start (adr/0016; indexed_store_verify.cc).
+  bool RestoreUnverified(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored) override;
+  bool Unverified(const BlockAddress& address, const StoredPayload* stored) override;
+  void Settle(const BlockAddress& address, const StoredPayload* stored, uint64_t region_id,
+              Verdict verdict) override;
+  bool AdoptFound(BlockInfo info, std::shared_ptr<StoredPayload> stored) override;
+  std::vector<BlockAddress> WalkFinished() override;
+  // Before any answer about one block: if the block at `address` is still unverified, checks
+  // its file now (one stat, without the lock) and settles what that found. Free once the walk
+  // finished.
+  void VerifyBeforeUse(const BlockAddress& address) EXCLUDES(mu_);
+  bool UnverifiedLocked(BlockId id) const REQUIRES(mu_) {
+    return id < unverified_.size() && unverified_[id];
+  }
+  void MarkVerifiedLocked(BlockId id) REQUIRES(mu_);
+  static Record RecordOf(const IndexedBlock& block);
   // Work to finish outside the lock after a block left the namespace (state EVICTING).
   struct Departure {
     BlockInfo info;  // without identity
@@ -131,8 +150,8 @@ class IndexedStore : public BlockStore, private MediumHost {
   // Ends a reservation (its credits go back unless a fence took them), as ReservationTable::End.
   void EndReservationLocked(ReservationId id, FillState outcome, BlockState to) REQUIRES(mu_);
   BlockInfo AttributesOfLocked(BlockId id) const REQUIRES(mu_);  // without identity
-  // Adds a block to the index, the counters and the policy; false if already there.
-  bool IndexLocked(const BlockAddress& address, Record record, const IndexKeys& keys, Owner owner,
+  // Adds a block to the index, the counters and the policy (verified); none if already there.
+  std::optional<BlockId> IndexLocked(const BlockAddress& address, Record record, const IndexKeys& keys, Owner owner,
                    std::shared_ptr<StoredPayload> stored) REQUIRES(mu_);
   // Takes a block out of the index, the counters and the policy.
   Record UnindexLocked(BlockId id) REQUIRES(mu_);
@@ -163,6 +182,12 @@ class IndexedStore : public BlockStore, private MediumHost {
   QuarantineSet quarantine_ GUARDED_BY(mu_);
   RemovalObserver observer_ GUARDED_BY(mu_);
   CommitObserver commit_observer_;  // set once at start-up, then read-only
+  // Blocks restored unverified (adr/0016), by id: a bit each while the start's walk runs,
+  // freed when it finishes. walking_ is set before the store is shared and cleared (under mu_)
+  // when the walk finished: while it is false no answer looks at the bits.
+  std::vector<bool> unverified_ GUARDED_BY(mu_);
+  size_t unverified_count_ GUARDED_BY(mu_) = 0;
+  std::atomic<bool> walking_{false};
 };
 
 // The policy key of a block address (a 64-bit digest).

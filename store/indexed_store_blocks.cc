@@ -137,8 +137,9 @@ BlockInfo IndexedStore::AttributesOfLocked(BlockId id) const {
   return info;
 }
 
-bool IndexedStore::IndexLocked(const BlockAddress& address, Record record, const IndexKeys& keys,
-                               Owner owner, std::shared_ptr<StoredPayload> stored) {
+std::optional<IndexedStore::BlockId> IndexedStore::IndexLocked(const BlockAddress& address, Record record,
+                                                               const IndexKeys& keys, Owner owner,
+                                                               std::shared_ptr<StoredPayload> stored) {
   // The resident block whose last chain hash is this block's parent hash, if any (looked up
   // before this one is in, so that a one-hash chain is not its own parent).
   std::optional<BlockId> parent;
@@ -146,12 +147,14 @@ bool IndexedStore::IndexLocked(const BlockAddress& address, Record record, const
     parent = index_.ByTail(*ns, keys.parent);
   }
   std::optional<BlockId> id = index_.Insert(address, record, keys, owner, std::move(stored));
-  if (!id) return false;
+  if (!id) return std::nullopt;
   admission_.Indexed(*id, parent, keys.valid_length < keys.block_capacity, PolicyKeyOf(address));
-  return true;
+  if (UnverifiedLocked(*id)) MarkVerifiedLocked(*id);  // a reused id: this block is checked
+  return id;
 }
 
 IndexedStore::Record IndexedStore::UnindexLocked(BlockId id) {
+  if (UnverifiedLocked(id)) MarkVerifiedLocked(id);  // evicted before checked: nothing to check
   admission_.Unindexing(id);
   return index_.Remove(id);
 }
@@ -216,6 +219,7 @@ StatusCode IndexedStore::MakeDeviceRoom(const PendingPayload& p, const std::stri
 // --- Reading -----------------------------------------------------------------------------
 
 Result<BlockInfo> IndexedStore::StatAttributes(const BlockAddress& address) {
+  VerifyBeforeUse(address);
   MutexLock lock(mu_);
   std::optional<BlockId> id = index_.Find(address);
   if (!id) return StatusCode::kNotFound;
@@ -223,6 +227,7 @@ Result<BlockInfo> IndexedStore::StatAttributes(const BlockAddress& address) {
 }
 
 Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
+  VerifyBeforeUse(address);
   BlockInfo info;
   std::shared_ptr<StoredPayload> stored;
   {
@@ -249,6 +254,7 @@ Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
 }
 
 Result<BlockInfo> IndexedStore::Probe(const BlockAddress& address) {
+  VerifyBeforeUse(address);
   MutexLock lock(mu_);
   std::optional<BlockId> id = index_.Find(address);
   TenantCounters& c = admission_.Counters(address.tenant);
@@ -262,6 +268,7 @@ Result<BlockInfo> IndexedStore::Probe(const BlockAddress& address) {
 }
 
 Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& address) {
+  VerifyBeforeUse(address);
   BlockInfo info;
   std::shared_ptr<StoredPayload> stored;
   {
@@ -340,6 +347,7 @@ LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
   BlockAddress address = AddressOf(identity);
   Bytes logical_key = EncodeLogicalKey(identity);
   uint64_t logical = XXH3_64bits(logical_key.data(), logical_key.size());
+  VerifyBeforeUse(address);
   MutexLock lock(mu_);
   TenantCounters& c = admission_.Counters(identity.tenant);
   // The address is a digest of every field of the identity (store/layout.h): a block indexed
@@ -348,7 +356,23 @@ LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
     c.hits++;
     return {LookupResult::Kind::kHit, MissReason::kAbsent, address, identity.valid_length};
   }
-  if (auto prefix = PrefixHitLocked(identity, address)) {
+  std::optional<LookupResult> prefix = PrefixHitLocked(identity, address);
+  // A prefix not yet checked against its file (adr/0016) is checked first, then the question is
+  // asked again: the check may have dropped it, or another may be the longest now. Each round
+  // checks one more block, and blocks only become checked, so this ends.
+  while (prefix && walking_.load(std::memory_order_acquire)) {
+    std::optional<BlockId> best = index_.Find(prefix->address);
+    if (!best || !UnverifiedLocked(*best)) break;
+    lock.Unlock();
+    VerifyBeforeUse(prefix->address);
+    lock.Lock();
+    if (index_.Find(address)) {  // committed meanwhile
+      c.hits++;
+      return {LookupResult::Kind::kHit, MissReason::kAbsent, address, identity.valid_length};
+    }
+    prefix = PrefixHitLocked(identity, address);
+  }
+  if (prefix) {
     c.prefix_hits++;
     return *prefix;
   }

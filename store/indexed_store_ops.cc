@@ -110,7 +110,9 @@ uint64_t IndexedStore::Epoch() { return epoch_.load(); }
 
 StoreStats IndexedStore::Stats() {
   MutexLock lock(mu_);
-  return StoreStats{epoch_.load(), admission_.draining(), medium_->errors(), admission_.counters()};
+  StoreStats stats{epoch_.load(), admission_.draining(), medium_->errors(), unverified_count_,
+                   walking_.load(), admission_.counters()};
+  return stats;
 }
 
 StatusCode IndexedStore::IsolateDomain(const std::string& path) { return medium_->IsolateDomain(path); }
@@ -140,15 +142,19 @@ bool IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> s
   return RestoreBlock(b, std::move(stored));
 }
 
-bool IndexedStore::RestoreBlock(const IndexedBlock& b, std::shared_ptr<StoredPayload> stored) {
+IndexedStore::Record IndexedStore::RecordOf(const IndexedBlock& b) {
   Record r;
   r.size = b.size;
   r.commit_epoch = static_cast<uint32_t>(b.commit_epoch);
   r.region_id = b.region_id;
   r.commit_time_ns = b.commit_time_ns;
   r.pinned = b.pinned;
+  return r;
+}
+
+bool IndexedStore::RestoreBlock(const IndexedBlock& b, std::shared_ptr<StoredPayload> stored) {
   MutexLock lock(mu_);
-  return IndexLocked(b.address, r, b.keys, b.owner, std::move(stored));
+  return IndexLocked(b.address, RecordOf(b), b.keys, b.owner, std::move(stored)).has_value();
 }
 
 void IndexedStore::ReserveBlocks(size_t blocks) {

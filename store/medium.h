@@ -69,7 +69,21 @@ struct MediumReport {
   uint64_t reservations_dropped = 0;  // payloads of unfinished writes left by the previous run
   uint64_t quarantined = 0;           // quarantined blocks still awaiting reclaim
   uint64_t from_snapshot = 0;         // of blocks_loaded, known from an index snapshot
+  // The background walk's report (adr/0016): named by INDEX or the journal but without a file
+  // (forgotten), and how long the walk took.
+  uint64_t missing = 0;
+  uint64_t walk_ns = 0;
   std::vector<std::string> problems;  // one line per skipped file
+};
+
+// What checking the file of a block restored unverified found (adr/0016), by the rule of an
+// eager start: the file the entry saw (kSame); another valid block file under the name, read in
+// full (kReplaced, `info` is whole); a damaged one (kDamaged: it is deleted, never served); or
+// none that can be read (kGone: missing, or EIO: forgotten, the file left where it is).
+struct Verdict {
+  enum class Kind : uint8_t { kSame, kReplaced, kDamaged, kGone };
+  Kind kind = Kind::kSame;
+  BlockInfo info;  // kReplaced
 };
 
 // The store, as a medium sees it.
@@ -96,6 +110,23 @@ class MediumHost {
   virtual size_t ForgetIf(const std::function<bool(const StoredPayload*)>& lost) = 0;
   // Calls `visit` for every committed block, under the store's lock (no I/O in `visit`).
   virtual void ForEachBlock(const BlockVisitor& visit) = 0;
+
+  // --- Verification after start (adr/0016): blocks restored unverified, checked before their
+  // first use (the store calls Medium::VerifyBlock) or by the medium's background walk.
+  // Start-up: as RestoreBlock, the block's file not yet checked.
+  virtual bool RestoreUnverified(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored) = 0;
+  // Whether the block at `address` is one restored unverified on `stored` and still unchecked.
+  virtual bool Unverified(const BlockAddress& address, const StoredPayload* stored) = 0;
+  // Applies a verdict on the unverified block (`region_id`) at `address` on `stored`; nothing if
+  // that block is no longer there or already checked (a use and the walk may race).
+  virtual void Settle(const BlockAddress& address, const StoredPayload* stored, uint64_t region_id,
+                      Verdict verdict) = 0;
+  // A valid block file the walk found that INDEX and the journal did not name: indexed unless
+  // the address is indexed or reserved meanwhile. `info` is whole.
+  virtual bool AdoptFound(BlockInfo info, std::shared_ptr<StoredPayload> stored) = 0;
+  // The walk looked at every file: the blocks still unverified have none (forgotten, their
+  // addresses returned); from now on every block is verified.
+  virtual std::vector<BlockAddress> WalkFinished() = 0;
 
  protected:
   ~MediumHost() = default;
@@ -130,6 +161,16 @@ class Medium {
   virtual bool Load(MediumReport& report, std::string& error) = 0;
   // Called once, by the store's destructor (a clean close): save what speeds up the next Load.
   virtual void Close() {}
+  // Checks the file of a block restored unverified (MediumHost::RestoreUnverified), as the
+  // start's walk does; the store settles the verdict. Media that restore nothing unverified
+  // never see this.
+  virtual Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) {
+    (void)address;
+    (void)stored;
+    return {};
+  }
+  // Returns once the background walk of the start (if any) finished or was stopped.
+  virtual void WaitForWalk() {}
 
   virtual StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) = 0;
   virtual StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) = 0;

@@ -13,12 +13,14 @@ TEST_CASE("Config: the built-in defaults parse and are usable") {
   CHECK(c.tenants[0].uids == std::vector<uint32_t>{0});
   CHECK(c.admin_uids == std::vector<uint32_t>{0});
   CHECK_FALSE(c.sync_commits);
+  CHECK(c.verify_blocks == "background");  // adr/0016
 }
 
 TEST_CASE("Config: a full file") {
   Config c = ParseConfig(R"(
 data_dir = "/srv/gpucache"
 sync_commits = true
+verify_blocks = "before_mount"
 [limits]
 max_block_bytes = 1048576
 max_retained_bytes = 1000000000
@@ -50,6 +52,7 @@ negative_timeout = 0.5
   CHECK(r.Tenant("zeta").max_inflight_requests == 2);
   CHECK(r.Tenant("alpha").max_retained_bytes == 0);
   CHECK(c.sync_commits);
+  CHECK(c.verify_blocks == "before_mount");
   CHECK(c.admin_gids == std::vector<uint32_t>{990});
   REQUIRE(c.tenants.size() == 2);
   CHECK(c.tenants[0].name == "alpha");  // sorted
@@ -76,6 +79,7 @@ TEST_CASE("Config: mistakes name the key") {
   CHECK(error("[tenants.a]\nuids = [1]\nmax_retained_bytes = -5").find("tenants.a.max_retained_bytes") !=
         std::string::npos);
   CHECK(error("sync_commits = \"yes\"" + tenant).find("sync_commits") != std::string::npos);
+  CHECK(error("verify_blocks = \"later\"" + tenant).find("verify_blocks") != std::string::npos);
   CHECK(error("data_dir = \"/x\"").find("tenants") != std::string::npos);
   CHECK(error("data_dir = \"/x\"\ndata_dirs = [\"/y\"]" + tenant).find("not both") != std::string::npos);
   CHECK(error("data_dirs = [\"/y\", \"/y\"]" + tenant).find("twice") != std::string::npos);

@@ -156,6 +156,14 @@ void FlipBit(const std::string& path, uint64_t bit) {
   ::close(fd);
 }
 
+constexpr const char* kWalkDone = "block files checked in the background";
+
+size_t CountOf(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+  return n;
+}
+
 uint64_t LastReloadCount(const std::string& log, const std::string& what) {
   // "... epoch E, L blocks loaded, S skipped, ..."
   size_t at = log.rfind(" " + what);
@@ -326,7 +334,12 @@ TEST_CASE("Reliability corruption: 1000 random damages to 1 MiB blocks live and 
       header_damaged += v.expect == Effect::kHeader;
     }
     if (restart) {
+      size_t walks = CountOf(m.Log(), kWalkDone);
       m.Start();
+      // The start checks the files after mounting (adr/0016): its counts are final in the
+      // line the background walk logs when it finished.
+      for (int i = 0; i < 60000 && CountOf(m.Log(), kWalkDone) == walks; ++i) ::usleep(1000);
+      REQUIRE(CountOf(m.Log(), kWalkDone) == walks + 1);
       // Start-up refused exactly the files whose header, length or identity is wrong.
       CHECK(LastReloadCount(m.Log(), "skipped,") == header_damaged);
       CHECK(LastReloadCount(m.Log(), "blocks loaded,") == kBatch + 1 - header_damaged);

@@ -1,0 +1,233 @@
+// FileMedium: verification after start (adr/0016). Load indexes the blocks INDEX and the
+// journal name without looking at their files (RestoreFromIndex) and returns; Walk then lists
+// every namespace and checks each file by the rule an eager start applies
+// (file_store_load.cc): the file the entry saw (inode, size and ctime) is trusted, another one
+// is read in full, a damaged one is deleted, one that cannot be read is left for the next
+// start, a file no entry names is read in full and indexed, an entry without a file is
+// forgotten. VerifyBlock applies the same rule to one block, for the store to call before its
+// first use. Every file operation goes through Env.
+#include <chrono>
+
+#include "store/env.h"
+#include "store/file_store.h"
+#include "store/file_store_located.h"
+
+namespace gpucache {
+
+bool FileMedium::CanVerifyLater() const {
+  // A start that would fold the journal into a new INDEX (a damaged INDEX, a rotation left
+  // half done, a journal past half its rotation size) checks every file first, as before.
+  return index_whole_ && !old_journal_.exists && old_journal_.readable && journal_.readable &&
+         journal_.valid_bytes < journal_rotate_bytes_ / 2;
+}
+
+const SnapshotEntry* FileMedium::EntryNamed(uint32_t ns, const std::string& name) const {
+  std::optional<BlockDigest> block = ParseBlockName(name);
+  if (!block) return nullptr;
+  uint32_t index = snapshot_table_.Find(snapshot_, ns, *block);
+  return index == EntryTable::kNone ? nullptr : &snapshot_[index];
+}
+
+void FileMedium::RestoreFromIndex(size_t dev, FileStoreReport& report) {
+  const DataDir& dir = devices_[dev].dir;
+  // The namespaces as an eager start finds them, by their directories (a few listings); the
+  // blocks in them are not listed here.
+  std::vector<const std::pair<std::string, std::string>*> parts(ns_of_snapshot_.size(), nullptr);
+  for (const std::string& tenant : ListOrReport(dir.Blocks(), report)) {
+    if (!IsValidTenantName(tenant)) {
+      report.problems.push_back("ignored " + dir.Tenant(tenant) + ": not a tenant name");
+      continue;
+    }
+    for (const std::string& ns : ListOrReport(dir.Tenant(tenant), report)) {
+      if (!IsValidNamespaceName(ns)) {
+        report.problems.push_back("ignored " + tenant + "/" + ns + ": not a namespace name");
+        continue;
+      }
+      Result<FileStat> ns_stat = env_.StatAt(-1, dir.Namespace(tenant, ns));
+      host().RestoreNamespace(tenant, ns, ns_stat.ok() ? Owner{ns_stat->uid, ns_stat->gid} : Owner{0, 0});
+      walk_namespaces_.emplace_back(tenant, ns);
+    }
+  }
+  for (const auto& tn : walk_namespaces_) {
+    auto in_snapshot = snapshot_namespaces_.find(tn.first + "/" + tn.second);
+    if (in_snapshot != snapshot_namespaces_.end()) parts[in_snapshot->second] = &tn;
+  }
+  // Every block INDEX and the journal leave standing in a namespace that is there, unchecked.
+  IndexedBlock b;
+  std::string relative;
+  snapshot_table_.ForEachLive([&](uint32_t i) {
+    const SnapshotEntry& e = snapshot_[i];
+    const auto* tn = parts[e.ns];
+    if (!tn) return;  // its namespace is gone: an eager start would not find it
+    FillFromEntry(b, e);
+    b.address.tenant = tn->first;
+    b.address.ns = tn->second;
+    b.address.block = FormatBlockName(e.block);
+    b.pinned = !pins_.empty() &&
+               pins_.count(relative.assign(tn->first).append("/").append(tn->second).append("/").append(
+                   b.address.block)) != 0;
+    if (host().RestoreUnverified(b, located_[dev])) {
+      report.blocks_loaded++;
+      report.from_snapshot++;
+    }
+  });
+}
+
+Verdict FileMedium::Check(size_t dev, int dir_fd, const std::string& path, const BlockAddress& address,
+                          const SnapshotEntry& e, std::vector<std::string>& problems) {
+  Result<FileStat> st = dir_fd >= 0 ? env_.StatAt(dir_fd, address.block) : env_.StatAt(-1, path);
+  if (st.ok() && st->regular && st->inode == e.inode && st->size == e.file_size &&
+      st->ctime_sec == e.ctime_sec && st->ctime_nsec == e.ctime_nsec) {
+    return {};
+  }
+  if (st.status() == StatusCode::kNotFound) return {Verdict::Kind::kGone, {}};
+  // Not the file the entry saw: read in full, as an eager start does.
+  std::string why;
+  Result<BlockInfo> info = ReadBlockInfo(path, why);
+  if (info.ok() && info->address != address) {
+    why = "identity does not match the path";
+    info = StatusCode::kInvalidArgument;
+  }
+  std::string relative = address.RelativePath();
+  if (!info.ok()) {
+    bool damaged = info.status() != StatusCode::kIoError;
+    problems.push_back("skipped " + relative + ": " + why + (damaged ? "" : "; left in place for the next start"));
+    return {damaged ? Verdict::Kind::kDamaged : Verdict::Kind::kGone, {}};
+  }
+  info->pinned = !pins_.empty() && pins_.count(relative) != 0;
+  // Named in the journal from now on, with the file's stat: the next start trusts it.
+  if (std::optional<SnapshotEntry> entry = EntryOfBlock(info.value(), dir_fd, dir_fd >= 0 ? address.block : path)) {
+    JournalRecord r;
+    r.ns = address.tenant + "/" + address.ns;
+    r.entry = *entry;
+    Append(dev, r);
+  }
+  return {Verdict::Kind::kReplaced, std::move(info.value())};
+}
+
+Verdict FileMedium::VerifyBlock(const BlockAddress& address, const StoredPayload* stored) {
+  std::shared_lock lock(walk_state_mu_);
+  // The walk is over: it settled every block (a use that raced it finds this one settled).
+  if (!walk_state_) return {};
+  size_t dev = DeviceOf(stored);
+  auto ns = snapshot_namespaces_.find(address.tenant + "/" + address.ns);
+  const SnapshotEntry* e = ns == snapshot_namespaces_.end() ? nullptr : EntryNamed(ns->second, address.block);
+  if (!e) return {Verdict::Kind::kGone, {}};  // restored from an entry: not reached
+  std::vector<std::string> problems;
+  Verdict v = Check(dev, -1, PathIn(dev, address), address, *e, problems);
+  if (!problems.empty()) {
+    std::lock_guard g(gate_problems_mu_);
+    gate_problems_.insert(gate_problems_.end(), problems.begin(), problems.end());
+  }
+  return v;
+}
+
+void FileMedium::WaitForWalk() {
+  for (bool done = walk_done_.load(std::memory_order_acquire); !done;
+       done = walk_done_.load(std::memory_order_acquire)) {
+    walk_done_.wait(false, std::memory_order_acquire);
+  }
+}
+
+void FileMedium::WalkNamespace(size_t dev, const std::string& tenant, const std::string& ns,
+                               FileStoreReport& report) {
+  std::string ns_path = devices_[dev].dir.Namespace(tenant, ns);
+  auto in_snapshot = snapshot_namespaces_.find(tenant + "/" + ns);
+  int64_t snapshot_ns = in_snapshot == snapshot_namespaces_.end() ? int64_t{-1} : int64_t{in_snapshot->second};
+  Fd dir(env_.OpenRead(ns_path));
+  const StoredPayload* located = located_[dev].get();
+  std::string path;
+  BlockAddress a{tenant, ns, {}};
+  for (const std::string& name : ListOrReport(ns_path, report)) {
+    if (walk_stop_.load(std::memory_order_relaxed)) return;
+    path.assign(ns_path).append("/").append(name);
+    a.block = name;
+    const SnapshotEntry* e = snapshot_ns >= 0 ? EntryNamed(static_cast<uint32_t>(snapshot_ns), name) : nullptr;
+    if (e) {
+      if (!host().Unverified(a, located)) {  // checked by a use first, or gone since
+        report.blocks_loaded++;
+        continue;
+      }
+      Verdict v = Check(dev, dir.get(), path, a, *e, report.problems);
+      switch (v.kind) {
+        case Verdict::Kind::kSame: report.from_snapshot++; [[fallthrough]];
+        case Verdict::Kind::kReplaced: report.blocks_loaded++; break;
+        case Verdict::Kind::kDamaged:
+        case Verdict::Kind::kGone: report.blocks_skipped++; break;
+      }
+      host().Settle(a, located, e->region_id, std::move(v));
+      continue;
+    }
+    // No entry names it: read in full, as an eager start does.
+    if (host().StoredFor(a)) continue;  // committed since the start
+    std::string why;
+    Result<FileStat> before = env_.StatAt(-1, path);
+    Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(path, why)
+                                                    : Result<BlockInfo>(StatusCode::kInvalidArgument);
+    if (info.ok() && info->address != a) {
+      why = "identity does not match the path";
+      info = StatusCode::kInvalidArgument;
+    }
+    std::string relative = a.RelativePath();
+    if (!info.ok()) {
+      bool damaged = info.status() != StatusCode::kIoError;
+      report.problems.push_back("skipped " + relative + ": " + (why.empty() ? "not a block name" : why) +
+                                (damaged ? "" : "; left in place for the next start"));
+      report.blocks_skipped++;
+      // Deleted only if it is still the file read: a commit may have published a new one since.
+      Result<FileStat> now = env_.StatAt(-1, path);
+      if (damaged && before.ok() && now.ok() && now->inode == before->inode) env_.Remove(path);
+      continue;
+    }
+    info->pinned = !pins_.empty() && pins_.count(relative) != 0;
+    std::optional<SnapshotEntry> entry = EntryOfBlock(info.value(), dir.get(), dir.valid() ? name : path);
+    if (!host().AdoptFound(std::move(info.value()), located_[dev])) continue;  // a commit got there first
+    report.blocks_loaded++;
+    if (entry) {
+      JournalRecord r;
+      r.ns = tenant + "/" + ns;
+      r.entry = *entry;
+      Append(dev, r);
+    }
+  }
+}
+
+void FileMedium::Walk(size_t dev) {
+  if (options_.before_walk) options_.before_walk();
+  auto start = std::chrono::steady_clock::now();
+  FileStoreReport report;
+  for (const auto& [tenant, ns] : walk_namespaces_) {
+    if (walk_stop_.load()) break;
+    WalkNamespace(dev, tenant, ns, report);
+  }
+  bool completed = !walk_stop_.load();
+  if (completed) {
+    for (const BlockAddress& a : host().WalkFinished()) {
+      report.missing++;
+      JournalRemoval(dev, a);  // the next start need not look for it
+    }
+    {
+      std::lock_guard g(gate_problems_mu_);
+      report.problems.insert(report.problems.end(), gate_problems_.begin(), gate_problems_.end());
+      gate_problems_.clear();
+    }
+    report.walk_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  }
+  {
+    std::unique_lock lock(walk_state_mu_);
+    walk_state_ = false;
+    snapshot_.clear();
+    snapshot_.shrink_to_fit();
+    snapshot_table_ = EntryTable{};
+    snapshot_namespaces_.clear();
+    used_ = {};
+    ns_of_snapshot_ = {};
+  }
+  walk_completed_ = completed;
+  if (completed && options_.walk_finished) options_.walk_finished(report);
+  walk_done_.store(true, std::memory_order_release);
+  walk_done_.notify_all();
+}
+
+}  // namespace gpucache

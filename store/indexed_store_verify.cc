@@ -1,0 +1,144 @@
+// IndexedStore: blocks restored unverified at start and checked after it (adr/0016). The
+// medium restores the blocks INDEX and its journal name without looking at their files; each
+// is checked (Medium::VerifyBlock: one stat, the file read in full if it is not the one the
+// entry saw) before any answer about it, and the medium's background walk checks the rest.
+// Both settle what they found here, under the lock; the first to settle a block wins, the
+// other finds it checked and changes nothing.
+#include "store/indexed_store.h"
+
+namespace gpucache {
+
+void IndexedStore::MarkVerifiedLocked(BlockId id) {
+  unverified_[id] = false;
+  unverified_count_--;
+}
+
+bool IndexedStore::RestoreUnverified(const IndexedBlock& b, std::shared_ptr<StoredPayload> stored) {
+  MutexLock lock(mu_);
+  std::optional<BlockId> id = IndexLocked(b.address, RecordOf(b), b.keys, b.owner, std::move(stored));
+  if (!id) return false;
+  if (*id >= unverified_.size()) unverified_.resize(*id + 1);
+  unverified_[*id] = true;
+  unverified_count_++;
+  walking_.store(true, std::memory_order_release);
+  return true;
+}
+
+bool IndexedStore::Unverified(const BlockAddress& address, const StoredPayload* stored) {
+  MutexLock lock(mu_);
+  std::optional<BlockId> id = index_.Find(address);
+  return id && UnverifiedLocked(*id) && index_.StoredOf(*id).get() == stored;
+}
+
+void IndexedStore::VerifyBeforeUse(const BlockAddress& address) {
+  if (!walking_.load(std::memory_order_acquire)) return;
+  std::shared_ptr<StoredPayload> stored;
+  uint64_t region_id;
+  {
+    MutexLock lock(mu_);
+    std::optional<BlockId> id = index_.Find(address);
+    if (!id || !UnverifiedLocked(*id)) return;
+    stored = index_.StoredOf(*id);
+    region_id = index_.at(*id).region_id;
+  }
+  Verdict verdict = medium_->VerifyBlock(address, stored.get());  // file I/O: without the lock
+  Settle(address, stored.get(), region_id, std::move(verdict));
+}
+
+void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stored,
+                          uint64_t region_id, Verdict verdict) {
+  std::vector<Departure> damaged;
+  {
+    MutexLock lock(mu_);
+    std::optional<BlockId> id = index_.Find(address);
+    if (!id || !UnverifiedLocked(*id) || index_.StoredOf(*id).get() != stored ||
+        index_.at(*id).region_id != region_id) {
+      return;  // settled by the other checker, evicted, or another block by now
+    }
+    Record& r = index_.at(*id);
+    switch (verdict.kind) {
+      case Verdict::Kind::kSame:
+        MarkVerifiedLocked(*id);
+        return;
+      case Verdict::Kind::kReplaced: {
+        // Another block file under the name (read in full): it replaces the entry's block, as
+        // an eager start would have indexed it. Its file stays: it is the one indexed now.
+        bool pinned = r.pinned;
+        std::shared_ptr<StoredPayload> keep = index_.StoredOf(*id);
+        Transition(r.state, BlockState::kEvicting);
+        Record gone = UnindexLocked(*id);
+        Transition(gone.state, BlockState::kAbsent);
+        BlockInfo& info = verdict.info;
+        Record fresh;
+        fresh.size = info.size;
+        fresh.commit_epoch = static_cast<uint32_t>(info.commit_epoch);
+        fresh.region_id = info.region_id;
+        fresh.commit_time_ns = info.commit_time_ns;
+        fresh.pinned = pinned;
+        IndexLocked(address, fresh, IndexKeysOf(info.identity, info.canonical_identity), info.owner,
+                    std::move(keep));
+        return;
+      }
+      case Verdict::Kind::kDamaged: {
+        // Never served: dropped with its file, as an eager start deletes it. No reader has it
+        // open (every open checks first), so nothing goes to quarantine.
+        Transition(r.state, BlockState::kEvicting);
+        BlockInfo info = AttributesOfLocked(*id);
+        std::shared_ptr<StoredPayload> bytes = index_.StoredOf(*id);
+        UnindexLocked(*id);
+        damaged.push_back(Departure{std::move(info), std::move(bytes), false});
+        break;
+      }
+      case Verdict::Kind::kGone: {
+        // No file, or none that can be read now: forgotten, whatever is there left in place
+        // (an eager start would not have indexed it; the next start tries it again).
+        Transition(r.state, BlockState::kEvicting);
+        Record gone = UnindexLocked(*id);
+        Transition(gone.state, BlockState::kAbsent);
+        return;
+      }
+    }
+  }
+  // Not a removal the kernel can have seen: it never had the block's attributes (every answer
+  // about it waited for this check), so no observer is told.
+  Finish(std::move(damaged), std::nullopt);
+}
+
+bool IndexedStore::AdoptFound(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
+  IndexedBlock b;
+  b.address = std::move(info.address);
+  b.size = info.size;
+  b.commit_epoch = info.commit_epoch;
+  b.region_id = info.region_id;
+  b.owner = info.owner;
+  b.commit_time_ns = info.commit_time_ns;
+  b.keys = IndexKeysOf(info.identity, info.canonical_identity);
+  b.pinned = info.pinned;
+  MutexLock lock(mu_);
+  // A reservation at the address will publish its own file there: the one found is its
+  // predecessor, about to be replaced.
+  if (reservations_.Holder(b.address)) return false;
+  return IndexLocked(b.address, RecordOf(b), b.keys, b.owner, std::move(stored)).has_value();
+}
+
+std::vector<BlockAddress> IndexedStore::WalkFinished() {
+  std::vector<BlockAddress> forgotten;
+  {
+    MutexLock lock(mu_);
+    for (BlockId id = 0; id < unverified_.size() && unverified_count_ > 0; ++id) {
+      if (!unverified_[id]) continue;
+      // The walk did not find its file: an eager start would not have indexed it.
+      forgotten.push_back(index_.AddressOf(id));
+      Record& r = index_.at(id);
+      Transition(r.state, BlockState::kEvicting);
+      Record gone = UnindexLocked(id);
+      Transition(gone.state, BlockState::kAbsent);
+    }
+    std::vector<bool>().swap(unverified_);
+    unverified_count_ = 0;
+    walking_.store(false, std::memory_order_release);
+  }
+  return forgotten;
+}
+
+}  // namespace gpucache
