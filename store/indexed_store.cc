@@ -111,6 +111,9 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
   {
     MutexLock lock(mu_);
     if (!index_.FindNamespace(address.tenant, address.ns)) return StatusCode::kNotFound;
+    // A block of this address is leaving and its file is not gone yet: the new one waits for
+    // the path (the wait is a file removal or rename long).
+    while (!leaving_.empty() && leaving_.contains(address.RelativePath())) left_.wait(mu_);
     if (index_.Find(address) || reservations_.Holder(address)) return StatusCode::kExists;
     std::vector<BlockId> victims;
     if (StatusCode s = admission_.AdmitReservation(address.tenant, victims); s != StatusCode::kOk) {
@@ -327,8 +330,11 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   if (r->fenced) {
     // Fenced while sealing: fenced is not success, so the published file goes again.
     reservations_.Forget(id);
+    LeavingLocked(draft.address);
     lock.Unlock();
     medium_->Drop(draft, sealed->stored);
+    lock.Lock();
+    LeftLocked(draft.address);
     return StatusCode::kFenced;
   }
   EndReservationLocked(id, FillState::kFinished, BlockState::kCommitted);

@@ -21,7 +21,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <string>
+#include <unordered_map>
 
 #include "store/admission.h"
 #include "store/block_index.h"
@@ -159,6 +162,11 @@ class IndexedStore : public BlockStore, private MediumHost {
   // while a reader has it open.
   Departure RemoveLocked(BlockId id, const char* reason) REQUIRES(mu_);
   void EvictLocked(const std::vector<BlockId>& victims, std::vector<Departure>& out) REQUIRES(mu_);
+  // A departure of the block at `address` begins: its file is removed or moved by Finish,
+  // outside the lock, by path. Until LeftLocked, a Reserve of the address waits, or a commit
+  // landing in that gap would lose its new file to the old block's departure.
+  void LeavingLocked(const BlockAddress& address) REQUIRES(mu_);
+  void LeftLocked(const BlockAddress& address) REQUIRES(mu_);
   // Medium work for departures, outside the lock; then tells the observer.
   void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) EXCLUDES(mu_);
   // A write to `p` met a full device: evicts what may go there, or kNoSpace having evicted none.
@@ -181,6 +189,10 @@ class IndexedStore : public BlockStore, private MediumHost {
   ReservationTable reservations_ GUARDED_BY(mu_);
   QuarantineSet quarantine_ GUARDED_BY(mu_);
   RemovalObserver observer_ GUARDED_BY(mu_);
+  // Addresses whose departed block's file Finish has not yet removed or moved (LeavingLocked),
+  // with how many departures of each are under way; left_ wakes the Reserves waiting on them.
+  std::unordered_map<std::string, uint32_t> leaving_ GUARDED_BY(mu_);
+  std::condition_variable_any left_;
   CommitObserver commit_observer_;  // set once at start-up, then read-only
   // Blocks restored unverified (adr/0016), by id: a bit each while the start's walk runs,
   // freed when it finishes. walking_ is set before the store is shared and cleared (under mu_)

@@ -166,6 +166,7 @@ IndexedStore::Departure IndexedStore::RemoveLocked(BlockId id, const char* reaso
   BlockInfo info = AttributesOfLocked(id);
   std::shared_ptr<StoredPayload> stored = index_.StoredOf(id);
   UnindexLocked(id);
+  LeavingLocked(info.address);
   Departure d{info, stored, open > 0};
   if (d.quarantine) {
     // The bytes may still be in use through an open handle: they stay, counted, until a
@@ -181,6 +182,15 @@ void IndexedStore::EvictLocked(const std::vector<BlockId>& victims, std::vector<
   for (BlockId id : victims) out.push_back(RemoveLocked(id, "evicted"));
 }
 
+void IndexedStore::LeavingLocked(const BlockAddress& address) { leaving_[address.RelativePath()]++; }
+
+void IndexedStore::LeftLocked(const BlockAddress& address) {
+  auto it = leaving_.find(address.RelativePath());
+  if (it == leaving_.end()) return;
+  if (--it->second == 0) leaving_.erase(it);
+  left_.notify_all();
+}
+
 // Medium work for blocks that left the namespace, outside the lock.
 void IndexedStore::Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) {
   RemovalObserver observer;
@@ -193,9 +203,12 @@ void IndexedStore::Finish(std::vector<Departure> departures, std::optional<Remov
       auto moved = medium_->Quarantine(d.info, d.stored);
       MutexLock lock(mu_);
       quarantine_.SetStored(d.info.region_id, std::move(moved));
+      LeftLocked(d.info.address);
     } else {
       medium_->Drop(d.info, d.stored);
       Transition(d.info.state, BlockState::kAbsent);
+      MutexLock lock(mu_);
+      LeftLocked(d.info.address);
     }
     if (notify && observer) observer(d.info.address, *notify);
   }

@@ -119,6 +119,7 @@ void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id
     BlockInfo info = AttributesOfLocked(*id);
     std::shared_ptr<StoredPayload> stored = index_.StoredOf(*id);
     UnindexLocked(*id);
+    LeavingLocked(info.address);
     gone.push_back(Departure{std::move(info), std::move(stored), false});  // wrong bytes are never kept
   }
   Finish(std::move(gone), RemovalReason::kCorrupt);

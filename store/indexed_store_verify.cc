@@ -86,6 +86,7 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
         BlockInfo info = AttributesOfLocked(*id);
         std::shared_ptr<StoredPayload> bytes = index_.StoredOf(*id);
         UnindexLocked(*id);
+        LeavingLocked(info.address);
         damaged.push_back(Departure{std::move(info), std::move(bytes), false});
         break;
       }

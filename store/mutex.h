@@ -19,6 +19,9 @@ class CAPABILITY("mutex") Mutex {
 
   void Lock() ACQUIRE() { mu_.lock(); }
   void Unlock() RELEASE() { mu_.unlock(); }
+  // BasicLockable, for std::condition_variable_any, whose wait lets go and takes it again.
+  void lock() ACQUIRE() { mu_.lock(); }
+  void unlock() RELEASE() { mu_.unlock(); }
   // Tells the analysis that the caller holds the mutex (where it cannot follow).
   void AssertHeld() const ASSERT_CAPABILITY(this) {}
 
