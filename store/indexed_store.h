@@ -132,7 +132,8 @@ class IndexedStore : public BlockStore, private MediumHost {
   void EndReservationLocked(ReservationId id, FillState outcome, BlockState to) REQUIRES(mu_);
   BlockInfo AttributesOfLocked(BlockId id) const REQUIRES(mu_);  // without identity
   // Adds a block to the index, the counters and the policy; false if already there.
-  bool IndexLocked(const BlockAddress& address, Record record, const IndexKeys& keys, Owner owner,
+  bool IndexLocked(const BlockAddress& address, const BlockIndex::Committed& block,
+                   const IndexKeys& keys, Owner owner,
                    std::shared_ptr<StoredPayload> stored) REQUIRES(mu_);
   // Takes a block out of the index, the counters and the policy.
   Record UnindexLocked(BlockId id) REQUIRES(mu_);

@@ -141,14 +141,13 @@ bool IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> s
 }
 
 bool IndexedStore::RestoreBlock(const IndexedBlock& b, std::shared_ptr<StoredPayload> stored) {
-  Record r;
-  r.size = b.size;
-  r.commit_epoch = static_cast<uint32_t>(b.commit_epoch);
-  r.region_id = b.region_id;
-  r.commit_time_ns = b.commit_time_ns;
-  r.pinned = b.pinned;
+  BlockIndex::Committed c{.size = b.size,
+                         .region_id = b.region_id,
+                         .commit_time_ns = b.commit_time_ns,
+                         .commit_epoch = b.commit_epoch,
+                         .pinned = b.pinned};
   MutexLock lock(mu_);
-  return IndexLocked(b.address, r, b.keys, b.owner, std::move(stored));
+  return IndexLocked(b.address, c, b.keys, b.owner, std::move(stored));
 }
 
 void IndexedStore::ReserveBlocks(size_t blocks) {
