@@ -86,7 +86,7 @@ void Admission::ReservationReleased(const std::string& tenant, uint64_t size) {
 
 void Admission::Indexed(Id id, std::optional<Id> parent, bool partial, PolicyKey key) {
   const BlockIndex::Record& r = index_.at(id);
-  Usage& u = Counters(index_.TenantOf(r.ns)).usage;
+  Usage& u = Counters(index_.TenantOfBlock(id)).usage;
   u.blocks++;
   u.bytes += r.size;
   policy_->OnInsert(id, parent, partial, key);
@@ -94,7 +94,7 @@ void Admission::Indexed(Id id, std::optional<Id> parent, bool partial, PolicyKey
 
 void Admission::Unindexing(Id id) {
   const BlockIndex::Record& r = index_.at(id);
-  Usage& u = Counters(index_.TenantOf(r.ns)).usage;
+  Usage& u = Counters(index_.TenantOfBlock(id)).usage;
   u.blocks--;
   u.bytes -= r.size;
   policy_->OnRemove(id);
@@ -176,9 +176,9 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
   auto amount = [&](const BlockIndex::Record& r) { return req.count_blocks ? uint64_t{1} : r.size; };
   auto may_go = [&](Id id, bool own_only) {
     const BlockIndex::Record& r = index_.at(id);
-    if (r.pinned || r.open_readers != 0) return false;
+    if (r.pinned || index_.OpenReaders(id) != 0) return false;
     if (req.device && !medium_.SharesDevice(*req.device, index_.StoredOf(id).get())) return false;
-    std::string_view owner = index_.TenantOf(r.ns);
+    std::string_view owner = index_.TenantOfBlock(id);
     if (owner == req.tenant) return true;
     if (own_only) return false;
     // Another tenant's block, only while that tenant keeps at least its fair share.
@@ -193,7 +193,7 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
     Id id = *v;
     ids.push_back(id);
     const BlockIndex::Record& r = index_.at(id);
-    std::string_view owner = index_.TenantOf(r.ns);
+    std::string_view owner = index_.TenantOfBlock(id);
     if (owner == req.tenant) freed_own += amount(r);
     else taken[owner] += amount(r);
     freed_shared += amount(r);
@@ -206,7 +206,7 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
     if (!pick(false)) return req.shared_refusal;
   }
   for (Id id : ids) {
-    Counters(index_.TenantOf(index_.at(id).ns)).evictions++;
+    Counters(index_.TenantOfBlock(id)).evictions++;
     victims.push_back(id);
   }
   return StatusCode::kOk;

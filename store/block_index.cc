@@ -9,7 +9,7 @@ namespace gpucache {
 
 // A record costs every committed block this much: a field added is a decision
 // (docs/performance.md, "Daemon memory").
-static_assert(sizeof(BlockIndex::Record) == 104);
+static_assert(sizeof(BlockIndex::Record) == 80);
 
 uint64_t BlockIndex::NameHash(uint32_t ns, const BlockDigest& name) {
   uint64_t a, b;
@@ -34,7 +34,7 @@ uint32_t BlockIndex::AddNamespace(const std::string& tenant, const std::string& 
     id = static_cast<uint32_t>(namespaces_.size());
     namespaces_.emplace_back();
   }
-  namespaces_[id] = Namespace{tenant, ns, owner, 0, {}, true};
+  namespaces_[id] = Namespace{tenant, ns, owner, 0, 0, true};
   namespace_ids_.emplace(std::pair(tenant, ns), id);
   return id;
 }
@@ -56,14 +56,20 @@ std::vector<std::string> BlockIndex::NamespacesOf(std::string_view tenant) const
   return out;
 }
 
+// The name first: 16 bytes in the record itself, and all but certain to differ from another
+// block's; the namespace is a look in the small table of contexts.
+std::optional<BlockIndex::Id> BlockIndex::FindIn(uint32_t ns, const BlockDigest& name) const {
+  return by_address_.Find(NameHash(ns, name), [&](Id id) {
+    return records_[id].name == name && NamespaceOf(id) == ns;
+  });
+}
+
 std::optional<BlockIndex::Id> BlockIndex::Find(const BlockAddress& address) const {
   std::optional<BlockDigest> name = ParseBlockName(address.block);
   if (!name) return std::nullopt;
   std::optional<uint32_t> ns = FindNamespace(address.tenant, address.ns);
   if (!ns) return std::nullopt;
-  return by_address_.Find(NameHash(*ns, *name), [&](Id id) {
-    return records_[id].ns == *ns && records_[id].name == *name;
-  });
+  return FindIn(*ns, *name);
 }
 
 bool BlockIndex::HasLogical(uint64_t logical) const {
@@ -73,37 +79,59 @@ bool BlockIndex::HasLogical(uint64_t logical) const {
 
 std::optional<BlockIndex::Id> BlockIndex::ByTail(uint32_t ns, uint64_t tail) const {
   return by_tail_.Find(NsHash(ns, tail), [&](Id id) {
-    return records_[id].ns == ns && records_[id].tail == tail;
+    return records_[id].tail == tail && NamespaceOf(id) == ns;
   });
 }
 
 BlockAddress BlockIndex::AddressOf(Id id) const {
-  const Record& r = records_[id];
-  return BlockAddress{namespaces_[r.ns].tenant, namespaces_[r.ns].name, FormatBlockName(r.name)};
+  const Namespace& n = namespaces_[NamespaceOf(id)];
+  return BlockAddress{n.tenant, n.name, FormatBlockName(records_[id].name)};
 }
 
-uint32_t BlockIndex::Hold(std::shared_ptr<StoredPayload> state) {
-  if (!state) return 0;
-  auto [it, added] = stored_slots_.try_emplace(state.get(), 0);
+uint64_t BlockIndex::CommitEpochOf(Id id) const {
+  const Record& r = records_[id];
+  return r.epoch_apart ? odd_epochs_.at(id) : r.region_id >> 32;
+}
+
+void BlockIndex::MarkEvicting(Id id) {
+  BlockState s = records_[id].state();
+  if (Transition(s, BlockState::kEvicting)) records_[id].evicting = 1;
+}
+
+uint32_t BlockIndex::OpenReaders(Id id) const {
+  if (open_readers_.empty()) return 0;
+  auto it = open_readers_.find(id);
+  return it == open_readers_.end() ? 0 : it->second;
+}
+
+void BlockIndex::ReaderClosed(Id id) {
+  auto it = open_readers_.find(id);
+  if (it != open_readers_.end() && --it->second == 0) open_readers_.erase(it);
+}
+
+uint32_t BlockIndex::Hold(uint32_t ns, Owner owner, std::shared_ptr<StoredPayload> state) {
+  ContextKey key{state.get(), uint64_t{owner.uid} << 32 | owner.gid, ns};
+  auto [it, added] = context_slots_.try_emplace(key, 0);
   if (added) {
-    if (free_stored_.empty()) {
-      it->second = static_cast<uint32_t>(stored_.size());
-      stored_.emplace_back();
+    if (free_contexts_.empty()) {
+      it->second = static_cast<uint32_t>(contexts_.size());
+      contexts_.emplace_back();
     } else {
-      it->second = free_stored_.back();
-      free_stored_.pop_back();
+      it->second = free_contexts_.back();
+      free_contexts_.pop_back();
     }
-    stored_[it->second].state = std::move(state);
+    contexts_[it->second] = Context{std::move(state), owner, ns, 0};
   }
-  stored_[it->second].uses++;
+  contexts_[it->second].uses++;
   return it->second;
 }
 
 void BlockIndex::Release(uint32_t slot) {
-  if (slot == 0 || --stored_[slot].uses != 0) return;
-  stored_slots_.erase(stored_[slot].state.get());
-  stored_[slot].state.reset();
-  free_stored_.push_back(slot);
+  Context& c = contexts_[slot];
+  if (--c.uses != 0) return;
+  context_slots_.erase(ContextKey{c.stored.get(), uint64_t{c.owner.uid} << 32 | c.owner.gid, c.ns});
+  c = Context{};
+  free_contexts_.push_back(slot);
 }
 
 IndexKeys BlockIndex::KeysOf(Id id) const {
@@ -114,39 +142,23 @@ IndexKeys BlockIndex::KeysOf(Id id) const {
   k.tail = r.tail;
   k.prefix = r.prefix;
   k.valid_length = r.valid_length;
-  k.block_capacity = namespaces_[r.ns].block_capacity;
+  k.block_capacity = namespaces_[NamespaceOf(id)].block_capacity;
   k.chain_length = r.chain_length;
   return k;
 }
 
-uint32_t BlockIndex::InternOwner(Owner owner) {
-  auto [it, added] = owner_slots_.try_emplace(uint64_t{owner.uid} << 32 | owner.gid,
-                                              static_cast<uint32_t>(owners_.size()));
-  if (added) owners_.push_back(owner);
-  return it->second;
-}
-
-std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Record record,
+std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, const Committed& block,
                                                  const IndexKeys& keys, Owner owner,
                                                  std::shared_ptr<StoredPayload> stored) {
   std::optional<BlockDigest> name = ParseBlockName(address.block);
   if (!name) return std::nullopt;
+  // No identity has more tokens than that (identity.h); the record keeps 21 bits of them.
+  if (keys.valid_length > kMaxBlockTokens) return std::nullopt;
   // The name parsed and the namespace looked up once (a restart inserts every block).
   std::optional<uint32_t> known = FindNamespace(address.tenant, address.ns);
-  if (known && by_address_.Find(NameHash(*known, *name), [&](Id i) {
-        return records_[i].ns == *known && records_[i].name == *name;
-      })) {
-    return std::nullopt;
-  }
+  if (known && FindIn(*known, *name)) return std::nullopt;
   uint32_t ns = known ? *known : AddNamespace(address.tenant, address.ns, owner);
-  if (namespaces_[ns].blocks.empty()) namespaces_[ns].block_capacity = keys.block_capacity;
-  record.logical = keys.logical;
-  record.parent = keys.parent;
-  record.tail = keys.tail;
-  record.prefix = keys.prefix;
-  record.valid_length = keys.valid_length;
-  record.chain_length = keys.chain_length;
-  record.owner = InternOwner(owner);
+  if (namespaces_[ns].blocks == 0) namespaces_[ns].block_capacity = keys.block_capacity;
   Id id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -155,37 +167,48 @@ std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, Re
     id = static_cast<Id>(records_.size());
     records_.emplace_back();
   }
-  record.name = *name;
-  record.ns = ns;
-  record.pos = static_cast<uint32_t>(namespaces_[ns].blocks.size());
-  record.stored = Hold(std::move(stored));
-  records_[id] = std::move(record);
-  namespaces_[ns].blocks.push_back(id);
+  Record& r = records_[id];
+  r = Record{};
+  r.name = *name;
+  r.size = block.size;
+  r.region_id = block.region_id;
+  r.commit_time_ns = block.commit_time_ns;
+  r.logical = keys.logical;
+  r.parent = keys.parent;
+  r.tail = keys.tail;
+  r.prefix = keys.prefix;
+  r.valid_length = keys.valid_length;
+  r.chain_length = keys.chain_length;
+  r.pinned = block.pinned;
+  if (block.commit_epoch != block.region_id >> 32) {
+    r.epoch_apart = 1;
+    odd_epochs_[id] = block.commit_epoch;
+  }
+  r.context = Hold(ns, owner, std::move(stored));
+  namespaces_[ns].blocks++;
   count_++;
-  const Record& r = records_[id];
   by_address_.Insert(id, NameHash(ns, r.name), [this](Id i) { return AddressHashOf(i); });
   by_logical_.Insert(id, r.logical, [this](Id i) { return records_[i].logical; });
   by_parent_.Insert(id, NsHash(ns, r.parent),
-                    [this](Id i) { return NsHash(records_[i].ns, records_[i].parent); });
+                    [this](Id i) { return NsHash(NamespaceOf(i), records_[i].parent); });
   by_tail_.Insert(id, NsHash(ns, r.tail),
-                  [this](Id i) { return NsHash(records_[i].ns, records_[i].tail); });
+                  [this](Id i) { return NsHash(NamespaceOf(i), records_[i].tail); });
   return id;
 }
 
 BlockIndex::Record BlockIndex::Remove(Id id) {
   Record& r = records_[id];
-  by_address_.Erase(id, NameHash(r.ns, r.name));
+  uint32_t ns = NamespaceOf(id);
+  by_address_.Erase(id, NameHash(ns, r.name));
   by_logical_.Erase(id, r.logical);
-  by_parent_.Erase(id, NsHash(r.ns, r.parent));
-  by_tail_.Erase(id, NsHash(r.ns, r.tail));
-  std::vector<Id>& list = namespaces_[r.ns].blocks;
-  Id moved = list.back();  // the last id takes the removed one's place
-  list[r.pos] = moved;
-  records_[moved].pos = r.pos;
-  list.pop_back();
-  Release(r.stored);
-  Record out = std::move(r);
-  out.stored = 0;
+  by_parent_.Erase(id, NsHash(ns, r.parent));
+  by_tail_.Erase(id, NsHash(ns, r.tail));
+  namespaces_[ns].blocks--;
+  if (r.epoch_apart) odd_epochs_.erase(id);
+  open_readers_.erase(id);
+  Release(r.context);
+  Record out = r;
+  out.context = kNoContext;
   r = Record{};
   free_ids_.push_back(id);
   count_--;
@@ -198,16 +221,14 @@ void BlockIndex::Reserve(size_t blocks) {
   AdviseHugePages(records_);
   by_address_.Reserve(n, [this](Id i) { return AddressHashOf(i); });
   by_logical_.Reserve(n, [this](Id i) { return records_[i].logical; });
-  by_parent_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].parent); });
-  by_tail_.Reserve(n, [this](Id i) { return NsHash(records_[i].ns, records_[i].tail); });
+  by_parent_.Reserve(n, [this](Id i) { return NsHash(NamespaceOf(i), records_[i].parent); });
+  by_tail_.Reserve(n, [this](Id i) { return NsHash(NamespaceOf(i), records_[i].tail); });
 }
 
 size_t BlockIndex::MemoryBytes() const {
   size_t bytes = records_.capacity() * sizeof(Record) + free_ids_.capacity() * sizeof(Id) +
-                 stored_.capacity() * sizeof(Stored) + free_stored_.capacity() * sizeof(uint32_t) +
-                 stored_slots_.size() * 32 +  // about a node each
-                 owners_.capacity() * sizeof(Owner) + owner_slots_.size() * 32;
-  for (const Namespace& n : namespaces_) bytes += n.blocks.capacity() * sizeof(Id);
+                 contexts_.capacity() * sizeof(Context) + free_contexts_.capacity() * sizeof(uint32_t) +
+                 (context_slots_.size() + odd_epochs_.size() + open_readers_.size()) * 32;  // a node each, about
   for (const IdTable* t : {&by_address_, &by_logical_, &by_parent_, &by_tail_}) {
     bytes += t->MemoryBytes();
   }

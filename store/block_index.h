@@ -2,7 +2,7 @@
 //
 // Records live in one array, named by a dense 32-bit id that stays the same while the block is
 // indexed (ids of removed blocks are reused). Each namespace (tenant, namespace directory) is
-// interned once and lists its blocks' ids. Four IdTables (store/id_table.h) find records by
+// interned once and counts its blocks (it keeps no list of them). Four IdTables (store/id_table.h) find records by
 //   - address (namespace id + block name): every probe, open and commit;
 //   - logical key (GPCL digest): "incompatible" misses;
 //   - (namespace, chain[0] digest): prefix-hit candidates and, by chain.back(), parent links;
@@ -25,6 +25,7 @@
 #include "store/eviction/eviction_policy.h"
 #include "store/id_table.h"
 #include "store/index_keys.h"
+#include "store/lifecycle.h"
 #include "store/medium.h"
 
 namespace gpucache {
@@ -32,14 +33,30 @@ namespace gpucache {
 class BlockIndex {
  public:
   using Id = uint32_t;
+  static constexpr uint32_t kNoContext = ~uint32_t{0};
 
-  // One committed block: 104 bytes, fields ordered so that none pads. Its address is its
-  // namespace (`ns`) and `name`. What the index does not keep, because a lookup answered from
-  // memory never needs it: the payload checksum and the identity (Stat and Open read both from
-  // the medium, the block file's header, and check that the identity names the address, which
-  // is a digest of all of it); the identity digest (the address stands for it); the block
-  // capacity (one of the fields a namespace's name digests: kept once per namespace). The
-  // owner is a slot of a table of the distinct owners.
+  // What Insert takes of a block besides its address, keys, owner and medium state.
+  struct Committed {
+    uint64_t size = 0;
+    uint64_t region_id = 0;
+    uint64_t commit_time_ns = 0;
+    uint64_t commit_epoch = 0;
+    bool pinned = false;
+  };
+
+  // One committed block: 80 bytes. Its address is its namespace and `name`. What the index
+  // does not keep, because a lookup answered from memory never needs it: the payload checksum
+  // and the identity (Stat and Open read both from the medium, the block file's header, and
+  // check that the identity names the address, which is a digest of all of it); the identity
+  // digest (the address stands for it); the block capacity (one of the fields a namespace's
+  // name digests: kept once per namespace). Kept elsewhere, because few blocks differ from the
+  // rule (docs/performance.md, "Daemon memory"):
+  //   - the namespace, medium state and owner: one `context` slot of a table of the distinct
+  //     triples (a data directory, a namespace and a committer are shared by many blocks);
+  //   - the commit epoch: the region id's high 32 bits (a reservation's region carries the
+  //     epoch it was made in, and a fence ends every reservation of the epoch it ends), else
+  //     `epoch_apart` and a side table;
+  //   - open readers: a side table of the blocks open right now.
   struct Record {
     BlockDigest name{};
     uint64_t size = 0;
@@ -50,19 +67,14 @@ class BlockIndex {
     uint64_t parent = 0;
     uint64_t tail = 0;
     uint64_t prefix = 0;
-    uint32_t valid_length = 0;
-    uint32_t ns = 0;
-    uint32_t pos = 0;          // where its id sits in its namespace's list
-    int32_t open_readers = 0;
-    // Epochs stay below 2^32: region ids carry them in their high 32 bits.
-    uint32_t commit_epoch = 0;
-    uint32_t stored = 0;       // its medium state: a slot of stored_ (set by Insert)
-    uint32_t owner = 0;        // a slot of owners_ (set by Insert)
-    uint8_t chain_length = 0;  // <= kMaxChainLength
-    BlockState state = BlockState::kCommitted;
-    bool pinned = false;
+    uint32_t context = kNoContext;  // a slot of contexts_ (set by Insert); kNoContext: free
+    uint32_t valid_length : 21 = 0;  // <= kMaxBlockTokens (2^20)
+    uint32_t chain_length : 8 = 0;   // <= kMaxChainLength (128)
+    uint32_t pinned : 1 = 0;
+    uint32_t evicting : 1 = 0;       // leaving: COMMITTED -> EVICTING (MarkEvicting)
+    uint32_t epoch_apart : 1 = 0;    // its commit epoch is in odd_epochs_
+    BlockState state() const { return evicting ? BlockState::kEvicting : BlockState::kCommitted; }
   };
-
   // --- Namespaces.
   std::optional<uint32_t> FindNamespace(std::string_view tenant, std::string_view ns) const;
   // The id of (tenant, ns), added with `owner` if it was not there.
@@ -72,31 +84,49 @@ class BlockIndex {
   const std::string& TenantOf(uint32_t ns) const { return namespaces_[ns].tenant; }
   const std::string& NameOf(uint32_t ns) const { return namespaces_[ns].name; }
   Owner OwnerOf(uint32_t ns) const { return namespaces_[ns].owner; }
-  size_t BlocksIn(uint32_t ns) const { return namespaces_[ns].blocks.size(); }
-  const std::vector<Id>& BlockIds(uint32_t ns) const { return namespaces_[ns].blocks; }
+  size_t BlocksIn(uint32_t ns) const { return namespaces_[ns].blocks; }
+  // The blocks of `ns`, in no order: a pass over every record (no list per namespace is kept,
+  // docs/performance.md "Daemon memory"; a namespace is listed by readdir, rarely).
+  template <class Visit>
+  void ForEachIn(uint32_t ns, const Visit& visit) const {
+    if (namespaces_[ns].blocks == 0) return;
+    ForEach([&](Id id) {
+      if (NamespaceOf(id) == ns) visit(id);
+    });
+  }
   // The namespace names of `tenant`, in name order.
   std::vector<std::string> NamespacesOf(std::string_view tenant) const;
 
   // --- Blocks.
   std::optional<Id> Find(const BlockAddress& address) const;
   // Adds a block with `keys`, committed by `owner`, with `stored`, the medium's state of it;
-  // nullopt (and nothing changes) if its address is already indexed. Of `record`, Insert
-  // takes size, region, commit time and epoch, state and pin, and sets the rest. Its namespace
-  // is added if missing, owned by `owner`.
+  // nullopt (and nothing changes) if its address is already indexed or its keys are out of
+  // range (valid_length above kMaxBlockTokens). Its namespace is added if missing, owned by
+  // `owner`.
   // REQUIRES: keys.block_capacity is the namespace's (a field its name digests), if it holds
   // blocks already.
-  std::optional<Id> Insert(const BlockAddress& address, Record record, const IndexKeys& keys,
-                           Owner owner, std::shared_ptr<StoredPayload> stored = nullptr);
-  // Takes a block out (and its hold on its medium state); its id may be reused from now on.
+  std::optional<Id> Insert(const BlockAddress& address, const Committed& block,
+                           const IndexKeys& keys, Owner owner,
+                           std::shared_ptr<StoredPayload> stored = nullptr);
+  // Takes a block out (and its hold on its context); its id may be reused from now on.
   Record Remove(Id id);
   const std::shared_ptr<StoredPayload>& StoredOf(Id id) const {
-    return stored_[records_[id].stored].state;
+    return contexts_[records_[id].context].stored;
   }
   Record& at(Id id) { return records_[id]; }
   const Record& at(Id id) const { return records_[id]; }
+  uint32_t NamespaceOf(Id id) const { return contexts_[records_[id].context].ns; }
+  const std::string& TenantOfBlock(Id id) const { return TenantOf(NamespaceOf(id)); }
+  uint64_t CommitEpochOf(Id id) const;
+  // The block leaves the namespace: COMMITTED -> EVICTING (lifecycle.h), before Remove.
+  void MarkEvicting(Id id);
+  // Readers holding the block open; a block with any is quarantined, not dropped, on removal.
+  uint32_t OpenReaders(Id id) const;
+  void ReaderOpened(Id id) { open_readers_[id]++; }
+  void ReaderClosed(Id id);
   // The block's IndexKeys, as Insert took them but for `identity` (0: not kept).
   IndexKeys KeysOf(Id id) const;
-  Owner BlockOwner(Id id) const { return owners_[records_[id].owner]; }
+  Owner BlockOwner(Id id) const { return contexts_[records_[id].context].owner; }
   BlockAddress AddressOf(Id id) const;
   // A block whose GPCL digest is `logical`, if any (an "incompatible" miss).
   bool HasLogical(uint64_t logical) const;
@@ -107,15 +137,14 @@ class BlockIndex {
   template <class Visit>
   void ForEachWithParent(uint32_t ns, uint64_t parent, const Visit& visit) const {
     by_parent_.ForEachCandidate(NsHash(ns, parent), [&](Id id) {
-      const Record& r = records_[id];
-      if (r.ns == ns && r.parent == parent) visit(id);
+      if (records_[id].parent == parent && NamespaceOf(id) == ns) visit(id);
     });
   }
-  // Every block, namespace by namespace.
+  // Every block, in id order.
   template <class Visit>
   void ForEach(const Visit& visit) const {
-    for (uint32_t ns = 0; ns < namespaces_.size(); ++ns) {
-      for (Id id : namespaces_[ns].blocks) visit(id);
+    for (Id id = 0; id < records_.size(); ++id) {
+      if (records_[id].context != kNoContext) visit(id);
     }
   }
   size_t size() const { return count_; }
@@ -129,7 +158,7 @@ class BlockIndex {
     std::string tenant, name;
     Owner owner;
     uint32_t block_capacity = 0;  // its blocks'; set by the first one
-    std::vector<Id> blocks;
+    size_t blocks = 0;            // how many it holds
     bool live = false;
   };
   // Orders (tenant, namespace) keys and finds them by string_views, without building a key.
@@ -145,29 +174,46 @@ class BlockIndex {
     return digest ^ (uint64_t{ns} * 0x9E3779B97F4A7C15ull);
   }
   static uint64_t NameHash(uint32_t ns, const BlockDigest& name);
-  uint64_t AddressHashOf(Id id) const { return NameHash(records_[id].ns, records_[id].name); }
+  uint64_t AddressHashOf(Id id) const { return NameHash(NamespaceOf(id), records_[id].name); }
+  std::optional<Id> FindIn(uint32_t ns, const BlockDigest& name) const;
 
-  // Medium states, each held once however many records share it (FileMedium has one per data
-  // directory; MemoryMedium one per block, beside its payload). Slot 0 is null.
-  struct Stored {
-    std::shared_ptr<StoredPayload> state;
+  // What many blocks share: their namespace, the medium's state of them (FileMedium has one
+  // per data directory; MemoryMedium one per block, beside its payload) and their owner, each
+  // distinct triple held once with a count of its records.
+  struct Context {
+    std::shared_ptr<StoredPayload> stored;
+    Owner owner;
+    uint32_t ns = 0;
     uint32_t uses = 0;
   };
-  uint32_t Hold(std::shared_ptr<StoredPayload> state);
-  uint32_t InternOwner(Owner owner);
-  void Release(uint32_t slot);
+  struct ContextKey {
+    const StoredPayload* stored;
+    uint64_t owner;
+    uint32_t ns;
+    bool operator==(const ContextKey&) const = default;
+  };
+  struct ContextKeyHash {
+    size_t operator()(const ContextKey& k) const {
+      return std::hash<const void*>()(k.stored) ^ (k.owner * 0x9E3779B97F4A7C15ull) ^
+             (uint64_t{k.ns} * 0xC2B2AE3D27D4EB4Full);
+    }
+  };
+  uint32_t Hold(uint32_t ns, Owner owner, std::shared_ptr<StoredPayload> stored);
+  void Release(uint32_t context);
 
   std::vector<Namespace> namespaces_;
   std::vector<uint32_t> free_namespaces_;
   std::map<std::pair<std::string, std::string>, uint32_t, NamespaceLess> namespace_ids_;
   std::vector<Record> records_;
   std::vector<Id> free_ids_;
-  std::vector<Stored> stored_{1};
-  std::vector<uint32_t> free_stored_;
-  std::unordered_map<const StoredPayload*, uint32_t> stored_slots_;
-  // The distinct owners of blocks, never dropped: a machine has few uid:gid pairs.
-  std::vector<Owner> owners_;
-  std::unordered_map<uint64_t, uint32_t> owner_slots_;
+  std::vector<Context> contexts_;
+  std::vector<uint32_t> free_contexts_;
+  std::unordered_map<ContextKey, uint32_t, ContextKeyHash> context_slots_;
+  // The rare blocks whose commit epoch is not their region id's high half (none that this
+  // version commits; a file of another writer could be one).
+  std::unordered_map<Id, uint64_t> odd_epochs_;
+  // Readers per open block (few at a time).
+  std::unordered_map<Id, uint32_t> open_readers_;
   size_t count_ = 0;
   IdTable by_address_, by_logical_, by_parent_, by_tail_;
 };

@@ -4,9 +4,11 @@
 // table costs 4 bytes a slot instead of a node per entry. The caller passes the key's 64-bit
 // hash with every call and a predicate that compares a candidate's key; a table may hold
 // several ids under equal keys (a multiset). Linear probing, tombstones on erase, rebuilt at
-// 70% of slots used (live or tombstones). Any number of slots (a hash maps to one by
-// multiplying, not by masking), so the table is sized to its records rather than to the next
-// power of two: 4 / 0.7 to 4 / 0.55 bytes a record as it grows (5.7 to 7.3), 6.2 after Reserve.
+// 80% of slots used (live or tombstones) to 65% live. Any number of slots (a hash maps to one
+// by multiplying, not by masking), so the table is sized to its records rather than to the
+// next power of two: 4 / 0.8 to 4 / 0.65 bytes a record as it grows (5.0 to 6.2), 5.3 after
+// Reserve (75%, where a probe for an absent key passes about 8 slots, each a look at a
+// record: docs/performance.md, "Daemon memory").
 //
 // Thread safety: none; the store's lock serializes.
 #pragma once
@@ -25,7 +27,7 @@ class IdTable {
   // Adds `id` under `hash`. `hash_of(id)` must give any stored id's hash (for rebuilding).
   template <class HashOf>
   void Insert(Id id, uint64_t hash, const HashOf& hash_of) {
-    if ((used_ + 1) * 10 > slots_.size() * 7) Rebuild(live_ * 20 / 11 + 16, hash_of);  // to 55%
+    if ((used_ + 1) * 10 > slots_.size() * 8) Rebuild(live_ * 20 / 13 + 16, hash_of);  // to 65%
     size_t i = Home(hash);
     while (slots_[i] != kEmpty && slots_[i] != kGone) i = Next(i);
     if (slots_[i] == kEmpty) used_++;
@@ -64,7 +66,7 @@ class IdTable {
   // Room for `ids` without rebuilding.
   template <class HashOf>
   void Reserve(size_t ids, const HashOf& hash_of) {
-    if (ids * 10 > slots_.size() * 7) Rebuild(ids * 20 / 13 + 16, hash_of);  // to 65%
+    if (ids * 4 > slots_.size() * 3) Rebuild(ids * 4 / 3 + 16, hash_of);  // to 75%
   }
   size_t size() const { return live_; }
   size_t MemoryBytes() const { return slots_.capacity() * sizeof(Id); }

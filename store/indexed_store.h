@@ -142,7 +142,7 @@ class IndexedStore : public BlockStore, private MediumHost {
     return id < unverified_.size() && unverified_[id];
   }
   void MarkVerifiedLocked(BlockId id) REQUIRES(mu_);
-  static Record RecordOf(const IndexedBlock& block);
+  static BlockIndex::Committed CommittedOf(const IndexedBlock& block);
   // Work to finish outside the lock after a block left the namespace (state EVICTING).
   struct Departure {
     BlockInfo info;  // without identity
@@ -154,7 +154,8 @@ class IndexedStore : public BlockStore, private MediumHost {
   void EndReservationLocked(ReservationId id, FillState outcome, BlockState to) REQUIRES(mu_);
   BlockInfo AttributesOfLocked(BlockId id) const REQUIRES(mu_);  // without identity
   // Adds a block to the index, the counters and the policy (verified); none if already there.
-  std::optional<BlockId> IndexLocked(const BlockAddress& address, Record record, const IndexKeys& keys, Owner owner,
+  std::optional<BlockId> IndexLocked(const BlockAddress& address, const BlockIndex::Committed& block,
+                                     const IndexKeys& keys, Owner owner,
                    std::shared_ptr<StoredPayload> stored) REQUIRES(mu_);
   // Takes a block out of the index, the counters and the policy.
   Record UnindexLocked(BlockId id) REQUIRES(mu_);

@@ -128,16 +128,17 @@ BlockInfo IndexedStore::AttributesOfLocked(BlockId id) const {
   BlockInfo info;
   info.address = index_.AddressOf(id);
   info.size = r.size;
-  info.commit_epoch = r.commit_epoch;
+  info.commit_epoch = index_.CommitEpochOf(id);
   info.region_id = r.region_id;
   info.owner = index_.BlockOwner(id);
   info.commit_time_ns = r.commit_time_ns;
   info.pinned = r.pinned;
-  info.state = r.state;
+  info.state = r.state();
   return info;
 }
 
-std::optional<IndexedStore::BlockId> IndexedStore::IndexLocked(const BlockAddress& address, Record record,
+std::optional<IndexedStore::BlockId> IndexedStore::IndexLocked(const BlockAddress& address,
+                                                               const BlockIndex::Committed& block,
                                                                const IndexKeys& keys, Owner owner,
                                                                std::shared_ptr<StoredPayload> stored) {
   // The resident block whose last chain hash is this block's parent hash, if any (looked up
@@ -146,7 +147,7 @@ std::optional<IndexedStore::BlockId> IndexedStore::IndexLocked(const BlockAddres
   if (std::optional<uint32_t> ns = index_.FindNamespace(address.tenant, address.ns)) {
     parent = index_.ByTail(*ns, keys.parent);
   }
-  std::optional<BlockId> id = index_.Insert(address, record, keys, owner, std::move(stored));
+  std::optional<BlockId> id = index_.Insert(address, block, keys, owner, std::move(stored));
   if (!id) return std::nullopt;
   admission_.Indexed(*id, parent, keys.valid_length < keys.block_capacity, PolicyKeyOf(address));
   if (UnverifiedLocked(*id)) MarkVerifiedLocked(*id);  // a reused id: this block is checked
@@ -160,9 +161,8 @@ IndexedStore::Record IndexedStore::UnindexLocked(BlockId id) {
 }
 
 IndexedStore::Departure IndexedStore::RemoveLocked(BlockId id, const char* reason) {
-  Record& live = index_.at(id);
-  Transition(live.state, BlockState::kEvicting);
-  int open = live.open_readers;
+  index_.MarkEvicting(id);
+  int open = static_cast<int>(index_.OpenReaders(id));
   BlockInfo info = AttributesOfLocked(id);
   std::shared_ptr<StoredPayload> stored = index_.StoredOf(id);
   UnindexLocked(id);
@@ -291,8 +291,7 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
       admission_.Missed(PolicyKeyOf(address));
       return StatusCode::kNotFound;
     }
-    Record& r = index_.at(*id);
-    r.open_readers++;  // the reader's destructor gives it back
+    index_.ReaderOpened(*id);  // the reader's destructor gives it back
     admission_.Used(*id);
     info = AttributesOfLocked(*id);
     stored = index_.StoredOf(*id);
@@ -323,7 +322,7 @@ void IndexedStore::ReaderClosed(const BlockAddress& address, uint64_t region_id)
   MutexLock lock(mu_);
   std::optional<BlockId> id = index_.Find(address);
   if (id && index_.at(*id).region_id == region_id) {
-    index_.at(*id).open_readers--;
+    index_.ReaderClosed(*id);
     return;
   }
   // Last close of a quarantined block does not free it: only reclaim does.

@@ -72,11 +72,11 @@ size_t IndexedStore::ForgetIf(const std::function<bool(const StoredPayload*)>& l
     });
     for (BlockId id : ids) {
       // The device took the bytes with it: nothing is left to drop or keep.
-      Record& r = index_.at(id);
-      Transition(r.state, BlockState::kEvicting);
+      index_.MarkEvicting(id);
       gone.push_back(index_.AddressOf(id));
       Record forgotten = UnindexLocked(id);
-      Transition(forgotten.state, BlockState::kAbsent);
+      BlockState state = forgotten.state();
+      Transition(state, BlockState::kAbsent);
     }
     observer = observer_;
   }
@@ -94,7 +94,7 @@ void IndexedStore::ForEachBlock(const BlockVisitor& fn) {
     const Record& r = index_.at(id);
     b.address = index_.AddressOf(id);
     b.size = r.size;
-    b.commit_epoch = r.commit_epoch;
+    b.commit_epoch = index_.CommitEpochOf(id);
     b.region_id = r.region_id;
     b.owner = index_.BlockOwner(id);
     b.commit_time_ns = r.commit_time_ns;
@@ -115,7 +115,7 @@ void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id
     if (!id || index_.at(*id).region_id != region_id) return;
     was_pinned = index_.at(*id).pinned;
     admission_.Counters(address.tenant).checksum_failures++;
-    Transition(index_.at(*id).state, BlockState::kEvicting);
+    index_.MarkEvicting(*id);
     BlockInfo info = AttributesOfLocked(*id);
     std::shared_ptr<StoredPayload> stored = index_.StoredOf(*id);
     UnindexLocked(*id);

@@ -142,19 +142,17 @@ bool IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> s
   return RestoreBlock(b, std::move(stored));
 }
 
-IndexedStore::Record IndexedStore::RecordOf(const IndexedBlock& b) {
-  Record r;
-  r.size = b.size;
-  r.commit_epoch = static_cast<uint32_t>(b.commit_epoch);
-  r.region_id = b.region_id;
-  r.commit_time_ns = b.commit_time_ns;
-  r.pinned = b.pinned;
-  return r;
+BlockIndex::Committed IndexedStore::CommittedOf(const IndexedBlock& b) {
+  return BlockIndex::Committed{.size = b.size,
+                               .region_id = b.region_id,
+                               .commit_time_ns = b.commit_time_ns,
+                               .commit_epoch = b.commit_epoch,
+                               .pinned = b.pinned};
 }
 
 bool IndexedStore::RestoreBlock(const IndexedBlock& b, std::shared_ptr<StoredPayload> stored) {
   MutexLock lock(mu_);
-  return IndexLocked(b.address, RecordOf(b), b.keys, b.owner, std::move(stored)).has_value();
+  return IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, std::move(stored)).has_value();
 }
 
 void IndexedStore::ReserveBlocks(size_t blocks) {

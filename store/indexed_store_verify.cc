@@ -15,7 +15,7 @@ void IndexedStore::MarkVerifiedLocked(BlockId id) {
 
 bool IndexedStore::RestoreUnverified(const IndexedBlock& b, std::shared_ptr<StoredPayload> stored) {
   MutexLock lock(mu_);
-  std::optional<BlockId> id = IndexLocked(b.address, RecordOf(b), b.keys, b.owner, std::move(stored));
+  std::optional<BlockId> id = IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, std::move(stored));
   if (!id) return false;
   if (*id >= unverified_.size()) unverified_.resize(*id + 1);
   unverified_[*id] = true;
@@ -65,16 +65,16 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
         // an eager start would have indexed it. Its file stays: it is the one indexed now.
         bool pinned = r.pinned;
         std::shared_ptr<StoredPayload> keep = index_.StoredOf(*id);
-        Transition(r.state, BlockState::kEvicting);
+        index_.MarkEvicting(*id);
         Record gone = UnindexLocked(*id);
-        Transition(gone.state, BlockState::kAbsent);
+        BlockState state = gone.state();
+        Transition(state, BlockState::kAbsent);
         BlockInfo& info = verdict.info;
-        Record fresh;
-        fresh.size = info.size;
-        fresh.commit_epoch = static_cast<uint32_t>(info.commit_epoch);
-        fresh.region_id = info.region_id;
-        fresh.commit_time_ns = info.commit_time_ns;
-        fresh.pinned = pinned;
+        BlockIndex::Committed fresh{.size = info.size,
+                                    .region_id = info.region_id,
+                                    .commit_time_ns = info.commit_time_ns,
+                                    .commit_epoch = info.commit_epoch,
+                                    .pinned = pinned};
         IndexLocked(address, fresh, IndexKeysOf(info.identity, info.canonical_identity), info.owner,
                     std::move(keep));
         return;
@@ -82,7 +82,7 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
       case Verdict::Kind::kDamaged: {
         // Never served: dropped with its file, as an eager start deletes it. No reader has it
         // open (every open checks first), so nothing goes to quarantine.
-        Transition(r.state, BlockState::kEvicting);
+        index_.MarkEvicting(*id);
         BlockInfo info = AttributesOfLocked(*id);
         std::shared_ptr<StoredPayload> bytes = index_.StoredOf(*id);
         UnindexLocked(*id);
@@ -93,9 +93,10 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
       case Verdict::Kind::kGone: {
         // No file, or none that can be read now: forgotten, whatever is there left in place
         // (an eager start would not have indexed it; the next start tries it again).
-        Transition(r.state, BlockState::kEvicting);
+        index_.MarkEvicting(*id);
         Record gone = UnindexLocked(*id);
-        Transition(gone.state, BlockState::kAbsent);
+        BlockState state = gone.state();
+        Transition(state, BlockState::kAbsent);
         return;
       }
     }
@@ -119,7 +120,7 @@ bool IndexedStore::AdoptFound(BlockInfo info, std::shared_ptr<StoredPayload> sto
   // A reservation at the address will publish its own file there: the one found is its
   // predecessor, about to be replaced.
   if (reservations_.Holder(b.address)) return false;
-  return IndexLocked(b.address, RecordOf(b), b.keys, b.owner, std::move(stored)).has_value();
+  return IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, std::move(stored)).has_value();
 }
 
 std::vector<BlockAddress> IndexedStore::WalkFinished() {
@@ -130,10 +131,10 @@ std::vector<BlockAddress> IndexedStore::WalkFinished() {
       if (!unverified_[id]) continue;
       // The walk did not find its file: an eager start would not have indexed it.
       forgotten.push_back(index_.AddressOf(id));
-      Record& r = index_.at(id);
-      Transition(r.state, BlockState::kEvicting);
+      index_.MarkEvicting(id);
       Record gone = UnindexLocked(id);
-      Transition(gone.state, BlockState::kAbsent);
+      BlockState state = gone.state();
+      Transition(state, BlockState::kAbsent);
     }
     std::vector<bool>().swap(unverified_);
     unverified_count_ = 0;

@@ -71,8 +71,12 @@ class ListPolicy final : public EvictionPolicy {
 // Least recently used leaf first; ancestors only when no leaf is eligible.
 //
 // Per slot, in flat arrays: its links in the recency list (partial blocks first, then full
-// ones, each least recent first), a partial bit, its parent, and its place in its parent's
-// list of children (first child, next and previous sibling): 24 bytes and a bit. Leaves are the blocks with no
+// ones, each least recent first), a partial bit, its parent, its parent's newest child
+// (`last_child_`) and the next sibling: 20 bytes and a bit. A parent's children form a ring
+// through `next_sibling_`, oldest first, closed from the newest back to the oldest, so that a
+// child joins at the end and the oldest (the one least recently inserted, and the one the
+// recency order reaches first) leaves with no walk; another walks the ring to the child
+// before it (it has no back link: 4 bytes less a block). Leaves are the blocks with no
 // child, so the least recent leaf is the first childless block of the recency list; the walk
 // to it passes the ancestors of the oldest chains (about a chain's length of blocks) and those
 // `eligible` refuses. A block that leaves before its children orphans them (its slot may be
@@ -87,12 +91,12 @@ class PrefixLruPolicy final : public EvictionPolicy {
     Link(slot);
     Slot p = parent && *parent != slot && recency_.Contains(*parent) ? *parent : kNone;
     parent_[slot] = p;
-    first_child_[slot] = kNone;
+    last_child_[slot] = kNone;
     if (p == kNone) return;
-    prev_sibling_[slot] = kNone;
-    next_sibling_[slot] = first_child_[p];
-    if (first_child_[p] != kNone) prev_sibling_[first_child_[p]] = slot;
-    first_child_[p] = slot;
+    Slot last = last_child_[p];
+    next_sibling_[slot] = last == kNone ? slot : next_sibling_[last];  // the ring's oldest
+    if (last != kNone) next_sibling_[last] = slot;
+    last_child_[p] = slot;
   }
   void OnAccess(Slot slot) override {
     if (!recency_.Contains(slot)) return;
@@ -102,12 +106,23 @@ class PrefixLruPolicy final : public EvictionPolicy {
   void OnRemove(Slot slot) override {
     if (!recency_.Contains(slot)) return;
     Unlink(slot);
-    for (Slot c = first_child_[slot]; c != kNone; c = next_sibling_[c]) parent_[c] = kNone;
-    first_child_[slot] = kNone;
+    if (Slot last = last_child_[slot]; last != kNone) {
+      Slot c = last;
+      do {
+        c = next_sibling_[c];
+        parent_[c] = kNone;
+      } while (c != last);
+      last_child_[slot] = kNone;
+    }
     if (Slot p = parent_[slot]; p != kNone) {
-      Slot prev = prev_sibling_[slot], next = next_sibling_[slot];
-      (prev == kNone ? first_child_[p] : next_sibling_[prev]) = next;
-      if (next != kNone) prev_sibling_[next] = prev;
+      Slot before = last_child_[p];
+      while (next_sibling_[before] != slot) before = next_sibling_[before];
+      if (before == slot) {
+        last_child_[p] = kNone;  // its only child
+      } else {
+        next_sibling_[before] = next_sibling_[slot];
+        if (last_child_[p] == slot) last_child_[p] = before;
+      }
       parent_[slot] = kNone;
     }
   }
@@ -115,7 +130,7 @@ class PrefixLruPolicy final : public EvictionPolicy {
     if (Slot s = recency_.FirstWhereIn(recency_.front(), first_full_, eligible); s != kNone) {
       return s;  // a partial block
     }
-    auto leaf_eligible = [&](Slot s) { return first_child_[s] == kNone && eligible(s); };
+    auto leaf_eligible = [&](Slot s) { return last_child_[s] == kNone && eligible(s); };
     Slot leaf = recency_.FirstWhereIn(first_full_, kNone, leaf_eligible);
     if (leaf != kNone) return leaf;
     return Found(recency_.FirstWhereIn(first_full_, kNone, eligible));
@@ -123,13 +138,13 @@ class PrefixLruPolicy final : public EvictionPolicy {
   void Reserve(size_t slots) override {
     recency_.Reserve(slots);
     partial_.reserve(slots);
-    for (auto* v : {&parent_, &first_child_, &next_sibling_, &prev_sibling_}) v->reserve(slots);
+    for (auto* v : {&parent_, &last_child_, &next_sibling_}) v->reserve(slots);
   }
 
  private:
   static constexpr Slot kNone = SlotList::kNone;
   void Resize(size_t n) {
-    for (auto* v : {&parent_, &first_child_, &next_sibling_, &prev_sibling_}) v->resize(n, kNone);
+    for (auto* v : {&parent_, &last_child_, &next_sibling_}) v->resize(n, kNone);
     partial_.resize(n, false);
   }
   // Puts `slot` last among the blocks of its kind: partial blocks all come before full ones.
@@ -151,7 +166,7 @@ class PrefixLruPolicy final : public EvictionPolicy {
   SlotList recency_;
   Slot first_full_ = kNone;
   std::vector<bool> partial_;
-  std::vector<Slot> parent_, first_child_, next_sibling_, prev_sibling_;
+  std::vector<Slot> parent_, last_child_, next_sibling_;
 };
 
 // Ours: W-TinyLFU restricted to leaves.

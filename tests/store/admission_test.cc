@@ -93,7 +93,7 @@ TEST_CASE("Admission: a refusal names no victim, pinned and open blocks never go
   Id b = p.Add("acme", 2, 100);
   p.Add("acme", 3, 100);
   p.index.at(a).pinned = true;
-  p.index.at(b).open_readers = 1;
+  p.index.ReaderOpened(b);
   std::vector<Id> victims;
   // 200 bytes needed, only the third block (100) may go: refused whole.
   CHECK(p.admission.RoomForCommit("acme", 200, victims) == StatusCode::kNoSpace);

@@ -50,7 +50,9 @@ TEST_CASE("BlockIndex: namespaces are interned, listed in order and keep their b
   auto id = index.Insert(BlockNo("acme", 1), RecordOf(1), FullKeys(), kOwner);
   uint32_t ns = *index.FindNamespace("acme", "ns");
   CHECK(index.BlocksIn(ns) == 1);
-  CHECK(index.BlockIds(ns) == std::vector<BlockIndex::Id>{*id});
+  std::vector<BlockIndex::Id> listed;
+  index.ForEachIn(ns, [&](BlockIndex::Id b) { listed.push_back(b); });
+  CHECK(listed == std::vector<BlockIndex::Id>{*id});
   CHECK(index.TenantOf(ns) == "acme");
   index.Remove(*id);
   index.RemoveNamespace(ns);
@@ -94,7 +96,7 @@ TEST_CASE("BlockIndex: a block's keys and owner come back as inserted") {
   keys.valid_length = 100;
   keys.block_capacity = 256;
   keys.chain_length = 7;
-  BlockIndex::Record record = RecordOf(10, 77);
+  BlockIndex::Committed record = RecordOf(10, 77);
   record.commit_time_ns = 123456789012345;
   record.commit_epoch = 9;
   record.pinned = true;
@@ -108,13 +110,13 @@ TEST_CASE("BlockIndex: a block's keys and owner come back as inserted") {
   CHECK(index.BlockOwner(*a) == Owner{5, 6});
   CHECK(index.BlockOwner(*b) == Owner{7, 8});
   CHECK(index.BlockOwner(*c) == Owner{5, 6});
-  CHECK(index.at(*a).owner == index.at(*c).owner);  // one slot for one owner
+  CHECK(index.at(*a).context == index.at(*c).context);  // one slot for one owner and namespace
   CHECK(index.OwnerOf(*index.FindNamespace("acme", "ns")) == Owner{5, 6});  // the first's
   const BlockIndex::Record& r = index.at(*a);
   CHECK(r.size == 10);
   CHECK(r.region_id == 77);
   CHECK(r.commit_time_ns == 123456789012345);
-  CHECK(r.commit_epoch == 9);
+  CHECK(index.CommitEpochOf(*a) == 9);
   CHECK(r.pinned);
   index.Remove(*a);
   index.Remove(*b);
@@ -123,6 +125,102 @@ TEST_CASE("BlockIndex: a block's keys and owner come back as inserted") {
   REQUIRE(d);
   CHECK(index.BlockOwner(*d) == Owner{7, 8});
   CHECK(index.KeysOf(*d) == full);
+}
+
+// The record keeps no commit epoch of its own: a region id carries its epoch in its high 32
+// bits. A block whose epoch is another one (a file of another writer) keeps it beside.
+TEST_CASE("BlockIndex: commit epochs come back exactly, the region's or another") {
+  BlockIndex index;
+  BlockIndex::Committed usual = RecordOf(10, (uint64_t{7} << 32) | 5);
+  usual.commit_epoch = 7;
+  BlockIndex::Committed odd = RecordOf(10, (uint64_t{7} << 32) | 6);
+  odd.commit_epoch = (uint64_t{1} << 40) + 3;  // wider than the region's half, even
+  auto a = index.Insert(BlockNo("acme", 1), usual, FullKeys(), kOwner);
+  auto b = index.Insert(BlockNo("acme", 2), odd, FullKeys(), kOwner);
+  REQUIRE((a && b));
+  CHECK(index.CommitEpochOf(*a) == 7);
+  CHECK(index.CommitEpochOf(*b) == (uint64_t{1} << 40) + 3);
+  CHECK_FALSE(bool(index.at(*a).epoch_apart));
+  index.Remove(*b);
+  auto c = index.Insert(BlockNo("acme", 3), RecordOf(1, uint64_t{9} << 32), FullKeys(), kOwner);
+  REQUIRE(c == b);  // the id comes back: what the odd block kept beside it does not
+  CHECK(index.CommitEpochOf(*c) == 0);
+}
+
+TEST_CASE("BlockIndex: open readers are counted per block and leave with it") {
+  BlockIndex index;
+  auto a = index.Insert(BlockNo("acme", 1), RecordOf(1), FullKeys(), kOwner);
+  auto b = index.Insert(BlockNo("acme", 2), RecordOf(1), FullKeys(), kOwner);
+  REQUIRE((a && b));
+  index.ReaderOpened(*a);
+  index.ReaderOpened(*a);
+  CHECK(index.OpenReaders(*a) == 2);
+  CHECK(index.OpenReaders(*b) == 0);
+  index.ReaderClosed(*a);
+  CHECK(index.OpenReaders(*a) == 1);
+  index.ReaderClosed(*b);  // none open: nothing to give back
+  CHECK(index.OpenReaders(*b) == 0);
+  index.Remove(*a);
+  auto c = index.Insert(BlockNo("acme", 3), RecordOf(1), FullKeys(), kOwner);
+  REQUIRE(c == a);
+  CHECK(index.OpenReaders(*c) == 0);  // the reused id starts closed
+}
+
+TEST_CASE("BlockIndex: a leaving block is EVICTING, flags and lengths keep their values") {
+  BlockIndex index;
+  IndexKeys keys = FullKeys();
+  keys.valid_length = kMaxBlockTokens;
+  keys.block_capacity = kMaxBlockTokens;
+  keys.chain_length = kMaxChainLength;
+  BlockIndex::Committed pinned = RecordOf(1);
+  pinned.pinned = true;
+  auto a = index.Insert(BlockNo("acme", 1), pinned, keys, kOwner);
+  REQUIRE(a);
+  CHECK(index.KeysOf(*a) == keys);
+  CHECK(bool(index.at(*a).pinned));
+  CHECK(index.at(*a).state() == BlockState::kCommitted);
+  index.MarkEvicting(*a);
+  CHECK(index.at(*a).state() == BlockState::kEvicting);
+  CHECK(index.Remove(*a).state() == BlockState::kEvicting);
+  // No identity holds more tokens: such keys are refused rather than cut to the record's bits.
+  keys.valid_length = kMaxBlockTokens + 1;
+  CHECK_FALSE(index.Insert(BlockNo("acme", 2), RecordOf(1), keys, kOwner));
+  CHECK(index.size() == 0);
+}
+
+// Namespace, medium state and owner are one slot of a table of the distinct triples; a
+// namespace counts its blocks and is listed by a pass over the records.
+TEST_CASE("BlockIndex: namespaces, states and owners shared by blocks are held once") {
+  BlockIndex index;
+  auto a = index.Insert(BlockAddress{"acme", "one", BlockNo("acme", 1).block}, RecordOf(1), FullKeys(), kOwner);
+  auto b = index.Insert(BlockAddress{"acme", "one", BlockNo("acme", 2).block}, RecordOf(1), FullKeys(), kOwner);
+  auto c = index.Insert(BlockAddress{"acme", "two", BlockNo("acme", 1).block}, RecordOf(1), FullKeys(), kOwner);
+  auto d = index.Insert(BlockAddress{"acme", "two", BlockNo("acme", 2).block}, RecordOf(1), FullKeys(), Owner{1, 2});
+  REQUIRE((a && b && c && d));
+  CHECK(index.at(*a).context == index.at(*b).context);
+  CHECK(index.at(*a).context != index.at(*c).context);  // another namespace
+  CHECK(index.at(*c).context != index.at(*d).context);  // another owner
+  uint32_t one = *index.FindNamespace("acme", "one"), two = *index.FindNamespace("acme", "two");
+  CHECK(index.NamespaceOf(*a) == one);
+  CHECK(index.NamespaceOf(*d) == two);
+  CHECK(index.BlockOwner(*d) == Owner{1, 2});
+  // The same name in two namespaces: two blocks.
+  CHECK(index.Find(BlockAddress{"acme", "two", BlockNo("acme", 1).block}) == c);
+  CHECK(index.Find(BlockAddress{"acme", "one", BlockNo("acme", 1).block}) == a);
+  index.Remove(*b);
+  CHECK(index.BlocksIn(one) == 1);
+  CHECK(index.BlocksIn(two) == 2);
+  std::vector<BlockIndex::Id> in_two, all;
+  index.ForEachIn(two, [&](BlockIndex::Id id) { in_two.push_back(id); });
+  index.ForEach([&](BlockIndex::Id id) { all.push_back(id); });
+  CHECK(in_two == std::vector<BlockIndex::Id>{*c, *d});
+  CHECK(all == std::vector<BlockIndex::Id>{*a, *c, *d});  // the removed one is skipped
+  index.Remove(*d);
+  auto e = index.Insert(BlockAddress{"acme", "one", BlockNo("acme", 3).block}, RecordOf(1), FullKeys(), Owner{1, 2});
+  REQUIRE(e);
+  CHECK(index.NamespaceOf(*e) == one);  // a freed slot is not the old triple
+  CHECK(index.BlockOwner(*e) == Owner{1, 2});
+  CHECK(index.BlockOwner(*a) == kOwner);
 }
 
 }  // namespace

@@ -2,6 +2,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
 
 #include "store/eviction/eviction_policy.h"
 #include "tests/bench/replay.h"
@@ -125,6 +129,75 @@ TEST_CASE("Policy: prefix-lru orders partial blocks among themselves, all before
   p->OnAccess(6);
   p->OnAccess(7);
   CHECK(p->Victim(kAll) == Slot{6});
+}
+
+// prefix-lru against a model written for clarity (a list in use order, a map of parents):
+// random inserts under random parents, uses and removals in any order (a parent before its
+// children, the newest child, a middle one), and every victim, with and without a filter, is
+// the model's. The children of a block are a ring without back links: this is the check that
+// unlinking any of them keeps the leaves what they were.
+TEST_CASE("Policy: prefix-lru picks the victims of a plain model under random operations") {
+  struct Model {
+    std::vector<Slot> order;          // least recently used first
+    std::map<Slot, Slot> parent_of;   // linked children only
+    std::set<Slot> partial;
+    bool Has(Slot s) const { return std::find(order.begin(), order.end(), s) != order.end(); }
+    bool Leaf(Slot s) const {
+      for (const auto& [c, p] : parent_of) {
+        if (p == s) return false;
+      }
+      return true;
+    }
+    void Remove(Slot s) {
+      if (!Has(s)) return;
+      order.erase(std::find(order.begin(), order.end(), s));
+      parent_of.erase(s);
+      for (auto it = parent_of.begin(); it != parent_of.end();) {
+        it = it->second == s ? parent_of.erase(it) : std::next(it);
+      }
+      partial.erase(s);
+    }
+    std::optional<Slot> Victim(const std::function<bool(Slot)>& ok) const {
+      for (Slot s : order) if (partial.count(s) && ok(s)) return s;
+      for (Slot s : order) if (!partial.count(s) && Leaf(s) && ok(s)) return s;
+      for (Slot s : order) if (!partial.count(s) && ok(s)) return s;
+      return std::nullopt;
+    }
+  };
+  auto p = MakePolicy("prefix-lru");
+  Model m;
+  std::mt19937 rng(15);
+  auto below = [&](uint32_t n) { return static_cast<Slot>(rng() % n); };
+  for (int step = 0; step < 20000; ++step) {
+    Slot s = below(64);
+    switch (below(8)) {
+      case 0: case 1: case 2: {  // a new block in a free slot, often under a resident one
+        if (m.Has(s)) break;
+        std::optional<Slot> parent;
+        if (below(4) != 0 && !m.order.empty()) parent = m.order[below(static_cast<uint32_t>(m.order.size()))];
+        bool partial = below(5) == 0;
+        Insert(*p, s, parent, partial);
+        m.order.push_back(s);
+        if (parent) m.parent_of[s] = *parent;
+        if (partial) m.partial.insert(s);
+        break;
+      }
+      case 3: case 4:
+        p->OnAccess(s);
+        if (m.Has(s)) {
+          m.order.erase(std::find(m.order.begin(), m.order.end(), s));
+          m.order.push_back(s);
+        }
+        break;
+      default:
+        p->OnRemove(s);
+        m.Remove(s);
+    }
+    Slot refused = below(64);
+    auto but = [&](Slot x) { return x != refused; };
+    REQUIRE(p->Victim(kAll) == m.Victim(kAll));
+    REQUIRE(p->Victim(but) == m.Victim(but));
+  }
 }
 
 std::vector<replay::Request> TinyTrace() {

@@ -17,8 +17,8 @@ inline BlockAddress BlockNo(const std::string& tenant, unsigned n) {
 }
 
 // A committed block's record of `size` payload bytes.
-inline BlockIndex::Record RecordOf(uint64_t size, uint64_t region_id = 0) {
-  BlockIndex::Record r;
+inline BlockIndex::Committed RecordOf(uint64_t size, uint64_t region_id = 0) {
+  BlockIndex::Committed r;
   r.size = size;
   r.region_id = region_id;
   return r;
