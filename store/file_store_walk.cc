@@ -6,6 +6,7 @@
 // start, a file no entry names is read in full and indexed, an entry without a file is
 // forgotten. VerifyBlock applies the same rule to one block, for the store to call before its
 // first use. Every file operation goes through Env.
+#include <malloc.h>
 #include <chrono>
 
 #include "store/env.h"
@@ -224,6 +225,9 @@ void FileMedium::Walk(size_t dev) {
     used_ = {};
     ns_of_snapshot_ = {};
   }
+  // As after an eager load (IndexedStore::Load): glibc keeps the freed entries' pages resident
+  // in the heap's holes; handing them back makes the resident set what the index holds.
+  ::malloc_trim(0);
   walk_completed_ = completed;
   if (completed && options_.walk_finished) options_.walk_finished(report);
   walk_done_.store(true, std::memory_order_release);
