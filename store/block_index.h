@@ -215,7 +215,7 @@ class BlockIndex {
   // Readers per open block (few at a time).
   std::unordered_map<Id, uint32_t> open_readers_;
   size_t count_ = 0;
-  IdTable by_address_, by_logical_, by_parent_, by_tail_;
+  IdTable by_address_{/*keys_unique=*/true}, by_logical_, by_parent_, by_tail_;
 };
 
 }  // namespace gpucache

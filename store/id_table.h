@@ -3,7 +3,10 @@
 // It stores ids only; what an id stands for (its key) lives in the caller's record array, so a
 // table costs 4 bytes a slot instead of a node per entry. The caller passes the key's 64-bit
 // hash with every call and a predicate that compares a candidate's key; a table may hold
-// several ids under equal keys (a multiset). Linear probing, tombstones on erase, rebuilt at
+// several ids under equal keys (a multiset): up to 8 ids of one 64-bit hash sit in the slots,
+// and the others of that hash (equal keys: a parent's many children, blocks sharing a digest)
+// are kept apart, so that they never form a cluster that every probe landing in it would walk
+// (100,000 blocks under one key made a start take 6.5 s: docs/performance.md). Linear probing, tombstones on erase, rebuilt at
 // 80% of slots used (live or tombstones) to 65% live. Any number of slots (a hash maps to one
 // by multiplying, not by masking), so the table is sized to its records rather than to the
 // next power of two: 4 / 0.8 to 4 / 0.65 bytes a record as it grows (5.0 to 6.2), 5.3 after
@@ -16,6 +19,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace gpucache {
@@ -25,26 +30,50 @@ class IdTable {
   using Id = uint32_t;
 
   // Adds `id` under `hash`. `hash_of(id)` must give any stored id's hash (for rebuilding).
+  // `keys_unique`: the caller never inserts two ids under equal keys (the address table), so
+  // Insert need not look for an id of the same hash.
+  explicit IdTable(bool keys_unique = false) : keys_unique_(keys_unique) {}
+
   template <class HashOf>
   void Insert(Id id, uint64_t hash, const HashOf& hash_of) {
     if ((used_ + 1) * 10 > slots_.size() * 8) Rebuild(live_ * 20 / 13 + 16, hash_of);  // to 65%
     size_t i = Home(hash);
-    while (slots_[i] != kEmpty && slots_[i] != kGone) i = Next(i);
-    if (slots_[i] == kEmpty) used_++;
-    slots_[i] = id;
+    size_t free = slots_.size();  // the first tombstone on the way, else the empty slot
+    size_t same = 0;              // ids of this hash on the way
+    for (; slots_[i] != kEmpty; i = Next(i)) {
+      if (slots_[i] == kGone) {
+        if (free == slots_.size()) free = i;
+      } else if (!keys_unique_ && hash_of(slots_[i]) == hash && ++same == kEqualInSlots) {
+        equal_[hash].insert(id);  // as many of this hash as may be are in the slots already
+        equal_count_++;
+        return;
+      }
+    }
+    if (free == slots_.size()) {
+      free = i;
+      used_++;
+    }
+    slots_[free] = id;
     live_++;
   }
   // Removes `id`, stored under `hash`; false if it is not there.
   bool Erase(Id id, uint64_t hash) {
     if (slots_.empty()) return false;
+    auto equal = equal_.find(hash);
     for (size_t i = Home(hash); slots_[i] != kEmpty; i = Next(i)) {
-      if (slots_[i] == id) {
+      if (slots_[i] != id) continue;
+      if (equal != equal_.end()) {  // one kept apart takes its slot
+        slots_[i] = *equal->second.begin();
+        TakeEqual(equal, slots_[i]);
+      } else {
         slots_[i] = kGone;
         live_--;
-        return true;
       }
+      return true;
     }
-    return false;
+    if (equal == equal_.end() || !equal->second.contains(id)) return false;
+    TakeEqual(equal, id);
+    return true;
   }
   // The first id under `hash` that `match` accepts.
   template <class Match>
@@ -52,6 +81,11 @@ class IdTable {
     if (slots_.empty()) return std::nullopt;
     for (size_t i = Home(hash); slots_[i] != kEmpty; i = Next(i)) {
       if (slots_[i] != kGone && match(slots_[i])) return slots_[i];
+    }
+    if (auto equal = equal_.find(hash); equal != equal_.end()) {
+      for (Id id : equal->second) {
+        if (match(id)) return id;
+      }
     }
     return std::nullopt;
   }
@@ -62,14 +96,29 @@ class IdTable {
     for (size_t i = Home(hash); slots_[i] != kEmpty; i = Next(i)) {
       if (slots_[i] != kGone) visit(slots_[i]);
     }
+    if (auto equal = equal_.find(hash); equal != equal_.end()) {
+      for (Id id : equal->second) visit(id);
+    }
   }
   // Room for `ids` without rebuilding.
   template <class HashOf>
   void Reserve(size_t ids, const HashOf& hash_of) {
     if (ids * 4 > slots_.size() * 3) Rebuild(ids * 4 / 3 + 16, hash_of);  // to 75%
   }
-  size_t size() const { return live_; }
-  size_t MemoryBytes() const { return slots_.capacity() * sizeof(Id); }
+  size_t size() const { return live_ + equal_count_; }
+  // The slots, and about what the ids kept apart cost (a hash node each, a set per hash).
+  size_t MemoryBytes() const {
+    return slots_.capacity() * sizeof(Id) + equal_count_ * 32 + equal_.size() * 96;
+  }
+  // The longest run of occupied slots (ids and tombstones): what a probe can have to walk.
+  size_t LongestRun() const {
+    size_t longest = 0, run = 0;
+    for (Id s : slots_) {
+      run = s == kEmpty ? 0 : run + 1;
+      longest = std::max(longest, run);
+    }
+    return longest;
+  }
 
  private:
   static constexpr Id kEmpty = ~Id{0};
@@ -101,7 +150,21 @@ class IdTable {
     }
   }
 
+  // Ids of one hash kept in the slots before the rest go apart: a few equal keys (the shards of
+  // one logical block) cost a few probes and no node; thousands would cost every probe.
+  static constexpr size_t kEqualInSlots = 8;
+  using Equal = std::unordered_map<uint64_t, std::unordered_set<Id>>;
+  void TakeEqual(Equal::iterator equal, Id id) {
+    equal->second.erase(id);
+    if (equal->second.empty()) equal_.erase(equal);
+    equal_count_--;
+  }
+
+  bool keys_unique_ = false;
   std::vector<Id> slots_;  // at least 16, or empty
+  // By hash, the ids of a hash that already has kEqualInSlots ids in the slots.
+  Equal equal_;
+  size_t equal_count_ = 0;
   size_t used_ = 0;        // slots holding an id or a tombstone
   size_t live_ = 0;        // slots holding an id
 };

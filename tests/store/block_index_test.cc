@@ -3,6 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
+#include <vector>
+
 #include "store/indexed_store.h"
 #include "tests/store/store_parts_test.h"
 
@@ -221,6 +224,67 @@ TEST_CASE("BlockIndex: namespaces, states and owners shared by blocks are held o
   CHECK(index.NamespaceOf(*e) == one);  // a freed slot is not the old triple
   CHECK(index.BlockOwner(*e) == Owner{1, 2});
   CHECK(index.BlockOwner(*a) == kOwner);
+}
+
+}  // namespace
+}  // namespace gpucache
+
+namespace gpucache {
+namespace {
+
+// Many ids under one key (a parent's children, blocks sharing a chain digest) must not become a
+// cluster of slots that every probe landing in it walks: 100,000 blocks sharing one chain tail
+// made a start spend 6.5 s in the tail table (docs/performance.md, the whole run of 2026-12-02).
+TEST_CASE("IdTable: ids under equal keys stay out of the probe sequences and are all found") {
+  constexpr uint64_t kShared = 0x5eed;
+  constexpr IdTable::Id kEqual = 20000, kDistinct = 20000;
+  std::vector<uint64_t> hash_of(kEqual + kDistinct);
+  for (IdTable::Id id = 0; id < hash_of.size(); ++id) {
+    hash_of[id] = id < kEqual ? kShared : 0x9E3779B97F4A7C15ull * (id + 1);
+  }
+  auto hash = [&](IdTable::Id id) { return hash_of[id]; };
+  IdTable t;
+  for (IdTable::Id id = 0; id < hash_of.size(); ++id) {
+    t.Insert(id, hash_of[id], hash);
+    if (id % 997 == 0) CHECK(t.LongestRun() < 200);  // was the number of equal ids so far
+  }
+  CHECK(t.size() == hash_of.size());
+  CHECK(t.LongestRun() < 200);
+  auto under_shared = [&] {
+    std::set<IdTable::Id> seen;
+    t.ForEachCandidate(kShared, [&](IdTable::Id id) {
+      if (hash_of[id] == kShared) seen.insert(id);
+    });
+    return seen;
+  };
+  CHECK(under_shared().size() == kEqual);
+  for (IdTable::Id id = kEqual; id < hash_of.size(); id += 101) {
+    CHECK(t.Find(hash_of[id], [&](IdTable::Id c) { return c == id; }) == id);
+  }
+  // Every other equal id and every other distinct one goes, the first inserted (in the slots)
+  // among them; the rest are all still found.
+  for (IdTable::Id id = 0; id < hash_of.size(); id += 2) CHECK(t.Erase(id, hash_of[id]));
+  CHECK_FALSE(t.Erase(0, kShared));  // already gone
+  CHECK(t.size() == hash_of.size() / 2);
+  std::set<IdTable::Id> left = under_shared();
+  CHECK(left.size() == kEqual / 2);
+  CHECK(left.count(1) == 1);
+  CHECK(left.count(0) == 0);
+  for (IdTable::Id id = 1; id < kEqual; id += 2) {
+    CHECK(t.Find(kShared, [&](IdTable::Id c) { return c == id; }) == id);
+  }
+  for (IdTable::Id id = kEqual + 1; id < hash_of.size(); id += 2) {
+    CHECK(t.Find(hash_of[id], [&](IdTable::Id c) { return c == id; }) == id);
+    CHECK_FALSE(t.Find(hash_of[id - 1], [&](IdTable::Id c) { return c == id - 1; }));
+  }
+  // A rebuild (growing past 80 %) keeps them apart and all findable.
+  hash_of.resize(hash_of.size() + 40000);
+  for (IdTable::Id id = kEqual + kDistinct; id < hash_of.size(); ++id) {
+    hash_of[id] = id % 2 == 0 ? kShared : 0x9E3779B97F4A7C15ull * (id + 1);
+    t.Insert(id, hash_of[id], hash);
+  }
+  CHECK(t.LongestRun() < 200);
+  CHECK(under_shared().size() == kEqual / 2 + 20000);
 }
 
 }  // namespace
