@@ -29,6 +29,7 @@
 // Thread safety: as BlockStore. One FileStore per data directory (enforced by LOCK).
 #pragma once
 
+#include <functional>
 #include <atomic>
 #include <map>
 #include <optional>
@@ -184,6 +185,10 @@ class FileMedium final : public Medium {
   // file can be stat'ed.
   std::optional<SnapshotEntry> EntryOfBlock(const BlockInfo& info, int dir_fd, const std::string& name);
   void LoadBlocks(size_t dev, FileStoreReport& report);
+  // Calls `visit(tenant, ns)` for every namespace directory of `dir` with valid names; the
+  // others are reported as ignored.
+  void ForEachNamespaceDir(const DataDir& dir, FileStoreReport& report,
+                           const std::function<void(const std::string&, const std::string&)>& visit);
   void LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
                      FileStoreReport& report);
   void LoadQuarantine(size_t dev, FileStoreReport& report);

@@ -101,8 +101,8 @@ uint64_t FileMedium::DropLeftovers(FileStoreReport& report) {
   return reservations;
 }
 
-void FileMedium::LoadBlocks(size_t dev, FileStoreReport& report) {
-  const DataDir& dir = devices_[dev].dir;
+void FileMedium::ForEachNamespaceDir(const DataDir& dir, FileStoreReport& report,
+                                     const std::function<void(const std::string&, const std::string&)>& visit) {
   for (const std::string& tenant : ListOrReport(dir.Blocks(), report)) {
     if (!IsValidTenantName(tenant)) {
       report.problems.push_back("ignored " + dir.Tenant(tenant) + ": not a tenant name");
@@ -113,9 +113,15 @@ void FileMedium::LoadBlocks(size_t dev, FileStoreReport& report) {
         report.problems.push_back("ignored " + tenant + "/" + ns + ": not a namespace name");
         continue;
       }
-      LoadNamespace(dev, tenant, ns, report);
+      visit(tenant, ns);
     }
   }
+}
+
+void FileMedium::LoadBlocks(size_t dev, FileStoreReport& report) {
+  ForEachNamespaceDir(devices_[dev].dir, report, [&](const std::string& tenant, const std::string& ns) {
+    LoadNamespace(dev, tenant, ns, report);
+  });
 }
 
 Result<BlockHeader> FileMedium::ReadHeader(int fd) {

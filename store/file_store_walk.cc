@@ -34,21 +34,11 @@ void FileMedium::RestoreFromIndex(size_t dev, FileStoreReport& report) {
   // The namespaces as an eager start finds them, by their directories (a few listings); the
   // blocks in them are not listed here.
   std::vector<const std::pair<std::string, std::string>*> parts(ns_of_snapshot_.size(), nullptr);
-  for (const std::string& tenant : ListOrReport(dir.Blocks(), report)) {
-    if (!IsValidTenantName(tenant)) {
-      report.problems.push_back("ignored " + dir.Tenant(tenant) + ": not a tenant name");
-      continue;
-    }
-    for (const std::string& ns : ListOrReport(dir.Tenant(tenant), report)) {
-      if (!IsValidNamespaceName(ns)) {
-        report.problems.push_back("ignored " + tenant + "/" + ns + ": not a namespace name");
-        continue;
-      }
-      Result<FileStat> ns_stat = env_.StatAt(-1, dir.Namespace(tenant, ns));
-      host().RestoreNamespace(tenant, ns, ns_stat.ok() ? Owner{ns_stat->uid, ns_stat->gid} : Owner{0, 0});
-      walk_namespaces_.emplace_back(tenant, ns);
-    }
-  }
+  ForEachNamespaceDir(dir, report, [&](const std::string& tenant, const std::string& ns) {
+    Result<FileStat> ns_stat = env_.StatAt(-1, dir.Namespace(tenant, ns));
+    host().RestoreNamespace(tenant, ns, ns_stat.ok() ? Owner{ns_stat->uid, ns_stat->gid} : Owner{0, 0});
+    walk_namespaces_.emplace_back(tenant, ns);
+  });
   for (const auto& tn : walk_namespaces_) {
     auto in_snapshot = snapshot_namespaces_.find(tn.first + "/" + tn.second);
     if (in_snapshot != snapshot_namespaces_.end()) parts[in_snapshot->second] = &tn;

@@ -143,6 +143,8 @@ class IndexedStore : public BlockStore, private MediumHost {
   }
   void MarkVerifiedLocked(BlockId id) REQUIRES(mu_);
   static BlockIndex::Committed CommittedOf(const IndexedBlock& block);
+  // A block read from the medium as the index takes it (its keys digested from the identity).
+  static IndexedBlock IndexedBlockOf(BlockInfo info);
   // Work to finish outside the lock after a block left the namespace (state EVICTING).
   struct Departure {
     BlockInfo info;  // without identity

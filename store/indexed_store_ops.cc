@@ -129,7 +129,7 @@ void IndexedStore::RestoreNamespace(const std::string& tenant, const std::string
   index_.AddNamespace(tenant, ns, owner);
 }
 
-bool IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
+IndexedBlock IndexedStore::IndexedBlockOf(BlockInfo info) {
   IndexedBlock b;
   b.address = std::move(info.address);
   b.size = info.size;
@@ -139,7 +139,11 @@ bool IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> s
   b.commit_time_ns = info.commit_time_ns;
   b.keys = IndexKeysOf(info.identity, info.canonical_identity);
   b.pinned = info.pinned;
-  return RestoreBlock(b, std::move(stored));
+  return b;
+}
+
+bool IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
+  return RestoreBlock(IndexedBlockOf(std::move(info)), std::move(stored));
 }
 
 BlockIndex::Committed IndexedStore::CommittedOf(const IndexedBlock& b) {

@@ -107,15 +107,7 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
 }
 
 bool IndexedStore::AdoptFound(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
-  IndexedBlock b;
-  b.address = std::move(info.address);
-  b.size = info.size;
-  b.commit_epoch = info.commit_epoch;
-  b.region_id = info.region_id;
-  b.owner = info.owner;
-  b.commit_time_ns = info.commit_time_ns;
-  b.keys = IndexKeysOf(info.identity, info.canonical_identity);
-  b.pinned = info.pinned;
+  IndexedBlock b = IndexedBlockOf(std::move(info));
   MutexLock lock(mu_);
   // A reservation at the address will publish its own file there: the one found is its
   // predecessor, about to be replaced.
