@@ -99,8 +99,9 @@ class LoggedProxy {
   }
   std::string endpoint() const { return "http://127.0.0.1:" + port_; }
   bool ready() const { return !port_.empty(); }
-  // The number of requests logged once the log has stopped growing: the proxy writes a line
-  // after it answered, so a client can be done with a request before its line appears.
+  // The number of requests logged once the log has stopped growing. A request is logged before
+  // its answer is sent, but a stall is logged when it ends, and a client that gave up on it
+  // can be done before its line appears.
   size_t Settled() const {
     size_t n = Requests().size();
     for (int i = 0; i < 50; i++) {

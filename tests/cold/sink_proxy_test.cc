@@ -104,6 +104,31 @@ TEST_CASE("Cold: 1,000 jobs through the proxy at 30% faults: the accounting iden
   CHECK(permanent == denied.size());
 }
 
+// The tests count the proxy's log lines right after a call returns (cold_mount_test.cc counts
+// the GETs of one refill): a request must be in the log before its answer reaches the client.
+// (It used to be logged after the answer was sent, and a count taken at once could miss it.)
+TEST_CASE("Cold: the fault proxy logs a request before the client has its answer") {
+  auto env = RgwEnv();
+  REQUIRE_MESSAGE(!env.empty(), "GPUCACHE_S3_ENV_FILE: run through ctest (fixture cold_rgw)");
+  // Every third request an injected 503 (answered by the proxy itself), the rest forwarded.
+  LoggedProxy proxy(env["GPUCACHE_S3_ENDPOINT"], 0.34, "503");
+  REQUIRE(proxy.ready());
+  S3Options o = *ServerOptions();
+  o.endpoint = proxy.endpoint();
+  auto client = S3Client::Create(o);
+  REQUIRE(client.ok());
+  std::string key = UniquePrefix("loglag") + "absent";
+  int missing = 0;
+  for (size_t i = 1; i <= 300; i++) {
+    (void)client.value()->Head(key);
+    missing += proxy.Requests().size() != i;
+  }
+  CHECK(missing == 0);
+  auto log = proxy.Requests();
+  REQUIRE(log.size() == 300);
+  for (const auto& e : log) CHECK((e["status"] == 404 || e["status"] == 503));
+}
+
 TEST_CASE("Cold: an outage that ends heals without an operator (proxy resets, then recovers)") {
   auto env = RgwEnv();
   REQUIRE_MESSAGE(!env.empty(), "GPUCACHE_S3_ENV_FILE: run through ctest (fixture cold_rgw)");

@@ -117,6 +117,7 @@ class Proxy(http.server.ThreadingHTTPServer):
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, and 100-continue handling by the base class
+    entry = None  # the request being answered, until its log line is written
 
     def log_message(self, fmt, *args):  # the JSON log is the record; keep stderr quiet
         pass
@@ -145,6 +146,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         seq, fault = srv.draw(self.command)
         entry = {"seq": seq, "method": self.command, "path": self.path, "fault": fault,
                  "forwarded": False, "status": None}
+        self.entry = entry
         try:
             try:
                 body = self.read_body()
@@ -163,7 +165,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             else:
                 self.forward(body, entry, truncate=(fault == "truncate"))
         finally:
-            srv.record(entry)
+            self.record_once()
+
+    # The line is written before the answer leaves, so a client that has its answer can count on
+    # the request being in the log (a test counts requests right after a call returns).
+    def record_once(self):
+        if self.entry is not None:
+            self.server.record(self.entry)
+            self.entry = None
 
     def send_error_xml(self, status, reason, code, message, seq):
         xml = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
@@ -171,11 +180,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = b"" if self.command == "HEAD" else xml.encode()
         head = [f"HTTP/1.1 {status} {reason}", "Content-Type: application/xml",
                 f"Content-Length: {len(body)}"]
+        if self.entry is not None:
+            self.entry["status"] = status  # logged with the head, below
         self.write_head(head)
         self.wfile.write(body)
         return status
 
     def write_head(self, lines):
+        self.record_once()
         if self.close_connection:
             lines = lines + ["Connection: close"]
         self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
@@ -185,6 +197,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         # rfile (a makefile of it) is closed too; and it must be closed here, before the server's
         # shutdown_request(), whose shutdown(SHUT_WR) would send a FIN first.
         self.close_connection = True
+        self.record_once()
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.rfile.close()
         self.connection.close()
