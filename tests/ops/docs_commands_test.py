@@ -7,7 +7,7 @@ Each document runs, in order, as one `bash -e` script in its own fresh world: a 
 network and PID namespace (unshare) in which empty directories cover /mnt, /var/lib and /tmp,
 `lo` is up (the default configuration serves metrics on 127.0.0.1:9110), the working directory
 is a copy of the repository's layout (docs/, packaging/, clients/ and build/ bind-mounted from
-the checkout and the build) and BUILD_DIR is first on PATH. The host's /mnt/gpucache,
+the checkout and the build) and the build's bind mount is first on PATH. The host's /mnt/gpucache,
 /var/lib/gpucache and /tmp are never touched, and when the script ends the PID namespace ends,
 so no daemon and no mount outlive the test.
 
@@ -82,7 +82,8 @@ def run_in_fresh_world(src, build, commands, name):
                   f"mount --bind {shlex.quote(t)}/varlib /var/lib",
                   f"mount --rbind {shlex.quote(t)}/tmp /tmp",
                   "cd /tmp/work",
-                  f"export PATH={shlex.quote(build)}:$PATH",
+                  # The bind mount, not BUILD_DIR: a build directory under /tmp is covered.
+                  "export PATH=/tmp/work/build:$PATH",
                   "set -x -o pipefail"]
         script = os.path.join(t, "tmp", "commands.sh")
         with open(script, "w") as f:
