@@ -221,39 +221,37 @@ BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::strin
   for (const std::string& t : TenantsOf(store, tenant)) {
     if (IsRetired(t)) continue;
     std::optional<ObjectResult<std::map<std::string, uint64_t>>> cold;  // listed at the first block
-    for (const std::string& ns : store.ListNamespaces(t)) {
-      for (const std::string& name : store.ListEntries(t, ns)) {
-        BlockAddress a{t, ns, name};
-        if (!IsValidBlockName(name)) continue;  // a ".part": not committed
-        Result<BlockInfo> info = store.Stat(a);
-        if (!info.ok()) continue;
-        if (!cold) cold = TenantLocators(t);
-        if (!cold->ok()) {
-          if (!rep.list_error) rep.list_error = cold->error();
-          rep.skipped_unknown++;
-          continue;
-        }
-        if (auto it = cold->value().find(LocatorKey(prefix_, a)); it != cold->value().end()) {
-          if (CouldBeLocatorOf(a, it->second, *keyring)) {
-            rep.skipped_cold++;
-            continue;
-          }
-          rep.invalid_locators++;  // packed again below: its new locator replaces the bad one
-        }
-        if (rep.bytes + info->size > budget) {
-          rep.budget_reached = true;
-          flush();
-          return rep;
-        }
-        if (AddBlock(store, a, builder) != StatusCode::kOk) continue;
-        rep.blocks++;
-        rep.bytes += info->size;
-        if (progress) progress(rep);
-        if (builder.payload_bytes() >= pack.target_bytes || builder.count() >= pack.max_blocks) {
-          flush();
-        }
+    // One pass over the store's index for the tenant (a listing per namespace was a pass each).
+    store.VisitBlocks(t, [&](const BlockAddress& a) {
+      Result<BlockInfo> info = store.Stat(a);
+      if (!info.ok()) return true;  // gone, or leaving
+      if (!cold) cold = TenantLocators(t);
+      if (!cold->ok()) {
+        if (!rep.list_error) rep.list_error = cold->error();
+        rep.skipped_unknown++;
+        return true;
       }
-    }
+      if (auto it = cold->value().find(LocatorKey(prefix_, a)); it != cold->value().end()) {
+        if (CouldBeLocatorOf(a, it->second, *keyring)) {
+          rep.skipped_cold++;
+          return true;
+        }
+        rep.invalid_locators++;  // packed again below: its new locator replaces the bad one
+      }
+      if (rep.bytes + info->size > budget) {
+        rep.budget_reached = true;
+        return false;
+      }
+      if (AddBlock(store, a, builder) != StatusCode::kOk) return true;
+      rep.blocks++;
+      rep.bytes += info->size;
+      if (progress) progress(rep);
+      if (builder.payload_bytes() >= pack.target_bytes || builder.count() >= pack.max_blocks) {
+        flush();
+      }
+      return true;
+    });
+    if (rep.budget_reached) break;
   }
   flush();
   return rep;

@@ -12,6 +12,7 @@
 // store/indexed_store.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -143,10 +144,22 @@ class BlockIndex {
   // Every block, in id order.
   template <class Visit>
   void ForEach(const Visit& visit) const {
-    for (Id id = 0; id < records_.size(); ++id) {
+    ForEachFrom(0, IdLimit(), visit);
+  }
+  // The blocks among the ids [from, from + count), in id order; returns the id after the last
+  // one looked at (IdLimit() once the pass is over). A block keeps its id while it is indexed,
+  // so a pass made of slices, the index changing between them, still visits every block that
+  // stayed put exactly once.
+  template <class Visit>
+  Id ForEachFrom(Id from, Id count, const Visit& visit) const {
+    Id end = static_cast<Id>(std::min<size_t>(records_.size(), size_t{from} + count));
+    for (Id id = from; id < end; ++id) {
       if (records_[id].context != kNoContext) visit(id);
     }
+    return std::max(from, end);
   }
+  // One past the highest id in use or free: where a pass over every block ends.
+  Id IdLimit() const { return static_cast<Id>(records_.size()); }
   size_t size() const { return count_; }
   // Room for `blocks` more without growing.
   void Reserve(size_t blocks);

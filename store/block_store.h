@@ -196,6 +196,12 @@ class BlockStore {
   virtual std::vector<std::string> ListNamespaces(std::string_view tenant) = 0;
   // Names of committed blocks, then reservations with their ".part" suffix.
   virtual std::vector<std::string> ListEntries(std::string_view tenant, std::string_view ns) = 0;
+  // Every indexed block of `tenant`, in every namespace, in no order, handed to `visit` outside
+  // the store's lock (it may call the store); `visit` returns false to stop. One pass over the
+  // index, however many namespaces (ListEntries per namespace is a pass each). A block committed
+  // or removed during the pass may or may not be visited; every other block is visited once.
+  virtual void VisitBlocks(std::string_view tenant,
+                           const std::function<bool(const BlockAddress&)>& visit) = 0;
 
   // --- Writing: the commit protocol.
   // kNotFound if the namespace does not exist; kExists if the block is committed or already

@@ -50,6 +50,8 @@ class IndexedStore : public BlockStore, private MediumHost {
   Result<Owner> StatNamespace(std::string_view tenant, std::string_view ns) override;
   std::vector<std::string> ListNamespaces(std::string_view tenant) override;
   std::vector<std::string> ListEntries(std::string_view tenant, std::string_view ns) override;
+  void VisitBlocks(std::string_view tenant,
+                   const std::function<bool(const BlockAddress&)>& visit) override;
 
   Result<ReservationId> Reserve(const BlockAddress& address, Owner owner) override;
   StatusCode SetIdentity(ReservationId id, std::span<const uint8_t> canonical) override;

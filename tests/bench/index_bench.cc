@@ -18,6 +18,10 @@
 //   restart_store_scan_N  the same after removing INDEX: every header is read (s)
 //   index_bytes_per_block heap in use (mallinfo2) after the open minus before, over N
 //   index_rss_per_block   resident set after the open minus before, over N
+//   list_every_namespace_N   ListEntries (readdir) of each of the five namespaces (ms)
+//   visit_every_tenant_N  VisitBlocks (the cold pack's pass) of both tenants (ms)
+//   stat_worst_during_listing_N  the slowest Stat of another thread while namespaces are
+//                         listed: how long a listing holds the store's lock at a time (ms)
 // One machine-readable line per case: `case=NAME gpucache=VALUE unit=UNIT`.
 #include <CLI/CLI.hpp>
 #include <malloc.h>
@@ -27,8 +31,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 
@@ -165,6 +172,56 @@ double RestartToFirstHit(const std::string& dir, uint64_t blocks, FileStoreRepor
   return t;
 }
 
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Listing: readdir of every namespace (ListEntries, a pass over the index each) against the
+// cold pack's one pass per tenant (VisitBlocks); and the slowest Stat of another thread while
+// listings run, which is how long a listing keeps the store's lock at a time.
+void MeasureListing(IndexedStore& store, uint64_t blocks) {
+  std::vector<BlockAddress> spaces;
+  for (uint64_t seq = 0; seq < 5 && seq * kChainBlocks < blocks; ++seq) {
+    spaces.push_back(AddressOf(IdentityOf(seq * kChainBlocks)));
+  }
+  auto start = Clock::now();
+  size_t listed = 0;
+  for (const BlockAddress& a : spaces) listed += store.ListEntries(a.tenant, a.ns).size();
+  double list_s = Seconds(start);
+  start = Clock::now();
+  size_t visited = 0;
+  for (std::string tenant : {"acme", "beta"}) {
+    store.VisitBlocks(tenant, [&](const BlockAddress&) {
+      ++visited;
+      return true;
+    });
+  }
+  double visit_s = Seconds(start);
+  std::atomic<bool> done{false};
+  double worst = 0;
+  std::thread prober([&] {
+    BlockAddress a = AddressOf(IdentityOf(blocks / 2));
+    while (!done.load()) {
+      auto t = Clock::now();
+      if (!store.Stat(a).ok()) std::fprintf(stderr, "stat failed during the listing\n");
+      worst = std::max(worst, Seconds(t));
+    }
+  });
+  for (int round = 0; round < 3; ++round) {
+    for (const BlockAddress& a : spaces) store.ListEntries(a.tenant, a.ns);
+  }
+  done = true;
+  prober.join();
+  std::fprintf(stderr, "listing: %zu names from %zu namespaces, %zu blocks visited\n", listed,
+               spaces.size(), visited);
+  std::printf("case=list_every_namespace_%llu gpucache=%.1f unit=ms\n",
+              static_cast<unsigned long long>(blocks), list_s * 1e3);
+  std::printf("case=visit_every_tenant_%llu gpucache=%.1f unit=ms\n",
+              static_cast<unsigned long long>(blocks), visit_s * 1e3);
+  std::printf("case=stat_worst_during_listing_%llu gpucache=%.2f unit=ms\n",
+              static_cast<unsigned long long>(blocks), worst * 1e3);
+}
+
 int Measure(const std::string& dir, uint64_t blocks, bool scan, bool after_crash) {
   if (after_crash) {
     FileStoreReport report;
@@ -204,6 +261,7 @@ int Measure(const std::string& dir, uint64_t blocks, bool scan, bool after_crash
                 double(heap1 - heap0) / double(blocks));
     std::printf("case=index_rss_per_block gpucache=%.0f unit=B\n",
                 double(rss1 > rss0 ? rss1 - rss0 : 0) / double(blocks));
+    MeasureListing(*store, blocks);
     std::fflush(stdout);
   }  // a clean close: writes the snapshot again
   if (!scan) return 0;
