@@ -172,7 +172,7 @@ StatusCode ColdOps::AddBlock(BlockStore& store, const BlockAddress& a, PackBuild
   const BlockInfo& info = reader.value()->info();
   StatusCode status = StatusCode::kOk;
   // Read straight into the pack object: a copy per payload byte less than a buffer would cost.
-  builder.AddFilled(a, info.canonical_identity, info.size, [&](std::span<uint8_t> room) {
+  bool added = builder.AddFilled(a, info.canonical_identity, info.size, [&](std::span<uint8_t> room) {
     for (uint64_t done = 0; done < room.size();) {
       Result<size_t> n = reader.value()->Read(done, room.subspan(done));
       if (!n.ok() || n.value() == 0) {
@@ -183,6 +183,9 @@ StatusCode ColdOps::AddBlock(BlockStore& store, const BlockAddress& a, PackBuild
     }
     return true;
   });
+  // Already in this pack (a listing may name a block twice if it left and came back during
+  // the pass): not counted again.
+  if (!added && status == StatusCode::kOk) return StatusCode::kExists;
   return status;
 }
 

@@ -199,7 +199,8 @@ class BlockStore {
   // Every indexed block of `tenant`, in every namespace, in no order, handed to `visit` outside
   // the store's lock (it may call the store); `visit` returns false to stop. One pass over the
   // index, however many namespaces (ListEntries per namespace is a pass each). A block committed
-  // or removed during the pass may or may not be visited; every other block is visited once.
+  // or removed during the pass may or may not be visited, one removed and committed again may
+  // be visited twice; every other block is visited once.
   virtual void VisitBlocks(std::string_view tenant,
                            const std::function<bool(const BlockAddress&)>& visit) = 0;
 

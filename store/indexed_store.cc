@@ -103,8 +103,10 @@ std::vector<std::string> IndexedStore::ListEntries(std::string_view tenant, std:
       if (index_.NamespaceOf(b) == *id) names.push_back(index_.at(b).name);
     });
   }
-  // Blocks first, in name order (binary order is name order), then reservations.
+  // Blocks first, in name order (binary order is name order), then reservations. A block that
+  // left and was committed again during the pass can be met twice (at its old id and its new).
   std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   std::vector<std::string> listed;
   listed.reserve(names.size() + parts.size());
   for (const BlockDigest& n : names) listed.push_back(FormatBlockName(n));
