@@ -33,8 +33,21 @@ class PosixEnv final : public Env {
     return fd >= 0 ? fd : -errno;
   }
   int OpenRead(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    return fd >= 0 ? fd : -errno;
+    // O_NONBLOCK: a FIFO (or a device node) at a path of the data directory, put there by
+    // hand or by damage, must not hold the opener until a writer comes; only regular files and
+    // directories are kept open, anything else is EINVAL (an I/O error to the store).
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return -errno;
+    struct stat st;
+    int err = ::fstat(fd, &st) != 0 ? errno : (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) ? 0 : EINVAL;
+    // The flag goes again: a regular file's reads ignore it, but io_uring would answer EAGAIN
+    // for data not in the page cache instead of waiting for the disk.
+    if (err == 0 && ::fcntl(fd, F_SETFL, 0) != 0) err = errno;
+    if (err != 0) {
+      ::close(fd);
+      return -err;
+    }
+    return fd;
   }
   int OpenAppend(const std::string& path, bool truncate) override {
     int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);

@@ -227,6 +227,10 @@ class FileMedium final : public Medium {
   void Walk(size_t dev);
   void WalkNamespace(size_t dev, const std::string& tenant, const std::string& ns,
                      FileStoreReport& report);
+  // The names in a namespace directory for the walk; if it cannot be listed, the names of the
+  // entries INDEX and the journal leave in it (`snapshot_ns`, -1 if none).
+  std::vector<std::string> NamesToWalk(const std::string& ns_path, int64_t snapshot_ns,
+                                       FileStoreReport& report);
   // The entry INDEX and the journal leave for `name` in snapshot namespace `ns`, or null.
   const SnapshotEntry* EntryNamed(uint32_t ns, const std::string& name) const;
   // The eager start's rule for a file an entry names: kSame if it is the file the entry saw

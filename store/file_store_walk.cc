@@ -120,6 +120,24 @@ void FileMedium::WaitForWalk() {
   }
 }
 
+std::vector<std::string> FileMedium::NamesToWalk(const std::string& ns_path, int64_t snapshot_ns,
+                                                 FileStoreReport& report) {
+  Result<std::vector<std::string>> names = env_.ListDir(ns_path);
+  if (names.ok()) return std::move(names.value());
+  std::vector<std::string> named;
+  if (names.status() == StatusCode::kNotFound) return named;  // gone since the start
+  // The directory cannot be listed now (out of descriptors, an I/O error): the blocks INDEX
+  // names are checked by their paths, as a use checks one, instead of being forgotten as if
+  // their files were gone. Files no entry names wait for the next start.
+  report.problems.push_back("cannot list " + ns_path + ": " + std::string(ToString(names.status())) +
+                            "; the blocks INDEX names there are checked one by one");
+  if (snapshot_ns < 0) return named;
+  snapshot_table_.ForEachLive([&](uint32_t i) {
+    if (snapshot_[i].ns == static_cast<uint32_t>(snapshot_ns)) named.push_back(FormatBlockName(snapshot_[i].block));
+  });
+  return named;
+}
+
 void FileMedium::WalkNamespace(size_t dev, const std::string& tenant, const std::string& ns,
                                FileStoreReport& report) {
   std::string ns_path = devices_[dev].dir.Namespace(tenant, ns);
@@ -129,7 +147,7 @@ void FileMedium::WalkNamespace(size_t dev, const std::string& tenant, const std:
   const StoredPayload* located = located_[dev].get();
   std::string path;
   BlockAddress a{tenant, ns, {}};
-  for (const std::string& name : ListOrReport(ns_path, report)) {
+  for (const std::string& name : NamesToWalk(ns_path, snapshot_ns, report)) {
     if (walk_stop_.load(std::memory_order_relaxed)) return;
     path.assign(ns_path).append("/").append(name);
     a.block = name;
@@ -149,10 +167,10 @@ void FileMedium::WalkNamespace(size_t dev, const std::string& tenant, const std:
       host().Settle(a, located, e->region_id, std::move(v));
       continue;
     }
-    // No entry names it: read in full, as an eager start does.
-    if (host().StoredFor(a)) continue;  // committed since the start
+    // No entry names it: read in full, as an eager start does, with the address claimed so that
+    // no commit or departure changes the file meanwhile.
+    if (!host().ClaimFound(a)) continue;
     std::string why;
-    Result<FileStat> before = env_.StatAt(-1, path);
     Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(path, why)
                                                     : Result<BlockInfo>(StatusCode::kInvalidArgument);
     if (info.ok() && info->address != a) {
@@ -165,14 +183,13 @@ void FileMedium::WalkNamespace(size_t dev, const std::string& tenant, const std:
       report.problems.push_back("skipped " + relative + ": " + (why.empty() ? "not a block name" : why) +
                                 (damaged ? "" : "; left in place for the next start"));
       report.blocks_skipped++;
-      // Deleted only if it is still the file read: a commit may have published a new one since.
-      Result<FileStat> now = env_.StatAt(-1, path);
-      if (damaged && before.ok() && now.ok() && now->inode == before->inode) env_.Remove(path);
+      if (damaged) env_.Remove(path);
+      host().ReleaseFound(a);
       continue;
     }
     info->pinned = !pins_.empty() && pins_.count(relative) != 0;
     std::optional<SnapshotEntry> entry = EntryOfBlock(info.value(), dir.get(), dir.valid() ? name : path);
-    if (!host().AdoptFound(std::move(info.value()), located_[dev])) continue;  // a commit got there first
+    if (!host().AdoptFound(std::move(info.value()), located_[dev])) continue;  // not indexable
     report.blocks_loaded++;
     if (entry) {
       JournalRecord r;

@@ -134,6 +134,8 @@ class IndexedStore : public BlockStore, private MediumHost {
   bool Unverified(const BlockAddress& address, const StoredPayload* stored) override;
   void Settle(const BlockAddress& address, const StoredPayload* stored, uint64_t region_id,
               Verdict verdict) override;
+  bool ClaimFound(const BlockAddress& address) override;
+  void ReleaseFound(const BlockAddress& address) override;
   bool AdoptFound(BlockInfo info, std::shared_ptr<StoredPayload> stored) override;
   std::vector<BlockAddress> WalkFinished() override;
   // Before any answer about one block: if the block at `address` is still unverified, checks

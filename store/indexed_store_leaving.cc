@@ -7,6 +7,7 @@ namespace gpucache {
 // --- Leaving the namespace ---------------------------------------------------------------
 
 StatusCode IndexedStore::Invalidate(const BlockAddress& address) {
+  VerifyBeforeUse(address);  // an answer about a block restored unchecked checks it first
   std::vector<Departure> gone;
   bool was_pinned;
   {
@@ -23,6 +24,7 @@ StatusCode IndexedStore::Invalidate(const BlockAddress& address) {
 }
 
 StatusCode IndexedStore::Evict(const BlockAddress& address) {
+  VerifyBeforeUse(address);  // an answer about a block restored unchecked checks it first
   std::vector<Departure> gone;
   {
     MutexLock lock(mu_);
@@ -37,6 +39,7 @@ StatusCode IndexedStore::Evict(const BlockAddress& address) {
 }
 
 StatusCode IndexedStore::SetPinned(const BlockAddress& address, bool pinned) {
+  VerifyBeforeUse(address);  // an answer about a block restored unchecked checks it first
   {
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);

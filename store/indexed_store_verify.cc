@@ -106,13 +106,29 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
   Finish(std::move(damaged), std::nullopt);
 }
 
+bool IndexedStore::ClaimFound(const BlockAddress& address) {
+  MutexLock lock(mu_);
+  // Indexed: committed since the start, its file is not the walk's to judge. Reserved: a seal
+  // will publish its own file there. Leaving: a departed block's file, about to be removed.
+  if (index_.Find(address) || reservations_.Holder(address) ||
+      leaving_.contains(address.RelativePath())) {
+    return false;
+  }
+  LeavingLocked(address);  // as a departure: a Reserve of the address waits for LeftLocked
+  return true;
+}
+
+void IndexedStore::ReleaseFound(const BlockAddress& address) {
+  MutexLock lock(mu_);
+  LeftLocked(address);
+}
+
 bool IndexedStore::AdoptFound(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
   IndexedBlock b = IndexedBlockOf(std::move(info));
   MutexLock lock(mu_);
-  // A reservation at the address will publish its own file there: the one found is its
-  // predecessor, about to be replaced.
-  if (reservations_.Holder(b.address)) return false;
-  return IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, std::move(stored)).has_value();
+  bool indexed = IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, std::move(stored)).has_value();
+  LeftLocked(b.address);
+  return indexed;
 }
 
 std::vector<BlockAddress> IndexedStore::WalkFinished() {

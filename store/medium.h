@@ -121,8 +121,15 @@ class MediumHost {
   // that block is no longer there or already checked (a use and the walk may race).
   virtual void Settle(const BlockAddress& address, const StoredPayload* stored, uint64_t region_id,
                       Verdict verdict) = 0;
-  // A valid block file the walk found that INDEX and the journal did not name: indexed unless
-  // the address is indexed or reserved meanwhile. `info` is whole.
+  // The walk found a file at `address` that INDEX and the journal did not name. It may read it
+  // (and delete it if damaged) only while the store lets nothing else publish, index or remove
+  // a file there: false if the address is indexed, reserved or leaving (the file is another
+  // block's, or about to be replaced); true claims the address until AdoptFound or
+  // ReleaseFound, a Reserve of it waiting meanwhile.
+  virtual bool ClaimFound(const BlockAddress& address) = 0;
+  virtual void ReleaseFound(const BlockAddress& address) = 0;
+  // Indexes the valid block file found at a claimed address (`info` is whole), and releases
+  // the claim.
   virtual bool AdoptFound(BlockInfo info, std::shared_ptr<StoredPayload> stored) = 0;
   // The walk looked at every file: the blocks still unverified have none (forgotten, their
   // addresses returned); from now on every block is verified.

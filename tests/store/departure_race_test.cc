@@ -9,7 +9,9 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <memory>
 #include <thread>
 
@@ -24,20 +26,25 @@ namespace {
 namespace fs = std::filesystem;
 constexpr Owner kOwner{1000, 1000};
 
-CacheIdentity Key() { return test::SampleIdentity("acme"); }
+// Block k of one namespace (k = 0 unless a case needs two).
+CacheIdentity Key(int k = 0) {
+  CacheIdentity id = test::SampleIdentity("acme");
+  if (k != 0) id.chain[1] = test::Hash(static_cast<uint8_t>(100 + k));
+  return id;
+}
 
-StatusCode CommitPayload(IndexedStore& s, const Bytes& payload) {
-  BlockAddress a = AddressOf(Key());
+StatusCode CommitPayload(IndexedStore& s, const Bytes& payload, int k = 0) {
+  BlockAddress a = AddressOf(Key(k));
   s.CreateNamespace(a.tenant, a.ns, kOwner);
   auto r = s.Reserve(a, kOwner);
   if (!r.ok()) return r.status();
-  if (StatusCode c = s.SetIdentity(r.value(), EncodePhysicalKey(Key())); c != StatusCode::kOk) return c;
+  if (StatusCode c = s.SetIdentity(r.value(), EncodePhysicalKey(Key(k))); c != StatusCode::kOk) return c;
   if (auto w = s.Write(r.value(), 0, payload); !w.ok()) return w.status();
   return s.Commit(r.value());
 }
 
-Bytes ReadAll(IndexedStore& s) {
-  auto r = s.Open(AddressOf(Key()));
+Bytes ReadAll(IndexedStore& s, int k = 0) {
+  auto r = s.Open(AddressOf(Key(k)));
   if (!r.ok()) return {};
   Bytes out(r.value()->info().size);
   auto n = r.value()->Read(0, out);
@@ -108,6 +115,105 @@ TEST_CASE("Departures: a commit of the address a block is leaving keeps its file
     CHECK(fs::exists(env.block_path));
     CHECK(ReadAll(store) == new_bytes);
   }
+}
+
+// The start that checks block files after the mount (adr/0016) walks every namespace and judges
+// the files INDEX does not name: it deletes a damaged one and indexes a valid one. Both must
+// leave alone an address that a commit or a departure is changing at the same time.
+std::string PathOf(const std::string& dir, int k) { return dir + "/blocks/" + AddressOf(Key(k)).RelativePath(); }
+
+// Holds the walk (StoreOptions::before_walk) until opened; opened at the latest when the case
+// ends, before the store (declared after it) joins its walk.
+struct WalkGate {
+  void Wait() {
+    std::unique_lock l(m);
+    cv.wait(l, [this] { return open; });
+  }
+  void Open() {
+    std::lock_guard l(m);
+    open = true;
+    cv.notify_all();
+  }
+  std::mutex m;
+  std::condition_variable cv;
+  bool open = false;
+};
+struct OpenAtEnd {
+  WalkGate& gate;
+  ~OpenAtEnd() { gate.Open(); }
+};
+
+std::unique_ptr<IndexedStore> OpenChecked(const std::string& dir, StoreOptions o) {
+  std::string error;
+  auto s = OpenFileStore(dir, std::move(o), nullptr, &error);
+  REQUIRE_MESSAGE(s, error);
+  return s;
+}
+
+TEST_CASE("Departures: the walk deleting a stray damaged file never takes a commit's file") {
+  test::TempDir tmp, other;
+  // INDEX names block 1 (and so its namespace); block 0's file, from another store and with a
+  // damaged header, lies where INDEX names nothing: the walk reads it and deletes it.
+  REQUIRE(CommitPayload(*OpenChecked(tmp.path(), {}), test::Payload(3000, 1), 1) == StatusCode::kOk);
+  REQUIRE(CommitPayload(*OpenChecked(other.path(), {}), test::Payload(4000, 3)) == StatusCode::kOk);
+  fs::copy_file(PathOf(other.path(), 0), PathOf(tmp.path(), 0));
+  {
+    std::FILE* f = std::fopen(PathOf(tmp.path(), 0).c_str(), "r+b");
+    REQUIRE(f);
+    std::fseek(f, 40, SEEK_SET);
+    std::fputc('X', f);
+    std::fclose(f);
+  }
+  GapAtDeparture env;
+  env.block_path = PathOf(tmp.path(), 0);
+  WalkGate gate;
+  StoreOptions o;
+  o.env = &env;
+  o.verify_in_background = true;
+  o.before_walk = [&gate] { gate.Wait(); };
+  auto store = OpenChecked(tmp.path(), o);
+  OpenAtEnd open_at_end{gate};
+  // Between the walk's verdict and its unlink, a commit of block 0 publishes its own file.
+  const Bytes fresh = test::Payload(9000, 7);
+  StatusCode committed = StatusCode::kIoError;
+  env.meanwhile = [&] { committed = CommitPayload(*store, fresh); };
+  gate.Open();
+  store->WaitForVerification();
+  REQUIRE(env.done.valid());
+  env.done.wait();
+  CHECK(committed == StatusCode::kOk);
+  CHECK(fs::exists(env.block_path));
+  CHECK(ReadAll(*store) == fresh);
+}
+
+TEST_CASE("Departures: the walk never brings back a block that left while it ran") {
+  test::TempDir tmp;
+  REQUIRE(CommitPayload(*OpenChecked(tmp.path(), {}), test::Payload(3000, 1), 1) == StatusCode::kOk);
+  GapAtDeparture env;
+  WalkGate gate;
+  StoreOptions o;
+  o.env = &env;
+  o.verify_in_background = true;
+  o.before_walk = [&gate] { gate.Wait(); };
+  auto store = OpenChecked(tmp.path(), o);
+  OpenAtEnd open_at_end{gate};
+  // Block 0 is committed after the start (INDEX does not name it) and invalidated; while its
+  // file is being removed, the walk runs to its end and finds that file.
+  REQUIRE(CommitPayload(*store, test::Payload(5000, 2)) == StatusCode::kOk);
+  env.block_path = PathOf(tmp.path(), 0);
+  env.meanwhile = [&] {
+    gate.Open();
+    store->WaitForVerification();
+  };
+  REQUIRE(store->Invalidate(AddressOf(Key())) == StatusCode::kOk);
+  REQUIRE(env.done.valid());
+  env.done.wait();
+  store->WaitForVerification();
+  CHECK(store->Probe(AddressOf(Key())).status() == StatusCode::kNotFound);
+  CHECK(store->Lookup(Key()).kind != LookupResult::Kind::kHit);
+  CHECK_FALSE(fs::exists(env.block_path));
+  CHECK(CommitPayload(*store, test::Payload(6000, 4)) == StatusCode::kOk);  // the address is free
+  CHECK(ReadAll(*store) == test::Payload(6000, 4));
 }
 
 }  // namespace

@@ -2,16 +2,20 @@
 // before its background walk checked the block files, so every answer about one block checks
 // that block first. The walk is held (StoreOptions::before_walk) to ask in that window.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
+#include <future>
 #include <latch>
 #include <map>
 #include <set>
 #include <thread>
 
+#include "store/env.h"
 #include "store/file_store.h"
 #include "tests/support/sample_identity.h"
 #include "tests/support/temp_dir.h"
@@ -332,6 +336,84 @@ TEST_CASE("Verify after start: a prefix whose file is gone is not offered, befor
   release.count_down();
   s->WaitForVerification();
   CHECK(s->Lookup(test::SampleIdentity("acme", 16)).address == AddressOf(quarter));
+}
+
+TEST_CASE("Verify after start: pin, evict and invalidate check the block first, before the walk") {
+  test::TempDir tmp, other;
+  MakeDamagedStart(tmp.path(), other.path());
+  std::latch release(1);
+  StoreOptions o;
+  o.verify_in_background = true;
+  o.before_walk = [&release] { release.wait(); };
+  {
+    auto s = Open(tmp.path(), o);
+    // Block 0's file was deleted while down, block 1 truncated: neither is there to act on. A pin
+    // of either used to succeed and be written to PINS, where it outlived the block.
+    CHECK(s->SetPinned(AddressOf(Key(0)), true) == StatusCode::kNotFound);
+    CHECK(s->Evict(AddressOf(Key(1))) == StatusCode::kNotFound);
+    CHECK(s->Invalidate(AddressOf(Key(4))) == StatusCode::kNotFound);
+    CHECK(s->SetPinned(AddressOf(Key(5)), true) == StatusCode::kOk);
+    release.count_down();
+    s->WaitForVerification();
+  }
+  // After a restart, block 0 committed anew is not pinned; block 5 still is.
+  auto s = Open(tmp.path(), {});
+  Commit(*s, 0, PayloadOf(0));
+  CHECK_FALSE(s->Stat(AddressOf(Key(0)))->pinned);
+  CHECK(s->Stat(AddressOf(Key(5)))->pinned);
+}
+
+TEST_CASE("Verify after start: a FIFO where a block file was hangs neither a use nor the walk") {
+  test::TempDir tmp, other;
+  MakeDamagedStart(tmp.path(), other.path());
+  const std::string fifo = PathOf(tmp.path(), 5);
+  fs::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::latch release(1);
+  StoreOptions o;
+  o.verify_in_background = true;
+  o.before_walk = [&release] { release.wait(); };
+  auto s = Open(tmp.path(), o);
+  auto probe = std::async(std::launch::async, [&] { return s->Probe(AddressOf(Key(5))).status(); });
+  // A liveness bound, not a performance target: the answer takes a stat and an open.
+  if (probe.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    FAIL_CHECK("the Probe waits for a writer on the FIFO");
+    ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));  // a writer comes and goes: it ends
+  }
+  CHECK(probe.get() == StatusCode::kNotFound);
+  release.count_down();
+  s->WaitForVerification();
+  for (int k : {6, 7}) CheckAnswersAbout(*s, k, "open");
+}
+
+TEST_CASE("Verify after start: a namespace the walk cannot list keeps the blocks INDEX names") {
+  test::TempDir tmp;
+  {
+    auto s = Open(tmp.path(), {});
+    for (int k = 5; k < 8; k++) Commit(*s, k, PayloadOf(k));
+  }
+  fs::remove(PathOf(tmp.path(), 7));  // gone while down: still forgotten
+  // Listing the namespace directory fails after the mount (the daemon out of descriptors).
+  struct NoListing final : EnvWrapper {
+    Result<std::vector<std::string>> ListDir(const std::string& d) override {
+      return d == ns_dir ? Result<std::vector<std::string>>(StatusCode::kNoHandles) : EnvWrapper::ListDir(d);
+    }
+    std::string ns_dir;
+  } env;
+  env.ns_dir = fs::path(PathOf(tmp.path(), 5)).parent_path().string();
+  StoreOptions o;
+  o.env = &env;
+  o.verify_in_background = true;
+  MediumReport walked;
+  o.walk_finished = [&walked](const MediumReport& r) { walked = r; };
+  auto s = Open(tmp.path(), o);
+  s->WaitForVerification();
+  for (int k : {5, 6}) CheckAnswersAbout(*s, k, "open");
+  CHECK(s->Probe(AddressOf(Key(7))).status() == StatusCode::kNotFound);
+  CHECK(s->Stats().blocks_unverified == 0);
+  bool said = false;
+  for (const std::string& p : walked.problems) said |= p.find("cannot list") != std::string::npos;
+  CHECK(said);
 }
 
 }  // namespace gpucache
