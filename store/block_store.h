@@ -136,6 +136,8 @@ struct StoreOptions {
   std::function<void()> before_walk;
   // Runs on the walk's thread once it finished, with what it found (the daemon logs it).
   std::function<void(const MediumReport&)> walk_finished;
+  // Tests: runs between two slices of a listing's pass (ListEntries), outside the lock.
+  std::function<void()> between_list_slices;
 };
 
 // What a single-flight joiner can learn about a fill it did not lead.

@@ -89,6 +89,7 @@ std::vector<std::string> IndexedStore::ListEntries(std::string_view tenant, std:
   std::vector<BlockDigest> names;
   std::vector<std::string> parts;
   for (BlockId from = 0;;) {
+    if (from != 0 && options_.between_list_slices) options_.between_list_slices();
     MutexLock lock(mu_);
     // Looked up again each slice: the namespace may have gone (then nothing more is named).
     std::optional<uint32_t> id = index_.FindNamespace(tenant, ns);

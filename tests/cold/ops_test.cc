@@ -129,4 +129,40 @@ TEST_CASE("ColdOps: backfill enqueues committed blocks and stops at the byte bud
   }
 }
 
+// Block i of many (NthIdentity's chains lengthen past a few thousand): i in the chain's bytes.
+CacheIdentity Many(int i) {
+  CacheIdentity id = test::SampleIdentity("acme");
+  for (int b = 0; b < 4; b++) id.chain[1][b] = static_cast<uint8_t>(i >> (8 * b));
+  return id;
+}
+
+TEST_CASE("ColdOps: backfill counts a block once when it leaves and comes back during the pass") {
+  MemoryObjectStore s3;
+  MemoryStore hot;
+  // More blocks than the store's pass takes in one slice (16,384), so that a block committed
+  // during the pass lands past the slice being visited.
+  constexpr int kBlocks = 16385;
+  for (int i = 0; i < kBlocks; i++) {
+    REQUIRE(CommitBlock(hot, Many(i), test::Payload(100, i)) == StatusCode::kOk);
+  }
+  ColdOps ops(s3, kPrefix, {}, TestKeys());
+  Sink sink(s3, kPrefix, {});
+  PackOptions pack;
+  pack.max_blocks = 1 << 20;
+  pack.target_bytes = 1 << 30;
+  // At the first block packed: it is invalidated, another block takes its place in the index,
+  // and it is committed again (at the end of the index): the pass meets it a second time.
+  bool once = false;
+  BackfillReport r = ops.Backfill(hot, sink, "", 1ull << 30, pack, [&](const BackfillReport&) {
+    if (std::exchange(once, true)) return;
+    REQUIRE(hot.Invalidate(AddressOf(Many(0))) == StatusCode::kOk);
+    REQUIRE(CommitBlock(hot, Many(kBlocks), test::Payload(100, 1)) == StatusCode::kOk);
+    REQUIRE(CommitBlock(hot, Many(0), test::Payload(100, 0)) == StatusCode::kOk);
+  });
+  REQUIRE(once);
+  CHECK(r.blocks == kBlocks);
+  CHECK(r.bytes == kBlocks * 100ull);
+  CHECK(r.packs + r.refused == 1);  // one pack built (whether the sink had room is not the point)
+}
+
 }  // namespace gpucache::cold
