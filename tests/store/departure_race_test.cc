@@ -143,6 +143,15 @@ struct OpenAtEnd {
   ~OpenAtEnd() { gate.Open(); }
 };
 
+// A start that checks files after it opens, on `env`, its walk held by `gate`.
+StoreOptions HeldWalk(Env& env, WalkGate& gate) {
+  StoreOptions o;
+  o.env = &env;
+  o.verify_in_background = true;
+  o.before_walk = [&gate] { gate.Wait(); };
+  return o;
+}
+
 std::unique_ptr<IndexedStore> OpenChecked(const std::string& dir, StoreOptions o) {
   std::string error;
   auto s = OpenFileStore(dir, std::move(o), nullptr, &error);
@@ -167,11 +176,7 @@ TEST_CASE("Departures: the walk deleting a stray damaged file never takes a comm
   GapAtDeparture env;
   env.block_path = PathOf(tmp.path(), 0);
   WalkGate gate;
-  StoreOptions o;
-  o.env = &env;
-  o.verify_in_background = true;
-  o.before_walk = [&gate] { gate.Wait(); };
-  auto store = OpenChecked(tmp.path(), o);
+  auto store = OpenChecked(tmp.path(), HeldWalk(env, gate));
   OpenAtEnd open_at_end{gate};
   // Between the walk's verdict and its unlink, a commit of block 0 publishes its own file.
   const Bytes fresh = test::Payload(9000, 7);
@@ -191,11 +196,7 @@ TEST_CASE("Departures: the walk never brings back a block that left while it ran
   REQUIRE(CommitPayload(*OpenChecked(tmp.path(), {}), test::Payload(3000, 1), 1) == StatusCode::kOk);
   GapAtDeparture env;
   WalkGate gate;
-  StoreOptions o;
-  o.env = &env;
-  o.verify_in_background = true;
-  o.before_walk = [&gate] { gate.Wait(); };
-  auto store = OpenChecked(tmp.path(), o);
+  auto store = OpenChecked(tmp.path(), HeldWalk(env, gate));
   OpenAtEnd open_at_end{gate};
   // Block 0 is committed after the start (INDEX does not name it) and invalidated; while its
   // file is being removed, the walk runs to its end and finds that file.

@@ -149,6 +149,14 @@ void CheckAnswersAbout(IndexedStore& s, int k, const std::string& how) {
 
 const int kAsked[] = {0, 1, 2, 3, 4, 5, 6, 7, 9};
 
+// Options of a start that checks files after it opens, its walk held until `release`.
+StoreOptions HeldWalk(std::latch& release) {
+  StoreOptions o;
+  o.verify_in_background = true;
+  o.before_walk = [&release] { release.wait(); };
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("Verify after start: a block changed while down is never answered from INDEX, even before the walk") {
@@ -158,9 +166,7 @@ TEST_CASE("Verify after start: a block changed while down is never answered from
       test::TempDir tmp, other;
       MakeDamagedStart(tmp.path(), other.path(), clean);
       std::latch release(1);
-      StoreOptions o;
-      o.verify_in_background = true;
-      o.before_walk = [&release] { release.wait(); };
+      StoreOptions o = HeldWalk(release);
       auto s = Open(tmp.path(), o);
       // The walk has not looked at one file yet: every answer checks its block first.
       CHECK(s->Stats().verify_walk_running);
@@ -230,9 +236,7 @@ TEST_CASE("Verify after start: opens racing the walk read only what was committe
   test::TempDir tmp, other;
   MakeDamagedStart(tmp.path(), other.path());
   std::latch release(1);
-  StoreOptions o;
-  o.verify_in_background = true;
-  o.before_walk = [&release] { release.wait(); };
+  StoreOptions o = HeldWalk(release);
   auto s = Open(tmp.path(), o);
   std::atomic<int> wrong{0};
   std::vector<std::thread> readers;
@@ -269,9 +273,7 @@ TEST_CASE("Verify after start: a close before the walk finished leaves INDEX and
   MakeDamagedStart(tmp.path(), other.path());
   {
     std::latch release(1);
-    StoreOptions o;
-    o.verify_in_background = true;
-    o.before_walk = [&release] { release.wait(); };
+    StoreOptions o = HeldWalk(release);
     auto s = Open(tmp.path(), o);
     CheckAnswersAbout(*s, 5, "open");
     Commit(*s, 20, PayloadOf(20));  // journaled while the walk waits
@@ -325,9 +327,7 @@ TEST_CASE("Verify after start: a prefix whose file is gone is not offered, befor
   }
   fs::remove(tmp.path() + "/blocks/" + AddressOf(half).RelativePath());  // the longest prefix
   std::latch release(1);
-  StoreOptions o;
-  o.verify_in_background = true;
-  o.before_walk = [&release] { release.wait(); };
+  StoreOptions o = HeldWalk(release);
   auto s = Open(tmp.path(), o);
   // The longest prefix is checked first and found gone: the next one is offered instead.
   LookupResult full = s->Lookup(test::SampleIdentity("acme", 16));
@@ -342,9 +342,7 @@ TEST_CASE("Verify after start: pin, evict and invalidate check the block first, 
   test::TempDir tmp, other;
   MakeDamagedStart(tmp.path(), other.path());
   std::latch release(1);
-  StoreOptions o;
-  o.verify_in_background = true;
-  o.before_walk = [&release] { release.wait(); };
+  StoreOptions o = HeldWalk(release);
   {
     auto s = Open(tmp.path(), o);
     // Block 0's file was deleted while down, block 1 truncated: neither is there to act on. A pin
@@ -370,9 +368,7 @@ TEST_CASE("Verify after start: a FIFO where a block file was hangs neither a use
   fs::remove(fifo);
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   std::latch release(1);
-  StoreOptions o;
-  o.verify_in_background = true;
-  o.before_walk = [&release] { release.wait(); };
+  StoreOptions o = HeldWalk(release);
   auto s = Open(tmp.path(), o);
   auto probe = std::async(std::launch::async, [&] { return s->Probe(AddressOf(Key(5))).status(); });
   // A liveness bound, not a performance target: the answer takes a stat and an open.
