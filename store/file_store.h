@@ -99,6 +99,7 @@ class FileMedium final : public Medium {
   std::vector<DomainInfo> Domains() override;
   Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) override;
   void WaitForWalk() override;
+  bool WalkRunning() const override { return !walk_done_.load(std::memory_order_acquire); }
   // Where a committed block's file is (or where a new one would be placed).
   std::string PathOf(const BlockAddress& address) override;
   // backing_io "uring": the reader serving payload reads (its counters); null with "posix".

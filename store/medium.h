@@ -178,6 +178,8 @@ class Medium {
   }
   // Returns once the background walk of the start (if any) finished or was stopped.
   virtual void WaitForWalk() {}
+  // Whether that walk is still running (a store whose INDEX named no block walks too).
+  virtual bool WalkRunning() const { return false; }
 
   virtual StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) = 0;
   virtual StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) = 0;

@@ -412,4 +412,26 @@ TEST_CASE("Verify after start: a namespace the walk cannot list keeps the blocks
   CHECK(said);
 }
 
+TEST_CASE("Verify after start: the walk is reported running even when INDEX names no block") {
+  test::TempDir tmp, other;
+  {
+    auto s = Open(tmp.path(), {});
+    Commit(*s, 5, PayloadOf(5));
+    REQUIRE(s->Invalidate(AddressOf(Key(5))) == StatusCode::kOk);  // the namespace stays, empty
+  }
+  {
+    auto o = Open(other.path(), {});
+    Commit(*o, 9, OtherPayloadOf(9));
+  }
+  fs::copy_file(PathOf(other.path(), 9), PathOf(tmp.path(), 9));  // a file INDEX never named
+  std::latch release(1);
+  auto s = Open(tmp.path(), HeldWalk(release));
+  CHECK(s->Stats().blocks_unverified == 0);
+  CHECK(s->Stats().verify_walk_running);  // listings wait for it: the gauge says why
+  release.count_down();
+  s->WaitForVerification();
+  CHECK_FALSE(s->Stats().verify_walk_running);
+  CheckAnswersAbout(*s, 9, "open");
+}
+
 }  // namespace gpucache
