@@ -52,6 +52,10 @@ StatusCode IndexedStore::CreateNamespace(std::string_view tenant, std::string_vi
 }
 
 StatusCode IndexedStore::RemoveNamespace(std::string_view tenant, std::string_view ns) {
+  // "Empty" is known only once the start's walk has seen every file (adr/0016): a file it has
+  // not reached yet would make the directory's removal fail after the index forgot it, and the
+  // walk would then create the namespace again under the file's committer.
+  medium_->WaitForWalk();
   MutexLock lock(mu_);
   std::optional<uint32_t> id = index_.FindNamespace(tenant, ns);
   if (!id) return StatusCode::kNotFound;

@@ -434,4 +434,42 @@ TEST_CASE("Verify after start: the walk is reported running even when INDEX name
   CheckAnswersAbout(*s, 9, "open");
 }
 
+TEST_CASE("Verify after start: removing a namespace waits for the walk to know whether it is empty") {
+  test::TempDir tmp, other;
+  BlockAddress a = AddressOf(Key(5));
+  {
+    auto s = Open(tmp.path(), {});
+    Commit(*s, 5, PayloadOf(5));
+    REQUIRE(s->Invalidate(a) == StatusCode::kOk);  // the namespace stays, empty in INDEX
+  }
+  {
+    // Block 9 committed by another owner, its file put where INDEX names nothing.
+    auto o = Open(other.path(), {});
+    BlockAddress b = AddressOf(Key(9));
+    REQUIRE(o->CreateNamespace(b.tenant, b.ns, Owner{2000, 2000}) == StatusCode::kOk);
+    auto r = o->Reserve(b, Owner{2000, 2000});
+    REQUIRE(r.ok());
+    REQUIRE(o->SetIdentity(r.value(), EncodePhysicalKey(Key(9))) == StatusCode::kOk);
+    REQUIRE(o->Write(r.value(), 0, OtherPayloadOf(9)).ok());
+    REQUIRE(o->Commit(r.value()) == StatusCode::kOk);
+  }
+  fs::copy_file(PathOf(other.path(), 9), PathOf(tmp.path(), 9));
+  std::latch release(1);
+  auto s = Open(tmp.path(), HeldWalk(release));
+  Result<Owner> before = s->StatNamespace(a.tenant, a.ns);
+  REQUIRE(before.ok());
+  auto removing = std::async(std::launch::async, [&] { return s->RemoveNamespace(a.tenant, a.ns); });
+  // Give the removal its chance to act before the walk (the old code did, at once); it now
+  // waits for the walk, so this wait runs out and changes nothing.
+  removing.wait_for(std::chrono::milliseconds(500));
+  release.count_down();
+  CHECK(removing.get() == StatusCode::kNotEmpty);
+  s->WaitForVerification();
+  // The namespace was never forgotten: same owner (the old code made it anew, owned by 2000).
+  Result<Owner> after = s->StatNamespace(a.tenant, a.ns);
+  REQUIRE(after.ok());
+  CHECK(after.value() == before.value());
+  CheckAnswersAbout(*s, 9, "open");
+}
+
 }  // namespace gpucache
