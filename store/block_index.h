@@ -86,15 +86,6 @@ class BlockIndex {
   const std::string& NameOf(uint32_t ns) const { return namespaces_[ns].name; }
   Owner OwnerOf(uint32_t ns) const { return namespaces_[ns].owner; }
   size_t BlocksIn(uint32_t ns) const { return namespaces_[ns].blocks; }
-  // The blocks of `ns`, in no order: a pass over every record (no list per namespace is kept,
-  // docs/performance.md "Daemon memory"; a namespace is listed by readdir, rarely).
-  template <class Visit>
-  void ForEachIn(uint32_t ns, const Visit& visit) const {
-    if (namespaces_[ns].blocks == 0) return;
-    ForEach([&](Id id) {
-      if (NamespaceOf(id) == ns) visit(id);
-    });
-  }
   // The namespace names of `tenant`, in name order.
   std::vector<std::string> NamespacesOf(std::string_view tenant) const;
 

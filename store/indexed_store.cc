@@ -129,7 +129,7 @@ void IndexedStore::VisitBlocks(std::string_view tenant,
       MutexLock lock(mu_);
       if (from >= index_.IdLimit()) return;
       from = index_.ForEachFrom(from, kListSlice, [&](BlockId b) NO_THREAD_SAFETY_ANALYSIS {
-        if (index_.TenantOf(index_.NamespaceOf(b)) == tenant) slice.push_back(index_.AddressOf(b));
+        if (index_.TenantOfBlock(b) == tenant) slice.push_back(index_.AddressOf(b));
       });
     }
     for (const BlockAddress& a : slice) {

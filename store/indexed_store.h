@@ -165,6 +165,12 @@ class IndexedStore : public BlockStore, private MediumHost {
                    std::shared_ptr<StoredPayload> stored) REQUIRES(mu_);
   // Takes a block out of the index, the counters and the policy.
   Record UnindexLocked(BlockId id) REQUIRES(mu_);
+  // The block leaves with no work on its file (none, or one left in place): EVICTING, then out
+  // of the index, then ABSENT.
+  void ForgetLocked(BlockId id) REQUIRES(mu_);
+  // The block leaves and its file goes after the lock (Finish): EVICTING, out of the index, its
+  // address leaving until the file is gone; `quarantine` keeps the bytes for open readers.
+  Departure DepartLocked(BlockId id, bool quarantine) REQUIRES(mu_);
   // Takes a committed block out of the namespace (COMMITTED -> EVICTING), into quarantine
   // while a reader has it open.
   Departure RemoveLocked(BlockId id, const char* reason) REQUIRES(mu_);

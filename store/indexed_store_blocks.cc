@@ -160,20 +160,30 @@ IndexedStore::Record IndexedStore::UnindexLocked(BlockId id) {
   return index_.Remove(id);
 }
 
-IndexedStore::Departure IndexedStore::RemoveLocked(BlockId id, const char* reason) {
+void IndexedStore::ForgetLocked(BlockId id) {
   index_.MarkEvicting(id);
-  int open = static_cast<int>(index_.OpenReaders(id));
+  BlockState state = UnindexLocked(id).state();
+  Transition(state, BlockState::kAbsent);
+}
+
+IndexedStore::Departure IndexedStore::DepartLocked(BlockId id, bool quarantine) {
+  index_.MarkEvicting(id);
   BlockInfo info = AttributesOfLocked(id);
   std::shared_ptr<StoredPayload> stored = index_.StoredOf(id);
   UnindexLocked(id);
   LeavingLocked(info.address);
-  Departure d{info, stored, open > 0};
+  return Departure{std::move(info), std::move(stored), quarantine};
+}
+
+IndexedStore::Departure IndexedStore::RemoveLocked(BlockId id, const char* reason) {
+  int open = static_cast<int>(index_.OpenReaders(id));
+  Departure d = DepartLocked(id, open > 0);
   if (d.quarantine) {
     // The bytes may still be in use through an open handle: they stay, counted, until a
     // drained attestation or a fenced reclaim.
-    admission_.Quarantined(info.address.tenant, info.size);
-    admission_.Counters(info.address.tenant).quarantined++;
-    quarantine_.Add({std::move(info), std::move(stored), open, reason, epoch_.load()});
+    admission_.Quarantined(d.info.address.tenant, d.info.size);
+    admission_.Counters(d.info.address.tenant).quarantined++;
+    quarantine_.Add({d.info, d.stored, open, reason, epoch_.load()});
   }
   return d;
 }

@@ -75,11 +75,8 @@ size_t IndexedStore::ForgetIf(const std::function<bool(const StoredPayload*)>& l
     });
     for (BlockId id : ids) {
       // The device took the bytes with it: nothing is left to drop or keep.
-      index_.MarkEvicting(id);
       gone.push_back(index_.AddressOf(id));
-      Record forgotten = UnindexLocked(id);
-      BlockState state = forgotten.state();
-      Transition(state, BlockState::kAbsent);
+      ForgetLocked(id);
     }
     observer = observer_;
   }
@@ -118,12 +115,7 @@ void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id
     if (!id || index_.at(*id).region_id != region_id) return;
     was_pinned = index_.at(*id).pinned;
     admission_.Counters(address.tenant).checksum_failures++;
-    index_.MarkEvicting(*id);
-    BlockInfo info = AttributesOfLocked(*id);
-    std::shared_ptr<StoredPayload> stored = index_.StoredOf(*id);
-    UnindexLocked(*id);
-    LeavingLocked(info.address);
-    gone.push_back(Departure{std::move(info), std::move(stored), false});  // wrong bytes are never kept
+    gone.push_back(DepartLocked(*id, false));  // wrong bytes are never kept
   }
   Finish(std::move(gone), RemovalReason::kCorrupt);
   // The pin leaves with the block: a stale entry in the persisted pins would pin whatever is

@@ -55,7 +55,6 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
         index_.at(*id).region_id != region_id) {
       return;  // settled by the other checker, evicted, or another block by now
     }
-    Record& r = index_.at(*id);
     switch (verdict.kind) {
       case Verdict::Kind::kSame:
         MarkVerifiedLocked(*id);
@@ -63,40 +62,23 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
       case Verdict::Kind::kReplaced: {
         // Another block file under the name (read in full): it replaces the entry's block, as
         // an eager start would have indexed it. Its file stays: it is the one indexed now.
-        bool pinned = r.pinned;
         std::shared_ptr<StoredPayload> keep = index_.StoredOf(*id);
-        index_.MarkEvicting(*id);
-        Record gone = UnindexLocked(*id);
-        BlockState state = gone.state();
-        Transition(state, BlockState::kAbsent);
-        BlockInfo& info = verdict.info;
-        BlockIndex::Committed fresh{.size = info.size,
-                                    .region_id = info.region_id,
-                                    .commit_time_ns = info.commit_time_ns,
-                                    .commit_epoch = info.commit_epoch,
-                                    .pinned = pinned};
-        IndexLocked(address, fresh, IndexKeysOf(info.identity, info.canonical_identity), info.owner,
-                    std::move(keep));
+        IndexedBlock fresh = IndexedBlockOf(std::move(verdict.info));
+        fresh.pinned = index_.at(*id).pinned;
+        ForgetLocked(*id);
+        IndexLocked(address, CommittedOf(fresh), fresh.keys, fresh.owner, std::move(keep));
         return;
       }
       case Verdict::Kind::kDamaged: {
         // Never served: dropped with its file, as an eager start deletes it. No reader has it
         // open (every open checks first), so nothing goes to quarantine.
-        index_.MarkEvicting(*id);
-        BlockInfo info = AttributesOfLocked(*id);
-        std::shared_ptr<StoredPayload> bytes = index_.StoredOf(*id);
-        UnindexLocked(*id);
-        LeavingLocked(info.address);
-        damaged.push_back(Departure{std::move(info), std::move(bytes), false});
+        damaged.push_back(DepartLocked(*id, false));
         break;
       }
       case Verdict::Kind::kGone: {
         // No file, or none that can be read now: forgotten, whatever is there left in place
         // (an eager start would not have indexed it; the next start tries it again).
-        index_.MarkEvicting(*id);
-        Record gone = UnindexLocked(*id);
-        BlockState state = gone.state();
-        Transition(state, BlockState::kAbsent);
+        ForgetLocked(*id);
         return;
       }
     }
@@ -139,10 +121,7 @@ std::vector<BlockAddress> IndexedStore::WalkFinished() {
       if (!unverified_[id]) continue;
       // The walk did not find its file: an eager start would not have indexed it.
       forgotten.push_back(index_.AddressOf(id));
-      index_.MarkEvicting(id);
-      Record gone = UnindexLocked(id);
-      BlockState state = gone.state();
-      Transition(state, BlockState::kAbsent);
+      ForgetLocked(id);
     }
     std::vector<bool>().swap(unverified_);
     unverified_count_ = 0;

@@ -3,16 +3,14 @@
 // gap must not lose its file to the old block's departure: the departure works on the path, so
 // the commit waits for it (store/indexed_store.h, `leaving_`).
 #include <doctest/doctest.h>
-#include <fcntl.h>
-#include <sys/file.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
-#include <condition_variable>
 #include <future>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "store/env.h"
@@ -76,30 +74,23 @@ class GapAtDeparture final : public EnvWrapper {
   }
 };
 
-struct Store {
-  explicit Store(const std::string& dir, Env* env) {
-    for (const char* sub : {"/blocks", "/tmp", "/spare", "/quarantine"}) fs::create_directories(dir + sub);
-    Fd lock(::open((dir + "/LOCK").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-    REQUIRE(::flock(lock.get(), LOCK_EX | LOCK_NB) == 0);
-    std::vector<FileMedium::Device> devices;
-    devices.push_back(FileMedium::Device{DataDir(dir), std::move(lock), false});
-    StoreOptions options;
-    options.env = env;
-    store = std::make_unique<IndexedStore>(options, std::make_unique<FileMedium>(std::move(devices), options));
-    FileStoreReport report;
-    std::string error;
-    REQUIRE_MESSAGE(store->Load(report, error), error);
-  }
-  std::unique_ptr<IndexedStore> store;
-};
+// A FileStore over `dir` (made if missing), through `o.env` if set.
+std::unique_ptr<IndexedStore> OpenChecked(const std::string& dir, StoreOptions o) {
+  std::string error;
+  auto s = OpenFileStore(dir, std::move(o), nullptr, &error);
+  REQUIRE_MESSAGE(s, error);
+  return s;
+}
 
 TEST_CASE("Departures: a commit of the address a block is leaving keeps its file") {
   for (bool reader_open : {false, true}) {
     CAPTURE(reader_open);  // true: the old block is quarantined (moved), not removed
     test::TempDir tmp;
     GapAtDeparture env;
-    Store s(tmp.path(), &env);
-    IndexedStore& store = *s.store;
+    StoreOptions o;
+    o.env = &env;
+    std::unique_ptr<IndexedStore> opened = OpenChecked(tmp.path(), o);
+    IndexedStore& store = *opened;
     const Bytes old_bytes = test::Payload(5000, 1), new_bytes = test::Payload(7000, 2);
     REQUIRE(CommitPayload(store, old_bytes) == StatusCode::kOk);
     std::shared_ptr<BlockReader> reader;
@@ -150,13 +141,6 @@ StoreOptions HeldWalk(Env& env, WalkGate& gate) {
   o.verify_in_background = true;
   o.before_walk = [&gate] { gate.Wait(); };
   return o;
-}
-
-std::unique_ptr<IndexedStore> OpenChecked(const std::string& dir, StoreOptions o) {
-  std::string error;
-  auto s = OpenFileStore(dir, std::move(o), nullptr, &error);
-  REQUIRE_MESSAGE(s, error);
-  return s;
 }
 
 TEST_CASE("Departures: the walk deleting a stray damaged file never takes a commit's file") {
