@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build gpucache on a Debian 12 machine (as root) and either mount it or test it.
+# Build gpucache on a Debian 12 or 13 machine (as root) and either mount it or test it.
 #   packaging/dev.sh run    mount at /mnt/gpucache with the built-in defaults until Ctrl-C
 #   packaging/dev.sh test   run every test (unit and mount)
 #   packaging/dev.sh build  only build

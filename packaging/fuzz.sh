@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang-14 (ASan + UBSan) in build-fuzz/, replays the committed
-# seed corpora, then fuzzes each target for FUZZ_SECONDS (default 60). New inputs that libFuzzer
-# finds go to build-fuzz/corpus/<target>, not into the source tree. Exit status non-zero on any
-# crash, leak or sanitizer report.
+# Builds the libFuzzer targets with the release's clang (packaging/clang-version.sh; ASan +
+# UBSan) in build-fuzz/, replays the committed seed corpora, then fuzzes each target for
+# FUZZ_SECONDS (default 60). New inputs that libFuzzer finds go to build-fuzz/corpus/<target>,
+# not into the source tree. Exit status non-zero on any crash, leak or sanitizer report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packaging/install-deps.sh test
 seconds=${FUZZ_SECONDS:-60}
-CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DGPUCACHE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+clang=$(packaging/clang-version.sh)
+CC=clang-$clang CXX=clang++-$clang cmake -S . -B build-fuzz -DGPUCACHE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_identity fuzz_block_header fuzz_control fuzz_config fuzz_manifest fuzz_index
 passed=0
 for target in identity block_header control config manifest index; do

@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages gpucache builds, tests and runs with. Idempotent: packages
-# already present are left alone, and apt-get is only called when something is missing.
+# Installs the packages gpucache builds, tests and runs with, on Debian 12 (bookworm) or 13
+# (trixie). Idempotent: packages already present are left alone, and apt-get is only called
+# when something is missing.
 #   install-deps.sh build   what building and running need
 #   install-deps.sh [test]  that, and what the tests, the package check, the fuzzers and the
 #                           cold tier's S3 tests (a local Ceph RADOS Gateway) need
 set -euo pipefail
 mode=${1:-test}
+
+# The names that differ by release. clang-version.sh also refuses unsupported releases.
+clang=$("$(dirname "$0")/clang-version.sh") || exit 1
+. /etc/os-release
+case "${VERSION_CODENAME:-}" in
+  bookworm) promtool=prometheus ;;  # bookworm ships promtool inside the prometheus server
+  *) promtool=promtool ;;           # trixie: promtool is a package of its own
+esac
 
 PACKAGES=(
   build-essential cmake pkg-config git
@@ -32,8 +41,8 @@ TEST_PACKAGES=(
   dpkg-dev lintian            # building and checking the .deb (dpkg-shlibdeps)
   man-db                      # man --warnings (and groff) check the man pages
   libseccomp-dev              # tests: the unit's system-call filter applied without systemd
-  clang-14 libclang-rt-14-dev # libFuzzer, ASan and UBSan for packaging/fuzz.sh
-  prometheus python3-prometheus-client  # promtool and an OpenMetrics parser check the metrics
+  "clang-$clang" "libclang-rt-$clang-dev"  # libFuzzer, ASan and UBSan for packaging/fuzz.sh
+  "$promtool" python3-prometheus-client  # promtool and an OpenMetrics parser check the metrics
 )
 COLD_PACKAGES=(
   ceph-mon ceph-osd           # one monitor and one memstore OSD behind the test gateway
