@@ -61,7 +61,8 @@ std::shared_ptr<const Keyring> Keyring::Parse(std::string_view text, std::string
 std::shared_ptr<const Keyring> Keyring::Load(const std::string& path, std::string* error) {
   // Checked on the open descriptor, so the file read is the file checked. A symlink is
   // followed (secret volumes are often links); its target must pass the checks.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named by mistake is refused below instead of hanging a start or reload.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return Fail(error, path + ": cannot open");
   struct stat st {};
   std::string why;

@@ -1,8 +1,11 @@
 #include "cold/s3_options.h"
 
 #include <cstdlib>
-#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string_view>
+
+#include "store/posix_io.h"
 
 namespace gpucache::cold {
 namespace {
@@ -90,8 +93,11 @@ void ApplyEnvironment(S3Options& options) {
 std::string LoadCredentialsFile(S3Options& options) {
   if (options.credentials_file.empty()) return "";
   const std::string& path = options.credentials_file;
-  std::ifstream in(path);
-  if (!in) return "cannot read s3 credentials file " + path;
+  // Not blocking on a FIFO, not reading /dev/zero forever: a regular file of at most 64 KiB.
+  std::string why;
+  std::optional<std::string> bytes = ReadSmallRegularFile(path, 64 * 1024, &why);
+  if (!bytes) return "cannot read s3 credentials file " + why;
+  std::istringstream in(*bytes);
   std::string access, secret, line;
   for (int number = 1; std::getline(in, line); ++number) {
     std::string_view text = Trim(line);

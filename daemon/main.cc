@@ -24,6 +24,7 @@
 #include "fs/metrics_http.h"
 #include "fs/reload.h"
 #include "fs/session.h"
+#include "store/data_dir_claim.h"
 #include "store/file_store.h"
 
 namespace {
@@ -31,7 +32,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: gpucachefs CONFIG MOUNTPOINT [-f] [-d] [-o OPTIONS]\n"
     "       gpucachefs --defaults MOUNTPOINT [-f] [-d] [-o OPTIONS]\n"
-    "       gpucachefs --check-config CONFIG\n"
+    "       gpucachefs --check-config CONFIG [MOUNTPOINT]\n"
     "       gpucachefs --print-default-config | --version | --help\n"
     "\n"
     "Mounts the gpucache KV-block namespace at MOUNTPOINT, with blocks stored in the data\n"
@@ -40,7 +41,8 @@ constexpr char kUsage[] =
     "  -f          stay in the foreground\n"
     "  -d          trace FUSE requests (implies -f)\n"
     "  -o OPTIONS  mount options, passed to FUSE (mount(8)-only ones are ignored)\n"
-    "--check-config validates CONFIG and prints the effective configuration, defaults included.\n";
+    "--check-config validates CONFIG (and its data directories against MOUNTPOINT, when given) and\n"
+    "prints the effective configuration, defaults included.\n";
 
 struct Args {
   std::string config;  // empty: built-in defaults
@@ -70,6 +72,12 @@ std::string FilterOptions(const std::string& list) {
     }
   }
   return out;
+}
+
+// A daemon that died left its mount behind: every access answers ENOTCONN.
+std::string StaleMountHint(const std::string& mnt) {
+  return "stale mount (a gpucachefs that served it is gone); run `fusermount3 -u -z " + mnt +
+         "` and start again";
 }
 
 // Returns false (and prints why) on bad usage.
@@ -105,14 +113,15 @@ bool ParseArgs(int argc, char** argv, Args& a) {
   char* real = ::realpath(positional.back().c_str(), nullptr);
   if (!real) {
     std::fprintf(stderr, "gpucachefs: mountpoint %s: %s\n", positional.back().c_str(),
-                 std::strerror(errno));
+                 errno == ENOTCONN ? StaleMountHint(positional.back()).c_str() : std::strerror(errno));
     return false;
   }
   a.mount.mountpoint = real;
   std::free(real);
   struct stat st;
   if (::stat(a.mount.mountpoint.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    std::fprintf(stderr, "gpucachefs: mountpoint %s: not a directory\n", a.mount.mountpoint.c_str());
+    std::fprintf(stderr, "gpucachefs: mountpoint %s: %s\n", a.mount.mountpoint.c_str(),
+                 errno == ENOTCONN ? StaleMountHint(a.mount.mountpoint).c_str() : "not a directory");
     return false;
   }
   return true;
@@ -140,7 +149,20 @@ void RaiseFdLimit() {
 
 // What start-up checks of a loaded configuration beyond LoadConfig, before it touches a data
 // directory: a refused start changes nothing on disk (no epoch bump).
-bool CheckStartable(const gpucache::Config& config, std::string* error) {
+// `mountpoint` empty: not known (--check-config CONFIG without one).
+bool CheckStartable(const gpucache::Config& config, const std::string& mountpoint, std::string* error) {
+  if (std::string why = gpucache::DataDirsOverlap(config.data_dirs); !why.empty()) {
+    *error = why;
+    return false;
+  }
+  for (const std::string& dir : config.data_dirs) {
+    std::string why = gpucache::DataDirRefusal(dir);
+    if (why.empty() && !mountpoint.empty()) why = gpucache::MountpointClash(dir, mountpoint);
+    if (!why.empty()) {
+      *error = why;
+      return false;
+    }
+  }
   if (config.cold.enabled && !gpucache::DaemonCold::CheckOptions(config.cold, error)) return false;
   return true;
 }
@@ -166,12 +188,13 @@ int main(int argc, char** argv) {
     std::fputs(gpucache::DefaultConfigText().c_str(), stdout);
     return 0;
   }
-  if (argc == 3 && std::strcmp(argv[1], "--check-config") == 0) {
-    // Exactly what start-up refuses of a configuration (LoadConfig, then CheckStartable).
+  if ((argc == 3 || argc == 4) && std::strcmp(argv[1], "--check-config") == 0) {
+    // Exactly what start-up refuses of a configuration (LoadConfig, then CheckStartable), the
+    // mountpoint's relation to the data directories included when it is given.
     try {
       gpucache::Config config = gpucache::LoadConfig(argv[2]);
       std::string error;
-      if (!CheckStartable(config, &error)) {
+      if (!CheckStartable(config, argc == 4 ? argv[3] : "", &error)) {
         std::fprintf(stderr, "gpucachefs: configuration error: %s\n", error.c_str());
         return 78;  // EX_CONFIG
       }
@@ -196,7 +219,7 @@ int main(int argc, char** argv) {
   }
 
   std::string error;
-  if (!CheckStartable(config, &error)) {
+  if (!CheckStartable(config, args.mount.mountpoint, &error)) {
     spdlog::error("configuration error: {}", error);
     return 78;  // EX_CONFIG
   }

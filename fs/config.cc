@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
@@ -9,6 +10,7 @@
 #include "fs/metrics_http.h"
 #include "store/eviction/eviction_policy.h"
 #include "store/identity.h"
+#include "store/posix_io.h"
 
 namespace gpucache {
 namespace {
@@ -306,11 +308,18 @@ class Reader {
     } else if (t_.contains("data_dirs")) {
       c.data_dirs = Strings(t_, "data_dirs");
     }
-    std::set<std::string> seen;
+    std::vector<std::string> seen;  // as written, and without "//", "/./" or a trailing '/'
     for (const std::string& d : c.data_dirs) {
       const char* key = t_.contains("data_dirs") ? "data_dirs" : "data_dir";
       if (d.empty() || d[0] != '/') Fail(key, "must be an absolute path");
-      if (!seen.insert(d).second) Fail(key, "lists " + d + " twice");
+      std::string n = std::filesystem::path(d).lexically_normal().string();
+      while (n.size() > 1 && n.back() == '/') n.pop_back();
+      for (const std::string& other : seen) {
+        bool nested = n.starts_with(other + "/") || other.starts_with(n + "/") || other == "/" || n == "/";
+        if (n == other) Fail(key, "lists " + d + " twice (as " + other + ")");
+        if (nested) Fail(key, "lists " + d + " inside or around " + other + ": give each device its own directory");
+      }
+      seen.push_back(n);
     }
     if (c.data_dirs.empty()) Fail("data_dirs", "needs at least one directory");
     c.sync_commits = Get<bool>(t_, "sync_commits", "sync_commits", c.sync_commits);
@@ -418,9 +427,14 @@ Config ParseConfig(const std::string& text, const std::string& origin) {
 }
 
 Config LoadConfig(const std::string& path) {
+  // Read here, not by toml::parse_file: a FIFO or a device named as the file must not hang a
+  // start or a reload, and /dev/zero must not grow the daemon (adr/0017).
+  std::string why;
+  std::optional<std::string> text = ReadSmallRegularFile(path, kMaxConfigBytes, &why);
+  if (!text) throw ConfigError(why);
   toml::table t;
   try {
-    t = toml::parse_file(path);
+    t = toml::parse(*text, path);
   } catch (const toml::parse_error& e) {
     throw ConfigError(path + ":" + std::to_string(e.source().begin.line) + ": " +
                       std::string(e.description()));

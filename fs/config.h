@@ -54,7 +54,11 @@ struct Config {
 // The store's limits: the global ones and every tenant's.
 ResourceLimits ResourceLimitsOf(const Config& config);
 
-// Parses and validates a configuration file. Throws ConfigError naming the file and key.
+// A configuration file larger than this is refused unread.
+inline constexpr size_t kMaxConfigBytes = 1 << 20;
+
+// Parses and validates a configuration file (a regular file, or a link to one, of at most
+// kMaxConfigBytes). Throws ConfigError naming the file and key.
 Config LoadConfig(const std::string& path);
 // Parses configuration text (`origin` names it in messages).
 Config ParseConfig(const std::string& text, const std::string& origin);

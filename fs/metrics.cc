@@ -292,6 +292,10 @@ std::string Metrics::Render(BlockStore& store, const MetricsViewer& viewer) {
   RenderIo(w, viewer);
   RenderRefusals(w, viewer);
   RenderOps(w);
+  w.Family("gpucache_config_reloads_total", "counter",
+           "Configuration reloads (SIGHUP) by result; a failed one changed nothing and logged why.");
+  w.Sample("gpucache_config_reloads_total", "result=\"ok\"", double(reloads_ok_.load(kRelaxed)));
+  w.Sample("gpucache_config_reloads_total", "result=\"failed\"", double(reloads_failed_.load(kRelaxed)));
   return w.str();
 }
 

@@ -77,6 +77,8 @@ class Metrics {
   void RecordRefusal(StatusCode s);
   // Total refusals with status `s`, every tenant.
   uint64_t Refusals(StatusCode s) const;
+  // A SIGHUP reload's outcome (fs/reload.h): a failed one changed nothing.
+  void RecordReload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).fetch_add(1, kRelaxed); }
   // The tenant the current request on this thread is about ("" until named).
   static void NoteTenant(std::string_view tenant);
   static void BeginRequest();
@@ -105,6 +107,7 @@ class Metrics {
 
   std::array<Histogram, kFuseOpCount> ops_;
   std::atomic<uint64_t> block_reads_{0}, read_errors_{0};
+  std::atomic<uint64_t> reloads_ok_{0}, reloads_failed_{0};
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<TenantIo>, std::less<>> io_;  // guarded by mu_
   std::map<std::pair<std::string, StatusCode>, uint64_t> refusals_;    // guarded by mu_

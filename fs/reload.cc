@@ -75,6 +75,12 @@ void Reloader::Run() {
 }
 
 bool Reloader::ReloadNow() {
+  bool ok = TryReload();
+  fs_.metrics().RecordReload(ok);
+  return ok;
+}
+
+bool Reloader::TryReload() {
   const std::string origin = config_path_.empty() ? "the built-in defaults" : config_path_;
   Config fresh;
   try {

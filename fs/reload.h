@@ -2,6 +2,11 @@
 // change while the mount serves (tenants, admins, limits and quotas; the cold tier's
 // credentials through a hook) without unmounting and without fencing fills in flight.
 //
+// Every file is read without blocking and bounded in size (a FIFO or a device named as the
+// configuration, keyring or credentials file is refused at once, never waited on), so a
+// reload always finishes and the next SIGHUP is served; gpucache_config_reloads_total counts
+// each outcome.
+//
 // Everything is read and checked before anything is applied: a file that does not parse, does
 // not validate, or changes what cannot change live, changes nothing, and the log says why.
 // Keys that need a restart (data directories, the metrics address, ...) are kept as they were
@@ -46,6 +51,7 @@ class Reloader {
 
  private:
   void Run();
+  bool TryReload();
   std::string config_path_;
   Filesystem& fs_;
   ReloadHook hook_;

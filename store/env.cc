@@ -29,15 +29,14 @@ FileStat FileStatOf(const struct stat& st) {
 class PosixEnv final : public Env {
  public:
   int CreateExclusive(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    return fd >= 0 ? fd : -errno;
+    return OpenNoSymlinks(path, O_RDWR | O_CREAT | O_EXCL, 0600);
   }
   int OpenRead(const std::string& path) override {
     // O_NONBLOCK: a FIFO (or a device node) at a path of the data directory, put there by
     // hand or by damage, must not hold the opener until a writer comes; only regular files and
     // directories are kept open, anything else is EINVAL (an I/O error to the store).
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return -errno;
+    int fd = OpenNoSymlinks(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return fd;
     struct stat st;
     int err = ::fstat(fd, &st) != 0 ? errno : (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) ? 0 : EINVAL;
     // The flag goes again: a regular file's reads ignore it, but io_uring would answer EAGAIN
@@ -51,8 +50,7 @@ class PosixEnv final : public Env {
   }
   int OpenAppend(const std::string& path, bool truncate) override {
     int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
-    int fd = ::open(path.c_str(), flags, 0644);
-    return fd >= 0 ? fd : -errno;
+    return OpenNoSymlinks(path, flags, 0644);
   }
   StatusCode Write(int fd, std::span<const uint8_t> data, uint64_t offset) override {
     return PwriteFull(fd, data, offset);
@@ -92,17 +90,29 @@ class PosixEnv final : public Env {
     return ::fdatasync(fd) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
   }
   StatusCode Rename(const std::string& from, const std::string& to) override {
-    return ::rename(from.c_str(), to.c_str()) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
+    ParentDir a = OpenParentNoSymlinks(from);
+    ParentDir b = OpenParentNoSymlinks(to);
+    if (!a.dir.valid()) return StatusFromErrno(-a.dir.get());
+    if (!b.dir.valid()) return StatusFromErrno(-b.dir.get());
+    return ::renameat(a.dir.get(), a.name.c_str(), b.dir.get(), b.name.c_str()) == 0
+               ? StatusCode::kOk
+               : StatusFromErrno(errno);
   }
   StatusCode SyncDir(const std::string& dir) override { return FsyncDirectory(dir); }
   StatusCode Remove(const std::string& path) override {
-    return ::unlink(path.c_str()) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
+    ParentDir p = OpenParentNoSymlinks(path);
+    if (!p.dir.valid()) return StatusFromErrno(-p.dir.get());
+    return ::unlinkat(p.dir.get(), p.name.c_str(), 0) == 0 ? StatusCode::kOk : StatusFromErrno(errno);
   }
   Result<FileStat> StatAt(int dir_fd, const std::string& name) override {
     struct stat st {};
-    if (::fstatat(dir_fd >= 0 ? dir_fd : AT_FDCWD, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      return StatusFromErrno(errno);
+    if (dir_fd >= 0) {
+      if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return StatusFromErrno(errno);
+      return FileStatOf(st);
     }
+    ParentDir p = OpenParentNoSymlinks(name);
+    if (!p.dir.valid()) return StatusFromErrno(-p.dir.get());
+    if (::fstatat(p.dir.get(), p.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return StatusFromErrno(errno);
     return FileStatOf(st);
   }
   Result<FileStat> StatFd(int fd) override {
@@ -111,8 +121,13 @@ class PosixEnv final : public Env {
     return FileStatOf(st);
   }
   Result<std::vector<std::string>> ListDir(const std::string& path) override {
-    DIR* dir = ::opendir(path.c_str());
-    if (!dir) return StatusFromErrno(errno);
+    int fd = OpenNoSymlinks(path, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return StatusFromErrno(-fd);
+    DIR* dir = ::fdopendir(fd);
+    if (!dir) {
+      ::close(fd);
+      return StatusFromErrno(errno);
+    }
     std::vector<std::string> names;
     errno = 0;
     while (const dirent* e = ::readdir(dir)) {
@@ -125,15 +140,21 @@ class PosixEnv final : public Env {
     return names;
   }
   StatusCode MakeDir(const std::string& path) override {
-    if (::mkdir(path.c_str(), 0700) == 0) return StatusCode::kOk;
+    ParentDir p = OpenParentNoSymlinks(path);
+    if (!p.dir.valid()) return StatusFromErrno(-p.dir.get());
+    if (::mkdirat(p.dir.get(), p.name.c_str(), 0700) == 0) return StatusCode::kOk;
     return errno == EEXIST ? StatusCode::kExists : StatusFromErrno(errno);
   }
   StatusCode RemoveDir(const std::string& path) override {
-    if (::rmdir(path.c_str()) == 0) return StatusCode::kOk;
+    ParentDir p = OpenParentNoSymlinks(path);
+    if (!p.dir.valid()) return StatusFromErrno(-p.dir.get());
+    if (::unlinkat(p.dir.get(), p.name.c_str(), AT_REMOVEDIR) == 0) return StatusCode::kOk;
     return errno == ENOTEMPTY || errno == EEXIST ? StatusCode::kNotEmpty : StatusFromErrno(errno);
   }
   StatusCode Chown(const std::string& path, uint32_t uid, uint32_t gid) override {
-    if (::chown(path.c_str(), uid, gid) == 0) return StatusCode::kOk;
+    ParentDir p = OpenParentNoSymlinks(path);
+    if (!p.dir.valid()) return StatusFromErrno(-p.dir.get());
+    if (::fchownat(p.dir.get(), p.name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) == 0) return StatusCode::kOk;
     return errno == EPERM ? StatusCode::kAccessDenied : StatusFromErrno(errno);
   }
 };

@@ -5,6 +5,10 @@
 // wrapper in between (tests/support/fault_env.h: ENOSPC, EIO and short writes at any call, and
 // power loss that drops whatever was not made durable). errno becomes a StatusCode here, once.
 //
+// The POSIX implementation follows no symbolic link in any component of a path (openat2's
+// RESOLVE_NO_SYMLINKS): a data directory's root is resolved once when it is opened
+// (ClaimDataDir), and a link found below it is an error (ELOOP), never a way out of it.
+//
 // Thread safety: implementations may be called from any thread concurrently.
 #pragma once
 

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "store/data_dir_claim.h"
 #include "store/env.h"
 #include "store/file_store_located.h"
 #include "store/file_store_spares.h"
@@ -76,10 +77,16 @@ std::unique_ptr<IndexedStore> OpenFileStore(const std::vector<std::string>& data
     *error = "backing_io must be \"posix\" or \"uring\", not \"" + options.backing_io + "\"";
     return nullptr;
   }
+  if (std::string why = DataDirsOverlap(data_dirs); !why.empty()) {
+    *error = why;
+    return nullptr;
+  }
   std::vector<Device> devices;
   for (const std::string& dir : data_dirs) {
     std::error_code ec;
-    DataDir layout(dir);
+    std::string root;
+    if (!ClaimDataDir(dir, &root, error)) return nullptr;
+    DataDir layout(root);
     for (const std::string& sub : {layout.Blocks(), layout.Tmp(), layout.Spare(), layout.Quarantine()}) {
       if (!ec) fs::create_directories(sub, ec);
     }
@@ -88,7 +95,7 @@ std::unique_ptr<IndexedStore> OpenFileStore(const std::vector<std::string>& data
       return nullptr;
     }
     std::string lock_path = layout.File("LOCK");
-    Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    Fd lock(OpenNoSymlinks(lock_path, O_RDWR | O_CREAT, 0600));
     if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
       *error = "data directory " + dir + " is in use by another gpucachefs (" + lock_path +
                " is locked) or not writable";

@@ -9,6 +9,7 @@
 // would lose it.
 #include <errno.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -72,6 +73,15 @@ class StatAhead {
   std::thread helper_;
 };
 
+// "<digits><suffix>": how the daemon names reservations (tmp/N.part), parked files
+// (tmp/N.dropped) and spares (spare/N).
+bool IsNumberedName(std::string_view name, std::string_view suffix) {
+  if (!name.ends_with(suffix)) return false;
+  name.remove_suffix(suffix.size());
+  return !name.empty() && name.size() <= 20 &&
+         std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 }  // namespace
 
 std::vector<std::string> FileMedium::ListOrReport(const std::string& dir, FileStoreReport& report) {
@@ -86,12 +96,22 @@ std::vector<std::string> FileMedium::ListOrReport(const std::string& dir, FileSt
 uint64_t FileMedium::DropLeftovers(FileStoreReport& report) {
   uint64_t reservations = 0;
   for (const Device& d : devices_) {
+    // Only names the daemon gives its own files are deleted (adr/0017): anything else was put
+    // there by someone else, and is left for them with a warning.
     for (const std::string& name : ListOrReport(d.dir.Tmp(), report)) {
+      if (!IsNumberedName(name, ".part") && !IsNumberedName(name, ".dropped")) {
+        report.problems.push_back("left " + d.dir.Tmp() + "/" + name + " alone: not a name gpucache writes");
+        continue;
+      }
       env_.Remove(d.dir.Tmp() + "/" + name);
       reservations++;
     }
     // A spare that holds bytes was a reservation's payload; the others were never used.
     for (const std::string& name : ListOrReport(d.dir.Spare(), report)) {
+      if (!IsNumberedName(name, "")) {
+        report.problems.push_back("left " + d.dir.Spare() + "/" + name + " alone: not a name gpucache writes");
+        continue;
+      }
       std::string path = d.dir.Spare() + "/" + name;
       Result<FileStat> st = env_.StatAt(-1, path);
       if (st.ok() && st->size > 0) reservations++;

@@ -5,7 +5,10 @@
 
 #include <unistd.h>
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -52,6 +55,28 @@ StatusCode StatusFromErrno(int err);
 StatusCode PreadFull(int fd, std::span<uint8_t> out, uint64_t offset);
 StatusCode PwriteFull(int fd, std::span<const uint8_t> data, uint64_t offset);
 StatusCode FsyncDirectory(const std::string& dir);
+
+// Opens `path` (absolute) with `flags` (and `mode` for O_CREAT) refusing a symbolic link in any
+// of its components, so a link planted inside a data directory cannot lead a start's cleanup or
+// a block's open to another tenant's or the host's files (docs/reliability.md, "Operator
+// mistakes"). openat2's RESOLVE_NO_SYMLINKS where the kernel has it, else one component at a
+// time with O_NOFOLLOW. The descriptor, or -errno (ELOOP for a link).
+int OpenNoSymlinks(const std::string& path, int flags, mode_t mode = 0);
+// The directory holding `path`, opened O_PATH without following links (as above), and the last
+// component: for unlinkat, renameat, mkdirat and fstatat on a path that must not pass a link.
+struct ParentDir {
+  Fd dir;
+  std::string name;
+};
+// -errno in `dir` on failure; the name is never empty, "." or "..".
+ParentDir OpenParentNoSymlinks(const std::string& path);
+
+// A configuration, keyring or credentials file read whole: opened without blocking (a FIFO or a
+// device named by mistake must not hang a start or a reload), only a regular file (a symlink to
+// one is followed: secret volumes are links), at most `max_bytes`. On failure, empty and
+// `error` says why in words that name the path.
+std::optional<std::string> ReadSmallRegularFile(const std::string& path, size_t max_bytes,
+                                                std::string* error);
 
 // Asks for transparent huge pages under the whole 2 MiB pages of [data, data + bytes): for an
 // array about to be filled at start-up (the index, the INDEX entries). A page fault costs

@@ -226,9 +226,9 @@ TEST_CASE("FileStore: reservations take spare files, refilled behind them and em
   test::TempDir tmp;
   const std::string dir = tmp.path();
   fs::create_directories(dir + "/spare");
-  std::ofstream(dir + "/spare/left-by-a-crash") << "x";
+  std::ofstream(dir + "/spare/987654") << "x";  // a spare left by a crash: spares are numbered
   Opened o = Open(dir, nullptr);  // the POSIX Env: the pool runs
-  CHECK_FALSE(fs::exists(dir + "/spare/left-by-a-crash"));
+  CHECK_FALSE(fs::exists(dir + "/spare/987654"));
   REQUIRE(WaitFor([&] { return o.medium->SparesReady(0) == FileMedium::kSpareDepth; }));
   CHECK(FilesIn(dir + "/spare") == FileMedium::kSpareDepth);
 

@@ -1,0 +1,123 @@
+// Which directories may be a data directory (store/data_dir_claim.h, adr/0017), and how the
+// files an operator names (configuration, keyring, credentials) are read: never blocking, only
+// a regular file, bounded in size.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "store/data_dir_claim.h"
+#include "store/posix_io.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpucache {
+namespace {
+namespace fs = std::filesystem;
+bool Refused(const std::string& dir) { return !DataDirRefusal(dir).empty(); }
+}  // namespace
+
+TEST_CASE("Data directory: the root, system directories and kernel filesystems are refused") {
+  for (const char* dir : {"/", "//", "/var", "/var/", "/tmp", "/var/lib", "/etc", "/usr", "/home",
+                          "/mnt", "/srv", "/proc", "/proc/self", "/sys/kernel", "/dev", "/dev/null",
+                          "/dev/shm", "/var/tmp/../lib", "relative/path", ""}) {
+    CAPTURE(dir);
+    CHECK(Refused(dir));
+  }
+  CHECK(DataDirRefusal("/").find("system directory") != std::string::npos);
+  CHECK(DataDirRefusal("/").find("/var/lib/gpucache") != std::string::npos);  // how to fix it
+}
+
+TEST_CASE("Data directory: a link to a system directory is refused as what it resolves to") {
+  test::TempDir tmp;
+  fs::create_directory_symlink("/var", tmp.path() + "/looks-harmless");
+  CHECK(DataDirRefusal(tmp.path() + "/looks-harmless").find("resolves to /var") != std::string::npos);
+  fs::create_directory_symlink("/", tmp.path() + "/root");
+  CHECK(DataDirRefusal(tmp.path() + "/root/tmp").find("resolves to /tmp") != std::string::npos);
+  CHECK_FALSE(Refused(tmp.path() + "/root/var/lib/gpucache-not-there-yet"));
+}
+
+TEST_CASE("Data directory: new, empty (lost+found allowed), ours or an older gpucache's are taken") {
+  test::TempDir tmp;
+  CHECK_FALSE(Refused(tmp.path()));
+  CHECK_FALSE(Refused(tmp.path() + "/not/there/yet"));
+  fs::create_directory(tmp.path() + "/lost+found");
+  CHECK_FALSE(Refused(tmp.path()));
+  for (const char* name : {"EPOCH", "INDEX", "JOURNAL", "PINS", "LOCK"}) std::ofstream(tmp.path() + "/" + name);
+  for (const char* name : {"blocks", "tmp", "spare", "quarantine"}) fs::create_directory(tmp.path() + "/" + name);
+  CHECK_FALSE(Refused(tmp.path()));
+  std::ofstream(tmp.path() + "/other");
+  CHECK(DataDirRefusal(tmp.path()).find("'other'") != std::string::npos);
+  std::ofstream(tmp.path() + "/GPUCACHE-DATA") << kDataDirMarkerText;
+  CHECK_FALSE(Refused(tmp.path()));  // marked: what else is there is its owner's business
+}
+
+TEST_CASE("Data directory: a file, a wrong marker or a newer format is refused") {
+  test::TempDir tmp;
+  std::ofstream(tmp.path() + "/file");
+  CHECK(DataDirRefusal(tmp.path() + "/file").find("not a directory") != std::string::npos);
+  std::ofstream(tmp.path() + "/GPUCACHE-DATA") << "something else\n";
+  CHECK(DataDirRefusal(tmp.path()).find("not gpucache's marker") != std::string::npos);
+  std::ofstream(tmp.path() + "/GPUCACHE-DATA") << "gpucache data directory, format 9\n";
+  CHECK(DataDirRefusal(tmp.path()).find("newer version") != std::string::npos);
+  fs::remove(tmp.path() + "/GPUCACHE-DATA");
+  ::mkfifo((tmp.path() + "/GPUCACHE-DATA").c_str(), 0600);
+  CHECK(DataDirRefusal(tmp.path()).find("not a regular file") != std::string::npos);
+}
+
+TEST_CASE("Data directory: a link at its top is refused") {
+  test::TempDir tmp, other;
+  std::ofstream(tmp.path() + "/GPUCACHE-DATA") << kDataDirMarkerText;
+  fs::create_directory_symlink(other.path(), tmp.path() + "/blocks");
+  CHECK(DataDirRefusal(tmp.path()).find("symbolic link") != std::string::npos);
+}
+
+TEST_CASE("Data directory: the mountpoint may not be, hold or sit inside a data directory") {
+  CHECK(MountpointClash("/data/gc", "/data/gc").find("is the mountpoint") != std::string::npos);
+  CHECK(MountpointClash("/mnt/gc/data", "/mnt/gc").find("inside the mountpoint") != std::string::npos);
+  CHECK(MountpointClash("/data/gc", "/data/gc/mnt/").find("is inside data directory") != std::string::npos);
+  CHECK(MountpointClash("/data/gc", "/data/gc2").empty());
+  CHECK(DataDirsOverlap({"/x/d1", "/x/d1/"}).find("another data directory") != std::string::npos);
+  CHECK(DataDirsOverlap({"/x/d1", "/x/d1/sub"}).find("another data directory") != std::string::npos);
+  CHECK(DataDirsOverlap({"/x/d1", "/x/d10"}).empty());
+}
+
+TEST_CASE("Operator files: a FIFO, a device, a directory or an oversized file is refused without blocking") {
+  test::TempDir tmp;
+  std::string error;
+  const std::string fifo = tmp.path() + "/fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_FALSE(ReadSmallRegularFile(fifo, 1024, &error));  // before, open() waited for a writer
+  CHECK(error.find("not a regular file") != std::string::npos);
+  CHECK_FALSE(ReadSmallRegularFile("/dev/zero", 1024, &error));
+  CHECK(error.find("not a regular file") != std::string::npos);
+  CHECK_FALSE(ReadSmallRegularFile(tmp.path(), 1024, &error));
+  CHECK(error.find("directory") != std::string::npos);
+  CHECK_FALSE(ReadSmallRegularFile(tmp.path() + "/missing", 1024, &error));
+  CHECK(error == tmp.path() + "/missing: no such file");
+  std::ofstream(tmp.path() + "/big") << std::string(2000, 'x');
+  CHECK_FALSE(ReadSmallRegularFile(tmp.path() + "/big", 1024, &error));
+  CHECK(error.find("larger than 1024 bytes") != std::string::npos);
+  // A link to a regular file is followed (secret volumes are links); a link to a FIFO is not.
+  fs::create_symlink(tmp.path() + "/big", tmp.path() + "/link");
+  CHECK(ReadSmallRegularFile(tmp.path() + "/link", 4096, &error) == std::string(2000, 'x'));
+  fs::create_symlink(fifo, tmp.path() + "/link-to-fifo");
+  CHECK_FALSE(ReadSmallRegularFile(tmp.path() + "/link-to-fifo", 4096, &error));
+}
+
+TEST_CASE("No-symlink opens: a link in any component is ELOOP") {
+  test::TempDir tmp;
+  fs::create_directories(tmp.path() + "/real/sub");
+  std::ofstream(tmp.path() + "/real/sub/f") << "x";
+  fs::create_directory_symlink(tmp.path() + "/real", tmp.path() + "/link");
+  Fd ok(OpenNoSymlinks(tmp.path() + "/real/sub/f", O_RDONLY));
+  CHECK(ok.valid());
+  CHECK(OpenNoSymlinks(tmp.path() + "/link/sub/f", O_RDONLY) == -ELOOP);
+  fs::create_symlink(tmp.path() + "/real/sub/f", tmp.path() + "/real/flink");
+  CHECK(OpenNoSymlinks(tmp.path() + "/real/flink", O_RDONLY) == -ELOOP);
+  ParentDir p = OpenParentNoSymlinks(tmp.path() + "/link/sub/f");
+  CHECK(p.dir.get() == -ELOOP);
+}
+}  // namespace gpucache
