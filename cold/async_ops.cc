@@ -25,19 +25,31 @@ void AsyncOps::Shutdown() {
 }
 
 void AsyncOps::EvictFinishedLocked() {
+  const auto expired = std::chrono::steady_clock::now() - kResultTtl;
+  for (auto it = ops_.begin(); it != ops_.end();) {  // results nobody came for
+    bool stale = it->second.state == State::kDone && it->second.finished < expired;
+    it = stale ? ops_.erase(it) : std::next(it);
+  }
   for (auto it = ops_.begin(); it != ops_.end() && ops_.size() >= max_ops_;) {
     it = it->second.state == State::kDone ? ops_.erase(it) : std::next(it);
   }
 }
 
-uint64_t AsyncOps::Submit(uint32_t owner_uid, std::function<std::string()> work) {
+size_t AsyncOps::UnfinishedOfLocked(const std::string& key) const {
+  size_t n = 0;
+  for (const auto& [id, op] : ops_) n += op.state != State::kDone && op.quota_key == key;
+  return n;
+}
+
+uint64_t AsyncOps::Submit(uint32_t owner_uid, std::function<std::string()> work, const std::string& quota_key) {
   std::lock_guard lock(mu_);
   if (stop_) return 0;
-  if (ops_.size() >= max_ops_) EvictFinishedLocked();
+  EvictFinishedLocked();
   if (ops_.size() >= max_ops_) return 0;
+  if (!quota_key.empty() && UnfinishedOfLocked(quota_key) >= ShareOfOneKey()) return 0;
   while (threads_.size() < workers_) threads_.emplace_back([this] { Run(); });
   uint64_t id = next_id_++;
-  ops_[id] = Op{owner_uid, State::kQueued, std::move(work), {}};
+  ops_[id] = Op{owner_uid, State::kQueued, std::move(work), {}, quota_key, {}};
   queue_.push_back(id);
   wake_.notify_one();
   return id;
@@ -88,6 +100,7 @@ void AsyncOps::Run() {
     if (it == ops_.end()) continue;
     it->second.state = State::kDone;
     it->second.reply = std::move(reply);
+    it->second.finished = std::chrono::steady_clock::now();
     finished_.notify_all();
   }
 }

@@ -7,12 +7,18 @@
 // Bounded: at most `max_ops` ops are held (queued, running, or finished and not yet taken);
 // when full, the oldest finished ones are forgotten first, and a new op is refused (Submit
 // returns 0) only when every held op is still queued or running. An op's result is given to
-// the uid that submitted it (or an admin) once, then forgotten.
+// the uid that submitted it (or an admin) once, then forgotten; a result nobody took for
+// kResultTtl is forgotten too.
+//
+// Shared fairly: the ops of one quota key (the submitter's tenants; a tenant's members share
+// it) may hold at most a quarter of `max_ops` unfinished at once, so one tenant that submits
+// and never polls cannot refuse everyone else's ops (issue 29).
 //
 // Thread safety: every method may be called from any thread. Workers start at the first
 // Submit (never before the daemon has detached: threads do not survive fork).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -35,8 +41,12 @@ class AsyncOps {
   AsyncOps(const AsyncOps&) = delete;
   AsyncOps& operator=(const AsyncOps&) = delete;
 
-  // Queues `work` (which returns the op's reply line); its op id, or 0 when full.
-  uint64_t Submit(uint32_t owner_uid, std::function<std::string()> work);
+  static constexpr std::chrono::seconds kResultTtl{300};
+  // Queues `work` (which returns the op's reply line); its op id, or 0 when the pool is full or
+  // `quota_key` holds its share of unfinished ops already.
+  uint64_t Submit(uint32_t owner_uid, std::function<std::string()> work, const std::string& quota_key = "");
+  // Unfinished ops of `quota_key` one key may hold.
+  size_t ShareOfOneKey() const { return std::max<size_t>(1, max_ops_ / 4); }
 
   enum class State : uint8_t { kUnknown, kQueued, kRunning, kDone };
   struct Poll {
@@ -59,7 +69,10 @@ class AsyncOps {
     State state = State::kQueued;
     std::function<std::string()> work;
     std::string reply;
+    std::string quota_key;
+    std::chrono::steady_clock::time_point finished;  // kDone: when
   };
+  size_t UnfinishedOfLocked(const std::string& key) const;  // REQUIRES: mu_ held
   void Run();
   void EvictFinishedLocked();  // REQUIRES: mu_ held
 

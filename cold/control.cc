@@ -87,6 +87,15 @@ std::string Refill(ColdTier& tier, const Principal& who, const json& req) {
 
 using Handler = std::string (*)(ColdTier&, const Principal&, const json&);
 
+// Whose share of the async ops a request uses: the caller's tenants (their members share it);
+// an admin's own uid.
+std::string QuotaKeyOf(const Principal& who) {
+  if (who.admin) return "admin:" + std::to_string(who.uid);
+  std::string key;
+  for (const std::string& t : who.tenants) key += t + ",";  // a set: in order
+  return key.empty() ? "uid:" + std::to_string(who.uid) : key;
+}
+
 // {"op":"cold.refill"|"cold.pack", ..., "async": true}: queued on the tier's workers; the
 // reply is the op id at once, and {"op":"cold.op","op_id":N} answers "running" or the op's
 // own reply (adr/0013-refill-off-the-control-file.md). Without "async" it runs here.
@@ -96,8 +105,13 @@ std::string MaybeAsync(ColdTier& tier, const Principal& who, const json& req, Ha
   json sync = req;
   sync.erase("async");
   if (!req["async"].get<bool>()) return handler(tier, who, sync);
-  uint64_t id = tier.async_ops().Submit(who.uid, [&tier, who, sync, handler] { return handler(tier, who, sync); });
-  if (id == 0) return Error(EAGAIN, "too many cold operations in progress; try again");
+  uint64_t id = tier.async_ops().Submit(who.uid, [&tier, who, sync, handler] { return handler(tier, who, sync); },
+                                        QuotaKeyOf(who));
+  if (id == 0) {
+    return Error(EAGAIN, "too many cold operations in progress (at most " +
+                             std::to_string(tier.async_ops().ShareOfOneKey()) +
+                             " unfinished per tenant); poll yours with cold.op, then try again");
+  }
   return Ok(json{{"op_id", id}, {"state", "queued"}});
 }
 

@@ -56,6 +56,17 @@ inline std::optional<uint64_t> Number(const nlohmann::json& req, const char* key
 // control request of the node, while reads of the reply run side by side, each on a FUSE
 // thread of its own (docs/control-protocol.md, "Waiting").
 inline constexpr uint64_t kMaxWaitMs = 10'000;
-inline bool AnswersOnRead(const nlohmann::json& req) { return req.is_object() && req.contains("wait_ms"); }
+//
+// The cold tier's requests are answered on read too, unless they ask for "async": true (which
+// answers at once with an op id): a synchronous refill or pack waits on the object store, and
+// one tenant's pack once held every other tenant's lookup for 1.5 s inside write() (issue 29).
+inline bool AnswersOnRead(const nlohmann::json& req) {
+  if (!req.is_object()) return false;
+  if (req.contains("wait_ms")) return true;
+  auto op = req.find("op");
+  if (op == req.end() || !op->is_string() || !op->get_ref<const std::string&>().starts_with("cold.")) return false;
+  auto async = req.find("async");
+  return async == req.end() || *async != true;
+}
 
 }  // namespace gpucache::control_protocol

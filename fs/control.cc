@@ -138,12 +138,24 @@ std::string ControlPlane::Handle(const Principal& c, std::string_view request) {
   if (!req.is_object() || !req.contains("op") || !req["op"].is_string()) return reply;
   ActionLog level = LogLevelOf(req["op"].get<std::string>());
   if (level == ActionLog::kNone) return reply;
+  if (level == ActionLog::kInfo && !MayLogActionOf(c)) return reply;
   // The request as JSON (control characters escaped, at most 512 bytes), the reply as sent.
   std::string what = control_protocol::Json(req).substr(0, 512);
   std::string outcome = reply.substr(0, reply.find_last_not_of('\n') + 1);
   spdlog::log(level == ActionLog::kInfo ? spdlog::level::info : spdlog::level::debug,
               "control: uid {} gid {} asked {} -> {}", c.uid, c.gid, what, outcome);
   return reply;
+}
+
+bool ControlPlane::MayLogActionOf(const Principal& c) {
+  if (access_.Establish(c).admin) return true;
+  uint64_t suppressed = 0;
+  if (!action_log_.Allow(c.uid, &suppressed)) return false;
+  if (suppressed > 0) {
+    spdlog::info("control: uid {}: {} more actions not logged (at most 10 lines a second; "
+                 "gpucache_log_lines_suppressed_total counts them)", c.uid, suppressed);
+  }
+  return true;
 }
 
 bool ControlPlane::AnswersOnRead(std::string_view request) {

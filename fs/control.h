@@ -13,11 +13,15 @@
 
 #include <nlohmann/json_fwd.hpp>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "fs/access.h"
+#include "fs/log.h"
 #include "store/block_store.h"
 
 namespace gpucache {
@@ -44,6 +48,10 @@ class ControlPlane {
   // True for a request that may wait ("wait_ms"): the filesystem runs it when its reply is
   // read, not inside the write() that carried it (control_protocol::AnswersOnRead).
   static bool AnswersOnRead(std::string_view request);
+  // Whether an action of `c` (a control request, a pin by xattr) is logged now: an admin's
+  // always; a tenant member's at most ten lines a second per uid (a busy engine's pins came at
+  // 1,300 lines a second), the rest counted in gpucache_log_lines_suppressed_total.
+  bool MayLogActionOf(const Principal& c);
   // REQUIRES: called before the mount serves requests. `prefix` like "cold.".
   void AddExtension(std::string prefix, ControlExtension extension);
 
@@ -62,6 +70,7 @@ class ControlPlane {
   BlockStore& store_;
   const AccessPolicy& access_;
   std::vector<std::pair<std::string, ControlExtension>> extensions_;
+  BurstLimiter action_log_{10, std::chrono::seconds(1)};
 };
 
 }  // namespace gpucache

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "fs/access.h"
+#include "fs/caller_slots.h"
 #include "fs/config.h"
 #include "fs/control.h"
 #include "fs/inode_table.h"
@@ -148,6 +149,9 @@ class Filesystem {
   Result<AttrReply> AttrOf(uint64_t ino, const Node& n);
   Result<AttrReply> NodeAttr(uint64_t ino, const Node& n);
   EntryReply Entry(const Node& n, const AttrReply& a, double entry_timeout);
+  // How long the kernel may cache an entry (or a miss) inside a tenant: 0 with daemon checks.
+  double EntryTtlInTenant() const;
+  double NegativeTtlInTenant() const;
   Result<EntryReply> LookupInNamespace(const Node& dir, std::string_view name);
   bool OwnsReservation(const Principal& c, ReservationId id);
   Result<std::string> BlockXattr(const Node& n, std::string_view key);
@@ -172,6 +176,9 @@ class Filesystem {
   // What a write through `h` hears once its reservation is gone.
   StatusCode GoneFill(const Handle& h);
   void AnswerDeferred(Handle& h);
+  // Control requests answered on read that one non-admin uid may have running at once.
+  static constexpr int kMaxDeferredPerCaller = 2;
+  CallerSlots deferred_slots_{kMaxDeferredPerCaller};
   // ESTALE for a `.part` whose reservation a recent fence took, else ENOENT (adr/0006).
   StatusCode PartGone(const BlockAddress& address);
   // A commit refused with EINVAL is logged with its reason, at most once a second per tenant.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/control_protocol.h"
 #include "fs/filesystem.h"
 
 namespace gpucache {
@@ -211,10 +212,23 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
 // the thread of the read() that wants the reply: reads of one file are not serialized the way
 // its writes are, so the wait holds up no other control request. The handle's lock is held
 // throughout, so a second read of the same handle waits for the reply instead of seeing none.
+//
+// Each such request holds one of the daemon's FUSE threads while it runs: a caller that is not
+// an admin runs at most kMaxDeferredPerCaller of them at once (EAGAIN past that, with a hint
+// to use "async"), so one tenant cannot take every thread and stall the others.
 void Filesystem::AnswerDeferred(Handle& h) {
   MutexLock lock(h.mu);
   if (h.deferred_request.empty()) return;
-  h.text = control_.Handle(h.deferred_caller, h.deferred_request);
+  const Principal& c = h.deferred_caller;
+  const bool limited = !access_.Establish(c).admin;
+  if (limited && !deferred_slots_.TryTake(c.uid)) {
+    h.text = control_protocol::Error(EAGAIN, std::to_string(kMaxDeferredPerCaller) +
+                                                 " control requests of this uid are already running; "
+                                                 "wait for one, or send cold requests with \"async\": true");
+  } else {
+    h.text = control_.Handle(c, h.deferred_request);
+    if (limited) deferred_slots_.Give(c.uid);
+  }
   h.deferred_request.clear();
   h.reply_cursor = 0;
 }
@@ -240,6 +254,9 @@ StatusCode Filesystem::Allocate(Handle& h, int mode, uint64_t offset, uint64_t l
 // renames at once may have its RENAME served before its RELEASE. Flush therefore ends the
 // handle's writer role; a later write through the same handle (a dup'ed fd) takes it again.
 void Filesystem::Flush(Handle& h) {
+  // A request written and never read (write, then close) still runs, as it did when every
+  // request ran inside write(): at close, which the kernel does not serialize per file.
+  if (h.kind == Handle::Kind::kControl) AnswerDeferred(h);
   if (h.kind != Handle::Kind::kPart) return;
   MutexLock lock(h.mu);
   if (h.writing) store_.CloseWriter(h.reservation);

@@ -116,8 +116,10 @@ StatusCode Filesystem::SetXattr(const Principal& c, uint64_t ino, std::string_vi
     if (v != "0" && v != "1") return StatusCode::kInvalidArgument;
     BlockAddress a{n->tenant, n->ns, n->block};
     StatusCode s = store_.SetPinned(a, v == "1");
-    spdlog::info("xattr: uid {} gid {} {} {} -> {}", c.uid, c.gid, v == "1" ? "pinned" : "unpinned",
-                 a.RelativePath(), ToString(s));
+    if (control_.MayLogActionOf(c)) {
+      spdlog::info("xattr: uid {} gid {} {} {} -> {}", c.uid, c.gid, v == "1" ? "pinned" : "unpinned",
+                   a.RelativePath(), ToString(s));
+    }
     return s;
   }
   if (n->kind != NodeKind::kPart || *key != kIdentity) return StatusCode::kImmutable;

@@ -1,5 +1,8 @@
 #include "fs/log.h"
 
+#include <atomic>
+#include <utility>
+
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/sinks/syslog_sink.h>
@@ -40,11 +43,37 @@ void InitLogging(bool debug) {
   spdlog::set_default_logger(logger);
 }
 
+namespace {
+std::atomic<uint64_t> g_suppressed_total{0};
+}  // namespace
+
+uint64_t LogLinesSuppressed() { return g_suppressed_total.load(std::memory_order_relaxed); }
+
+bool BurstLimiter::Allow(uint32_t key, uint64_t* suppressed) {
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  if (windows_.size() > 4096) windows_.clear();  // a bound, not a cache
+  Window& w = windows_[key];
+  if (now - w.start >= window_) {
+    w.start = now;
+    w.lines = 0;
+  }
+  if (w.lines >= per_window_) {
+    w.suppressed++;
+    g_suppressed_total.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  w.lines++;
+  *suppressed = std::exchange(w.suppressed, 0);
+  return true;
+}
+
 bool LogLimiter::Allow() {
   int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
   int64_t last = last_.load(std::memory_order_relaxed);
   if (now - last >= interval_ && last_.compare_exchange_strong(last, now)) return true;
   suppressed_.fetch_add(1, std::memory_order_relaxed);
+  g_suppressed_total.fetch_add(1, std::memory_order_relaxed);
   return false;
 }
 

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <mutex>
 
 namespace gpucache {
 
@@ -17,6 +19,29 @@ namespace gpucache {
 void InitLogging(bool debug);
 // After detaching (mount helper mode) stderr is gone: log to syslog instead.
 void SwitchToSyslog();
+
+// Log lines every LogLimiter refused since the start (gpucache_log_lines_suppressed_total).
+uint64_t LogLinesSuppressed();
+
+// Up to `per_window` lines in each `window` per key (a burst), the rest suppressed and counted
+// in LogLinesSuppressed; Allow reports how many were suppressed in the windows before.
+class BurstLimiter {
+ public:
+  BurstLimiter(int per_window, std::chrono::nanoseconds window) : per_window_(per_window), window_(window) {}
+  // True to log now; `suppressed` gets how many lines of `key` were dropped since its last one.
+  bool Allow(uint32_t key, uint64_t* suppressed);
+
+ private:
+  struct Window {
+    std::chrono::steady_clock::time_point start;
+    int lines = 0;
+    uint64_t suppressed = 0;
+  };
+  const int per_window_;
+  const std::chrono::nanoseconds window_;
+  std::mutex mu_;
+  std::map<uint32_t, Window> windows_;  // guarded by mu_; cleared past 4096 keys
+};
 
 // One log line per burst: Allow() is true at most once per `interval`, and Suppressed() then
 // says how many calls it refused since the last line. For events a hostile caller can repeat.

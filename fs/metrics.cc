@@ -1,5 +1,7 @@
 #include "fs/metrics.h"
 
+#include "fs/log.h"
+
 #include <string.h>
 
 #include <charconv>
@@ -292,6 +294,9 @@ std::string Metrics::Render(BlockStore& store, const MetricsViewer& viewer) {
   RenderIo(w, viewer);
   RenderRefusals(w, viewer);
   RenderOps(w);
+  w.Family("gpucache_log_lines_suppressed_total", "counter",
+           "Log lines not written because one caller repeated an event faster than once a second.");
+  w.Sample("gpucache_log_lines_suppressed_total", "", double(LogLinesSuppressed()));
   w.Family("gpucache_config_reloads_total", "counter",
            "Configuration reloads (SIGHUP) by result; a failed one changed nothing and logged why.");
   w.Sample("gpucache_config_reloads_total", "result=\"ok\"", double(reloads_ok_.load(kRelaxed)));

@@ -3,6 +3,7 @@
 // the accounting identity holds across a restart.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -129,6 +130,44 @@ TEST_CASE("Cold: refills stalled on S3 do not hold up other control requests") {
       CHECK(p["reason"] == "unavailable");
     }
   }
+}
+
+TEST_CASE("Cold: a member's synchronous refills stalled on S3 hold up no other tenant, and take at most two threads") {
+  auto env = RgwEnv();
+  REQUIRE_MESSAGE(!env.empty(), "GPUCACHE_S3_ENV_FILE: run through ctest (fixture cold_rgw)");
+  LoggedProxy proxy(env["GPUCACHE_S3_ENDPOINT"], 1.0, "stall", /*stall_seconds=*/6);
+  REQUIRE(proxy.ready());
+  HealMount m(proxy.endpoint(), "syncstall", "");
+  CacheIdentity globex = NthIdentity(7, "globex");
+  REQUIRE(test::AsUser(2000, 2000, [&] { return MountClient(m.fs->mnt()).Commit(globex, PayloadOf(7, 4096)); }) == 0);
+  auto refill = [&](int i) {
+    return json{{"op", "cold.refill"}, {"identity", HexEncode(EncodePhysicalKey(NthIdentity(i)))}}.dump();
+  };
+  // Two synchronous refills by acme's member uid 1000 (no "async"): they wait on S3 for 6 s.
+  std::atomic<int> finished{0};
+  std::vector<std::thread> members;
+  for (int i = 0; i < 2; i++) {
+    members.emplace_back([&, i] {
+      test::AsUser(1000, 1000, [&] { return test::Control(*m.fs, refill(i)).empty() ? 1 : 0; });
+      finished++;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // Another tenant's lookup and the admin's status answer while both still wait (before, the
+  // first refill ran inside write(), which the kernel serializes, and held them 6 s).
+  int lookup = test::AsUser(2000, 2000, [&] {
+    json r = Ctl(*m.fs, {{"op", "lookup"}, {"identity", HexEncode(EncodePhysicalKey(globex))}});
+    return r.value("result", "") == "hit" ? 0 : 1;
+  });
+  CHECK(lookup == 0);
+  CHECK(Ctl(*m.fs, {{"op", "status"}})["ok"] == true);
+  // A third from the same uid is refused at once instead of taking a third FUSE thread.
+  int third = test::AsUser(1000, 1000, [&] {
+    return test::Control(*m.fs, refill(2)).find("EAGAIN") != std::string::npos ? 0 : 1;
+  });
+  CHECK(third == 0);
+  CHECK(finished == 0);  // so none of the above waited for them
+  for (std::thread& t : members) t.join();
 }
 
 TEST_CASE("Cold: across a restart the identity holds, and a backfill packs what the old daemon left") {

@@ -375,6 +375,24 @@ TEST_CASE("AsyncOps: bounded: live ops fill it and refuse more, finished ones ar
   CHECK(ops.held() <= 2);
 }
 
+TEST_CASE("AsyncOps: one tenant's unpolled ops take at most its share, and another tenant's are still taken") {
+  AsyncOps ops(1, 8);  // a share is 2 unfinished ops
+  std::atomic<bool> release{false};
+  auto blocked = [&] {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return std::string("{\"ok\":true}\n");
+  };
+  // Four processes of acme submit and never poll: two are taken, the rest refused.
+  int acme_taken = 0;
+  for (int i = 0; i < 6; i++) acme_taken += ops.Submit(1000 + i % 4, blocked, "acme,") != 0;
+  CHECK(acme_taken == 2);
+  // globex's ops are not refused because of acme's (before: the pool was one shared bound).
+  CHECK(ops.Submit(2000, blocked, "globex,") != 0);
+  CHECK(ops.Submit(2000, blocked, "globex,") != 0);
+  CHECK(ops.Submit(2000, blocked, "globex,") == 0);
+  release = true;
+}
+
 TEST_CASE("AsyncOps: a Take with a wait answers when the op is done, and only `workers` callers wait") {
   AsyncOps ops(1, 8);
   std::atomic<bool> release{false};

@@ -42,5 +42,36 @@ TEST_CASE("Logs: admin actions and pins name the caller's uid and the outcome") 
   CHECK(log.find("\"op\":\"status\"") == std::string::npos);
 }
 
+TEST_CASE("Logs: a member's pins are logged at most once a second, the rest counted") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity();
+  REQUIRE(client.Commit(id, Payload(1000)) == 0);
+  std::string path = client.PathOf(id);
+  std::string rel = path.substr(m.mnt().size() + 1);
+  size_t before = m.Log().size();
+  // 400 pins and unpins by xattr and through the control file, as a busy engine sends them.
+  CHECK(AsUser(1000, 1000, [&] {
+          for (int i = 0; i < 200; i++) {
+            if (::setxattr(path.c_str(), "user.gpucache.pinned", i % 2 ? "0" : "1", 1, 0) != 0) return 1;
+            std::string reply = Control(m, std::string(R"({"op":")") + (i % 2 ? "unpin" : "pin") +
+                                               R"(","path":")" + rel + "\"}");
+            if (reply.find("\"ok\":true") == std::string::npos) return 2;
+          }
+          return 0;
+        }) == 0);
+  std::string log = m.Log().substr(before);
+  size_t lines = 0;
+  for (size_t at = log.find("uid 1000 gid 1000"); at != std::string::npos; at = log.find("uid 1000 gid 1000", at + 1)) ++lines;
+  CHECK(lines >= 1);
+  CHECK(lines < 100);  // one a second (and a summary line); 400 before
+  std::string metrics = ReadText(m.mnt() + "/.gpucache/metrics");
+  CHECK(metrics.find("gpucache_log_lines_suppressed_total 0\n") == std::string::npos);
+  CHECK(metrics.find("gpucache_log_lines_suppressed_total") != std::string::npos);
+  // An admin's actions are all logged.
+  for (int i = 0; i < 5; i++) Control(m, R"({"op":"pin","path":")" + rel + "\"}");
+  CHECK(m.Log().find("control: uid 0 gid 0 asked {\"op\":\"pin\"") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpucache
