@@ -148,6 +148,10 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
       // attribute costs a GETATTR round trip per check (the identity setxattr, the rename).
       AttrReply a{FileAttr(ino, NodeKind::kPart, n.tenant, r->owner, r->size), kPartAttrTimeout};
       SetTime(a.attr, r->create_time_ns);
+      // Writes and truncates move mtime and ctime, as tools that compare times (make, rsync)
+      // expect; atime stays the creation.
+      a.attr.st_mtim.tv_sec = a.attr.st_ctim.tv_sec = static_cast<time_t>(r->modify_time_ns / 1000000000);
+      a.attr.st_mtim.tv_nsec = a.attr.st_ctim.tv_nsec = static_cast<long>(r->modify_time_ns % 1000000000);
       return a;
     }
   }
@@ -217,9 +221,10 @@ Result<EntryReply> Filesystem::Lookup(const Principal& c, uint64_t parent, std::
       break;
     case NodeKind::kTenant:
       if (!store_.StatNamespace(dir->tenant, name).ok()) {
-        return EntryReply{0, {}, config_.negative_timeout, 0};
+        return EntryReply{0, {}, NegativeTtlInTenant(), 0};
       }
       child = Node{NodeKind::kNamespace, dir->tenant, std::string(name)};
+      entry_ttl = EntryTtlInTenant();
       break;
     case NodeKind::kNamespace: return LookupInNamespace(dir.value(), name);
     default: return StatusCode::kInvalidArgument;  // not a directory
@@ -229,8 +234,19 @@ Result<EntryReply> Filesystem::Lookup(const Principal& c, uint64_t parent, std::
   return Entry(child, a.value(), entry_ttl);
 }
 
+// Daemon permissions: the kernel checks nothing on a walk, so an entry it caches inside a
+// tenant would answer a process whose working directory is there (after a setuid, or a member
+// removed by a reload) without asking the daemon, hit or miss: a side channel between tenants
+// (issue 29). Those entries are not cached; every walk inside a tenant comes to the daemon,
+// which checks the caller. Kernel permissions: the tenant directory's mode bits stop outsiders
+// in the kernel, and entries are cached for entry_timeout.
+double Filesystem::EntryTtlInTenant() const { return config_.KernelPermissions() ? config_.entry_timeout : 0; }
+double Filesystem::NegativeTtlInTenant() const {
+  return config_.KernelPermissions() ? config_.negative_timeout : 0;
+}
+
 Result<EntryReply> Filesystem::LookupInNamespace(const Node& dir, std::string_view name) {
-  const EntryReply miss{0, {}, config_.negative_timeout, 0};
+  const EntryReply miss{0, {}, NegativeTtlInTenant(), 0};
   bool part = name.size() > kPartSuffix.size() && name.ends_with(kPartSuffix);
   std::string block(part ? name.substr(0, name.size() - kPartSuffix.size()) : name);
   if (!IsValidBlockName(block)) return miss;
@@ -252,7 +268,7 @@ Result<EntryReply> Filesystem::LookupInNamespace(const Node& dir, std::string_vi
   Node child{NodeKind::kBlock, dir.tenant, dir.ns, block};
   Result<AttrReply> a = AttrOf(0, child);
   if (!a.ok()) return miss;
-  return Entry(child, a.value(), config_.entry_timeout);
+  return Entry(child, a.value(), EntryTtlInTenant());
 }
 
 void Filesystem::Forget(uint64_t ino, uint64_t nlookup) { inodes_.Forget(ino, nlookup); }
@@ -325,7 +341,7 @@ Result<EntryReply> Filesystem::MkDir(const Principal& c, uint64_t parent, std::s
   Node child{NodeKind::kNamespace, dir->tenant, std::string(name)};
   Result<AttrReply> a = AttrOf(0, child);
   if (!a.ok()) return a.status();
-  return Entry(child, a.value(), config_.entry_timeout);
+  return Entry(child, a.value(), EntryTtlInTenant());
 }
 
 StatusCode Filesystem::RmDir(const Principal& c, uint64_t parent, std::string_view name) {

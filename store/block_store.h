@@ -65,6 +65,7 @@ struct ReservationInfo {
   uint64_t region_id = 0;
   uint64_t epoch = 0;                        // epoch the reservation was admitted in
   uint64_t create_time_ns = 0;
+  uint64_t modify_time_ns = 0;  // the last write or truncate (the .part's mtime and ctime)
 };
 
 enum class MissReason : uint8_t { kAbsent, kIncompatible, kQuarantined, kFenced };

@@ -236,6 +236,7 @@ Result<size_t> IndexedStore::Write(ReservationId id, uint64_t offset, std::span<
   r->writes_inflight--;
   r->last_activity_ns = NowNs();
   if (r->fenced) return StatusCode::kFenced;
+  if (n.ok()) r->info.modify_time_ns = r->last_activity_ns;
   if (n.ok() && offset + n.value() > r->info.size) {
     uint64_t end = offset + n.value();
     admission_.ReservationResized(r->info.address.tenant, r->info.size, end);
@@ -288,6 +289,7 @@ StatusCode IndexedStore::Truncate(ReservationId id, uint64_t size) {
     if (s == StatusCode::kOk && !r->fenced) {
       admission_.ReservationResized(r->info.address.tenant, r->info.size, size);
       r->info.size = size;
+      r->info.modify_time_ns = NowNs();
     }
   }
   return s;

@@ -20,6 +20,7 @@ ReservationTable::Reservation& ReservationTable::Add(const BlockAddress& address
   r.info.region_id = (epoch << 32) | ++next_region_seq_;
   r.info.epoch = epoch;
   r.info.create_time_ns = now_ns;
+  r.info.modify_time_ns = now_ns;
   r.last_activity_ns = now_ns;
   by_address_[address] = r.info.id;
   RecordOutcome(address, FillState::kPending, now_ns);
