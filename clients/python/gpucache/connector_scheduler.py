@@ -46,6 +46,7 @@ class SchedulerCore:
         self._requests: Dict[str, _Request] = {}
         self._matches: Dict[str, _Match] = {}
         self._pending_loads: List[LoadSpec] = []
+        self.external_tokens = 0  # tokens the engine was told to load from the mount (stats)
 
     # ---- get_num_new_matched_tokens ---------------------------------------------------
 
@@ -98,6 +99,7 @@ class SchedulerCore:
         if num_external_tokens <= 0 or match is None:
             req.saved_upto = max(req.saved_upto, match.hot if match else 0)
             return
+        self.external_tokens += num_external_tokens
         bt = self.geometry.block_tokens
         first = match.num_computed // bt
         last = (match.num_computed + num_external_tokens) // bt

@@ -11,6 +11,12 @@ for the block's engine blocks, K half then V half, so loading a layer of n block
 `preadv` per block into a staging tensor `[2, n * blocks_per_block, block_size, heads, dim]`
 and one row-wise copy per half into the paged cache (scatter), and saving is one
 `index_select` per half into staging (gather) and one `writev` per block.
+
+vLLM's CPU backend (CPU_ATTN) keeps a layer as one tensor `[num_blocks, kv_heads, block_size,
+2 * head_dim]` whose every (block, head) holds K[block_size, head_dim] then V (it views it as
+`[num_blocks, kv_heads, 2 * block_size, head_dim]` and splits dimension 2). Its halves are
+strided views `[num_blocks, block_size, heads, dim]` of that tensor, so the block file is the
+same whichever backend wrote it; the copies then go through torch's strided index ops.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ LAYOUT_ABI = "gpucache-layerwise-nhd-v1"
 PAGE = 4096
 
 # Per layer: one tensor [2, num_blocks, block_size, heads, dim], or vLLM's (K, V) pair of
-# [num_blocks, block_size, heads, dim] tensors.
+# [num_blocks, block_size, heads, dim] tensors, or the CPU backend's one 4-D tensor
+# [num_blocks, heads, block_size, 2 * dim] (K then V per block and head).
 PagedLayer = Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]
 
 DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -98,15 +105,26 @@ def engine_block_ids(ids: Sequence[int]) -> torch.Tensor:
 
 
 def halves(layer: PagedLayer) -> Tuple[torch.Tensor, torch.Tensor]:
-    """K and V of a paged layer, each [num_blocks, block_size, heads, dim], in either form."""
+    """K and V of a paged layer, each [num_blocks, block_size, heads, dim], in any form."""
+    if isinstance(layer, torch.Tensor) and layer.dim() == 4:  # CPU_ATTN
+        blocks, heads, block_size, two_dim = layer.shape
+        both = layer.view(blocks, heads, 2, block_size, two_dim // 2)
+        return both[:, :, 0].transpose(1, 2), both[:, :, 1].transpose(1, 2)
     return (layer[0], layer[1])
 
 
 def scatter(layer: PagedLayer, ids: torch.Tensor, staging: torch.Tensor) -> None:
     """Copies staging[:, i] into engine block ids[i] of the paged layer: one op per half."""
+    with torch.inference_mode():  # see gather
+        _scatter(layer, ids, staging)
+
+
+def _scatter(layer: PagedLayer, ids: torch.Tensor, staging: torch.Tensor) -> None:
     for half, src in zip(halves(layer), staging):
-        if half.device.type == "cpu":
+        if half.device.type == "cpu" and half.is_contiguous():
             _rows(half)[ids.numpy()] = _rows(src)
+        elif half.device.type == "cpu":  # a strided view (CPU_ATTN)
+            half.index_copy_(0, ids, src)
         else:  # a device cache: one (asynchronous, from pinned memory) copy per half
             half.index_copy_(0, ids.to(half.device), src.to(half.device, non_blocking=True))
 
@@ -121,7 +139,15 @@ def gather(layer: PagedLayer, ids: torch.Tensor, staging: torch.Tensor) -> None:
     """Copies engine blocks `ids` of the paged layer into staging (the save side's one copy).
 
     staging[0] and staging[1] must be contiguous (index_select writes `out` in place).
+    Runs in inference mode: vLLM allocates the paged cache, and staging first used during a
+    forward is allocated, in inference mode, and an inference tensor may only be updated in
+    place in inference mode, which is per thread (these run on the connector's threads).
     """
+    with torch.inference_mode():
+        _gather(layer, ids, staging)
+
+
+def _gather(layer: PagedLayer, ids: torch.Tensor, staging: torch.Tensor) -> None:
     for half, dst in zip(halves(layer), staging):
         if half.device.type == "cpu":
             torch.index_select(half, 0, ids, out=dst)

@@ -26,7 +26,7 @@ from .connector_types import ConnectorConfig, RequestView, ScheduledRequest, Ste
 from .connector_worker import WorkerCore
 from .kv_layout import KVGeometry
 
-try:  # pragma: no cover - vLLM is not installed where the tests run
+try:  # vLLM is only in build/venv (packaging/python-venv.sh): the vLLM tests, label engine
     from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
                                                                    KVConnectorMetadata, KVConnectorRole)
     HAVE_VLLM = True
@@ -42,6 +42,7 @@ except ImportError:
         def __init__(self, vllm_config, role, kv_cache_config=None):
             self._connector_metadata = None
             self._vllm_config = vllm_config
+            self._kv_cache_config = kv_cache_config
             self._role = role
 
         def bind_connector_metadata(self, connector_metadata) -> None:
@@ -52,6 +53,9 @@ except ImportError:
 
         def _get_connector_metadata(self):
             return self._connector_metadata
+
+        def shutdown(self):
+            return None
 
     KVConnectorRole = None  # type: ignore[assignment]
 
@@ -70,7 +74,10 @@ def config_from_vllm(vllm_config, rank: int = 0) -> Tuple[ConnectorConfig, Model
     extra: Dict[str, Any] = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
     mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
     hf = mc.hf_config
-    rope = getattr(hf, "rope_scaling", None) or {}
+    # transformers 5 keeps RoPE in `rope_parameters` (theta included, type "default" for plain
+    # RoPE); older ones in `rope_theta` and `rope_scaling` (None for plain RoPE).
+    rope = getattr(hf, "rope_parameters", None) or getattr(hf, "rope_scaling", None) or {}
+    rope_type = str(rope.get("rope_type", rope.get("type", "none")))
     tp = pc.tensor_parallel_size
     model = ModelIdentity(
         tenant=extra["tenant"], trust_domain=extra.get("trust_domain", "local"),
@@ -79,8 +86,8 @@ def config_from_vllm(vllm_config, rank: int = 0) -> Tuple[ConnectorConfig, Model
         tokenizer_revision="%s@%s" % (mc.tokenizer, mc.tokenizer_revision or "main"),
         quant_format=str(mc.quantization or "none"), tp_rank=rank % tp, tp_size=tp,
         pp_rank=rank // tp, pp_size=pc.pipeline_parallel_size,
-        rope_theta=float(getattr(hf, "rope_theta", 10000.0)),
-        rope_scaling=str(rope.get("rope_type", rope.get("type", "none"))),
+        rope_theta=float(rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))),
+        rope_scaling="none" if rope_type == "default" else rope_type,
         rope_factor=float(rope.get("factor", 1.0)),
         rope_original_max_positions=int(rope.get("original_max_position_embeddings", 0)))
     dtype = cc.cache_dtype if isinstance(cc.cache_dtype, torch.dtype) else mc.dtype
@@ -127,11 +134,15 @@ def step_info(so) -> StepInfo:
 
 
 class GpucacheConnector(KVConnectorBase_V1):
+    """Subclasses vLLM's KVConnectorBase_V1 when vLLM is importable (the stand-in otherwise).
+
+    Written against vLLM 0.32 (tests/test_vllm_conformance.py checks the method set and the
+    signatures against the installed vLLM; test_vllm_e2e.py runs it in a real vLLM). vLLM
+    builds one per role: the scheduler's and each worker's.
+    """
+
     def __init__(self, vllm_config, role, kv_cache_config=None):
-        if HAVE_VLLM:  # pragma: no cover
-            super().__init__(vllm_config, role, kv_cache_config)
-        else:
-            KVConnectorBase_V1.__init__(self, vllm_config, role, kv_cache_config)
+        super().__init__(vllm_config, role, kv_cache_config)
         rank = getattr(getattr(vllm_config, "parallel_config", None), "rank", 0) or 0
         config, model = config_from_vllm(vllm_config, rank)
         self._scheduler = SchedulerCore(config) if _is_scheduler(role) else None
@@ -158,9 +169,16 @@ class GpucacheConnector(KVConnectorBase_V1):
         self._layer_index = {name: i for i, name in enumerate(kv_caches)}
         self._worker.register(list(kv_caches.values()))
 
+    def bind_connector_metadata(self, connector_metadata) -> None:
+        # The step's plan reaches the worker core here, first thing in the step: vLLM calls
+        # start_load_kv after the forward (after every save_kv_layer) when the step has no
+        # synchronous load (vLLM 0.32: SchedulerOutput.has_sync_kv_loads).
+        super().bind_connector_metadata(connector_metadata)
+        if self._worker is not None:
+            step = getattr(connector_metadata, "step", None)
+            self._worker.bind(step if step is not None else StepMeta())
+
     def start_load_kv(self, forward_context, **kwargs) -> None:
-        meta = self._get_connector_metadata()
-        self._worker.bind(meta.step if meta is not None else StepMeta())
         self._worker.start_load()
 
     def wait_for_layer_load(self, layer_name: str) -> None:
@@ -186,6 +204,7 @@ class GpucacheConnector(KVConnectorBase_V1):
     def shutdown(self) -> None:
         if self._worker is not None:
             self._worker.close()
+        super().shutdown()
 
 
 def connector_methods() -> Iterable[str]:

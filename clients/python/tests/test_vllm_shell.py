@@ -55,8 +55,19 @@ class VllmShellTest(unittest.TestCase):
             self.assertTrue(callable(getattr(GpucacheConnector, name)), name)
 
     def test_a_save_then_a_load_through_the_shell(self):
+        # vLLM's GPU backends: [2, num_blocks, block_size, kv_heads, head_dim] per layer.
+        self.save_then_load({"layers.%d.attn" % i: torch.randn(2, 16, 16, 2, 32).to(torch.bfloat16)
+                             for i in range(2)}, lambda layer, ids: layer[:, ids], start_after_forward=False)
+
+    def test_the_cpu_backend_layout_and_start_load_kv_after_the_forward(self):
+        # vLLM's CPU_ATTN: [num_blocks, kv_heads, block_size, 2 * head_dim], K then V per
+        # (block, head); and vLLM 0.32 calls start_load_kv after the forward (after the saves)
+        # in a step without synchronous loads.
+        self.save_then_load({"layers.%d.attn" % i: torch.randn(16, 2, 16, 64).to(torch.bfloat16)
+                             for i in range(2)}, lambda layer, ids: layer[ids], start_after_forward=True)
+
+    def save_then_load(self, kv, blocks_of, start_after_forward):
         tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
-        kv = {"layers.%d.attn" % i: torch.randn(2, 16, 16, 2, 32).to(torch.bfloat16) for i in range(2)}
         sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
         worker = GpucacheConnector(self.config, NS(name="WORKER"))
         worker.register_kv_caches(kv)
@@ -66,10 +77,13 @@ class VllmShellTest(unittest.TestCase):
         meta = sched.build_connector_meta(scheduler_output("a", tokens, [0, 1, 2, 3, 4], 0))
         self.assertIsInstance(meta, GpucacheConnectorMetadata)
         worker.bind_connector_metadata(meta)
-        worker.start_load_kv(None)
+        if not start_after_forward:
+            worker.start_load_kv(None)
         for name, layer in kv.items():
             worker.wait_for_layer_load(name)
             worker.save_kv_layer(name, layer, None)
+        if start_after_forward:
+            worker.start_load_kv(None)
         worker.wait_for_save()
         self.assertEqual(worker.get_finished(set()), (None, None))
         worker.clear_connector_metadata()
@@ -85,7 +99,8 @@ class VllmShellTest(unittest.TestCase):
         worker.get_finished(set())
         self.assertEqual(worker.get_block_ids_with_load_errors(), set())
         for layer in kv.values():
-            self.assertTrue(torch.equal(layer[:, [8, 9, 10, 11]], layer[:, [0, 1, 2, 3]]))
+            self.assertTrue(torch.equal(blocks_of(layer, [8, 9, 10, 11]), blocks_of(layer, [0, 1, 2, 3])))
+            self.assertFalse(torch.equal(blocks_of(layer, [12]), blocks_of(layer, [4])))
         worker.shutdown()
 
 

@@ -1,0 +1,103 @@
+"""GpucacheConnector against the installed vLLM's KVConnectorBase_V1 contract.
+
+Runs with build/venv/bin/python (ctest python_vllm_conformance, label engine). A vLLM upgrade
+that adds an abstract method, renames a parameter or changes how connectors are constructed or
+loaded fails here, before anything runs a model.
+"""
+
+import inspect
+import os
+import sys
+import unittest
+
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+
+from gpucache import vllm_connector  # noqa: E402
+from gpucache.vllm_connector import GpucacheConnector  # noqa: E402
+
+if vllm_connector.HAVE_VLLM:
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+else:
+    KVConnectorBase_V1 = None
+
+IN_VENV = sys.prefix != sys.base_prefix
+
+
+def compatible(base: inspect.Signature, ours: inspect.Signature) -> str:
+    """'' when `ours` accepts every call `base` allows (same names, kinds and order for the
+    base's parameters; anything extra optional), else what is wrong."""
+    P = inspect.Parameter
+    b, o = list(base.parameters.values()), list(ours.parameters.values())
+    b_fixed = [p for p in b if p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)]
+    o_fixed = [p for p in o if p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)]
+    if len(o_fixed) < len(b_fixed):
+        return "fewer parameters: %s vs %s" % (ours, base)
+    for bp, op in zip(b_fixed, o_fixed):
+        if (bp.name, bp.kind) != (op.name, op.kind):
+            return "parameter %s (%s) is %s (%s) here" % (bp.name, bp.kind, op.name, op.kind)
+        if bp.default is not P.empty and op.default is P.empty:
+            return "parameter %s has a default in the base" % bp.name
+    for op in o_fixed[len(b_fixed):]:
+        if op.default is P.empty:
+            return "extra parameter %s has no default" % op.name
+    for kind in (P.VAR_POSITIONAL, P.VAR_KEYWORD):
+        if any(p.kind == kind for p in b) and not any(p.kind == kind for p in o):
+            return "the base takes %s, this does not" % kind
+    return ""
+
+
+class CompatibleHelperTest(unittest.TestCase):
+    """The checker itself (runs with or without vLLM)."""
+
+    def test_it_accepts_extra_optional_parameters_and_refuses_renames(self):
+        def base(self, a, b, **kw): ...
+        def same(self, a, b, **kw): ...
+        def extra(self, a, b, c=None, **kw): ...
+        def renamed(self, a, x, **kw): ...
+        def no_kwargs(self, a, b): ...
+        def required_extra(self, a, b, c, **kw): ...
+        sig = inspect.signature
+        self.assertEqual(compatible(sig(base), sig(same)), "")
+        self.assertEqual(compatible(sig(base), sig(extra)), "")
+        for bad in (renamed, no_kwargs, required_extra):
+            self.assertNotEqual(compatible(sig(base), sig(bad)), "", bad.__name__)
+
+
+class VllmConformanceTest(unittest.TestCase):
+    def test_vllm_is_importable_in_the_venv(self):
+        if not IN_VENV:
+            self.skipTest("not in build/venv")
+        self.assertTrue(vllm_connector.HAVE_VLLM, "build/venv has no importable vLLM")
+
+    @unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
+    def test_it_subclasses_the_real_base_and_implements_every_abstract_method(self):
+        self.assertTrue(issubclass(GpucacheConnector, KVConnectorBase_V1))
+        self.assertTrue(issubclass(vllm_connector.GpucacheConnectorMetadata, vllm_connector.KVConnectorMetadata))
+        self.assertEqual(set(GpucacheConnector.__abstractmethods__), set())
+        for name in KVConnectorBase_V1.__abstractmethods__:
+            self.assertIn(name, GpucacheConnector.__dict__, name)
+
+    @unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
+    def test_every_overridden_method_keeps_the_base_signature(self):
+        checked = []
+        for name, ours in GpucacheConnector.__dict__.items():
+            if not callable(ours) or not hasattr(KVConnectorBase_V1, name):
+                continue
+            problem = compatible(inspect.signature(getattr(KVConnectorBase_V1, name)),
+                                 inspect.signature(getattr(GpucacheConnector, name)))
+            self.assertEqual(problem, "", name)
+            checked.append(name)
+        self.assertIn("__init__", checked)
+        self.assertEqual(set(vllm_connector.connector_methods()) - set(checked), set())
+
+    @unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
+    def test_vllm_loads_it_from_the_module_path(self):
+        from vllm.config import KVTransferConfig
+        from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+        config = KVTransferConfig(kv_connector="GpucacheConnector", kv_connector_module_path="gpucache.vllm_connector",
+                                  kv_role="kv_both", kv_load_failure_policy="recompute")
+        self.assertIs(KVConnectorFactory.get_connector_class(config), GpucacheConnector)
+
+
+if __name__ == "__main__":
+    unittest.main()
