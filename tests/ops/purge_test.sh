@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The package's purge (packaging/debian/postrm) on a data directory that is a mount point (a
+# dedicated device at /var/lib/gpucache is the common case) and on one holding other files:
+# the blocks go, the mount point and anything not gpucache's stay, and dpkg hears exit 0
+# (before, `rm -rf` of the mount point failed with EBUSY and left dpkg in an error state).
+set -euo pipefail
+src=$1
+work=$(mktemp -d /tmp/gpucache-purge-XXXXXX)
+dev=$work/dev
+cleanup() { umount "$dev" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+layout() {  # DIR: what a data directory holds
+  mkdir -p "$1/blocks/acme/ns" "$1/tmp" "$1/spare" "$1/quarantine"
+  echo x >"$1/blocks/acme/ns/0123"
+  echo "gpucache data directory, format 1" >"$1/GPUCACHE-DATA"
+  for f in LOCK EPOCH INDEX JOURNAL PINS; do echo 1 >"$1/$f"; done
+}
+
+mkdir -p "$dev"
+mount -t tmpfs -o size=16m tmpfs "$dev"
+layout "$dev"
+GPUCACHE_PURGE_DIR=$dev sh "$src/packaging/debian/postrm" purge >"$work/out" || fail "purge of a mount point exited $?"
+mountpoint -q "$dev" || fail "the mount point was unmounted or removed"
+[ -z "$(ls -A "$dev")" ] || fail "purge left $(ls -A "$dev") in the mount point"
+grep -q "mount point and stays" "$work/out" || fail "purge did not say the mount point stays"
+
+plain=$work/plain
+layout "$plain"
+echo keep >"$plain/notes.txt"
+GPUCACHE_PURGE_DIR=$plain sh "$src/packaging/debian/postrm" purge >/dev/null || fail "purge exited $?"
+[ "$(ls -A "$plain")" = notes.txt ] || fail "purge left $(ls -A "$plain") (only notes.txt should stay)"
+
+rm -f "$plain/notes.txt"
+layout "$plain"
+GPUCACHE_PURGE_DIR=$plain sh "$src/packaging/debian/postrm" purge >/dev/null || fail "purge exited $?"
+[ ! -e "$plain" ] || fail "purge left an empty $plain"
+echo "purge: 3 passed, 0 failed"
