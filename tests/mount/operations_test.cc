@@ -181,33 +181,6 @@ TEST_CASE("Mount: an idle .part is abandoned after its lease") {
   CHECK(ReadText(m.mnt() + "/.gpucache/stats").find(" expired=1") != std::string::npos);
 }
 
-TEST_CASE("Operations: a .part's mtime and ctime move with its writes and truncates (make, rsync compare them)") {
-  MountedFs m;
-  MountClient client(m.mnt());
-  CacheIdentity id = SampleIdentity("acme", 12);
-  std::string part = client.PathOf(id) + ".part";
-  REQUIRE(::mkdir(NsDir(m, id).c_str(), 0770) == 0);
-  int fd = ::open(part.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
-  REQUIRE(fd >= 0);
-  auto mtime_of = [&] {
-    struct stat st {};
-    REQUIRE(::fstat(fd, &st) == 0);
-    CHECK(st.st_mtim.tv_sec == st.st_ctim.tv_sec);
-    CHECK(st.st_mtim.tv_nsec == st.st_ctim.tv_nsec);
-    return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  };
-  int64_t created = mtime_of();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  Bytes data = Payload(4096);
-  REQUIRE(::write(fd, data.data(), data.size()) == 4096);
-  int64_t written = mtime_of();
-  CHECK(written > created);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  REQUIRE(::ftruncate(fd, 8192) == 0);
-  CHECK(mtime_of() > written);
-  ::close(fd);
-}
-
 }  // namespace
 }  // namespace gpucache
 
