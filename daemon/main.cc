@@ -39,7 +39,8 @@ constexpr char kUsage[] =
     "directory named by CONFIG (TOML; see docs/configuration.md). --defaults uses the built-in\n"
     "configuration (data in /var/lib/gpucache, tenant 'default' for root).\n"
     "  -f          stay in the foreground\n"
-    "  -d          trace FUSE requests (implies -f)\n"
+    "  -d          trace FUSE requests (implies -f; the daemon logs at debug)\n"
+    "  --log-level LEVEL  error, warn, info (default) or debug, without -d's request trace\n"
     "  -o OPTIONS  mount options, passed to FUSE (mount(8)-only ones are ignored)\n"
     "--check-config validates CONFIG (and its data directories against MOUNTPOINT, when given) and\n"
     "prints the effective configuration, defaults included.\n";
@@ -47,6 +48,7 @@ constexpr char kUsage[] =
 struct Args {
   std::string config;  // empty: built-in defaults
   bool defaults = false;
+  std::string log_level;  // empty: info (debug with -d)
   gpucache::MountOptions mount;
 };
 
@@ -88,6 +90,14 @@ bool ParseArgs(int argc, char** argv, Args& a) {
     if (arg == "-f") a.mount.foreground = true;
     else if (arg == "-d") a.mount.debug = true;
     else if (arg == "--defaults") a.defaults = true;
+    else if (arg == "--log-level" && i + 1 < argc) {
+      a.log_level = argv[++i];
+      if (a.log_level != "error" && a.log_level != "warn" && a.log_level != "info" && a.log_level != "debug") {
+        std::fprintf(stderr, "gpucachefs: --log-level must be error, warn, info or debug, not %s\n",
+                     a.log_level.c_str());
+        return false;
+      }
+    }
     else if (arg == "-o" && i + 1 < argc) {
       std::string o = FilterOptions(argv[++i]);
       if (!o.empty()) a.mount.fuse_options += (a.mount.fuse_options.empty() ? "" : ",") + o;
@@ -207,7 +217,7 @@ int main(int argc, char** argv) {
   }
   Args args;
   if (!ParseArgs(argc, argv, args)) return 64;
-  gpucache::InitLogging(args.mount.debug);
+  gpucache::InitLogging(!args.log_level.empty() ? args.log_level : args.mount.debug ? "debug" : "info");
   RaiseFdLimit();
 
   gpucache::Config config;

@@ -78,7 +78,9 @@ Filesystem::Filesystem(const Config& config, BlockStore& store)
       store_(store),
       inodes_(TenantNames(config)),
       control_(store, access_),
-      mount_time_ns_(static_cast<uint64_t>(time(nullptr)) * 1000000000ull) {}
+      mount_time_ns_(static_cast<uint64_t>(time(nullptr)) * 1000000000ull) {
+  metrics_.SetLimitsSource([this] { return ResourceLimitsOf(*effective_.load()); });
+}
 
 Result<Node> Filesystem::Resolve(const Principal& c, uint64_t ino) {
   std::optional<Node> n = inodes_.Get(ino);

@@ -1,6 +1,7 @@
 #include "fs/fuse_ops.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include <vector>
 
@@ -40,11 +41,26 @@ fuse_entry_param ToEntry(const EntryReply& e) {
   return p;
 }
 
-// Every error reply is counted by reason. A full fd table would otherwise look like a silent
-// stream of EAGAIN: it is logged, once per burst.
+// Every refusal is counted by reason. A miss (ENOENT: a name that is not there, which
+// gpucache_misses_total counts) is an answer, not a refusal; nor is an attribute `ls -la` or a
+// security module asks for and gpucache does not keep. A full fd table would otherwise look
+// like a silent stream of EAGAIN: it is logged, once per burst.
 void Refused(fuse_req_t req, StatusCode s) {
-  if (s == StatusCode::kOk) return;
+  if (s == StatusCode::kOk || s == StatusCode::kNotFound) return;
   Fs(req).metrics().RecordRefusal(s);
+  // A refused fill is the operator's business (a quota or a limit to raise): one line per
+  // reason per 10 s, with how many were left out.
+  static LogLimiter quota(std::chrono::seconds(10)), large(std::chrono::seconds(10)),
+      space(std::chrono::seconds(10));
+  LogLimiter* fill = s == StatusCode::kTenantQuota ? &quota
+                     : s == StatusCode::kTooLarge  ? &large
+                     : s == StatusCode::kNoSpace   ? &space
+                                                   : nullptr;
+  if (fill && fill->Allow()) {
+    spdlog::warn("refused a fill of tenant '{}' with {} ({}); {} more such refusals since the last "
+                 "line (gpucache_refusals_total; limits in docs/configuration.md)",
+                 Metrics::CurrentTenant(), strerrorname_np(ToErrno(s)), ToString(s), fill->Suppressed());
+  }
   static LogLimiter no_handles(std::chrono::seconds(10));
   if (s == StatusCode::kNoHandles && no_handles.Allow()) {
     spdlog::error("out of file descriptors (EMFILE/ENFILE): requests answered EAGAIN "
@@ -243,7 +259,7 @@ void OpGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kGetXattr);
   auto r = Fs(req).GetXattr(PrincipalOf(req), ino, name);
   if (!r.ok()) {
-    Refused(req, r.status());
+    if (r.status() != StatusCode::kNotSupported) Refused(req, r.status());
     return (void)fuse_reply_err(req, ToXattrErrno(r.status()));
   }
   ReplyXattr(req, r.value(), size);

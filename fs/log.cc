@@ -28,7 +28,7 @@ class PriorityFlag final : public spdlog::custom_flag_formatter {
 
 }  // namespace
 
-void InitLogging(bool debug) {
+void InitLogging(const std::string& level) {
   spdlog::drop("gpucachefs");
   auto logger = spdlog::stderr_logger_mt("gpucachefs");
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
@@ -38,7 +38,7 @@ void InitLogging(bool debug) {
     formatter->set_pattern("%Y-%m-%d %H:%M:%S.%e gpucachefs %l: %v");
   }
   logger->set_formatter(std::move(formatter));
-  logger->set_level(debug ? spdlog::level::debug : spdlog::level::info);
+  logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
 }

@@ -15,8 +15,8 @@
 
 namespace gpucache {
 
-// `debug` lowers the level to debug.
-void InitLogging(bool debug);
+// `level`: "error", "warn", "info" or "debug" (checked by the caller).
+void InitLogging(const std::string& level);
 // After detaching (mount helper mode) stderr is gone: log to syslog instead.
 void SwitchToSyslog();
 

@@ -142,6 +142,7 @@ void Metrics::RecordBlockRead(const std::string& tenant, uint64_t bytes) {
 
 void Metrics::NoteTenant(std::string_view tenant) { t_request_tenant.assign(tenant); }
 void Metrics::BeginRequest() { t_request_tenant.clear(); }
+const std::string& Metrics::CurrentTenant() { return t_request_tenant; }
 
 void Metrics::RecordRefusal(StatusCode s) {
   std::lock_guard lock(mu_);
@@ -175,6 +176,30 @@ void Metrics::RenderIo(MetricsWriter& w, const MetricsViewer& viewer) {
     for (const auto& [tenant, io] : io_) {
       if (viewer.show_tenant(tenant)) w.Sample(s.name, TenantLabel(tenant), double((*io.*s.field).load()));
     }
+  }
+}
+
+// Each configured limit (0, none, is left out), by tenant ("" for the global ones), so alerts
+// can compare usage with it: gpucache_retained_bytes / on(tenant)
+// gpucache_limit{limit="max_retained_bytes"} (docs/metrics.md).
+void Metrics::RenderLimits(MetricsWriter& w, const MetricsViewer& viewer) {
+  if (!limits_source_) return;
+  ResourceLimits limits = limits_source_();
+  w.Family("gpucache_limit", "gauge",
+           "A configured limit, by tenant (\"\" for the global one) and name ([limits] and "
+           "[tenants.NAME] in the configuration; bytes or counts).");
+  auto render = [&](const std::string& tenant, const Limits& l) {
+    const std::pair<const char*, uint64_t> named[] = {
+        {"max_block_bytes", l.max_block_bytes},       {"max_inflight_requests", l.max_inflight_requests},
+        {"max_inflight_bytes", l.max_inflight_bytes}, {"max_registrations", l.max_registrations},
+        {"max_retained_bytes", l.max_retained_bytes}};
+    for (const auto& [name, value] : named) {
+      if (value != 0) w.Sample("gpucache_limit", TenantLabel(tenant) + "," + Label("limit", name), double(value));
+    }
+  };
+  if (viewer.operator_view) render("", limits.global);
+  for (const auto& [tenant, l] : limits.tenants) {
+    if (viewer.show_tenant(tenant)) render(tenant, l);
   }
 }
 
@@ -269,6 +294,7 @@ std::string Metrics::Render(BlockStore& store, const MetricsViewer& viewer) {
       if (viewer.show_tenant(tenant)) w.Sample(s.name, TenantLabel(tenant), s.value(c));
     }
   }
+  RenderLimits(w, viewer);
   // One family at a time: OpenMetrics refuses interleaved families.
   w.Family("gpucache_misses_total", "counter",
            "Lookups that found no committed block (path lookups the daemon saw and ctl lookups), by reason.");

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "store/block_store.h"
+#include "store/limits.h"
 #include "store/io/uring_reader.h"
 
 namespace gpucache {
@@ -82,16 +83,24 @@ class Metrics {
   // The tenant the current request on this thread is about ("" until named).
   static void NoteTenant(std::string_view tenant);
   static void BeginRequest();
+  // The tenant NoteTenant named for the current request on this thread ("" if none).
+  static const std::string& CurrentTenant();
 
   std::string Render(BlockStore& store, const MetricsViewer& viewer);
   // Where the backing reads' counters come from (set once at start-up by the daemon's wiring;
   // none: every read is a pread).
   using BackingIoStats = std::function<std::optional<UringReaderStats>()>;
   void SetBackingIoStats(BackingIoStats stats) { backing_io_stats_ = std::move(stats); }
+  // The limits in force (the configuration as last reloaded), for gpucache_limit: set once by
+  // the Filesystem that owns these metrics.
+  using LimitsSource = std::function<ResourceLimits()>;
+  void SetLimitsSource(LimitsSource source) { limits_source_ = std::move(source); }
 
  private:
   static constexpr auto kRelaxed = std::memory_order_relaxed;
   BackingIoStats backing_io_stats_;
+  LimitsSource limits_source_;
+  void RenderLimits(class MetricsWriter& w, const MetricsViewer& viewer);
   struct Histogram {
     std::array<std::atomic<uint64_t>, kBuckets.size()> buckets{};
     std::atomic<uint64_t> count{0};

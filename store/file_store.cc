@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <cctype>
 #include <charconv>
+#include <cstring>
 
 #include "store/data_dir_claim.h"
 #include "store/env.h"
@@ -39,6 +41,17 @@ class FileSource final : public RawSource {
   const uint64_t data_offset_;
 };
 
+
+// ", pid N" from the LOCK file its holder wrote, or "" when it says nothing usable.
+std::string LockHolder(int fd) {
+  char buf[32] = {};
+  ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return "";
+  std::string_view text(buf, static_cast<size_t>(n));
+  size_t digits = text.find_first_not_of("0123456789");
+  if (digits == 0 || digits == std::string_view::npos) return "";
+  return ", pid " + std::string(text.substr(0, digits));
+}
 
 }  // namespace
 
@@ -96,11 +109,18 @@ std::unique_ptr<IndexedStore> OpenFileStore(const std::vector<std::string>& data
     }
     std::string lock_path = layout.File("LOCK");
     Fd lock(OpenNoSymlinks(lock_path, O_RDWR | O_CREAT, 0600));
-    if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-      *error = "data directory " + dir + " is in use by another gpucachefs (" + lock_path +
-               " is locked) or not writable";
+    if (!lock.valid()) {
+      *error = "cannot open " + lock_path + ": " + std::strerror(-lock.get()) + " (is the data directory writable?)";
       return nullptr;
     }
+    if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+      *error = "data directory " + dir + " is in use by another gpucachefs" + LockHolder(lock.get()) +
+               " (" + lock_path + " is locked); stop it first, or give this one another data_dir";
+      return nullptr;
+    }
+    // The holder's pid, for the message another start would print.
+    std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(lock.get(), 0) == 0) (void)!::pwrite(lock.get(), pid.data(), pid.size(), 0);
     devices.push_back(Device{std::move(layout), std::move(lock), false});
   }
   auto medium = std::make_unique<FileMedium>(std::move(devices), options);

@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sys/xattr.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -122,6 +124,35 @@ TEST_CASE("Metrics: promtool and the OpenMetrics parser accept both endpoints") 
                        theirs.find("gpucache_data_dir") != std::string::npos;
           return theirs.find("gpucache_epoch") == std::string::npos || leaks ? 1 : 0;
         }) == 0);
+}
+
+TEST_CASE("Metrics: refusals count refusals only, each tenant's limits are gauges, a refused fill is logged") {
+  MountedFs m(TestConfig("", "max_retained_bytes = 60000"));
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity("acme", 3);
+  REQUIRE(client.Commit(id, Payload(50000)) == 0);
+  // Pinned: not evictable, so the next fill meets the quota instead of evicting it.
+  REQUIRE(::setxattr(client.PathOf(id).c_str(), "user.gpucache.pinned", "1", 1, 0) == 0);
+  auto refusals = [&] {
+    double n = 0;
+    for (const auto& [k, v] : Samples(ReadText(m.mnt() + "/.gpucache/metrics"))) {
+      if (k.rfind("gpucache_refusals_total{", 0) == 0) n += v;
+    }
+    return n;
+  };
+  double before = refusals();
+  // Misses and `ls -la` (getxattr of security attributes gpucache does not keep) are answers.
+  struct stat st;
+  for (int i = 0; i < 5; i++) CHECK(::stat(client.PathOf(SampleIdentity("acme", 40 + i)).c_str(), &st) != 0);
+  CHECK(std::system(("ls -la " + NsDir(m, id) + " >/dev/null").c_str()) == 0);
+  CHECK(refusals() == before);
+  // A fill over the quota is a refusal, counted and logged with its tenant and errno.
+  CHECK(client.Commit(SampleIdentity("acme", 4), Payload(50000)) == EDQUOT);
+  CHECK(refusals() > before);
+  CHECK(m.Log().find("refused a fill of tenant 'acme' with EDQUOT") != std::string::npos);
+  auto s = Samples(ReadText(m.mnt() + "/.gpucache/metrics"));
+  CHECK(s["gpucache_limit{tenant=\"acme\",limit=\"max_retained_bytes\"}"] == 60000);
+  CHECK(s["gpucache_limit{tenant=\"\",limit=\"max_block_bytes\"}"] > 0);  // the global one, for an admin
 }
 
 TEST_CASE("Metrics: opens count every open, lookups and reads only what the kernel did not serve") {

@@ -148,6 +148,16 @@ TEST_CASE("Operator files: a data directory that is not gpucache's is refused by
   CHECK_FALSE(fs::exists(tmp.path() + "/busy/EPOCH"));
 }
 
+TEST_CASE("Operator files: --log-level takes error, warn, info or debug, and says so otherwise") {
+  FILE* p = ::popen("timeout -s KILL 10 " GPUCACHEFS_BIN " --log-level verbose /nonexistent.toml /tmp 2>&1", "r");
+  REQUIRE(p);
+  char buf[512] = {};
+  size_t n = std::fread(buf, 1, sizeof buf - 1, p);
+  int status = ::pclose(p);
+  CHECK(WEXITSTATUS(status) == 64);
+  CHECK(std::string(buf, n).find("--log-level must be error, warn, info or debug, not verbose") != std::string::npos);
+}
+
 TEST_CASE("Operator files: a reload of a FIFO or /dev/zero fails at once, is counted, and the next SIGHUP works") {
   MountedFs m;
   const std::string good = ReadText(m.config());

@@ -42,6 +42,8 @@ for f in usr/bin/gpucachefs usr/bin/gpucachectl usr/bin/gpucache-client sbin/mou
          usr/share/man/man8/gpucachefs.8.gz usr/share/man/man1/gpucachectl.1.gz \
          usr/share/man/man8/mount.fuse.gpucachefs.8.gz \
          usr/share/doc/gpucache/copyright usr/share/doc/gpucache/configuration.md \
+         usr/share/doc/gpucache/examples/identity.toml \
+         usr/share/gpucache/monitoring/gpucache-rules.yml usr/share/gpucache/monitoring/gpucache-dashboard.json \
          usr/lib/python3/dist-packages/gpucache/__init__.py \
          usr/lib/python3/dist-packages/gpucache/client.py \
          usr/include/gpucache/clients/cpp/mount_client.h usr/include/gpucache/store/identity.h \

@@ -188,4 +188,13 @@ TEST_CASE("Operator mistakes: two names of one data directory are refused") {
   }
 }
 
+TEST_CASE("Operator mistakes: a second daemon on one data directory is refused, naming the holder's pid") {
+  test::TempDir tmp;
+  std::string error;
+  auto first = TryOpen(tmp.path(), &error);
+  REQUIRE_MESSAGE(first, error);
+  CHECK(TryOpen(tmp.path(), &error) == nullptr);
+  CHECK(error.find("in use by another gpucachefs, pid " + std::to_string(::getpid())) != std::string::npos);
+}
+
 }  // namespace gpucache
