@@ -31,6 +31,8 @@ class DataDir {
   }
   std::string Block(const BlockAddress& a) const { return Join(Namespace(a.tenant, a.ns), a.block); }
   std::string Quarantine() const { return root_ + "/quarantine"; }
+  // Block files a start found damaged, kept for examination (the newest few).
+  std::string Damaged() const { return root_ + "/damaged"; }
   std::string Quarantined(uint64_t region) const { return Quarantine() + "/" + std::to_string(region); }
 
  private:

@@ -51,7 +51,7 @@ bool IsOwnTopLevelName(std::string_view name) {
   static const std::set<std::string, std::less<>> kOwn = {
       kDataDirMarker, "GPUCACHE-DATA.tmp", "LOCK", "EPOCH", "EPOCH.tmp", "PINS", "PINS.tmp",
       "INDEX", "INDEX.tmp", kJournalFile, kOldJournalFile, "blocks", "tmp", "spare",
-      "quarantine", "lost+found"};
+      "quarantine", "damaged", "lost+found"};
   return kOwn.count(name) != 0;
 }
 

@@ -108,6 +108,8 @@ class FileMedium final : public Medium {
   // Spare files kept ready per data directory: a burst of this many CREATEs never waits for
   // an inode allocation.
   static constexpr size_t kSpareDepth = 8;
+  // Damaged block files a start keeps in damaged/ for examination (the newest).
+  static constexpr size_t kMaxDamaged = 32;
   // Payload bytes the seals read back because the writes could not feed their checksums.
   uint64_t read_back_bytes() const { return read_back_bytes_.load(std::memory_order_relaxed); }
   // Spare files ready on device `dev` (0 without a pool: a test Env sees every call in order,
@@ -206,6 +208,9 @@ class FileMedium final : public Medium {
   Result<PayloadChecksums> ChecksumsOf(PendingPayload& p, uint64_t size);
   // Empties every directory's tmp/ and spare/ (start-up); how many reservations were dropped.
   uint64_t DropLeftovers(FileStoreReport& report);
+  // A block file found damaged goes to damaged/ for examination instead of being deleted;
+  // only the newest kMaxDamaged are kept there. Where it cannot be moved, it is deleted.
+  void SetAsideDamaged(size_t dev, const std::string& path);
   // The names in `dir`; none (and a line in the report, unless it is missing) if unreadable.
   std::vector<std::string> ListOrReport(const std::string& dir, FileStoreReport& report);
   // Reads and checks a block file's header through env_: kInvalidArgument if it is damaged,

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <memory>
 #include <thread>
 
@@ -91,6 +93,27 @@ std::vector<std::string> FileMedium::ListOrReport(const std::string& dir, FileSt
     report.problems.push_back("cannot list " + dir + ": " + std::string(ToString(names.status())));
   }
   return {};
+}
+
+void FileMedium::SetAsideDamaged(size_t dev, const std::string& path) {
+  const DataDir& d = devices_[dev].dir;
+  // Named by when it was found, then its own name: the oldest sort first.
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  char stamp[24];
+  std::snprintf(stamp, sizeof stamp, "%020llu", static_cast<unsigned long long>(
+                                                    std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
+  std::string to = d.Damaged() + "/" + stamp + "-" + path.substr(path.find_last_of('/') + 1);
+  StatusCode made = env_.MakeDir(d.Damaged());
+  if ((made != StatusCode::kOk && made != StatusCode::kExists) || env_.Rename(path, to) != StatusCode::kOk) {
+    env_.Remove(path);
+    return;
+  }
+  Result<std::vector<std::string>> listed = env_.ListDir(d.Damaged());
+  if (!listed.ok()) return;
+  std::vector<std::string> kept = std::move(listed.value());
+  if (kept.size() <= kMaxDamaged) return;
+  std::sort(kept.begin(), kept.end());
+  for (size_t i = 0; i + kMaxDamaged < kept.size(); ++i) env_.Remove(d.Damaged() + "/" + kept[i]);
 }
 
 uint64_t FileMedium::DropLeftovers(FileStoreReport& report) {
@@ -245,7 +268,7 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
         report.problems.push_back("skipped " + relative + ": " + (why.empty() ? "not a block name" : why) +
                                   (damaged ? "" : "; left in place for the next start"));
         report.blocks_skipped++;
-        if (damaged) env_.Remove(path);
+        if (damaged) SetAsideDamaged(dev, path);
         continue;
       }
       info->pinned = pinned;

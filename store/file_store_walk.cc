@@ -183,7 +183,7 @@ void FileMedium::WalkNamespace(size_t dev, const std::string& tenant, const std:
       report.problems.push_back("skipped " + relative + ": " + (why.empty() ? "not a block name" : why) +
                                 (damaged ? "" : "; left in place for the next start"));
       report.blocks_skipped++;
-      if (damaged) env_.Remove(path);
+      if (damaged) SetAsideDamaged(dev, path);
       host().ReleaseFound(a);
       continue;
     }

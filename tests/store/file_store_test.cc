@@ -130,6 +130,38 @@ TEST_CASE("FileStore: corrupt or truncated block files are skipped at restart") 
     CHECK(s->Lookup(id).kind == LookupResult::Kind::kMiss);
   }
   CHECK_FALSE(fs::exists(truncated_path));
+  // Kept for examination, not deleted: the start moved them to damaged/.
+  size_t kept = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path() + "/damaged")) {
+    std::string name = e.path().filename().string();
+    kept += name.ends_with(AddressOf(truncated).block) || name.ends_with(AddressOf(bad_header).block) ||
+            name.ends_with(AddressOf(moved).block);
+  }
+  CHECK(kept == 3);
+}
+
+TEST_CASE("FileStore: damaged files a start sets aside are bounded to the newest kMaxDamaged") {
+  test::TempDir tmp;
+  std::string ns_dir;
+  {
+    auto s = OpenStore(tmp.path());
+    Commit(*s, SampleIdentity("acme", 1), Payload(1000));
+    std::string path = s->BackingPath(AddressOf(SampleIdentity("acme", 1)));
+    ns_dir = path.substr(0, path.find_last_of('/'));
+  }
+  // Files with block names that no index entry names and no header makes sense of.
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < 25; i++) {
+      CacheIdentity id = SampleIdentity("acme", static_cast<uint8_t>(50 + i));
+      std::ofstream(ns_dir + "/" + AddressOf(id).block) << "not a block " << round;
+    }
+    FileStoreReport report;
+    auto s = OpenStore(tmp.path(), &report);
+    s->WaitForVerification();
+  }
+  size_t kept = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path() + "/damaged")) kept++;
+  CHECK(kept == FileMedium::kMaxDamaged);  // 50 found, the newest 32 kept
 }
 
 TEST_CASE("FileStore: payload corruption is found on read, counted, and becomes a miss") {
