@@ -3,7 +3,8 @@
 
     docs_commands_test.py SOURCE_DIR BUILD_DIR
 
-Each document runs, in order, as one `bash -e` script in its own fresh world: a private mount,
+Both run, in order (the guide goes on from "Try it", as an operator reads them), as one
+`bash -e` script in one fresh world: a private mount,
 network and PID namespace (unshare) in which empty directories cover /mnt, /var/lib and /tmp,
 `lo` is up (the default configuration serves metrics on 127.0.0.1:9110), the working directory
 is a copy of the repository's layout (docs/, packaging/, clients/ and build/ bind-mounted from
@@ -105,8 +106,10 @@ def main():
         readme = section(f.read(), "## Try it")
     with open(os.path.join(src, "docs/user-guide.md")) as f:
         guide = f.read()
-    for name, text in (("README.md, Try it", readme), ("docs/user-guide.md", guide)):
-        run_in_fresh_world(src, build, script_of(sh_blocks(text), name), name)
+    # In order, in one world, as a new operator reads them: the guide goes on from "Try it".
+    commands = script_of(sh_blocks(readme), "README.md, Try it") + \
+        script_of(sh_blocks(guide), "docs/user-guide.md")
+    run_in_fresh_world(src, build, commands, "README.md's Try it, then docs/user-guide.md")
 
 
 if __name__ == "__main__":
