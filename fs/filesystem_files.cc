@@ -219,7 +219,7 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
 void Filesystem::AnswerDeferred(Handle& h) {
   MutexLock lock(h.mu);
   if (h.deferred_request.empty()) return;
-  const Principal& c = h.deferred_caller;
+  const Principal c = h.deferred_caller;  // a copy: the analysis follows no reference to a guarded member
   const bool limited = !access_.Establish(c).admin;
   if (limited && !deferred_slots_.TryTake(c.uid)) {
     h.text = control_protocol::Error(EAGAIN, std::to_string(kMaxDeferredPerCaller) +
