@@ -15,6 +15,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
+#include <chrono>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -248,6 +251,13 @@ int main(int argc, char** argv) {
   store_options.eviction_policy = config.eviction_policy;
   store_options.reservation_lease_ns = static_cast<uint64_t>(config.reservation_lease * 1e9);
   store_options.verify_in_background = config.verify_blocks == "background";
+  // The walk's thread starts once the daemon has detached (a fork keeps no thread): on_mounted.
+  store_options.defer_background_work = true;
+  // Tests only: hold the walk this long before it looks at a file (tests/ops/detach_test.cc).
+  if (const char* hold = ::getenv("GPUCACHE_TEST_HOLD_WALK_MS")) {
+    int ms = std::atoi(hold);
+    store_options.before_walk = [ms] { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  }
   store_options.walk_finished = [](const gpucache::MediumReport& walk) {
     for (const std::string& p : walk.problems) spdlog::warn("{}", p);
     // The counts an eager start logs ("L blocks loaded, S skipped,"), now final.
@@ -292,6 +302,7 @@ int main(int argc, char** argv) {
   }
   gpucache::Reloader reloader(args.config, fs, cold_reload);
   args.mount.on_mounted = [&] {
+    store->StartBackgroundWork();
     if (cold) cold->Start();
     if (!reloader.Start(&error)) {
       spdlog::error("{}", error);

@@ -133,6 +133,10 @@ struct StoreOptions {
   // checks the rest with the same rule. The library's default is the old behaviour; the daemon's
   // (`verify_blocks`, docs/configuration.md) is the new one.
   bool verify_in_background = false;
+  // The background walk's thread is started by StartBackgroundWork() instead of by the start:
+  // a daemon that detaches forks after opening the store, and a thread started before the fork
+  // is not in the child (the walk never finished and every namespace listing waited for it).
+  bool defer_background_work = false;
   // Tests: runs on the background walk's thread before it looks at any file (to hold it).
   std::function<void()> before_walk;
   // Runs on the walk's thread once it finished, with what it found (the daemon logs it).

@@ -178,7 +178,8 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
       walk_started_ = true;
       walk_state_ = true;
       walk_done_.store(false);
-      walker_ = std::thread([this, dev] { Walk(dev); });
+      walk_dev_ = dev;
+      if (!options_.defer_background_work) StartBackgroundWork();
       continue;
     }
     LoadBlocks(dev, report);
@@ -195,6 +196,11 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
     spares_ = std::make_unique<SparePool>(env_, std::move(spare_dirs), kSpareDepth);
   }
   return true;
+}
+
+void FileMedium::StartBackgroundWork() {
+  if (!walk_started_ || walker_.joinable() || walk_done_.load()) return;
+  walker_ = std::thread([this, dev = walk_dev_] { Walk(dev); });
 }
 
 size_t FileMedium::SparesReady(size_t dev) const { return spares_ ? spares_->Ready(dev) : 0; }

@@ -99,6 +99,7 @@ class FileMedium final : public Medium {
   std::vector<DomainInfo> Domains() override;
   Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) override;
   void WaitForWalk() override;
+  void StartBackgroundWork() override;
   bool WalkRunning() const override { return !walk_done_.load(std::memory_order_acquire); }
   // Where a committed block's file is (or where a new one would be placed).
   std::string PathOf(const BlockAddress& address) override;
@@ -245,6 +246,7 @@ class FileMedium final : public Medium {
   Verdict Check(size_t dev, int dir_fd, const std::string& path, const BlockAddress& address,
                 const SnapshotEntry& e, std::vector<std::string>& problems);
   std::thread walker_;
+  size_t walk_dev_ = 0;  // the device the start's walk covers (one: adr/0016)
   std::vector<std::pair<std::string, std::string>> walk_namespaces_;  // (tenant, ns) to walk
   std::atomic<bool> walk_done_{true};    // no walk, or it ended (finished or stopped)
   std::atomic<bool> walk_stop_{false};   // Close: stop early

@@ -97,6 +97,8 @@ class IndexedStore : public BlockStore, private MediumHost {
   // Returns once the medium's background verification of the start (adr/0016) finished: from
   // then on every indexed block has been checked against its file.
   void WaitForVerification() EXCLUDES(mu_) { medium_->WaitForWalk(); }
+  // After a daemon's fork: starts what StoreOptions::defer_background_work held back.
+  void StartBackgroundWork() EXCLUDES(mu_) { medium_->StartBackgroundWork(); }
 
   void SetRemovalObserver(RemovalObserver observer) override;
   void SetCommitObserver(CommitObserver observer) override { commit_observer_ = std::move(observer); }

@@ -176,6 +176,8 @@ class Medium {
     (void)stored;
     return {};
   }
+  // Starts the start's background walk if StoreOptions::defer_background_work held it back.
+  virtual void StartBackgroundWork() {}
   // Returns once the background walk of the start (if any) finished or was stopped.
   virtual void WaitForWalk() {}
   // Whether that walk is still running (a store whose INDEX named no block walks too).
