@@ -8,12 +8,20 @@
 #include <cstring>
 #include <iostream>
 
+#include "ctl/discover.h"
+
 namespace gpucache::ctl {
 
 using nlohmann::json;
 
 namespace {
 bool json_output = false;
+
+// ENOTCONN: the mount is still there but its FUSE connection is not (the daemon died).
+std::string StaleMount(const std::string& mountpoint) {
+  return mountpoint + ": stale mount (the daemon that served it is gone); run `fusermount3 -u -z " +
+         mountpoint + "` before starting gpucachefs there again";
+}
 }  // namespace
 
 void SetJsonOutput(bool on) { json_output = on; }
@@ -45,21 +53,30 @@ int Refused(const json& reply) {
   return 2;
 }
 
+std::string ResolveMount(const std::string& given) {
+  auto where = FindGpucacheMount(given);
+  if (!where || where->inside.empty()) return given;  // the spelling the operator used
+  return where->mountpoint;
+}
+
 // Sends one request through <mount>/.gpucache/ctl; the reply, or nullopt with `error` set.
 std::optional<json> Request(const std::string& mountpoint, const json& request, std::string& error,
                             int* err) {
   std::string path = mountpoint + "/.gpucache/ctl";
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
-    if (err) *err = errno;
-    error = path + ": " + std::strerror(errno) + " (is gpucachefs mounted there?)";
+    int e = errno;
+    if (err) *err = e;
+    error = e == ENOTCONN ? StaleMount(mountpoint)
+                          : path + ": " + std::strerror(e) + " (is gpucachefs mounted there?)";
     return std::nullopt;
   }
   std::string body = request.dump();
   std::string reply;
   if (::write(fd, body.data(), body.size()) != static_cast<ssize_t>(body.size())) {
-    if (err) *err = errno;
-    error = path + ": write: " + std::strerror(errno);
+    int e = errno;
+    if (err) *err = e;
+    error = e == ENOTCONN ? StaleMount(mountpoint) : path + ": write: " + std::strerror(e);
   } else {
     char buf[8192];
     ssize_t n;

@@ -18,6 +18,11 @@ bool JsonOutput();
 // {"ok": false, "errno": NAME (when `err` is set), "error": MESSAGE, "exit_code": N} on stdout.
 int Fail(const std::string& message, int exit_code = 2, int err = 0);
 
+// The mountpoint to talk to for a MOUNTPOINT argument: `given` itself when it is the root of a
+// gpucachefs mount or no gpucachefs mount holds it (Request then says why it fails), else the
+// mountpoint of the gpucachefs mount that holds it (a folder inside the mount: MNT/acme/ns).
+std::string ResolveMount(const std::string& given);
+
 // Sends one request; the reply, or nullopt with `error` (and `err`, the errno, when one applies).
 std::optional<nlohmann::json> Request(const std::string& mountpoint, const nlohmann::json& request,
                                       std::string& error, int* err = nullptr);

@@ -7,15 +7,19 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
 #include "clients/cpp/identity_file.h"
 #include "ctl/channel.h"
 #include "ctl/discover.h"
 #include "ctl/progress.h"
 #include "store/block_file.h"
+#include "store/identity.h"
 #include "store/posix_io.h"
 #include "store/layout.h"
 
@@ -136,12 +140,88 @@ int InspectFile(const std::string& path, bool verify, bool as_json) {
   return (!id.ok() || (j.contains("verified") && j["verified"] != "ok")) ? 2 : 0;
 }
 
-// TENANT/NAMESPACE/BLOCK from either that form or a path inside the mount.
-std::string RelativeBlockPath(const std::string& mountpoint, const std::string& block) {
+// What is wrong with `rel` as TENANT/NAMESPACE/BLOCK; empty when nothing is.
+std::string BlockShapeProblem(const std::string& rel) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    size_t slash = rel.find('/', start);
+    parts.push_back(rel.substr(start, slash == std::string::npos ? slash : slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  if (rel.empty() || parts.size() != 3) {
+    return "a block path has 3 parts, TENANT/NAMESPACE/BLOCK; " +
+           (rel.empty() ? std::string("this is the mount itself")
+                        : "this has " + std::to_string(parts.size()));
+  }
+  auto quoted = [](const std::string& part) { return "\"" + part + "\""; };
+  if (!IsValidTenantName(parts[0])) {
+    return quoted(parts[0]) + " is not a tenant name (1-64 of a-z 0-9 _ -)";
+  }
+  if (!IsValidNamespaceName(parts[1])) {
+    return quoted(parts[1]) + " is not a namespace name (SLUG-<32 hex digits>)";
+  }
+  if (parts[2].ends_with(kPartSuffix)) {
+    return quoted(parts[2]) + " is a fill in progress, not a block";
+  }
+  if (!IsValidBlockName(parts[2])) {
+    return quoted(parts[2]) + " is not a block name (32 lowercase hex digits)";
+  }
+  return "";
+}
+
+// Absolute and lexically normal, without a trailing slash; no filesystem access.
+std::string Lexical(const std::string& p) {
+  std::error_code ec;
+  std::string s = std::filesystem::absolute(p, ec).lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// TENANT/NAMESPACE/BLOCK for evict, pin and unpin, from that form (relative to the mount) or
+// from the block's path in the mount: absolute, or relative to the current directory. Nullopt
+// with `why` when `block` is neither.
+std::optional<std::string> RelativeBlockPath(const std::string& mountpoint,
+                                             const std::string& block, std::string& why) {
+  if (BlockShapeProblem(block).empty()) return block;
+  std::optional<std::string> rel;
+  auto mount = FindGpucacheMount(mountpoint);
+  auto where = FindGpucacheMount(block);
+  if (mount && where) {
+    if (where->mountpoint != mount->mountpoint) {
+      why = "it is in another gpucachefs mount, " + where->mountpoint;
+      return std::nullopt;
+    }
+    rel = where->inside;
+  } else {  // a mount the table does not show as gpucachefs: compare the paths as written
+    std::string mnt = Lexical(mountpoint), path = Lexical(block);
+    std::string below = mnt == "/" ? mnt : mnt + "/";
+    if (path == mnt) {
+      rel = "";
+    } else if (path.starts_with(below)) {
+      rel = path.substr(below.size());
+    }
+  }
+  if (!rel) {  // as TENANT/NAMESPACE/BLOCK, what is wrong with it; a path, where it is
+    why = (block.starts_with("/") ? "it" : BlockShapeProblem(block) + ", and it") +
+          " is not a path inside " + mountpoint;
+    return std::nullopt;
+  }
+  why = BlockShapeProblem(*rel);
+  if (!why.empty()) return std::nullopt;
+  return rel;
+}
+
+// An example of each accepted form, for the refusal of a BLOCK argument.
+std::string BlockForms(const std::string& mountpoint) {
+  const std::string example =
+      "default/Llama-3.1-8B.bf16.tp0of2.pp0of1-3bbe1be7cbf4954872f656c6c5df4db3/"
+      "24205b3ebca2baf46b68bcd3ca26e4b5";
   std::string mnt = mountpoint;
   while (mnt.size() > 1 && mnt.back() == '/') mnt.pop_back();
-  if (block.rfind(mnt + "/", 0) == 0) return block.substr(mnt.size() + 1);
-  return block;
+  return "BLOCK is TENANT/NAMESPACE/BLOCK relative to the mount, as `gpucachectl path` and "
+         "`lookup` print it (e.g. " + example + "), or the block's path in the mount, absolute or "
+         "relative to the current directory (e.g. " + mnt + "/" + example + ")";
 }
 
 }  // namespace
@@ -233,9 +313,15 @@ int Discover(const std::string& sysfs, const std::string& proc, const std::strin
 
 int BlockOp(const std::string& mountpoint, const std::string& op, const std::string& block,
             bool as_json) {
-  std::string path = RelativeBlockPath(mountpoint, block);
-  return Send(mountpoint, {{"op", op}, {"path", path}}, as_json,
-              [&](const json&) { return op + ": " + path + "\n"; });
+  std::string why;
+  auto path = RelativeBlockPath(mountpoint, block, why);
+  if (!path) {
+    return Fail(op + ": given \"" + block + "\", which is not a block: " + why + ". " +
+                    BlockForms(mountpoint),
+                64);
+  }
+  return Send(mountpoint, {{"op", op}, {"path", *path}}, as_json,
+              [&](const json&) { return op + ": " + *path + "\n"; });
 }
 
 int Path(const std::string& identity_file, bool as_json) {
@@ -290,6 +376,17 @@ int Status(const std::string& mountpoint, bool as_json) {
       std::cout << "data dir: " << d["path"].get<std::string>()
                 << (d["isolated"].get<bool>() ? " (isolated)" : "") << "\n";
     }
+  }
+  if ((*reply)["tenants"].empty()) {
+    // The daemon lists only the caller's tenants (all of them for an admin).
+    if (reply->contains("data_dirs")) {
+      std::cout << "no tenants: the configuration defines none\n";
+    } else {
+      std::cout << "no tenants: the caller (uid " << ::geteuid() << ", gid " << ::getegid()
+                << ") is a member of no tenant, by uid or group; status lists only the caller's "
+                   "tenants (admins see every tenant)\n";
+    }
+    return 0;
   }
   std::printf("%-20s %8s %14s %6s %10s %10s %10s %8s %9s\n", "TENANT", "BLOCKS", "BYTES", "RESV",
               "HITS", "PREFIX", "MISSES", "COMMITS", "CSUM_ERR");

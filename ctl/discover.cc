@@ -26,7 +26,24 @@ struct Mount {
   std::string majmin;      // "8:1"; btrfs and other virtual devices show 0:N
   std::string source;      // "/dev/sda1", "/dev/mapper/vg-root", "/dev/root"
   std::string mountpoint;
+  std::string fstype;      // "ext4", "fuse.gpucachefs"
 };
+
+// mountinfo writes a space, tab, newline and backslash in a path as \040, \011, \012, \134.
+std::string Unescape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto octal = [&](size_t k) { return k < s.size() && s[k] >= '0' && s[k] <= '7'; };
+    if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+      int c = (s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0');
+      out.push_back(static_cast<char>(c));
+      i += 3;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
 
 // mountinfo: "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue"
 std::vector<Mount> Mounts(const std::string& proc) {
@@ -41,8 +58,8 @@ std::vector<Mount> Mounts(const std::string& proc) {
     std::string tok;
     while (f >> tok && tok != "-") {
     }
-    std::string fstype;
-    f >> fstype >> m.source;
+    f >> m.fstype >> m.source;
+    m.mountpoint = Unescape(m.mountpoint);
     out.push_back(std::move(m));
   }
   return out;
@@ -176,6 +193,36 @@ std::vector<BlockDevice> Discover(const DiscoverRoots& roots,
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   return out;
+}
+
+std::optional<MountedPath> FindGpucacheMount(const std::string& path, const std::string& proc) {
+  if (path.empty()) return std::nullopt;
+  std::error_code ec;
+  fs::path lexical = fs::absolute(path, ec);
+  if (ec) return std::nullopt;
+  lexical = lexical.lexically_normal();
+  // Symlinks resolved where the path can be walked; a stale mount cannot (ENOTCONN).
+  std::vector<std::string> candidates;
+  fs::path real = fs::weakly_canonical(lexical, ec);
+  if (!ec) candidates.push_back(real.string());
+  candidates.push_back(lexical.string());
+  std::vector<Mount> mounts = Mounts(proc);
+  for (std::string c : candidates) {
+    while (c.size() > 1 && c.back() == '/') c.pop_back();
+    // The deepest mount holding c; of several at one mountpoint, the last (the one on top).
+    const Mount* holder = nullptr;
+    for (const Mount& m : mounts) {
+      const std::string& mp = m.mountpoint;
+      bool holds = c == mp || mp == "/" ||
+                   (c.size() > mp.size() && c.starts_with(mp) && c[mp.size()] == '/');
+      if (holds && (!holder || mp.size() >= holder->mountpoint.size())) holder = &m;
+    }
+    if (!holder || holder->fstype != "fuse.gpucachefs") continue;
+    const std::string& mp = holder->mountpoint;
+    std::string inside = c.size() > mp.size() ? c.substr(mp == "/" ? 1 : mp.size() + 1) : "";
+    return MountedPath{mp, inside};
+  }
+  return std::nullopt;
 }
 
 }  // namespace gpucache::ctl

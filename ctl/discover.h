@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,18 @@ struct BlockDevice {
 // `on_device` is called once per device scanned (progress reporting).
 std::vector<BlockDevice> Discover(const DiscoverRoots& roots,
                                   const std::function<void(size_t done, size_t total)>& on_device = {});
+
+// Where a path is in a gpucachefs mount (fstype fuse.gpucachefs in <proc>/self/mountinfo, the
+// deepest mount holding the path): the mountpoint, and the rest of the path below it ("" for the
+// mountpoint itself). `path` may be relative to the current directory and may go through
+// symlinks; a stale mount (ENOTCONN) is matched by the path as written. nullopt when the mount
+// holding `path` is not a gpucachefs mount.
+struct MountedPath {
+  std::string mountpoint;
+  std::string inside;  // "acme/ns", no leading or trailing slash
+};
+std::optional<MountedPath> FindGpucacheMount(const std::string& path,
+                                             const std::string& proc = "/proc");
 
 // Signature at the start of a device image (256 KiB or less); empty when none is known.
 std::string DetectFilesystem(const std::string& device_path);

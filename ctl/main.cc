@@ -1,14 +1,96 @@
 // gpucachectl: the admin tool for gpucache (docs/gpucachectl.md).
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "ctl/channel.h"
 
 #include "ctl/cold_commands.h"
 #include "ctl/commands.h"
+
+namespace {
+
+// Every number gpucachectl takes is an epoch, a region, a byte budget, a job id, seconds or a
+// count: decimal digits only, at most 2^64-1. (CLI11 alone reads "-5" as 2^64-5, "010" as 8
+// and "99999999999999999999" as 2^64-1.)
+const CLI::Validator kWholeNumber(
+    [](std::string& s) -> std::string {
+      if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) {
+        return "expected a whole number of 0 or more in decimal digits, got \"" + s + "\"";
+      }
+      uint64_t v = 0;
+      if (std::from_chars(s.data(), s.data() + s.size(), v).ec != std::errc()) {
+        return "\"" + s + "\" is too large (at most 18446744073709551615)";
+      }
+      s = std::to_string(v);  // leading zeros are not octal
+      return "";
+    },
+    "");
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The commands of `level`, "a, b, c", and the one `word` may be a typo of (or empty).
+std::string CommandNames(CLI::App* level, const std::string& word, std::string& close) {
+  std::string names;
+  for (CLI::App* s : level->get_subcommands([](CLI::App*) { return true; })) {
+    const std::string& name = s->get_name();
+    names += (names.empty() ? "" : ", ") + name;
+    bool near = !word.empty() && (name.starts_with(word) ||
+                                  EditDistance(word, name) <= std::max<size_t>(1, word.size() / 3));
+    if (close.empty() && near) close = name;
+  }
+  return names;
+}
+
+// The first word that is not an option names a command (and after `cold`, a cold command).
+// When it names none, or there is none: a message saying so, with the commands there are
+// (CLI11 would only say "A subcommand is required"). Empty when the words are fine, or for
+// --help and --version.
+std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
+  CLI::App* level = &app;
+  std::string where = "gpucachectl";
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word == "--help" || word == "-h" || word == "--version") return "";
+    if (word.starts_with("-")) continue;
+    std::vector<CLI::App*> subs = level->get_subcommands([](CLI::App*) { return true; });
+    if (subs.empty()) return "";  // the command's own arguments
+    auto sub = std::find_if(subs.begin(), subs.end(),
+                            [&](CLI::App* s) { return s->get_name() == word; });
+    if (sub != subs.end()) {
+      level = *sub;
+      where += " " + word;
+      continue;
+    }
+    std::string close, names = CommandNames(level, word, close);
+    return "`" + word + "` is not a " + where + " command" +
+           (close.empty() ? "" : " (did you mean `" + close + "`?)") + "; " + where +
+           " commands: " + names + " (run `" + where + " --help` for usage)";
+  }
+  if (level->get_subcommands([](CLI::App*) { return true; }).empty()) return "";
+  std::string close, names = CommandNames(level, "", close);
+  return where + " needs a command: " + names + " (run `" + where + " --help` for usage)";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -48,8 +130,10 @@ int main(int argc, char** argv) {
   auto* reclaim = app.add_subcommand(
       "reclaim", "free quarantined blocks: all of them after a fence, or one drained region");
   reclaim->add_option("MOUNTPOINT", mountpoint)->required();
-  reclaim->add_option("--fenced", fenced_epoch, "the epoch the last fence returned (admin)");
-  reclaim->add_option("--drained", drained_region, "a region its holder attests is drained");
+  reclaim->add_option("--fenced", fenced_epoch, "the epoch the last fence returned (admin)")
+      ->check(kWholeNumber);
+  reclaim->add_option("--drained", drained_region, "a region its holder attests is drained")
+      ->check(kWholeNumber);
   reclaim->add_flag("--json", json, "print machine-readable JSON");
 
   auto* quarantine = app.add_subcommand("quarantine", "list quarantined blocks");
@@ -104,33 +188,44 @@ int main(int argc, char** argv) {
   };
   auto* cpack = cold_op("pack", "pack committed blocks without a cold copy and upload them");
   cpack->add_option("--tenant", cold_args.tenant, "only this tenant (members may pack their own)");
-  cpack->add_option("--budget", cold_args.budget, "stop before this many payload bytes");
+  cpack->add_option("--budget", cold_args.budget, "stop before this many payload bytes")
+      ->check(kWholeNumber);
   auto* crefill = cold_op("refill", "fetch a block from the cold tier into the hot tier (exit 1: missing)");
   crefill->add_option("IDENTITY", cold_args.identity_file, "identity TOML file")->required();
-  crefill->add_option("--budget", cold_args.budget, "refuse blocks larger than this many bytes");
+  crefill->add_option("--budget", cold_args.budget, "refuse blocks larger than this many bytes")
+      ->check(kWholeNumber);
   cold_op("report", "sink and refill counters (admin)");
   cold_op("failed", "list the failed upload jobs (admin)");
   cold_op("retry", "move a failed job back to the queue (admin)")
-      ->add_option("JOB", cold_args.job, "job id from `cold failed`")->required();
+      ->add_option("JOB", cold_args.job, "job id from `cold failed`")
+      ->required()
+      ->check(kWholeNumber);
   cold_op("drop", "forget a failed job (admin)")
-      ->add_option("JOB", cold_args.job, "job id from `cold failed`")->required();
+      ->add_option("JOB", cold_args.job, "job id from `cold failed`")
+      ->required()
+      ->check(kWholeNumber);
   cold_op("drain", "upload every pending job now (admin)");
   cold_op("reclaim", "delete a manifest and what only it references, each delete confirmed")
       ->add_option("MANIFEST", cold_args.manifest, "the manifest's 64-hex-digit digest")->required();
   auto* creseal = cold_op("reseal", "re-seal cold objects under the keyring's current key (admin)");
-  creseal->add_option("--budget", cold_args.budget, "stop after about this many bytes read and written");
+  creseal->add_option("--budget", cold_args.budget, "stop after about this many bytes read and written")
+      ->check(kWholeNumber);
   creseal->add_option("--after", cold_args.after, "continue after this manifest key (from a previous run)");
   auto* cretain = cold_op("retain", "keep a manifest from reclaim for SECONDS (admin)");
   cretain->add_option("MANIFEST", cold_args.manifest, "the manifest's digest")->required();
-  cretain->add_option("SECONDS", cold_args.seconds)->required();
+  cretain->add_option("SECONDS", cold_args.seconds)->check(kWholeNumber)->required();
   auto* cpurge = cold_op("purge-tenant", "delete a retired tenant's cold objects, in bounded batches (admin)");
   cpurge->add_option("TENANT", cold_args.tenant, "a tenant listed in [cold] retired_tenants")->required();
-  cpurge->add_option("--max-manifests", cold_args.max_manifests, "manifests per request (default 100)");
+  cpurge->add_option("--max-manifests", cold_args.max_manifests, "manifests per request (default 100)")
+      ->check(kWholeNumber);
 
   // --json anywhere asks for JSON on every outcome, bad usage included (before parsing, which
   // may fail before the flag is seen).
   for (int i = 1; i < argc; ++i) json = json || std::strcmp(argv[i], "--json") == 0;
   gpucache::ctl::SetJsonOutput(json);
+  if (std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
+    return gpucache::ctl::Fail(unknown, 64);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -139,6 +234,11 @@ int main(int argc, char** argv) {
       return rc == 0 ? 0 : 64;
     }
     return gpucache::ctl::Fail(std::string(e.what()) + " (run with --help for usage)", 64);
+  }
+  // MOUNTPOINT may be any folder inside the mount (MNT/acme/ns): talk to the mount holding it.
+  if (!mountpoint.empty()) mountpoint = gpucache::ctl::ResolveMount(mountpoint);
+  if (!cold_args.mountpoint.empty()) {
+    cold_args.mountpoint = gpucache::ctl::ResolveMount(cold_args.mountpoint);
   }
   if (*path) return gpucache::ctl::Path(identity, json);
   if (*lookup) return gpucache::ctl::Lookup(mountpoint, identity, json);

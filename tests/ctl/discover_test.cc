@@ -190,6 +190,32 @@ TEST_CASE("Discover: a mount found by major:minor shows its mount point whatever
 namespace gpucache::ctl {
 namespace {
 
+TEST_CASE("FindGpucacheMount: the gpucachefs mount holding a path, from mountinfo") {
+  FakeMachine m;
+  std::ofstream(m.root() + "/proc/self/mountinfo")
+      << "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"
+         "2 1 0:50 / /srv/gpu\\040cache rw,nosuid - fuse.gpucachefs gpucache rw,user_id=0\n"
+         "3 2 0:51 / /srv/gpu\\040cache/acme/over rw - tmpfs tmpfs rw\n"
+         "4 1 0:52 / /srv/other rw - fuse.sshfs host: rw\n"
+         "5 1 0:53 / /nonexistent-gpucache-root/mnt rw - fuse.gpucachefs gpucache rw\n";
+  std::string proc = m.root() + "/proc";
+  auto at = [&](const std::string& path) { return FindGpucacheMount(path, proc); };
+  REQUIRE(at("/srv/gpu cache"));
+  CHECK(at("/srv/gpu cache")->mountpoint == "/srv/gpu cache");  // \040 is a space
+  CHECK(at("/srv/gpu cache")->inside == "");
+  CHECK(at("/srv/gpu cache/")->inside == "");
+  REQUIRE(at("/srv/gpu cache/acme/ns//blk"));
+  CHECK(at("/srv/gpu cache/acme/ns//blk")->inside == "acme/ns/blk");
+  CHECK(at("/srv/gpu cache/acme/x/../ns")->inside == "acme/ns");
+  CHECK_FALSE(at("/srv/gpu cache/acme/over/file"));  // a tmpfs mounted over part of it
+  CHECK_FALSE(at("/srv/gpu cacheX"));                // not a path below it
+  CHECK_FALSE(at("/srv/other/acme"));                // FUSE, but not gpucachefs
+  CHECK_FALSE(at("/srv"));
+  CHECK_FALSE(at(""));
+  REQUIRE(at("/nonexistent-gpucache-root/mnt/acme"));
+  CHECK(at("/nonexistent-gpucache-root/mnt/acme")->mountpoint == "/nonexistent-gpucache-root/mnt");
+}
+
 TEST_CASE("gpucachectl discover: decimal GB in the table, no progress for a short scan into a pipe") {
   FakeMachine m;
   m.Device("nvme0n1", 1000, "", false, "259:0");  // 1000 GiB = 1073.7 GB

@@ -3,8 +3,13 @@
 // cold command without the cold tier, and gpucache-client put of a block already there.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "clients/cpp/identity_file.h"
@@ -35,6 +40,13 @@ Run Exec(const std::string& binary, const std::string& args) {
 }
 
 Run Ctl(const std::string& args) { return Exec(GPUCACHECTL_BIN, args); }
+// gpucachectl run from the directory `cwd`.
+Run CtlIn(const std::string& cwd, const std::string& args) {
+  return Exec("cd '" + cwd + "' && " + GPUCACHECTL_BIN, args);
+}
+bool Has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 Run Client(const std::string& args) { return Exec(GPUCACHE_CLIENT_BIN, args); }
 
 // stdout of a --json run: exactly one JSON object, or a failed check.
@@ -116,8 +128,9 @@ TEST_CASE("cli: refusals from a mount: JSON with the exit code, cold tier not en
   CHECK(cold_text.rc == 2);
   CHECK(cold_text.err.find("cold tier is not enabled") != std::string::npos);
 
+  // A BLOCK of the wrong shape is bad usage, refused before the daemon is asked.
   Run evict = Ctl("evict " + m.mnt() + " acme/not-a-block-path");
-  CHECK(evict.rc == 2);
+  CHECK(evict.rc == 64);
   CHECK(evict.err.find("TENANT/NAMESPACE/BLOCK") != std::string::npos);
   CHECK(evict.err.find("given \"acme/not-a-block-path\"") != std::string::npos);
 
@@ -126,6 +139,173 @@ TEST_CASE("cli: refusals from a mount: JSON with the exit code, cold tier not en
   Run miss = Ctl("lookup --json " + m.mnt() + " " + toml);
   CHECK(miss.rc == 1);
   CHECK(JsonOf(miss)["result"] == "miss");
+}
+
+// Regression: `gpucachectl frobnicate` said only "A subcommand is required".
+TEST_CASE("cli: an unknown command is named, with the commands there are (exit 64)") {
+  Run r = Ctl("frobnicate");
+  CHECK(r.rc == 64);
+  CHECK(Has(r.err, "`frobnicate` is not a gpucachectl command"));
+  CHECK(!Has(r.err, "A subcommand is required"));
+  for (const char* name : {"path", "lookup", "status", "inspect", "evict", "pin", "cold"}) {
+    CAPTURE(name);
+    CHECK(Has(r.err, name));
+  }
+  CHECK(r.out.empty());
+  Run typo = Ctl("stauts /mnt/gpucache");
+  CHECK(typo.rc == 64);
+  CHECK(Has(typo.err, "did you mean `status`?"));
+  Run as_json = Ctl("--json frobnicate");
+  CHECK(as_json.rc == 64);
+  CHECK(JsonOf(as_json)["exit_code"] == 64);
+  std::string error = JsonOf(as_json)["error"];
+  CHECK(Has(error, "`frobnicate` is not a gpucachectl command"));
+  Run cold = Ctl("cold frobnicate /mnt/gpucache");
+  CHECK(cold.rc == 64);
+  CHECK(Has(cold.err, "`frobnicate` is not a gpucachectl cold command"));
+  CHECK(Has(cold.err, "purge-tenant"));
+  Run none = Ctl("");
+  CHECK(none.rc == 64);
+  CHECK(Has(none.err, "gpucachectl needs a command: path, lookup"));
+  CHECK(Ctl("cold").rc == 64);
+  CHECK(Ctl("cold --help").rc == 0);  // --help still answers, anywhere
+  CHECK(Ctl("status --help").rc == 0);
+}
+
+// Regression: `reclaim --fenced -5` sent 2^64-5 (CLI11 reads "-5" through strtoull).
+TEST_CASE("cli: every numeric argument refuses negative and non-numeric values (exit 64)") {
+  TempDir tmp;
+  std::string mnt = tmp.path();  // refused before any mount is asked
+  std::ofstream(tmp.path() + "/id.toml") << "tenant = \"acme\"\n";
+  for (std::string args : {"reclaim " + mnt + " --fenced -5", "reclaim " + mnt + " --fenced=-5",
+                           "reclaim " + mnt + " --drained -1", "reclaim " + mnt + " --fenced abc",
+                           "reclaim " + mnt + " --fenced 1e3", "reclaim " + mnt + " --fenced +5",
+                           "reclaim " + mnt + " --fenced 0x10",
+                           "reclaim " + mnt + " --fenced 99999999999999999999",
+                           "cold pack " + mnt + " --budget -1",
+                           "cold refill " + mnt + " " + tmp.path() + "/id.toml --budget -1",
+                           "cold reseal " + mnt + " --budget -2", "cold retry " + mnt + " -5",
+                           "cold drop " + mnt + " x", "cold retain " + mnt + " abc -5",
+                           "cold purge-tenant " + mnt + " acme --max-manifests -3"}) {
+    CAPTURE(args);
+    Run r = Ctl(args);
+    CHECK(r.rc == 64);
+    CHECK((Has(r.err, "expected a whole number") || Has(r.err, "is too large")));
+    Run j = Ctl("--json " + args);
+    CHECK(j.rc == 64);
+    CHECK(JsonOf(j)["exit_code"] == 64);
+  }
+  CHECK(Has(Ctl("reclaim " + mnt + " --fenced -5").err, "got \"-5\""));
+  // A number that is fine gets as far as the mount (none here: exit 2).
+  CHECK(Ctl("reclaim " + mnt + " --fenced 5").rc == 2);
+  CHECK(Ctl("cold retain " + mnt + " abc 0").rc == 2);
+}
+
+TEST_CASE("cli: evict, pin and unpin take the block in the forms an operator types") {
+  MountedFs m;
+  CacheIdentity id = SampleIdentity();
+  REQUIRE(MountClient(m.mnt()).Commit(id, Payload(1000)) == 0);
+  BlockAddress a = AddressOf(id);
+  std::string rel = a.RelativePath(), abs = m.mnt() + "/" + rel;
+
+  CHECK(Ctl("pin " + m.mnt() + " " + rel).out == "pin: " + rel + "\n");  // relative to the mount
+  CHECK(Ctl("unpin " + m.mnt() + " " + abs).out == "unpin: " + rel + "\n");  // absolute
+  std::string messy = m.mnt() + "//" + a.tenant + "/./" + a.ns + "/" + a.block;
+  CHECK(Ctl("pin " + m.mnt() + "/ " + messy).rc == 0);
+  // Relative to the current directory: inside the namespace, and from above the mount.
+  CHECK(CtlIn(NsDir(m, id), "unpin " + m.mnt() + " " + a.block).out == "unpin: " + rel + "\n");
+  CHECK(CtlIn(m.scratch(), "pin mnt mnt/" + rel).out == "pin: " + rel + "\n");
+  CHECK(CtlIn(m.mnt() + "/" + a.tenant, "unpin ../ ./" + a.ns + "/" + a.block).rc == 0);
+  // Through a symlink to the mount.
+  std::string link = m.scratch() + "/link";
+  REQUIRE(::symlink(m.mnt().c_str(), link.c_str()) == 0);
+  CHECK(Ctl("pin " + m.mnt() + " " + link + "/" + rel).out == "pin: " + rel + "\n");
+  CHECK(Ctl("unpin " + link + " " + abs).out == "unpin: " + rel + "\n");
+
+  // Wrong forms: exit 64, saying what is wrong and which forms are accepted, with examples.
+  Run shape = Ctl("evict " + m.mnt() + " default/ns/blk");
+  CHECK(shape.rc == 64);
+  CHECK(Has(shape.err, "given \"default/ns/blk\""));
+  CHECK(Has(shape.err, "\"ns\" is not a namespace name"));
+  CHECK(Has(shape.err, "TENANT/NAMESPACE/BLOCK relative to the mount"));
+  CHECK(Has(shape.err, "e.g. default/Llama-3.1-8B.bf16.tp0of2.pp0of1-"));
+  CHECK(Has(shape.err, "e.g. " + m.mnt() + "/default/Llama-3.1-8B.bf16.tp0of2.pp0of1-"));
+  Run part = Ctl("pin " + m.mnt() + " " + abs + ".part");
+  CHECK(part.rc == 64);
+  CHECK(Has(part.err, "is a fill in progress, not a block"));
+  Run outside = Ctl("pin " + m.mnt() + " " + m.scratch() + "/kv.bin");
+  CHECK(outside.rc == 64);
+  CHECK(Has(outside.err, "it is not a path inside " + m.mnt()));
+  Run dir = Ctl("--json evict " + m.mnt() + " " + NsDir(m, id));
+  CHECK(dir.rc == 64);
+  CHECK(Has(JsonOf(dir)["error"].get<std::string>(), "a block path has 3 parts"));
+
+  CHECK(Ctl("evict " + m.mnt() + " " + abs).out == "evict: " + rel + "\n");
+  CHECK(Ctl("evict " + m.mnt() + " " + rel).rc == 2);  // the right shape, gone: the daemon says so
+}
+
+// Regression: `status MNT/acme` looked for MNT/acme/.gpucache/ctl and failed.
+TEST_CASE("cli: a folder inside the mount stands for the mount") {
+  MountedFs m;
+  CacheIdentity id = SampleIdentity();
+  REQUIRE(MountClient(m.mnt()).Commit(id, Payload(1000)) == 0);
+  for (std::string folder : {m.mnt() + "/acme", m.mnt() + "/acme/", NsDir(m, id)}) {
+    CAPTURE(folder);
+    Run r = Ctl("status " + folder);
+    CHECK(r.rc == 0);
+    CHECK(Has(r.out, "mountpoint: " + m.mnt() + "\n"));
+    CHECK(Has(r.out, "acme"));
+    CHECK(Ctl("quarantine " + folder).rc == 0);
+  }
+  CHECK(CtlIn(NsDir(m, id), "status --json .").rc == 0);
+  CHECK(Ctl("status " + m.mnt()).out.find("mountpoint: " + m.mnt() + "\n") == 0);  // as typed
+  Run outside = Ctl("status " + m.scratch());  // not in a mount: as before
+  CHECK(outside.rc == 2);
+  CHECK(Has(outside.err, "is gpucachefs mounted there?"));
+}
+
+// Regression: a uid in no tenant saw an empty table and no word why.
+TEST_CASE("cli: status says when the caller is a member of no tenant") {
+  MountedFs m;
+  int stranger = AsUser(3000, 3000, [&] {
+    Run r = Ctl("status " + m.mnt());
+    bool hint = Has(r.out, "uid 3000") && Has(r.out, "is a member of no tenant") &&
+                Has(r.out, "admins see every tenant");
+    return r.rc == 0 && hint ? 0 : 1;
+  });
+  CHECK(stranger == 0);
+  int member = AsUser(2000, 2000, [&] {
+    Run r = Ctl("status " + m.mnt());
+    return r.rc == 0 && Has(r.out, "globex") && !Has(r.out, "member of no tenant") ? 0 : 1;
+  });
+  CHECK(member == 0);
+  CHECK(!Has(Ctl("status " + m.mnt()).out, "member of no tenant"));  // root: admin
+}
+
+// Regression: over a crashed daemon's mount (ENOTCONN) gpucachectl asked "is gpucachefs
+// mounted there?", which it is, stale.
+TEST_CASE("cli: a stale mount is named as such, with the command that clears it") {
+  MountedFs m;
+  ::kill(m.pid(), SIGKILL);  // the fixture reaps it and unmounts at the end
+  struct stat st;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!(::stat(m.mnt().c_str(), &st) != 0 && errno == ENOTCONN) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(::stat(m.mnt().c_str(), &st) != 0);
+  REQUIRE(errno == ENOTCONN);
+  for (std::string where : {m.mnt(), m.mnt() + "/acme"}) {
+    CAPTURE(where);
+    Run r = Ctl("status " + where);
+    CHECK(r.rc == 2);
+    CHECK(Has(r.err, m.mnt() + ": stale mount (the daemon that served it is gone)"));
+    CHECK(Has(r.err, "run `fusermount3 -u -z " + m.mnt() + "`"));
+    CHECK(!Has(r.err, "is gpucachefs mounted there?"));
+  }
+  json j = JsonOf(Ctl("--json fence " + m.mnt()));
+  CHECK(j["errno"] == "ENOTCONN");
+  CHECK(j["exit_code"] == 2);
 }
 
 // Regression (issue 17): a second put of a committed block failed with EEXIST and exit 2.
