@@ -37,6 +37,7 @@ TEST_PACKAGES=(
   python3-torch               # the engine tests: a small PyTorch transformer reusing KV
   libopenblas0-pthread        # makes Debian's torch use OpenBLAS (20x the generic BLAS)
   python3-cbor2 python3-numpy # the engine connector: vLLM's sha256_cbor block hashes; preadv into tensor buffers
+  python3-setuptools python3-venv  # pip-installs clients/python offline into a fresh venv (ctest python_pip_install)
   systemd                     # systemd-analyze verifies the unit
   dpkg-dev lintian            # building and checking the .deb (dpkg-shlibdeps)
   man-db                      # man --warnings (and groff) check the man pages

@@ -17,8 +17,12 @@ Requires only the standard library and the `xxhash` module (Debian: python3-xxha
 
 The engine connector (vLLM V1's KV connector and its engine-neutral core) lives in the
 submodules vllm_connector, connector_scheduler and connector_worker; they also need torch,
-numpy and cbor2 and are not imported here (docs/engine-integration.md).
+numpy and cbor2 and are not imported here (docs/engine-integration.md). gpucache.GpucacheConnector
+is gpucache.vllm_connector.GpucacheConnector, imported on first access (so `import gpucache`
+needs neither torch nor vLLM).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from .client import IDENTITY_XATTR, MountClient
 from .identity import (
@@ -30,6 +34,14 @@ from .identity import (
     is_valid_tenant_name,
 )
 
+if TYPE_CHECKING:
+    from .vllm_connector import GpucacheConnector as GpucacheConnector
+
+# The daemon's version: ctest python_version keeps it equal to the top-level CMakeLists.txt's
+# project VERSION; pyproject.toml reads it from here.
+__version__ = "0.1.0"
+
+# GpucacheConnector is left out of __all__: `from gpucache import *` should not import torch.
 __all__ = [
     "CacheIdentity",
     "IDENTITY_XATTR",
@@ -40,3 +52,11 @@ __all__ = [
     "float_bits",
     "is_valid_tenant_name",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """GpucacheConnector on first access: the connector imports torch (and vLLM if present)."""
+    if name == "GpucacheConnector":
+        from .vllm_connector import GpucacheConnector
+        return GpucacheConnector
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,11 +12,14 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from .client import IDENTITY_XATTR, MountClient
 from .identity import CacheIdentity
 from .kv_layout import KVGeometry
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 
 class LoadFailure(Exception):
@@ -110,11 +113,11 @@ def _advance(buffers: List[memoryview], n: int) -> List[memoryview]:
     return out
 
 
-def payload_buffers(geometry: KVGeometry, layer_halves: List[List[memoryview]]) -> list:
+def payload_buffers(geometry: KVGeometry, layer_halves: List[List[memoryview]]) -> List[Buffer]:
     """The block's payload as a list of buffers in file order: each layer's K, V, padding."""
     pad = geometry.layer_stride - 2 * geometry.half_bytes
     zeros = memoryview(bytes(pad)) if pad else None
-    out: list = []
+    out: List[Buffer] = []
     for halves in layer_halves:
         out.extend(halves)
         if zeros is not None:
@@ -122,7 +125,7 @@ def payload_buffers(geometry: KVGeometry, layer_halves: List[List[memoryview]]) 
     return out
 
 
-def commit_block(root: str, identity: CacheIdentity, buffers: list) -> None:
+def commit_block(root: str, identity: CacheIdentity, buffers: List[Buffer]) -> None:
     """The commit protocol (create .part, identity xattr, writev, close, rename) from buffers.
 
     OSError on failure; EEXIST means the block is stored or being stored by someone else.

@@ -52,7 +52,7 @@ class BlockNamer:
     def full_blocks(self, hashes: Sequence[bytes]) -> int:
         return len(hashes) // self.geometry.engine_blocks_per_block
 
-    def chains(self, hashes: Sequence[bytes], root: bytes, limit: Optional[int] = None) -> list:
+    def chains(self, hashes: Sequence[bytes], root: bytes, limit: Optional[int] = None) -> list[list[bytes]]:
         n = self.full_blocks(hashes) if limit is None else min(limit, self.full_blocks(hashes))
         per = self.geometry.engine_blocks_per_block
         return [chain_of_block(hashes, j, per, root) for j in range(n)]

@@ -13,9 +13,15 @@ from __future__ import annotations
 import errno
 import json
 import os
-from typing import Iterable, Union
+from typing import TYPE_CHECKING, Any, Iterable, List, Union
 
 from .identity import CacheIdentity
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+    # What commit() writes: one buffer, or a list of them in order.
+    Payload = Union[Buffer, List[Buffer]]
 
 IDENTITY_XATTR = "user.gpucache.identity"
 PART_SUFFIX = ".part"
@@ -29,7 +35,7 @@ _PathLike = Union[str, "os.PathLike[str]"]
 _DECLARE_SIZE_FROM = 1 << 20
 
 
-def _declare_size(fd: int, payload) -> None:
+def _declare_size(fd: int, payload: Payload) -> None:
     """fallocate(2) the whole payload (one buffer or a list) before writing it."""
     size = sum(memoryview(b).nbytes for b in (payload if isinstance(payload, list) else [payload]))
     if size < _DECLARE_SIZE_FROM:
@@ -41,7 +47,7 @@ def _declare_size(fd: int, payload) -> None:
             raise
 
 
-def _write_all(fd: int, data) -> None:
+def _write_all(fd: int, data: Payload) -> None:
     """Writes one buffer, or a list of buffers in order (one writev per at most IOV_MAX)."""
     # cast("B"): slice by bytes even for a multi-dimensional buffer such as a numpy array.
     views = [memoryview(b).cast("B") for b in (data if isinstance(data, list) else [data])]
@@ -58,7 +64,7 @@ def _write_all(fd: int, data) -> None:
 
 
 def _read_all(fd: int, size_hint: int = 0) -> bytes:
-    chunks = []
+    chunks: List[bytes] = []
     chunk = max(size_hint, 1 << 16)
     while True:
         b = os.read(fd, chunk)
@@ -77,7 +83,7 @@ class MountClient:
         """<mount>/<tenant>/<namespace>/<block>"""
         return os.path.join(self.mountpoint, identity.relative_path())
 
-    def commit(self, identity: CacheIdentity, payload) -> None:
+    def commit(self, identity: CacheIdentity, payload: Payload) -> None:
         """Publishes payload (any C-contiguous buffer, or a list of them written in order) as
         the block named by identity.
 
@@ -142,7 +148,7 @@ class MountClient:
             n += 1
         return n
 
-    def lookup(self, identity: CacheIdentity) -> dict:
+    def lookup(self, identity: CacheIdentity) -> dict[str, Any]:
         """Asks the daemon through .gpucache/ctl whether it has the block, or a prefix of it.
 
         Returns the parsed reply: {"ok": true, "result": "hit"|"prefix_hit"|"miss", ...} with
@@ -151,7 +157,7 @@ class MountClient:
         """
         return self.control({"op": "lookup", "identity": identity.encode_physical_key().hex()})
 
-    def control(self, request: dict) -> dict:
+    def control(self, request: dict[str, Any]) -> dict[str, Any]:
         """One request on .gpucache/ctl (docs/control-protocol.md); returns the parsed reply."""
         data = json.dumps(request, separators=(",", ":")).encode()
         fd = os.open(os.path.join(self.mountpoint, ".gpucache", "ctl"), os.O_RDWR | os.O_CLOEXEC)
@@ -164,7 +170,8 @@ class MountClient:
             reply = b""
             while chunk := os.pread(fd, 1 << 16, len(reply)):
                 reply += chunk
-            return json.loads(reply)
+            parsed: dict[str, Any] = json.loads(reply)
+            return parsed
         finally:
             os.close(fd)
 

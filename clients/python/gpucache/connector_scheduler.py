@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .block_names import BlockNamer
 from .connector_types import (BlockOp, ConnectorConfig, LoadSpec, RequestView, SaveSpec, StepInfo,
@@ -150,7 +150,7 @@ class SchedulerCore:
 
     # ---- request_finished -------------------------------------------------------------
 
-    def on_finished(self, req_id: str) -> Tuple[bool, Optional[dict]]:
+    def on_finished(self, req_id: str) -> Tuple[bool, Optional[Dict[str, Any]]]:
         self._requests.pop(req_id, None)
         self._matches.pop(req_id, None)
         return False, None

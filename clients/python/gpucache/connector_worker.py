@@ -41,7 +41,7 @@ class WorkerCore:
         self._meta: Optional[StepMeta] = None
         self._load: Optional[LayerwiseLoad] = None
         self._save: Optional[SaveBatch] = None
-        self._commits: List[Tuple[Future, int]] = []  # in flight, with their bytes
+        self._commits: List[Tuple[Future[None], int]] = []  # in flight, with their bytes
         self._lock = threading.Lock()
         self._async_done: Dict[str, Set[int]] = {}  # req id -> its failed engine blocks
         self._errors: Set[int] = set()

@@ -56,11 +56,13 @@ _U32_FIELDS = (
 
 def float_bits(x: float) -> int:
     """IEEE-754 binary64 bits of x, as the identity stores RoPE parameters."""
-    return struct.unpack("<Q", struct.pack("<d", float(x)))[0]
+    bits: int = struct.unpack("<Q", struct.pack("<d", float(x)))[0]
+    return bits
 
 
 def bits_float(bits: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+    x: float = struct.unpack("<d", struct.pack("<Q", bits))[0]
+    return x
 
 
 def _is_int(v: Any) -> bool:
@@ -150,7 +152,7 @@ class CacheIdentity:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_json(cls, obj: dict) -> "CacheIdentity":
+    def from_json(cls, obj: dict[str, Any]) -> "CacheIdentity":
         """Parses the JSON/TOML form used by identity files and the test vectors.
 
         Mirrors clients/cpp/identity_file.cc: same keys, same defaults, unknown keys ignored;
@@ -158,7 +160,7 @@ class CacheIdentity:
         """
         return _from_mapping(obj)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The JSON form (as IdentityToJson in C++): hex strings, RoPE bits as "0x..."."""
         out: dict[str, Any] = {
             "tenant": self.tenant,
@@ -384,7 +386,8 @@ class _Reader:
         return out
 
     def _int(self, fmt: str, size: int) -> int:
-        return struct.unpack(fmt, self.raw(size))[0]
+        value: int = struct.unpack(fmt, self.raw(size))[0]
+        return value
 
     def u8(self) -> int: return self._int("<B", 1)
     def u16(self) -> int: return self._int("<H", 2)
@@ -464,14 +467,15 @@ def _from_mapping(obj: Any) -> CacheIdentity:
     if not isinstance(obj, dict):
         raise ValueError("identity: expected a JSON object")
 
-    def s(key: str, required: bool = True, src: dict = obj, prefix: str = "") -> str:
+    def s(key: str, required: bool = True, src: dict[str, Any] = obj, prefix: str = "") -> str:
         if key not in src:
             if required:
                 raise ValueError("identity key '%s%s': missing" % (prefix, key))
             return ""
         if not isinstance(src[key], str):
             raise ValueError("identity key '%s%s': must be a string" % (prefix, key))
-        return src[key]
+        value: str = src[key]
+        return value
 
     def u32(key: str, default: int) -> int:
         if key not in obj:
@@ -479,7 +483,8 @@ def _from_mapping(obj: Any) -> CacheIdentity:
         v = obj[key]
         if not _is_int(v) or not 0 <= v <= _U32_MAX:
             raise ValueError("identity key '%s': must be an integer 0..4294967295" % key)
-        return v
+        n: int = v
+        return n
 
     def bits(key: str) -> int:
         # "<key>_bits" ("0x" + 16 hex digits) wins over a float "<key>", as in C++.

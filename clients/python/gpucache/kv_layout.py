@@ -22,9 +22,13 @@ same whichever backend wrote it; the copies then go through torch's strided inde
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, List, Sequence, Tuple, Union, cast
 
 import torch
+
+if TYPE_CHECKING:
+    import numpy
+    import numpy.typing
 
 LAYOUT_ABI = "gpucache-layerwise-nhd-v1"
 PAGE = 4096
@@ -52,7 +56,7 @@ class KVGeometry:
     engine_block_size: int  # tokens per engine (vLLM) block, e.g. 16
     block_tokens: int  # tokens per gpucache block, a multiple of engine_block_size
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.block_tokens % self.engine_block_size:
             raise ValueError("block_tokens must be a multiple of engine_block_size")
         if self.engine_blocks_per_block + 1 > 128:
@@ -85,7 +89,7 @@ class KVGeometry:
                  self.kv_heads, self.head_dim)
         return torch.empty(shape, dtype=self.dtype, pin_memory=pin)
 
-    def block_halves(self, staging: torch.Tensor, block: int) -> list:
+    def block_halves(self, staging: torch.Tensor, block: int) -> List[memoryview]:
         """The two byte buffers (K, V) of `block` in a staging tensor, for preadv/pwritev."""
         per = self.engine_blocks_per_block
         k = staging[0, block * per:(block + 1) * per]
@@ -97,7 +101,8 @@ def _bytes_view(t: torch.Tensor) -> memoryview:
     # A contiguous slice of a contiguous tensor: its numpy view shares the memory, so the
     # kernel reads straight into (or writes straight from) the tensor. bfloat16 has no numpy
     # dtype, hence the uint8 reinterpretation first.
-    return memoryview(t.view(torch.uint8).numpy()).cast("B")
+    # (numpy's stubs give ndarray its buffer protocol only for Python 3.12 and later.)
+    return memoryview(cast(Any, t.view(torch.uint8).numpy())).cast("B")
 
 
 def engine_block_ids(ids: Sequence[int]) -> torch.Tensor:
@@ -129,7 +134,7 @@ def _scatter(layer: PagedLayer, ids: torch.Tensor, staging: torch.Tensor) -> Non
             half.index_copy_(0, ids.to(half.device), src.to(half.device, non_blocking=True))
 
 
-def _rows(t: torch.Tensor):
+def _rows(t: torch.Tensor) -> numpy.typing.NDArray[numpy.uint8]:
     # torch 1.13's CPU index_copy_ copies element by element (0.4 GB/s here, against 4.4 for
     # numpy's row-wise fancy assignment, which moves each engine block with one memcpy).
     return t.view(torch.uint8).numpy().reshape(t.shape[0], -1)

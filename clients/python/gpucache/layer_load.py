@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Dict, List, Sequence, Set
+from typing import Dict, List, Sequence, Set, Tuple
 
 import torch
 
@@ -44,7 +44,7 @@ class LayerwiseLoad:
         self._staging_pool = staging
         self._stats = stats
         self._threads = max(1, threads)
-        self._items = []
+        self._items: List[_Item] = []
         for s, spec in enumerate(self.specs):
             for pos, op in enumerate(spec.blocks):
                 source = BlockSource(root, namer.identity(op.chain, op.adapter), self.geometry)
@@ -52,7 +52,7 @@ class LayerwiseLoad:
         self._first_bad = [len(spec.blocks) for spec in self.specs]
         self._lock = threading.Lock()
         self._staging = staging.acquire(len(self._items))
-        self._futures: List[List[Future]] = [[] for _ in layers]
+        self._futures: List[List[Future[None]]] = [[] for _ in layers]
         self._scattered = [False] * len(layers)
         self._closed = False
 
@@ -98,7 +98,7 @@ class LayerwiseLoad:
             scatter(self.layers[layer], engine_block_ids(dst), staging)
         self._scattered[layer] = True
 
-    def _scatter_indices(self):
+    def _scatter_indices(self) -> Tuple[List[int], List[int]]:
         """Staging rows and the engine blocks they go to, for the blocks still good."""
         per = self.geometry.engine_blocks_per_block
         src: List[int] = []

@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence
 
 from .block_io import commit_block, payload_buffers
 from .block_names import BlockNamer
-from .connector_types import SaveSpec, WorkerStats
+from .connector_types import BlockOp, SaveSpec, WorkerStats
 from .kv_layout import PagedLayer, engine_block_ids, gather
 from .staging import StagingPool
 
@@ -34,7 +34,7 @@ class SaveBatch:
         self._staging = staging.acquire(len(self._ops))
         self._copier = copier
         self._stats = stats
-        self._gathers: List[Optional[Future]] = [None] * layers
+        self._gathers: List[Optional[Future[None]]] = [None] * layers
         self._left = len(self._ops)
         self._lock = threading.Lock()
         self.bytes = len(self._ops) * self.geometry.payload_bytes
@@ -47,13 +47,13 @@ class SaveBatch:
         wait([f for f in self._gathers if f is not None])
         return all(f is not None and f.exception() is None for f in self._gathers)
 
-    def commit(self, pool: ThreadPoolExecutor, gate: threading.Event) -> List[Future]:
+    def commit(self, pool: ThreadPoolExecutor, gate: threading.Event) -> List[Future[None]]:
         return [pool.submit(self._commit_one, i, op, gate) for i, op in enumerate(self._ops)]
 
     def drop(self) -> None:
         self._staging_pool.release(self._staging)
 
-    def _commit_one(self, i: int, op, gate: threading.Event) -> None:
+    def _commit_one(self, i: int, op: BlockOp, gate: threading.Event) -> None:
         gate.wait()  # always set, except while a test holds commits in flight
         try:
             halves = [self.geometry.block_halves(layer, i) for layer in self._staging.layers]

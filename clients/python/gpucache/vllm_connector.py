@@ -12,6 +12,10 @@ forward context) into the engine-neutral core (connector_scheduler, connector_wo
 is what the tests drive. It imports without vLLM: the base classes are then stand-ins with the
 metadata binding vLLM's base provides, so the core and this shell stay importable and testable
 on a machine without vLLM.
+
+vLLM's objects (configs, Request, KVCacheBlocks, SchedulerOutput, ForwardContext) are typed Any:
+the shell reads only the attributes it names, which test_vllm_conformance and test_vllm_e2e
+check against the real vLLM.
 """
 
 from __future__ import annotations
@@ -39,25 +43,25 @@ except ImportError:
     class KVConnectorBase_V1:  # type: ignore[no-redef]
         """The parts of vLLM's base class the shell relies on."""
 
-        def __init__(self, vllm_config, role, kv_cache_config=None):
-            self._connector_metadata = None
+        def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None) -> None:
+            self._connector_metadata: Optional[KVConnectorMetadata] = None
             self._vllm_config = vllm_config
             self._kv_cache_config = kv_cache_config
             self._role = role
 
-        def bind_connector_metadata(self, connector_metadata) -> None:
+        def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:
             self._connector_metadata = connector_metadata
 
         def clear_connector_metadata(self) -> None:
             self._connector_metadata = None
 
-        def _get_connector_metadata(self):
+        def _get_connector_metadata(self) -> Optional[KVConnectorMetadata]:
             return self._connector_metadata
 
-        def shutdown(self):
+        def shutdown(self) -> None:
             return None
 
-    KVConnectorRole = None  # type: ignore[assignment]
+    KVConnectorRole = None  # type: ignore[assignment, misc]
 
 
 class GpucacheConnectorMetadata(KVConnectorMetadata):
@@ -65,11 +69,11 @@ class GpucacheConnectorMetadata(KVConnectorMetadata):
         self.step = step
 
 
-def _is_scheduler(role) -> bool:
+def _is_scheduler(role: Any) -> bool:
     return getattr(role, "name", str(role)).upper().endswith("SCHEDULER")
 
 
-def config_from_vllm(vllm_config, rank: int = 0) -> Tuple[ConnectorConfig, ModelIdentity]:
+def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, ModelIdentity]:
     """The core's configuration from vLLM's config and kv_connector_extra_config."""
     extra: Dict[str, Any] = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
     mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
@@ -103,21 +107,21 @@ def config_from_vllm(vllm_config, rank: int = 0) -> Tuple[ConnectorConfig, Model
     return config, model
 
 
-def request_view(request) -> RequestView:
+def request_view(request: Any) -> RequestView:
     lora = getattr(request, "lora_request", None)
     return RequestView(request.request_id, list(request.prompt_token_ids),
                        lora.lora_name if lora is not None else None,
                        getattr(request, "cache_salt", None))
 
 
-def _group0(block_ids) -> Optional[List[int]]:
+def _group0(block_ids: Any) -> Optional[List[int]]:
     """vLLM passes block ids per KV cache group; this connector handles one group."""
     if block_ids is None:
         return None
     return list(block_ids[0]) if block_ids and isinstance(block_ids[0], (list, tuple)) else list(block_ids)
 
 
-def step_info(so) -> StepInfo:
+def step_info(so: Any) -> StepInfo:
     """SchedulerOutput -> StepInfo."""
     counts = so.num_scheduled_tokens
     scheduled = [ScheduledRequest(r.req_id, r.num_computed_tokens, counts[r.req_id],
@@ -141,7 +145,7 @@ class GpucacheConnector(KVConnectorBase_V1):
     builds one per role: the scheduler's and each worker's.
     """
 
-    def __init__(self, vllm_config, role, kv_cache_config=None):
+    def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None) -> None:
         super().__init__(vllm_config, role, kv_cache_config)
         rank = getattr(getattr(vllm_config, "parallel_config", None), "rank", 0) or 0
         config, model = config_from_vllm(vllm_config, rank)
@@ -149,27 +153,39 @@ class GpucacheConnector(KVConnectorBase_V1):
         self._worker = None if _is_scheduler(role) else WorkerCore(config, model)
         self._layer_index: Dict[str, int] = {}
 
+    # vLLM calls each side's methods only on that side's connector.
+    def _scheduler_core(self) -> SchedulerCore:
+        if self._scheduler is None:
+            raise RuntimeError("GpucacheConnector: a scheduler-side method called on a worker's connector")
+        return self._scheduler
+
+    def _worker_core(self) -> WorkerCore:
+        if self._worker is None:
+            raise RuntimeError("GpucacheConnector: a worker-side method called on the scheduler's connector")
+        return self._worker
+
     # ---- scheduler side ---------------------------------------------------------------
 
-    def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> Tuple[int, bool]:
-        return self._scheduler.lookup(request_view(request), num_computed_tokens)
+    def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> Tuple[int, bool]:
+        return self._scheduler_core().lookup(request_view(request), num_computed_tokens)
 
-    def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
-        self._scheduler.on_alloc(request_view(request), _group0(blocks.get_block_ids()), num_external_tokens)
+    def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
+        self._scheduler_core().on_alloc(request_view(request), _group0(blocks.get_block_ids()) or [],
+                                        num_external_tokens)
 
-    def build_connector_meta(self, scheduler_output) -> GpucacheConnectorMetadata:
-        return GpucacheConnectorMetadata(self._scheduler.build_meta(step_info(scheduler_output)))
+    def build_connector_meta(self, scheduler_output: Any) -> GpucacheConnectorMetadata:
+        return GpucacheConnectorMetadata(self._scheduler_core().build_meta(step_info(scheduler_output)))
 
-    def request_finished(self, request, block_ids) -> Tuple[bool, Optional[dict]]:
-        return self._scheduler.on_finished(request.request_id)
+    def request_finished(self, request: Any, block_ids: Any) -> Tuple[bool, Optional[Dict[str, Any]]]:
+        return self._scheduler_core().on_finished(request.request_id)
 
     # ---- worker side ------------------------------------------------------------------
 
     def register_kv_caches(self, kv_caches: Dict[str, Any]) -> None:
         self._layer_index = {name: i for i, name in enumerate(kv_caches)}
-        self._worker.register(list(kv_caches.values()))
+        self._worker_core().register(list(kv_caches.values()))
 
-    def bind_connector_metadata(self, connector_metadata) -> None:
+    def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:
         # The step's plan reaches the worker core here, first thing in the step: vLLM calls
         # start_load_kv after the forward (after every save_kv_layer) when the step has no
         # synchronous load (vLLM 0.32: SchedulerOutput.has_sync_kv_loads).
@@ -178,23 +194,23 @@ class GpucacheConnector(KVConnectorBase_V1):
             step = getattr(connector_metadata, "step", None)
             self._worker.bind(step if step is not None else StepMeta())
 
-    def start_load_kv(self, forward_context, **kwargs) -> None:
-        self._worker.start_load()
+    def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
+        self._worker_core().start_load()
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        self._worker.wait_for_layer(self._layer_index[layer_name])
+        self._worker_core().wait_for_layer(self._layer_index[layer_name])
 
-    def save_kv_layer(self, layer_name: str, kv_layer, attn_metadata, **kwargs) -> None:
-        self._worker.save_layer(self._layer_index[layer_name], kv_layer)
+    def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any, **kwargs: Any) -> None:
+        self._worker_core().save_layer(self._layer_index[layer_name], kv_layer)
 
     def wait_for_save(self) -> None:
-        self._worker.wait_for_save()
+        self._worker_core().wait_for_save()
 
     def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
-        return self._worker.get_finished(finished_req_ids)
+        return self._worker_core().get_finished(finished_req_ids)
 
     def get_block_ids_with_load_errors(self) -> Set[int]:
-        return self._worker.take_load_errors()
+        return self._worker_core().take_load_errors()
 
     def clear_connector_metadata(self) -> None:
         super().clear_connector_metadata()
@@ -204,7 +220,7 @@ class GpucacheConnector(KVConnectorBase_V1):
     def shutdown(self) -> None:
         if self._worker is not None:
             self._worker.close()
-        super().shutdown()
+        super().shutdown()  # type: ignore[no-untyped-call]  # vLLM 0.32's is unannotated
 
 
 def connector_methods() -> Iterable[str]:

@@ -20,7 +20,7 @@ it unset vLLM draws a random root per process and nothing is shared.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Tuple
 
 import cbor2
 
@@ -36,13 +36,13 @@ def none_hash(seed: str) -> bytes:
 
 
 def hash_block_tokens(parent: Optional[bytes], tokens: Sequence[int],
-                      extra_keys: Optional[tuple], root: bytes) -> bytes:
+                      extra_keys: Optional[Tuple[Any, ...]], root: bytes) -> bytes:
     """vLLM's `hash_block_tokens`: the hash of one full block and everything before it."""
     return sha256_cbor((parent or root, tuple(tokens), extra_keys))
 
 
 def extra_keys_for_block(index: int, lora_name: Optional[str], cache_salt: Optional[str],
-                         more: Sequence[Any] = ()) -> Optional[tuple]:
+                         more: Sequence[Any] = ()) -> Optional[Tuple[Any, ...]]:
     """`generate_block_hash_extra_keys` for LoRA and cache salt (plus caller-given keys).
 
     The order is vLLM's: LoRA name, then multimodal keys (in `more`), then the salt, which only
