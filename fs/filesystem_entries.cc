@@ -95,7 +95,7 @@ Result<Node> Filesystem::Resolve(const Principal& c, uint64_t ino) {
 
 Result<AttrReply> Filesystem::AttrOf(uint64_t ino, const Node& n) {
   Result<AttrReply> a = NodeAttr(ino, n);
-  if (a.ok() && n.kind != NodeKind::kBlock && n.kind != NodeKind::kPart) {
+  if (a.ok() && n.kind != NodeKind::kBlock && n.kind != NodeKind::kPart && n.kind != NodeKind::kNamespace) {
     SetTime(a->attr, mount_time_ns_);
   }
   return a;
@@ -124,14 +124,18 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
       return AttrReply{MakeAttr(ino, S_IFDIR | 0770, uid, gid, 0), 0};  // re-checked per walk
     }
     case NodeKind::kNamespace: {
-      Result<Owner> o = store_.StatNamespace(n.tenant, n.ns);
+      Result<NamespaceInfo> o = store_.StatNamespace(n.tenant, n.ns);
       if (!o.ok()) return o.status();
+      AttrReply a{MakeAttr(ino, S_IFDIR | 0770, o->owner.uid, o->owner.gid, 0), long_ttl};
       if (auto t = config_.KernelPermissions() ? access_.Tenant(n.tenant) : std::nullopt) {
         // Every member, not only its creator, may commit in it: the tenant's mode bits.
         TenantMode m = TenantModeOf(*t);
-        return AttrReply{MakeAttr(ino, S_IFDIR | m.mode, m.uid, m.gid, 0), long_ttl};
+        a.attr = MakeAttr(ino, S_IFDIR | m.mode, m.uid, m.gid, 0);
       }
-      return AttrReply{MakeAttr(ino, S_IFDIR | 0770, o->uid, o->gid, 0), long_ttl};
+      // Changes through the mount invalidate the kernel's copy (it drops a directory's
+      // attributes on create, rename and unlink in it; an eviction's entry invalidation too).
+      SetTime(a.attr, o->change_time_ns != 0 ? o->change_time_ns : mount_time_ns_);
+      return a;
     }
     case NodeKind::kBlock: {
       Result<BlockInfo> b = store_.StatAttributes({n.tenant, n.ns, n.block});

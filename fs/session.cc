@@ -44,10 +44,12 @@ void OnInit(void* userdata, fuse_conn_info* conn) {
 // Sends kernel invalidations for blocks that disappear behind the kernel's back, and logs the
 // ones an operator should hear about.
 void WatchRemovals(Filesystem& fs, Invalidator& inval) {
-  fs.store().SetRemovalObserver([&fs, &inval](const BlockAddress& a, RemovalReason why) {
+  fs.store().SetRemovalObserver([&fs, &inval](const BlockAddress& a, RemovalReason why,
+                                              std::string_view detail) {
     if (why == RemovalReason::kCorrupt) {
-      spdlog::warn("checksum mismatch: {} removed from the namespace (EIO to its reader)",
-                   a.RelativePath());
+      // Names what failed and where the file went (the data directory is in its path).
+      spdlog::warn("checksum mismatch: {} removed from the namespace (EIO to its reader); failed: {}",
+                   a.RelativePath(), detail);
     } else {
       spdlog::debug("{}: {}", ToString(why), a.RelativePath());
     }

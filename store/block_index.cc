@@ -34,7 +34,7 @@ uint32_t BlockIndex::AddNamespace(const std::string& tenant, const std::string& 
     id = static_cast<uint32_t>(namespaces_.size());
     namespaces_.emplace_back();
   }
-  namespaces_[id] = Namespace{tenant, ns, owner, 0, 0, true};
+  namespaces_[id] = Namespace{tenant, ns, owner, 0, 0, true, 0};
   namespace_ids_.emplace(std::pair(tenant, ns), id);
   return id;
 }
@@ -186,6 +186,7 @@ std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, co
   }
   r.context = Hold(ns, owner, std::move(stored));
   namespaces_[ns].blocks++;
+  Touch(ns, block.commit_time_ns);
   count_++;
   by_address_.Insert(id, NameHash(ns, r.name), [this](Id i) { return AddressHashOf(i); });
   by_logical_.Insert(id, r.logical, [this](Id i) { return records_[i].logical; });

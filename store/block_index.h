@@ -86,6 +86,12 @@ class BlockIndex {
   const std::string& NameOf(uint32_t ns) const { return namespaces_[ns].name; }
   Owner OwnerOf(uint32_t ns) const { return namespaces_[ns].owner; }
   size_t BlocksIn(uint32_t ns) const { return namespaces_[ns].blocks; }
+  // When the namespace last changed (NamespaceInfo::change_time_ns): Insert moves it to the
+  // block's commit time, Touch to a later time; it never goes back.
+  uint64_t ChangedAt(uint32_t ns) const { return namespaces_[ns].changed_ns; }
+  void Touch(uint32_t ns, uint64_t time_ns) {
+    namespaces_[ns].changed_ns = std::max(namespaces_[ns].changed_ns, time_ns);
+  }
   // The namespace names of `tenant`, in name order.
   std::vector<std::string> NamespacesOf(std::string_view tenant) const;
 
@@ -164,6 +170,7 @@ class BlockIndex {
     uint32_t block_capacity = 0;  // its blocks'; set by the first one
     size_t blocks = 0;            // how many it holds
     bool live = false;
+    uint64_t changed_ns = 0;      // ChangedAt
   };
   // Orders (tenant, namespace) keys and finds them by string_views, without building a key.
   struct NamespaceLess {

@@ -167,14 +167,24 @@ struct DomainInfo {
   bool isolated = false;
 };
 
+// A namespace directory's attributes.
+struct NamespaceInfo {
+  Owner owner;
+  // When a block or a fill in it last came or went (CLOCK_REALTIME ns): the directory's mtime,
+  // as tools that compare times (make, rsync) expect. A start restores the newest commit time
+  // of its blocks (departures since are not persisted); 0 if nothing is known.
+  uint64_t change_time_ns = 0;
+};
+
 // Why a committed block left the namespace behind the kernel's back.
 enum class RemovalReason : uint8_t { kEvicted, kCorrupt, kLost };
 std::string_view ToString(RemovalReason reason);
 
 // Called (without any store lock held) when a committed block leaves the namespace for a
 // reason the kernel could not see: eviction, an admin request, corruption found on read, a
-// device taken out of service.
-using RemovalObserver = std::function<void(const BlockAddress&, RemovalReason)>;
+// device taken out of service. `detail` says, for a corrupt block, what failed and where its
+// file went (for the operator's log); it is empty otherwise.
+using RemovalObserver = std::function<void(const BlockAddress&, RemovalReason, std::string_view detail)>;
 // Called (without any store lock held, on the committing thread) after a block is published.
 // Must be cheap: it delays the writer's commit reply (the cold tier only queues the address).
 using CommitObserver = std::function<void(const BlockAddress&)>;
@@ -198,8 +208,8 @@ class BlockStore {
   virtual StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) = 0;
   // kNotEmpty while it holds a block or reservation.
   virtual StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) = 0;
-  // Owner of an existing namespace, or kNotFound.
-  virtual Result<Owner> StatNamespace(std::string_view tenant, std::string_view ns) = 0;
+  // Owner and change time of an existing namespace, or kNotFound.
+  virtual Result<NamespaceInfo> StatNamespace(std::string_view tenant, std::string_view ns) = 0;
   virtual std::vector<std::string> ListNamespaces(std::string_view tenant) = 0;
   // Names of committed blocks, then reservations with their ".part" suffix.
   virtual std::vector<std::string> ListEntries(std::string_view tenant, std::string_view ns) = 0;

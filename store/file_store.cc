@@ -386,6 +386,13 @@ void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload
   }
 }
 
+std::string FileMedium::SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
+  // Only indexed blocks are set aside: their file is under the block's name.
+  size_t dev = DeviceOf(stored);
+  JournalRemoval(dev, info.address);
+  return SetAsideDamaged(dev, PathIn(dev, info.address));
+}
+
 StatusCode FileMedium::PersistEpoch(uint64_t epoch) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     if (Isolated(dev)) continue;

@@ -93,6 +93,7 @@ class FileMedium final : public Medium {
   std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& info,
                                             const std::shared_ptr<StoredPayload>& stored) override;
   void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  std::string SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
   StatusCode PersistEpoch(uint64_t epoch) override;
   void PersistPins(const std::vector<BlockAddress>& pinned) override;
   StatusCode IsolateDomain(const std::string& path) override;
@@ -211,7 +212,8 @@ class FileMedium final : public Medium {
   uint64_t DropLeftovers(FileStoreReport& report);
   // A block file found damaged goes to damaged/ for examination instead of being deleted;
   // only the newest kMaxDamaged are kept there. Where it cannot be moved, it is deleted.
-  void SetAsideDamaged(size_t dev, const std::string& path);
+  // Says what became of it ("PATH moved to DAMAGED" or "PATH deleted ...").
+  std::string SetAsideDamaged(size_t dev, const std::string& path);
   // The names in `dir`; none (and a line in the report, unless it is missing) if unreadable.
   std::vector<std::string> ListOrReport(const std::string& dir, FileStoreReport& report);
   // Reads and checks a block file's header through env_: kInvalidArgument if it is damaged,

@@ -95,7 +95,7 @@ std::vector<std::string> FileMedium::ListOrReport(const std::string& dir, FileSt
   return {};
 }
 
-void FileMedium::SetAsideDamaged(size_t dev, const std::string& path) {
+std::string FileMedium::SetAsideDamaged(size_t dev, const std::string& path) {
   const DataDir& d = devices_[dev].dir;
   // Named by when it was found, then its own name: the oldest sort first.
   auto now = std::chrono::system_clock::now().time_since_epoch();
@@ -106,14 +106,16 @@ void FileMedium::SetAsideDamaged(size_t dev, const std::string& path) {
   StatusCode made = env_.MakeDir(d.Damaged());
   if ((made != StatusCode::kOk && made != StatusCode::kExists) || env_.Rename(path, to) != StatusCode::kOk) {
     env_.Remove(path);
-    return;
+    return path + " deleted (it could not be moved to " + d.Damaged() + ")";
   }
+  std::string done = path + " moved to " + to;
   Result<std::vector<std::string>> listed = env_.ListDir(d.Damaged());
-  if (!listed.ok()) return;
+  if (!listed.ok()) return done;
   std::vector<std::string> kept = std::move(listed.value());
-  if (kept.size() <= kMaxDamaged) return;
+  if (kept.size() <= kMaxDamaged) return done;
   std::sort(kept.begin(), kept.end());
   for (size_t i = 0; i + kMaxDamaged < kept.size(); ++i) env_.Remove(d.Damaged() + "/" + kept[i]);
+  return done;
 }
 
 uint64_t FileMedium::DropLeftovers(FileStoreReport& report) {

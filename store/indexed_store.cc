@@ -47,7 +47,7 @@ StatusCode IndexedStore::CreateNamespace(std::string_view tenant, std::string_vi
   if (StatusCode s = medium_->CreateNamespace(tenant, ns, owner); s != StatusCode::kOk) return s;
   MutexLock lock(mu_);
   if (index_.FindNamespace(tenant, ns)) return StatusCode::kExists;
-  index_.AddNamespace(std::string(tenant), std::string(ns), owner);
+  index_.Touch(index_.AddNamespace(std::string(tenant), std::string(ns), owner), NowNs());
   return StatusCode::kOk;
 }
 
@@ -67,11 +67,11 @@ StatusCode IndexedStore::RemoveNamespace(std::string_view tenant, std::string_vi
   return medium_->RemoveNamespace(tenant, ns);
 }
 
-Result<Owner> IndexedStore::StatNamespace(std::string_view tenant, std::string_view ns) {
+Result<NamespaceInfo> IndexedStore::StatNamespace(std::string_view tenant, std::string_view ns) {
   MutexLock lock(mu_);
   std::optional<uint32_t> id = index_.FindNamespace(tenant, ns);
   if (!id) return StatusCode::kNotFound;
-  return index_.OwnerOf(*id);
+  return NamespaceInfo{index_.OwnerOf(*id), index_.ChangedAt(*id)};
 }
 
 std::vector<std::string> IndexedStore::ListNamespaces(std::string_view tenant) {
@@ -161,6 +161,7 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
     EvictLocked(victims, evicted);
     // The address is claimed before the lock is left.
     info = reservations_.Add(address, owner, epoch_.load(), NowNs()).info;
+    TouchNamespaceLocked(address);  // a .part joins the listing
     admission_.ReservationAdmitted(address.tenant);
   }
   Finish(std::move(evicted), RemovalReason::kEvicted);
@@ -183,6 +184,7 @@ void IndexedStore::EndReservationLocked(ReservationId id, FillState outcome, Blo
   Reservation* r = reservations_.Find(id);
   if (!r) return;
   if (!r->fenced) admission_.ReservationReleased(r->info.address.tenant, r->info.size);
+  TouchNamespaceLocked(r->info.address);  // its .part leaves the listing
   reservations_.End(id, outcome, to, NowNs());
 }
 

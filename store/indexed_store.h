@@ -47,7 +47,7 @@ class IndexedStore : public BlockStore, private MediumHost {
 
   StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) override;
   StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) override;
-  Result<Owner> StatNamespace(std::string_view tenant, std::string_view ns) override;
+  Result<NamespaceInfo> StatNamespace(std::string_view tenant, std::string_view ns) override;
   std::vector<std::string> ListNamespaces(std::string_view tenant) override;
   std::vector<std::string> ListEntries(std::string_view tenant, std::string_view ns) override;
   void VisitBlocks(std::string_view tenant,
@@ -108,9 +108,10 @@ class IndexedStore : public BlockStore, private MediumHost {
     options_.limits = std::move(limits);  // admission_ holds a reference to it
   }
 
-  // Called by readers: the bytes of `address` (at `region_id`) failed their checksums. If the
-  // block is still that region: drops it, counts one failure, tells the observer.
-  void ReportCorrupt(const BlockAddress& address, uint64_t region_id);
+  // Called by readers: the bytes of `address` (at `region_id`) failed their checksums (`what`
+  // failed: a chunk, the header). If the block is still that region: sets its file aside,
+  // counts one failure, tells the observer.
+  void ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what);
   // Called by readers when they close.
   void ReaderClosed(const BlockAddress& address, uint64_t region_id);
 
@@ -156,6 +157,9 @@ class IndexedStore : public BlockStore, private MediumHost {
     BlockInfo info;  // without identity
     std::shared_ptr<StoredPayload> stored;
     bool quarantine = false;  // keep the bytes (open handles), else drop them
+    // Non-empty: the bytes are damaged (what failed, e.g. "chunk 3 (bytes ...)"); the file is
+    // set aside for examination instead of dropped.
+    std::string damage;
   };
 
   // Ends a reservation (its credits go back unless a fence took them), as ReservationTable::End.
@@ -165,6 +169,8 @@ class IndexedStore : public BlockStore, private MediumHost {
   std::optional<BlockId> IndexLocked(const BlockAddress& address, const BlockIndex::Committed& block,
                                      const IndexKeys& keys, Owner owner,
                    std::shared_ptr<StoredPayload> stored) REQUIRES(mu_);
+  // The namespace of `address` changed now (a fill or a block came or went): its mtime.
+  void TouchNamespaceLocked(const BlockAddress& address) REQUIRES(mu_);
   // Takes a block out of the index, the counters and the policy.
   Record UnindexLocked(BlockId id) REQUIRES(mu_);
   // The block leaves with no work on its file (none, or one left in place): EVICTING, then out

@@ -106,7 +106,9 @@ class VerifyingReader final : public BlockReader {
       uint64_t at = c * cs - span_start;
       uint64_t len = std::min<uint64_t>(cs, info_.size - c * cs);
       if (ChunkChecksum({buf.data() + at, len}, c) != sums_.chunks[c]) {
-        store_.ReportCorrupt(info_.address, info_.region_id);
+        store_.ReportCorrupt(info_.address, info_.region_id,
+                             "chunk " + std::to_string(c) + " (bytes " + std::to_string(c * cs) + "-" +
+                                 std::to_string(c * cs + len - 1) + ")");
         return StatusCode::kChecksumMismatch;
       }
     }
@@ -154,8 +156,13 @@ std::optional<IndexedStore::BlockId> IndexedStore::IndexLocked(const BlockAddres
   return id;
 }
 
+void IndexedStore::TouchNamespaceLocked(const BlockAddress& address) {
+  if (std::optional<uint32_t> ns = index_.FindNamespace(address.tenant, address.ns)) index_.Touch(*ns, NowNs());
+}
+
 IndexedStore::Record IndexedStore::UnindexLocked(BlockId id) {
   if (UnverifiedLocked(id)) MarkVerifiedLocked(id);  // evicted before checked: nothing to check
+  index_.Touch(index_.NamespaceOf(id), NowNs());
   admission_.Unindexing(id);
   return index_.Remove(id);
 }
@@ -214,13 +221,19 @@ void IndexedStore::Finish(std::vector<Departure> departures, std::optional<Remov
       MutexLock lock(mu_);
       quarantine_.SetStored(d.info.region_id, std::move(moved));
       LeftLocked(d.info.address);
+    } else if (!d.damage.empty()) {
+      std::string kept = medium_->SetAside(d.info, d.stored);
+      if (!kept.empty()) d.damage += "; " + kept;
+      Transition(d.info.state, BlockState::kAbsent);
+      MutexLock lock(mu_);
+      LeftLocked(d.info.address);
     } else {
       medium_->Drop(d.info, d.stored);
       Transition(d.info.state, BlockState::kAbsent);
       MutexLock lock(mu_);
       LeftLocked(d.info.address);
     }
-    if (notify && observer) observer(d.info.address, *notify);
+    if (notify && observer) observer(d.info.address, *notify, d.damage);
   }
 }
 
@@ -272,7 +285,7 @@ Result<BlockInfo> IndexedStore::Stat(const BlockAddress& address) {
   if (!held.ok() && held.status() != StatusCode::kChecksumMismatch) return held.status();
   // The medium no longer holds what was committed there: the block is gone, as an open of it
   // would find.
-  ReportCorrupt(address, info.region_id);
+  ReportCorrupt(address, info.region_id, "its header or identity");
   return StatusCode::kNotFound;
 }
 
@@ -321,7 +334,7 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
   }
   if (status != StatusCode::kOk) {
     ReaderClosed(address, info.region_id);
-    if (status == StatusCode::kChecksumMismatch) ReportCorrupt(address, info.region_id);
+    if (status == StatusCode::kChecksumMismatch) ReportCorrupt(address, info.region_id, "its header or identity");
     return status;
   }
   return std::shared_ptr<BlockReader>(std::make_shared<VerifyingReader>(

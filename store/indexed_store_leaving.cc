@@ -81,7 +81,7 @@ size_t IndexedStore::ForgetIf(const std::function<bool(const StoredPayload*)>& l
     observer = observer_;
   }
   if (observer) {
-    for (const BlockAddress& a : gone) observer(a, RemovalReason::kLost);
+    for (const BlockAddress& a : gone) observer(a, RemovalReason::kLost, {});
   }
   return gone.size();
 }
@@ -104,7 +104,7 @@ void IndexedStore::ForEachBlock(const BlockVisitor& fn) {
   });
 }
 
-void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id) {
+void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what) {
   std::vector<Departure> gone;
   bool was_pinned;
   {
@@ -115,7 +115,8 @@ void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id
     if (!id || index_.at(*id).region_id != region_id) return;
     was_pinned = index_.at(*id).pinned;
     admission_.Counters(address.tenant).checksum_failures++;
-    gone.push_back(DepartLocked(*id, false));  // wrong bytes are never kept
+    gone.push_back(DepartLocked(*id, false));  // wrong bytes are never served again
+    gone.back().damage = std::move(what);
   }
   Finish(std::move(gone), RemovalReason::kCorrupt);
   // The pin leaves with the block: a stale entry in the persisted pins would pin whatever is

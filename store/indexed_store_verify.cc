@@ -70,9 +70,10 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
         return;
       }
       case Verdict::Kind::kDamaged: {
-        // Never served: dropped with its file, as an eager start deletes it. No reader has it
-        // open (every open checks first), so nothing goes to quarantine.
+        // Never served: it leaves and its file is set aside in damaged/, as an eager start does.
+        // No reader has it open (every open checks first), so nothing goes to quarantine.
         damaged.push_back(DepartLocked(*id, false));
+        damaged.back().damage = "its first use's verification";
         break;
       }
       case Verdict::Kind::kGone: {

@@ -223,6 +223,12 @@ class Medium {
                                                     const std::shared_ptr<StoredPayload>& stored) = 0;
   // Frees a block's bytes (committed or quarantined).
   virtual void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) = 0;
+  // Takes a committed block's damaged bytes out of the namespace, kept for examination where
+  // the medium can keep them (else dropped); says where they went, for the operator's log.
+  virtual std::string SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
+    Drop(info, stored);
+    return {};
+  }
 
   virtual StatusCode PersistEpoch(uint64_t epoch) = 0;
   virtual void PersistPins(const std::vector<BlockAddress>& pinned) = 0;

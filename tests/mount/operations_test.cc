@@ -252,5 +252,43 @@ TEST_CASE("Operations: a .part's mtime and ctime move with its writes and trunca
   ::close(fd);
 }
 
+TEST_CASE("Operations: a namespace directory's mtime moves when a fill or a block comes or goes, and survives a restart") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity first = SampleIdentity("acme", 13), second = SampleIdentity("acme", 14);
+  std::string dir = NsDir(m, first);
+  auto mtime_of_dir = [&] {
+    struct stat st {};
+    REQUIRE(::stat(dir.c_str(), &st) == 0);
+    CHECK(st.st_mtim.tv_sec == st.st_ctim.tv_sec);
+    CHECK(st.st_mtim.tv_nsec == st.st_ctim.tv_nsec);
+    return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  };
+  auto mtime_of = [](const std::string& path) {
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  };
+  REQUIRE(::mkdir(dir.c_str(), 0770) == 0);
+  int64_t made = mtime_of_dir();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(client.Commit(first, Payload(1000)) == 0);
+  int64_t committed = mtime_of_dir();
+  CHECK(committed > made);
+  CHECK(committed >= mtime_of(client.PathOf(first)));  // the .part went after the commit
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(client.Commit(second, Payload(1000)) == 0);
+  int64_t newest_commit = mtime_of(client.PathOf(second));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(::unlink(client.PathOf(first).c_str()) == 0);
+  int64_t unlinked = mtime_of_dir();
+  CHECK(unlinked > newest_commit);
+  // A restart knows the newest commit in it (departures since are not kept): not the mount time.
+  REQUIRE(m.Stop() == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  m.Start();
+  CHECK(mtime_of_dir() == newest_commit);
+}
+
 }  // namespace
 }  // namespace gpucache

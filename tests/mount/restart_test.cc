@@ -70,7 +70,7 @@ TEST_CASE("Mount: SIGTERM unmounts cleanly and a restart keeps the blocks") {
   CHECK(std::get<Bytes>(client.Read(SampleIdentity())) == Payload(1000));
 }
 
-TEST_CASE("Mount: a corrupted block file gives EIO, is counted, and then is a miss") {
+TEST_CASE("Mount: a corrupted block file gives EIO, is counted, is logged and kept, and then is a miss") {
   MountedFs m;
   MountClient client(m.mnt());
   CacheIdentity id = SampleIdentity();
@@ -93,6 +93,14 @@ TEST_CASE("Mount: a corrupted block file gives EIO, is counted, and then is a mi
   CHECK(ReadText(m.mnt() + "/.gpucache/stats").find(" checksum_failures=1 ") != std::string::npos);
   CHECK(Control(m, "{\"op\":\"lookup\",\"identity\":\"" + HexEncode(EncodePhysicalKey(id)) + "\"}")
             .find("\"result\":\"miss\"") != std::string::npos);
+  // The warning names the chunk that failed and the file in its data directory, and the file
+  // is kept in damaged/ for examination.
+  std::string log = m.Log();
+  CHECK(log.find("checksum mismatch: " + a.RelativePath()) != std::string::npos);
+  CHECK(log.find("failed: chunk 3 (bytes 196608-262143); " + backing + " moved to " + m.data() +
+                 "/damaged/") != std::string::npos);
+  CHECK_FALSE(::access(backing.c_str(), F_OK) == 0);
+  CHECK(::access((m.data() + "/damaged").c_str(), F_OK) == 0);
   // The engine recomputes and commits again.
   CHECK(client.Commit(id, Payload(300000)) == 0);
 }

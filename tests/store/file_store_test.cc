@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <vector>
 
 #include "tests/support/sample_identity.h"
 #include "tests/support/temp_dir.h"
@@ -164,16 +165,44 @@ TEST_CASE("FileStore: damaged files a start sets aside are bounded to the newest
   CHECK(kept == FileMedium::kMaxDamaged);  // 50 found, the newest 32 kept
 }
 
-TEST_CASE("FileStore: payload corruption is found on read, counted, and becomes a miss") {
+// The files in <dir>/damaged/ (named by when they were found, then the block's name).
+std::vector<std::string> DamagedFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  if (!fs::exists(dir + "/damaged")) return out;
+  for (const auto& e : fs::directory_iterator(dir + "/damaged")) out.push_back(e.path().string());
+  return out;
+}
+
+TEST_CASE("FileStore: payload corruption is found on read, counted, becomes a miss, and its file is kept") {
   test::TempDir tmp;
   auto s = OpenStore(tmp.path());
   CacheIdentity id = SampleIdentity();
   Commit(*s, id, Payload(200000));
-  FlipByte(s->BackingPath(AddressOf(id)), kBlockDataOffset + 199999);
+  std::string path = s->BackingPath(AddressOf(id));
+  std::string detail;
+  s->SetRemovalObserver([&](const BlockAddress&, RemovalReason why, std::string_view d) {
+    CHECK(why == RemovalReason::kCorrupt);
+    detail = d;
+  });
+  FlipByte(path, kBlockDataOffset + 199999);
   CHECK(ReadBack(*s, id).status() == StatusCode::kChecksumMismatch);
   CHECK(s->Stats().tenants["acme"].checksum_failures == 1);
   CHECK(s->Lookup(id).kind == LookupResult::Kind::kMiss);
-  CHECK_FALSE(fs::exists(s->BackingPath(AddressOf(id))));
+  CHECK_FALSE(fs::exists(path));
+  // Moved to damaged/ for examination, and the operator's log line says which chunk failed
+  // and where the file went (the data directory is in both paths).
+  std::vector<std::string> kept = DamagedFiles(tmp.path());
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].ends_with("-" + AddressOf(id).block));
+  CHECK(fs::file_size(kept[0]) == kBlockDataOffset + 200000);
+  CHECK(detail == "chunk 3 (bytes 196608-199999); " + path + " moved to " + kept[0]);
+  s->SetRemovalObserver(nullptr);
+  // Gone from the index for good: the next start does not find it again.
+  s.reset();
+  FileStoreReport report;
+  s = OpenStore(tmp.path(), &report);
+  CHECK(report.blocks_loaded == 0);
+  CHECK(s->Lookup(id).kind == LookupResult::Kind::kMiss);
 }
 
 TEST_CASE("FileStore: a block file replaced on disk while indexed is never served") {
@@ -230,6 +259,9 @@ TEST_CASE("FileStore: a header naming another block is refused by Open") {
   CHECK(ReadBack(*s, a).status() == StatusCode::kChecksumMismatch);
   CHECK(s->Lookup(a).kind == LookupResult::Kind::kMiss);
   CHECK(s->Stats().tenants["acme"].checksum_failures == 1);
+  std::vector<std::string> kept = DamagedFiles(tmp.path());
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].ends_with("-" + AddressOf(a).block));
 }
 
 TEST_CASE("FileStore: the block file is self-describing") {

@@ -1,6 +1,9 @@
 // The store contract, run against both media: MemoryStore (the reference) and FileStore.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "store/file_store.h"
 #include "store/memory_store.h"
 #include "tests/support/sample_identity.h"
@@ -243,6 +246,46 @@ TEST_CASE_TEMPLATE("Store: abort leaves nothing behind", F, MemoryFactory, FileF
   CHECK(s->RemoveNamespace(a.tenant, a.ns) == StatusCode::kOk);
 }
 
+TEST_CASE_TEMPLATE("Store: a namespace's change time moves when a fill or a block comes or goes", F,
+                   MemoryFactory, FileFactory) {
+  F f;
+  auto s = f.Make();
+  BlockAddress a = AddressOf(SampleIdentity());
+  auto changed = [&] {
+    Result<NamespaceInfo> n = s->StatNamespace(a.tenant, a.ns);
+    REQUIRE(n.ok());
+    CHECK(n->owner == kOwner);
+    return n->change_time_ns;
+  };
+  // A clock tick between steps: each step must move the time on, not only keep it.
+  auto tick = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
+  REQUIRE(s->CreateNamespace(a.tenant, a.ns, kOwner) == StatusCode::kOk);
+  uint64_t made = changed();
+  CHECK(made != 0);
+  tick();
+  auto r = s->Reserve(a, kOwner);
+  REQUIRE(r.ok());
+  uint64_t reserved = changed();
+  CHECK(reserved > made);
+  tick();
+  REQUIRE(s->Abort(r.value()) == StatusCode::kOk);
+  uint64_t aborted = changed();
+  CHECK(aborted > reserved);
+  tick();
+  REQUIRE(CommitBlock(*s, SampleIdentity(), Payload(10)) == StatusCode::kOk);
+  uint64_t committed = changed();
+  CHECK(committed > aborted);
+  CHECK(committed >= s->StatAttributes(a)->commit_time_ns);
+  tick();
+  REQUIRE(s->Invalidate(a) == StatusCode::kOk);
+  CHECK(changed() > committed);
+  // Reads change nothing.
+  uint64_t before = changed();
+  tick();
+  CHECK(s->Lookup(SampleIdentity()).kind == LookupResult::Kind::kMiss);
+  CHECK(changed() == before);
+}
+
 TEST_CASE_TEMPLATE("Store: namespace with blocks cannot be removed", F, MemoryFactory,
                    FileFactory) {
   F f;
@@ -286,8 +329,9 @@ TEST_CASE("Store: a corrupted byte in memory is never served, then it is a miss"
   CacheIdentity id = SampleIdentity();
   REQUIRE(CommitBlock(s, id, Payload(200000)) == StatusCode::kOk);
   std::vector<BlockAddress> removed;
-  s.SetRemovalObserver([&](const BlockAddress& a, RemovalReason why) {
+  s.SetRemovalObserver([&](const BlockAddress& a, RemovalReason why, std::string_view detail) {
     CHECK(why == RemovalReason::kCorrupt);
+    CHECK(detail == "chunk 2 (bytes 131072-196607)");  // 150000 is in the third 64 KiB chunk
     removed.push_back(a);
   });
   auto reader = s.Open(AddressOf(id));
