@@ -38,7 +38,8 @@ void OnInit(void* userdata, fuse_conn_info* conn) {
   // Blocks never change under a name, and the daemon invalidates what leaves the namespace
   // itself. Automatic invalidation would only add GETATTR round trips to reads, and turn the
   // EIO of a corrupt block into the ENOENT of a vanished one.
-  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  // (libfuse 3.17 keeps 64 bits of flags in want_ext: the flag functions, not conn->want.)
+  fuse_unset_feature_flag(conn, FUSE_CAP_AUTO_INVAL_DATA);
 }
 
 // Sends kernel invalidations for blocks that disappear behind the kernel's back, and logs the

