@@ -25,6 +25,7 @@
 #include "daemon/daemon_cold.h"
 #include "fs/log.h"
 #include "fs/metrics_http.h"
+#include "fs/ram_dir.h"
 #include "fs/reload.h"
 #include "fs/session.h"
 #include "store/data_dir_claim.h"
@@ -180,6 +181,26 @@ bool CheckStartable(const gpucache::Config& config, const std::string& mountpoin
   return true;
 }
 
+// The RAM tier (adr/0020) when `[ram] bytes` asks for one and its tmpfs can be mounted; otherwise
+// the daemon serves every read itself, as without the tier, and the log says why.
+void UseRamTier(const gpucache::Config& config, gpucache::Filesystem& fs, gpucache::BlockStore& store) {
+  if (config.ram_bytes == 0) {
+    spdlog::info("RAM tier: off ([ram] bytes = 0)");
+    return;
+  }
+  std::string why;
+  gpucache::Fd dir = gpucache::MountRamDir(config.ram_bytes, &why);
+  if (!dir.valid()) {
+    spdlog::warn("RAM tier: off: {}", why);
+    return;
+  }
+  fs.UseRam(std::make_unique<gpucache::RamServing>(
+      store, std::make_unique<gpucache::RamTier>(std::move(dir), config.ram_bytes)));
+  spdlog::info("RAM tier: {} bytes in a private tmpfs; passthrough is decided when the kernel "
+               "answers the mount",
+               config.ram_bytes);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -283,6 +304,7 @@ int main(int argc, char** argv) {
 
   gpucache::Filesystem fs(config, *store);
   fs.metrics().SetBackingIoStats([&store] { return gpucache::BackingIoStatsOf(*store); });
+  UseRamTier(config, fs, *store);
   std::unique_ptr<gpucache::DaemonCold> cold;
   if (config.cold.enabled) {
     cold = gpucache::DaemonCold::Create(config.cold, *store, &error);

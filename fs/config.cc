@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
@@ -60,6 +62,12 @@ gids = []
 uids = [0]
 gids = []
 
+[ram]
+# The RAM tier (adr/0020): verified copies of recently read blocks in a private tmpfs, from which
+# the kernel serves reads without asking the daemon (FUSE passthrough). The memory it may use, in
+# bytes; 0 turns it off. Left out: 1/16 of the machine's memory.
+# bytes = 4294967296
+
 [metrics]
 # Prometheus text exposition over HTTP at http://LISTEN/metrics (also <mountpoint>/.gpucache/metrics).
 # Every tenant's counters, no authentication: keep it on loopback. "" turns HTTP off.
@@ -107,6 +115,18 @@ retired_tenants = []
 keyring_file = ""
 accept_unsealed = false          # refill objects written before seals (v3); see the docs
 )";
+
+// MemTotal from /proc/meminfo in bytes; 0 if it cannot be read.
+uint64_t MemTotalBytes() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string key, unit; in >> key;) {
+    uint64_t kib = 0;
+    if (!(in >> kib)) return 0;
+    std::getline(in, unit);
+    if (key == "MemTotal:") return kib * 1024;
+  }
+  return 0;
+}
 
 class Reader {
  public:
@@ -289,7 +309,8 @@ class Reader {
   Config Build() const {
     Config c;
     OnlyKeys(t_, "", {"data_dir", "data_dirs", "sync_commits", "backing_io", "verify_blocks", "limits", "admins",
-                      "tenants", "fuse", "metrics", "cold"});
+                      "tenants", "fuse", "metrics", "cold", "ram"});
+    c.ram_bytes = ReadRam(Table(t_, "ram"));
     if (const toml::table* cold = Table(t_, "cold")) c.cold = ReadCold(*cold);
     if (const toml::table* m = Table(t_, "metrics")) {
       OnlyKeys(*m, "metrics.", {"listen"});
@@ -388,6 +409,26 @@ class Reader {
   }
 
  private:
+  // [ram] bytes: 0 (off), or from 1 MiB up to the machine's memory.
+  uint64_t ReadRam(const toml::table* t) const {
+    if (!t) return DefaultRamBytes();
+    OnlyKeys(*t, "ram.", {"bytes"});
+    const toml::node* n = t->get("bytes");
+    if (!n) return DefaultRamBytes();
+    std::optional<int64_t> v = n->value_exact<int64_t>();
+    if (!v) Fail("ram.bytes", "must be an integer number of bytes (0: the RAM tier is off)");
+    if (*v == 0) return 0;
+    if (*v < int64_t{kMinRamBytes}) {
+      Fail("ram.bytes", "must be 0 (off) or at least " + std::to_string(kMinRamBytes) + " (1 MiB)");
+    }
+    uint64_t memory = MemTotalBytes();
+    if (memory != 0 && static_cast<uint64_t>(*v) > memory) {
+      Fail("ram.bytes", "is more than this machine's memory (MemTotal " + std::to_string(memory) +
+                            " bytes); 1/16 of it is the default");
+    }
+    return static_cast<uint64_t>(*v);
+  }
+
   // With kernel permission checks, access must be expressible in mode bits: root (who
   // bypasses them) and, per tenant, one owner uid and one group (adr/0009).
   void CheckKernelPermissions(const Config& c) const {
@@ -517,11 +558,14 @@ std::string EffectiveConfigText(const Config& c) {
   root.insert("fuse", toml::table{{"entry_timeout", c.entry_timeout},
                                   {"negative_timeout", c.negative_timeout},
                                   {"permissions", c.permissions}});
+  root.insert("ram", toml::table{{"bytes", int64_t(c.ram_bytes)}});
   root.insert("cold", ColdTable(c.cold));
   std::ostringstream out;
   out << "# effective configuration (0: unlimited)\n" << root << "\n";
   return out.str();
 }
+
+uint64_t DefaultRamBytes() { return MemTotalBytes() / 16 / (1 << 20) * (1 << 20); }
 
 Config DefaultConfig() { return ParseConfig(kDefaultConfig, "<built-in defaults>"); }
 

@@ -46,6 +46,8 @@ struct Config {
   // (default_permissions) and may cache tenant entries too (adr/0009).
   std::string permissions = "daemon";
   bool KernelPermissions() const { return permissions == "kernel"; }
+  // [ram] bytes: the RAM tier's size (adr/0020); 0: off. Left out: DefaultRamBytes().
+  uint64_t ram_bytes = 0;
   // [cold]: the optional S3 cold tier (docs/cold-tier.md), in the type the tier itself takes
   // (common/cold_options.h; fs/ does not include cold/). Keys are never read from this file.
   cold::ColdOptions cold;
@@ -53,6 +55,12 @@ struct Config {
 
 // The store's limits: the global ones and every tenant's.
 ResourceLimits ResourceLimitsOf(const Config& config);
+
+// The RAM tier's size when `[ram] bytes` is left out: 1/16 of the machine's memory (MemTotal),
+// in whole MiB; 0 if /proc/meminfo cannot be read.
+uint64_t DefaultRamBytes();
+// The smallest RAM tier `[ram] bytes` accepts (besides 0, off).
+inline constexpr uint64_t kMinRamBytes = 1 << 20;
 
 // A configuration file larger than this is refused unread.
 inline constexpr size_t kMaxConfigBytes = 1 << 20;

@@ -32,6 +32,8 @@
 #include "fs/inode_table.h"
 #include "fs/log.h"
 #include "fs/metrics.h"
+#include "fs/passthrough_table.h"
+#include "fs/ram_serving.h"
 #include "store/block_store.h"
 #include "store/mutex.h"
 
@@ -54,7 +56,9 @@ struct AttrReply {
 struct Handle {
   enum class Kind : uint8_t { kBlock, kPart, kText, kControl };
   Kind kind = Kind::kText;
-  std::shared_ptr<BlockReader> reader;  // kBlock
+  std::shared_ptr<BlockReader> reader;  // kBlock: held for passthrough opens too (adr/0020)
+  uint64_t ino = 0;                     // kBlock: the inode opened
+  int backing_id = -1;                  // kBlock: RamServing::Open's answer (-1: not counted)
   ReservationId reservation = 0;        // kPart
   BlockAddress address;                 // kPart
   bool append = false;                  // kPart: opened with O_APPEND (set at open)
@@ -75,6 +79,7 @@ struct OpenReply {
   bool keep_cache = false;  // immutable contents: the kernel may keep its pages
   bool direct_io = false;   // generated contents: bypass the page cache
   bool noflush = false;     // nothing to do on close(): spare the FLUSH round trip
+  int backing_id = 0;       // > 0: the kernel reads this open from a RAM copy (passthrough)
 };
 
 struct DirEntry {
@@ -105,7 +110,9 @@ class Filesystem {
 
   Result<std::pair<EntryReply, OpenReply>> Create(const Principal& c, uint64_t parent,
                                                   std::string_view name);
-  Result<OpenReply> Open(const Principal& c, uint64_t ino, int flags);
+  // `backing`: the kernel's backing files, for an open the RAM tier can serve by passthrough
+  // (null: none; every open is served by the daemon).
+  Result<OpenReply> Open(const Principal& c, uint64_t ino, int flags, BackingFiles* backing = nullptr);
   Result<size_t> Read(Handle& h, uint64_t offset, std::span<uint8_t> out);
   Result<size_t> Write(const Principal& c, Handle& h, uint64_t offset, std::span<const uint8_t> data);
   // fallocate(2) on a `.part` handle, mode 0: declares the payload's size, so the store decides
@@ -113,7 +120,8 @@ class Filesystem {
   // other handles: kNotSupported.
   StatusCode Allocate(Handle& h, int mode, uint64_t offset, uint64_t length);
   void Flush(Handle& h);
-  void Release(Handle& h);
+  // `backing`: as for Open (the last passthrough open of an inode closes its backing id).
+  void Release(Handle& h, BackingFiles* backing = nullptr);
 
   Result<std::vector<DirEntry>> ReadDir(const Principal& c, uint64_t ino);
 
@@ -133,6 +141,11 @@ class Filesystem {
   // negative dentry for it. The session installs the handler that invalidates it.
   void BlockAppeared(const BlockAddress& a);
   void SetAppearedHandler(std::function<void(const BlockAddress&)> handler);
+  // The RAM tier (adr/0020), set at start-up before the mount serves; null: off.
+  void UseRam(std::unique_ptr<RamServing> ram);
+  RamServing* ram() { return ram_.get(); }
+  // A committed block left the namespace (evicted, invalidated, corrupt, lost): its RAM copy goes.
+  void BlockLeft(const BlockAddress& a);
   // Control-channel extensions are registered here at start-up (fs/control.h).
   ControlPlane& control() { return control_; }
 
@@ -173,6 +186,8 @@ class Filesystem {
   // The mode and owner of a tenant's block or `.part`, and of a block read through a handle.
   struct stat FileAttr(uint64_t ino, NodeKind kind, const std::string& tenant, Owner owner,
                        uint64_t size) const;
+  // Answers a block open from the RAM tier if it can (sets r.backing_id), else counts it there.
+  void ServeFromRam(uint64_t ino, Handle& h, OpenReply& r, BackingFiles* backing);
   // What a write through `h` hears once its reservation is gone.
   StatusCode GoneFill(const Handle& h);
   void AnswerDeferred(Handle& h);
@@ -188,6 +203,7 @@ class Filesystem {
   std::mutex appeared_mu_;
   std::function<void(const BlockAddress&)> appeared_;  // guarded by appeared_mu_
   Metrics metrics_;
+  std::unique_ptr<RamServing> ram_;  // set once before serving
   const uint64_t mount_time_ns_;  // times shown for directories and virtual files
 };
 

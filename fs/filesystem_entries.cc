@@ -371,7 +371,11 @@ StatusCode Filesystem::Unlink(const Principal& c, uint64_t parent, std::string_v
   bool part = name.ends_with(kPartSuffix);
   std::string block(part ? name.substr(0, name.size() - kPartSuffix.size()) : name);
   BlockAddress address{dir->tenant, dir->ns, block};
-  if (!part) return store_.Invalidate(address);  // the explicit client invalidation
+  if (!part) {  // the explicit client invalidation
+    StatusCode s = store_.Invalidate(address);
+    if (s == StatusCode::kOk) BlockLeft(address);
+    return s;
+  }
   auto id = store_.FindReservation(address);
   if (!id) return StatusCode::kNotFound;
   if (!OwnsReservation(c, *id)) return StatusCode::kBusy;  // someone else's fill

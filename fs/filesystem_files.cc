@@ -14,6 +14,18 @@ bool WantsWrite(int flags) {
   return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_APPEND));
 }
 
+// Backing files for callers that have none (tests, undo paths): nothing is ever registered.
+class NoBackingFiles final : public BackingFiles {
+ public:
+  int Open(int) override { return 0; }
+  void Close(int) override {}
+};
+
+BackingFiles& OrNone(BackingFiles* backing) {
+  static NoBackingFiles none;
+  return backing ? *backing : none;
+}
+
 }  // namespace
 
 Result<std::pair<EntryReply, OpenReply>> Filesystem::Create(const Principal& c, uint64_t parent,
@@ -51,7 +63,7 @@ Result<std::pair<EntryReply, OpenReply>> Filesystem::Create(const Principal& c, 
   return std::make_pair(Entry(child, a.value(), 0), std::move(open));
 }
 
-Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags) {
+Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags, BackingFiles* backing) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
   OpenReply r;
@@ -72,6 +84,7 @@ Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags) 
       metrics_.RecordBlockOpen(n->tenant);
       r.keep_cache = true;  // committed bytes never change under this name
       r.noflush = true;     // a reader's close has nothing to flush
+      ServeFromRam(ino, h, r, backing);
       return r;
     }
     case NodeKind::kPart: {
@@ -135,6 +148,19 @@ Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags) 
       return r;
     default: return StatusCode::kBusy;  // directories are opened with opendir
   }
+}
+
+// The handle keeps its store reader whichever way it is served: the block counts as open, so an
+// eviction or invalidation quarantines it, and a passthrough reader keeps reading the verified
+// copy it opened, as a daemon-served reader keeps reading the quarantined file (adr/0020).
+void Filesystem::ServeFromRam(uint64_t ino, Handle& h, OpenReply& r, BackingFiles* backing) {
+  if (!ram_) return;
+  h.ino = ino;
+  h.backing_id = ram_->Open(ino, h.reader->info(), OrNone(backing));
+  r.backing_id = std::max(h.backing_id, 0);
+  // The kernel takes no page-cache flag beside passthrough (FOPEN_PASSTHROUGH_MASK: direct_io,
+  // parallel direct writes and noflush only); keep_cache would fail the open with EIO.
+  if (r.backing_id > 0) r.keep_cache = false;
 }
 
 Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> out) {
@@ -263,7 +289,23 @@ void Filesystem::Flush(Handle& h) {
   h.writing = false;
 }
 
-void Filesystem::Release(Handle& h) { Flush(h); }
+void Filesystem::Release(Handle& h, BackingFiles* backing) {
+  Flush(h);
+  if (ram_ && h.kind == Handle::Kind::kBlock && h.backing_id >= 0) {
+    ram_->Release(h.ino, h.backing_id, h.reader->info(), OrNone(backing));
+    h.backing_id = -1;
+  }
+}
+
+void Filesystem::UseRam(std::unique_ptr<RamServing> ram) {
+  ram_ = std::move(ram);
+  RamServing* serving = ram_.get();
+  metrics_.SetRamSource([serving] { return serving->Metrics(); });
+}
+
+void Filesystem::BlockLeft(const BlockAddress& a) {
+  if (ram_) ram_->Forget(a);
+}
 
 void Filesystem::BlockAppeared(const BlockAddress& a) {
   std::lock_guard lock(appeared_mu_);

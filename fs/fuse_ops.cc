@@ -32,6 +32,27 @@ Principal PrincipalOf(fuse_req_t req) {
 
 Handle& HandleOf(fuse_file_info* fi) { return *reinterpret_cast<Handle*>(fi->fh); }
 
+// The kernel's backing files, reached through the request being served (fs/passthrough_table.h).
+class RequestBackingFiles final : public BackingFiles {
+ public:
+  explicit RequestBackingFiles(fuse_req_t req) : req_(req) {}
+  int Open(int fd) override {
+    int id = fuse_passthrough_open(req_, fd);
+    static LogLimiter refused(std::chrono::seconds(60));
+    if (id <= 0 && refused.Allow()) {
+      spdlog::warn("passthrough: the kernel refused a RAM copy as a backing file; such opens are "
+                   "served by the daemon ({} more since the last line; "
+                   "gpucache_ram_backing_refusals_total)",
+                   refused.Suppressed());
+    }
+    return id;
+  }
+  void Close(int backing_id) override { fuse_passthrough_close(req_, backing_id); }
+
+ private:
+  fuse_req_t req_;
+};
+
 fuse_entry_param ToEntry(const EntryReply& e) {
   fuse_entry_param p{};
   p.ino = e.ino;
@@ -78,6 +99,7 @@ void SetOpenFlags(fuse_file_info* fi, OpenReply& r) {
   fi->keep_cache = r.keep_cache;
   fi->direct_io = r.direct_io;
   fi->noflush = r.noflush;
+  fi->backing_id = r.backing_id;  // > 0: FOPEN_PASSTHROUGH, the kernel reads the RAM copy
   fi->fh = reinterpret_cast<uint64_t>(r.handle.release());
 }
 
@@ -165,12 +187,13 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, fuse_
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kOpen);
-  auto r = Fs(req).Open(PrincipalOf(req), ino, fi->flags);
+  RequestBackingFiles backing(req);
+  auto r = Fs(req).Open(PrincipalOf(req), ino, fi->flags, &backing);
   if (!r.ok()) return ReplyStatus(req, r.status());
   SetOpenFlags(fi, r.value());
   if (fuse_reply_open(req, fi) != 0) {
     std::unique_ptr<Handle> h(&HandleOf(fi));
-    Fs(req).Release(*h);
+    Fs(req).Release(*h, &backing);
   }
 }
 
@@ -201,7 +224,8 @@ void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kRelease);
   std::unique_ptr<Handle> h(&HandleOf(fi));
-  Fs(req).Release(*h);
+  RequestBackingFiles backing(req);
+  Fs(req).Release(*h, &backing);
   fuse_reply_err(req, 0);
 }
 

@@ -254,6 +254,7 @@ std::string Metrics::Render(BlockStore& store, const MetricsViewer& viewer) {
   w.Sample("gpucache_verify_walk_running", "", stats.verify_walk_running ? 1 : 0);
   RenderBackingMetrics(w, store, backing_io_stats_ ? backing_io_stats_() : std::nullopt,
                        block_reads_.load(), read_errors_.load(), viewer.operator_view);
+  RenderRamMetrics(w, ram_source_ ? ram_source_() : RamMetrics{});
 
   struct Series {
     const char* name;

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 
+#include "fs/ram_serving.h"
 #include "store/block_store.h"
 #include "store/limits.h"
 #include "store/io/uring_reader.h"
@@ -95,11 +96,15 @@ class Metrics {
   // the Filesystem that owns these metrics.
   using LimitsSource = std::function<ResourceLimits()>;
   void SetLimitsSource(LimitsSource source) { limits_source_ = std::move(source); }
+  // The RAM tier's counters (set once at start-up when the tier is on; none: all zero).
+  using RamSource = std::function<RamMetrics()>;
+  void SetRamSource(RamSource source) { ram_source_ = std::move(source); }
 
  private:
   static constexpr auto kRelaxed = std::memory_order_relaxed;
   BackingIoStats backing_io_stats_;
   LimitsSource limits_source_;
+  RamSource ram_source_;
   void RenderLimits(class MetricsWriter& w, const MetricsViewer& viewer);
   struct Histogram {
     std::array<std::atomic<uint64_t>, kBuckets.size()> buckets{};
@@ -154,6 +159,8 @@ std::string Label(const char* name, const std::string& value);
 
 // fs/metrics_process.cc: process_*, build info, data directories, backing reads, I/O pool.
 void RenderProcessMetrics(MetricsWriter& w);
+// fs/metrics_ram.cc: the RAM tier and its passthrough opens (adr/0020).
+void RenderRamMetrics(MetricsWriter& w, const RamMetrics& ram);
 void RenderBackingMetrics(MetricsWriter& w, BlockStore& store,
                           const std::optional<UringReaderStats>& uring, uint64_t block_reads,
                           uint64_t read_errors, bool operator_view);

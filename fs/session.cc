@@ -27,8 +27,26 @@ struct SessionDeleter {
   void operator()(fuse_session* se) const { fuse_session_destroy(se); }
 };
 
+// FUSE passthrough when the RAM tier is on and the kernel offers it (adr/0020); otherwise the
+// daemon serves every read, as without the tier, and says once why. The backing files are on a
+// tmpfs, which stacks nothing: max_backing_stack_depth stays 0 (libfuse then tells the kernel 1,
+// the FUSE layer itself). The kernel refuses passthrough with the writeback cache, which
+// gpucachefs never asks for (writes bypass the page cache, adr/0004).
+void ChoosePassthrough(Filesystem& fs, fuse_conn_info* conn) {
+  RamServing* ram = fs.ram();
+  if (!ram) return;  // off: the start logged why
+  if (!fuse_set_feature_flag(conn, FUSE_CAP_PASSTHROUGH)) {
+    spdlog::warn("RAM tier: passthrough off: the kernel does not offer FUSE passthrough (Linux 6.9 "
+                 "and later, CONFIG_FUSE_PASSTHROUGH); the daemon serves every read and copies "
+                 "nothing into RAM");
+    return;
+  }
+  ram->SetPassthrough(true);
+  spdlog::info("RAM tier: passthrough on: opens of blocks held in RAM are served by the kernel");
+}
+
 void OnInit(void* userdata, fuse_conn_info* conn) {
-  (void)userdata;
+  ChoosePassthrough(*static_cast<Filesystem*>(userdata), conn);
   // Committed blocks are large; fewer, bigger writes make commits cheaper.
   conn->max_write = 1 << 20;
   // max_readahead stays at what the kernel offers (its 128 KiB default). A 1 MiB window made
@@ -54,6 +72,7 @@ void WatchRemovals(Filesystem& fs, Invalidator& inval) {
     } else {
       spdlog::debug("{}: {}", ToString(why), a.RelativePath());
     }
+    fs.BlockLeft(a);  // its RAM copy goes; passthrough files already open keep theirs
     auto dir = fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns});
     if (!dir) return;  // the kernel never saw the directory: nothing cached
     auto ino = fs.inodes().Find(Node{NodeKind::kBlock, a.tenant, a.ns, a.block});
@@ -122,6 +141,7 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   WatchRemovals(fs, inval);
   Housekeeper housekeeper(fs.store());
   housekeeper.Start();
+  if (fs.ram()) fs.ram()->Start();
   // Ready only now: configuration and data directories were checked before the mount, and the
   // mount is up (Type=notify units wait for this).
   sd_notifyf(0, "READY=1\nSTATUS=serving %s, epoch %llu", options.mountpoint.c_str(),
@@ -137,6 +157,7 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   sd_notify(0, "STOPPING=1");
 
   housekeeper.Stop();
+  if (fs.ram()) fs.ram()->Stop();
   fs.store().SetRemovalObserver(nullptr);
   fs.SetAppearedHandler(nullptr);
   inval.Stop();

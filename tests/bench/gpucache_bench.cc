@@ -5,7 +5,7 @@
 // other's dirty-page writeback, and the sides take turns going first.
 //
 //   gpucache-bench [--cases read,commit,stat,probe,restart] [--quick] [--restart-blocks N]
-//                  [--permissions daemon|kernel] [--backing-io posix|uring]
+//                  [--permissions daemon|kernel] [--backing-io posix|uring] [--ram BYTES]
 //   gpucache-bench --restart-data DIR [--restart-rounds N]
 //
 // --restart-data measures only restarts, of a daemon over DIR as it is (fill it once, fast, with
@@ -172,9 +172,11 @@ struct Line {
 
 class Bench {
  public:
-  Bench(bool quick, std::string passthrough_bin, bool kernel_permissions, const std::string& backing_io)
+  // `ram`: the mount's [ram] table (empty: the daemon's default RAM tier).
+  Bench(bool quick, std::string passthrough_bin, bool kernel_permissions, const std::string& backing_io,
+        const std::string& ram)
       : quick_(quick), pt_bin_(std::move(passthrough_bin)),
-        m_("backing_io = \"" + backing_io + "\"\n" + (kernel_permissions
+        m_("backing_io = \"" + backing_io + "\"\n" + ram + (kernel_permissions
                ? test::TestConfig("max_block_bytes = 134217728", "gids = [3000]") + "permissions = \"kernel\"\n"
                : test::TestConfig("max_block_bytes = 134217728"))),
         client_(m_.mnt()),
@@ -212,6 +214,7 @@ class Bench {
             if (!cold) {  // warm: every file read once before measuring
               for (auto& side : sides) side();
             }
+            WaitForRamTier();
             std::vector<std::vector<double>> r = Passes(sides, cold);
             if (r.empty()) return;
             Line l{"read_" + std::to_string(mib) + "MiB_" + (cold ? "cold" : "warm") + "_" +
@@ -223,6 +226,31 @@ class Bench {
         }
       }
     }
+  }
+
+  // With the RAM tier on, the blocks just read are copied in the background once their readers
+  // closed (adr/0020): measure once that is done, so the passes see what a later reader sees.
+  void WaitForRamTier() const {
+    for (int i = 0; i < 3000; ++i) {
+      std::ifstream in(m_.mnt() + "/.gpucache/metrics");
+      bool idle = false, released = false;
+      for (std::string line; std::getline(in, line);) {
+        idle |= line == "gpucache_ram_promotions_pending 0";
+        released |= line == "gpucache_ram_open_handles{served_by=\"daemon\"} 0";
+      }
+      if (idle && released) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  // What the RAM tier did, as a comment line.
+  void PrintRamTier() const {
+    std::ifstream in(m_.mnt() + "/.gpucache/metrics");
+    std::printf("# ram tier:");
+    for (std::string line; std::getline(in, line);) {
+      if (line.starts_with("gpucache_ram_") && !line.starts_with("# ")) std::printf(" %s", line.c_str() + 13);
+    }
+    std::printf("\n");
   }
 
   // kPasses passes of every side (each returns its measurement of one pass), by side. Pass p
@@ -492,6 +520,9 @@ int main(int argc, char** argv) {
   std::string backing_io = "posix";
   app.add_option("--backing-io", backing_io, "backing_io of the mount: posix or uring (adr/0010)")
       ->check(CLI::IsMember({"posix", "uring"}));
+  int64_t ram = -1;
+  app.add_option("--ram", ram, "[ram] bytes of the mount (adr/0020): 0 turns the RAM tier off; "
+                               "default: the daemon's (1/16 of memory)");
   std::string restart_data;
   int restart_rounds = 5;
   app.add_option("--restart-data", restart_data,
@@ -503,11 +534,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpucache-bench: run as root (it mounts and drops the page cache)\n");
     return 2;
   }
-  std::printf("# fuse.permissions=%s backing_io=%s\n", permissions.c_str(), backing_io.c_str());
+  std::printf("# fuse.permissions=%s backing_io=%s ram=%s\n", permissions.c_str(), backing_io.c_str(),
+              ram < 0 ? "default" : std::to_string(ram).c_str());
   if (!restart_data.empty()) return gpucache::bench::RestartOnly(restart_data, restart_rounds, permissions == "kernel");
-  gpucache::bench::Bench b(quick, passthrough, permissions == "kernel", backing_io);
+  gpucache::bench::Bench b(quick, passthrough, permissions == "kernel", backing_io,
+                           ram < 0 ? "" : "[ram]\nbytes = " + std::to_string(ram) + "\n");
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
-  if (want("read")) b.Reads();
+  if (want("read")) {
+    b.Reads();
+    b.PrintRamTier();
+  }
   if (want("commit")) b.Commits();
   if (want("stat")) b.Stats();
   if (want("probe")) b.Probe();

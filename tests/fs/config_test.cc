@@ -196,6 +196,37 @@ max_inflight_requests = 3
   CHECK(again.admin_uids == c.admin_uids);
 }
 
+TEST_CASE("Config: [ram] bytes is 0 (off) or 1 MiB up to the machine's memory, 1/16 of it when left out") {
+  auto parse = [](const std::string& ram) {
+    return ParseConfig(ram + "\n[tenants.a]\nuids = [1]\n", "t.toml");
+  };
+  auto error = [&](const std::string& ram) {
+    try {
+      parse(ram);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<accepted>");
+  };
+  REQUIRE(DefaultRamBytes() > 0);  // /proc/meminfo is there
+  CHECK(DefaultRamBytes() % (1 << 20) == 0);
+  CHECK(parse("").ram_bytes == DefaultRamBytes());
+  CHECK(parse("[ram]\n").ram_bytes == DefaultRamBytes());
+  CHECK(parse("[ram]\nbytes = 0").ram_bytes == 0);
+  CHECK(parse("[ram]\nbytes = 1048576").ram_bytes == 1048576);
+  CHECK(error("[ram]\nbytes = -1").find("ram.bytes") != std::string::npos);
+  CHECK(error("[ram]\nbytes = 4096").find("at least 1048576") != std::string::npos);
+  CHECK(error("[ram]\nbytes = \"4G\"").find("integer number of bytes") != std::string::npos);
+  CHECK(error("[ram]\nbytes = 1.5e9").find("integer number of bytes") != std::string::npos);
+  CHECK(error("[ram]\nbytes = 9223372036854775807").find("more than this machine's memory") !=
+        std::string::npos);
+  CHECK(error("[ram]\nsize = 1048576").find("'ram.size': unknown key") != std::string::npos);
+  CHECK(error("ram = 5").find("'ram': must be a table") != std::string::npos);
+  Config c = parse("[ram]\nbytes = 3145728");
+  CHECK(ParseConfig(EffectiveConfigText(c), "effective").ram_bytes == 3145728);
+  CHECK(DefaultConfig().ram_bytes == DefaultRamBytes());
+}
+
 TEST_CASE("Config: [cold] parses into the tier's options, and its effective text parses back") {
   Config c = ParseConfig(R"(
 [tenants.t]

@@ -27,6 +27,7 @@ struct Reply {
   double entry_timeout = -1;  // -1: the reply carried none
   double attr_timeout = -1;
   bool keep_cache = false, direct_io = false, noflush = false;  // fuse_file_info flags
+  int backing_id = 0;                                           // fi->backing_id (passthrough)
   std::unique_ptr<Handle> handle;                               // fi->fh
 
   // What stat(2) of the name would see: a negative entry is ENOENT too.
@@ -84,6 +85,7 @@ inline Reply ReplyToOpen(Result<OpenReply> r) {
   out.keep_cache = r->keep_cache;
   out.direct_io = r->direct_io;
   out.noflush = r->noflush;
+  out.backing_id = r->backing_id;
   out.handle = std::move(r->handle);
   return out;
 }

@@ -1,0 +1,66 @@
+#include "fs/ram_promoter.h"
+
+#include "fs/log.h"
+
+namespace gpucache {
+
+void RamPromoter::Start() {
+  MutexLock lock(mu_);
+  if (running_) return;
+  running_ = true;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void RamPromoter::Stop() {
+  {
+    MutexLock lock(mu_);
+    running_ = false;
+    queue_.clear();
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool RamPromoter::Enqueue(const BlockAddress& address, uint64_t region_id) {
+  {
+    MutexLock lock(mu_);
+    if (!running_ || queue_.size() >= max_queued_) return false;
+    if (!queued_.insert(address.RelativePath()).second) return false;
+    queue_.push_back({address, region_id});
+  }
+  wake_.notify_one();
+  return true;
+}
+
+size_t RamPromoter::Pending() const {
+  MutexLock lock(mu_);
+  return queued_.size();
+}
+
+void RamPromoter::Run() {
+  MutexLock lock(mu_);
+  for (;;) {
+    while (running_ && queue_.empty()) wake_.wait(mu_);
+    if (!running_) break;
+    Item item = std::move(queue_.front());
+    queue_.pop_front();
+    lock.Unlock();
+    PromoteOne(item);
+    lock.Lock();
+    queued_.erase(item.address.RelativePath());
+  }
+  queued_.clear();
+}
+
+void RamPromoter::PromoteOne(const Item& item) {
+  if (tier_.Holds(item.address, item.region_id)) return;
+  Result<std::shared_ptr<BlockReader>> reader = store_.Open(item.address);
+  if (!reader.ok() || reader.value()->info().region_id != item.region_id) return;  // left or replaced
+  StatusCode s = tier_.Promote(item.address, item.region_id, *reader.value());
+  if (s != StatusCode::kOk && s != StatusCode::kExists) {
+    // A checksum failure is logged by the removal observer, as for any reader.
+    spdlog::debug("ram tier: {} not copied: {}", item.address.RelativePath(), ToString(s));
+  }
+}
+
+}  // namespace gpucache

@@ -1,0 +1,35 @@
+#include "fs/ram_serving.h"
+
+namespace gpucache {
+
+RamServing::RamServing(BlockStore& store, std::unique_ptr<RamTier> tier)
+    : tier_(std::move(tier)), promoter_(store, *tier_) {}
+
+int RamServing::Open(uint64_t ino, const BlockInfo& info, BackingFiles& backing) {
+  if (!passthrough()) return -1;
+  const BlockAddress& a = info.address;
+  return table_.Open(ino, info.region_id, [&] { return tier_->Find(a, info.region_id); }, backing);
+}
+
+void RamServing::Release(uint64_t ino, int backing_id, const BlockInfo& info, BackingFiles& backing) {
+  table_.Release(ino, backing_id, backing);
+  // An open the daemon served is done with the block: it is copied in the background for the
+  // next open (promote on read). Not while it reads: the copy would read the same bytes from
+  // the disk beside it, and a damaged block is then found by its reader first, as without the
+  // tier (its EIO comes after the kernel forgot the name; a copy finding it meanwhile would not
+  // hold the reader's EIO back).
+  if (backing_id == 0 && !tier_->Holds(info.address, info.region_id)) {
+    promoter_.Enqueue(info.address, info.region_id);
+  }
+}
+
+RamMetrics RamServing::Metrics() const {
+  RamMetrics m;
+  m.passthrough = passthrough();
+  m.tier = tier_->Stats();
+  m.opens = table_.counts();
+  m.promotions_pending = promoter_.Pending();
+  return m;
+}
+
+}  // namespace gpucache

@@ -1,0 +1,168 @@
+#include "store/ram_tier.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+namespace gpucache {
+namespace {
+
+// Bytes read through the verifying reader per call: whole 64 KiB chunks, so no chunk is
+// verified twice.
+constexpr size_t kCopySlice = 1 << 20;
+
+// What a copy takes of the tmpfs: whole pages. Counting these, the tier never asks the tmpfs
+// (sized to the budget) for more than it has.
+constexpr uint64_t kPage = 4096;
+uint64_t Footprint(uint64_t size) { return (size + kPage - 1) / kPage * kPage; }
+
+}  // namespace
+
+RamTier::RamTier(Fd dir, uint64_t budget_bytes) : dir_(std::move(dir)), budget_(budget_bytes) {
+  MutexLock lock(mu_);
+  stats_.budget_bytes = budget_;
+}
+
+StatusCode RamTier::Promote(const BlockAddress& address, uint64_t region_id, BlockReader& reader) {
+  const std::string key = address.RelativePath();
+  const uint64_t size = reader.info().size;
+  {
+    MutexLock lock(mu_);
+    if (StatusCode s = BeginLocked(key, region_id, Footprint(size)); s != StatusCode::kOk) return s;
+  }
+  Result<Fd> fd = CopyOut(reader, size);  // the slow part, without the lock
+  MutexLock lock(mu_);
+  if (!fd.ok()) {
+    EndLocked(key, nullptr);
+    stats_.promotion_failures++;
+    return fd.status();
+  }
+  return EndLocked(key, std::make_shared<const RamCopy>(std::move(fd.value()), size, region_id));
+}
+
+StatusCode RamTier::BeginLocked(const std::string& key, uint64_t region_id, uint64_t bytes) {
+  if (auto it = in_flight_.find(key); it != in_flight_.end()) {
+    return it->second.region_id == region_id ? StatusCode::kExists : StatusCode::kExhausted;
+  }
+  if (auto it = copies_.find(key); it != copies_.end()) {
+    if (it->second.copy->region_id() == region_id) return StatusCode::kExists;
+    DropLocked(it);  // an older block at this address: never served again
+  }
+  if (bytes > budget_) {
+    stats_.too_large++;
+    return StatusCode::kTooLarge;
+  }
+  if (!MakeRoomLocked(bytes)) return StatusCode::kExhausted;
+  in_flight_[key] = InFlight{region_id, bytes, false};
+  in_flight_bytes_ += bytes;
+  return StatusCode::kOk;
+}
+
+bool RamTier::MakeRoomLocked(uint64_t bytes) {
+  while (stats_.bytes_held + in_flight_bytes_ + bytes > budget_ && !lru_.empty()) {
+    DropLocked(copies_.find(lru_.back()));
+    stats_.evictions++;
+  }
+  return stats_.bytes_held + in_flight_bytes_ + bytes <= budget_;
+}
+
+void RamTier::DropLocked(std::unordered_map<std::string, Entry>::iterator it) {
+  stats_.bytes_held -= Footprint(it->second.copy->size());
+  stats_.copies--;
+  lru_.erase(it->second.lru);
+  copies_.erase(it);  // the file lives on while a passthrough open still holds its descriptor
+}
+
+StatusCode RamTier::EndLocked(const std::string& key, std::shared_ptr<const RamCopy> copy) {
+  auto it = in_flight_.find(key);
+  InFlight done = it->second;
+  in_flight_.erase(it);
+  in_flight_bytes_ -= done.bytes;
+  if (!copy) return StatusCode::kOk;  // the caller says why
+  if (done.forgotten) {
+    stats_.promotion_failures++;
+    return StatusCode::kNotFound;
+  }
+  lru_.push_front(key);
+  copies_[key] = Entry{std::move(copy), lru_.begin()};
+  stats_.bytes_held += done.bytes;
+  stats_.copies++;
+  stats_.promotions++;
+  return StatusCode::kOk;
+}
+
+Result<Fd> RamTier::NamelessFile() const {
+  int fd = ::openat(dir_.get(), ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return Fd(fd);
+  if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return StatusFromErrno(errno);
+  // A filesystem without O_TMPFILE: a unique name, unlinked at once.
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    static std::atomic<uint64_t> next{0};
+    std::string name = "copy-" + std::to_string(::getpid()) + "-" + std::to_string(next++);
+    fd = ::openat(dir_.get(), name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      ::unlinkat(dir_.get(), name.c_str(), 0);
+      return Fd(fd);
+    }
+    if (errno != EEXIST) break;
+  }
+  return StatusFromErrno(errno);
+}
+
+Result<Fd> RamTier::CopyOut(BlockReader& reader, uint64_t size) const {
+  Result<Fd> fd = NamelessFile();
+  if (!fd.ok()) return fd.status();
+  // Every page first: a tmpfs too full for the copy says so now, before anything is read.
+  if (size > 0 && ::fallocate(fd->get(), 0, 0, static_cast<off_t>(size)) != 0) {
+    if (errno != EOPNOTSUPP) return StatusFromErrno(errno);
+    if (::ftruncate(fd->get(), static_cast<off_t>(size)) != 0) return StatusFromErrno(errno);
+  }
+  std::vector<uint8_t> buf(std::min<uint64_t>(size, kCopySlice));
+  for (uint64_t at = 0; at < size;) {
+    std::span<uint8_t> slice(buf.data(), std::min<uint64_t>(buf.size(), size - at));
+    Result<size_t> n = reader.Read(at, slice);  // verified, or refused
+    if (!n.ok()) return n.status();
+    if (n.value() == 0) return StatusCode::kIoError;  // shorter than the index says
+    if (StatusCode s = PwriteFull(fd->get(), slice.first(n.value()), at); s != StatusCode::kOk) return s;
+    at += n.value();
+  }
+  return fd;
+}
+
+std::shared_ptr<const RamCopy> RamTier::Find(const BlockAddress& address, uint64_t region_id) {
+  MutexLock lock(mu_);
+  auto it = copies_.find(address.RelativePath());
+  if (it == copies_.end() || it->second.copy->region_id() != region_id) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  stats_.hits++;
+  return it->second.copy;
+}
+
+bool RamTier::Holds(const BlockAddress& address, uint64_t region_id) {
+  const std::string key = address.RelativePath();
+  MutexLock lock(mu_);
+  if (auto it = in_flight_.find(key); it != in_flight_.end()) return it->second.region_id == region_id;
+  auto it = copies_.find(key);
+  return it != copies_.end() && it->second.copy->region_id() == region_id;
+}
+
+void RamTier::Forget(const BlockAddress& address) {
+  const std::string key = address.RelativePath();
+  MutexLock lock(mu_);
+  if (auto it = in_flight_.find(key); it != in_flight_.end()) it->second.forgotten = true;
+  if (auto it = copies_.find(key); it != copies_.end()) {
+    DropLocked(it);
+    stats_.forgotten++;
+  }
+}
+
+RamTierStats RamTier::Stats() const {
+  MutexLock lock(mu_);
+  return stats_;
+}
+
+}  // namespace gpucache

@@ -1,0 +1,117 @@
+// RamTier: a bounded cache of verified copies of committed blocks, one file each in a directory
+// on tmpfs, for the kernel to serve reads from without asking the daemon (FUSE passthrough,
+// adr/0020).
+//
+// A copy is made through the store's verifying reader (Promote), so every byte in it passed its
+// chunk's checksum on the way in; it is kept only once every byte is in. Its file has no name
+// (O_TMPFILE, or created and unlinked at once): its memory goes back when the last descriptor
+// closes, whoever holds it (the tier, an open passthrough file). The disk copy stays the
+// authority: dropping a copy from RAM (least recently used first, to stay within the budget)
+// costs nothing but the next open's speed.
+//
+// A copy is found by address *and* region id: a block replaced at the same address (evicted and
+// committed again) has another region id and never matches the old copy. Forget drops the copy
+// of a block that left the namespace; handles already found keep their descriptor.
+//
+// Thread safety: every method may be called from any thread; Promote copies without the lock.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "store/block_store.h"
+#include "store/mutex.h"
+#include "store/posix_io.h"
+
+namespace gpucache {
+
+// One verified copy of a block's payload: a descriptor of a nameless file of exactly `size`
+// bytes. Never written once the tier holds it.
+class RamCopy {
+ public:
+  RamCopy(Fd fd, uint64_t size, uint64_t region_id)
+      : fd_(std::move(fd)), size_(size), region_id_(region_id) {}
+  int fd() const { return fd_.get(); }
+  uint64_t size() const { return size_; }
+  uint64_t region_id() const { return region_id_; }
+
+ private:
+  const Fd fd_;
+  const uint64_t size_;
+  const uint64_t region_id_;
+};
+
+struct RamTierStats {
+  uint64_t budget_bytes = 0;
+  uint64_t bytes_held = 0;          // what the copies the tier holds take: whole 4 KiB pages
+  uint64_t copies = 0;              // copies the tier holds
+  uint64_t promotions = 0;          // copies made and kept
+  uint64_t promotion_failures = 0;  // copies begun and not kept (a checksum, I/O, a full tmpfs)
+  uint64_t too_large = 0;           // blocks never copied: larger than the whole budget
+  uint64_t hits = 0;                // Find calls that returned a copy
+  uint64_t evictions = 0;           // copies dropped to make room
+  uint64_t forgotten = 0;           // copies dropped because their block left the namespace
+};
+
+class RamTier {
+ public:
+  // `dir`: an open directory (on tmpfs in the daemon) where copies are made; the tier owns it.
+  // REQUIRES: dir.valid(), budget_bytes > 0.
+  RamTier(Fd dir, uint64_t budget_bytes);
+  RamTier(const RamTier&) = delete;
+  RamTier& operator=(const RamTier&) = delete;
+
+  // Copies the payload `reader` serves (each chunk verified as it is read) and keeps it as the
+  // copy of `address` at `region_id`, dropping the least recently used copies for room first.
+  // Nothing is kept unless every byte was copied. kOk; kExists (held, or being copied, at that
+  // region); kTooLarge (larger than the budget: never held); kExhausted (the budget is taken by
+  // copies in progress); the reader's refusal (kChecksumMismatch, kIoError, ...); kNoSpace (the
+  // tmpfs is full: copies forgotten while still open elsewhere hold their memory); kNotFound
+  // (the block was forgotten while it was being copied).
+  StatusCode Promote(const BlockAddress& address, uint64_t region_id, BlockReader& reader)
+      EXCLUDES(mu_);
+  // The copy of `address` at `region_id` (now the most recently used), or null.
+  std::shared_ptr<const RamCopy> Find(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);
+  // True if a copy of `address` at `region_id` is held or being made (counts nothing).
+  bool Holds(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);
+  // The block at `address` left the namespace: its copy goes, and a copy in progress is not kept.
+  void Forget(const BlockAddress& address) EXCLUDES(mu_);
+  RamTierStats Stats() const EXCLUDES(mu_);
+
+ private:
+  struct Entry {
+    std::shared_ptr<const RamCopy> copy;
+    std::list<std::string>::iterator lru;  // position in lru_
+  };
+  struct InFlight {
+    uint64_t region_id = 0;
+    uint64_t bytes = 0;
+    bool forgotten = false;  // Forget came while copying: the copy is not kept
+  };
+
+  // Claims room for a new copy of `key` taking `bytes` (whole pages) (dropping old copies as needed) and records it
+  // as in flight; a status if it cannot be made.
+  StatusCode BeginLocked(const std::string& key, uint64_t region_id, uint64_t bytes) REQUIRES(mu_);
+  // Drops the least recently used copies until `bytes` more fit beside the copies in flight.
+  bool MakeRoomLocked(uint64_t bytes) REQUIRES(mu_);
+  void DropLocked(std::unordered_map<std::string, Entry>::iterator it) REQUIRES(mu_);
+  // Ends the copy of `key` in flight: kept (if `copy` and not forgotten meanwhile) or not.
+  StatusCode EndLocked(const std::string& key, std::shared_ptr<const RamCopy> copy) REQUIRES(mu_);
+  // A nameless file in the tier's directory holding the payload `reader` serves.
+  Result<Fd> CopyOut(BlockReader& reader, uint64_t size) const;
+  Result<Fd> NamelessFile() const;
+
+  const Fd dir_;
+  const uint64_t budget_;
+  mutable Mutex mu_;
+  std::unordered_map<std::string, Entry> copies_ GUARDED_BY(mu_);  // by BlockAddress::RelativePath
+  std::list<std::string> lru_ GUARDED_BY(mu_);                     // most recently used first
+  std::unordered_map<std::string, InFlight> in_flight_ GUARDED_BY(mu_);
+  uint64_t in_flight_bytes_ GUARDED_BY(mu_) = 0;
+  RamTierStats stats_ GUARDED_BY(mu_);
+};
+
+}  // namespace gpucache

@@ -1,0 +1,165 @@
+// PassthroughTable (fs/passthrough_table.h): never a mix of passthrough and daemon-served opens
+// on one inode, one backing id per inode while any passthrough open holds it, closed with the
+// last one; and the Filesystem that uses it (fs/ram_serving.h) over a MemoryStore.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "fs/passthrough_table.h"
+#include "tests/support/fs_harness.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+
+// The kernel's backing files as the table sees them: ids handed out, which are open.
+class FakeBackingFiles final : public BackingFiles {
+ public:
+  int Open(int fd) override {
+    opens++;
+    if (refuse) return 0;
+    open_ids[next_id] = fd;
+    return next_id++;
+  }
+  void Close(int backing_id) override {
+    CHECK(open_ids.erase(backing_id) == 1);
+    closes++;
+  }
+  bool refuse = false;
+  int opens = 0, closes = 0;
+  int next_id = 1;
+  std::map<int, int> open_ids;  // id -> fd
+};
+
+std::shared_ptr<const RamCopy> SomeCopy(uint64_t region_id) {
+  return std::make_shared<const RamCopy>(Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC)), 0, region_id);
+}
+
+TEST_CASE("PassthroughTable: opens of a copy share one backing id, closed by the last release") {
+  PassthroughTable t;
+  FakeBackingFiles k;
+  auto copy = SomeCopy(7);
+  auto find = [&] { return copy; };
+  int a = t.Open(100, 7, find, k);
+  int b = t.Open(100, 7, find, k);
+  CHECK(a > 0);
+  CHECK(b == a);
+  CHECK(k.opens == 1);
+  CHECK(t.counts().backing_files == 1);
+  CHECK(t.counts().passthrough_handles == 2);
+  t.Release(100, a, k);
+  CHECK(k.closes == 0);
+  t.Release(100, b, k);
+  CHECK(k.closes == 1);
+  CHECK(k.open_ids.empty());
+  PassthroughTable::Counts c = t.counts();
+  CHECK(c.backing_files == 0);
+  CHECK(c.passthrough_handles == 0);
+  CHECK(c.passthrough_opens == 2);
+  // The next open registers the copy again.
+  int again = t.Open(100, 7, find, k);
+  CHECK(again > 0);
+  CHECK(again != a);
+  t.Release(100, again, k);
+}
+
+TEST_CASE("PassthroughTable: while a daemon-served open is outstanding, every open of the inode is served by the daemon") {
+  PassthroughTable t;
+  FakeBackingFiles k;
+  std::shared_ptr<const RamCopy> copy;  // none yet
+  auto find = [&] { return copy; };
+  CHECK(t.Open(100, 7, find, k) == 0);
+  copy = SomeCopy(7);  // the copy is made meanwhile
+  CHECK(t.Open(100, 7, find, k) == 0);
+  CHECK(k.opens == 0);
+  CHECK(t.counts().daemon_handles == 2);
+  // Another inode is not held back.
+  int other = t.Open(200, 9, [] { return SomeCopy(9); }, k);
+  CHECK(other > 0);
+  t.Release(100, 0, k);
+  t.Release(100, 0, k);
+  CHECK(t.counts().daemon_handles == 0);
+  int now = t.Open(100, 7, find, k);
+  CHECK(now > 0);
+  CHECK(now != other);
+  t.Release(100, now, k);
+  t.Release(200, other, k);
+  CHECK(k.open_ids.empty());
+}
+
+TEST_CASE("PassthroughTable: an open of a newer block at an inode held by passthrough is never given the old copy") {
+  PassthroughTable t;
+  FakeBackingFiles k;
+  int old = t.Open(100, 7, [] { return SomeCopy(7); }, k);
+  REQUIRE(old > 0);
+  CHECK(t.Open(100, 8, [] { return SomeCopy(8); }, k) == 0);
+  CHECK(k.opens == 1);
+  t.Release(100, 0, k);
+  t.Release(100, old, k);
+  CHECK(k.open_ids.empty());
+  CHECK(t.counts().daemon_handles == 0);
+}
+
+TEST_CASE("PassthroughTable: a copy the kernel refuses is served by the daemon, and counted") {
+  PassthroughTable t;
+  FakeBackingFiles k;
+  k.refuse = true;
+  CHECK(t.Open(100, 7, [] { return SomeCopy(7); }, k) == 0);
+  CHECK(t.counts().backing_refusals == 1);
+  CHECK(t.counts().daemon_handles == 1);
+  t.Release(100, 0, k);
+  CHECK(t.counts().daemon_handles == 0);
+}
+
+// A Filesystem over a MemoryStore with a RAM tier, passthrough on, as the daemon wires it.
+struct RamHarness {
+  RamHarness() {
+    auto tier = std::make_unique<RamTier>(Fd(::open(dir.path().c_str(), O_DIRECTORY | O_RDONLY)), 1 << 20);
+    auto ram = std::make_unique<RamServing>(h.store, std::move(tier));
+    ram->SetPassthrough(true);
+    h.fs.UseRam(std::move(ram));
+  }
+  TempDir dir;
+  FsHarness h;
+};
+
+TEST_CASE("Filesystem: a block held in RAM is opened by passthrough, with the store's reader held") {
+  RamHarness r;
+  CacheIdentity id = SampleIdentity("acme");
+  r.h.Commit(id, Payload(100000));
+  uint64_t ino = r.h.Ino(r.h.Namespace(id), FsHarness::BlockName(id));
+  FakeBackingFiles k;
+  Reply first = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  REQUIRE(first.err == 0);
+  CHECK(first.backing_id == 0);  // not in RAM yet: the daemon serves it
+  CHECK(first.keep_cache);
+  // The copy the background worker would make after that open.
+  BlockAddress a = AddressOf(id);
+  {
+    auto reader = r.h.store.Open(a);
+    REQUIRE(reader.ok());
+    REQUIRE(r.h.fs.ram()->tier().Promote(a, reader.value()->info().region_id, *reader.value()) ==
+            StatusCode::kOk);
+  }
+  r.h.fs.Release(*first.handle, &k);
+  Reply second = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  REQUIRE(second.err == 0);
+  CHECK(second.backing_id > 0);
+  CHECK_FALSE(second.keep_cache);  // the kernel refuses it beside passthrough
+  CHECK(k.open_ids.size() == 1);
+  // Its reader counts the block open: an eviction now quarantines it.
+  REQUIRE(r.h.store.Evict(a) == StatusCode::kOk);
+  r.h.fs.BlockLeft(a);
+  CHECK(r.h.store.ListQuarantine().size() == 1);
+  CHECK(r.h.fs.ram()->tier().Stats().copies == 0);
+  r.h.fs.Release(*second.handle, &k);
+  CHECK(k.open_ids.empty());
+  CHECK(ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k)).err == ENOENT);
+}
+
+}  // namespace
+}  // namespace gpucache

@@ -1,0 +1,268 @@
+// The RAM tier through a real mount (adr/0020): a block read once is copied, verified, into the
+// daemon's private tmpfs, and its next open is answered with FUSE passthrough, so the kernel
+// reads the copy without asking the daemon. Damaged bytes are never copied; a block that leaves
+// keeps serving the files already open on it and misses for new opens; `[ram] bytes = 0` and a
+// tier smaller than the block serve every read from the daemon, as before.
+//
+// The daemon's own counters (.gpucache/metrics) say who served what: gpucache_block_reads_total
+// counts the READs it answered, gpucache_ram_passthrough_opens_total the opens the kernel serves.
+// Waits are for a state the daemon reports (a copy made, a RELEASE seen), never for a time.
+#include <doctest/doctest.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include "store/block_file.h"
+#include "tests/mount/mount_helpers.h"
+#include "tests/support/page_cache.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+
+std::string RamConfig(uint64_t bytes) {
+  return "[ram]\nbytes = " + std::to_string(bytes) + "\n" + TestConfig();
+}
+
+// One sample of the daemon's metrics (`series` with its labels, as written), or -1 if absent.
+double Metric(const MountedFs& m, const std::string& series) {
+  std::istringstream in(ReadText(m.mnt() + "/.gpucache/metrics"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(series + " ")) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+const std::string kDaemonReads = "gpucache_block_reads_total{tenant=\"acme\"}";
+const std::string kPassthroughOpens = "gpucache_ram_passthrough_opens_total";
+const std::string kDaemonHandles = "gpucache_ram_open_handles{served_by=\"daemon\"}";
+const std::string kKernelHandles = "gpucache_ram_open_handles{served_by=\"kernel\"}";
+
+// Polls `cond` until it holds (false after 30 s: the state never came).
+bool WaitUntil(const std::function<bool()>& cond) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cond();
+}
+
+// The whole file from offset 0, or the errno of the first failed read.
+std::variant<Bytes, int> ReadAll(int fd, size_t size) {
+  Bytes out(size);
+  size_t at = 0;
+  while (at < size) {
+    ssize_t n = ::pread(fd, out.data() + at, size - at, static_cast<off_t>(at));
+    if (n < 0) return errno;
+    if (n == 0) break;
+    at += static_cast<size_t>(n);
+  }
+  out.resize(at);
+  return out;
+}
+
+// Opens and reads the block whole, then makes the kernel forget the pages it cached for it, so
+// the next read of the inode comes from the daemon or from passthrough, never from them.
+void ReadOnceAndForgetPages(const std::string& path, const Bytes& payload) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  auto got = ReadAll(fd, payload.size());
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == payload);
+  CHECK(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+  ::close(fd);
+}
+
+// The block was copied and the open the daemon served is released: the next open may pass through.
+bool Promoted(const MountedFs& m) {
+  return Metric(m, "gpucache_ram_copies") == 1 && Metric(m, kDaemonHandles) == 0;
+}
+
+struct RamBlock {
+  RamBlock(const MountedFs& m, size_t size) : client(m.mnt()), id(SampleIdentity("acme")) {
+    payload = Payload(size, 9);
+    REQUIRE(client.Commit(id, payload) == 0);
+    path = client.PathOf(id);
+    backing = m.data() + "/blocks/" + AddressOf(id).RelativePath();
+  }
+  MountClient client;
+  CacheIdentity id;
+  Bytes payload;
+  std::string path, backing;
+};
+
+TEST_CASE("RAM tier: the second open of a block is served by the kernel from its verified copy") {
+  MountedFs m(RamConfig(64 << 20));
+  REQUIRE(Metric(m, "gpucache_ram_passthrough") == 1);
+  RamBlock b(m, (4 << 20) + 123);
+  ReadOnceAndForgetPages(b.path, b.payload);
+  REQUIRE(WaitUntil([&] { return Promoted(m); }));
+  CHECK(Metric(m, "gpucache_ram_bytes") >= double(b.payload.size()));
+  CHECK(Metric(m, "gpucache_ram_promotions_total") == 1);
+  const double daemon_reads = Metric(m, kDaemonReads);
+  REQUIRE(daemon_reads > 0);
+
+  int fd = ::open(b.path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  auto got = ReadAll(fd, b.payload.size() + 1);  // and past the end: EOF where the block ends
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == b.payload);
+  CHECK(Metric(m, kDaemonReads) == daemon_reads);  // no READ reached the daemon
+  CHECK(Metric(m, kPassthroughOpens) == 1);
+  CHECK(Metric(m, kKernelHandles) == 1);
+  CHECK(Metric(m, "gpucache_ram_hits_total") == 1);
+  // A second file on the same inode shares its backing file.
+  int fd2 = ::open(b.path.c_str(), O_RDONLY);
+  REQUIRE(fd2 >= 0);
+  CHECK(Metric(m, kPassthroughOpens) == 2);
+  CHECK(Metric(m, "gpucache_ram_backing_files") == 1);
+  auto again = ReadAll(fd2, b.payload.size());
+  REQUIRE(std::holds_alternative<Bytes>(again));
+  CHECK(std::get<Bytes>(again) == b.payload);
+  ::close(fd);
+  ::close(fd2);
+  // The last release closes the inode's backing file.
+  CHECK(WaitUntil([&] { return Metric(m, kKernelHandles) == 0 && Metric(m, "gpucache_ram_backing_files") == 0; }));
+  CHECK(Metric(m, kDaemonReads) == daemon_reads);
+  // Opens go on counting as opens, whoever serves their reads.
+  CHECK(Metric(m, "gpucache_block_opens_total{tenant=\"acme\"}") == 3);
+}
+
+TEST_CASE("RAM tier: while an open the daemon serves is outstanding, new opens of the inode are its too") {
+  MountedFs m(RamConfig(64 << 20));
+  RamBlock b(m, 2 << 20);
+  int first = ::open(b.path.c_str(), O_RDONLY);
+  REQUIRE(first >= 0);
+  REQUIRE(std::holds_alternative<Bytes>(ReadAll(first, b.payload.size())));
+  // Another reader comes and goes: its release has the block copied while `first` is open.
+  ReadOnceAndForgetPages(b.path, b.payload);
+  REQUIRE(WaitUntil([&] { return Metric(m, "gpucache_ram_copies") == 1; }));
+  // The kernel would refuse (EIO) a passthrough open of an inode open in its page-cache mode.
+  int second = ::open(b.path.c_str(), O_RDONLY);
+  REQUIRE(second >= 0);
+  auto got = ReadAll(second, b.payload.size());
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == b.payload);
+  CHECK(Metric(m, kPassthroughOpens) == 0);
+  CHECK(Metric(m, kDaemonHandles) == 2);
+  ::close(first);
+  ::close(second);
+  REQUIRE(WaitUntil([&] { return Metric(m, kDaemonHandles) == 0; }));
+  int third = ::open(b.path.c_str(), O_RDONLY);
+  REQUIRE(third >= 0);
+  CHECK(Metric(m, kPassthroughOpens) == 1);
+  auto third_got = ReadAll(third, b.payload.size());
+  REQUIRE(std::holds_alternative<Bytes>(third_got));
+  CHECK(std::get<Bytes>(third_got) == b.payload);
+  ::close(third);
+}
+
+TEST_CASE("RAM tier: a block damaged on disk is never copied: EIO as without the tier, nothing in RAM") {
+  MountedFs m(RamConfig(64 << 20));
+  RamBlock b(m, 1 << 20);
+  int fd = ::open(b.backing.c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  uint8_t byte = static_cast<uint8_t>(b.payload[500000] ^ 0x01);
+  REQUIRE(::pwrite(fd, &byte, 1, kBlockDataOffset + 500000) == 1);
+  ::close(fd);
+  REQUIRE(EvictFile(b.backing));
+  auto got = b.client.Read(b.id);
+  REQUIRE(std::holds_alternative<int>(got));
+  CHECK(std::get<int>(got) == EIO);
+  REQUIRE(WaitUntil([&] { return Metric(m, "gpucache_ram_promotions_pending") == 0; }));
+  CHECK(Metric(m, "gpucache_ram_copies") == 0);
+  CHECK(Metric(m, "gpucache_ram_bytes") == 0);
+  CHECK(Metric(m, "gpucache_ram_promotions_total") == 0);
+  // It left the namespace as corrupt: a clean miss from now on, RAM tier or not.
+  auto after = b.client.Read(b.id);
+  REQUIRE(std::holds_alternative<int>(after));
+  CHECK(std::get<int>(after) == ENOENT);
+  CHECK(Metric(m, kPassthroughOpens) == 0);
+}
+
+// Opens the block by passthrough (after one read served by the daemon), then `leave` takes it
+// out of the namespace. The file keeps reading the bytes it opened; a new open misses.
+void LeaveWhileOpen(const std::function<void(const MountedFs&, const RamBlock&)>& leave) {
+  MountedFs m(RamConfig(64 << 20));
+  RamBlock b(m, 4 << 20);
+  ReadOnceAndForgetPages(b.path, b.payload);
+  REQUIRE(WaitUntil([&] { return Promoted(m); }));
+  int fd = ::open(b.path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(Metric(m, kPassthroughOpens) == 1);
+  const double daemon_reads = Metric(m, kDaemonReads);
+  leave(m, b);
+  CHECK(Metric(m, "gpucache_ram_copies") == 0);  // new opens never find the copy
+  CHECK(Metric(m, "gpucache_ram_forgotten_total") == 1);
+  // The handle still holds the store's reader: the block is quarantined, not freed.
+  CHECK(ReadText(m.mnt() + "/.gpucache/quarantine").find(AddressOf(b.id).block) != std::string::npos);
+  auto got = ReadAll(fd, b.payload.size());
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == b.payload);
+  CHECK(Metric(m, kDaemonReads) == daemon_reads);  // served by the kernel from the copy
+  CHECK(Errno(::open(b.path.c_str(), O_RDONLY)) == ENOENT);
+  ::close(fd);
+  CHECK(WaitUntil([&] { return Metric(m, "gpucache_ram_backing_files") == 0; }));
+}
+
+TEST_CASE("RAM tier: a block evicted while open by passthrough keeps serving that file, new opens miss") {
+  LeaveWhileOpen([](const MountedFs& m, const RamBlock& b) {
+    std::string reply = Control(m, "{\"op\":\"evict\",\"path\":\"" + AddressOf(b.id).RelativePath() + "\"}");
+    CHECK(reply.find("\"ok\":true") != std::string::npos);
+  });
+}
+
+TEST_CASE("RAM tier: a block unlinked while open by passthrough keeps serving that file, new opens miss") {
+  LeaveWhileOpen([](const MountedFs&, const RamBlock& b) { CHECK(::unlink(b.path.c_str()) == 0); });
+}
+
+TEST_CASE("RAM tier: another tenant's caller is refused a block held in RAM, as on disk") {
+  MountedFs m(RamConfig(64 << 20));
+  RamBlock b(m, 1 << 20);
+  ReadOnceAndForgetPages(b.path, b.payload);
+  REQUIRE(WaitUntil([&] { return Promoted(m); }));
+  CHECK(AsUser(2000, 2000, [&] { return Errno(::open(b.path.c_str(), O_RDONLY)); }) == EACCES);
+  CHECK(Metric(m, kPassthroughOpens) == 0);
+}
+
+TEST_CASE("RAM tier: [ram] bytes = 0 serves every read from the daemon, as without the tier") {
+  MountedFs m(RamConfig(0));
+  RamBlock b(m, 2 << 20);
+  ReadOnceAndForgetPages(b.path, b.payload);
+  CHECK(m.Log().find("RAM tier: off ([ram] bytes = 0)") != std::string::npos);
+  CHECK(Metric(m, "gpucache_ram_passthrough") == 0);
+  CHECK(Metric(m, "gpucache_ram_budget_bytes") == 0);
+  const double daemon_reads = Metric(m, kDaemonReads);
+  auto got = b.client.Read(b.id);
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == b.payload);
+  CHECK(Metric(m, kDaemonReads) > daemon_reads);
+  CHECK(Metric(m, kPassthroughOpens) == 0);
+  CHECK(Metric(m, "gpucache_ram_copies") == 0);
+}
+
+TEST_CASE("RAM tier: a tier smaller than a block never holds it") {
+  MountedFs m(RamConfig(1 << 20));
+  RamBlock b(m, 4 << 20);
+  ReadOnceAndForgetPages(b.path, b.payload);
+  REQUIRE(WaitUntil([&] {
+    return Metric(m, "gpucache_ram_too_large_total") == 1 && Metric(m, "gpucache_ram_promotions_pending") == 0;
+  }));
+  CHECK(Metric(m, "gpucache_ram_copies") == 0);
+  const double daemon_reads = Metric(m, kDaemonReads);
+  auto got = b.client.Read(b.id);
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == b.payload);
+  CHECK(Metric(m, kDaemonReads) > daemon_reads);
+  CHECK(Metric(m, kPassthroughOpens) == 0);
+}
+
+}  // namespace
+}  // namespace gpucache
