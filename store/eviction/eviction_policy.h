@@ -14,6 +14,8 @@
 //
 // Policies (MakePolicy names):
 //   "prefix-lru"      default: partial blocks, then the least recently used leaf, first
+//   "prefix-reuse"    the leaf least likely to be used again soon, learned online
+//                     (store/eviction/prefix_reuse.h)
 //   "prefix-tinylfu"  leaves only, W-TinyLFU (a recency window sized by Caffeine's hill
 //                     climber, a count-min sketch of access frequency with aging, SLRU main)
 //   "lru"             least recently used first
