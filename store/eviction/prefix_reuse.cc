@@ -119,7 +119,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
     if (!Contains(slot)) return;
     const Features f = features_[slot];
     uint32_t age = now32() - last_[slot];
-    evict_age_ += (static_cast<double>(age) - evict_age_) / 1024;
+    evict_age_ += (static_cast<double>(age) - evict_age_) / kEvictAgeSmoothing;
     if (f.sampled() && key_of_) Remember(key_of_(slot), f.Class(), last_[slot], age);
     Unlink(slot);
     if (Slot last = last_child_[slot]; last != kNone) {  // orphans its children
@@ -148,7 +148,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
       for (int c = 0; c < kClasses; ++c) log_p_[c] = std::log(again_[c] / total_[c]);
       log_p_stale_ = false;
     }
-    const uint32_t probation = static_cast<uint32_t>(evict_age_ / 20);
+    const uint32_t probation = static_cast<uint32_t>(evict_age_ / kProbationOneIn);
     // Leaves past probation, then any leaf, then any block (an ancestor whose descendants are
     // all refused): in each list the first candidate is its oldest, so its best.
     for (int pass = 0; pass < 3; ++pass) {
@@ -220,11 +220,11 @@ class PrefixReusePolicy final : public EvictionPolicy {
   void Tick() {
     ++now_;
     if ((now_ & (kClampEvery - 1)) == 0) Clamp();
-    while (!expiry_.empty() && now_ - expiry_.front().first > 4 * tau_) Forget();
-    if ((now_ & 1023) == 0) {  // the counts fade: half-life ~700k events
+    while (!expiry_.empty() && now_ - expiry_.front().first > kGhostHorizon * tau_) Forget();
+    if ((now_ & (kFadeEvery - 1)) == 0) {  // the counts fade: half-life ~700k events
       for (int c = 0; c < kClasses; ++c) {
-        again_[c] *= 0.999;
-        total_[c] *= 0.999;
+        again_[c] *= kFade;
+        total_[c] *= kFade;
       }
     }
   }
@@ -242,10 +242,10 @@ class PrefixReusePolicy final : public EvictionPolicy {
   // A sampled block of class `cls` was used again `gap` events after its last use.
   void Learn(int cls, uint32_t gap, bool resolved) {
     if (!resolved) Count(cls, gap <= tau_);
-    if (IsNew(cls) && gap <= 4 * tau_) {  // tau: the mean time to a first reuse
-      gap_sum_ = gap_sum_ * 0.999 + gap;
-      gaps_ = gaps_ * 0.999 + 1;
-      if (gaps_ > 20) tau_ = std::max(64.0, gap_sum_ / gaps_);
+    if (IsNew(cls) && gap <= kGhostHorizon * tau_) {  // tau: the mean time to a first reuse
+      gap_sum_ = gap_sum_ * kFade + gap;
+      gaps_ = gaps_ * kFade + 1;
+      if (gaps_ > kGapsBeforeTau) tau_ = std::max(kTauMin, gap_sum_ / gaps_);
     }
   }
   // Drops the oldest ghost.
@@ -260,7 +260,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
   // A sampled block left, `age` events after its last use: followed until it comes back.
   void Remember(PolicyKey key, int cls, uint32_t last_use, uint32_t age) {
     if (age > tau_) Count(cls, false);
-    if (age > 4 * tau_) return;
+    if (age > kGhostHorizon * tau_) return;
     ghosts_[key] = Ghost{last_use, static_cast<uint8_t>(cls), age > tau_};
     expiry_.emplace_back(now_ - age, key);
     // Bounded: past the limit the oldest ghosts go, counted if their outcome is known (older
@@ -269,12 +269,27 @@ class PrefixReusePolicy final : public EvictionPolicy {
     while (ghosts_.size() > limit && !expiry_.empty()) Forget();
   }
 
+  // Fixed constants: none is tuned to a trace; what depends on the workload (P per class, tau,
+  // the age blocks are evicted at) is learned (docs/eviction.md has how much they matter).
   static constexpr uint64_t kSampleOneIn = 16;
   static constexpr uint64_t kGhostsOneIn = 16;  // ghosts kept: capacity / 16 at most
   // tau starts far above any reuse time and comes down to the mean of the first reuses seen
   // within 4 tau (from below, the estimate could settle on a short horizon's mean).
   static constexpr double kTauStart = double(uint64_t{1} << 24);
   static constexpr uint64_t kClampEvery = uint64_t{1} << 30;
+  // A ghost is followed for 4 tau: long enough to see most first reuses (the mean is tau),
+  // short enough that the table stays small.
+  static constexpr double kGhostHorizon = 4;
+  // Counts fade by kFade every kFadeEvery events (half-life ~700k events: a few hours of a
+  // busy daemon), so the estimates follow a workload that changes.
+  static constexpr uint64_t kFadeEvery = 1024;
+  static constexpr double kFade = 0.999;
+  static constexpr double kGapsBeforeTau = 20;  // first reuses seen before tau is trusted
+  static constexpr double kTauMin = 64;         // events; a floor against a degenerate start
+  // Probation: a block younger than 1/20 of the mean age at eviction is evicted only when no
+  // older leaf is eligible (the request that commits it is still committing its chain).
+  static constexpr double kProbationOneIn = 20;
+  static constexpr double kEvictAgeSmoothing = 1024;  // evictions in the mean age's window
 
   // Per slot.
   std::vector<Slot> prev_, next_;  // in its class's list, oldest first

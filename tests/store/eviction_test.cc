@@ -257,6 +257,23 @@ TEST_CASE("Policy: prefix-reuse evicts a request's unique tail before a chain li
   (void)c;
 }
 
+// Probation: a block just committed (its request may still be committing the rest of its
+// chain) is passed over while an older leaf is eligible, even when its class is the likeliest
+// to go (a partial tail); once older than 1/20 of the usual age at eviction it goes first.
+TEST_CASE("Policy: prefix-reuse keeps a new block on probation, then evicts it first") {
+  ReuseDriver d(1000);  // before any eviction the usual age is the capacity: probation 50 events
+  Slot old_leaf = d.Insert(1);
+  std::vector<Slot> others;
+  for (uint64_t n = 2; n < 62; ++n) others.push_back(d.Insert(n));
+  Slot tail = d.Insert(100, std::nullopt, true);
+  CHECK(d.p->Victim(kAll) == old_leaf);
+  for (Slot s : others) d.p->OnAccess(s);  // 60 events later
+  CHECK(d.p->Victim(kAll) == tail);
+  // With only the new block eligible it goes, probation or not.
+  Slot fresh = d.Insert(200, std::nullopt, true);
+  CHECK(d.p->Victim([&](Slot s) { return s == fresh; }) == fresh);
+}
+
 // What it learns is the point: the same two kinds of block, once where new chains off a shared
 // prompt come back and chain ends do not, once the other way round; the victim follows.
 TEST_CASE("Policy: prefix-reuse learns which blocks come back, from blocks it evicted") {
