@@ -60,7 +60,10 @@ class PrefixReusePolicy final : public EvictionPolicy {
   void Reserve(size_t slots) override {
     for (auto* v : {&prev_, &next_, &parent_, &last_child_, &next_sibling_, &last_}) v->reserve(slots);
     features_.reserve(slots);
-    if (capacity_ == 0) sketch_.Resize(slots);  // a restart: sized for what it holds already
+    // A restart: sized for what it holds already, but never below the size it has before any
+    // Reserve (a daemon starting empty reserves a few slots; sized for those, the sketch would
+    // mistake new blocks for seen ones, and decide unlike the same trace replayed in process).
+    if (capacity_ == 0) sketch_.Resize(std::max<uint64_t>(slots, SeenSketch::kUnsizedKeys));
   }
 
   void OnInsert(Slot slot, std::optional<Slot> parent, bool partial, PolicyKey key) override {

@@ -15,6 +15,7 @@ namespace gpucache {
 
 class SeenSketch {
  public:
+  static constexpr uint64_t kUnsizedKeys = 1024;  // until the owner knows how many to expect
   // About `keys` distinct keys per window: counters for twice that in each row.
   void Resize(uint64_t keys) {
     uint64_t width = 64;
@@ -30,7 +31,7 @@ class SeenSketch {
   }
   // Counts one more coming of `key` (conservative update: only the smaller counters grow).
   void Add(uint64_t key) {
-    if (words_.empty()) Resize(1024);
+    if (words_.empty()) Resize(kUnsizedKeys);
     uint32_t m = Estimate(key);
     if (m < 15) {
       for (int row = 0; row < 2; ++row) {

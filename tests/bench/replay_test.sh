@@ -23,6 +23,16 @@ strip() { sed -E 's/ mode=[a-z-]+//'; }
 if [ "$(echo "$inproc" | grep -v tinylfu | strip)" != "$(echo "$mount" | strip)" ]; then
   echo "in-process and mount replays disagree"; exit 1
 fi
+# A longer generated trace, for the policies that keep state beyond the resident blocks
+# (prefix-reuse's sketch of blocks seen and its sampled ghosts): it only shows once blocks are
+# evicted and come back, which the small trace above hardly does.
+learned_in=$("$build/gpucache-replay" gen:multi-turn --limit 400 --capacities 0.2 --policies prefix-reuse 2>/dev/null)
+learned_mount=$("$build/gpucache-replay" gen:multi-turn --limit 400 --capacities 0.2 --policies prefix-reuse --mount "$mnt" 2>/dev/null)
+echo "$learned_in"
+echo "$learned_mount"
+if [ "$(echo "$learned_in" | strip)" != "$(echo "$learned_mount" | strip)" ]; then
+  echo "in-process and mount replays of gen:multi-turn disagree"; exit 1
+fi
 printf '%s\n%s\n' "$inproc" "$sketch" | awk '{ split($3, h, "="); split($4, b, "="); split($10, t, "=");
   if (h[2] > b[2] + 1e-9 || h[2] > t[2] + 1e-9) { print "beats a bound: " $0; bad = 1 } } END { exit bad }'
 echo "replay: 1 passed, 0 failed"
