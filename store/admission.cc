@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "store/indexed_store.h"  // PolicyKeyOf
+
 namespace gpucache {
 namespace {
 
@@ -14,6 +16,7 @@ Admission::Admission(const ResourceLimits& limits, std::string_view policy, cons
                      const Medium& medium)
     : limits_(limits), index_(index), medium_(medium), policy_(MakePolicy(policy)) {
   if (!policy_) policy_ = MakePolicy(kDefaultPolicy);
+  policy_->SetKeyOf([this](Id id) { return PolicyKeyOf(index_.AddressOf(id)); });
 }
 
 Usage Admission::GlobalUsage() const {

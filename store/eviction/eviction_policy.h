@@ -14,6 +14,8 @@
 //
 // Policies (MakePolicy names):
 //   "prefix-lru"      default: partial blocks, then the least recently used leaf, first
+//   "prefix-reuse"    the leaf least likely to be used again soon, learned online
+//                     (store/eviction/prefix_reuse.h)
 //   "prefix-tinylfu"  leaves only, W-TinyLFU (a recency window sized by Caffeine's hill
 //                     climber, a count-min sketch of access frequency with aging, SLRU main)
 //   "lru"             least recently used first
@@ -37,6 +39,7 @@ namespace gpucache {
 using PolicyKey = uint64_t;
 using Slot = uint32_t;  // < 2^32 - 2
 using EligibleFn = std::function<bool(Slot)>;
+using KeyOfFn = std::function<PolicyKey(Slot)>;
 
 class EvictionPolicy {
  public:
@@ -46,6 +49,9 @@ class EvictionPolicy {
   virtual void SetCapacity(uint64_t blocks) { (void)blocks; }
   // Slots below `slots` are about to be used (a restart): room for them without growing.
   virtual void Reserve(size_t slots) { (void)slots; }
+  // How to get a resident block's key (as OnInsert was given it), for policies that follow
+  // some blocks after they leave; valid until the block's OnRemove returns.
+  virtual void SetKeyOf(KeyOfFn key_of) { (void)key_of; }
   // The block with address digest `key` became resident in `slot` (one no resident block
   // holds); `parent` is the resident block whose chain it continues, if any.
   // `partial`: the block holds fewer tokens than its capacity (the tail of a prompt). Only a

@@ -5,6 +5,7 @@
 
 #include "store/eviction/count_min_sketch.h"
 #include "store/eviction/eviction_policy.h"
+#include "store/eviction/prefix_reuse.h"
 #include "store/eviction/prefix_tracker.h"
 #include "store/eviction/slot_list.h"
 
@@ -317,7 +318,8 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
 }  // namespace
 
 const std::vector<std::string>& PolicyNames() {
-  static const std::vector<std::string> names = {"prefix-lru", "prefix-tinylfu", "lru", "oldest"};
+  static const std::vector<std::string> names = {"prefix-lru", "prefix-reuse", "prefix-tinylfu", "lru",
+                                                 "oldest"};
   return names;
 }
 
@@ -326,6 +328,7 @@ std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name) {
   if (name == "lru") return std::make_unique<ListPolicy>(true);
   if (name == "prefix-lru") return std::make_unique<PrefixLruPolicy>();
   if (name == "prefix-tinylfu") return std::make_unique<PrefixTinyLfuPolicy>();
+  if (name == "prefix-reuse") return MakePrefixReusePolicy();
   return nullptr;
 }
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Daemon resident memory per committed block (issue 15's "<= 128 B per block"), as root:
-#   tests/bench/daemon_memory.sh [BUILD_DIR] [BLOCKS] [SCRATCH_DIR]
+#   tests/bench/daemon_memory.sh [BUILD_DIR] [BLOCKS] [SCRATCH_DIR] [POLICY]
+# (POLICY: the eviction policy the daemon runs, [limits] eviction_policy; the default's if
+# omitted.)
 # Populates a data directory with BLOCKS blocks through gpucache-index-bench (the FileStore,
 # no FUSE), then starts gpucachefs on it and on an empty one, each until it is mounted and
 # idle, and prints both resident sets and what the blocks add, per block:
@@ -8,7 +10,7 @@
 #   case=daemon_rss_per_block              (rss_N - rss_empty) / N (B): what the index costs
 #   case=daemon_rss_total_per_block        rss_N / N (B): gpucache-bench's resident_memory_per_block
 set -euo pipefail
-build=${1:-build} blocks=${2:-100000} scratch=${3:-/var/tmp}
+build=${1:-build} blocks=${2:-100000} scratch=${3:-/var/tmp} policy=${4:-}
 work=$(mktemp -d "$scratch/gpucache-daemon-memory.XXXXXX")
 trap 'fusermount3 -u -z "$work/mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$work/empty" "$work/mnt"
@@ -27,6 +29,7 @@ uids = [2000]
 [metrics]
 listen = ""
 CFG
+  if [ -n "$policy" ]; then printf '[limits]\neviction_policy = "%s"\n' "$policy" >> "$work/cfg.toml"; fi
   : > "$work/daemon.log"
   "$build/gpucachefs" "$work/cfg.toml" "$work/mnt" -f 2>>"$work/daemon.log" &
   local pid=$! i

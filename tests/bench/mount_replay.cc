@@ -21,34 +21,6 @@ namespace {
 
 constexpr long kFuseSuperMagic = 0x65735546;
 
-Bytes Hash8(uint64_t id) {
-  Bytes h(8);
-  for (int i = 0; i < 8; ++i) h[i] = static_cast<uint8_t>(id >> (8 * i));
-  return h;
-}
-
-// One identity per trace block: chain = [parent's hash, own hash], so that the store sees the
-// same parent links the trace has.
-CacheIdentity IdentityOf(const Request& r, size_t i) {
-  CacheIdentity id;
-  id.tenant = "replay";
-  id.trust_domain = "bench";
-  id.model_revision = "bench/model@1";
-  id.model_config_digest = "sha256:00";
-  id.tokenizer_revision = "tok@1";
-  id.kv_dtype = "bf16";
-  id.quant_format = "none";
-  id.layout_abi = "bench-v1";
-  id.position_encoding = "rope";
-  id.rope_scaling = "none";
-  id.block_capacity = kTokensPerBlock;
-  // A prompt's last block is partial; a trace id is partial in one request only, so this never
-  // gives one id two identities.
-  id.valid_length = std::max<uint32_t>(1, TokensInBlock(r, i));
-  id.chain = {i == 0 ? Bytes(8, 0xff) : Hash8(r.blocks[i - 1]), Hash8(r.blocks[i])};
-  return id;
-}
-
 bool Mounted(const std::string& dir) {
   struct statfs fs;
   return ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == kFuseSuperMagic;
@@ -101,7 +73,7 @@ MountResult ReplayThroughMount(const std::vector<Request>& trace, const std::str
       result.score.input_tokens += r.input_length;
       bool leading = true;
       for (size_t i = 0; i < r.blocks.size(); ++i) {
-        CacheIdentity id = IdentityOf(r, i);
+        CacheIdentity id = ReplayIdentity(r, i);
         std::string path = client.PathOf(id);
         struct stat st;
         bool present = ::stat(path.c_str(), &st) == 0 && ReadAll(path);

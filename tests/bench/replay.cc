@@ -9,6 +9,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "store/indexed_store.h"  // PolicyKeyOf
+#include "store/layout.h"
+
 namespace gpucache::replay {
 
 std::vector<Request> LoadTrace(const std::string& path, size_t limit) {
@@ -56,29 +59,75 @@ uint64_t LeadingHitTokens(const Request& r, Present present) {
   return tokens;
 }
 
-// Trace block ids are small integers; policies expect well-spread 64-bit keys.
-uint64_t Key(uint64_t id) {
-  uint64_t z = id + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+Bytes Hash8(uint64_t id) {
+  Bytes h(8);
+  for (int i = 0; i < 8; ++i) h[i] = static_cast<uint8_t>(id >> (8 * i));
+  return h;
 }
 
 }  // namespace
 
-Score ReplayPolicy(const std::vector<Request>& trace, EvictionPolicy& policy, uint64_t capacity) {
+CacheIdentity ReplayIdentity(const Request& r, size_t i) {
+  CacheIdentity id;
+  id.tenant = "replay";
+  id.trust_domain = "bench";
+  id.model_revision = "bench/model@1";
+  id.model_config_digest = "sha256:00";
+  id.tokenizer_revision = "tok@1";
+  id.kv_dtype = "bf16";
+  id.quant_format = "none";
+  id.layout_abi = "bench-v1";
+  id.position_encoding = "rope";
+  id.rope_scaling = "none";
+  id.block_capacity = kTokensPerBlock;
+  // A prompt's last block is partial; a trace id is partial in one request only, so this never
+  // gives one id two identities.
+  id.valid_length = std::max<uint32_t>(1, TokensInBlock(r, i));
+  id.chain = {i == 0 ? Bytes(8, 0xff) : Hash8(r.blocks[i - 1]), Hash8(r.blocks[i])};
+  return id;
+}
+
+PolicyKey ReplayKey(const Request& r, size_t i) { return PolicyKeyOf(AddressOf(ReplayIdentity(r, i))); }
+
+std::vector<std::vector<PolicyKey>> ReplayKeys(const std::vector<Request>& trace) {
+  std::unordered_map<uint64_t, PolicyKey> by_id;
+  std::vector<std::vector<PolicyKey>> out;
+  out.reserve(trace.size());
+  for (const Request& r : trace) {
+    std::vector<PolicyKey>& keys = out.emplace_back();
+    keys.reserve(r.blocks.size());
+    for (size_t i = 0; i < r.blocks.size(); ++i) {
+      auto [it, fresh] = by_id.try_emplace(r.blocks[i], 0);
+      if (fresh) it->second = ReplayKey(r, i);
+      keys.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+Score ReplayPolicy(const std::vector<Request>& trace, EvictionPolicy& policy, uint64_t capacity,
+                   const std::vector<std::vector<PolicyKey>>* keys) {
+  std::vector<std::vector<PolicyKey>> own;
+  if (!keys) {
+    own = ReplayKeys(trace);
+    keys = &own;
+  }
   // Resident blocks get dense slots, reused once their block left, as the store's ids are.
   std::unordered_map<PolicyKey, Slot> resident;
   std::vector<PolicyKey> key_of;  // by slot
   std::vector<Slot> free_slots;
+  policy.SetKeyOf([&key_of](Slot s) { return key_of[s]; });
   bool sized = false;
   auto everything = [](Slot) { return true; };
   Score s;
-  for (const Request& r : trace) {
+  for (size_t ri = 0; ri < trace.size(); ++ri) {
+    const Request& r = trace[ri];
+    const std::vector<PolicyKey>& rk = (*keys)[ri];
     s.input_tokens += r.input_length;
-    s.hit_tokens += LeadingHitTokens(r, [&](uint64_t b) { return resident.count(Key(b)) != 0; });
+    size_t lead = 0;
+    while (lead < r.blocks.size() && resident.count(rk[lead])) s.hit_tokens += TokensInBlock(r, lead++);
     for (size_t i = 0; i < r.blocks.size(); ++i) {
-      PolicyKey k = Key(r.blocks[i]);
+      PolicyKey k = rk[i];
       if (auto it = resident.find(k); it != resident.end()) {
         policy.OnAccess(it->second);
         continue;
@@ -98,7 +147,7 @@ Score ReplayPolicy(const std::vector<Request>& trace, EvictionPolicy& policy, ui
       if (resident.size() >= capacity) continue;
       std::optional<Slot> parent;
       if (i > 0) {
-        if (auto p = resident.find(Key(r.blocks[i - 1])); p != resident.end()) parent = p->second;
+        if (auto p = resident.find(rk[i - 1]); p != resident.end()) parent = p->second;
       }
       Slot slot = static_cast<Slot>(key_of.size());
       if (!free_slots.empty()) {
@@ -156,6 +205,46 @@ Score ReplayBelady(const std::vector<Request>& trace, uint64_t capacity) {
       farthest.push({nu, b});
     }
   }
+  return s;
+}
+
+Score ReplayTimeBound(const std::vector<Request>& trace, uint64_t capacity) {
+  struct Reuse {
+    uint64_t keep_ms;  // time the block must stay resident for this hit
+    uint32_t tokens;
+  };
+  std::vector<Reuse> reuses;
+  std::unordered_map<uint64_t, uint64_t> last_use;  // block -> time of its last access
+  Score s;
+  for (const Request& r : trace) {
+    s.input_tokens += r.input_length;
+    bool leading = true;
+    for (size_t i = 0; i < r.blocks.size(); ++i) {
+      auto it = last_use.find(r.blocks[i]);
+      leading = leading && it != last_use.end();
+      if (leading) reuses.push_back({r.timestamp_ms - std::min(r.timestamp_ms, it->second), TokensInBlock(r, i)});
+    }
+    for (uint64_t b : r.blocks) last_use[b] = r.timestamp_ms;
+  }
+  if (trace.empty()) return s;
+  uint64_t duration = trace.back().timestamp_ms - trace.front().timestamp_ms;
+  double budget = double(capacity) * double(std::max<uint64_t>(duration, 1));
+  // Cheapest block-milliseconds per token first.
+  std::sort(reuses.begin(), reuses.end(), [](const Reuse& a, const Reuse& b) {
+    return double(a.keep_ms) * b.tokens < double(b.keep_ms) * a.tokens;
+  });
+  double hit = 0;
+  for (const Reuse& u : reuses) {
+    if (u.tokens == 0) continue;
+    if (double(u.keep_ms) <= budget) {
+      budget -= double(u.keep_ms);
+      hit += u.tokens;
+    } else {
+      hit += u.tokens * budget / double(u.keep_ms);
+      break;
+    }
+  }
+  s.hit_tokens = static_cast<uint64_t>(hit);
   return s;
 }
 

@@ -54,7 +54,7 @@ TEST_CASE("Policy: oldest is FIFO, lru follows use") {
 }
 
 TEST_CASE("Policy: prefix-aware policies evict partial blocks, then leaves, then ancestors") {
-  for (const char* name : {"prefix-lru", "prefix-tinylfu"}) {
+  for (const char* name : {"prefix-lru", "prefix-reuse", "prefix-tinylfu"}) {
     CAPTURE(name);
     auto p = MakePolicy(name);
     p->SetCapacity(100);
@@ -77,7 +77,7 @@ TEST_CASE("Policy: prefix-aware policies evict partial blocks, then leaves, then
 }
 
 TEST_CASE("Policy: a slot reused after its block left is not the parent of that block's children") {
-  for (const char* name : {"prefix-lru", "prefix-tinylfu"}) {
+  for (const char* name : {"prefix-lru", "prefix-reuse", "prefix-tinylfu"}) {
     CAPTURE(name);
     auto p = MakePolicy(name);
     p->SetCapacity(100);
@@ -197,6 +197,213 @@ TEST_CASE("Policy: prefix-lru picks the victims of a plain model under random op
     auto but = [&](Slot x) { return x != refused; };
     REQUIRE(p->Victim(kAll) == m.Victim(kAll));
     REQUIRE(p->Victim(but) == m.Victim(but));
+  }
+}
+
+// prefix-reuse, driven as the store drives it: keys chosen so that every block is sampled
+// (the policy follows 1 key in 16 through eviction and back), and the key of each slot given.
+struct ReuseDriver {
+  std::unique_ptr<EvictionPolicy> p = MakePolicy("prefix-reuse");
+  std::map<Slot, PolicyKey> key_of;
+  Slot next_slot = 0;
+  explicit ReuseDriver(uint64_t capacity) {  // 0: not yet known (the store sizes it when full)
+    if (capacity) p->SetCapacity(capacity);
+    p->SetKeyOf([this](Slot s) { return key_of.at(s); });
+  }
+  static PolicyKey Key(uint64_t n) { return (n << 44) | 1; }  // (key >> 40) % 16 == 0
+  Slot Insert(uint64_t n, std::optional<Slot> parent = std::nullopt, bool partial = false) {
+    Slot s = next_slot++;
+    key_of[s] = Key(n);
+    p->OnInsert(s, parent, partial, Key(n));
+    return s;
+  }
+  void Remove(Slot s) {
+    p->OnRemove(s);
+    key_of.erase(s);
+  }
+};
+
+// A conversation's next turn uses its whole chain again and adds to it; the tail of each
+// prompt (partial) is never used again. Learned from what comes back, a fresh partial tail goes
+// before an older block of a chain that is being continued, even one used once only.
+TEST_CASE("Policy: prefix-reuse evicts a request's unique tail before a chain likely to continue") {
+  ReuseDriver d(1 << 20);
+  uint64_t n = 1;
+  for (int conversation = 0; conversation < 60; ++conversation) {
+    std::vector<Slot> chain = {d.Insert(n++)};
+    d.Insert(n++, chain.back(), true);  // turn 1's tail
+    for (int turn = 0; turn < 3; ++turn) {
+      for (Slot s : chain) d.p->OnAccess(s);
+      chain.push_back(d.Insert(n++, chain.back()));
+      d.Insert(n++, chain.back(), true);  // this turn's tail: a different block
+    }
+  }
+  // Now: one chain used once (an older full leaf), then a fresh request's partial tail.
+  Slot root = d.Insert(n++);
+  Slot leaf = d.Insert(n++, root);
+  d.p->OnAccess(root);
+  d.p->OnAccess(leaf);
+  Slot other = d.Insert(n++);
+  Slot tail = d.Insert(n++, other, true);
+  auto not_old = [&](Slot s) { return s == leaf || s == tail || s == root || s == other; };
+  CHECK(d.p->Victim(not_old) == tail);
+  // Without what it learned (a fresh policy), age alone decides: the older leaf goes first
+  // among full blocks, and partial ones are not special beyond the prior.
+  ReuseDriver fresh(1 << 20);
+  Slot a = fresh.Insert(1);
+  Slot b = fresh.Insert(2, a);
+  Slot c = fresh.Insert(3);
+  CHECK(fresh.p->Victim(kAll) == b);
+  (void)c;
+}
+
+// Probation: a block just committed (its request may still be committing the rest of its
+// chain) is passed over while an older leaf is eligible, even when its class is the likeliest
+// to go (a partial tail); once older than 1/20 of the usual age at eviction it goes first.
+TEST_CASE("Policy: prefix-reuse keeps a new block on probation, then evicts it first") {
+  ReuseDriver d(1000);  // before any eviction the usual age is the capacity: probation 50 events
+  Slot old_leaf = d.Insert(1);
+  std::vector<Slot> others;
+  for (uint64_t n = 2; n < 62; ++n) others.push_back(d.Insert(n));
+  Slot tail = d.Insert(100, std::nullopt, true);
+  CHECK(d.p->Victim(kAll) == old_leaf);
+  for (Slot s : others) d.p->OnAccess(s);  // 60 events later
+  CHECK(d.p->Victim(kAll) == tail);
+  // With only the new block eligible it goes, probation or not.
+  Slot fresh = d.Insert(200, std::nullopt, true);
+  CHECK(d.p->Victim([&](Slot s) { return s == fresh; }) == fresh);
+}
+
+// A daemon that starts empty reserves a few slots before its first block; the policy must then
+// decide as one never told (the in-process replay), or the two replays of a trace disagree.
+TEST_CASE("Policy: prefix-reuse decides alike whether or not a few slots were reserved first") {
+  ReuseDriver reserved(0), plain(0);
+  reserved.p->Reserve(4);
+  std::mt19937 rng(7);
+  for (int step = 0; step < 4000; ++step) {
+    uint64_t n = 1 + rng() % 600;  // keys come back: the sketch of blocks seen matters
+    std::optional<Slot> victim[2];
+    int i = 0;
+    for (ReuseDriver* d : {&reserved, &plain}) {
+      if (d->key_of.size() >= 200) {
+        if (d->next_slot == 200) d->p->SetCapacity(200);  // as the store does, when first full
+        victim[i] = d->p->Victim(kAll);
+        REQUIRE(victim[i]);
+        d->Remove(*victim[i]);
+      }
+      std::optional<Slot> resident;
+      for (const auto& [s, k] : d->key_of) {
+        if (k == ReuseDriver::Key(n)) resident = s;
+      }
+      if (resident) {
+        d->p->OnAccess(*resident);
+      } else {
+        d->Insert(n);
+      }
+      ++i;
+    }
+    REQUIRE(victim[0] == victim[1]);
+  }
+}
+
+// What it learns is the point: the same two kinds of block, once where new chains off a shared
+// prompt come back and chain ends do not, once the other way round; the victim follows.
+TEST_CASE("Policy: prefix-reuse learns which blocks come back, from blocks it evicted") {
+  for (bool hub_children_return : {true, false}) {
+    CAPTURE(hub_children_return);
+    ReuseDriver d(64);
+    uint64_t n = 1;
+    Slot hub = d.Insert(n++);
+    for (int i = 0; i < 3; ++i) d.Insert(n++, hub);  // hub: a shared prompt with children
+    std::vector<std::pair<Slot, uint64_t>> evicted;  // (slot it had, its number)
+    for (int round = 0; round < 400; ++round) {
+      d.p->OnAccess(hub);
+      // A new conversation off the hub, and a chain that grows at its end.
+      Slot off_hub = d.Insert(n++, hub);
+      uint64_t off_hub_n = n - 1;
+      Slot end = d.Insert(n++);
+      uint64_t end_n = n - 1;
+      // Both leave (as eviction would), and one kind comes back a little later.
+      for (int i = 0; i < 40; ++i) d.p->OnAccess(hub);
+      uint64_t back = hub_children_return ? off_hub_n : end_n;
+      d.Remove(off_hub);
+      d.Remove(end);
+      for (int i = 0; i < 20; ++i) d.p->OnAccess(hub);
+      Slot s = d.next_slot++;
+      d.key_of[s] = ReuseDriver::Key(back);
+      d.p->OnInsert(s, hub_children_return ? std::optional<Slot>(hub) : std::nullopt, false,
+                    ReuseDriver::Key(back));
+      d.Remove(s);
+    }
+    Slot off_hub = d.Insert(n++, hub);
+    Slot end = d.Insert(n++);
+    for (int i = 0; i < 100; ++i) d.p->OnAccess(hub);
+    auto either = [&](Slot s) { return s == off_hub || s == end; };
+    CHECK(d.p->Victim(either) == (hub_children_return ? end : off_hub));
+  }
+}
+
+// prefix-reuse under random operations: a victim is always eligible, never a block with a
+// resident child while an eligible leaf exists, and an ancestor only when no leaf is eligible;
+// slots are reused (a parent may leave before its children, as an invalidated block does).
+TEST_CASE("Policy: prefix-reuse never evicts a block whose descendants stay") {
+  ReuseDriver d(48);
+  std::map<Slot, std::optional<Slot>> parent_of;  // resident blocks
+  std::set<Slot> free_slots;
+  for (Slot s = 0; s < 64; ++s) free_slots.insert(s);
+  std::mt19937 rng(26);
+  auto below = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
+  auto has_child = [&](Slot s) {
+    for (const auto& [c, p] : parent_of) {
+      if (p == s) return true;
+    }
+    return false;
+  };
+  uint64_t n = 1;
+  for (int step = 0; step < 20000; ++step) {
+    switch (below(8)) {
+      case 0: case 1: case 2: {
+        if (free_slots.empty()) break;
+        Slot s = *std::next(free_slots.begin(), below(static_cast<uint32_t>(free_slots.size())));
+        std::optional<Slot> parent;
+        if (below(4) != 0 && !parent_of.empty()) {
+          parent = std::next(parent_of.begin(), below(static_cast<uint32_t>(parent_of.size())))->first;
+        }
+        uint64_t key_n = below(3) == 0 && n > 10 ? 1 + below(static_cast<uint32_t>(n - 1)) : n++;
+        d.key_of[s] = ReuseDriver::Key(key_n);
+        d.p->OnInsert(s, parent, below(5) == 0, ReuseDriver::Key(key_n));
+        parent_of[s] = parent;
+        free_slots.erase(s);
+        break;
+      }
+      case 3: case 4:
+        if (!parent_of.empty()) d.p->OnAccess(std::next(parent_of.begin(), below(static_cast<uint32_t>(parent_of.size())))->first);
+        break;
+      default: {
+        if (parent_of.empty()) break;
+        Slot s = std::next(parent_of.begin(), below(static_cast<uint32_t>(parent_of.size())))->first;
+        d.Remove(s);
+        parent_of.erase(s);
+        for (auto& [c, p] : parent_of) {
+          if (p == s) p.reset();  // orphaned
+        }
+        free_slots.insert(s);
+      }
+    }
+    Slot refused = below(64);
+    for (const EligibleFn& ok : {EligibleFn(kAll), EligibleFn([&](Slot x) { return x != refused; })}) {
+      std::optional<Slot> v = d.p->Victim(ok);
+      bool leaf_eligible = false, any_eligible = false;
+      for (const auto& [s, p] : parent_of) {
+        any_eligible |= ok(s);
+        leaf_eligible |= ok(s) && !has_child(s);
+      }
+      REQUIRE(v.has_value() == any_eligible);
+      if (!v) continue;
+      REQUIRE(parent_of.count(*v));
+      REQUIRE(ok(*v));
+      if (leaf_eligible) REQUIRE_FALSE(has_child(*v));
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // ResourceLimits, eviction, quarantine, fencing, drain and leases, on the reference store.
 #include <doctest/doctest.h>
 
+#include "store/eviction/eviction_policy.h"
 #include "store/file_store.h"
 #include "store/memory_store.h"
 #include "tests/support/sample_identity.h"
@@ -164,25 +165,29 @@ TEST_CASE("Eviction: the global limit may evict any tenant's blocks, else ENOSPC
   CHECK(Commit(s, Block("globex", 6), 1000) == StatusCode::kNoSpace);
 }
 
-TEST_CASE("Eviction: one tenant's commit never takes another below its fair share") {
-  StoreOptions o;
-  o.limits.global.max_retained_bytes = 2000;
-  MemoryStore s(o);
-  REQUIRE(Commit(s, Block("globex", 1), 1000) == StatusCode::kOk);
-  REQUIRE(Commit(s, Block("acme", 2), 1000) == StatusCode::kOk);
-  // globex is at its fair share (1000 of 2000): acme's commit evicts acme's own older block,
-  // though globex's is the least recently used.
-  REQUIRE(Commit(s, Block("acme", 3), 1000) == StatusCode::kOk);
-  CHECK(Present(s, Block("globex", 1)));
-  CHECK_FALSE(Present(s, Block("acme", 2)));
-  // With acme's own blocks pinned, nothing may go for it: ENOSPC, and globex is untouched.
-  s.SetPinned(AddressOf(Block("acme", 3)), true);
-  CHECK(Commit(s, Block("acme", 4), 1000) == StatusCode::kNoSpace);
-  CHECK(Present(s, Block("globex", 1)));
-  // A third tenant shares 2000 three ways (666 each): globex's one block would take it to 0,
-  // below its share, so not even a newcomer may have it.
-  CHECK(Commit(s, Block("initech", 5), 1000) == StatusCode::kNoSpace);
-  CHECK(Present(s, Block("globex", 1)));
+TEST_CASE("Eviction: one tenant's commit never takes another below its fair share, whatever the policy") {
+  for (const std::string& policy : PolicyNames()) {
+    CAPTURE(policy);
+    StoreOptions o;
+    o.limits.global.max_retained_bytes = 2000;
+    o.eviction_policy = policy;
+    MemoryStore s(o);
+    REQUIRE(Commit(s, Block("globex", 1), 1000) == StatusCode::kOk);
+    REQUIRE(Commit(s, Block("acme", 2), 1000) == StatusCode::kOk);
+    // globex is at its fair share (1000 of 2000): acme's commit evicts acme's own older block,
+    // though globex's is the least recently used.
+    REQUIRE(Commit(s, Block("acme", 3), 1000) == StatusCode::kOk);
+    CHECK(Present(s, Block("globex", 1)));
+    CHECK_FALSE(Present(s, Block("acme", 2)));
+    // With acme's own blocks pinned, nothing may go for it: ENOSPC, and globex is untouched.
+    s.SetPinned(AddressOf(Block("acme", 3)), true);
+    CHECK(Commit(s, Block("acme", 4), 1000) == StatusCode::kNoSpace);
+    CHECK(Present(s, Block("globex", 1)));
+    // A third tenant shares 2000 three ways (666 each): globex's one block would take it to 0,
+    // below its share, so not even a newcomer may have it.
+    CHECK(Commit(s, Block("initech", 5), 1000) == StatusCode::kNoSpace);
+    CHECK(Present(s, Block("globex", 1)));
+  }
 }
 
 TEST_CASE("Eviction: prefix-aware default evicts a leaf before its ancestors") {
