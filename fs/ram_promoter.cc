@@ -54,7 +54,7 @@ void RamPromoter::Run() {
 
 void RamPromoter::PromoteOne(const Item& item) {
   if (tier_.Holds(item.address, item.region_id)) return;
-  Result<std::shared_ptr<BlockReader>> reader = store_.Open(item.address);
+  Result<std::shared_ptr<BlockReader>> reader = store_.OpenForCopy(item.address);  // not a use: eviction order stays the readers'
   if (!reader.ok() || reader.value()->info().region_id != item.region_id) return;  // left or replaced
   StatusCode s = tier_.Promote(item.address, item.region_id, *reader.value());
   if (s != StatusCode::kOk && s != StatusCode::kExists) {

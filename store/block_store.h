@@ -258,6 +258,10 @@ class BlockStore {
   // StatAttributes that counts a hit or a miss for the block's tenant (a path probe).
   virtual Result<BlockInfo> Probe(const BlockAddress& address) = 0;
   virtual Result<std::shared_ptr<BlockReader>> Open(const BlockAddress& address) = 0;
+  // Open for a copy the daemon makes for itself (the RAM tier's promotion): the same checks and
+  // the same verifying reader, but not a use of the block: the eviction policy sees neither the
+  // open nor, for a block that left, the miss, so a copy never reorders what gets evicted.
+  virtual Result<std::shared_ptr<BlockReader>> OpenForCopy(const BlockAddress& address) = 0;
   virtual LookupResult Lookup(const CacheIdentity& identity) = 0;
   // Explicit client invalidation (unlink of a committed block). A block with open handles is
   // quarantined rather than freed.

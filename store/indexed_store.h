@@ -72,6 +72,7 @@ class IndexedStore : public BlockStore, private MediumHost {
   Result<BlockInfo> StatAttributes(const BlockAddress& address) override;
   Result<BlockInfo> Probe(const BlockAddress& address) override;
   Result<std::shared_ptr<BlockReader>> Open(const BlockAddress& address) override;
+  Result<std::shared_ptr<BlockReader>> OpenForCopy(const BlockAddress& address) override;
   LookupResult Lookup(const CacheIdentity& identity) override;
   StatusCode Invalidate(const BlockAddress& address) override;
 
@@ -118,6 +119,8 @@ class IndexedStore : public BlockStore, private MediumHost {
  private:
   // CLOCK_REALTIME in nanoseconds: commit times and reservation activity (indexed_store.cc).
   static uint64_t NowNs();
+  // Open and OpenForCopy: a use counts for the eviction policy (indexed_store_blocks.cc).
+  Result<std::shared_ptr<BlockReader>> OpenReader(const BlockAddress& address, bool is_use);
   // MediumHost: what the medium calls back (store/medium.h). indexed_store_restore.cc.
   void RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner) override;
   bool RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) override;

@@ -304,6 +304,14 @@ Result<BlockInfo> IndexedStore::Probe(const BlockAddress& address) {
 }
 
 Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& address) {
+  return OpenReader(address, /*is_use=*/true);
+}
+
+Result<std::shared_ptr<BlockReader>> IndexedStore::OpenForCopy(const BlockAddress& address) {
+  return OpenReader(address, /*is_use=*/false);
+}
+
+Result<std::shared_ptr<BlockReader>> IndexedStore::OpenReader(const BlockAddress& address, bool is_use) {
   VerifyBeforeUse(address);
   BlockInfo info;
   std::shared_ptr<StoredPayload> stored;
@@ -311,11 +319,11 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& addr
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);
     if (!id) {
-      admission_.Missed(PolicyKeyOf(address));
+      if (is_use) admission_.Missed(PolicyKeyOf(address));
       return StatusCode::kNotFound;
     }
     index_.ReaderOpened(*id);  // the reader's destructor gives it back
-    admission_.Used(*id);
+    if (is_use) admission_.Used(*id);
     info = AttributesOfLocked(*id);
     stored = index_.StoredOf(*id);
   }
