@@ -71,6 +71,13 @@ FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
   }
 }
 
+MediumIoStats FileMedium::IoStats() const {
+  if (!uring_) return {"posix (pread through the page cache)", std::nullopt};
+  UringReaderStats stats = uring_->stats();
+  std::string status = stats.status;
+  return {std::move(status), std::move(stats)};
+}
+
 FileMedium::~FileMedium() {
   if (walker_.joinable()) {  // never closed (a store that failed to open): stop the walk
     walk_stop_.store(true);

@@ -104,8 +104,8 @@ class FileMedium final : public Medium {
   bool WalkRunning() const override { return !walk_done_.load(std::memory_order_acquire); }
   // Where a committed block's file is (or where a new one would be placed).
   std::string PathOf(const BlockAddress& address) override;
-  // backing_io "uring": the reader serving payload reads (its counters); null with "posix".
-  const UringReader* uring_reader() const { return uring_.get(); }
+  // backing_io "uring": the reader's status line and counters; "posix": pread, no counters.
+  MediumIoStats IoStats() const override;
 
   // Spare files kept ready per data directory: a burst of this many CREATEs never waits for
   // an inode allocation.
