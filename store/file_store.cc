@@ -330,7 +330,7 @@ Result<std::pair<Fd, BlockHeader>> FileMedium::OpenChecked(const BlockInfo& info
   // (IndexedStore checks the identity it returns.)
   // A header that cannot be read (EIO) is an error for this caller, not proof of damage: the
   // block stays. One that reads but does not check out is never served.
-  Result<BlockHeader> header = ReadHeader(fd.get());
+  Result<BlockHeader> header = ReadBlockHeader(env_, fd.get());
   if (!header.ok() && header.status() != StatusCode::kInvalidArgument) return header.status();
   if (!header.ok() || header->region_id != info.region_id || header->payload_length != info.size) {
     return StatusCode::kChecksumMismatch;

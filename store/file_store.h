@@ -216,9 +216,6 @@ class FileMedium final : public Medium {
   std::string SetAsideDamaged(size_t dev, const std::string& path);
   // The names in `dir`; none (and a line in the report, unless it is missing) if unreadable.
   std::vector<std::string> ListOrReport(const std::string& dir, FileStoreReport& report);
-  // Reads and checks a block file's header through env_: kInvalidArgument if it is damaged,
-  // another status if it could not be read.
-  Result<BlockHeader> ReadHeader(int fd);
   // Reads and checks a block file; the BlockInfo it describes, or why not: kInvalidArgument if
   // the file is damaged (it can be deleted), kIoError if it could not be read (it is kept).
   Result<BlockInfo> ReadBlockInfo(const std::string& path, std::string& why);

@@ -169,23 +169,6 @@ void FileMedium::LoadBlocks(size_t dev, FileStoreReport& report) {
   });
 }
 
-Result<BlockHeader> FileMedium::ReadHeader(int fd) {
-  Result<FileStat> st = env_.StatFd(fd);
-  if (!st.ok()) return st.status();
-  Bytes prefix(std::min<uint64_t>(st->size, 4096));
-  if (prefix.size() < 16) return StatusCode::kInvalidArgument;
-  if (StatusCode s = env_.Read(fd, prefix, 0); s != StatusCode::kOk) return s;
-  uint32_t header_length = HeaderLengthFromPrefix(prefix);
-  if (header_length == 0 || header_length > kBlockDataOffset || header_length > st->size) {
-    return StatusCode::kInvalidArgument;
-  }
-  if (header_length > prefix.size()) {
-    prefix.resize(header_length);
-    if (StatusCode s = env_.Read(fd, prefix, 0); s != StatusCode::kOk) return s;
-  }
-  return DecodeBlockHeader(prefix, st->size);
-}
-
 Result<BlockInfo> FileMedium::ReadBlockInfo(const std::string& path, std::string& why) {
   int opened = env_.OpenRead(path);
   if (opened == -ELOOP) {  // a symlink planted where a block belongs
@@ -197,7 +180,7 @@ Result<BlockInfo> FileMedium::ReadBlockInfo(const std::string& path, std::string
     return StatusCode::kIoError;
   }
   Fd fd(opened);
-  Result<BlockHeader> header = ReadHeader(fd.get());
+  Result<BlockHeader> header = ReadBlockHeader(env_, fd.get());
   if (!header.ok()) {
     bool damaged = header.status() == StatusCode::kInvalidArgument;
     why = damaged ? "corrupt or truncated header"
