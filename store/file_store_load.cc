@@ -102,7 +102,8 @@ std::string FileMedium::SetAsideDamaged(size_t dev, const std::string& path) {
   char stamp[24];
   std::snprintf(stamp, sizeof stamp, "%020llu", static_cast<unsigned long long>(
                                                     std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
-  std::string to = d.Damaged() + "/" + stamp + "-" + path.substr(path.find_last_of('/') + 1);
+  std::string to =
+      DataDir::In(d.Damaged(), std::string(stamp) + "-" + path.substr(path.find_last_of('/') + 1));
   StatusCode made = env_.MakeDir(d.Damaged());
   if ((made != StatusCode::kOk && made != StatusCode::kExists) || env_.Rename(path, to) != StatusCode::kOk) {
     env_.Remove(path);
@@ -114,7 +115,9 @@ std::string FileMedium::SetAsideDamaged(size_t dev, const std::string& path) {
   std::vector<std::string> kept = std::move(listed.value());
   if (kept.size() <= kMaxDamaged) return done;
   std::sort(kept.begin(), kept.end());
-  for (size_t i = 0; i + kMaxDamaged < kept.size(); ++i) env_.Remove(d.Damaged() + "/" + kept[i]);
+  for (size_t i = 0; i + kMaxDamaged < kept.size(); ++i) {
+    env_.Remove(DataDir::In(d.Damaged(), kept[i]));
+  }
   return done;
 }
 
@@ -125,19 +128,21 @@ uint64_t FileMedium::DropLeftovers(FileStoreReport& report) {
     // there by someone else, and is left for them with a warning.
     for (const std::string& name : ListOrReport(d.dir.Tmp(), report)) {
       if (!IsNumberedName(name, ".part") && !IsNumberedName(name, ".dropped")) {
-        report.problems.push_back("left " + d.dir.Tmp() + "/" + name + " alone: not a name gpucache writes");
+        report.problems.push_back("left " + DataDir::In(d.dir.Tmp(), name) +
+                                  " alone: not a name gpucache writes");
         continue;
       }
-      env_.Remove(d.dir.Tmp() + "/" + name);
+      env_.Remove(DataDir::In(d.dir.Tmp(), name));
       reservations++;
     }
     // A spare that holds bytes was a reservation's payload; the others were never used.
     for (const std::string& name : ListOrReport(d.dir.Spare(), report)) {
       if (!IsNumberedName(name, "")) {
-        report.problems.push_back("left " + d.dir.Spare() + "/" + name + " alone: not a name gpucache writes");
+        report.problems.push_back("left " + DataDir::In(d.dir.Spare(), name) +
+                                  " alone: not a name gpucache writes");
         continue;
       }
-      std::string path = d.dir.Spare() + "/" + name;
+      std::string path = DataDir::In(d.dir.Spare(), name);
       Result<FileStat> st = env_.StatAt(-1, path);
       if (st.ok() && st->size > 0) reservations++;
       env_.Remove(path);
@@ -275,7 +280,7 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
 void FileMedium::LoadQuarantine(size_t dev, FileStoreReport& report) {
   const DataDir& dir = devices_[dev].dir;
   for (const std::string& name : ListOrReport(dir.Quarantine(), report)) {
-    std::string path = dir.Quarantine() + "/" + name;
+    std::string path = DataDir::In(dir.Quarantine(), name);
     std::string why;
     Result<BlockInfo> info = ReadBlockInfo(path, why);
     if (info.status() == StatusCode::kIoError) {  // kept for the next start or reclaim

@@ -1,5 +1,7 @@
 #include "store/file_store_spares.h"
 
+#include "store/data_dir.h"
+
 namespace gpucache {
 
 SparePool::SparePool(Env& env, std::vector<std::string> dirs, size_t depth) : env_(env), depth_(depth) {
@@ -86,7 +88,7 @@ void SparePool::Fill(size_t dev) {
       std::lock_guard lock(mu_);
       Device& d = devices_[dev];
       if (stop_ || d.retired || d.ready.size() >= depth_) return;
-      path = d.dir + "/" + std::to_string(next_name_++);
+      path = DataDir::In(d.dir, std::to_string(next_name_++));
     }
     // A full or failing device: stop here; the next Take tries again (no busy loop).
     int fd = env_.CreateExclusive(path);
@@ -94,7 +96,7 @@ void SparePool::Fill(size_t dev) {
     std::lock_guard lock(mu_);
     Device& d = devices_[dev];
     if (d.retired || stop_) {
-      ::close(fd);
+      Fd{fd}.Reset();  // closed before its name goes
       env_.Remove(path);
       return;
     }
