@@ -421,7 +421,7 @@ StatusCode Filesystem::Rename(const Principal& c, uint64_t parent, std::string_v
 void Filesystem::LogInvalidCommit(const BlockAddress& address, ReservationId id) {
   LogLimiter* limiter;
   {
-    std::lock_guard lock(invalid_log_mu_);
+    MutexLock lock(invalid_log_mu_);
     auto& l = invalid_log_[address.tenant];
     if (!l) l = std::make_unique<LogLimiter>(std::chrono::seconds(1));
     limiter = l.get();

@@ -308,12 +308,12 @@ void Filesystem::BlockLeft(const BlockAddress& a) {
 }
 
 void Filesystem::BlockAppeared(const BlockAddress& a) {
-  std::lock_guard lock(appeared_mu_);
+  MutexLock lock(appeared_mu_);
   if (appeared_) appeared_(a);
 }
 
 void Filesystem::SetAppearedHandler(std::function<void(const BlockAddress&)> handler) {
-  std::lock_guard lock(appeared_mu_);
+  MutexLock lock(appeared_mu_);
   appeared_ = std::move(handler);
 }
 

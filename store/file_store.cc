@@ -196,7 +196,10 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
       // finished.
       KeepJournal(dev);
       walk_started_ = true;
-      walk_state_ = true;
+      {
+        WriterLock lock(walk_state_mu_);  // before the store is shared: uncontended
+        walk_state_ = true;
+      }
       walk_done_.store(false);
       walk_dev_ = dev;
       if (!options_.defer_background_work) StartBackgroundWork();
@@ -238,13 +241,13 @@ void FileMedium::Close() {
 }
 
 bool FileMedium::Isolated(size_t dev) const {
-  std::lock_guard lock(devices_mu_);
+  MutexLock lock(devices_mu_);
   return devices_[dev].isolated;
 }
 
 size_t FileMedium::PlaceFor(const BlockAddress& a) const {
   std::string key = a.RelativePath();
-  std::lock_guard lock(devices_mu_);
+  MutexLock lock(devices_mu_);
   RefreshWeightsLocked();
   std::vector<PlacementCandidate> candidates;
   candidates.reserve(devices_.size());
@@ -275,7 +278,7 @@ std::string FileMedium::PathIn(size_t dev, const BlockAddress& a) const {
 StatusCode FileMedium::IsolateDomain(const std::string& path) {
   size_t dev = devices_.size();
   {
-    std::lock_guard lock(devices_mu_);
+    MutexLock lock(devices_mu_);
     size_t in_service = 0;
     for (size_t d = 0; d < devices_.size(); ++d) {
       if (!devices_[d].isolated) in_service++;
@@ -295,7 +298,7 @@ StatusCode FileMedium::IsolateDomain(const std::string& path) {
 }
 
 std::vector<DomainInfo> FileMedium::Domains() {
-  std::lock_guard lock(devices_mu_);
+  MutexLock lock(devices_mu_);
   std::vector<DomainInfo> out;
   for (const Device& d : devices_) out.push_back({d.dir.root(), d.isolated});
   return out;

@@ -50,6 +50,7 @@
 #include "store/index_snapshot.h"
 #include "store/indexed_store.h"
 #include "store/posix_io.h"
+#include "store/mutex.h"
 
 namespace gpucache {
 
@@ -123,7 +124,7 @@ class FileMedium final : public Medium {
   struct Device {
     DataDir dir;
     Fd lock;
-    bool isolated = false;      // guarded by devices_mu_
+    bool isolated = false;      // guarded by devices_mu_ (of the medium: not nameable here)
     mutable double free_bytes = 1;  // placement weight, guarded by devices_mu_
   };
 
@@ -137,9 +138,9 @@ class FileMedium final : public Medium {
   // journal (file_store_journal.cc). Commits and removals append to it; a clean close writes
   // INDEX from memory and empties it again.
   struct JournalFile {
-    std::mutex mu;
-    Fd fd;               // JOURNAL, for appending
-    uint64_t bytes = 0;  // appended since it was last emptied
+    Mutex mu;
+    Fd fd GUARDED_BY(mu);               // JOURNAL, for appending
+    uint64_t bytes GUARDED_BY(mu) = 0;  // appended since it was last emptied
   };
   void SaveSnapshots();
   void SaveSnapshot(size_t dev);
@@ -203,7 +204,7 @@ class FileMedium final : public Medium {
   // The directory in service that a new block at `address` goes to (weighted rendezvous).
   size_t PlaceFor(const BlockAddress& address) const;
   // Re-reads every directory's free bytes when the last reading is older than a second.
-  void RefreshWeightsLocked() const;
+  void RefreshWeightsLocked() const REQUIRES(devices_mu_);
   std::string PathIn(size_t dev, const BlockAddress& address) const;
   bool Isolated(size_t dev) const;
   // The payload's checksums: what its writes fed, and the rest read back.
@@ -250,10 +251,11 @@ class FileMedium final : public Medium {
   std::atomic<bool> walk_done_{true};    // no walk, or it ended (finished or stopped)
   std::atomic<bool> walk_stop_{false};   // Close: stop early
   bool walk_started_ = false, walk_completed_ = false;  // written before walk_done_ is set
-  std::shared_mutex walk_state_mu_;      // VerifyBlock (shared) against freeing the entries
-  bool walk_state_ = false;              // guarded by walk_state_mu_: the entries are there
-  std::mutex gate_problems_mu_;
-  std::vector<std::string> gate_problems_;  // what VerifyBlock found, for the walk's report
+  SharedMutex walk_state_mu_;            // VerifyBlock (shared) against freeing the entries
+  bool walk_state_ GUARDED_BY(walk_state_mu_) = false;  // the entries are there
+  Mutex gate_problems_mu_;
+  // What VerifyBlock found, for the walk's report.
+  std::vector<std::string> gate_problems_ GUARDED_BY(gate_problems_mu_);
 
   std::set<std::string> pins_;  // relative paths pinned at start-up
 
@@ -281,8 +283,8 @@ class FileMedium final : public Medium {
   bool index_whole_ = false;          // INDEX was read and checked out
   JournalRead old_journal_, journal_;  // what LoadSnapshot found of JOURNAL.old and JOURNAL
   std::vector<std::unique_ptr<JournalFile>> journals_;  // per device
-  mutable std::mutex devices_mu_;
-  mutable uint64_t weights_read_ns_ = 0;  // steady clock; guarded by devices_mu_
+  mutable Mutex devices_mu_;
+  mutable uint64_t weights_read_ns_ GUARDED_BY(devices_mu_) = 0;  // steady clock
 };
 
 }  // namespace gpucache

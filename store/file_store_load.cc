@@ -236,7 +236,6 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
     bool pinned = false;
     if (!pins_.empty()) pinned = pins_.count(relative.assign(relative_prefix).append(name)) != 0;
     bool restored;
-    SnapshotEntry seen;  // what this start verified, for the INDEX it writes next
     const SnapshotEntry* known = FromSnapshot(dir.get(), path, snapshot_ns, name, ahead.Get(i));
     if (known) {
       report.from_snapshot++;
