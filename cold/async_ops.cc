@@ -15,7 +15,7 @@ std::string_view ToString(AsyncOps::State s) {
 void AsyncOps::Shutdown() {
   std::vector<std::thread> threads;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
     threads.swap(threads_);
   }
@@ -42,7 +42,7 @@ size_t AsyncOps::UnfinishedOfLocked(const std::string& key) const {
 }
 
 uint64_t AsyncOps::Submit(uint32_t owner_uid, std::function<std::string()> work, const std::string& quota_key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stop_) return 0;
   EvictFinishedLocked();
   if (ops_.size() >= max_ops_) return 0;
@@ -57,15 +57,20 @@ uint64_t AsyncOps::Submit(uint32_t owner_uid, std::function<std::string()> work,
 
 AsyncOps::Poll AsyncOps::Take(uint64_t id, uint32_t uid, bool admin,
                               std::chrono::milliseconds wait) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = ops_.find(id);
   if (it == ops_.end() || (!admin && it->second.owner != uid)) return {};
   if (wait.count() > 0 && it->second.state != State::kDone && waiting_ < workers_) {
     waiting_++;
-    finished_.wait_for(lock, wait, [&] {
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    for (;;) {
       it = ops_.find(id);  // evicted meanwhile only if done and the pool was full
-      return stop_ || it == ops_.end() || it->second.state == State::kDone;
-    });
+      if (stop_ || it == ops_.end() || it->second.state == State::kDone) break;
+      if (finished_.wait_until(mu_, deadline) == std::cv_status::timeout) {
+        it = ops_.find(id);
+        break;
+      }
+    }
     waiting_--;
     if (it == ops_.end()) return {};
   }
@@ -78,14 +83,14 @@ AsyncOps::Poll AsyncOps::Take(uint64_t id, uint32_t uid, bool admin,
 }
 
 size_t AsyncOps::held() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return ops_.size();
 }
 
 void AsyncOps::Run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    while (!stop_ && queue_.empty()) wake_.wait(mu_);
     if (stop_) return;
     uint64_t id = queue_.front();
     queue_.pop_front();
@@ -93,9 +98,9 @@ void AsyncOps::Run() {
     if (it == ops_.end()) continue;
     it->second.state = State::kRunning;
     std::function<std::string()> work = std::move(it->second.work);
-    lock.unlock();
+    lock.Unlock();
     std::string reply = work();  // the object store I/O, without the lock
-    lock.lock();
+    lock.Lock();
     it = ops_.find(id);  // a running op is never evicted, but stay defensive
     if (it == ops_.end()) continue;
     it->second.state = State::kDone;

@@ -30,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "store/mutex.h"
+
 namespace gpucache::cold {
 
 class AsyncOps {
@@ -72,20 +74,20 @@ class AsyncOps {
     std::string quota_key;
     std::chrono::steady_clock::time_point finished;  // kDone: when
   };
-  size_t UnfinishedOfLocked(const std::string& key) const;  // REQUIRES: mu_ held
+  size_t UnfinishedOfLocked(const std::string& key) const REQUIRES(mu_);
   void Run();
-  void EvictFinishedLocked();  // REQUIRES: mu_ held
+  void EvictFinishedLocked() REQUIRES(mu_);
 
   const size_t workers_;
   const size_t max_ops_;
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::condition_variable finished_;  // an op is done (or the pool stops)
-  size_t waiting_ = 0;                // callers waiting in Take
-  bool stop_ = false;
-  uint64_t next_id_ = 1;
-  std::map<uint64_t, Op> ops_;     // by id, so the oldest finished op is found first
-  std::deque<uint64_t> queue_;     // queued ids, in order
+  mutable Mutex mu_;
+  std::condition_variable_any wake_;
+  std::condition_variable_any finished_;  // an op is done (or the pool stops)
+  size_t waiting_ GUARDED_BY(mu_) = 0;  // callers waiting in Take
+  bool stop_ GUARDED_BY(mu_) = false;
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Op> ops_ GUARDED_BY(mu_);  // by id, so the oldest finished op is found first
+  std::deque<uint64_t> queue_ GUARDED_BY(mu_);  // queued ids, in order
   std::vector<std::thread> threads_;
 };
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cold/seal.h"
+#include "store/mutex.h"
 
 namespace gpucache::cold {
 
@@ -67,17 +68,17 @@ class SealKeys {
  public:
   explicit SealKeys(std::shared_ptr<const Keyring> keyring) : keyring_(std::move(keyring)) {}
   std::shared_ptr<const Keyring> Get() const {
-    std::lock_guard l(mu_);
+    MutexLock l(mu_);
     return keyring_;
   }
   void Set(std::shared_ptr<const Keyring> keyring) {
-    std::lock_guard l(mu_);
+    MutexLock l(mu_);
     keyring_ = std::move(keyring);
   }
 
  private:
-  mutable std::mutex mu_;
-  std::shared_ptr<const Keyring> keyring_;
+  mutable Mutex mu_;
+  std::shared_ptr<const Keyring> keyring_ GUARDED_BY(mu_);
 };
 
 }  // namespace gpucache::cold

@@ -7,7 +7,7 @@ std::string KnownPlaces::KeyOf(const BlockAddress& a) { return a.RelativePath();
 
 void KnownPlaces::Remember(const BlockAddress& a, const KnownPlace& place) {
   if (capacity_ == 0) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto [it, inserted] = places_.try_emplace(KeyOf(a));
   if (!inserted) {
     lru_.erase(it->second.lru);
@@ -22,7 +22,7 @@ void KnownPlaces::Remember(const BlockAddress& a, const KnownPlace& place) {
 
 std::optional<KnownPlace> KnownPlaces::Find(const BlockAddress& a) {
   if (capacity_ == 0) return std::nullopt;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = places_.find(KeyOf(a));
   if (it == places_.end()) return std::nullopt;
   lru_.splice(lru_.begin(), lru_, it->second.lru);
@@ -30,7 +30,7 @@ std::optional<KnownPlace> KnownPlaces::Find(const BlockAddress& a) {
 }
 
 void KnownPlaces::Forget(const BlockAddress& a) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = places_.find(KeyOf(a));
   if (it != places_.end()) Erase(it);
 }
@@ -42,7 +42,7 @@ void KnownPlaces::Erase(Map::iterator it) {
 
 template <typename Pred>
 size_t KnownPlaces::ForgetWhere(Pred pred) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   size_t n = 0;
   for (auto it = places_.begin(); it != places_.end();) {
     auto next = std::next(it);
@@ -61,7 +61,7 @@ size_t KnownPlaces::ForgetTenant(const std::string& tenant) {
 }
 
 size_t KnownPlaces::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return places_.size();
 }
 

@@ -27,6 +27,7 @@
 #include "cold/digest.h"
 #include "cold/refill.h"
 #include "store/layout.h"
+#include "store/mutex.h"
 
 namespace gpucache::cold {
 
@@ -59,14 +60,14 @@ class KnownPlaces {
   };
   using Map = std::unordered_map<std::string, Entry>;
   static std::string KeyOf(const BlockAddress& a);
-  void Erase(Map::iterator it);  // REQUIRES: mu_ held
+  void Erase(Map::iterator it) REQUIRES(mu_);
   template <typename Pred>
   size_t ForgetWhere(Pred pred);
 
   const size_t capacity_;
-  mutable std::mutex mu_;
-  Map places_;                         // GUARDED_BY(mu_)
-  std::list<const std::string*> lru_;  // GUARDED_BY(mu_); keys of places_ (node keys are stable)
+  mutable Mutex mu_;
+  Map places_ GUARDED_BY(mu_);
+  std::list<const std::string*> lru_ GUARDED_BY(mu_);  // keys of places_ (node keys are stable)
 };
 
 }  // namespace gpucache::cold

@@ -22,17 +22,19 @@
 #include <mutex>
 #include <string_view>
 
+#include "store/mutex.h"
+
 namespace gpucache::cold {
 
 class LocatorLocks {
  public:
-  // The lock of `locator_key`; hold it with a std::lock_guard / std::unique_lock.
-  std::mutex& For(std::string_view locator_key) {
+  // The lock of `locator_key`; hold it with a MutexLock.
+  Mutex& For(std::string_view locator_key) {
     return stripes_[std::hash<std::string_view>{}(locator_key) % stripes_.size()];
   }
 
  private:
-  std::array<std::mutex, 64> stripes_;
+  std::array<Mutex, 64> stripes_;
 };
 
 }  // namespace gpucache::cold

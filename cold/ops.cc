@@ -141,7 +141,7 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Princ
     std::string lkey = LocatorKey(prefix_, e.address);
     // Read, decide and delete under the key's lock, which the sink's locator PUT holds too: a
     // newer locator for this block is never deleted for naming this manifest (LocatorLocks).
-    std::lock_guard locator(locks_->For(lkey));
+    MutexLock locator(locks_->For(lkey));
     auto loc = objects_.Get(lkey, kMaxLocatorBytes);
     if (!loc.ok() && loc.error().kind == ObjectErrorKind::kNotFound) continue;
     if (!loc.ok()) {

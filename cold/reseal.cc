@@ -33,7 +33,7 @@ void ColdOps::ResealLocators(const Manifest& m, const Sha256& digest, const Keyr
 // another manifest) or after the write (and replaces the re-sealed older one).
 void ColdOps::ResealLocator(const std::string& key, const Sha256& digest, const Keyring& keys,
                             ResealReport& r) const {
-  std::lock_guard locator(locks_->For(key));
+  MutexLock locator(locks_->For(key));
   auto bytes = objects_.Get(key, kMaxLocatorBytes);
   if (!bytes.ok()) {
     if (bytes.error().kind != ObjectErrorKind::kNotFound) r.error = bytes.error();

@@ -118,13 +118,13 @@ bool S3Client::UpdateCredentials(std::string access_key, std::string secret_key)
   if (access_key.empty() || secret_key.empty()) return false;
   auto fresh = std::make_shared<const Credentials>(
       Credentials{std::move(access_key), std::move(secret_key)});
-  std::lock_guard lock(credentials_mu_);
+  MutexLock lock(credentials_mu_);
   credentials_ = std::move(fresh);
   return true;
 }
 
 std::shared_ptr<const S3Client::Credentials> S3Client::CurrentCredentials() const {
-  std::lock_guard lock(credentials_mu_);
+  MutexLock lock(credentials_mu_);
   return credentials_;
 }
 

@@ -39,6 +39,7 @@
 
 #include "cold/object_store.h"
 #include "cold/s3_options.h"
+#include "store/mutex.h"
 
 namespace gpucache::cold {
 
@@ -93,8 +94,8 @@ class S3Client final : public ObjectStore {
   S3Options options_;  // access_key/secret_key cleared: credentials_ holds them
   std::string sigv4_;  // "aws:amz:REGION:s3"
   std::unique_ptr<CurlHandlePool> pool_;
-  mutable std::mutex credentials_mu_;
-  std::shared_ptr<const Credentials> credentials_;  // GUARDED_BY(credentials_mu_)
+  mutable Mutex credentials_mu_;
+  std::shared_ptr<const Credentials> credentials_ GUARDED_BY(credentials_mu_);
 };
 
 }  // namespace gpucache::cold

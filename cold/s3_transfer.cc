@@ -177,7 +177,7 @@ CurlHandlePool::~CurlHandlePool() {
 
 CURL* CurlHandlePool::Acquire() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!idle_.empty()) {
       CURL* h = idle_.back();
       idle_.pop_back();
@@ -189,7 +189,7 @@ CURL* CurlHandlePool::Acquire() {
 
 void CurlHandlePool::Release(CURL* handle) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (idle_.size() < max_idle_) {
       try {
         idle_.push_back(handle);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cold/s3_options.h"
+#include "store/mutex.h"
 
 namespace gpucache::cold {
 
@@ -75,8 +76,8 @@ class CurlHandlePool {
 
  private:
   const size_t max_idle_;
-  std::mutex mu_;
-  std::vector<CURL*> idle_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<CURL*> idle_ GUARDED_BY(mu_);
 };
 
 // Runs `request` on `handle` (reset and fully reconfigured first). Never throws.

@@ -50,11 +50,11 @@ Sink::~Sink() = default;
 SubmitOutcome Sink::TrySubmit(PackedPair& pair) {
   SubmitOutcome out;
   if (std::string why = ValidatePair(prefix_, pair); !why.empty()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stats_.refused++;
     return {Admission::kInvalid, 0, why};
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   size_t jobs = pending_.size() + failed_.size() + in_flight_;
   if (jobs + 1 > limits_.max_jobs || stats_.bytes_held + pair.bytes() > limits_.max_bytes) {
     stats_.refused++;
@@ -79,7 +79,7 @@ ObjectResult<Done> Sink::Upload(size_t step, const std::string& key,
                                 std::span<const uint8_t> body, const PackedPair& p) {
   if (step == 0) return store_.PutHashed(key, body, ToHex(p.decoded.object_digest));
   if (step == 1) return store_.Put(key, body);
-  std::lock_guard locator(locks_->For(key));
+  MutexLock locator(locks_->For(key));
   return store_.Put(key, body);
 }
 
@@ -100,7 +100,7 @@ Sink::Outcome Sink::Attempt(Job& job) {
     }
     ObjectResult<Done> r = Upload(job.next_step, key, body, p);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stats_.requests++;
     }
     if (!r.ok()) {
@@ -125,7 +125,7 @@ std::chrono::milliseconds Sink::Backoff(int attempts) {
 }
 
 void Sink::Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   in_flight_--;
   report.attempted++;
   if (outcome != Outcome::kUploaded && !report.first_error) report.first_error = job->last_error;
@@ -152,10 +152,10 @@ void Sink::Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report
 }
 
 DrainReport Sink::DrainRound() {
-  std::lock_guard drain(drain_mu_);
+  MutexLock drain(drain_mu_);
   std::deque<std::unique_ptr<Job>> round;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Clock::time_point now = Clock::now();
     std::deque<std::unique_ptr<Job>> waiting;
     for (auto& job : pending_) (job->due <= now ? round : waiting).push_back(std::move(job));
@@ -164,19 +164,19 @@ DrainReport Sink::DrainRound() {
   }
   DrainReport report;
   report.rounds = 1;
-  std::mutex round_mu;  // guards `round` and `report` between the workers
+  Mutex round_mu;  // guards `round` and `report` between the workers
   auto worker = [&] {
     for (;;) {
       std::unique_ptr<Job> job;
       {
-        std::lock_guard lock(round_mu);
+        MutexLock lock(round_mu);
         if (round.empty()) return;
         job = std::move(round.front());
         round.pop_front();
       }
       Outcome o = Attempt(*job);
       if (o == Outcome::kUploaded && uploaded_hook_) uploaded_hook_(job->pair);
-      std::lock_guard lock(round_mu);
+      MutexLock lock(round_mu);
       Settle(std::move(job), o, report);
     }
   };
@@ -185,14 +185,14 @@ DrainReport Sink::DrainRound() {
   for (size_t i = 1; i < n; i++) workers.emplace_back(worker);
   worker();
   for (std::thread& t : workers) t.join();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   report.pending = pending_.size();
   report.failed_now = failed_.size();
   return report;
 }
 
 std::unique_ptr<Sink::Job> Sink::TakeDue(std::chrono::milliseconds wait) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (bool waited = false;; waited = true) {
     Clock::time_point now = Clock::now();
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
@@ -203,15 +203,15 @@ std::unique_ptr<Sink::Job> Sink::TakeDue(std::chrono::milliseconds wait) {
       return job;
     }
     if (waited || wait.count() == 0) return nullptr;
-    submitted_.wait_for(lock, wait);
+    submitted_.wait_for(mu_, wait);
   }
 }
 
 DrainReport Sink::DrainWhile(const std::function<bool()>& more) {
-  std::lock_guard drain(drain_mu_);
+  MutexLock drain(drain_mu_);
   DrainReport report;
   report.rounds = 1;
-  std::mutex report_mu;
+  Mutex report_mu;
   auto worker = [&] {
     for (;;) {
       std::unique_ptr<Job> job = TakeDue(std::chrono::milliseconds(5));
@@ -222,7 +222,7 @@ DrainReport Sink::DrainWhile(const std::function<bool()>& more) {
       }
       Outcome o = Attempt(*job);
       if (o == Outcome::kUploaded && uploaded_hook_) uploaded_hook_(job->pair);
-      std::lock_guard lock(report_mu);
+      MutexLock lock(report_mu);
       Settle(std::move(job), o, report);
     }
   };
@@ -230,7 +230,7 @@ DrainReport Sink::DrainWhile(const std::function<bool()>& more) {
   for (int i = 1; i < limits_.concurrency; i++) workers.emplace_back(worker);
   worker();
   for (std::thread& t : workers) t.join();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   report.pending = pending_.size();
   report.failed_now = failed_.size();
   return report;
@@ -248,7 +248,7 @@ void Accumulate(DrainReport& total, const DrainReport& r) {
 }
 
 Clock::time_point Sink::NextDue() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Clock::time_point next = Clock::time_point::max();
   for (const auto& job : pending_) next = std::min(next, job->due);
   return next;
@@ -263,7 +263,7 @@ DrainReport Sink::Drain(size_t max_rounds) {
       // in flight, and any of them may come back pending: wait for it, then look again.
       // (in_flight_ only changes under drain_mu_, so once we hold it nothing is in flight.)
       if (Stats().in_flight == 0) break;
-      std::lock_guard wait_for_other_drain(drain_mu_);
+      MutexLock wait_for_other_drain(drain_mu_);
       continue;
     }
     Clock::time_point latest = Clock::now() + std::chrono::milliseconds(limits_.backoff_max_ms);
@@ -273,7 +273,7 @@ DrainReport Sink::Drain(size_t max_rounds) {
     i++;
     Accumulate(total, r);
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   total.pending = pending_.size();
   total.failed_now = failed_.size();
   return total;
@@ -281,7 +281,7 @@ DrainReport Sink::Drain(size_t max_rounds) {
 
 size_t Sink::Redrive() {
   if (limits_.redrive_interval_ms == 0) return 0;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Clock::time_point now = Clock::now();
   size_t moved = 0;
   for (auto it = failed_.begin(); it != failed_.end() && moved < limits_.redrive_batch;) {
@@ -302,7 +302,7 @@ size_t Sink::Redrive() {
 }
 
 std::vector<FailedJob> Sink::Failed() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<FailedJob> out;
   for (const auto& j : failed_) {
     out.push_back({j->id, j->pair.manifest_key, j->pair.decoded.entries.size(), j->pair.bytes(),
@@ -312,7 +312,7 @@ std::vector<FailedJob> Sink::Failed() const {
 }
 
 bool Sink::Retry(uint64_t job_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = failed_.begin(); it != failed_.end(); ++it) {
     if ((*it)->id != job_id) continue;
     (*it)->attempts = 0;
@@ -326,7 +326,7 @@ bool Sink::Retry(uint64_t job_id) {
 }
 
 bool Sink::Drop(uint64_t job_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = failed_.begin(); it != failed_.end(); ++it) {
     if ((*it)->id != job_id) continue;
     stats_.bytes_held -= (*it)->pair.bytes();
@@ -338,7 +338,7 @@ bool Sink::Drop(uint64_t job_id) {
 }
 
 SinkStats Sink::Stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   SinkStats s = stats_;
   s.pending = pending_.size();
   s.in_flight = in_flight_;

@@ -46,6 +46,7 @@
 #include "cold/locator_locks.h"
 #include "cold/object_store.h"
 #include "cold/pack.h"
+#include "store/mutex.h"
 #include "common/cold_options.h"  // SinkLimits
 
 namespace gpucache::cold {
@@ -150,7 +151,7 @@ class Sink {
   ObjectResult<Done> Upload(size_t step, const std::string& key, std::span<const uint8_t> body,
                             const PackedPair& p);
   void Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report);
-  std::chrono::milliseconds Backoff(int attempts);  // REQUIRES: mu_ held
+  std::chrono::milliseconds Backoff(int attempts) REQUIRES(mu_);
   std::chrono::steady_clock::time_point NextDue() const;  // of the pending jobs; max() if none
   // The first pending job that is due, now in flight; null if none (after waiting up to
   // `wait` for a submission).
@@ -160,16 +161,15 @@ class Sink {
   const std::string prefix_;
   const SinkLimits limits_;
   const std::shared_ptr<LocatorLocks> locks_;
-  std::mutex drain_mu_;  // one drain at a time; never held with mu_ across I/O
-  mutable std::mutex mu_;
-  std::condition_variable submitted_;  // a job entered the queue
-  uint64_t next_id_ = 1;
-  std::deque<std::unique_ptr<Job>> pending_;
-  std::vector<std::unique_ptr<Job>> failed_;
-  size_t in_flight_ = 0;
-  uint64_t in_flight_bytes_ = 0;
-  SinkStats stats_;
-  std::mt19937_64 jitter_;  // GUARDED_BY(mu_)
+  Mutex drain_mu_;  // one drain at a time; never held with mu_ across I/O
+  mutable Mutex mu_;
+  std::condition_variable_any submitted_;  // a job entered the queue
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  std::deque<std::unique_ptr<Job>> pending_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Job>> failed_ GUARDED_BY(mu_);
+  size_t in_flight_ GUARDED_BY(mu_) = 0;
+  SinkStats stats_ GUARDED_BY(mu_);
+  std::mt19937_64 jitter_ GUARDED_BY(mu_);
   std::function<void(const PackedPair&)> uploaded_hook_;
 };
 

@@ -38,7 +38,7 @@ ColdTier::~ColdTier() {
 }
 
 void ColdTier::Start() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (thread_.joinable()) return;
   stop_ = false;
   thread_ = std::thread([this] { Run(); });
@@ -46,7 +46,7 @@ void ColdTier::Start() {
 
 void ColdTier::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   wake_.notify_all();
@@ -56,7 +56,7 @@ void ColdTier::Stop() {
 void ColdTier::OnCommitted(const BlockAddress& address) {
   if (options_.write_back != WriteBack::kAfterCommit) return;
   if (options_.retired_tenants.count(address.tenant)) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (queued_.size() >= options_.max_queued_commits) {
     overflow_++;  // left for a backfill (gpucachectl cold pack)
     return;
@@ -65,20 +65,20 @@ void ColdTier::OnCommitted(const BlockAddress& address) {
 }
 
 void ColdTier::Run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop_) {
-    wake_.wait_for(lock, std::chrono::milliseconds(options_.flush_interval_ms));
+    wake_.wait_for(mu_, std::chrono::milliseconds(options_.flush_interval_ms));
     if (stop_) break;
-    lock.unlock();
+    lock.Unlock();
     PackQueued();
     sink_.Redrive();  // heals what an outage that has ended left in the failed queue
     // A running pack uploads everything the sink holds and reports it: a round here could take
     // its jobs, and their uploads would be missing from that pack's report.
-    if (pack_mu_.try_lock()) {
+    if (pack_mu_.TryLock()) {
       sink_.DrainRound();
-      pack_mu_.unlock();
+      pack_mu_.Unlock();
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -86,7 +86,7 @@ void ColdTier::Run() {
 void ColdTier::PackQueued() {
   std::deque<BlockAddress> batch;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     batch.swap(queued_);
   }
   PackBuilder builder(options_.prefix, keys_->Get());
@@ -144,7 +144,7 @@ PurgeReport ColdTier::PurgeTenant(const std::string& tenant, size_t max_manifest
 BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
                               const std::function<void(const BackfillReport&)>& progress,
                               DrainReport* drained) {
-  std::lock_guard one_at_a_time(pack_mu_);
+  MutexLock one_at_a_time(pack_mu_);
   DrainReport streamed;
   // Streams: the sink's workers upload each pack while the backfill reads the next one, and
   // the backfill waits for room instead of refusing a pack while they make progress.
@@ -249,7 +249,7 @@ ColdTierStats ColdTier::Stats() const {
   s.sink = sink_.Stats();
   s.requests = objects_.requests();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     s.queued = queued_.size();
   }
   s.queue_overflow = overflow_;

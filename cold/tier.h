@@ -31,6 +31,7 @@
 #include "cold/sink.h"
 #include "common/cold_options.h"  // ColdTierOptions
 #include "store/block_store.h"
+#include "store/mutex.h"
 
 namespace gpucache::cold {
 
@@ -123,13 +124,13 @@ class ColdTier {
   ColdOps ops_;
   AsyncOps async_;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<BlockAddress> queued_;
-  bool stop_ = false;
+  mutable Mutex mu_;
+  std::condition_variable_any wake_;
+  std::deque<BlockAddress> queued_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
   std::function<void(const BlockAddress&)> refilled_;
-  std::mutex pack_mu_;  // one backfill at a time: two would read and pack the same blocks
+  Mutex pack_mu_;  // one backfill at a time: two would read and pack the same blocks
   std::atomic<uint64_t> overflow_{0}, packed_{0}, refills_{0}, hits_{0}, missing_{0}, refused_{0},
       known_hits_{0}, known_fallbacks_{0};
 };

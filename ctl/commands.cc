@@ -110,6 +110,9 @@ int InspectFile(const std::string& path, bool verify, bool as_json) {
   Result<BlockHeader> h = ReadBlockHeader(fd);
   if (!h.ok()) {
     ::close(fd);
+    if (h.status() != StatusCode::kInvalidArgument) {  // unreadable says nothing of its bytes
+      return Fail(path + ": cannot read its header (" + std::string(ToString(h.status())) + ")");
+    }
     return Fail(path + ": not a valid gpucache block file (bad magic, header checksum or length)");
   }
   Result<CacheIdentity> id = DecodePhysicalKey(h->identity);

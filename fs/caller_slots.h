@@ -8,6 +8,8 @@
 #include <map>
 #include <mutex>
 
+#include "store/mutex.h"
+
 namespace gpucache {
 
 class CallerSlots {
@@ -15,22 +17,22 @@ class CallerSlots {
   explicit CallerSlots(int per_caller) : per_caller_(per_caller) {}
   // Takes a slot of `uid`; false when it holds `per_caller` already.
   bool TryTake(uint32_t uid) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     int& held = held_[uid];
     if (held >= per_caller_) return false;
     ++held;
     return true;
   }
   void Give(uint32_t uid) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = held_.find(uid);
     if (it != held_.end() && --it->second <= 0) held_.erase(it);
   }
 
  private:
   const int per_caller_;
-  std::mutex mu_;
-  std::map<uint32_t, int> held_;  // guarded by mu_; only uids holding a slot
+  Mutex mu_;
+  std::map<uint32_t, int> held_ GUARDED_BY(mu_);  // only uids holding a slot
 };
 
 }  // namespace gpucache

@@ -198,10 +198,10 @@ class Filesystem {
   StatusCode PartGone(const BlockAddress& address);
   // A commit refused with EINVAL is logged with its reason, at most once a second per tenant.
   void LogInvalidCommit(const BlockAddress& address, ReservationId id);
-  std::mutex invalid_log_mu_;
-  std::map<std::string, std::unique_ptr<LogLimiter>> invalid_log_;  // guarded by invalid_log_mu_
-  std::mutex appeared_mu_;
-  std::function<void(const BlockAddress&)> appeared_;  // guarded by appeared_mu_
+  Mutex invalid_log_mu_;
+  std::map<std::string, std::unique_ptr<LogLimiter>> invalid_log_ GUARDED_BY(invalid_log_mu_);
+  Mutex appeared_mu_;
+  std::function<void(const BlockAddress&)> appeared_ GUARDED_BY(appeared_mu_);
   Metrics metrics_;
   std::unique_ptr<RamServing> ram_;  // set once before serving
   const uint64_t mount_time_ns_;  // times shown for directories and virtual files

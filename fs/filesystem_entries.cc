@@ -9,6 +9,7 @@
 
 #include "fs/clock.h"
 #include "fs/filesystem.h"
+#include "store/entry_name.h"
 
 namespace gpucache {
 namespace {
@@ -253,8 +254,8 @@ double Filesystem::NegativeTtlInTenant() const {
 
 Result<EntryReply> Filesystem::LookupInNamespace(const Node& dir, std::string_view name) {
   const EntryReply miss{0, {}, NegativeTtlInTenant(), 0};
-  bool part = name.size() > kPartSuffix.size() && name.ends_with(kPartSuffix);
-  std::string block(part ? name.substr(0, name.size() - kPartSuffix.size()) : name);
+  auto [block_name, part] = ParseEntryName(name);
+  std::string block(block_name);
   if (!IsValidBlockName(block)) return miss;
   BlockAddress address{dir.tenant, dir.ns, block};
   if (part) {
@@ -368,9 +369,8 @@ StatusCode Filesystem::Unlink(const Principal& c, uint64_t parent, std::string_v
   if (!dir.ok()) return dir.status();
   if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
   if (dir->kind != NodeKind::kNamespace) return RefuseChangeIn(dir.value());
-  bool part = name.ends_with(kPartSuffix);
-  std::string block(part ? name.substr(0, name.size() - kPartSuffix.size()) : name);
-  BlockAddress address{dir->tenant, dir->ns, block};
+  auto [block, part] = ParseEntryName(name);
+  BlockAddress address{dir->tenant, dir->ns, std::string(block)};
   if (!part) {  // the explicit client invalidation
     StatusCode s = store_.Invalidate(address);
     if (s == StatusCode::kOk) BlockLeft(address);
@@ -394,11 +394,12 @@ StatusCode Filesystem::Rename(const Principal& c, uint64_t parent, std::string_v
     return StatusCode::kAccessDenied;
   }
   // The only rename gpucache knows is the commit: <block>.part -> <block> in one namespace.
+  EntryName entry = ParseEntryName(name);
   if (dir->kind != NodeKind::kNamespace || parent != new_parent || (flags & RENAME_EXCHANGE) ||
-      !name.ends_with(kPartSuffix)) {
+      !entry.part) {
     return StatusCode::kImmutable;
   }
-  std::string block(name.substr(0, name.size() - kPartSuffix.size()));
+  std::string block(entry.block);
   if (new_name != block) return StatusCode::kInvalidArgument;  // the identity names the path
   BlockAddress address{dir->tenant, dir->ns, block};
   auto id = store_.FindReservation(address);
@@ -421,7 +422,7 @@ StatusCode Filesystem::Rename(const Principal& c, uint64_t parent, std::string_v
 void Filesystem::LogInvalidCommit(const BlockAddress& address, ReservationId id) {
   LogLimiter* limiter;
   {
-    std::lock_guard lock(invalid_log_mu_);
+    MutexLock lock(invalid_log_mu_);
     auto& l = invalid_log_[address.tenant];
     if (!l) l = std::make_unique<LogLimiter>(std::chrono::seconds(1));
     limiter = l.get();

@@ -6,6 +6,7 @@
 
 #include "common/control_protocol.h"
 #include "fs/filesystem.h"
+#include "store/entry_name.h"
 
 namespace gpucache {
 namespace {
@@ -35,8 +36,9 @@ Result<std::pair<EntryReply, OpenReply>> Filesystem::Create(const Principal& c, 
   if (StatusCode s = CheckName(name); s != StatusCode::kOk) return s;
   if (dir->kind != NodeKind::kNamespace) return RefuseChangeIn(dir.value());
   // Only reservations are created: <block>.part, exclusively.
-  if (!name.ends_with(kPartSuffix)) return StatusCode::kInvalidArgument;
-  std::string block(name.substr(0, name.size() - kPartSuffix.size()));
+  EntryName entry = ParseEntryName(name);
+  if (!entry.part) return StatusCode::kInvalidArgument;
+  std::string block(entry.block);
   if (!IsValidBlockName(block)) return StatusCode::kInvalidArgument;
   BlockAddress address{dir->tenant, dir->ns, block};
   Result<ReservationId> id = store_.Reserve(address, Owner{c.uid, c.gid});
@@ -308,12 +310,12 @@ void Filesystem::BlockLeft(const BlockAddress& a) {
 }
 
 void Filesystem::BlockAppeared(const BlockAddress& a) {
-  std::lock_guard lock(appeared_mu_);
+  MutexLock lock(appeared_mu_);
   if (appeared_) appeared_(a);
 }
 
 void Filesystem::SetAppearedHandler(std::function<void(const BlockAddress&)> handler) {
-  std::lock_guard lock(appeared_mu_);
+  MutexLock lock(appeared_mu_);
   appeared_ = std::move(handler);
 }
 

@@ -10,7 +10,7 @@ void Housekeeper::Start() { thread_ = std::thread([this] { Run(); }); }
 
 void Housekeeper::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -18,13 +18,18 @@ void Housekeeper::Stop() {
 }
 
 void Housekeeper::Run() {
-  std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
-    lock.unlock();
+  MutexLock lock(mu_);
+  for (;;) {
+    // Once a second, or at once when stopped (a wakeup without either only waits again).
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (!stop_ && cv_.wait_until(mu_, until) == std::cv_status::no_timeout) {
+    }
+    if (stop_) return;
+    lock.Unlock();
     timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);  // the store stamps activity with CLOCK_REALTIME
     store_.ExpireReservations(uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec));
-    lock.lock();
+    lock.Lock();
   }
 }
 

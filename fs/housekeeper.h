@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "store/block_store.h"
+#include "store/mutex.h"
 
 namespace gpucache {
 
@@ -21,9 +22,9 @@ class Housekeeper {
  private:
   void Run();
   BlockStore& store_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -44,7 +44,7 @@ std::optional<uint64_t> InodeTable::FixedIno(const Node& node) const {
 
 std::optional<Node> InodeTable::Get(uint64_t ino) {
   if (ino < kFirstDynamicIno) return FixedLocked(ino);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_ino_.find(ino);
   if (it == by_ino_.end()) return std::nullopt;
   return it->second.node;
@@ -52,7 +52,7 @@ std::optional<Node> InodeTable::Get(uint64_t ino) {
 
 uint64_t InodeTable::Ref(const Node& node) {
   if (auto fixed = FixedIno(node)) return *fixed;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto [it, inserted] = by_key_.try_emplace(KeyOf(node), next_);
   if (inserted) by_ino_[next_++] = Entry{node, 0};
   by_ino_[it->second].nlookup++;
@@ -61,7 +61,7 @@ uint64_t InodeTable::Ref(const Node& node) {
 
 std::optional<uint64_t> InodeTable::Find(const Node& node) {
   if (auto fixed = FixedIno(node)) return fixed;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_key_.find(KeyOf(node));
   if (it == by_key_.end()) return std::nullopt;
   return it->second;
@@ -69,7 +69,7 @@ std::optional<uint64_t> InodeTable::Find(const Node& node) {
 
 void InodeTable::Forget(uint64_t ino, uint64_t nlookup) {
   if (ino < kFirstDynamicIno) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_ino_.find(ino);
   if (it == by_ino_.end()) return;
   it->second.nlookup -= std::min(it->second.nlookup, nlookup);
@@ -80,7 +80,7 @@ void InodeTable::Forget(uint64_t ino, uint64_t nlookup) {
 }
 
 void InodeTable::Rename(uint64_t ino, const Node& to) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_ino_.find(ino);
   if (it == by_ino_.end()) return;
   auto k = by_key_.find(KeyOf(it->second.node));
@@ -90,7 +90,7 @@ void InodeTable::Rename(uint64_t ino, const Node& to) {
 }
 
 size_t InodeTable::DynamicCount() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return by_ino_.size();
 }
 

@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "store/mutex.h"
+
 namespace gpucache {
 
 enum class NodeKind : uint8_t {
@@ -80,10 +82,10 @@ class InodeTable {
     uint64_t nlookup = 0;
   };
   const std::vector<std::string> tenants_;
-  std::mutex mu_;
-  uint64_t next_ = kFirstDynamicIno;
-  std::unordered_map<uint64_t, Entry> by_ino_;
-  std::map<Key, uint64_t> by_key_;
+  Mutex mu_;
+  uint64_t next_ GUARDED_BY(mu_) = kFirstDynamicIno;
+  std::unordered_map<uint64_t, Entry> by_ino_ GUARDED_BY(mu_);
+  std::map<Key, uint64_t> by_key_ GUARDED_BY(mu_);
 };
 
 }  // namespace gpucache

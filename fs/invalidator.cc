@@ -13,7 +13,7 @@ void Invalidator::Start(fuse_session* se) {
 
 void Invalidator::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -22,7 +22,7 @@ void Invalidator::Stop() {
 
 void Invalidator::Push(uint64_t parent, std::string name, uint64_t ino) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) return;
     queue_.push_back({parent, std::move(name), ino});
   }
@@ -37,15 +37,15 @@ void Invalidator::Now(uint64_t parent, const std::string& name, uint64_t ino) {
 }
 
 void Invalidator::Run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    while (!stop_ && queue_.empty()) cv_.wait(mu_);
     if (stop_) return;
     Item item = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Now(item.parent, item.name, item.ino);
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "store/mutex.h"
+
 struct fuse_session;
 
 namespace gpucache {
@@ -44,10 +46,10 @@ class Invalidator {
   void Run();
 
   fuse_session* se_ = nullptr;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Item> queue_;
-  bool stop_ = false;
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<Item> queue_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

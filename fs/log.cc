@@ -51,7 +51,7 @@ uint64_t LogLinesSuppressed() { return g_suppressed_total.load(std::memory_order
 
 bool BurstLimiter::Allow(uint32_t key, uint64_t* suppressed) {
   auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (windows_.size() > 4096) windows_.clear();  // a bound, not a cache
   Window& w = windows_[key];
   if (now - w.start >= window_) {

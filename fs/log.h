@@ -13,6 +13,8 @@
 #include <map>
 #include <mutex>
 
+#include "store/mutex.h"
+
 namespace gpucache {
 
 // `level`: "error", "warn", "info" or "debug" (checked by the caller).
@@ -39,8 +41,8 @@ class BurstLimiter {
   };
   const int per_window_;
   const std::chrono::nanoseconds window_;
-  std::mutex mu_;
-  std::map<uint32_t, Window> windows_;  // guarded by mu_; cleared past 4096 keys
+  Mutex mu_;
+  std::map<uint32_t, Window> windows_ GUARDED_BY(mu_);  // cleared past 4096 keys
 };
 
 // One log line per burst: Allow() is true at most once per `interval`, and Suppressed() then

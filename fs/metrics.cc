@@ -127,7 +127,7 @@ void Metrics::RecordOp(FuseOp op, std::chrono::nanoseconds elapsed) {
 }
 
 Metrics::TenantIo& Metrics::Of(const std::string& tenant) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& slot = io_[tenant];
   if (!slot) slot = std::make_unique<TenantIo>();
   return *slot;  // never erased: the reference stays valid
@@ -145,12 +145,12 @@ void Metrics::BeginRequest() { t_request_tenant.clear(); }
 const std::string& Metrics::CurrentTenant() { return t_request_tenant; }
 
 void Metrics::RecordRefusal(StatusCode s) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   refusals_[{t_request_tenant, s}]++;
 }
 
 uint64_t Metrics::Refusals(StatusCode s) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint64_t n = 0;
   for (const auto& [key, count] : refusals_) n += key.second == s ? count : 0;
   return n;
@@ -170,7 +170,7 @@ void Metrics::RenderIo(MetricsWriter& w, const MetricsViewer& viewer) {
       {"gpucache_read_bytes_total", "Payload bytes the daemon served to readers.", &TenantIo::read_bytes},
       {"gpucache_written_bytes_total", "Payload bytes written by fills.", &TenantIo::written_bytes},
   };
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const Series& s : series) {
     w.Family(s.name, "counter", s.help);
     for (const auto& [tenant, io] : io_) {
@@ -206,7 +206,7 @@ void Metrics::RenderLimits(MetricsWriter& w, const MetricsViewer& viewer) {
 void Metrics::RenderRefusals(MetricsWriter& w, const MetricsViewer& viewer) {
   w.Family("gpucache_refusals_total", "counter",
            "Requests answered with an error, by tenant (empty: none named), errno and reason.");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [key, n] : refusals_) {
     const auto& [tenant, code] = key;
     // A refusal before any tenant was named (the root, .gpucache) is the operator's business.

@@ -27,6 +27,7 @@
 #include "store/block_store.h"
 #include "store/limits.h"
 #include "store/io/uring_reader.h"
+#include "store/mutex.h"
 
 namespace gpucache {
 
@@ -122,9 +123,9 @@ class Metrics {
   std::array<Histogram, kFuseOpCount> ops_;
   std::atomic<uint64_t> block_reads_{0}, read_errors_{0};
   std::atomic<uint64_t> reloads_ok_{0}, reloads_failed_{0};
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<TenantIo>, std::less<>> io_;  // guarded by mu_
-  std::map<std::pair<std::string, StatusCode>, uint64_t> refusals_;    // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<TenantIo>, std::less<>> io_ GUARDED_BY(mu_);
+  std::map<std::pair<std::string, StatusCode>, uint64_t> refusals_ GUARDED_BY(mu_);
 };
 
 // Times one FUSE operation (RAII): construct at entry, the destructor records.

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "fs/metrics.h"
-#include "store/file_store.h"
+#include "store/indexed_store.h"
 #include "store/io/uring_reader.h"
 
 #ifndef GPUCACHE_VERSION
@@ -57,22 +57,12 @@ size_t OpenFds() {
   return n;
 }
 
-const FileMedium* FileMediumOf(IndexedStore& store) {
-  return dynamic_cast<const FileMedium*>(&store.medium());
-}
-
 }  // namespace
 
-std::string BackingIoDescription(IndexedStore& store) {
-  const FileMedium* file = FileMediumOf(store);
-  if (file && file->uring_reader()) return file->uring_reader()->stats().status;
-  return "posix (pread through the page cache)";
-}
+std::string BackingIoDescription(IndexedStore& store) { return store.medium().IoStats().description; }
 
 std::optional<UringReaderStats> BackingIoStatsOf(IndexedStore& store) {
-  const FileMedium* file = FileMediumOf(store);
-  if (!file || !file->uring_reader()) return std::nullopt;
-  return file->uring_reader()->stats();
+  return store.medium().IoStats().uring;
 }
 
 void RenderProcessMetrics(MetricsWriter& w) {

@@ -1,13 +1,11 @@
 #include "store/block_file.h"
 
-#include <sys/stat.h>
 #include <xxhash.h>
 
 #include <algorithm>
-#include <cerrno>
 
 #include "store/codec.h"
-#include "store/posix_io.h"
+#include "store/env.h"
 
 namespace gpucache {
 namespace {
@@ -91,23 +89,23 @@ Result<BlockHeader> DecodeBlockHeader(std::span<const uint8_t> bytes, uint64_t f
   return h;
 }
 
-Result<BlockHeader> ReadBlockHeader(int fd) {
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return StatusFromErrno(errno);
-  uint64_t file_size = static_cast<uint64_t>(st.st_size);
-  Bytes prefix(std::min<uint64_t>(file_size, 4096));
-  if (prefix.size() < 16 || PreadFull(fd, prefix, 0) != StatusCode::kOk) {
-    return StatusCode::kInvalidArgument;
-  }
+Result<BlockHeader> ReadBlockHeader(Env& env, int fd) {
+  Result<FileStat> st = env.StatFd(fd);
+  if (!st.ok()) return st.status();
+  Bytes prefix(std::min<uint64_t>(st->size, 4096));
+  if (prefix.size() < 16) return StatusCode::kInvalidArgument;
+  if (StatusCode s = env.Read(fd, prefix, 0); s != StatusCode::kOk) return s;
   uint32_t header_length = HeaderLengthFromPrefix(prefix);
-  if (header_length == 0 || header_length > kBlockDataOffset || header_length > file_size) {
+  if (header_length == 0 || header_length > kBlockDataOffset || header_length > st->size) {
     return StatusCode::kInvalidArgument;
   }
   if (header_length > prefix.size()) {
     prefix.resize(header_length);
-    if (PreadFull(fd, prefix, 0) != StatusCode::kOk) return StatusCode::kInvalidArgument;
+    if (StatusCode s = env.Read(fd, prefix, 0); s != StatusCode::kOk) return s;
   }
-  return DecodeBlockHeader(prefix, file_size);
+  return DecodeBlockHeader(prefix, st->size);
 }
+
+Result<BlockHeader> ReadBlockHeader(int fd) { return ReadBlockHeader(Env::Posix(), fd); }
 
 }  // namespace gpucache

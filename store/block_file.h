@@ -53,7 +53,12 @@ Result<BlockHeader> DecodeBlockHeader(std::span<const uint8_t> bytes, uint64_t f
 // Bytes to read from the start of a file to be sure the whole header is in hand.
 uint32_t HeaderLengthFromPrefix(std::span<const uint8_t> prefix);
 
-// Reads and checks the header of a block file (the store, and gpucachectl's offline inspect).
+class Env;
+// Reads and checks the header of a block file through `env` (the store's seam, so that fault
+// injection reaches it): kInvalidArgument if the header is damaged, the read's own status
+// (kIoError...) if the file could not be read, which says nothing about its bytes.
+Result<BlockHeader> ReadBlockHeader(Env& env, int fd);
+// The same through the POSIX Env (gpucachectl's offline inspect, tests).
 Result<BlockHeader> ReadBlockHeader(int fd);
 
 }  // namespace gpucache

@@ -63,7 +63,7 @@ ArrivalHasher::ArrivalHasher() : hasher_(std::make_unique<PayloadHasher>(kDefaul
 ArrivalHasher::~ArrivalHasher() = default;
 
 uint64_t ArrivalHasher::Begin() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint64_t ticket = ++started_;
   // Everything still running, and this one, overlap each other.
   if (active_ > 0) overlapped_ = ticket;
@@ -85,7 +85,7 @@ void ArrivalHasher::RestartLocked() {
 
 void ArrivalHasher::EndWrite(uint64_t ticket, uint64_t offset, std::span<const uint8_t> data,
                              bool landed) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   bool alone = FinishLocked(ticket);
   if (data.empty()) return;
   if (offset < hashed_) RestartLocked();  // the hashed prefix may have changed under it
@@ -96,13 +96,13 @@ void ArrivalHasher::EndWrite(uint64_t ticket, uint64_t offset, std::span<const u
 }
 
 void ArrivalHasher::EndResize(uint64_t ticket, uint64_t size) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   FinishLocked(ticket);
   if (size < hashed_) RestartLocked();
 }
 
 std::unique_ptr<PayloadHasher> ArrivalHasher::Take(uint32_t chunk_size, uint64_t* hashed) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::unique_ptr<PayloadHasher> out;
   if (chunk_size == kDefaultChunkSize && active_ == 0) {
     out = std::move(hasher_);
@@ -116,7 +116,7 @@ std::unique_ptr<PayloadHasher> ArrivalHasher::Take(uint32_t chunk_size, uint64_t
 }
 
 uint64_t ArrivalHasher::hashed() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return hashed_;
 }
 

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "store/mutex.h"
+
 namespace gpucache {
 
 inline constexpr uint32_t kDefaultChunkSize = 64 * 1024;
@@ -84,15 +86,15 @@ class ArrivalHasher {
   uint64_t hashed() const;
 
  private:
-  void RestartLocked();
+  void RestartLocked() REQUIRES(mu_);
   // Whether the operation holding `ticket` overlapped none other; ends it.
-  bool FinishLocked(uint64_t ticket);
-  mutable std::mutex mu_;
-  std::unique_ptr<PayloadHasher> hasher_;  // chunks of kDefaultChunkSize
-  uint64_t hashed_ = 0;
-  uint64_t started_ = 0;        // tickets handed out
-  uint32_t active_ = 0;         // operations begun and not ended
-  uint64_t overlapped_ = 0;     // tickets at or below this overlapped another operation
+  bool FinishLocked(uint64_t ticket) REQUIRES(mu_);
+  mutable Mutex mu_;
+  std::unique_ptr<PayloadHasher> hasher_ GUARDED_BY(mu_);  // chunks of kDefaultChunkSize
+  uint64_t hashed_ GUARDED_BY(mu_) = 0;
+  uint64_t started_ GUARDED_BY(mu_) = 0;     // tickets handed out
+  uint32_t active_ GUARDED_BY(mu_) = 0;      // operations begun and not ended
+  uint64_t overlapped_ GUARDED_BY(mu_) = 0;  // tickets at or below this overlapped another operation
 };
 
 }  // namespace gpucache

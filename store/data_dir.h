@@ -34,6 +34,8 @@ class DataDir {
   // Block files a start found damaged, kept for examination (the newest few).
   std::string Damaged() const { return root_ + "/damaged"; }
   std::string Quarantined(uint64_t region) const { return Quarantine() + "/" + std::to_string(region); }
+  // The entry `name` of one of the directories above (a name a listing of it returned).
+  static std::string In(const std::string& dir, std::string_view name) { return Join(dir, name); }
 
  private:
   static std::string Join(const std::string& dir, std::string_view name) {

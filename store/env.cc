@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -156,6 +158,18 @@ class PosixEnv final : public Env {
     if (!p.dir.valid()) return StatusFromErrno(-p.dir.get());
     if (::fchownat(p.dir.get(), p.name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) == 0) return StatusCode::kOk;
     return errno == EPERM ? StatusCode::kAccessDenied : StatusFromErrno(errno);
+  }
+  int OpenLockFile(const std::string& path) override {
+    return OpenNoSymlinks(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  }
+  StatusCode TryLock(int fd) override {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return StatusCode::kOk;
+    return errno == EWOULDBLOCK ? StatusCode::kBusy : StatusFromErrno(errno);
+  }
+  Result<FsSpace> SpaceOf(const std::string& path) override {
+    struct statvfs v {};
+    if (::statvfs(path.c_str(), &v) != 0) return StatusFromErrno(errno);
+    return FsSpace{uint64_t{v.f_bavail} * v.f_frsize, uint64_t{v.f_blocks} * v.f_frsize};
   }
 };
 

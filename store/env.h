@@ -33,6 +33,12 @@ struct FileStat {
   bool directory = false;
 };
 
+// What statvfs says of the filesystem holding a path, in bytes available to the daemon.
+struct FsSpace {
+  uint64_t free_bytes = 0;   // f_bavail * f_frsize
+  uint64_t total_bytes = 0;  // f_blocks * f_frsize
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -73,6 +79,14 @@ class Env {
   virtual StatusCode RemoveDir(const std::string& path) = 0;
   // kAccessDenied where the process may not give the file away (not root).
   virtual StatusCode Chown(const std::string& path, uint32_t uid, uint32_t gid) = 0;
+  // Opens `path` read-write, creating it (mode 0600) if missing and keeping what it holds: a
+  // data directory's LOCK. The descriptor, or -errno.
+  virtual int OpenLockFile(const std::string& path) = 0;
+  // Takes an exclusive flock() on `fd` without waiting; it lasts while `fd` is open. kBusy if
+  // another open file description holds it (another daemon).
+  virtual StatusCode TryLock(int fd) = 0;
+  // The space of the filesystem holding `path`.
+  virtual Result<FsSpace> SpaceOf(const std::string& path) = 0;
 
   // The process-wide POSIX implementation.
   static Env& Posix();
@@ -110,6 +124,9 @@ class EnvWrapper : public Env {
   StatusCode Chown(const std::string& p, uint32_t uid, uint32_t gid) override {
     return t_.Chown(p, uid, gid);
   }
+  int OpenLockFile(const std::string& p) override { return t_.OpenLockFile(p); }
+  StatusCode TryLock(int fd) override { return t_.TryLock(fd); }
+  Result<FsSpace> SpaceOf(const std::string& p) override { return t_.SpaceOf(p); }
 
  private:
   Env& t_;

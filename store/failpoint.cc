@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "store/mutex.h"
+
 namespace gpucache::failpoint {
 namespace {
 
@@ -19,8 +21,9 @@ struct Point {
 };
 
 struct Registry {
-  std::mutex mu;
-  std::vector<Point> points;  // guarded by mu (a handful at most, searched linearly)
+  explicit Registry(std::vector<Point> parsed) : points(std::move(parsed)) {}
+  Mutex mu;
+  std::vector<Point> points GUARDED_BY(mu);  // (a handful at most, searched linearly)
 };
 
 // "a,b@3" -> {a@1, b@3}. Malformed counts fall back to 1: a test that misspells one still
@@ -49,9 +52,8 @@ std::vector<Point> Parse(const char* spec) {
 
 Registry& TheRegistry() {
   static Registry* r = [] {
-    auto* reg = new Registry;  // never destroyed: failpoints may be reached during exit
-    reg->points = Parse(::getenv("GPUCACHE_FAILPOINTS"));
-    return reg;
+    // Never destroyed: failpoints may be reached during exit.
+    return new Registry(Parse(::getenv("GPUCACHE_FAILPOINTS")));
   }();
   return *r;
 }
@@ -60,13 +62,15 @@ Registry& TheRegistry() {
 
 namespace detail {
 bool ParseEnvironment() {
-  return !TheRegistry().points.empty();
+  Registry& r = TheRegistry();
+  MutexLock lock(r.mu);
+  return !r.points.empty();
 }
 }  // namespace detail
 
 bool Hit(std::string_view name) {
   Registry& r = TheRegistry();
-  std::lock_guard lock(r.mu);
+  MutexLock lock(r.mu);
   for (Point& p : r.points) {
     if (p.name == name && ++p.passes == p.fire_at) return true;
   }

@@ -2,14 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/file.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <cctype>
 #include <charconv>
 #include <cstring>
@@ -24,8 +21,6 @@
 
 namespace gpucache {
 namespace {
-
-namespace fs = std::filesystem;
 
 class FileSource final : public RawSource {
  public:
@@ -43,14 +38,54 @@ class FileSource final : public RawSource {
 
 
 // ", pid N" from the LOCK file its holder wrote, or "" when it says nothing usable.
-std::string LockHolder(int fd) {
-  char buf[32] = {};
-  ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-  if (n <= 0) return "";
-  std::string_view text(buf, static_cast<size_t>(n));
+std::string LockHolder(Env& env, int fd) {
+  uint8_t buf[32] = {};
+  Result<size_t> n = env.ReadUpTo(fd, buf, 0);
+  if (!n.ok() || n.value() == 0) return "";
+  std::string_view text(reinterpret_cast<const char*>(buf), n.value());
   size_t digits = text.find_first_not_of("0123456789");
   if (digits == 0 || digits == std::string_view::npos) return "";
   return ", pid " + std::string(text.substr(0, digits));
+}
+
+// Claims one data directory for this process: its layout's directories made, its LOCK held
+// (our pid written in it for the message another start prints). Through `env`, so that a test
+// can fail any step; nothing is written before the lock is held but the empty directories.
+std::optional<FileMedium::Device> OpenDevice(Env& env, const std::string& dir, std::string* error) {
+  std::string root;
+  if (!ClaimDataDir(dir, &root, error)) return std::nullopt;
+  DataDir layout(root);
+  for (const std::string& sub :
+       {layout.Blocks(), layout.Tmp(), layout.Spare(), layout.Quarantine()}) {
+    StatusCode made = env.MakeDir(sub);
+    if (made != StatusCode::kOk && made != StatusCode::kExists) {
+      *error = "cannot create " + sub + ": " + std::string(ToString(made));
+      return std::nullopt;
+    }
+  }
+  std::string lock_path = layout.File("LOCK");
+  Fd lock(env.OpenLockFile(lock_path));
+  if (!lock.valid()) {
+    *error = "cannot open " + lock_path + ": " + std::strerror(-lock.get()) +
+             " (is the data directory writable?)";
+    return std::nullopt;
+  }
+  if (StatusCode locked = env.TryLock(lock.get()); locked != StatusCode::kOk) {
+    if (locked != StatusCode::kBusy) {
+      *error = "cannot lock " + lock_path + ": " + std::string(ToString(locked));
+    } else {
+      *error = "data directory " + dir + " is in use by another gpucachefs" +
+               LockHolder(env, lock.get()) + " (" + lock_path +
+               " is locked); stop it first, or give this one another data_dir";
+    }
+    return std::nullopt;
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (env.Truncate(lock.get(), 0) == StatusCode::kOk) {
+    auto bytes = reinterpret_cast<const uint8_t*>(pid.data());
+    (void)env.Write(lock.get(), std::span(bytes, pid.size()), 0);
+  }
+  return FileMedium::Device{std::move(layout), std::move(lock), false};
 }
 
 }  // namespace
@@ -69,6 +104,13 @@ FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
     o.probe_dir = devices_.empty() ? std::string() : devices_[0].dir.root();  // sizes the queue depth
     uring_ = UringReader::Create(o);  // null only for invalid pool options: then pread
   }
+}
+
+MediumIoStats FileMedium::IoStats() const {
+  if (!uring_) return {"posix (pread through the page cache)", std::nullopt};
+  UringReaderStats stats = uring_->stats();
+  std::string status = stats.status;
+  return {std::move(status), std::move(stats)};
 }
 
 FileMedium::~FileMedium() {
@@ -94,34 +136,12 @@ std::unique_ptr<IndexedStore> OpenFileStore(const std::vector<std::string>& data
     *error = why;
     return nullptr;
   }
+  Env& env = options.env ? *options.env : Env::Posix();
   std::vector<Device> devices;
   for (const std::string& dir : data_dirs) {
-    std::error_code ec;
-    std::string root;
-    if (!ClaimDataDir(dir, &root, error)) return nullptr;
-    DataDir layout(root);
-    for (const std::string& sub : {layout.Blocks(), layout.Tmp(), layout.Spare(), layout.Quarantine()}) {
-      if (!ec) fs::create_directories(sub, ec);
-    }
-    if (ec) {
-      *error = "cannot create data directory " + dir + ": " + ec.message();
-      return nullptr;
-    }
-    std::string lock_path = layout.File("LOCK");
-    Fd lock(OpenNoSymlinks(lock_path, O_RDWR | O_CREAT, 0600));
-    if (!lock.valid()) {
-      *error = "cannot open " + lock_path + ": " + std::strerror(-lock.get()) + " (is the data directory writable?)";
-      return nullptr;
-    }
-    if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-      *error = "data directory " + dir + " is in use by another gpucachefs" + LockHolder(lock.get()) +
-               " (" + lock_path + " is locked); stop it first, or give this one another data_dir";
-      return nullptr;
-    }
-    // The holder's pid, for the message another start would print.
-    std::string pid = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(lock.get(), 0) == 0) (void)!::pwrite(lock.get(), pid.data(), pid.size(), 0);
-    devices.push_back(Device{std::move(layout), std::move(lock), false});
+    std::optional<Device> device = OpenDevice(env, dir, error);
+    if (!device) return nullptr;
+    devices.push_back(std::move(*device));
   }
   auto medium = std::make_unique<FileMedium>(std::move(devices), options);
   auto store = std::make_unique<IndexedStore>(std::move(options), std::move(medium));
@@ -176,7 +196,10 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
       // finished.
       KeepJournal(dev);
       walk_started_ = true;
-      walk_state_ = true;
+      {
+        WriterLock lock(walk_state_mu_);  // before the store is shared: uncontended
+        walk_state_ = true;
+      }
       walk_done_.store(false);
       walk_dev_ = dev;
       if (!options_.defer_background_work) StartBackgroundWork();
@@ -218,13 +241,13 @@ void FileMedium::Close() {
 }
 
 bool FileMedium::Isolated(size_t dev) const {
-  std::lock_guard lock(devices_mu_);
+  MutexLock lock(devices_mu_);
   return devices_[dev].isolated;
 }
 
 size_t FileMedium::PlaceFor(const BlockAddress& a) const {
   std::string key = a.RelativePath();
-  std::lock_guard lock(devices_mu_);
+  MutexLock lock(devices_mu_);
   RefreshWeightsLocked();
   std::vector<PlacementCandidate> candidates;
   candidates.reserve(devices_.size());
@@ -241,10 +264,9 @@ void FileMedium::RefreshWeightsLocked() const {
   if (weights_read_ns_ != 0 && now - weights_read_ns_ < 1000000000ull) return;
   weights_read_ns_ = now;
   for (const Device& d : devices_) {
-    struct statvfs v {};
     // Unreadable: keep the last weight rather than starve or flood the directory.
-    if (::statvfs(d.dir.root().c_str(), &v) == 0) {
-      d.free_bytes = static_cast<double>(v.f_bavail) * static_cast<double>(v.f_frsize);
+    if (Result<FsSpace> space = env_.SpaceOf(d.dir.root()); space.ok()) {
+      d.free_bytes = static_cast<double>(space->free_bytes);
     }
   }
 }
@@ -256,7 +278,7 @@ std::string FileMedium::PathIn(size_t dev, const BlockAddress& a) const {
 StatusCode FileMedium::IsolateDomain(const std::string& path) {
   size_t dev = devices_.size();
   {
-    std::lock_guard lock(devices_mu_);
+    MutexLock lock(devices_mu_);
     size_t in_service = 0;
     for (size_t d = 0; d < devices_.size(); ++d) {
       if (!devices_[d].isolated) in_service++;
@@ -276,7 +298,7 @@ StatusCode FileMedium::IsolateDomain(const std::string& path) {
 }
 
 std::vector<DomainInfo> FileMedium::Domains() {
-  std::lock_guard lock(devices_mu_);
+  MutexLock lock(devices_mu_);
   std::vector<DomainInfo> out;
   for (const Device& d : devices_) out.push_back({d.dir.root(), d.isolated});
   return out;
@@ -323,7 +345,7 @@ Result<std::pair<Fd, BlockHeader>> FileMedium::OpenChecked(const BlockInfo& info
   // (IndexedStore checks the identity it returns.)
   // A header that cannot be read (EIO) is an error for this caller, not proof of damage: the
   // block stays. One that reads but does not check out is never served.
-  Result<BlockHeader> header = ReadHeader(fd.get());
+  Result<BlockHeader> header = ReadBlockHeader(env_, fd.get());
   if (!header.ok() && header.status() != StatusCode::kInvalidArgument) return header.status();
   if (!header.ok() || header->region_id != info.region_id || header->payload_length != info.size) {
     return StatusCode::kChecksumMismatch;

@@ -50,6 +50,7 @@
 #include "store/index_snapshot.h"
 #include "store/indexed_store.h"
 #include "store/posix_io.h"
+#include "store/mutex.h"
 
 namespace gpucache {
 
@@ -104,8 +105,8 @@ class FileMedium final : public Medium {
   bool WalkRunning() const override { return !walk_done_.load(std::memory_order_acquire); }
   // Where a committed block's file is (or where a new one would be placed).
   std::string PathOf(const BlockAddress& address) override;
-  // backing_io "uring": the reader serving payload reads (its counters); null with "posix".
-  const UringReader* uring_reader() const { return uring_.get(); }
+  // backing_io "uring": the reader's status line and counters; "posix": pread, no counters.
+  MediumIoStats IoStats() const override;
 
   // Spare files kept ready per data directory: a burst of this many CREATEs never waits for
   // an inode allocation.
@@ -123,7 +124,7 @@ class FileMedium final : public Medium {
   struct Device {
     DataDir dir;
     Fd lock;
-    bool isolated = false;      // guarded by devices_mu_
+    bool isolated = false;      // guarded by devices_mu_ (of the medium: not nameable here)
     mutable double free_bytes = 1;  // placement weight, guarded by devices_mu_
   };
 
@@ -137,9 +138,9 @@ class FileMedium final : public Medium {
   // journal (file_store_journal.cc). Commits and removals append to it; a clean close writes
   // INDEX from memory and empties it again.
   struct JournalFile {
-    std::mutex mu;
-    Fd fd;               // JOURNAL, for appending
-    uint64_t bytes = 0;  // appended since it was last emptied
+    Mutex mu;
+    Fd fd GUARDED_BY(mu);               // JOURNAL, for appending
+    uint64_t bytes GUARDED_BY(mu) = 0;  // appended since it was last emptied
   };
   void SaveSnapshots();
   void SaveSnapshot(size_t dev);
@@ -203,7 +204,7 @@ class FileMedium final : public Medium {
   // The directory in service that a new block at `address` goes to (weighted rendezvous).
   size_t PlaceFor(const BlockAddress& address) const;
   // Re-reads every directory's free bytes when the last reading is older than a second.
-  void RefreshWeightsLocked() const;
+  void RefreshWeightsLocked() const REQUIRES(devices_mu_);
   std::string PathIn(size_t dev, const BlockAddress& address) const;
   bool Isolated(size_t dev) const;
   // The payload's checksums: what its writes fed, and the rest read back.
@@ -216,9 +217,6 @@ class FileMedium final : public Medium {
   std::string SetAsideDamaged(size_t dev, const std::string& path);
   // The names in `dir`; none (and a line in the report, unless it is missing) if unreadable.
   std::vector<std::string> ListOrReport(const std::string& dir, FileStoreReport& report);
-  // Reads and checks a block file's header through env_: kInvalidArgument if it is damaged,
-  // another status if it could not be read.
-  Result<BlockHeader> ReadHeader(int fd);
   // Reads and checks a block file; the BlockInfo it describes, or why not: kInvalidArgument if
   // the file is damaged (it can be deleted), kIoError if it could not be read (it is kept).
   Result<BlockInfo> ReadBlockInfo(const std::string& path, std::string& why);
@@ -253,10 +251,11 @@ class FileMedium final : public Medium {
   std::atomic<bool> walk_done_{true};    // no walk, or it ended (finished or stopped)
   std::atomic<bool> walk_stop_{false};   // Close: stop early
   bool walk_started_ = false, walk_completed_ = false;  // written before walk_done_ is set
-  std::shared_mutex walk_state_mu_;      // VerifyBlock (shared) against freeing the entries
-  bool walk_state_ = false;              // guarded by walk_state_mu_: the entries are there
-  std::mutex gate_problems_mu_;
-  std::vector<std::string> gate_problems_;  // what VerifyBlock found, for the walk's report
+  SharedMutex walk_state_mu_;            // VerifyBlock (shared) against freeing the entries
+  bool walk_state_ GUARDED_BY(walk_state_mu_) = false;  // the entries are there
+  Mutex gate_problems_mu_;
+  // What VerifyBlock found, for the walk's report.
+  std::vector<std::string> gate_problems_ GUARDED_BY(gate_problems_mu_);
 
   std::set<std::string> pins_;  // relative paths pinned at start-up
 
@@ -284,8 +283,8 @@ class FileMedium final : public Medium {
   bool index_whole_ = false;          // INDEX was read and checked out
   JournalRead old_journal_, journal_;  // what LoadSnapshot found of JOURNAL.old and JOURNAL
   std::vector<std::unique_ptr<JournalFile>> journals_;  // per device
-  mutable std::mutex devices_mu_;
-  mutable uint64_t weights_read_ns_ = 0;  // steady clock; guarded by devices_mu_
+  mutable Mutex devices_mu_;
+  mutable uint64_t weights_read_ns_ GUARDED_BY(devices_mu_) = 0;  // steady clock
 };
 
 }  // namespace gpucache

@@ -69,7 +69,7 @@ void FileMedium::StartJournal(size_t dev) {
 
 bool FileMedium::KeepJournal(size_t dev) {
   JournalFile& j = *journals_[dev];
-  std::lock_guard lock(j.mu);
+  MutexLock lock(j.mu);
   int opened = env_.OpenAppend(devices_[dev].dir.File(kJournalFile), /*truncate=*/false);
   if (opened < 0) return false;
   Fd fd(opened);
@@ -91,7 +91,7 @@ bool FileMedium::KeepJournal(size_t dev) {
 
 void FileMedium::EmptyJournal(size_t dev) {
   JournalFile& j = *journals_[dev];
-  std::lock_guard lock(j.mu);
+  MutexLock lock(j.mu);
   int opened = env_.OpenAppend(devices_[dev].dir.File(kJournalFile), /*truncate=*/true);
   j.fd = Fd(opened >= 0 ? opened : -1);
   j.bytes = 0;
@@ -103,7 +103,7 @@ void FileMedium::Append(size_t dev, const JournalRecord& record) {
   Bytes bytes = EncodeJournalRecord(record);
   bool rotate;
   {
-    std::lock_guard lock(j.mu);
+    MutexLock lock(j.mu);
     if (!j.fd.valid()) return;  // not started (loading) or could not be opened: INDEX is checked anyway
     // One write per record, O_APPEND: a crash leaves whole records and at most one torn one.
     if (env_.Append(j.fd.get(), bytes) != StatusCode::kOk) CountError();

@@ -102,7 +102,8 @@ std::string FileMedium::SetAsideDamaged(size_t dev, const std::string& path) {
   char stamp[24];
   std::snprintf(stamp, sizeof stamp, "%020llu", static_cast<unsigned long long>(
                                                     std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
-  std::string to = d.Damaged() + "/" + stamp + "-" + path.substr(path.find_last_of('/') + 1);
+  std::string to =
+      DataDir::In(d.Damaged(), std::string(stamp) + "-" + path.substr(path.find_last_of('/') + 1));
   StatusCode made = env_.MakeDir(d.Damaged());
   if ((made != StatusCode::kOk && made != StatusCode::kExists) || env_.Rename(path, to) != StatusCode::kOk) {
     env_.Remove(path);
@@ -114,7 +115,9 @@ std::string FileMedium::SetAsideDamaged(size_t dev, const std::string& path) {
   std::vector<std::string> kept = std::move(listed.value());
   if (kept.size() <= kMaxDamaged) return done;
   std::sort(kept.begin(), kept.end());
-  for (size_t i = 0; i + kMaxDamaged < kept.size(); ++i) env_.Remove(d.Damaged() + "/" + kept[i]);
+  for (size_t i = 0; i + kMaxDamaged < kept.size(); ++i) {
+    env_.Remove(DataDir::In(d.Damaged(), kept[i]));
+  }
   return done;
 }
 
@@ -125,19 +128,21 @@ uint64_t FileMedium::DropLeftovers(FileStoreReport& report) {
     // there by someone else, and is left for them with a warning.
     for (const std::string& name : ListOrReport(d.dir.Tmp(), report)) {
       if (!IsNumberedName(name, ".part") && !IsNumberedName(name, ".dropped")) {
-        report.problems.push_back("left " + d.dir.Tmp() + "/" + name + " alone: not a name gpucache writes");
+        report.problems.push_back("left " + DataDir::In(d.dir.Tmp(), name) +
+                                  " alone: not a name gpucache writes");
         continue;
       }
-      env_.Remove(d.dir.Tmp() + "/" + name);
+      env_.Remove(DataDir::In(d.dir.Tmp(), name));
       reservations++;
     }
     // A spare that holds bytes was a reservation's payload; the others were never used.
     for (const std::string& name : ListOrReport(d.dir.Spare(), report)) {
       if (!IsNumberedName(name, "")) {
-        report.problems.push_back("left " + d.dir.Spare() + "/" + name + " alone: not a name gpucache writes");
+        report.problems.push_back("left " + DataDir::In(d.dir.Spare(), name) +
+                                  " alone: not a name gpucache writes");
         continue;
       }
-      std::string path = d.dir.Spare() + "/" + name;
+      std::string path = DataDir::In(d.dir.Spare(), name);
       Result<FileStat> st = env_.StatAt(-1, path);
       if (st.ok() && st->size > 0) reservations++;
       env_.Remove(path);
@@ -169,23 +174,6 @@ void FileMedium::LoadBlocks(size_t dev, FileStoreReport& report) {
   });
 }
 
-Result<BlockHeader> FileMedium::ReadHeader(int fd) {
-  Result<FileStat> st = env_.StatFd(fd);
-  if (!st.ok()) return st.status();
-  Bytes prefix(std::min<uint64_t>(st->size, 4096));
-  if (prefix.size() < 16) return StatusCode::kInvalidArgument;
-  if (StatusCode s = env_.Read(fd, prefix, 0); s != StatusCode::kOk) return s;
-  uint32_t header_length = HeaderLengthFromPrefix(prefix);
-  if (header_length == 0 || header_length > kBlockDataOffset || header_length > st->size) {
-    return StatusCode::kInvalidArgument;
-  }
-  if (header_length > prefix.size()) {
-    prefix.resize(header_length);
-    if (StatusCode s = env_.Read(fd, prefix, 0); s != StatusCode::kOk) return s;
-  }
-  return DecodeBlockHeader(prefix, st->size);
-}
-
 Result<BlockInfo> FileMedium::ReadBlockInfo(const std::string& path, std::string& why) {
   int opened = env_.OpenRead(path);
   if (opened == -ELOOP) {  // a symlink planted where a block belongs
@@ -197,7 +185,7 @@ Result<BlockInfo> FileMedium::ReadBlockInfo(const std::string& path, std::string
     return StatusCode::kIoError;
   }
   Fd fd(opened);
-  Result<BlockHeader> header = ReadHeader(fd.get());
+  Result<BlockHeader> header = ReadBlockHeader(env_, fd.get());
   if (!header.ok()) {
     bool damaged = header.status() == StatusCode::kInvalidArgument;
     why = damaged ? "corrupt or truncated header"
@@ -248,7 +236,6 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
     bool pinned = false;
     if (!pins_.empty()) pinned = pins_.count(relative.assign(relative_prefix).append(name)) != 0;
     bool restored;
-    SnapshotEntry seen;  // what this start verified, for the INDEX it writes next
     const SnapshotEntry* known = FromSnapshot(dir.get(), path, snapshot_ns, name, ahead.Get(i));
     if (known) {
       report.from_snapshot++;
@@ -292,7 +279,7 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
 void FileMedium::LoadQuarantine(size_t dev, FileStoreReport& report) {
   const DataDir& dir = devices_[dev].dir;
   for (const std::string& name : ListOrReport(dir.Quarantine(), report)) {
-    std::string path = dir.Quarantine() + "/" + name;
+    std::string path = DataDir::In(dir.Quarantine(), name);
     std::string why;
     Result<BlockInfo> info = ReadBlockInfo(path, why);
     if (info.status() == StatusCode::kIoError) {  // kept for the next start or reclaim

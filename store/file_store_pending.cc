@@ -7,7 +7,6 @@
 // block written out of order, overwritten, or over 256 MiB), writes the header and renames the
 // file into place. The checksums are of the bytes the writer sent, and every read of the
 // committed block is verified against them as before.
-#include <sys/statvfs.h>
 
 #include <algorithm>
 
@@ -80,11 +79,9 @@ StatusCode FileMedium::Allocate(PendingPayload& p, uint64_t size) {
 }
 
 std::optional<Medium::DeviceSpace> FileMedium::SpaceFor(const PendingPayload& p) {
-  struct statvfs v {};
-  if (::statvfs(devices_[static_cast<const PendingFile&>(p).dev].dir.root().c_str(), &v) != 0) {
-    return std::nullopt;
-  }
-  return DeviceSpace{uint64_t{v.f_bavail} * v.f_frsize, uint64_t{v.f_blocks} * v.f_frsize};
+  Result<FsSpace> space = env_.SpaceOf(devices_[static_cast<const PendingFile&>(p).dev].dir.root());
+  if (!space.ok()) return std::nullopt;
+  return DeviceSpace{space->free_bytes, space->total_bytes};
 }
 
 bool FileMedium::SharesDevice(const PendingPayload& p, const StoredPayload* stored) const {

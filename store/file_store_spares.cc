@@ -1,5 +1,7 @@
 #include "store/file_store_spares.h"
 
+#include "store/data_dir.h"
+
 namespace gpucache {
 
 SparePool::SparePool(Env& env, std::vector<std::string> dirs, size_t depth) : env_(env), depth_(depth) {
@@ -15,7 +17,7 @@ void SparePool::StartOnce() {
 
 SparePool::~SparePool() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   wake_.notify_all();
@@ -32,7 +34,7 @@ std::optional<SpareFile> SparePool::Take(size_t dev) {
   StartOnce();
   std::optional<SpareFile> out;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (dev >= devices_.size()) return std::nullopt;
     Device& d = devices_[dev];
     if (!d.ready.empty()) {
@@ -48,7 +50,7 @@ std::optional<SpareFile> SparePool::Take(size_t dev) {
 void SparePool::Retire(size_t dev) {
   std::vector<SpareFile> gone;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (dev >= devices_.size()) return;
     devices_[dev].retired = true;
     gone.swap(devices_[dev].ready);
@@ -61,20 +63,20 @@ void SparePool::Retire(size_t dev) {
 
 size_t SparePool::Ready(size_t dev) {
   StartOnce();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return dev < devices_.size() ? devices_[dev].ready.size() : 0;
 }
 
 void SparePool::Run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    wake_.wait(lock, [this] { return stop_ || wanted_; });
+    while (!stop_ && !wanted_) wake_.wait(mu_);
     if (stop_) return;
     wanted_ = false;
     for (size_t dev = 0; dev < devices_.size() && !stop_; ++dev) {
-      lock.unlock();
+      lock.Unlock();
       Fill(dev);
-      lock.lock();
+      lock.Lock();
     }
   }
 }
@@ -83,18 +85,18 @@ void SparePool::Fill(size_t dev) {
   while (true) {
     std::string path;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       Device& d = devices_[dev];
       if (stop_ || d.retired || d.ready.size() >= depth_) return;
-      path = d.dir + "/" + std::to_string(next_name_++);
+      path = DataDir::In(d.dir, std::to_string(next_name_++));
     }
     // A full or failing device: stop here; the next Take tries again (no busy loop).
     int fd = env_.CreateExclusive(path);
     if (fd < 0) return;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Device& d = devices_[dev];
     if (d.retired || stop_) {
-      ::close(fd);
+      Fd{fd}.Reset();  // closed before its name goes
       env_.Remove(path);
       return;
     }

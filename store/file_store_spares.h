@@ -21,6 +21,7 @@
 
 #include "store/env.h"
 #include "store/posix_io.h"
+#include "store/mutex.h"
 
 namespace gpucache {
 
@@ -57,14 +58,14 @@ class SparePool {
 
   Env& env_;
   const size_t depth_;
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::vector<Device> devices_;  // guarded by mu_
-  uint64_t next_name_ = 0;       // guarded by mu_
-  bool wanted_ = true;           // guarded by mu_: fill once at start
-  bool stop_ = false;            // guarded by mu_
+  mutable Mutex mu_;
+  std::condition_variable_any wake_;
+  std::vector<Device> devices_ GUARDED_BY(mu_);
+  uint64_t next_name_ GUARDED_BY(mu_) = 0;
+  bool wanted_ GUARDED_BY(mu_) = true;  // fill once at start
+  bool stop_ GUARDED_BY(mu_) = false;
   std::once_flag started_;
-  std::thread thread_;           // started by the first Take or Ready (StartOnce)
+  std::thread thread_;  // started by the first Take or Ready (StartOnce)
 };
 
 }  // namespace gpucache

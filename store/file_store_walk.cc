@@ -97,7 +97,7 @@ Verdict FileMedium::Check(size_t dev, int dir_fd, const std::string& path, const
 }
 
 Verdict FileMedium::VerifyBlock(const BlockAddress& address, const StoredPayload* stored) {
-  std::shared_lock lock(walk_state_mu_);
+  ReaderLock lock(walk_state_mu_);
   // The walk is over: it settled every block (a use that raced it finds this one settled).
   if (!walk_state_) return {};
   size_t dev = DeviceOf(stored);
@@ -107,7 +107,7 @@ Verdict FileMedium::VerifyBlock(const BlockAddress& address, const StoredPayload
   std::vector<std::string> problems;
   Verdict v = Check(dev, -1, PathIn(dev, address), address, *e, problems);
   if (!problems.empty()) {
-    std::lock_guard g(gate_problems_mu_);
+    MutexLock g(gate_problems_mu_);
     gate_problems_.insert(gate_problems_.end(), problems.begin(), problems.end());
   }
   return v;
@@ -215,7 +215,7 @@ void FileMedium::Walk(size_t dev) {
       JournalRemoval(dev, a);  // the next start need not look for it
     }
     {
-      std::lock_guard g(gate_problems_mu_);
+      MutexLock g(gate_problems_mu_);
       report.problems.insert(report.problems.end(), gate_problems_.begin(), gate_problems_.end());
       gate_problems_.clear();
     }
@@ -223,7 +223,7 @@ void FileMedium::Walk(size_t dev) {
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
   }
   {
-    std::unique_lock lock(walk_state_mu_);
+    WriterLock lock(walk_state_mu_);
     walk_state_ = false;
     snapshot_.clear();
     snapshot_.shrink_to_fit();

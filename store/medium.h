@@ -24,6 +24,7 @@
 #include "store/block_store.h"
 #include "store/checksum.h"
 #include "store/index_keys.h"
+#include "store/io/uring_reader.h"
 
 namespace gpucache {
 
@@ -84,6 +85,13 @@ struct Verdict {
   enum class Kind : uint8_t { kSame, kReplaced, kDamaged, kGone };
   Kind kind = Kind::kSame;
   BlockInfo info;  // kReplaced
+};
+
+// How a medium reads committed payloads, for the daemon's log and its metrics (fs/metrics.h),
+// which see a store only through its Medium.
+struct MediumIoStats {
+  std::string description;                // one line: what serves payload reads, and why
+  std::optional<UringReaderStats> uring;  // the io_uring reader's counters, when it serves them
 };
 
 // The store, as a medium sees it.
@@ -244,6 +252,9 @@ class Medium {
     (void)address;
     return {};
   }
+
+  // How payload reads are served, read now (safe concurrently with reads).
+  virtual MediumIoStats IoStats() const = 0;
 
   // Renames and unlinks that failed where no caller could hear it (a move into quarantine,
   // an unlink of an evicted block).

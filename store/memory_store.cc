@@ -8,8 +8,8 @@ namespace {
 
 class Buffer final : public PendingPayload {
  public:
-  std::mutex mu;
-  Bytes bytes;
+  Mutex mu;
+  Bytes bytes GUARDED_BY(mu);
 };
 
 class Stored final : public StoredPayload {
@@ -58,7 +58,7 @@ Result<std::shared_ptr<PendingPayload>> MemoryMedium::Prepare(const ReservationI
 
 Result<size_t> MemoryMedium::Write(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
   auto& b = static_cast<Buffer&>(p);
-  std::lock_guard lock(b.mu);
+  MutexLock lock(b.mu);
   if (b.bytes.size() < offset + data.size()) b.bytes.resize(offset + data.size());
   std::copy(data.begin(), data.end(), b.bytes.begin() + offset);
   return data.size();
@@ -66,14 +66,14 @@ Result<size_t> MemoryMedium::Write(PendingPayload& p, uint64_t offset, std::span
 
 StatusCode MemoryMedium::Truncate(PendingPayload& p, uint64_t size) {
   auto& b = static_cast<Buffer&>(p);
-  std::lock_guard lock(b.mu);
+  MutexLock lock(b.mu);
   b.bytes.resize(size);
   return StatusCode::kOk;
 }
 
 Result<Medium::Sealed> MemoryMedium::Seal(PendingPayload& p, const BlockInfo& draft) {
   auto& b = static_cast<Buffer&>(p);
-  std::lock_guard lock(b.mu);
+  MutexLock lock(b.mu);
   b.bytes.resize(draft.size);
   PayloadChecksums sums = ComputeChecksums(b.bytes);
   auto stored = std::make_shared<Stored>(std::move(b.bytes), sums, draft.canonical_identity);

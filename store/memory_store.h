@@ -30,6 +30,7 @@ class MemoryMedium final : public Medium {
   void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
   StatusCode PersistEpoch(uint64_t) override { return StatusCode::kOk; }
   void PersistPins(const std::vector<BlockAddress>&) override {}
+  MediumIoStats IoStats() const override { return {"memory (no backing files)", std::nullopt}; }
 
   // Test hook: flips one payload byte of a committed block, as a bad DIMM would.
   bool TEST_CorruptByte(const BlockAddress& address, uint64_t offset);

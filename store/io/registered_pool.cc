@@ -21,7 +21,7 @@ std::unique_ptr<RegisteredPool> RegisteredPool::Create(const RegisteredPoolOptio
 }
 
 RegisteredPool::RegisteredPool(uint8_t* memory, size_t slots, size_t slot_bytes)
-    : memory_(memory), slot_bytes_(slot_bytes), slots_(slots) {
+    : memory_(memory), slot_bytes_(slot_bytes), slot_count_(slots), slots_(slots) {
   free_unbound_.reserve(slots);
   free_bound_.reserve(slots);
   // LIFO: push in reverse so slot 0 is handed out first.
@@ -29,7 +29,7 @@ RegisteredPool::RegisteredPool(uint8_t* memory, size_t slots, size_t slot_bytes)
 }
 
 RegisteredPool::~RegisteredPool() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   bool busy = std::any_of(slots_.begin(), slots_.end(),
                           [](const Slot& s) { return s.state != SlotState::kFree; });
   // A slot still in use may be the target of a kernel write that has not landed yet: freeing the
@@ -42,13 +42,13 @@ std::span<uint8_t> RegisteredPool::Buffer(uint32_t slot) const {
 }
 
 std::vector<iovec> RegisteredPool::Iovecs() const {
-  std::vector<iovec> v(slots_.size());
+  std::vector<iovec> v(slot_count_);
   for (size_t i = 0; i < v.size(); ++i) v[i] = {memory_ + i * slot_bytes_, slot_bytes_};
   return v;
 }
 
 void RegisteredPool::Bind(uint32_t slot, bool bound) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (slot >= slots_.size() || slots_[slot].bound == bound) return;
   Slot& s = slots_[slot];
   if (s.state == SlotState::kFree) {
@@ -60,7 +60,7 @@ void RegisteredPool::Bind(uint32_t slot, bool bound) {
 }
 
 Result<std::vector<SlotLease>> RegisteredPool::Checkout(size_t n, LeaseInfo info) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (free_bound_.size() + free_unbound_.size() < n) {
     counters_.refused_batches++;
     return StatusCode::kExhausted;
@@ -106,7 +106,7 @@ void RegisteredPool::QuarantineLocked(Slot& s) {
 }
 
 StatusCode RegisteredPool::Release(const SlotLease& lease) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (CurrentLocked(lease, SlotState::kCheckedOut) == nullptr) return StatusCode::kInvalidArgument;
   FreeLocked(lease.slot);
   counters_.releases++;
@@ -114,7 +114,7 @@ StatusCode RegisteredPool::Release(const SlotLease& lease) {
 }
 
 StatusCode RegisteredPool::MarkUnknown(const SlotLease& lease) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Slot* s = CurrentLocked(lease, SlotState::kCheckedOut);
   if (s == nullptr) return StatusCode::kInvalidArgument;
   QuarantineLocked(*s);
@@ -122,7 +122,7 @@ StatusCode RegisteredPool::MarkUnknown(const SlotLease& lease) {
 }
 
 StatusCode RegisteredPool::AttestDrained(const SlotLease& lease) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (CurrentLocked(lease, SlotState::kQuarantined) == nullptr) return StatusCode::kInvalidArgument;
   FreeLocked(lease.slot);
   counters_.attested++;
@@ -130,7 +130,7 @@ StatusCode RegisteredPool::AttestDrained(const SlotLease& lease) {
 }
 
 size_t RegisteredPool::ExpireLeases(uint64_t now_ns) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   size_t n = 0;
   for (Slot& s : slots_) {
     if (s.state == SlotState::kCheckedOut && s.info.expires_at_ns != 0 &&
@@ -144,7 +144,7 @@ size_t RegisteredPool::ExpireLeases(uint64_t now_ns) {
 }
 
 Result<uint64_t> RegisteredPool::FenceEpoch() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (epoch_blocked_ || epoch_ == std::numeric_limits<uint64_t>::max()) return StatusCode::kBusy;
   for (Slot& s : slots_) {
     if (s.state == SlotState::kCheckedOut) QuarantineLocked(s);  // the lease is revoked
@@ -153,7 +153,7 @@ Result<uint64_t> RegisteredPool::FenceEpoch() {
 }
 
 Result<size_t> RegisteredPool::ReclaimFenced(uint64_t epoch) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (epoch > epoch_) return StatusCode::kInvalidArgument;
   if (epoch < epoch_) return StatusCode::kFenced;
   size_t n = 0;
@@ -169,12 +169,12 @@ Result<size_t> RegisteredPool::ReclaimFenced(uint64_t epoch) {
 }
 
 uint64_t RegisteredPool::epoch() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return epoch_;
 }
 
 PoolCounters RegisteredPool::Counters() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PoolCounters c = counters_;
   c.slots = slots_.size();
   c.epoch = epoch_;
@@ -188,7 +188,7 @@ PoolCounters RegisteredPool::Counters() const {
 }
 
 void RegisteredPool::TEST_BlockEpoch(bool blocked) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   epoch_blocked_ = blocked;
 }
 

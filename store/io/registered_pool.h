@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "store/status.h"
+#include "store/mutex.h"
 
 namespace gpucache {
 
@@ -86,7 +87,7 @@ class RegisteredPool {
   RegisteredPool(const RegisteredPool&) = delete;
   RegisteredPool& operator=(const RegisteredPool&) = delete;
 
-  size_t slot_count() const { return slots_.size(); }
+  size_t slot_count() const { return slot_count_; }
   size_t slot_bytes() const { return slot_bytes_; }
   // The memory of `slot`: stable for the pool's life. Only the current lease holder may touch it.
   std::span<uint8_t> Buffer(uint32_t slot) const;
@@ -133,21 +134,22 @@ class RegisteredPool {
   };
 
   RegisteredPool(uint8_t* memory, size_t slots, size_t slot_bytes);
-  void QuarantineLocked(Slot& s);
-  void FreeLocked(uint32_t index);
-  Slot* CurrentLocked(const SlotLease& lease, SlotState want);
+  void QuarantineLocked(Slot& s) REQUIRES(mu_);
+  void FreeLocked(uint32_t index) REQUIRES(mu_);
+  Slot* CurrentLocked(const SlotLease& lease, SlotState want) REQUIRES(mu_);
 
   uint8_t* const memory_;  // slots_.size() * slot_bytes_, 4096-aligned; see ~RegisteredPool
   const size_t slot_bytes_;
+  const size_t slot_count_;  // slots_.size(), fixed: read without the lock
 
-  mutable std::mutex mu_;
-  std::vector<Slot> slots_;            // GUARDED_BY(mu_)
-  std::vector<uint32_t> free_bound_;   // GUARDED_BY(mu_): free slots, LIFO
-  std::vector<uint32_t> free_unbound_; // GUARDED_BY(mu_)
-  uint64_t next_lease_ = 1;            // GUARDED_BY(mu_): never reused
-  uint64_t epoch_ = 1;                 // GUARDED_BY(mu_)
-  bool epoch_blocked_ = false;         // GUARDED_BY(mu_)
-  PoolCounters counters_;              // GUARDED_BY(mu_): the cumulative fields
+  mutable Mutex mu_;
+  std::vector<Slot> slots_ GUARDED_BY(mu_);
+  std::vector<uint32_t> free_bound_ GUARDED_BY(mu_);  // free slots, LIFO
+  std::vector<uint32_t> free_unbound_ GUARDED_BY(mu_);
+  uint64_t next_lease_ GUARDED_BY(mu_) = 1;  // never reused
+  uint64_t epoch_ GUARDED_BY(mu_) = 1;
+  bool epoch_blocked_ GUARDED_BY(mu_) = false;
+  PoolCounters counters_ GUARDED_BY(mu_);  // the cumulative fields
 };
 
 }  // namespace gpucache

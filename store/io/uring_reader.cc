@@ -86,9 +86,9 @@ struct UringReader::Piece {
 
 struct UringReader::Ring {
   io_uring ring{};
-  std::mutex mu;  // held by the one caller using the ring (try-locked)
-  // Leases whose read gave up without a completion, by user_data. GUARDED_BY(mu).
-  std::unordered_map<uint64_t, SlotLease> orphans;
+  Mutex mu;  // held by the one caller using the ring (try-locked)
+  // Leases whose read gave up without a completion, by user_data.
+  std::unordered_map<uint64_t, SlotLease> orphans GUARDED_BY(mu);
   bool initialized = false;
   ~Ring() {
     if (initialized) io_uring_queue_exit(&ring);
@@ -138,7 +138,7 @@ UringReader::~UringReader() {
   // Give late completions one grace period; slots still unknown stay quarantined and the pool
   // keeps their memory out of the allocator (RegisteredPool's destructor).
   for (auto& r : rings_) {
-    std::lock_guard lock(r->mu);
+    MutexLock lock(r->mu);
     if (r->orphans.empty()) continue;
     for (auto& [id, lease] : r->orphans) {
       if (io_uring_sqe* sqe = io_uring_get_sqe(&r->ring)) {
@@ -205,12 +205,13 @@ UringReader::Ring* UringReader::AcquireRing() {
   size_t start = next_ring_.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < n; ++i) {
     Ring* r = rings_[(start + i) % n].get();
-    if (r->mu.try_lock()) return r;
+    if (r->mu.TryLock()) return r;
   }
   return nullptr;
 }
 
 void UringReader::ReapLate(Ring& ring) {
+  ring.mu.AssertHeld();  // REQUIRES (the header cannot say it: Ring is private to this file)
   io_uring_cqe* cqe = nullptr;
   while (io_uring_peek_cqe(&ring.ring, &cqe) == 0 && cqe != nullptr) {
     uint64_t id = io_uring_cqe_get_data64(cqe);
@@ -225,9 +226,9 @@ void UringReader::ReapLate(Ring& ring) {
 
 void UringReader::Poll() {
   for (auto& r : rings_) {
-    if (!r->mu.try_lock()) continue;
+    if (!r->mu.TryLock()) continue;
     ReapLate(*r);
-    r->mu.unlock();
+    r->mu.Unlock();
   }
 }
 
@@ -239,7 +240,8 @@ StatusCode UringReader::Read(const ReadTarget& target, uint64_t offset, std::spa
     return PreadFull(target.fd, out, offset);  // from memory; an eviction since only costs time
   }
   if (Ring* ring = rings_.empty() ? nullptr : AcquireRing()) {
-    std::unique_lock lock(ring->mu, std::adopt_lock);
+    ring->mu.AssertHeld();  // AcquireRing took it
+    MutexLock lock(ring->mu, std::adopt_lock);
     ReapLate(*ring);
     return ReadOnRing(*ring, target, offset, out);
   }
@@ -415,6 +417,7 @@ class UringReader::Batch {
   }
 
   void Drain(bool may_resubmit) {
+    ring_.mu.AssertHeld();  // a batch runs only on a ring its caller holds
     io_uring_cqe* cqe = nullptr;
     while (io_uring_peek_cqe(&ring_.ring, &cqe) == 0 && cqe != nullptr) {
       uint64_t id = io_uring_cqe_get_data64(cqe);
@@ -456,6 +459,7 @@ class UringReader::Batch {
 
   // A read past its timeout fails even if the cancelled completion brought every byte.
   StatusCode Resolve(bool timed_out) {
+    ring_.mu.AssertHeld();  // a batch runs only on a ring its caller holds
     StatusCode s = timed_out ? StatusCode::kIoError : StatusCode::kOk;
     for (Piece& p : pieces_) {
       if (p.unknown) {

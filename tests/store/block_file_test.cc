@@ -2,7 +2,15 @@
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "store/env.h"
+#include "store/posix_io.h"
 #include "tests/support/sample_identity.h"
+#include "tests/support/temp_dir.h"
 
 namespace gpucache {
 namespace {
@@ -61,6 +69,43 @@ TEST_CASE("BlockFile: the largest header fits before the data offset") {
   h.identity.assign(kMaxIdentityBytes, 0);
   h.checksums.chunks.assign(kMaxChunkCount, 0);
   CHECK(EncodeBlockHeader(h).size() <= kBlockDataOffset);
+}
+
+// Writes a valid block file of `payload_size` bytes at `path`.
+void WriteBlockFile(const std::string& path, size_t payload_size) {
+  Bytes file = EncodeBlockHeader(SampleHeader(payload_size));
+  file.resize(kBlockDataOffset);
+  Bytes payload = test::Payload(payload_size);
+  file.insert(file.end(), payload.begin(), payload.end());
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(file.data()), file.size());
+}
+
+// An Env whose reads fail as a dying disk's do.
+class ReadsFail final : public EnvWrapper {
+ public:
+  StatusCode Read(int, std::span<uint8_t>, uint64_t) override { return StatusCode::kIoError; }
+};
+
+// The store and gpucachectl read headers with one reader, through Env. The store's rule rests
+// on its telling apart a damaged header (the file may be deleted) from one that could not be
+// read (the file is kept); gpucachectl's reader used to call both "damaged".
+TEST_CASE("BlockFile: a header that cannot be read is an I/O error, not a damaged header") {
+  test::TempDir tmp;
+  std::string path = tmp.path() + "/block";
+  WriteBlockFile(path, 5000);
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(fd.get() >= 0);
+  Result<BlockHeader> good = ReadBlockHeader(fd.get());
+  REQUIRE(good.ok());
+  CHECK(good->payload_length == 5000);
+  ReadsFail env;
+  CHECK(ReadBlockHeader(env, fd.get()).status() == StatusCode::kIoError);
+  // A damaged one stays kInvalidArgument, through either entry point.
+  Fd rw(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  uint8_t byte = 0x5a;
+  REQUIRE(::pwrite(rw.get(), &byte, 1, 20) == 1);
+  CHECK(ReadBlockHeader(fd.get()).status() == StatusCode::kInvalidArgument);
+  CHECK(ReadBlockHeader(Env::Posix(), fd.get()).status() == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("Checksum: chunk sums depend on the chunk index") {

@@ -121,6 +121,35 @@ class EpochUnwritable final : public EnvWrapper {
   bool armed = false;
 };
 
+// Fails one step of claiming a data directory: the MakeDir of one of its directories, the open
+// of LOCK, or the flock on it (busy, as another daemon holding it; or an I/O error).
+class ClaimFaults final : public EnvWrapper {
+ public:
+  enum class Step { kMakeDir, kOpenLock, kLockBusy, kLockFails };
+  explicit ClaimFaults(Step step) : step_(step) {}
+  StatusCode MakeDir(const std::string& path) override {
+    if (step_ == Step::kMakeDir && path.ends_with("/quarantine")) return StatusCode::kIoError;
+    return EnvWrapper::MakeDir(path);
+  }
+  int OpenLockFile(const std::string& path) override {
+    if (step_ == Step::kOpenLock) return -EACCES;
+    return EnvWrapper::OpenLockFile(path);
+  }
+  StatusCode TryLock(int fd) override {
+    if (step_ == Step::kLockBusy) return StatusCode::kBusy;
+    if (step_ == Step::kLockFails) return StatusCode::kIoError;
+    return EnvWrapper::TryLock(fd);
+  }
+
+ private:
+  const Step step_;
+};
+
+std::string Contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 }  // namespace
 
 TEST_CASE("FileStore start: EIO reading one block's header skips it, keeps its file, loads the rest") {
@@ -302,6 +331,44 @@ TEST_CASE("FileStore fence: an EPOCH that cannot be made durable refuses the fen
   auto fenced = s->Fence();
   REQUIRE(fenced.ok());
   CHECK(fenced.value() == before + 1);
+}
+
+// Claiming a data directory (its directories, LOCK and the flock on it) went around Env, so
+// no test could fail it: a start must refuse with the reason and leave the directory as it was.
+TEST_CASE("FileStore start: a data directory that cannot be claimed is refused and left unchanged") {
+  test::TempDir tmp;
+  {
+    std::string error;
+    auto s = OpenFileStore(tmp.path(), {}, nullptr, &error);
+    REQUIRE_MESSAGE(s, error);
+    REQUIRE(Commit(*s, 1));
+  }
+  const std::string epoch = Contents(tmp.path() + "/EPOCH");
+  const std::string index = Contents(tmp.path() + "/INDEX");
+  using Step = ClaimFaults::Step;
+  const std::pair<Step, std::string> cases[] = {
+      {Step::kMakeDir, "cannot create " + tmp.path() + "/quarantine"},
+      {Step::kOpenLock, "cannot open " + tmp.path() + "/LOCK"},
+      {Step::kLockBusy, "is in use by another gpucachefs"},
+      {Step::kLockFails, "cannot lock " + tmp.path() + "/LOCK"},
+  };
+  for (const auto& c : cases) {
+    const std::string& says = c.second;
+    CAPTURE(says);
+    ClaimFaults env(c.first);
+    StoreOptions options;
+    options.env = &env;
+    std::string error;
+    CHECK(OpenFileStore(tmp.path(), options, nullptr, &error) == nullptr);
+    CHECK(error.find(says) != std::string::npos);
+    CHECK(Contents(tmp.path() + "/EPOCH") == epoch);  // no epoch taken
+    CHECK(Contents(tmp.path() + "/INDEX") == index);
+  }
+  // And nothing was lost: the next start finds the block.
+  std::string error;
+  auto s = OpenFileStore(tmp.path(), {}, nullptr, &error);
+  REQUIRE_MESSAGE(s, error);
+  CHECK(ReadAll(*s, 1) == PayloadOf(1));
 }
 
 }  // namespace gpucache

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include "store/entry_name.h"
 #include "store/layout.h"
 #include "tests/support/sample_identity.h"
 
@@ -137,6 +138,19 @@ TEST_CASE("Layout: path is a pure function of the physical key") {
   CacheIdentity other_dtype = SampleIdentity();
   other_dtype.kv_dtype = "fp16";
   CHECK(AddressOf(other_dtype).ns != addr.ns);
+}
+
+TEST_CASE("Layout: ParseEntryName splits a reservation's suffix off, and nothing else") {
+  CHECK(ParseEntryName("abc.part").block == "abc");
+  CHECK(ParseEntryName("abc.part").part);
+  CHECK(ParseEntryName("abc").block == "abc");
+  CHECK_FALSE(ParseEntryName("abc").part);
+  CHECK(ParseEntryName("a.part.part").block == "a.part");  // one suffix only
+  CHECK(ParseEntryName("a.part.part").part);
+  CHECK(ParseEntryName(".part").block == ".part");  // no block name before it
+  CHECK_FALSE(ParseEntryName(".part").part);
+  CHECK_FALSE(ParseEntryName("abc.par").part);
+  CHECK_FALSE(ParseEntryName("").part);
 }
 
 TEST_CASE("Layout: name checks refuse hostile names") {

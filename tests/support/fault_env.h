@@ -214,6 +214,12 @@ class FaultEnv final : public Env {
     if (auto s = Begin(Op::kChown)) return *s;
     return Env::Posix().Chown(path, uid, gid);
   }
+  // Neither counted nor failed: taking LOCK comes before any fault is armed, and a failed
+  // statvfs is no error to the store (it places and admits without it), so failing it would
+  // only hide the call a test means to fail.
+  int OpenLockFile(const std::string& path) override { return Env::Posix().OpenLockFile(path); }
+  StatusCode TryLock(int fd) override { return Env::Posix().TryLock(fd); }
+  Result<FsSpace> SpaceOf(const std::string& path) override { return Env::Posix().SpaceOf(path); }
 
   // REQUIRES: the store using this Env is destroyed (its descriptors closed).
   void PowerLoss() {
