@@ -98,11 +98,11 @@ TEST_CASE("vLLM hash vectors: sha256_cbor block hashes match") {
     Cbor seed;
     seed.Text(v["seed"]);
     Bytes root = Sha256(seed.bytes());  // vLLM's NONE_HASH for PYTHONHASHSEED=seed
-    CHECK(HexEncode(root) == v["none_hash"]);
-    CHECK(HexEncode(BlockPreimage(v, root, 0)) == v["first_block_cbor"]);
+    CHECK(HexEncode(root) == v["none_hash"].get<std::string>());
+    CHECK(HexEncode(BlockPreimage(v, root, 0)) == v["first_block_cbor"].get<std::string>());
     std::vector<Bytes> hashes = BlockHashes(v, root);
     REQUIRE(hashes.size() == v["block_hashes"].size());
-    for (size_t i = 0; i < hashes.size(); ++i) CHECK(HexEncode(hashes[i]) == v["block_hashes"][i]);
+    for (size_t i = 0; i < hashes.size(); ++i) CHECK(HexEncode(hashes[i]) == v["block_hashes"][i].get<std::string>());
   }
 }
 
@@ -123,7 +123,7 @@ TEST_CASE("vLLM hash vectors: gpucache chains and paths derive from the block ha
       CHECK(id.chain == chain);
       CHECK(id.adapter == (v["lora_name"].is_null() ? "" : v["lora_name"].get<std::string>()));
       CHECK(id.block_capacity == v["block_tokens"].get<uint32_t>());
-      CHECK(AddressOf(id).RelativePath() == b["path"]);
+      CHECK(AddressOf(id).RelativePath() == b["path"].get<std::string>());
     }
   }
 }

@@ -21,10 +21,10 @@ TEST_CASE("Vectors: C++ encodings and paths match the committed vectors") {
   for (const auto& v : vectors) {
     CAPTURE(v["name"].get<std::string>());
     CacheIdentity id = IdentityFromJson(v["identity"]);
-    CHECK(HexEncode(EncodeLogicalKey(id)) == v["gpcl_hex"]);
-    CHECK(HexEncode(EncodePhysicalKey(id)) == v["gpck_hex"]);
+    CHECK(HexEncode(EncodeLogicalKey(id)) == v["gpcl_hex"].get<std::string>());
+    CHECK(HexEncode(EncodePhysicalKey(id)) == v["gpck_hex"].get<std::string>());
     CHECK(v["xattr_hex"] == v["gpck_hex"]);  // the identity xattr is the canonical GPCK
-    CHECK(AddressOf(id).RelativePath() == v["path"]);
+    CHECK(AddressOf(id).RelativePath() == v["path"].get<std::string>());
     auto decoded = DecodePhysicalKey(*HexDecode(v["xattr_hex"].get<std::string>()));
     REQUIRE(decoded.ok());
     CHECK(decoded.value() == id);
