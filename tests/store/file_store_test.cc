@@ -398,39 +398,5 @@ TEST_CASE("FileStore: blocks spread over several data directories, isolating one
   CHECK_FALSE(s->Domains()[2].isolated);
 }
 
-// The metrics and the daemon's log see a store's reads only through Medium::IoStats: it must
-// say which path serves them and, with io_uring, count every read (whether the ring or its
-// pread fallback served it: the uring reader counts both).
-TEST_CASE("FileStore: IoStats names the pread path, or gives the io_uring reader's counters") {
-  test::TempDir tmp;
-  CacheIdentity id = SampleIdentity();
-  {
-    auto s = OpenStore(tmp.path());
-    Commit(*s, id, Payload(5000));
-    MediumIoStats posix = s->medium().IoStats();
-    CHECK(posix.description.starts_with("posix"));
-    CHECK_FALSE(posix.uring.has_value());
-  }
-  StoreOptions options;
-  options.backing_io = "uring";
-  std::string error;
-  auto s = OpenFileStore(tmp.path(), options, nullptr, &error);
-  REQUIRE_MESSAGE(s, error);
-  MediumIoStats before = s->medium().IoStats();
-  REQUIRE(before.uring.has_value());
-  CHECK(before.description == before.uring->status);
-  REQUIRE(ReadBack(*s, id).ok());
-  MediumIoStats after = s->medium().IoStats();
-  REQUIRE(after.uring.has_value());
-  CHECK(after.uring->reads > before.uring->reads);
-}
-
-TEST_CASE("MemoryStore: IoStats has no io_uring counters") {
-  MemoryStore s;
-  MediumIoStats stats = s.medium().IoStats();
-  CHECK_FALSE(stats.uring.has_value());
-  CHECK_FALSE(stats.description.empty());
-}
-
 }  // namespace
 }  // namespace gpucache
