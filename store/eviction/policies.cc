@@ -3,6 +3,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "store/eviction/child_ring.h"
 #include "store/eviction/count_min_sketch.h"
 #include "store/eviction/eviction_policy.h"
 #include "store/eviction/prefix_reuse.h"
@@ -72,32 +73,19 @@ class ListPolicy final : public EvictionPolicy {
 // Least recently used leaf first; ancestors only when no leaf is eligible.
 //
 // Per slot, in flat arrays: its links in the recency list (partial blocks first, then full
-// ones, each least recent first), a partial bit, its parent, its parent's newest child
-// (`last_child_`) and the next sibling: 20 bytes and a bit. A parent's children form a ring
-// through `next_sibling_`, oldest first, closed from the newest back to the oldest, so that a
-// child joins at the end and the oldest (the one least recently inserted, and the one the
-// recency order reaches first) leaves with no walk; another walks the ring to the child
-// before it (it has no back link: 4 bytes less a block). Leaves are the blocks with no
-// child, so the least recent leaf is the first childless block of the recency list; the walk
-// to it passes the ancestors of the oldest chains (about a chain's length of blocks) and those
-// `eligible` refuses. A block that leaves before its children orphans them (its slot may be
-// reused at once by an unrelated block), in time proportional to its children.
+// ones, each least recent first), a partial bit and its place in the prefix tree (ChildRing):
+// 20 bytes and a bit. Leaves are the blocks with no child, so the least recent leaf is the
+// first childless block of the recency list; the walk to it passes the ancestors of the oldest
+// chains (about a chain's length of blocks) and those `eligible` refuses.
 class PrefixLruPolicy final : public EvictionPolicy {
  public:
   std::string_view name() const override { return "prefix-lru"; }
   void OnInsert(Slot slot, std::optional<Slot> parent, bool partial, PolicyKey) override {
     if (recency_.Contains(slot)) OnRemove(slot);
-    if (slot >= parent_.size()) Resize(size_t{slot} + 1);
+    if (slot >= partial_.size()) Resize(size_t{slot} + 1);
     partial_[slot] = partial;
     Link(slot);
-    Slot p = parent && *parent != slot && recency_.Contains(*parent) ? *parent : kNone;
-    parent_[slot] = p;
-    last_child_[slot] = kNone;
-    if (p == kNone) return;
-    Slot last = last_child_[p];
-    next_sibling_[slot] = last == kNone ? slot : next_sibling_[last];  // the ring's oldest
-    if (last != kNone) next_sibling_[last] = slot;
-    last_child_[p] = slot;
+    tree_.Attach(slot, parent && *parent != slot && recency_.Contains(*parent) ? *parent : kNone);
   }
   void OnAccess(Slot slot) override {
     if (!recency_.Contains(slot)) return;
@@ -107,31 +95,13 @@ class PrefixLruPolicy final : public EvictionPolicy {
   void OnRemove(Slot slot) override {
     if (!recency_.Contains(slot)) return;
     Unlink(slot);
-    if (Slot last = last_child_[slot]; last != kNone) {
-      Slot c = last;
-      do {
-        c = next_sibling_[c];
-        parent_[c] = kNone;
-      } while (c != last);
-      last_child_[slot] = kNone;
-    }
-    if (Slot p = parent_[slot]; p != kNone) {
-      Slot before = last_child_[p];
-      while (next_sibling_[before] != slot) before = next_sibling_[before];
-      if (before == slot) {
-        last_child_[p] = kNone;  // its only child
-      } else {
-        next_sibling_[before] = next_sibling_[slot];
-        if (last_child_[p] == slot) last_child_[p] = before;
-      }
-      parent_[slot] = kNone;
-    }
+    tree_.Detach(slot);
   }
   std::optional<Slot> Victim(const EligibleFn& eligible) override {
     if (Slot s = recency_.FirstWhereIn(recency_.front(), first_full_, eligible); s != kNone) {
       return s;  // a partial block
     }
-    auto leaf_eligible = [&](Slot s) { return last_child_[s] == kNone && eligible(s); };
+    auto leaf_eligible = [&](Slot s) { return !tree_.HasChildren(s) && eligible(s); };
     Slot leaf = recency_.FirstWhereIn(first_full_, kNone, leaf_eligible);
     if (leaf != kNone) return leaf;
     return Found(recency_.FirstWhereIn(first_full_, kNone, eligible));
@@ -139,13 +109,13 @@ class PrefixLruPolicy final : public EvictionPolicy {
   void Reserve(size_t slots) override {
     recency_.Reserve(slots);
     partial_.reserve(slots);
-    for (auto* v : {&parent_, &last_child_, &next_sibling_}) v->reserve(slots);
+    tree_.Reserve(slots);
   }
 
  private:
   static constexpr Slot kNone = SlotList::kNone;
   void Resize(size_t n) {
-    for (auto* v : {&parent_, &last_child_, &next_sibling_}) v->resize(n, kNone);
+    tree_.Resize(n);
     partial_.resize(n, false);
   }
   // Puts `slot` last among the blocks of its kind: partial blocks all come before full ones.
@@ -167,7 +137,7 @@ class PrefixLruPolicy final : public EvictionPolicy {
   SlotList recency_;
   Slot first_full_ = kNone;
   std::vector<bool> partial_;
-  std::vector<Slot> parent_, last_child_, next_sibling_;
+  ChildRing tree_;
 };
 
 // Ours: W-TinyLFU restricted to leaves.

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "store/eviction/child_ring.h"
 #include "store/eviction/seen_sketch.h"
 
 namespace gpucache {
@@ -58,7 +59,8 @@ class PrefixReusePolicy final : public EvictionPolicy {
   }
   void SetKeyOf(KeyOfFn key_of) override { key_of_ = std::move(key_of); }
   void Reserve(size_t slots) override {
-    for (auto* v : {&prev_, &next_, &parent_, &last_child_, &next_sibling_, &last_}) v->reserve(slots);
+    for (auto* v : {&prev_, &next_, &last_}) v->reserve(slots);
+    tree_.Reserve(slots);
     features_.reserve(slots);
     // A restart: sized for what it holds already, but never below the size it has before any
     // Reserve (a daemon starting empty reserves a few slots; sized for those, the sketch would
@@ -96,14 +98,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
     features_[slot] = f;
     last_[slot] = now32();
     Link(slot);
-    parent_[slot] = p;
-    last_child_[slot] = kNone;
-    if (p != kNone) {
-      Slot last = last_child_[p];
-      next_sibling_[slot] = last == kNone ? slot : next_sibling_[last];  // the ring's oldest
-      if (last != kNone) next_sibling_[last] = slot;
-      last_child_[p] = slot;
-    }
+    tree_.Attach(slot, p);
   }
 
   void OnAccess(Slot slot) override {
@@ -125,25 +120,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
     evict_age_ += (static_cast<double>(age) - evict_age_) / kEvictAgeSmoothing;
     if (f.sampled() && key_of_) Remember(key_of_(slot), f.Class(), last_[slot], age);
     Unlink(slot);
-    if (Slot last = last_child_[slot]; last != kNone) {  // orphans its children
-      Slot c = last;
-      do {
-        c = next_sibling_[c];
-        parent_[c] = kNone;
-      } while (c != last);
-      last_child_[slot] = kNone;
-    }
-    if (Slot p = parent_[slot]; p != kNone) {
-      Slot before = last_child_[p];
-      while (next_sibling_[before] != slot) before = next_sibling_[before];
-      if (before == slot) {
-        last_child_[p] = kNone;
-      } else {
-        next_sibling_[before] = next_sibling_[slot];
-        if (last_child_[p] == slot) last_child_[p] = before;
-      }
-      parent_[slot] = kNone;
-    }
+    tree_.Detach(slot);  // orphans its children
   }
 
   std::optional<Slot> Victim(const EligibleFn& eligible) override {
@@ -159,7 +136,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
       double best_score = 0;
       for (int c = 0; c < kClasses; ++c) {
         for (Slot s = head_[c]; s != kNone; s = next_[s]) {
-          if ((pass < 2 && last_child_[s] != kNone) || !eligible(s)) continue;
+          if ((pass < 2 && tree_.HasChildren(s)) || !eligible(s)) continue;
           uint32_t age = now32() - last_[s];
           if (pass == 0 && age < probation) break;
           double score = log_p_[c] - static_cast<double>(age) / tau_;
@@ -189,7 +166,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
   void Resize(size_t n) {
     prev_.resize(n, kOut);
     next_.resize(n, kNone);
-    for (auto* v : {&parent_, &last_child_, &next_sibling_}) v->resize(n, kNone);
+    tree_.Resize(n);
     last_.resize(n, 0);
     features_.resize(n);
   }
@@ -208,12 +185,12 @@ class PrefixReusePolicy final : public EvictionPolicy {
   }
   // Children of `p` that are full blocks, counted up to `enough` (and at most 8 looked at).
   uint32_t FullChildren(Slot p, uint32_t enough) const {
-    Slot last = last_child_[p];
+    Slot last = tree_.newest_child(p);
     if (last == kNone) return 0;
     uint32_t full = 0, looked = 0;
     Slot c = last;
     do {
-      c = next_sibling_[c];
+      c = tree_.next_sibling(c);
       full += !features_[c].partial();
     } while (c != last && full < enough && ++looked < 8);
     return looked >= 8 ? enough : full;
@@ -296,7 +273,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
 
   // Per slot.
   std::vector<Slot> prev_, next_;  // in its class's list, oldest first
-  std::vector<Slot> parent_, last_child_, next_sibling_;  // as in prefix-lru
+  ChildRing tree_;  // as in prefix-lru
   std::vector<uint32_t> last_;     // clock at its last commit or use
   std::vector<Features> features_;
   // Per class.
