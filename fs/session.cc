@@ -3,6 +3,8 @@
 #include <fuse_lowlevel.h>
 #include <systemd/sd-daemon.h>
 
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -101,6 +103,32 @@ void WatchRemovals(Filesystem& fs, Invalidator& inval) {
   });
 }
 
+// The signals libfuse's handler turns into the end of the loop. libfuse 3.17 only sets a flag
+// there: the handler wakes the loop only when it runs on the thread that waits in
+// fuse_session_loop_mt (its sem_wait returns EINTR). Run on any other thread, it leaves the
+// loop asleep until the next FUSE request, and a SIGTERM right after READY=1 never ended the
+// daemon (CI, stop 32). So every thread the daemon starts blocks them, and only the loop's
+// thread takes them; one that arrives while it blocks them waits until the loop begins.
+class TeardownSignalsBlocked {
+ public:
+  TeardownSignalsBlocked() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGHUP, SIGINT, SIGTERM}) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, &saved_);
+  }
+  ~TeardownSignalsBlocked() { Restore(); }
+  void Restore() {
+    if (restored_) return;
+    restored_ = true;
+    pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+  }
+
+ private:
+  sigset_t saved_;
+  bool restored_ = false;
+};
+
 }  // namespace
 
 int RunMount(Filesystem& fs, const MountOptions& options) {
@@ -121,6 +149,9 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
     spdlog::error("invalid FUSE options: {}", opts);
     return 1;
   }
+  // Threads started from here on (on_mounted, the invalidator, the housekeeper, the RAM
+  // promoter) inherit the mask; the loop's thread unblocks the signals just before the loop.
+  TeardownSignalsBlocked blocked;
   if (fuse_set_signal_handlers(se.get()) != 0) return 1;
   if (fuse_session_mount(se.get(), options.mountpoint.c_str()) != 0) {
     spdlog::error("cannot mount at {}", options.mountpoint);
@@ -150,6 +181,7 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(cfg, 1);
   fuse_loop_cfg_set_idle_threads(cfg, 10);
+  blocked.Restore();  // a signal that came since is delivered here and ends the loop at once
   int rc = fuse_session_loop_mt(se.get(), cfg);
   fuse_loop_cfg_destroy(cfg);
   // libfuse reports the signal that ended the loop; an ordered stop is success.

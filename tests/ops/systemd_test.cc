@@ -10,10 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
+#include "tests/support/http_get.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpucache {
@@ -113,6 +116,52 @@ TEST_CASE("systemd: READY=1 comes only once the mount is up, SIGTERM says STOPPI
   CHECK(Receive(d.sock, 10).find("STOPPING=1") != std::string::npos);
   CHECK(d.Wait() == 0);
   CHECK_FALSE(Mounted(d.mnt));
+}
+
+// The signals blocked by thread `tid` of process `pid` (SigBlk in its status), or ~0 if it is gone.
+uint64_t BlockedSignals(pid_t pid, const std::string& tid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + tid + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("SigBlk:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
+  }
+  return ~uint64_t{0};
+}
+
+std::vector<std::string> Threads(pid_t pid) {
+  std::vector<std::string> tids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    tids.push_back(e.path().filename().string());
+  }
+  return tids;
+}
+
+// libfuse 3.17 ends its loop on SIGTERM only when the handler runs on the loop's own thread: run
+// on any other thread it sets a flag that nothing looks at until the next FUSE request, and
+// SIGTERM right after READY=1 left the daemon running (CI, stop 32). Which thread the kernel
+// picks is a race; which threads could take the signal is not.
+TEST_CASE("systemd: only the loop's thread takes SIGTERM, SIGINT and SIGHUP") {
+  test::TempDir data;
+  Daemon d("data_dir = \"" + data.path() + "/d\"\n[metrics]\nlisten = \"127.0.0.1:" +
+           std::to_string(test::FreeLoopbackPort()) + "\"\n"
+           "[tenants.t]\nuids = [0]\n");
+  REQUIRE(Receive(d.sock, 10).find("READY=1") != std::string::npos);
+  constexpr uint64_t kTeardown = (1ull << (SIGHUP - 1)) | (1ull << (SIGINT - 1)) |
+                                 (1ull << (SIGTERM - 1));
+  std::string main_tid = std::to_string(d.pid);
+  // The loop's thread unblocks them just after READY=1.
+  for (int i = 0; i < 500 && (BlockedSignals(d.pid, main_tid) & kTeardown) != 0; ++i) {
+    ::usleep(10'000);
+  }
+  CHECK((BlockedSignals(d.pid, main_tid) & kTeardown) == 0);
+  std::vector<std::string> tids = Threads(d.pid);
+  CHECK(tids.size() > 3);  // the invalidator, the housekeeper, FUSE workers, ...
+  for (const std::string& tid : tids) {
+    if (tid == main_tid) continue;
+    INFO("thread " << tid);
+    CHECK((BlockedSignals(d.pid, tid) & kTeardown) == kTeardown);
+  }
+  ::kill(d.pid, SIGTERM);
+  CHECK(d.Wait() == 0);
 }
 
 TEST_CASE("systemd: a bad configuration never reports ready and exits 78") {
