@@ -164,6 +164,7 @@ std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, co
     id = free_ids_.back();
     free_ids_.pop_back();
   } else {
+    if (records_.size() >= IdTable::kMaxIds) return std::nullopt;  // the tables' id space is full
     id = static_cast<Id>(records_.size());
     records_.emplace_back();
   }

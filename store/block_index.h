@@ -98,8 +98,8 @@ class BlockIndex {
   // --- Blocks.
   std::optional<Id> Find(const BlockAddress& address) const;
   // Adds a block with `keys`, committed by `owner`, with `stored`, the medium's state of it;
-  // nullopt (and nothing changes) if its address is already indexed or its keys are out of
-  // range (valid_length above kMaxBlockTokens). Its namespace is added if missing, owned by
+  // nullopt (and nothing changes) if its address is already indexed, its keys are out of
+  // range (valid_length above kMaxBlockTokens) or the index holds IdTable::kMaxIds blocks. Its namespace is added if missing, owned by
   // `owner`.
   // REQUIRES: keys.block_capacity is the namespace's (a field its name digests), if it holds
   // blocks already.

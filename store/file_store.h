@@ -157,6 +157,9 @@ class FileMedium final : public Medium {
   bool KeepJournal(size_t dev);
   void EmptyJournal(size_t dev);
   void Append(size_t dev, const JournalRecord& record);
+  // Folds the journal into a new INDEX if it holds more than `limit` bytes (a rotation).
+  // REQUIRES: the start's walk is done (the INDEX takes every indexed block as checked).
+  void FoldJournalPast(size_t dev, uint64_t limit);
   // `fd`: the block file just published as `draft` (its stat gives what INDEX checks later).
   void JournalCommit(size_t dev, int fd, const BlockInfo& draft, const PayloadChecksums& sums);
   void JournalRemoval(size_t dev, const BlockAddress& address);

@@ -101,35 +101,38 @@ void FileMedium::EmptyJournal(size_t dev) {
 void FileMedium::Append(size_t dev, const JournalRecord& record) {
   JournalFile& j = *journals_[dev];
   Bytes bytes = EncodeJournalRecord(record);
-  bool rotate;
   {
     MutexLock lock(j.mu);
     if (!j.fd.valid()) return;  // not started (loading) or could not be opened: INDEX is checked anyway
     // One write per record, O_APPEND: a crash leaves whole records and at most one torn one.
     if (env_.Append(j.fd.get(), bytes) != StatusCode::kOk) CountError();
     j.bytes += bytes.size();
-    // Not while the start's walk runs (adr/0016): the INDEX a rotation writes would take the
-    // unchecked blocks as checked. The first append after the walk rotates.
-    rotate = j.bytes > journal_rotate_bytes_ && walk_done_.load(std::memory_order_acquire);
-    if (rotate) {
-      // From here on, appends go to a fresh JOURNAL; JOURNAL.old is replayed before it at a
-      // start until the INDEX below replaces both. If the rename fails, JOURNAL goes on
-      // growing and the next append tries again: no record is dropped.
-      const DataDir& dir = devices_[dev].dir;
-      if (env_.Rename(dir.File(kJournalFile), dir.File(kOldJournalFile)) != StatusCode::kOk) {
-        CountError();
-        return;
-      }
-      int opened = env_.OpenAppend(dir.File(kJournalFile), /*truncate=*/true);
-      if (opened < 0) CountError();  // no journal until the next start: INDEX below covers it
-      j.fd = Fd(opened >= 0 ? opened : -1);
-      j.bytes = 0;
+  }
+  // Not while the start's walk runs (adr/0016): the INDEX a rotation writes would take the
+  // unchecked blocks as checked. The first append after the walk rotates.
+  if (walk_done_.load(std::memory_order_acquire)) FoldJournalPast(dev, journal_rotate_bytes_);
+}
+
+void FileMedium::FoldJournalPast(size_t dev, uint64_t limit) {
+  JournalFile& j = *journals_[dev];
+  {
+    MutexLock lock(j.mu);
+    if (!j.fd.valid() || j.bytes <= limit) return;
+    // From here on, appends go to a fresh JOURNAL; JOURNAL.old is replayed before it at a
+    // start until the INDEX below replaces both. If the rename fails, JOURNAL goes on growing
+    // and the next append tries again: no record is dropped.
+    const DataDir& dir = devices_[dev].dir;
+    if (env_.Rename(dir.File(kJournalFile), dir.File(kOldJournalFile)) != StatusCode::kOk) {
+      CountError();
+      return;
     }
+    int opened = env_.OpenAppend(dir.File(kJournalFile), /*truncate=*/true);
+    if (opened < 0) CountError();  // no journal until the next start: INDEX below covers it
+    j.fd = Fd(opened >= 0 ? opened : -1);
+    j.bytes = 0;
   }
-  if (rotate) {
-    SaveSnapshot(dev);  // on this thread: about a second per million blocks, once per 64 MiB
-    env_.Remove(devices_[dev].dir.File(kOldJournalFile));
-  }
+  SaveSnapshot(dev);  // on this thread: about a second per million blocks, once per 64 MiB
+  env_.Remove(devices_[dev].dir.File(kOldJournalFile));
 }
 
 void FileMedium::JournalCommit(size_t dev, int fd, const BlockInfo& draft,

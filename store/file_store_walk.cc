@@ -14,12 +14,18 @@
 #include "store/file_store_located.h"
 
 namespace gpucache {
+namespace {
+
+constexpr size_t kRestoreBatch = 256;  // blocks per RestoreUnverified
+
+}  // namespace
 
 bool FileMedium::CanVerifyLater() const {
-  // A start that would fold the journal into a new INDEX (a damaged INDEX, a rotation left
-  // half done, a journal past half its rotation size) checks every file first, as before.
-  return index_whole_ && !old_journal_.exists && old_journal_.readable && journal_.readable &&
-         journal_.valid_bytes < journal_rotate_bytes_ / 2;
+  // A start that must fold the journal into a new INDEX (a damaged INDEX, a rotation left half
+  // done) checks every file first, as before. A long journal is kept and folded once the walk
+  // is done (Walk): checking a million files first to fold it at start took 7.8 s where the
+  // replay takes 0.1 s (docs/performance.md, "The loader at a million blocks").
+  return index_whole_ && !old_journal_.exists && old_journal_.readable && journal_.readable;
 }
 
 const SnapshotEntry* FileMedium::EntryNamed(uint32_t ns, const std::string& name) const {
@@ -43,25 +49,33 @@ void FileMedium::RestoreFromIndex(size_t dev, FileStoreReport& report) {
     auto in_snapshot = snapshot_namespaces_.find(tn.first + "/" + tn.second);
     if (in_snapshot != snapshot_namespaces_.end()) parts[in_snapshot->second] = &tn;
   }
-  // Every block INDEX and the journal leave standing in a namespace that is there, unchecked.
-  IndexedBlock b;
+  // Every block INDEX and the journal leave standing in a namespace that is there, unchecked,
+  // handed over in batches (the store's lock taken once a batch; the blocks' strings keep their
+  // buffers from one batch to the next).
+  std::vector<IndexedBlock> batch(kRestoreBatch);
+  size_t filled = 0;
+  auto hand_over = [&] {
+    size_t restored = host().RestoreUnverified(std::span(batch.data(), filled), located_[dev]);
+    report.blocks_loaded += restored;
+    report.from_snapshot += restored;
+    filled = 0;
+  };
   std::string relative;
-  snapshot_table_.ForEachLive([&](uint32_t i) {
+  snapshot_table_.ForEachLive(snapshot_, [&](uint32_t i) {
     const SnapshotEntry& e = snapshot_[i];
     const auto* tn = parts[e.ns];
     if (!tn) return;  // its namespace is gone: an eager start would not find it
+    IndexedBlock& b = batch[filled];
     FillFromEntry(b, e);
     b.address.tenant = tn->first;
     b.address.ns = tn->second;
-    b.address.block = FormatBlockName(e.block);
+    FormatBlockNameInto(e.block, b.address.block);
     b.pinned = !pins_.empty() &&
                pins_.count(relative.assign(tn->first).append("/").append(tn->second).append("/").append(
                    b.address.block)) != 0;
-    if (host().RestoreUnverified(b, located_[dev])) {
-      report.blocks_loaded++;
-      report.from_snapshot++;
-    }
+    if (++filled == batch.size()) hand_over();
   });
+  if (filled != 0) hand_over();
 }
 
 Verdict FileMedium::Check(size_t dev, int dir_fd, const std::string& path, const BlockAddress& address,
@@ -132,7 +146,7 @@ std::vector<std::string> FileMedium::NamesToWalk(const std::string& ns_path, int
   report.problems.push_back("cannot list " + ns_path + ": " + std::string(ToString(names.status())) +
                             "; the blocks INDEX names there are checked one by one");
   if (snapshot_ns < 0) return named;
-  snapshot_table_.ForEachLive([&](uint32_t i) {
+  snapshot_table_.ForEachLive(snapshot_, [&](uint32_t i) {
     if (snapshot_[i].ns == static_cast<uint32_t>(snapshot_ns)) named.push_back(FormatBlockName(snapshot_[i].block));
   });
   return named;
@@ -236,6 +250,11 @@ void FileMedium::Walk(size_t dev) {
   // in the heap's holes; handing them back makes the resident set what the index holds.
   ::malloc_trim(0);
   walk_completed_ = completed;
+  // A start folds a journal past half its rotation size (the next start replays less); it
+  // kept it to open without checking files first (CanVerifyLater), and can fold it only now
+  // that every indexed block is checked. Before the walk is reported done: who waits for the
+  // walk finds the journal folded.
+  if (completed) FoldJournalPast(dev, journal_rotate_bytes_ / 2);
   if (completed && options_.walk_finished) options_.walk_finished(report);
   walk_done_.store(true, std::memory_order_release);
   walk_done_.notify_all();

@@ -13,6 +13,12 @@
 // Reserve (75%, where a probe for an absent key passes about 8 slots, each a look at a
 // record: docs/performance.md, "Daemon memory").
 //
+// A slot holds the id in its low 27 bits and 5 bits of the key's hash above them: a probe passes
+// a slot of another hash without looking at its record (a cache miss each once the records
+// outgrow the caches: with 8 records read per absent key, 1,000,000 blocks took 3 s to index at
+// a start, 13 times 100,000: docs/performance.md, "The loader at a million blocks"). Ids are
+// below kMaxIds (134 million blocks; BlockIndex refuses more).
+//
 // Thread safety: none; the store's lock serializes.
 #pragma once
 
@@ -28,6 +34,9 @@ namespace gpucache {
 class IdTable {
  public:
   using Id = uint32_t;
+  static constexpr int kIdBits = 27;
+  // Ids are below this (the two highest values of a slot mark empty and removed slots).
+  static constexpr Id kMaxIds = (Id{1} << kIdBits) - 2;
 
   // Adds `id` under `hash`. `hash_of(id)` must give any stored id's hash (for rebuilding).
   // `keys_unique`: the caller never inserts two ids under equal keys (the address table), so
@@ -38,12 +47,14 @@ class IdTable {
   void Insert(Id id, uint64_t hash, const HashOf& hash_of) {
     if ((used_ + 1) * 10 > slots_.size() * 8) Rebuild(live_ * 20 / 13 + 16, hash_of);  // to 65%
     size_t i = Home(hash);
+    const Slot tag = TagOf(hash);
     size_t free = slots_.size();  // the first tombstone on the way, else the empty slot
     size_t same = 0;              // ids of this hash on the way
     for (; slots_[i] != kEmpty; i = Next(i)) {
       if (slots_[i] == kGone) {
         if (free == slots_.size()) free = i;
-      } else if (!keys_unique_ && hash_of(slots_[i]) == hash && ++same == kEqualInSlots) {
+      } else if (!keys_unique_ && TagIn(slots_[i]) == tag && hash_of(IdIn(slots_[i])) == hash &&
+                 ++same == kEqualInSlots) {
         equal_[hash].insert(id);  // as many of this hash as may be are in the slots already
         equal_count_++;
         return;
@@ -53,18 +64,20 @@ class IdTable {
       free = i;
       used_++;
     }
-    slots_[free] = id;
+    slots_[free] = tag | id;
     live_++;
   }
   // Removes `id`, stored under `hash`; false if it is not there.
   bool Erase(Id id, uint64_t hash) {
     if (slots_.empty()) return false;
     auto equal = equal_.find(hash);
+    const Slot tagged = TagOf(hash) | id;
     for (size_t i = Home(hash); slots_[i] != kEmpty; i = Next(i)) {
-      if (slots_[i] != id) continue;
-      if (equal != equal_.end()) {  // one kept apart takes its slot
-        slots_[i] = *equal->second.begin();
-        TakeEqual(equal, slots_[i]);
+      if (slots_[i] != tagged) continue;
+      if (equal != equal_.end()) {  // one kept apart (of the same hash) takes its slot
+        Id moved = *equal->second.begin();
+        slots_[i] = TagOf(hash) | moved;
+        TakeEqual(equal, moved);
       } else {
         slots_[i] = kGone;
         live_--;
@@ -79,8 +92,9 @@ class IdTable {
   template <class Match>
   std::optional<Id> Find(uint64_t hash, const Match& match) const {
     if (slots_.empty()) return std::nullopt;
+    const Slot tag = TagOf(hash);
     for (size_t i = Home(hash); slots_[i] != kEmpty; i = Next(i)) {
-      if (slots_[i] != kGone && match(slots_[i])) return slots_[i];
+      if (slots_[i] != kGone && TagIn(slots_[i]) == tag && match(IdIn(slots_[i]))) return IdIn(slots_[i]);
     }
     if (auto equal = equal_.find(hash); equal != equal_.end()) {
       for (Id id : equal->second) {
@@ -93,8 +107,9 @@ class IdTable {
   template <class Visit>
   void ForEachCandidate(uint64_t hash, const Visit& visit) const {
     if (slots_.empty()) return;
+    const Slot tag = TagOf(hash);
     for (size_t i = Home(hash); slots_[i] != kEmpty; i = Next(i)) {
-      if (slots_[i] != kGone) visit(slots_[i]);
+      if (slots_[i] != kGone && TagIn(slots_[i]) == tag) visit(IdIn(slots_[i]));
     }
     if (auto equal = equal_.find(hash); equal != equal_.end()) {
       for (Id id : equal->second) visit(id);
@@ -108,12 +123,12 @@ class IdTable {
   size_t size() const { return live_ + equal_count_; }
   // The slots, and about what the ids kept apart cost (a hash node each, a set per hash).
   size_t MemoryBytes() const {
-    return slots_.capacity() * sizeof(Id) + equal_count_ * 32 + equal_.size() * 96;
+    return slots_.capacity() * sizeof(Slot) + equal_count_ * 32 + equal_.size() * 96;
   }
   // The longest run of occupied slots (ids and tombstones): what a probe can have to walk.
   size_t LongestRun() const {
     size_t longest = 0, run = 0;
-    for (Id s : slots_) {
+    for (Slot s : slots_) {
       run = s == kEmpty ? 0 : run + 1;
       longest = std::max(longest, run);
     }
@@ -121,30 +136,39 @@ class IdTable {
   }
 
  private:
-  static constexpr Id kEmpty = ~Id{0};
-  static constexpr Id kGone = ~Id{0} - 1;
+  using Slot = uint32_t;  // 5 bits of the hash, then the id
+  static constexpr Slot kIdMask = (Slot{1} << kIdBits) - 1;
+  static constexpr Slot kEmpty = ~Slot{0};
+  static constexpr Slot kGone = ~Slot{0} - 1;
 
-  size_t Home(uint64_t hash) const {
-    // The hashes are digests already; mix once more so that equal bits spread, then map onto
-    // the slots by the high half of a 128-bit product (Lemire's fast range reduction).
+  // The hashes are digests already; mix once more so that equal bits spread.
+  static uint64_t Mix(uint64_t hash) {
     hash ^= hash >> 33;
     hash *= 0xff51afd7ed558ccdull;
     hash ^= hash >> 33;
-    return static_cast<size_t>((static_cast<unsigned __int128>(hash) * slots_.size()) >> 64);
+    return hash;
   }
+  // The slot is chosen by the mixed hash's high bits (the high half of a 128-bit product:
+  // Lemire's fast range reduction), the tag taken from its low ones.
+  size_t Home(uint64_t hash) const {
+    return static_cast<size_t>((static_cast<unsigned __int128>(Mix(hash)) * slots_.size()) >> 64);
+  }
+  static Slot TagOf(uint64_t hash) { return static_cast<Slot>(Mix(hash)) & ~kIdMask; }
+  static Slot TagIn(Slot s) { return s & ~kIdMask; }
+  static Id IdIn(Slot s) { return s & kIdMask; }
   size_t Next(size_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
 
   template <class HashOf>
   void Rebuild(size_t n, const HashOf& hash_of) {
-    std::vector<Id> old;
+    std::vector<Slot> old;
     old.swap(slots_);
     slots_.assign(n, kEmpty);
     used_ = live_ = 0;
-    for (Id id : old) {
-      if (id == kEmpty || id == kGone) continue;
-      size_t i = Home(hash_of(id));
+    for (Slot s : old) {
+      if (s == kEmpty || s == kGone) continue;
+      size_t i = Home(hash_of(IdIn(s)));
       while (slots_[i] != kEmpty) i = Next(i);
-      slots_[i] = id;
+      slots_[i] = s;
       used_++;
       live_++;
     }
@@ -161,7 +185,7 @@ class IdTable {
   }
 
   bool keys_unique_ = false;
-  std::vector<Id> slots_;  // at least 16, or empty
+  std::vector<Slot> slots_;  // at least 16, or empty
   // By hash, the ids of a hash that already has kEqualInSlots ids in the slots.
   Equal equal_;
   size_t equal_count_ = 0;

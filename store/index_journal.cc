@@ -101,7 +101,7 @@ void ApplyJournal(IndexSnapshot& snapshot, const std::vector<JournalRecord>& rec
   EntryTable table = replay.Finish();
   std::vector<uint32_t> live;
   live.reserve(table.live());
-  table.ForEachLive([&](uint32_t i) { live.push_back(i); });
+  table.ForEachLive(snapshot.entries, [&](uint32_t i) { live.push_back(i); });
   const std::vector<SnapshotEntry>& all = snapshot.entries;
   std::sort(live.begin(), live.end(), [&](uint32_t a, uint32_t b) {
     return std::tie(all[a].ns, all[a].block) < std::tie(all[b].ns, all[b].block);

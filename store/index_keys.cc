@@ -58,13 +58,18 @@ std::optional<BlockDigest> ParseBlockName(std::string_view name) {
   return out;
 }
 
-std::string FormatBlockName(const BlockDigest& name) {
+void FormatBlockNameInto(const BlockDigest& name, std::string& out) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(kDigestHexLength, '0');
+  out.resize(kDigestHexLength);
   for (size_t i = 0; i < name.size(); ++i) {
     out[2 * i] = kHex[name[i] >> 4];
     out[2 * i + 1] = kHex[name[i] & 15];
   }
+}
+
+std::string FormatBlockName(const BlockDigest& name) {
+  std::string out;
+  FormatBlockNameInto(name, out);
   return out;
 }
 

@@ -44,5 +44,7 @@ uint64_t IdentityDigest(std::span<const uint8_t> canonical);
 using BlockDigest = std::array<uint8_t, 16>;
 std::optional<BlockDigest> ParseBlockName(std::string_view name);
 std::string FormatBlockName(const BlockDigest& name);
+// The same into `out`, reusing its buffer.
+void FormatBlockNameInto(const BlockDigest& name, std::string& out);
 
 }  // namespace gpucache

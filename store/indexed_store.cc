@@ -154,6 +154,8 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
     // the path (the wait is a file removal or rename long).
     while (!leaving_.empty() && leaving_.contains(address.RelativePath())) left_.wait(mu_);
     if (index_.Find(address) || reservations_.Holder(address)) return StatusCode::kExists;
+    // Every fill may become a block: refused here, never at the commit (store/id_table.h).
+    if (index_.size() + reservations_.size() >= IdTable::kMaxIds) return StatusCode::kNoSpace;
     std::vector<BlockId> victims;
     if (StatusCode s = admission_.AdmitReservation(address.tenant, victims); s != StatusCode::kOk) {
       return s;  // nothing was evicted: a refusal changes nothing

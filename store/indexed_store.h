@@ -136,7 +136,8 @@ class IndexedStore : public BlockStore, private MediumHost {
   using Record = BlockIndex::Record;
   using BlockId = BlockIndex::Id;
   // Verification after start (adr/0016; indexed_store_verify.cc).
-  bool RestoreUnverified(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored) override;
+  size_t RestoreUnverified(std::span<const IndexedBlock> blocks,
+                           const std::shared_ptr<StoredPayload>& stored) override;
   bool Unverified(const BlockAddress& address, const StoredPayload* stored) override;
   void Settle(const BlockAddress& address, const StoredPayload* stored, uint64_t region_id,
               Verdict verdict) override;

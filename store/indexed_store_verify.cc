@@ -13,15 +13,20 @@ void IndexedStore::MarkVerifiedLocked(BlockId id) {
   unverified_count_--;
 }
 
-bool IndexedStore::RestoreUnverified(const IndexedBlock& b, std::shared_ptr<StoredPayload> stored) {
-  MutexLock lock(mu_);
-  std::optional<BlockId> id = IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, std::move(stored));
-  if (!id) return false;
-  if (*id >= unverified_.size()) unverified_.resize(*id + 1);
-  unverified_[*id] = true;
-  unverified_count_++;
-  walking_.store(true, std::memory_order_release);
-  return true;
+size_t IndexedStore::RestoreUnverified(std::span<const IndexedBlock> blocks,
+                                       const std::shared_ptr<StoredPayload>& stored) {
+  MutexLock lock(mu_);  // once a batch: a start restores millions
+  size_t restored = 0;
+  for (const IndexedBlock& b : blocks) {
+    std::optional<BlockId> id = IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, stored);
+    if (!id) continue;
+    if (*id >= unverified_.size()) unverified_.resize(*id + 1);
+    unverified_[*id] = true;
+    unverified_count_++;
+    restored++;
+  }
+  if (restored != 0) walking_.store(true, std::memory_order_release);
+  return restored;
 }
 
 bool IndexedStore::Unverified(const BlockAddress& address, const StoredPayload* stored) {

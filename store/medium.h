@@ -121,8 +121,10 @@ class MediumHost {
 
   // --- Verification after start (adr/0016): blocks restored unverified, checked before their
   // first use (the store calls Medium::VerifyBlock) or by the medium's background walk.
-  // Start-up: as RestoreBlock, the block's file not yet checked.
-  virtual bool RestoreUnverified(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored) = 0;
+  // Start-up: as RestoreBlock for each of `blocks`, their files not yet checked; how many were
+  // restored (a batch: one lock for many, a start restores millions).
+  virtual size_t RestoreUnverified(std::span<const IndexedBlock> blocks,
+                                   const std::shared_ptr<StoredPayload>& stored) = 0;
   // Whether the block at `address` is one restored unverified on `stored` and still unchecked.
   virtual bool Unverified(const BlockAddress& address, const StoredPayload* stored) = 0;
   // Applies a verdict on the unverified block (`region_id`) at `address` on `stored`; nothing if

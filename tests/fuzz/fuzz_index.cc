@@ -89,7 +89,7 @@ void CheckJournal(const Bytes& in, size_t cut) {
     }
   }
   if (table.live() != model.size()) std::abort();
-  table.ForEachLive([&](uint32_t i) {
+  table.ForEachLive(whole.entries, [&](uint32_t i) {
     gpucache::SnapshotEntry e = whole.entries.at(i);
     auto it = model.find({whole.namespaces.at(e.ns), e.block});
     if (it == model.end()) std::abort();

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <latch>
 
 #include "store/file_store.h"
 #include "tests/support/fault_env.h"
@@ -48,13 +49,12 @@ Bytes ReadAll(IndexedStore& s, int k) {
 
 // A store over `dir` through `env` (null: POSIX), its journal rotated past `rotate_bytes`.
 std::unique_ptr<IndexedStore> Open(const std::string& dir, Env* env, FileStoreReport& report,
-                                   uint64_t rotate_bytes = 0) {
+                                   uint64_t rotate_bytes = 0, StoreOptions options = {}) {
   for (const char* sub : {"/blocks", "/tmp", "/spare", "/quarantine"}) fs::create_directories(dir + sub);
   Fd lock(::open((dir + "/LOCK").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   REQUIRE(::flock(lock.get(), LOCK_EX | LOCK_NB) == 0);
   std::vector<FileMedium::Device> devices;
   devices.push_back(FileMedium::Device{DataDir(dir), std::move(lock), false});
-  StoreOptions options;
   options.env = env;
   auto medium = std::make_unique<FileMedium>(std::move(devices), options);
   if (rotate_bytes != 0) medium->SetJournalRotateBytes(rotate_bytes);
@@ -244,6 +244,51 @@ TEST_CASE("Index journal: a start after a crash keeps the journal, cuts its torn
   CHECK(third.blocks_loaded == 15);
   CHECK(third.from_snapshot == 15);  // nothing after the cut tail was lost to the replay
   for (int k = 0; k < 15; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
+}
+
+// A crash leaves the journal as long as it got, up to its rotation size. A start over one past
+// half of that used to check every block file before it opened, to fold the journal at once
+// (7.8 s over 1,000,000 blocks and 38 MB of journal, where the replay takes 0.1 s). It now opens
+// without checking the files, as over a short journal, and folds the journal once its walk is
+// done.
+TEST_CASE("Index journal: a start over a long journal opens first and folds it after the walk") {
+  test::TempDir tmp;
+  constexpr uint64_t kRotate = 8192;
+  const std::string journal = tmp.path() + "/JOURNAL";
+  int committed = InCrashingChild([&] {
+    FileStoreReport report;
+    auto s = Open(tmp.path(), nullptr, report, kRotate).release();  // never closed
+    int k = 0;
+    while (fs::file_size(journal) <= kRotate / 2) {
+      if (k == 100 || !Commit(*s, k++)) return 255;
+    }
+    return k;
+  });
+  REQUIRE(committed > 0);
+  REQUIRE(committed < 100);
+  REQUIRE(fs::file_size(journal) > kRotate / 2);
+  const uint64_t index_inode = InodeOf(tmp.path() + "/INDEX");
+  REQUIRE(InCrashingChild([&] {
+            std::latch held(1);
+            StoreOptions options;
+            options.verify_in_background = true;
+            options.before_walk = [&] { held.wait(); };
+            FileStoreReport report;
+            auto s = Open(tmp.path(), nullptr, report, kRotate, options).release();
+            if (!s->Stats().verify_walk_running) return 1;  // checked every file first
+            if (report.blocks_loaded != static_cast<uint64_t>(committed)) return 2;
+            held.count_down();
+            s->WaitForVerification();
+            if (fs::exists(tmp.path() + "/JOURNAL.old")) return 3;
+            if (fs::file_size(journal) > kRotate / 2) return 4;  // folded
+            if (InodeOf(tmp.path() + "/INDEX") == index_inode) return 5;  // into a new INDEX
+            return 0;
+          }) == 0);
+  FileStoreReport report;
+  auto s = Open(tmp.path(), nullptr, report);
+  CHECK(report.blocks_loaded == static_cast<uint64_t>(committed));
+  CHECK(report.from_snapshot == static_cast<uint64_t>(committed));
+  for (int k = 0; k < committed; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
 }
 
 // A journal's size is only a hint for how much room to reserve: a JOURNAL grown (sparse) to a

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <random>
@@ -466,6 +467,25 @@ TEST_CASE("Index journal: an entry table finds, replaces and drops by (namespace
   CHECK(table.Find(entries, 0, entries[0].block) == 0);
   table.Put(entries, 7);  // past the array: ignored, never looked up
   CHECK(table.live() == 2);
+}
+
+// A start restores INDEX's blocks in a pass over the live entries; in slot (hash) order each
+// entry was a cache miss, a third of a start over 1,000,000 blocks.
+TEST_CASE("Index journal: the live entries are visited in the order they sit in memory") {
+  std::vector<SnapshotEntry> entries(5000);
+  for (uint32_t i = 0; i < entries.size(); ++i) {
+    entries[i].block[0] = static_cast<uint8_t>(i);
+    entries[i].block[1] = static_cast<uint8_t>(i >> 8);
+  }
+  EntryTable table;
+  for (uint32_t i = 0; i < entries.size(); ++i) table.Put(entries, i);
+  for (uint32_t i = 0; i < entries.size(); i += 3) table.Drop(entries, 0, entries[i].block);
+  std::vector<uint32_t> seen;
+  table.ForEachLive(entries, [&](uint32_t i) { seen.push_back(i); });
+  CHECK(seen.size() == table.live());
+  CHECK(std::is_sorted(seen.begin(), seen.end()));
+  CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
+  for (uint32_t i : seen) CHECK(i % 3 != 0);
 }
 
 }  // namespace
