@@ -1,5 +1,6 @@
 #include "cold/s3_client.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -28,6 +29,17 @@ std::optional<ObjectError> CheckKey(std::string_view key) {
   if (key.empty() || key.size() > kMaxKeyBytes) {
     return Permanent("InvalidKey", "object key must be 1.." + std::to_string(kMaxKeyBytes) +
                                        " bytes, got " + std::to_string(key.size()));
+  }
+  // A "." or ".." segment is resolved away by URL handling on the way (libcurl removes it;
+  // since 8.x it refuses to sign a path kept as is, CURLOPT_PATH_AS_IS): the request would
+  // name another key. gpucache's own keys never have one.
+  for (size_t begin = 0; begin <= key.size();) {
+    size_t end = std::min(key.find('/', begin), key.size());
+    std::string_view segment = key.substr(begin, end - begin);
+    if (segment == "." || segment == "..") {
+      return Permanent("InvalidKey", "object key has a \".\" or \"..\" segment: " + std::string(key));
+    }
+    begin = end + 1;
   }
   return std::nullopt;
 }

@@ -55,6 +55,7 @@ COLD_PACKAGES=(
   radosgw                     # the real S3 server the cold-tier tests run against
   ceph-common                 # the ceph CLI the harness uses to set the cluster up
   python3-boto3               # s3_check.py reads back what the cold tier wrote as plain S3
+  curl                        # the harness polls the gateway until it answers
 )
 case "$mode" in
   build) ;;

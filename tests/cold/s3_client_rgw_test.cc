@@ -125,7 +125,7 @@ TEST_CASE("S3Client rgw: keys that need encoding round-trip through put, list an
                                           "amp&er=sand?q#frag",
                                           "caf\xC3\xA9 \xE4\xB8\xAD",
                                           "a/b/c",
-                                          "dots/../x",
+                                          "dots/..x/.y.",
                                           "dbl//slash",
                                           "tilde~_-.",
                                           "pct%20lit",

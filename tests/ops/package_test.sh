@@ -49,7 +49,8 @@ for f in usr/bin/gpucachefs usr/bin/gpucachectl usr/bin/gpucache-client sbin/mou
          usr/include/gpucache/clients/cpp/mount_client.h usr/include/gpucache/store/identity.h \
          usr/lib/x86_64-linux-gnu/libgpucache_client.a usr/lib/x86_64-linux-gnu/libgpucache_format.a \
          usr/lib/x86_64-linux-gnu/pkgconfig/gpucache-client.pc; do
-  [ -e "$root/$f" ] || fail "missing from the packages: /$f"
+  # /lib and /sbin on Debian 12, /usr/lib and /usr/sbin on Debian 13 (merged /usr)
+  [ -e "$root/$f" ] || [ -e "$root/usr/$f" ] || fail "missing from the packages: /$f"
 done
 dpkg-deb -e "$deb" "$out/control"
 grep -qx /etc/gpucache/gpucache.toml "$out/control/conffiles" || fail "config is not a conffile"
