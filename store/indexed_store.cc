@@ -152,7 +152,7 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
     if (!index_.FindNamespace(address.tenant, address.ns)) return StatusCode::kNotFound;
     // A block of this address is leaving and its file is not gone yet: the new one waits for
     // the path (the wait is a file removal or rename long).
-    while (!leaving_.empty() && leaving_.contains(address.RelativePath())) left_.wait(mu_);
+    leaving_.WaitWhileLeaving(address, mu_);
     if (index_.Find(address) || reservations_.Holder(address)) return StatusCode::kExists;
     // Every fill may become a block: refused here, never at the commit (store/id_table.h).
     if (index_.size() + reservations_.size() >= IdTable::kMaxIds) return StatusCode::kNoSpace;
@@ -375,11 +375,11 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   if (r->fenced) {
     // Fenced while sealing: fenced is not success, so the published file goes again.
     reservations_.Forget(id);
-    LeavingLocked(draft.address);
+    leaving_.Leaving(draft.address);
     lock.Unlock();
     medium_->Drop(draft, sealed->stored);
     lock.Lock();
-    LeftLocked(draft.address);
+    leaving_.Left(draft.address);
     return StatusCode::kFenced;
   }
   EndReservationLocked(id, FillState::kFinished, BlockState::kCommitted);

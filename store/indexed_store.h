@@ -5,6 +5,9 @@
 //   Admission         limits, counters, the drain switch, eviction decisions (store/admission.h)
 //   QuarantineSet     blocks out of the namespace whose bytes may be in use
 //                     (store/quarantine_set.h)
+//   LeavingSet        addresses whose departed block's file is not yet gone (store/leaving_set.h)
+//   UnverifiedSet     blocks a start restored without checking their files
+//                     (store/unverified_set.h, adr/0016)
 //   Medium            where the bytes live, held by composition (store/medium.h): MemoryMedium
 //                     in memory, FileMedium in block files.
 // What is left here is the sequence of each operation: check and decide under the lock, call
@@ -21,18 +24,18 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
 #include <string>
-#include <unordered_map>
 
 #include "store/admission.h"
 #include "store/block_index.h"
 #include "store/block_store.h"
+#include "store/leaving_set.h"
 #include "store/medium.h"
 #include "store/mutex.h"
 #include "store/quarantine_set.h"
 #include "store/reservation_table.h"
+#include "store/unverified_set.h"
 
 namespace gpucache {
 
@@ -149,10 +152,6 @@ class IndexedStore : public BlockStore, private MediumHost {
   // its file now (one stat, without the lock) and settles what that found. Free once the walk
   // finished.
   void VerifyBeforeUse(const BlockAddress& address) EXCLUDES(mu_);
-  bool UnverifiedLocked(BlockId id) const REQUIRES(mu_) {
-    return id < unverified_.size() && unverified_[id];
-  }
-  void MarkVerifiedLocked(BlockId id) REQUIRES(mu_);
   static BlockIndex::Committed CommittedOf(const IndexedBlock& block);
   // A block read from the medium as the index takes it (its keys digested from the identity).
   static IndexedBlock IndexedBlockOf(BlockInfo info);
@@ -187,11 +186,6 @@ class IndexedStore : public BlockStore, private MediumHost {
   // while a reader has it open.
   Departure RemoveLocked(BlockId id, const char* reason) REQUIRES(mu_);
   void EvictLocked(const std::vector<BlockId>& victims, std::vector<Departure>& out) REQUIRES(mu_);
-  // A departure of the block at `address` begins: its file is removed or moved by Finish,
-  // outside the lock, by path. Until LeftLocked, a Reserve of the address waits, or a commit
-  // landing in that gap would lose its new file to the old block's departure.
-  void LeavingLocked(const BlockAddress& address) REQUIRES(mu_);
-  void LeftLocked(const BlockAddress& address) REQUIRES(mu_);
   // Medium work for departures, outside the lock; then tells the observer.
   void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) EXCLUDES(mu_);
   // A write to `p` met a full device: evicts what may go there, or kNoSpace having evicted none.
@@ -214,16 +208,11 @@ class IndexedStore : public BlockStore, private MediumHost {
   ReservationTable reservations_ GUARDED_BY(mu_);
   QuarantineSet quarantine_ GUARDED_BY(mu_);
   RemovalObserver observer_ GUARDED_BY(mu_);
-  // Addresses whose departed block's file Finish has not yet removed or moved (LeavingLocked),
-  // with how many departures of each are under way; left_ wakes the Reserves waiting on them.
-  std::unordered_map<std::string, uint32_t> leaving_ GUARDED_BY(mu_);
-  std::condition_variable_any left_;
+  LeavingSet leaving_ GUARDED_BY(mu_);  // departed blocks whose files Finish has yet to move
   CommitObserver commit_observer_;  // set once at start-up, then read-only
-  // Blocks restored unverified (adr/0016), by id: a bit each while the start's walk runs,
-  // freed when it finishes. walking_ is set before the store is shared and cleared (under mu_)
-  // when the walk finished: while it is false no answer looks at the bits.
-  std::vector<bool> unverified_ GUARDED_BY(mu_);
-  size_t unverified_count_ GUARDED_BY(mu_) = 0;
+  // walking_ is set before the store is shared and cleared (under mu_) when the start's walk
+  // finished (adr/0016): while it is false no answer looks at unverified_.
+  UnverifiedSet unverified_ GUARDED_BY(mu_);
   std::atomic<bool> walking_{false};
 };
 

@@ -152,7 +152,7 @@ std::optional<IndexedStore::BlockId> IndexedStore::IndexLocked(const BlockAddres
   std::optional<BlockId> id = index_.Insert(address, block, keys, owner, std::move(stored));
   if (!id) return std::nullopt;
   admission_.Indexed(*id, parent, keys.valid_length < keys.block_capacity, PolicyKeyOf(address));
-  if (UnverifiedLocked(*id)) MarkVerifiedLocked(*id);  // a reused id: this block is checked
+  unverified_.Remove(*id);  // a reused id: this block is checked
   return id;
 }
 
@@ -161,7 +161,7 @@ void IndexedStore::TouchNamespaceLocked(const BlockAddress& address) {
 }
 
 IndexedStore::Record IndexedStore::UnindexLocked(BlockId id) {
-  if (UnverifiedLocked(id)) MarkVerifiedLocked(id);  // evicted before checked: nothing to check
+  unverified_.Remove(id);  // evicted before checked: nothing to check
   index_.Touch(index_.NamespaceOf(id), NowNs());
   admission_.Unindexing(id);
   return index_.Remove(id);
@@ -178,7 +178,7 @@ IndexedStore::Departure IndexedStore::DepartLocked(BlockId id, bool quarantine) 
   BlockInfo info = AttributesOfLocked(id);
   std::shared_ptr<StoredPayload> stored = index_.StoredOf(id);
   UnindexLocked(id);
-  LeavingLocked(info.address);
+  leaving_.Leaving(info.address);
   return Departure{std::move(info), std::move(stored), quarantine};
 }
 
@@ -199,15 +199,6 @@ void IndexedStore::EvictLocked(const std::vector<BlockId>& victims, std::vector<
   for (BlockId id : victims) out.push_back(RemoveLocked(id, "evicted"));
 }
 
-void IndexedStore::LeavingLocked(const BlockAddress& address) { leaving_[address.RelativePath()]++; }
-
-void IndexedStore::LeftLocked(const BlockAddress& address) {
-  auto it = leaving_.find(address.RelativePath());
-  if (it == leaving_.end()) return;
-  if (--it->second == 0) leaving_.erase(it);
-  left_.notify_all();
-}
-
 // Medium work for blocks that left the namespace, outside the lock.
 void IndexedStore::Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) {
   RemovalObserver observer;
@@ -220,18 +211,18 @@ void IndexedStore::Finish(std::vector<Departure> departures, std::optional<Remov
       auto moved = medium_->Quarantine(d.info, d.stored);
       MutexLock lock(mu_);
       quarantine_.SetStored(d.info.region_id, std::move(moved));
-      LeftLocked(d.info.address);
+      leaving_.Left(d.info.address);
     } else if (!d.damage.empty()) {
       std::string kept = medium_->SetAside(d.info, d.stored);
       if (!kept.empty()) d.damage += "; " + kept;
       Transition(d.info.state, BlockState::kAbsent);
       MutexLock lock(mu_);
-      LeftLocked(d.info.address);
+      leaving_.Left(d.info.address);
     } else {
       medium_->Drop(d.info, d.stored);
       Transition(d.info.state, BlockState::kAbsent);
       MutexLock lock(mu_);
-      LeftLocked(d.info.address);
+      leaving_.Left(d.info.address);
     }
     if (notify && observer) observer(d.info.address, *notify, d.damage);
   }
@@ -405,7 +396,7 @@ LookupResult IndexedStore::Lookup(const CacheIdentity& identity) {
   // checks one more block, and blocks only become checked, so this ends.
   while (prefix && walking_.load(std::memory_order_acquire)) {
     std::optional<BlockId> best = index_.Find(prefix->address);
-    if (!best || !UnverifiedLocked(*best)) break;
+    if (!best || !unverified_.Contains(*best)) break;
     lock.Unlock();
     VerifyBeforeUse(prefix->address);
     lock.Lock();

@@ -8,11 +8,6 @@
 
 namespace gpucache {
 
-void IndexedStore::MarkVerifiedLocked(BlockId id) {
-  unverified_[id] = false;
-  unverified_count_--;
-}
-
 size_t IndexedStore::RestoreUnverified(std::span<const IndexedBlock> blocks,
                                        const std::shared_ptr<StoredPayload>& stored) {
   MutexLock lock(mu_);  // once a batch: a start restores millions
@@ -20,9 +15,7 @@ size_t IndexedStore::RestoreUnverified(std::span<const IndexedBlock> blocks,
   for (const IndexedBlock& b : blocks) {
     std::optional<BlockId> id = IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, stored);
     if (!id) continue;
-    if (*id >= unverified_.size()) unverified_.resize(*id + 1);
-    unverified_[*id] = true;
-    unverified_count_++;
+    unverified_.Add(*id);
     restored++;
   }
   if (restored != 0) walking_.store(true, std::memory_order_release);
@@ -32,7 +25,7 @@ size_t IndexedStore::RestoreUnverified(std::span<const IndexedBlock> blocks,
 bool IndexedStore::Unverified(const BlockAddress& address, const StoredPayload* stored) {
   MutexLock lock(mu_);
   std::optional<BlockId> id = index_.Find(address);
-  return id && UnverifiedLocked(*id) && index_.StoredOf(*id).get() == stored;
+  return id && unverified_.Contains(*id) && index_.StoredOf(*id).get() == stored;
 }
 
 void IndexedStore::VerifyBeforeUse(const BlockAddress& address) {
@@ -42,7 +35,7 @@ void IndexedStore::VerifyBeforeUse(const BlockAddress& address) {
   {
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);
-    if (!id || !UnverifiedLocked(*id)) return;
+    if (!id || !unverified_.Contains(*id)) return;
     stored = index_.StoredOf(*id);
     region_id = index_.at(*id).region_id;
   }
@@ -56,13 +49,13 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
   {
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);
-    if (!id || !UnverifiedLocked(*id) || index_.StoredOf(*id).get() != stored ||
+    if (!id || !unverified_.Contains(*id) || index_.StoredOf(*id).get() != stored ||
         index_.at(*id).region_id != region_id) {
       return;  // settled by the other checker, evicted, or another block by now
     }
     switch (verdict.kind) {
       case Verdict::Kind::kSame:
-        MarkVerifiedLocked(*id);
+        unverified_.Remove(*id);
         return;
       case Verdict::Kind::kReplaced: {
         // Another block file under the name (read in full): it replaces the entry's block, as
@@ -99,23 +92,23 @@ bool IndexedStore::ClaimFound(const BlockAddress& address) {
   // Indexed: committed since the start, its file is not the walk's to judge. Reserved: a seal
   // will publish its own file there. Leaving: a departed block's file, about to be removed.
   if (index_.Find(address) || reservations_.Holder(address) ||
-      leaving_.contains(address.RelativePath())) {
+      leaving_.Contains(address)) {
     return false;
   }
-  LeavingLocked(address);  // as a departure: a Reserve of the address waits for LeftLocked
+  leaving_.Leaving(address);  // as a departure: a Reserve of the address waits for Left
   return true;
 }
 
 void IndexedStore::ReleaseFound(const BlockAddress& address) {
   MutexLock lock(mu_);
-  LeftLocked(address);
+  leaving_.Left(address);
 }
 
 bool IndexedStore::AdoptFound(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
   IndexedBlock b = IndexedBlockOf(std::move(info));
   MutexLock lock(mu_);
   bool indexed = IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, std::move(stored)).has_value();
-  LeftLocked(b.address);
+  leaving_.Left(b.address);
   return indexed;
 }
 
@@ -123,14 +116,14 @@ std::vector<BlockAddress> IndexedStore::WalkFinished() {
   std::vector<BlockAddress> forgotten;
   {
     MutexLock lock(mu_);
-    for (BlockId id = 0; id < unverified_.size() && unverified_count_ > 0; ++id) {
-      if (!unverified_[id]) continue;
-      // The walk did not find its file: an eager start would not have indexed it.
+    // The walk did not find their files: an eager start would not have indexed them.
+    std::vector<BlockId> unfound;
+    unverified_.ForEach([&](BlockId id) { unfound.push_back(id); });
+    for (BlockId id : unfound) {
       forgotten.push_back(index_.AddressOf(id));
       ForgetLocked(id);
     }
-    std::vector<bool>().swap(unverified_);
-    unverified_count_ = 0;
+    unverified_.Clear();
     walking_.store(false, std::memory_order_release);
   }
   return forgotten;
