@@ -71,9 +71,11 @@ TEST_CASE("Cold: 1,000 jobs through the proxy at 30% faults: the accounting iden
   CHECK(failed.size() > 0);
   CHECK(st.uploaded > 0);
 
-  // From the proxy's side: no key is tried more than three times, a key that got a permanent
-  // error is never tried again, and the sink never deleted anything.
-  std::map<std::string, int> tries;
+  // From the proxy's side: no key is tried more than three times by the sink, a key that got a
+  // permanent error is never tried again, and the sink never deleted anything. libcurl itself
+  // sends a request once more on a fresh connection when a reused one was reset before any
+  // reply (libcurl 8 on Debian 13 does, 7.88 did not here): each reset may add one try.
+  std::map<std::string, int> tries, resets;
   std::set<std::string> denied;
   int after_permanent = 0, deletes = 0;
   proxy.Settled();  // stalls are logged when they end
@@ -87,13 +89,14 @@ TEST_CASE("Cold: 1,000 jobs through the proxy at 30% faults: the accounting iden
       MESSAGE("tried after a 403: " << req.dump());
     }
     tries[path]++;
+    if (req["fault"] == "reset") resets[path]++;
     if (req["fault"] == "403") denied.insert(path);
   }
   CHECK(deletes == 0);
   CHECK(after_permanent == 0);
   CHECK(!denied.empty());
   int over = 0;
-  for (const auto& [path, n] : tries) over += n > 3;
+  for (const auto& [path, n] : tries) over += n > 3 + resets[path];
   CHECK(over == 0);
   size_t permanent = 0;
   for (const FailedJob& f : failed) {

@@ -151,7 +151,9 @@ start() {
   #   error talking to the monitor.
   # - size 1 pools, chooseleaf type 0, pool size one allowed: a single OSD must be able to
   #   take every placement group; small pg counts and a raised per-OSD cap because radosgw
-  #   makes 7+ pools.
+  #   makes 7+ pools. The autoscaler off: with it, Ceph 18 (Debian 13) creates a pool the
+  #   gateway names without a count with pg_num 1, below the default pgp_num of 8, and the
+  #   monitor refuses it (ERANGE; radosgw exits).
   # - memstore: the OSD keeps objects in RAM; no disk format, starts in a second. Its cap is
   #   generous because a full OSD blocks writes (the client hangs) rather than failing them.
   # - every path under DIR, including the cluster log the monitor writes to /var/log/ceph by
@@ -162,8 +164,14 @@ start() {
   #   which stop is ending at the same time.
   # - mon data avail: the monitor refuses to run below 5% free disk by default; tests should
   #   not fail on a full-ish developer disk for that.
+  # - osd class dir: Ceph 18 (Debian 13) defaults to a relative "lib/<arch>/rados-classes",
+  #   which the OSD resolves against its working directory; the gateway's calls into the
+  #   object classes then fail (EOPNOTSUPP) and it exits. The installed directory, named.
+  local class_dir
+  class_dir=$(dirname "$(ls /usr/lib/*/rados-classes/libcls_version.so /usr/lib/rados-classes/libcls_version.so 2>/dev/null | head -1)")
   cat >"$conf" <<EOF
 [global]
+osd class dir = $class_dir
 fsid = $fsid
 mon host = v2:127.0.0.1:$mon_port
 public addr = 127.0.0.1
@@ -180,6 +188,7 @@ mon allow pool size one = true
 osd crush chooseleaf type = 0
 osd pool default pg num = 8
 osd pool default pgp num = 8
+osd pool default pg autoscale mode = off
 mon max pg per osd = 1000
 paxos propose interval = 0.1
 paxos min wait = 0.01
