@@ -27,6 +27,13 @@ const std::vector<std::string> kBlockKeys = {"identity", "identity_text", "state
 const std::vector<std::string> kPartKeys = {"identity", "state", "epoch", "region", "fill"};
 constexpr std::string_view kFillPrefix = "fill.";
 
+// Block keys only the block's header holds (its identity and payload checksum): reading one
+// is a read of the medium (Stat). The others are the index's, answered from memory
+// (StatAttributes), as a stat is.
+bool NeedsHeader(std::string_view key) {
+  return key == kIdentity || key == "identity_text" || key == "checksum" || key == "valid_length";
+}
+
 // The key after the prefix, or nullopt when the name is not ours.
 std::optional<std::string_view> OurKey(std::string_view name) {
   if (!name.starts_with(kPrefix)) return std::nullopt;
@@ -36,7 +43,8 @@ std::optional<std::string_view> OurKey(std::string_view name) {
 }  // namespace
 
 Result<std::string> Filesystem::BlockXattr(const Node& n, std::string_view key) {
-  Result<BlockInfo> b = store_.Stat({n.tenant, n.ns, n.block});
+  const BlockAddress a{n.tenant, n.ns, n.block};
+  Result<BlockInfo> b = NeedsHeader(key) ? store_.Stat(a) : store_.StatAttributes(a);
   if (!b.ok()) return b.status();
   if (key == kIdentity) {
     return std::string(b->canonical_identity.begin(), b->canonical_identity.end());

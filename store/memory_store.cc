@@ -90,6 +90,7 @@ Result<Medium::Opened> MemoryMedium::Open(const BlockInfo&,
 
 Result<Medium::Held> MemoryMedium::ReadHeld(const BlockInfo&,
                                             const std::shared_ptr<StoredPayload>& stored) {
+  held_reads_.fetch_add(1);
   auto s = std::static_pointer_cast<Stored>(stored);
   return Held{s->identity, "xxh3-128:" + s->sums.digest_hex};
 }

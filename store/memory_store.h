@@ -8,6 +8,8 @@
 // Thread safety: as BlockStore.
 #pragma once
 
+#include <atomic>
+
 #include "store/indexed_store.h"
 
 namespace gpucache {
@@ -34,6 +36,11 @@ class MemoryMedium final : public Medium {
 
   // Test hook: flips one payload byte of a committed block, as a bad DIMM would.
   bool TEST_CorruptByte(const BlockAddress& address, uint64_t offset);
+  // Test hook: how many times ReadHeld ran (what a file medium pays a header read for).
+  uint64_t TEST_HeldReads() const { return held_reads_.load(); }
+
+ private:
+  std::atomic<uint64_t> held_reads_{0};
 };
 
 // The store over a fresh MemoryMedium: nothing to load.
@@ -43,6 +50,7 @@ class MemoryStore final : public IndexedStore {
   bool TEST_CorruptByte(const BlockAddress& address, uint64_t offset) {
     return static_cast<MemoryMedium&>(medium()).TEST_CorruptByte(address, offset);
   }
+  uint64_t TEST_HeldReads() { return static_cast<MemoryMedium&>(medium()).TEST_HeldReads(); }
 };
 
 }  // namespace gpucache

@@ -243,6 +243,25 @@ TEST_CASE("Filesystem: a namespace lists its blocks and .parts, a tenant its nam
         std::vector<std::string>{".", "..", AddressOf(block).ns});
 }
 
+TEST_CASE("Filesystem: xattrs: a block's index keys are answered from memory, only header keys read the medium") {
+  FsHarness h;
+  CacheIdentity id = SampleIdentity("acme");
+  h.Commit(id, Payload(10));
+  uint64_t block = h.Ino(h.Namespace(id), FsHarness::BlockName(id));
+  const uint64_t before = h.store.TEST_HeldReads();
+  CHECK(h.fs.GetXattr(kMember, block, "user.gpucache.state").value() == "COMMITTED");
+  CHECK(h.fs.GetXattr(kMember, block, "user.gpucache.epoch").value() == "1");
+  CHECK(!h.fs.GetXattr(kMember, block, "user.gpucache.region").value().empty());
+  CHECK(h.fs.GetXattr(kMember, block, "user.gpucache.pinned").value() == "0");
+  CHECK(h.fs.GetXattr(kMember, block, "user.gpucache.owner").value() ==
+        std::to_string(kWriter.uid) + ":" + std::to_string(kWriter.gid));
+  CHECK(h.store.TEST_HeldReads() == before);  // five keys, no read of the medium
+  for (const char* key : {"identity", "identity_text", "checksum", "valid_length"}) {
+    CHECK(h.fs.GetXattr(kMember, block, std::string("user.gpucache.") + key).ok());
+  }
+  CHECK(h.store.TEST_HeldReads() == before + 4);
+}
+
 TEST_CASE("Filesystem: xattrs: a block lists what it is, a .part what it has so far") {
   FsHarness h;
   CacheIdentity id = SampleIdentity("acme");
