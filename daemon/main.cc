@@ -195,10 +195,10 @@ void UseRamTier(const gpucache::Config& config, gpucache::Filesystem& fs, gpucac
     return;
   }
   fs.UseRam(std::make_unique<gpucache::RamServing>(
-      store, std::make_unique<gpucache::RamTier>(std::move(dir), config.ram_bytes)));
-  spdlog::info("RAM tier: {} bytes in a private tmpfs; passthrough is decided when the kernel "
-               "answers the mount",
-               config.ram_bytes);
+      store, std::make_unique<gpucache::RamTier>(std::move(dir), config.ram_bytes), config.PromoteOnCommit()));
+  spdlog::info("RAM tier: {} bytes in a private tmpfs, blocks copied on {}; passthrough is decided "
+               "when the kernel answers the mount",
+               config.ram_bytes, config.PromoteOnCommit() ? "read and on commit" : "read");
 }
 
 }  // namespace

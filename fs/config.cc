@@ -311,6 +311,7 @@ class Reader {
     OnlyKeys(t_, "", {"data_dir", "data_dirs", "sync_commits", "backing_io", "verify_blocks", "limits", "admins",
                       "tenants", "fuse", "metrics", "cold", "ram"});
     c.ram_bytes = ReadRam(Table(t_, "ram"));
+    c.ram_promote = ReadRamPromote(Table(t_, "ram"));
     if (const toml::table* cold = Table(t_, "cold")) c.cold = ReadCold(*cold);
     if (const toml::table* m = Table(t_, "metrics")) {
       OnlyKeys(*m, "metrics.", {"listen"});
@@ -412,7 +413,7 @@ class Reader {
   // [ram] bytes: 0 (off), or from 1 MiB up to the machine's memory.
   uint64_t ReadRam(const toml::table* t) const {
     if (!t) return DefaultRamBytes();
-    OnlyKeys(*t, "ram.", {"bytes"});
+    OnlyKeys(*t, "ram.", {"bytes", "promote"});
     const toml::node* n = t->get("bytes");
     if (!n) return DefaultRamBytes();
     std::optional<int64_t> v = n->value_exact<int64_t>();
@@ -427,6 +428,14 @@ class Reader {
                             " bytes); 1/16 of it is the default");
     }
     return static_cast<uint64_t>(*v);
+  }
+
+  // [ram] promote: "read" (the default) or "commit".
+  std::string ReadRamPromote(const toml::table* t) const {
+    if (!t) return "read";
+    std::string v = Get<std::string>(*t, "promote", "ram.promote", "read");
+    if (v != "read" && v != "commit") Fail("ram.promote", "must be \"read\" or \"commit\"");
+    return v;
   }
 
   // With kernel permission checks, access must be expressible in mode bits: root (who
@@ -558,7 +567,7 @@ std::string EffectiveConfigText(const Config& c) {
   root.insert("fuse", toml::table{{"entry_timeout", c.entry_timeout},
                                   {"negative_timeout", c.negative_timeout},
                                   {"permissions", c.permissions}});
-  root.insert("ram", toml::table{{"bytes", int64_t(c.ram_bytes)}});
+  root.insert("ram", toml::table{{"bytes", int64_t(c.ram_bytes)}, {"promote", c.ram_promote}});
   root.insert("cold", ColdTable(c.cold));
   std::ostringstream out;
   out << "# effective configuration (0: unlimited)\n" << root << "\n";

@@ -48,6 +48,10 @@ struct Config {
   bool KernelPermissions() const { return permissions == "kernel"; }
   // [ram] bytes: the RAM tier's size (adr/0020); 0: off. Left out: DefaultRamBytes().
   uint64_t ram_bytes = 0;
+  // [ram] promote: when a block is copied into the tier. "read": after an open the daemon
+  // served is released; "commit": also as soon as it is committed (adr/0020, decision 5).
+  std::string ram_promote = "read";
+  bool PromoteOnCommit() const { return ram_promote == "commit"; }
   // [cold]: the optional S3 cold tier (docs/cold-tier.md), in the type the tier itself takes
   // (common/cold_options.h; fs/ does not include cold/). Keys are never read from this file.
   cold::ColdOptions cold;

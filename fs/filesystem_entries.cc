@@ -416,6 +416,7 @@ StatusCode Filesystem::Rename(const Principal& c, uint64_t parent, std::string_v
   if (auto ino = inodes_.Find(part_node)) {
     inodes_.Rename(*ino, Node{NodeKind::kBlock, dir->tenant, dir->ns, block});
   }
+  if (ram_) ram_->Committed(address);
   return StatusCode::kOk;
 }
 

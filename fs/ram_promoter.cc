@@ -21,7 +21,7 @@ void RamPromoter::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool RamPromoter::Enqueue(const BlockAddress& address, uint64_t region_id) {
+bool RamPromoter::Enqueue(const BlockAddress& address, std::optional<uint64_t> region_id) {
   {
     MutexLock lock(mu_);
     if (!running_ || queue_.size() >= max_queued_) return false;
@@ -53,10 +53,13 @@ void RamPromoter::Run() {
 }
 
 void RamPromoter::PromoteOne(const Item& item) {
-  if (tier_.Holds(item.address, item.region_id)) return;
+  if (item.region_id && tier_.Holds(item.address, *item.region_id)) return;
   Result<std::shared_ptr<BlockReader>> reader = store_.OpenForCopy(item.address);  // not a use: eviction order stays the readers'
-  if (!reader.ok() || reader.value()->info().region_id != item.region_id) return;  // left or replaced
-  StatusCode s = tier_.Promote(item.address, item.region_id, *reader.value());
+  if (!reader.ok()) return;  // left
+  const uint64_t region_id = reader.value()->info().region_id;
+  if (item.region_id && region_id != *item.region_id) return;  // replaced
+  if (!item.region_id && tier_.Holds(item.address, region_id)) return;
+  StatusCode s = tier_.Promote(item.address, region_id, *reader.value());
   if (s != StatusCode::kOk && s != StatusCode::kExists) {
     // A checksum failure is logged by the removal observer, as for any reader.
     spdlog::debug("ram tier: {} not copied: {}", item.address.RelativePath(), ToString(s));

@@ -1,5 +1,5 @@
 // Copies blocks into the RAM tier in the background, once an open the daemon served is released
-// (adr/0020: promote on read). One thread and a short queue: a block opened while the queue is full is
+// (adr/0020: promote on read) and, with `[ram] promote = "commit"`, once a block is committed. One thread and a short queue: a block opened while the queue is full is
 // simply not copied this time (its next open asks again), so a burst of opens never holds
 // memory or readers in a queue.
 //
@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -35,16 +36,17 @@ class RamPromoter {
   void Start() EXCLUDES(mu_);
   // Stops the worker; what is queued is dropped.
   void Stop() EXCLUDES(mu_);
-  // Asks for a copy of the block at `address` (at `region_id`). False if it is queued already,
-  // the queue is full, or the worker is not running.
-  bool Enqueue(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);
+  // Asks for a copy of the block at `address` (at `region_id`; none: whichever block is there
+  // when the worker gets to it). False if it is queued already, the queue is full, or the
+  // worker is not running.
+  bool Enqueue(const BlockAddress& address, std::optional<uint64_t> region_id) EXCLUDES(mu_);
   // Blocks queued or being copied now.
   size_t Pending() const EXCLUDES(mu_);
 
  private:
   struct Item {
     BlockAddress address;
-    uint64_t region_id = 0;
+    std::optional<uint64_t> region_id;
   };
   void Run() EXCLUDES(mu_);
   void PromoteOne(const Item& item);

@@ -2,8 +2,13 @@
 
 namespace gpucache {
 
-RamServing::RamServing(BlockStore& store, std::unique_ptr<RamTier> tier)
-    : tier_(std::move(tier)), promoter_(store, *tier_) {}
+RamServing::RamServing(BlockStore& store, std::unique_ptr<RamTier> tier, bool promote_on_commit)
+    : promote_on_commit_(promote_on_commit), tier_(std::move(tier)), promoter_(store, *tier_) {}
+
+void RamServing::Committed(const BlockAddress& address) {
+  // Without passthrough a copy would never be served: nothing is copied (adr/0020, decision 6).
+  if (promote_on_commit_ && passthrough()) promoter_.Enqueue(address, std::nullopt);
+}
 
 int RamServing::Open(uint64_t ino, const BlockInfo& info, BackingFiles& backing) {
   if (!passthrough()) return -1;

@@ -28,7 +28,8 @@ struct RamMetrics {
 
 class RamServing {
  public:
-  RamServing(BlockStore& store, std::unique_ptr<RamTier> tier);
+  // `promote_on_commit`: `[ram] promote = "commit"` (Committed queues a copy).
+  RamServing(BlockStore& store, std::unique_ptr<RamTier> tier, bool promote_on_commit = false);
 
   // INIT's answer: the kernel serves passthrough opens from now on (false: the daemon serves
   // every read, nothing is copied).
@@ -45,6 +46,9 @@ class RamServing {
   // The release of an open Open answered with `backing_id` (>= 0); an open the daemon served
   // queues its block for a copy.
   void Release(uint64_t ino, int backing_id, const BlockInfo& info, BackingFiles& backing);
+  // The block at `address` was just committed: with promote on commit, it is queued for a copy
+  // (made from the bytes just written, verified as on read), so its first open passes through.
+  void Committed(const BlockAddress& address);
   // The block at `address` left the namespace: new opens never find its copy.
   void Forget(const BlockAddress& address) { tier_->Forget(address); }
   RamMetrics Metrics() const;
@@ -54,6 +58,7 @@ class RamServing {
 
  private:
   std::atomic<bool> passthrough_{false};
+  const bool promote_on_commit_;
   const std::unique_ptr<RamTier> tier_;
   PassthroughTable table_;
   RamPromoter promoter_;  // declared last: its thread stops before the tier goes

@@ -1,6 +1,6 @@
 """The engine connector's data path: gpucache against the same code on plain files (a tool).
 
-    build/gpucache-engine-bench [--cases ...] [--repeat 3] [--io-threads 4]
+    build/gpucache-engine-bench [--cases ...] [--repeat 3] [--io-threads 4] [--ram-promote read|commit]
 
 Mounts its own gpucachefs (GPUCACHE_BUILD_DIR) in a scratch directory; the `direct` side is a
 directory beside the daemon's data directory (same file system), written and read by the same
@@ -14,6 +14,8 @@ times and prints the medians, one line per case:
 ratio = gpucache / direct. Cold loads first drop the page cache of exactly the files read
 (posix_fadvise DONTNEED on the backing files and on the mount's own pages). load_layerwise
 also prints, as a comment, the time until layer 0 is usable and until all layers are.
+load_after_save_llama8b_4k loads each round's blocks right after saving them (before any other
+read: what the RAM tier's `--ram-promote read|commit` changes, adr/0020 decision 5).
 `--cases layout_study` measures adr/0011's choice instead (engine_layout_study.py).
 """
 
@@ -44,7 +46,8 @@ LLAMA8B = KVGeometry(layers=32, kv_heads=8, head_dim=128, dtype=torch.bfloat16, 
 MODEL = ModelIdentity(tenant="acme", model_revision="meta-llama/Meta-Llama-3-8B@bench",
                       model_config_digest="sha256:bench", tokenizer_revision="llama3-tok@bench",
                       rope_theta=500000.0)
-CASES = ("load_llama8b_4k_warm", "load_llama8b_4k_cold", "load_layerwise", "save_llama8b_4k")
+CASES = ("load_llama8b_4k_warm", "load_llama8b_4k_cold", "load_layerwise", "save_llama8b_4k",
+         "load_after_save_llama8b_4k")
 
 
 class Side:
@@ -174,11 +177,13 @@ def main():
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--io-threads", type=int, default=4, help="parallel reads (ConnectorConfig.io_threads)")
     ap.add_argument("--save-threads", type=int, default=4, help="parallel commits (ConnectorConfig.save_threads)")
+    ap.add_argument("--ram-promote", choices=("read", "commit"), default="read",
+                    help="the mount's [ram] promote (adr/0020): when blocks are copied into the RAM tier")
     args = ap.parse_args()
     cases = args.cases.split(",")
     torch.set_num_threads(os.cpu_count())
     nbytes = args.tokens // LLAMA8B.block_tokens * LLAMA8B.payload_bytes
-    daemon = Daemon()
+    daemon = Daemon('[ram]\npromote = "%s"\n' % args.ram_promote)
     try:
         direct_root = os.path.join(daemon.tmp, "direct")
         os.makedirs(os.path.join(direct_root, MODEL.tenant))
@@ -194,6 +199,7 @@ def main():
               "%d cores" % (args.tokens, nbytes >> 20, args.tokens // 256, LLAMA8B.payload_bytes >> 20,
                             args.io_threads, args.save_threads, os.cpu_count()), flush=True)
         saves = {s.name: [] for s in sides}
+        after_save = {s.name: [] for s in sides}
         meters = {c: CpuMeter(daemon.proc.pid) for c in ("save", "warm", "cold")}
         stored = None
         # Saving is also how the load cases get their blocks. Round 0 warms up; after each
@@ -206,12 +212,17 @@ def main():
                 seconds = meters["save"].measure(s.save, tokens) if r and s.name == "gpucache" else s.save(tokens)
                 if r:
                     saves[s.name].append(gbps(nbytes, seconds))
+                if r and "load_after_save_llama8b_4k" in cases:  # a second request right behind the first
+                    after_save[s.name].append(gbps(nbytes, s.load(tokens)[1]))
                 if stored is not None:
                     s.delete(stored)
             stored = tokens
         if "save_llama8b_4k" in cases:
             line("save_llama8b_4k", statistics.median(saves["gpucache"]), statistics.median(saves["direct"]))
             meters["save"].report("save_llama8b_4k")
+        if "load_after_save_llama8b_4k" in cases:
+            line("load_after_save_llama8b_4k", statistics.median(after_save["gpucache"]),
+                 statistics.median(after_save["direct"]))
         run_loads(cases, sides, stored, nbytes, args.repeat, daemon, meters)
     finally:
         daemon.close()

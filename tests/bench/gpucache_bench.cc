@@ -6,6 +6,7 @@
 //
 //   gpucache-bench [--cases read,commit,stat,probe,restart] [--quick] [--restart-blocks N]
 //                  [--permissions daemon|kernel] [--backing-io posix|uring] [--ram BYTES]
+//                  [--ram-promote read|commit]
 //   gpucache-bench --restart-data DIR [--restart-rounds N]
 //
 // --restart-data measures only restarts, of a daemon over DIR as it is (fill it once, fast, with
@@ -523,6 +524,9 @@ int main(int argc, char** argv) {
   int64_t ram = -1;
   app.add_option("--ram", ram, "[ram] bytes of the mount (adr/0020): 0 turns the RAM tier off; "
                                "default: the daemon's (1/16 of memory)");
+  std::string ram_promote = "read";
+  app.add_option("--ram-promote", ram_promote, "[ram] promote of the mount (adr/0020): read or commit")
+      ->check(CLI::IsMember({"read", "commit"}));
   std::string restart_data;
   int restart_rounds = 5;
   app.add_option("--restart-data", restart_data,
@@ -534,11 +538,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpucache-bench: run as root (it mounts and drops the page cache)\n");
     return 2;
   }
-  std::printf("# fuse.permissions=%s backing_io=%s ram=%s\n", permissions.c_str(), backing_io.c_str(),
-              ram < 0 ? "default" : std::to_string(ram).c_str());
+  std::printf("# fuse.permissions=%s backing_io=%s ram=%s ram.promote=%s\n", permissions.c_str(),
+              backing_io.c_str(), ram < 0 ? "default" : std::to_string(ram).c_str(), ram_promote.c_str());
   if (!restart_data.empty()) return gpucache::bench::RestartOnly(restart_data, restart_rounds, permissions == "kernel");
   gpucache::bench::Bench b(quick, passthrough, permissions == "kernel", backing_io,
-                           ram < 0 ? "" : "[ram]\nbytes = " + std::to_string(ram) + "\n");
+                           "[ram]\n" + (ram < 0 ? "" : "bytes = " + std::to_string(ram) + "\n") +
+                               "promote = \"" + ram_promote + "\"\n");
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
   if (want("read")) {
     b.Reads();

@@ -227,6 +227,27 @@ TEST_CASE("Config: [ram] bytes is 0 (off) or 1 MiB up to the machine's memory, 1
   CHECK(DefaultConfig().ram_bytes == DefaultRamBytes());
 }
 
+TEST_CASE("Config: [ram] promote is \"read\" (the default) or \"commit\"") {
+  auto parse = [](const std::string& ram) { return ParseConfig(ram + "\n[tenants.a]\nuids = [1]\n", "t.toml"); };
+  auto error = [&](const std::string& ram) {
+    try {
+      parse(ram);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(parse("").ram_promote == "read");
+  CHECK_FALSE(parse("").PromoteOnCommit());
+  CHECK(parse("[ram]\npromote = \"read\"").ram_promote == "read");
+  CHECK(parse("[ram]\npromote = \"commit\"").PromoteOnCommit());
+  CHECK(error("[ram]\npromote = \"write\"").find("'ram.promote': must be \"read\" or \"commit\"") != std::string::npos);
+  CHECK(error("[ram]\npromote = true").find("ram.promote") != std::string::npos);
+  Config c = parse("[ram]\npromote = \"commit\"");
+  CHECK(ParseConfig(EffectiveConfigText(c), "effective").PromoteOnCommit());
+  CHECK(DefaultConfig().ram_promote == "read");
+}
+
 TEST_CASE("Config: [cold] parses into the tier's options, and its effective text parses back") {
   Config c = ParseConfig(R"(
 [tenants.t]
