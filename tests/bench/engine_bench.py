@@ -15,7 +15,9 @@ ratio = gpucache / direct. Cold loads first drop the page cache of exactly the f
 (posix_fadvise DONTNEED on the backing files and on the mount's own pages). load_layerwise
 also prints, as a comment, the time until layer 0 is usable and until all layers are.
 load_after_save_llama8b_4k loads each round's blocks right after saving them (before any other
-read: what the RAM tier's `--ram-promote read|commit` changes, adr/0020 decision 5).
+read: what the RAM tier's `--ram-promote read|commit` changes, adr/0020 decision 5);
+load_after_pause_llama8b_4k (not among the default cases) does so once the daemon has no copy
+pending, as a next turn arriving a little later would.
 `--cases layout_study` measures adr/0011's choice instead (engine_layout_study.py).
 """
 
@@ -150,6 +152,17 @@ def evict(path):
         os.close(fd)
 
 
+def daemon_settled(daemon, timeout=120):
+    """Waits until the daemon has no RAM-tier copy queued or in progress (a pause between turns)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(os.path.join(daemon.mnt, ".gpucache", "metrics")) as f:
+            if "gpucache_ram_promotions_pending 0\n" in f.read():
+                return
+        time.sleep(0.05)
+    raise RuntimeError("RAM-tier copies still pending after %d s" % timeout)
+
+
 def paged_cache(blocks):
     cache = [torch.empty((2, blocks, 16, 8, 128), dtype=torch.bfloat16) for _ in range(LLAMA8B.layers)]
     for layer in cache:  # random bits: what a forward pass wrote
@@ -212,7 +225,11 @@ def main():
                 seconds = meters["save"].measure(s.save, tokens) if r and s.name == "gpucache" else s.save(tokens)
                 if r:
                     saves[s.name].append(gbps(nbytes, seconds))
-                if r and "load_after_save_llama8b_4k" in cases:  # a second request right behind the first
+                if r and "load_after_pause_llama8b_4k" in cases:  # the next turn, a while later
+                    if s.name == "gpucache":
+                        daemon_settled(daemon)
+                    after_save[s.name].append(gbps(nbytes, s.load(tokens)[1]))
+                elif r and "load_after_save_llama8b_4k" in cases:  # a second request right behind the first
                     after_save[s.name].append(gbps(nbytes, s.load(tokens)[1]))
                 if stored is not None:
                     s.delete(stored)
@@ -220,8 +237,8 @@ def main():
         if "save_llama8b_4k" in cases:
             line("save_llama8b_4k", statistics.median(saves["gpucache"]), statistics.median(saves["direct"]))
             meters["save"].report("save_llama8b_4k")
-        if "load_after_save_llama8b_4k" in cases:
-            line("load_after_save_llama8b_4k", statistics.median(after_save["gpucache"]),
+        if "load_after_save_llama8b_4k" in cases or "load_after_pause_llama8b_4k" in cases:
+            line("load_after_pause_llama8b_4k" if "load_after_pause_llama8b_4k" in cases else "load_after_save_llama8b_4k", statistics.median(after_save["gpucache"]),
                  statistics.median(after_save["direct"]))
         run_loads(cases, sides, stored, nbytes, args.repeat, daemon, meters)
     finally:
