@@ -109,6 +109,15 @@ TEST_CASE("Mount eviction: an evicted block is a miss at once, even though the k
   REQUIRE(Present(client, Block("acme", 1)));  // entries and attributes now cached
   REQUIRE(std::holds_alternative<Bytes>(client.Read(Block("acme", 1))));
   REQUIRE(std::holds_alternative<Bytes>(client.Read(Block("acme", 2))));  // 1 is now the LRU
+  // The RAM tier copies both in the background after their reads' releases (adr/0020); a
+  // block being copied has an open reader, which no eviction takes. Wait for both copies.
+  auto copied = [&] {
+    std::string metrics = ReadText(m.mnt() + "/.gpucache/metrics");
+    return metrics.find("\ngpucache_ram_copies 2\n") != std::string::npos &&
+           metrics.find("\ngpucache_ram_promotions_pending 0\n") != std::string::npos;
+  };
+  for (int i = 0; i < 3000 && !copied(); ++i) ::usleep(10000);
+  REQUIRE(copied());
   REQUIRE(client.Commit(Block("acme", 3), Payload(10000)) == 0);
   // The daemon told the kernel to forget the entry: no stale hit.
   bool gone = false;
