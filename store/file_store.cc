@@ -113,12 +113,7 @@ MediumIoStats FileMedium::IoStats() const {
   return {std::move(status), std::move(stats)};
 }
 
-FileMedium::~FileMedium() {
-  if (walker_.joinable()) {  // never closed (a store that failed to open): stop the walk
-    walk_stop_.store(true);
-    walker_.join();
-  }
-}
+FileMedium::~FileMedium() = default;
 
 std::unique_ptr<IndexedStore> OpenFileStore(const std::vector<std::string>& data_dirs,
                                             StoreOptions options, FileStoreReport* report,
@@ -200,9 +195,8 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
         WriterLock lock(walk_state_mu_);  // before the store is shared: uncontended
         walk_state_ = true;
       }
-      walk_done_.store(false);
+      walk_over_.store(false, std::memory_order_release);
       walk_dev_ = dev;
-      if (!options_.defer_background_work) StartBackgroundWork();
       continue;
     }
     LoadBlocks(dev, report);
@@ -221,20 +215,12 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   return true;
 }
 
-void FileMedium::StartBackgroundWork() {
-  if (!walk_started_ || walker_.joinable() || walk_done_.load()) return;
-  walker_ = std::thread([this, dev = walk_dev_] { Walk(dev); });
-}
-
 size_t FileMedium::SparesReady(size_t dev) const { return spares_ ? spares_->Ready(dev) : 0; }
 
 void FileMedium::Close() {
-  if (walker_.joinable()) {
-    walk_stop_.store(true);
-    walker_.join();
-  }
-  // Stopped before every file was checked: INDEX and the journal are left as a crash leaves
-  // them (the journal was appended to all along); the next start checks them again.
+  // The store stopped its walk first (IndexedStore's destructor). Stopped before every file was
+  // checked: INDEX and the journal are left as a crash leaves them (the journal was appended to
+  // all along); the next start checks them again.
   if (walk_started_ && !walk_completed_) return;
   SaveSnapshots();
   for (size_t dev = 0; dev < journals_.size(); ++dev) EmptyJournal(dev);

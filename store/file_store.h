@@ -29,8 +29,9 @@
 // Thread safety: as BlockStore. One FileStore per data directory (enforced by LOCK).
 #pragma once
 
-#include <functional>
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -38,8 +39,6 @@
 #include <memory>
 #include <mutex>
 #include <set>
-#include <shared_mutex>
-#include <thread>
 #include <string>
 #include <vector>
 
@@ -100,9 +99,12 @@ class FileMedium final : public Medium {
   StatusCode IsolateDomain(const std::string& path) override;
   std::vector<DomainInfo> Domains() override;
   Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) override;
-  void WaitForWalk() override;
-  void StartBackgroundWork() override;
-  bool WalkRunning() const override { return !walk_done_.load(std::memory_order_acquire); }
+  bool WalkPending() const override { return walk_started_ && !walk_over_.load(std::memory_order_acquire); }
+  bool NextWalkItem(WalkItem& item) override;
+  Verdict CheckWalkItem(const WalkItem& item) override;
+  Result<BlockInfo> ReadWalkItem(const WalkItem& item) override;
+  void AdoptedWalkItem(const WalkItem& item) override;
+  MediumReport EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts) override;
   // Where a committed block's file is (or where a new one would be placed).
   std::string PathOf(const BlockAddress& address) override;
   // backing_io "uring": the reader's status line and counters; "posix": pread, no counters.
@@ -228,15 +230,28 @@ class FileMedium final : public Medium {
 
   // Verification after start (adr/0016, file_store_walk.cc). With verify_in_background and
   // one data directory whose INDEX checked out and whose journal needs no fold, Load indexes
-  // the blocks INDEX and the journal name without looking at their files and starts Walk on
-  // walker_: it lists every namespace and checks each file by the eager start's rule, while
-  // VerifyBlock checks a block on demand by the same rule. snapshot_, snapshot_table_ and
-  // snapshot_namespaces_ are kept (read-only) for both until the walk is done.
+  // the blocks INDEX and the journal name without looking at their files; the store's walk then
+  // asks for every file of every namespace (NextWalkItem) and has each checked by the eager
+  // start's rule, while VerifyBlock checks a block on demand by the same rule. snapshot_,
+  // snapshot_table_ and snapshot_namespaces_ are kept (read-only) for both until EndWalk.
   bool CanVerifyLater() const;
   void RestoreFromIndex(size_t dev, FileStoreReport& report);
-  void Walk(size_t dev);
-  void WalkNamespace(size_t dev, const std::string& tenant, const std::string& ns,
-                     FileStoreReport& report);
+  // Where the walk is: the namespace being listed, its names, and the current item's file.
+  struct WalkCursor {
+    size_t next_ns = 0;  // into walk_namespaces_
+    std::string ns_path;
+    int64_t snapshot_ns = -1;  // the namespace's index in the snapshot, -1 if none
+    Fd dir;
+    std::vector<std::string> names;
+    size_t next_name = 0;
+    std::string path;                        // the current item's file
+    const SnapshotEntry* entry = nullptr;    // the current item's entry, if one names it
+    std::optional<SnapshotEntry> found;      // ReadWalkItem: the file's stat, for the journal
+    FileStoreReport report;                  // the problems found so far
+    std::chrono::steady_clock::time_point start;
+  };
+  // Moves the cursor to the next namespace; false when none is left.
+  bool OpenNextWalkNamespace();
   // The names in a namespace directory for the walk; if it cannot be listed, the names of the
   // entries INDEX and the journal leave in it (`snapshot_ns`, -1 if none).
   std::vector<std::string> NamesToWalk(const std::string& ns_path, int64_t snapshot_ns,
@@ -248,12 +263,11 @@ class FileMedium final : public Medium {
   // in full is appended to the journal; a problem goes to `problems`.
   Verdict Check(size_t dev, int dir_fd, const std::string& path, const BlockAddress& address,
                 const SnapshotEntry& e, std::vector<std::string>& problems);
-  std::thread walker_;
   size_t walk_dev_ = 0;  // the device the start's walk covers (one: adr/0016)
   std::vector<std::pair<std::string, std::string>> walk_namespaces_;  // (tenant, ns) to walk
-  std::atomic<bool> walk_done_{true};    // no walk, or it ended (finished or stopped)
-  std::atomic<bool> walk_stop_{false};   // Close: stop early
-  bool walk_started_ = false, walk_completed_ = false;  // written before walk_done_ is set
+  WalkCursor cursor_;  // the store's walk thread's only
+  std::atomic<bool> walk_over_{true};  // no walk, or EndWalk ran (Append may rotate again)
+  bool walk_started_ = false, walk_completed_ = false;  // set by Load and EndWalk
   SharedMutex walk_state_mu_;            // VerifyBlock (shared) against freeing the entries
   bool walk_state_ GUARDED_BY(walk_state_mu_) = false;  // the entries are there
   Mutex gate_problems_mu_;

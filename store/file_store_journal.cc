@@ -110,7 +110,7 @@ void FileMedium::Append(size_t dev, const JournalRecord& record) {
   }
   // Not while the start's walk runs (adr/0016): the INDEX a rotation writes would take the
   // unchecked blocks as checked. The first append after the walk rotates.
-  if (walk_done_.load(std::memory_order_acquire)) FoldJournalPast(dev, journal_rotate_bytes_);
+  if (walk_over_.load(std::memory_order_acquire)) FoldJournalPast(dev, journal_rotate_bytes_);
 }
 
 void FileMedium::FoldJournalPast(size_t dev, uint64_t limit) {

@@ -1,11 +1,12 @@
 // FileMedium: verification after start (adr/0016). Load indexes the blocks INDEX and the
-// journal name without looking at their files (RestoreFromIndex) and returns; Walk then lists
-// every namespace and checks each file by the rule an eager start applies
-// (file_store_load.cc): the file the entry saw (inode, size and ctime) is trusted, another one
-// is read in full, a damaged one is deleted, one that cannot be read is left for the next
-// start, a file no entry names is read in full and indexed, an entry without a file is
-// forgotten. VerifyBlock applies the same rule to one block, for the store to call before its
-// first use. Every file operation goes through Env.
+// journal name without looking at their files (RestoreFromIndex) and returns; the store's walk
+// (store/indexed_store_verify.cc) then asks for every file of every namespace (NextWalkItem)
+// and has each checked by the rule an eager start applies (file_store_load.cc): the file the
+// entry saw (inode, size and ctime) is trusted, another one is read in full, a damaged one is
+// set aside, one that cannot be read is left for the next start, a file no entry names is read
+// in full and indexed, an entry without a file is forgotten. VerifyBlock applies the same rule
+// to one block, for the store to call before its first use. Every file operation goes through
+// Env.
 #include <malloc.h>
 #include <chrono>
 
@@ -127,13 +128,6 @@ Verdict FileMedium::VerifyBlock(const BlockAddress& address, const StoredPayload
   return v;
 }
 
-void FileMedium::WaitForWalk() {
-  for (bool done = walk_done_.load(std::memory_order_acquire); !done;
-       done = walk_done_.load(std::memory_order_acquire)) {
-    walk_done_.wait(false, std::memory_order_acquire);
-  }
-}
-
 std::vector<std::string> FileMedium::NamesToWalk(const std::string& ns_path, int64_t snapshot_ns,
                                                  FileStoreReport& report) {
   Result<std::vector<std::string>> names = env_.ListDir(ns_path);
@@ -152,79 +146,83 @@ std::vector<std::string> FileMedium::NamesToWalk(const std::string& ns_path, int
   return named;
 }
 
-void FileMedium::WalkNamespace(size_t dev, const std::string& tenant, const std::string& ns,
-                               FileStoreReport& report) {
-  std::string ns_path = devices_[dev].dir.Namespace(tenant, ns);
+bool FileMedium::OpenNextWalkNamespace() {
+  WalkCursor& c = cursor_;
+  if (c.next_ns == walk_namespaces_.size()) return false;
+  const auto& [tenant, ns] = walk_namespaces_[c.next_ns++];
+  c.ns_path = devices_[walk_dev_].dir.Namespace(tenant, ns);
   auto in_snapshot = snapshot_namespaces_.find(tenant + "/" + ns);
-  int64_t snapshot_ns = in_snapshot == snapshot_namespaces_.end() ? int64_t{-1} : int64_t{in_snapshot->second};
-  Fd dir(env_.OpenRead(ns_path));
-  const StoredPayload* located = located_[dev].get();
-  std::string path;
-  BlockAddress a{tenant, ns, {}};
-  for (const std::string& name : NamesToWalk(ns_path, snapshot_ns, report)) {
-    if (walk_stop_.load(std::memory_order_relaxed)) return;
-    path.assign(ns_path).append("/").append(name);
-    a.block = name;
-    const SnapshotEntry* e = snapshot_ns >= 0 ? EntryNamed(static_cast<uint32_t>(snapshot_ns), name) : nullptr;
-    if (e) {
-      if (!host().Unverified(a, located)) {  // checked by a use first, or gone since
-        report.blocks_loaded++;
-        continue;
-      }
-      Verdict v = Check(dev, dir.get(), path, a, *e, report.problems);
-      switch (v.kind) {
-        case Verdict::Kind::kSame: report.from_snapshot++; [[fallthrough]];
-        case Verdict::Kind::kReplaced: report.blocks_loaded++; break;
-        case Verdict::Kind::kDamaged:
-        case Verdict::Kind::kGone: report.blocks_skipped++; break;
-      }
-      host().Settle(a, located, e->region_id, std::move(v));
-      continue;
-    }
-    // No entry names it: read in full, as an eager start does, with the address claimed so that
-    // no commit or departure changes the file meanwhile.
-    if (!host().ClaimFound(a)) continue;
-    std::string why;
-    Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(path, why)
-                                                    : Result<BlockInfo>(StatusCode::kInvalidArgument);
-    if (info.ok() && info->address != a) {
-      why = "identity does not match the path";
-      info = StatusCode::kInvalidArgument;
-    }
-    std::string relative = a.RelativePath();
-    if (!info.ok()) {
-      bool damaged = info.status() != StatusCode::kIoError;
-      report.problems.push_back("skipped " + relative + ": " + (why.empty() ? "not a block name" : why) +
-                                (damaged ? "" : "; left in place for the next start"));
-      report.blocks_skipped++;
-      if (damaged) SetAsideDamaged(dev, path);
-      host().ReleaseFound(a);
-      continue;
-    }
-    info->pinned = !pins_.empty() && pins_.count(relative) != 0;
-    std::optional<SnapshotEntry> entry = EntryOfBlock(info.value(), dir.get(), dir.valid() ? name : path);
-    if (!host().AdoptFound(std::move(info.value()), located_[dev])) continue;  // not indexable
-    report.blocks_loaded++;
-    if (entry) {
-      JournalRecord r;
-      r.ns = tenant + "/" + ns;
-      r.entry = *entry;
-      Append(dev, r);
-    }
-  }
+  c.snapshot_ns = in_snapshot == snapshot_namespaces_.end() ? int64_t{-1} : int64_t{in_snapshot->second};
+  c.dir = Fd(env_.OpenRead(c.ns_path));
+  c.names = NamesToWalk(c.ns_path, c.snapshot_ns, c.report);
+  c.next_name = 0;
+  return true;
 }
 
-void FileMedium::Walk(size_t dev) {
-  if (options_.before_walk) options_.before_walk();
-  auto start = std::chrono::steady_clock::now();
-  FileStoreReport report;
-  for (const auto& [tenant, ns] : walk_namespaces_) {
-    if (walk_stop_.load()) break;
-    WalkNamespace(dev, tenant, ns, report);
+bool FileMedium::NextWalkItem(WalkItem& item) {
+  WalkCursor& c = cursor_;
+  if (c.next_ns == 0 && c.names.empty()) c.start = std::chrono::steady_clock::now();
+  while (c.next_name == c.names.size()) {
+    if (!OpenNextWalkNamespace()) return false;
   }
-  bool completed = !walk_stop_.load();
+  const std::string& name = c.names[c.next_name++];
+  const auto& [tenant, ns] = walk_namespaces_[c.next_ns - 1];
+  c.path.assign(c.ns_path).append("/").append(name);
+  c.entry = c.snapshot_ns >= 0 ? EntryNamed(static_cast<uint32_t>(c.snapshot_ns), name) : nullptr;
+  c.found.reset();
+  item.address.tenant = tenant;
+  item.address.ns = ns;
+  item.address.block = name;
+  item.stored = located_[walk_dev_];
+  item.region_id = c.entry ? std::optional<uint64_t>(c.entry->region_id) : std::nullopt;
+  return true;
+}
+
+Verdict FileMedium::CheckWalkItem(const WalkItem& item) {
+  WalkCursor& c = cursor_;
+  return Check(walk_dev_, c.dir.get(), c.path, item.address, *c.entry, c.report.problems);
+}
+
+Result<BlockInfo> FileMedium::ReadWalkItem(const WalkItem& item) {
+  WalkCursor& c = cursor_;
+  const std::string& name = item.address.block;
+  std::string why;
+  Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(c.path, why)
+                                                  : Result<BlockInfo>(StatusCode::kInvalidArgument);
+  if (info.ok() && info->address != item.address) {
+    why = "identity does not match the path";
+    info = StatusCode::kInvalidArgument;
+  }
+  std::string relative = item.address.RelativePath();
+  if (!info.ok()) {
+    bool damaged = info.status() != StatusCode::kIoError;
+    c.report.problems.push_back("skipped " + relative + ": " + (why.empty() ? "not a block name" : why) +
+                                (damaged ? "" : "; left in place for the next start"));
+    if (damaged) SetAsideDamaged(walk_dev_, c.path);
+    return info.status();
+  }
+  info->pinned = !pins_.empty() && pins_.count(relative) != 0;
+  c.found = EntryOfBlock(info.value(), c.dir.get(), c.dir.valid() ? name : c.path);
+  return info;
+}
+
+void FileMedium::AdoptedWalkItem(const WalkItem& item) {
+  if (!cursor_.found) return;
+  JournalRecord r;
+  r.ns = item.address.tenant + "/" + item.address.ns;
+  r.entry = *cursor_.found;
+  Append(walk_dev_, r);
+}
+
+MediumReport FileMedium::EndWalk(bool completed, std::span<const BlockAddress> missing,
+                                 const WalkCounts& counts) {
+  FileStoreReport report = std::move(cursor_.report);
+  const size_t dev = walk_dev_;
   if (completed) {
-    for (const BlockAddress& a : host().WalkFinished()) {
+    report.blocks_loaded = counts.loaded;
+    report.from_snapshot = counts.from_snapshot;
+    report.blocks_skipped = counts.skipped;
+    for (const BlockAddress& a : missing) {
       report.missing++;
       JournalRemoval(dev, a);  // the next start need not look for it
     }
@@ -234,8 +232,9 @@ void FileMedium::Walk(size_t dev) {
       gate_problems_.clear();
     }
     report.walk_ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - cursor_.start).count());
   }
+  cursor_ = WalkCursor{};
   {
     WriterLock lock(walk_state_mu_);
     walk_state_ = false;
@@ -252,12 +251,11 @@ void FileMedium::Walk(size_t dev) {
   walk_completed_ = completed;
   // A start folds a journal past half its rotation size (the next start replays less); it
   // kept it to open without checking files first (CanVerifyLater), and can fold it only now
-  // that every indexed block is checked. Before the walk is reported done: who waits for the
-  // walk finds the journal folded.
+  // that every indexed block is checked. Before the store reports the walk done: who waits for
+  // the walk finds the journal folded.
   if (completed) FoldJournalPast(dev, journal_rotate_bytes_ / 2);
-  if (completed && options_.walk_finished) options_.walk_finished(report);
-  walk_done_.store(true, std::memory_order_release);
-  walk_done_.notify_all();
+  walk_over_.store(true, std::memory_order_release);
+  return report;
 }
 
 }  // namespace gpucache

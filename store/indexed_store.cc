@@ -25,7 +25,13 @@ IndexedStore::IndexedStore(StoreOptions options, std::unique_ptr<Medium> medium)
   medium_->Attach(*this);
 }
 
-IndexedStore::~IndexedStore() { medium_->Close(); }
+IndexedStore::~IndexedStore() {
+  if (walker_.joinable()) {  // stopped early: the medium leaves INDEX as a crash would
+    walk_stop_.store(true);
+    walker_.join();
+  }
+  medium_->Close();
+}
 
 bool IndexedStore::Load(MediumReport& report, std::string& error) {
   bool loaded = medium_->Load(report, error);
@@ -33,6 +39,10 @@ bool IndexedStore::Load(MediumReport& report, std::string& error) {
   // keeps those pages resident in the heap's holes. Hand them back, so that the resident set
   // is what the index holds rather than the peak of the load.
   ::malloc_trim(0);
+  if (loaded && medium_->WalkPending()) {  // blocks restored unverified (adr/0016)
+    walk_done_.store(false, std::memory_order_release);
+    if (!options_.defer_background_work) StartBackgroundWork();
+  }
   return loaded;
 }
 
@@ -55,7 +65,7 @@ StatusCode IndexedStore::RemoveNamespace(std::string_view tenant, std::string_vi
   // "Empty" is known only once the start's walk has seen every file (adr/0016): a file it has
   // not reached yet would make the directory's removal fail after the index forgot it, and the
   // walk would then create the namespace again under the file's committer.
-  medium_->WaitForWalk();
+  WaitForVerification();
   MutexLock lock(mu_);
   std::optional<uint32_t> id = index_.FindNamespace(tenant, ns);
   if (!id) return StatusCode::kNotFound;
@@ -89,7 +99,7 @@ std::vector<std::string> IndexedStore::ListEntries(std::string_view tenant, std:
   // A listing names every block: it waits for the start's background check (adr/0016), so that
   // it never names a block whose file is gone, nor leaves out one found on disk. (Once the
   // walk is over this is one atomic load.)
-  medium_->WaitForWalk();
+  WaitForVerification();
   std::vector<BlockDigest> names;
   std::vector<std::string> parts;
   for (BlockId from = 0;;) {
@@ -121,7 +131,7 @@ std::vector<std::string> IndexedStore::ListEntries(std::string_view tenant, std:
 
 void IndexedStore::VisitBlocks(std::string_view tenant,
                                const std::function<bool(const BlockAddress&)>& visit) {
-  medium_->WaitForWalk();  // as ListEntries
+  WaitForVerification();  // as ListEntries
   std::vector<BlockAddress> slice;
   for (BlockId from = 0;;) {
     slice.clear();

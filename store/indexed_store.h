@@ -26,6 +26,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "store/admission.h"
 #include "store/block_index.h"
@@ -98,11 +99,11 @@ class IndexedStore : public BlockStore, private MediumHost {
   // Where the medium keeps a block's bytes (a block file), for tools and tests.
   std::string BackingPath(const BlockAddress& address) { return medium_->PathOf(address); }
   Medium& medium() { return *medium_; }
-  // Returns once the medium's background verification of the start (adr/0016) finished: from
+  // Returns once the walk of verification after start (adr/0016) finished or was stopped: from
   // then on every indexed block has been checked against its file.
-  void WaitForVerification() EXCLUDES(mu_) { medium_->WaitForWalk(); }
-  // After a daemon's fork: starts what StoreOptions::defer_background_work held back.
-  void StartBackgroundWork() EXCLUDES(mu_) { medium_->StartBackgroundWork(); }
+  void WaitForVerification() EXCLUDES(mu_);
+  // Starts the walk, at Load or, with StoreOptions::defer_background_work, after a daemon's fork.
+  void StartBackgroundWork() EXCLUDES(mu_);
 
   void SetRemovalObserver(RemovalObserver observer) override;
   void SetCommitObserver(CommitObserver observer) override { commit_observer_ = std::move(observer); }
@@ -138,16 +139,17 @@ class IndexedStore : public BlockStore, private MediumHost {
   using Reservation = ReservationTable::Reservation;
   using Record = BlockIndex::Record;
   using BlockId = BlockIndex::Id;
-  // Verification after start (adr/0016; indexed_store_verify.cc).
+  // Verification after start (adr/0016; indexed_store_verify.cc): the walk asks the medium
+  // for every file (walker_) and settles each finding, as VerifyBeforeUse settles one.
   size_t RestoreUnverified(std::span<const IndexedBlock> blocks,
                            const std::shared_ptr<StoredPayload>& stored) override;
-  bool Unverified(const BlockAddress& address, const StoredPayload* stored) override;
+  void Walk() EXCLUDES(mu_);
+  void WalkNamed(const Medium::WalkItem& item, Medium::WalkCounts& counts) EXCLUDES(mu_);
+  void WalkUnnamed(const Medium::WalkItem& item, Medium::WalkCounts& counts) EXCLUDES(mu_);
+  // Applies a verdict on the unverified block (`region_id`) at `address` on `stored`; nothing if
+  // that block is no longer there or already checked (a use and the walk may race).
   void Settle(const BlockAddress& address, const StoredPayload* stored, uint64_t region_id,
-              Verdict verdict) override;
-  bool ClaimFound(const BlockAddress& address) override;
-  void ReleaseFound(const BlockAddress& address) override;
-  bool AdoptFound(BlockInfo info, std::shared_ptr<StoredPayload> stored) override;
-  std::vector<BlockAddress> WalkFinished() override;
+              Verdict verdict) EXCLUDES(mu_);
   // Before any answer about one block: if the block at `address` is still unverified, checks
   // its file now (one stat, without the lock) and settles what that found. Free once the walk
   // finished.
@@ -214,6 +216,9 @@ class IndexedStore : public BlockStore, private MediumHost {
   // finished (adr/0016): while it is false no answer looks at unverified_.
   UnverifiedSet unverified_ GUARDED_BY(mu_);
   std::atomic<bool> walking_{false};
+  std::thread walker_;                  // the walk, started once
+  std::atomic<bool> walk_done_{true};   // no walk, or it ended (finished or stopped)
+  std::atomic<bool> walk_stop_{false};  // the destructor: stop early
 };
 
 // The policy key of a block address (a 64-bit digest).

@@ -111,7 +111,7 @@ uint64_t IndexedStore::Epoch() { return epoch_.load(); }
 StoreStats IndexedStore::Stats() {
   MutexLock lock(mu_);
   StoreStats stats{epoch_.load(), admission_.draining(), medium_->errors(), unverified_.size(),
-                   walking_.load() || medium_->WalkRunning(), admission_.counters()};
+                   walking_.load() || !walk_done_.load(), admission_.counters()};
   return stats;
 }
 

@@ -1,9 +1,12 @@
 // IndexedStore: blocks restored unverified at start and checked after it (adr/0016). The
 // medium restores the blocks INDEX and its journal name without looking at their files; each
 // is checked (Medium::VerifyBlock: one stat, the file read in full if it is not the one the
-// entry saw) before any answer about it, and the medium's background walk checks the rest.
-// Both settle what they found here, under the lock; the first to settle a block wins, the
-// other finds it checked and changes nothing.
+// entry saw) before any answer about it, and the store's walk thread has the medium check the
+// rest, file by file (Medium::NextWalkItem). Both settle what they found here, under the lock;
+// the first to settle a block wins, the other finds it checked and changes nothing. The calls
+// go one way: the store asks, the medium answers.
+#include <chrono>
+
 #include "store/indexed_store.h"
 
 namespace gpucache {
@@ -20,12 +23,6 @@ size_t IndexedStore::RestoreUnverified(std::span<const IndexedBlock> blocks,
   }
   if (restored != 0) walking_.store(true, std::memory_order_release);
   return restored;
-}
-
-bool IndexedStore::Unverified(const BlockAddress& address, const StoredPayload* stored) {
-  MutexLock lock(mu_);
-  std::optional<BlockId> id = index_.Find(address);
-  return id && unverified_.Contains(*id) && index_.StoredOf(*id).get() == stored;
 }
 
 void IndexedStore::VerifyBeforeUse(const BlockAddress& address) {
@@ -87,34 +84,32 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
   Finish(std::move(damaged), std::nullopt);
 }
 
-bool IndexedStore::ClaimFound(const BlockAddress& address) {
-  MutexLock lock(mu_);
-  // Indexed: committed since the start, its file is not the walk's to judge. Reserved: a seal
-  // will publish its own file there. Leaving: a departed block's file, about to be removed.
-  if (index_.Find(address) || reservations_.Holder(address) ||
-      leaving_.Contains(address)) {
-    return false;
+void IndexedStore::StartBackgroundWork() {
+  if (walk_done_.load(std::memory_order_acquire) || walker_.joinable()) return;
+  walker_ = std::thread([this] { Walk(); });
+}
+
+void IndexedStore::WaitForVerification() {
+  for (bool done = walk_done_.load(std::memory_order_acquire); !done;
+       done = walk_done_.load(std::memory_order_acquire)) {
+    walk_done_.wait(false, std::memory_order_acquire);
   }
-  leaving_.Leaving(address);  // as a departure: a Reserve of the address waits for Left
-  return true;
 }
 
-void IndexedStore::ReleaseFound(const BlockAddress& address) {
-  MutexLock lock(mu_);
-  leaving_.Left(address);
-}
-
-bool IndexedStore::AdoptFound(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
-  IndexedBlock b = IndexedBlockOf(std::move(info));
-  MutexLock lock(mu_);
-  bool indexed = IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, std::move(stored)).has_value();
-  leaving_.Left(b.address);
-  return indexed;
-}
-
-std::vector<BlockAddress> IndexedStore::WalkFinished() {
+void IndexedStore::Walk() {
+  if (options_.before_walk) options_.before_walk();
+  Medium::WalkCounts counts;
+  Medium::WalkItem item;
+  while (!walk_stop_.load(std::memory_order_relaxed) && medium_->NextWalkItem(item)) {
+    if (item.region_id) {
+      WalkNamed(item, counts);
+    } else {
+      WalkUnnamed(item, counts);
+    }
+  }
+  const bool completed = !walk_stop_.load();
   std::vector<BlockAddress> forgotten;
-  {
+  if (completed) {
     MutexLock lock(mu_);
     // The walk did not find their files: an eager start would not have indexed them.
     std::vector<BlockId> unfound;
@@ -126,7 +121,60 @@ std::vector<BlockAddress> IndexedStore::WalkFinished() {
     unverified_.Clear();
     walking_.store(false, std::memory_order_release);
   }
-  return forgotten;
+  MediumReport report = medium_->EndWalk(completed, forgotten, counts);
+  if (completed && options_.walk_finished) options_.walk_finished(report);
+  walk_done_.store(true, std::memory_order_release);
+  walk_done_.notify_all();
+}
+
+// A file INDEX or the journal names: checked unless a use checked it first (or it left).
+void IndexedStore::WalkNamed(const Medium::WalkItem& item, Medium::WalkCounts& counts) {
+  {
+    MutexLock lock(mu_);
+    std::optional<BlockId> id = index_.Find(item.address);
+    if (!id || !unverified_.Contains(*id) || index_.StoredOf(*id) != item.stored) {
+      counts.loaded++;  // checked by a use first, or gone since
+      return;
+    }
+  }
+  Verdict v = medium_->CheckWalkItem(item);  // file I/O: without the lock
+  switch (v.kind) {
+    case Verdict::Kind::kSame: counts.from_snapshot++; [[fallthrough]];
+    case Verdict::Kind::kReplaced: counts.loaded++; break;
+    case Verdict::Kind::kDamaged:
+    case Verdict::Kind::kGone: counts.skipped++; break;
+  }
+  Settle(item.address, item.stored.get(), *item.region_id, std::move(v));
+}
+
+// A file no entry names: read in full, as an eager start does, with its address held so that
+// no commit or departure changes the file meanwhile.
+void IndexedStore::WalkUnnamed(const Medium::WalkItem& item, Medium::WalkCounts& counts) {
+  const BlockAddress& address = item.address;
+  {
+    MutexLock lock(mu_);
+    // Indexed: committed since the start, its file is not the walk's to judge. Reserved: a seal
+    // will publish its own file there. Leaving: a departed block's file, about to be removed.
+    if (index_.Find(address) || reservations_.Holder(address) || leaving_.Contains(address)) return;
+    leaving_.Leaving(address);  // as a departure: a Reserve of the address waits for Left
+  }
+  Result<BlockInfo> info = medium_->ReadWalkItem(item);  // file I/O: without the lock
+  if (!info.ok()) {
+    counts.skipped++;
+    MutexLock lock(mu_);
+    leaving_.Left(address);
+    return;
+  }
+  IndexedBlock b = IndexedBlockOf(std::move(info.value()));
+  bool indexed;
+  {
+    MutexLock lock(mu_);
+    indexed = IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, item.stored).has_value();
+    leaving_.Left(address);
+  }
+  if (!indexed) return;
+  counts.loaded++;
+  medium_->AdoptedWalkItem(item);
 }
 
 }  // namespace gpucache

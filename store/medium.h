@@ -120,30 +120,11 @@ class MediumHost {
   virtual void ForEachBlock(const BlockVisitor& visit) = 0;
 
   // --- Verification after start (adr/0016): blocks restored unverified, checked before their
-  // first use (the store calls Medium::VerifyBlock) or by the medium's background walk.
+  // first use (the store calls Medium::VerifyBlock) or by the store's walk (Medium::NextWalkItem).
   // Start-up: as RestoreBlock for each of `blocks`, their files not yet checked; how many were
   // restored (a batch: one lock for many, a start restores millions).
   virtual size_t RestoreUnverified(std::span<const IndexedBlock> blocks,
                                    const std::shared_ptr<StoredPayload>& stored) = 0;
-  // Whether the block at `address` is one restored unverified on `stored` and still unchecked.
-  virtual bool Unverified(const BlockAddress& address, const StoredPayload* stored) = 0;
-  // Applies a verdict on the unverified block (`region_id`) at `address` on `stored`; nothing if
-  // that block is no longer there or already checked (a use and the walk may race).
-  virtual void Settle(const BlockAddress& address, const StoredPayload* stored, uint64_t region_id,
-                      Verdict verdict) = 0;
-  // The walk found a file at `address` that INDEX and the journal did not name. It may read it
-  // (and delete it if damaged) only while the store lets nothing else publish, index or remove
-  // a file there: false if the address is indexed, reserved or leaving (the file is another
-  // block's, or about to be replaced); true claims the address until AdoptFound or
-  // ReleaseFound, a Reserve of it waiting meanwhile.
-  virtual bool ClaimFound(const BlockAddress& address) = 0;
-  virtual void ReleaseFound(const BlockAddress& address) = 0;
-  // Indexes the valid block file found at a claimed address (`info` is whole), and releases
-  // the claim.
-  virtual bool AdoptFound(BlockInfo info, std::shared_ptr<StoredPayload> stored) = 0;
-  // The walk looked at every file: the blocks still unverified have none (forgotten, their
-  // addresses returned); from now on every block is verified.
-  virtual std::vector<BlockAddress> WalkFinished() = 0;
 
  protected:
   ~MediumHost() = default;
@@ -179,19 +160,59 @@ class Medium {
   // Called once, by the store's destructor (a clean close): save what speeds up the next Load.
   virtual void Close() {}
   // Checks the file of a block restored unverified (MediumHost::RestoreUnverified), as the
-  // start's walk does; the store settles the verdict. Media that restore nothing unverified
+  // walk does (CheckWalkItem); the store settles the verdict. Any thread, while the walk runs. Media that restore nothing unverified
   // never see this.
   virtual Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) {
     (void)address;
     (void)stored;
     return {};
   }
-  // Starts the start's background walk if StoreOptions::defer_background_work held it back.
-  virtual void StartBackgroundWork() {}
-  // Returns once the background walk of the start (if any) finished or was stopped.
-  virtual void WaitForWalk() {}
-  // Whether that walk is still running (a store whose INDEX named no block walks too).
-  virtual bool WalkRunning() const { return false; }
+  // --- The walk of verification after start (adr/0016), driven by the store's walk thread
+  // (store/indexed_store_verify.cc) one file at a time: the medium names each file and checks
+  // the one the store asks about; the store decides, under its lock, what a finding does to the
+  // index. Media that restore nothing unverified have no walk.
+  struct WalkItem {
+    BlockAddress address;
+    std::shared_ptr<StoredPayload> stored;  // where the file is
+    // Set: INDEX or the journal names the file, the block restored unverified at this region.
+    // Unset: no entry names it; it is read in full, as an eager start reads it.
+    std::optional<uint64_t> region_id;
+  };
+  // What the store's walk counted, for the walk's report.
+  struct WalkCounts {
+    uint64_t loaded = 0, from_snapshot = 0, skipped = 0;
+  };
+  // Whether Load restored blocks unverified that a walk must check (then the store runs one).
+  virtual bool WalkPending() const { return false; }
+  // The next file of the walk; false once every namespace has been listed. One caller.
+  virtual bool NextWalkItem(WalkItem& item) {
+    (void)item;
+    return false;
+  }
+  // The item NextWalkItem just gave, named by an entry: its file checked as VerifyBlock checks
+  // one (kReplaced: read in full; the next start trusts it).
+  virtual Verdict CheckWalkItem(const WalkItem& item) {
+    (void)item;
+    return {};
+  }
+  // The item NextWalkItem just gave, named by no entry, its address held by the store so that
+  // nothing else writes there: the block its file holds, read in full (`info` whole). A damaged
+  // file is set aside; one that cannot be read now is left for the next start.
+  virtual Result<BlockInfo> ReadWalkItem(const WalkItem& item) {
+    (void)item;
+    return StatusCode::kNotFound;
+  }
+  // The store indexed what ReadWalkItem returned: the next start trusts it.
+  virtual void AdoptedWalkItem(const WalkItem& item) { (void)item; }
+  // The walk is over: `completed` if every file was looked at (`missing`: the blocks named by
+  // an entry whose file was not found, which the store forgot); false if the store stopped it
+  // (its close). The walk's report.
+  virtual MediumReport EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts) {
+    (void)completed;
+    (void)missing;
+    (void)counts;
+    return {};
+  }
 
   virtual StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) = 0;
   virtual StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) = 0;
