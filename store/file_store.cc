@@ -261,7 +261,7 @@ std::string FileMedium::PathIn(size_t dev, const BlockAddress& a) const {
   return devices_[dev].dir.Block(a);
 }
 
-StatusCode FileMedium::IsolateDomain(const std::string& path) {
+StatusCode FileMedium::IsolateDomain(const std::string& path, StoredTest& lost) {
   size_t dev = devices_.size();
   {
     MutexLock lock(devices_mu_);
@@ -276,10 +276,10 @@ StatusCode FileMedium::IsolateDomain(const std::string& path) {
     devices_[dev].isolated = true;
   }
   if (spares_) spares_->Retire(dev);
-  host().ForgetIf([dev](const StoredPayload* stored) {
+  lost = [dev](const StoredPayload* stored) {
     auto* l = dynamic_cast<const Located*>(stored);
     return l && l->dev == dev;
-  });
+  };
   return StatusCode::kOk;
 }
 
@@ -290,8 +290,7 @@ std::vector<DomainInfo> FileMedium::Domains() {
   return out;
 }
 
-std::string FileMedium::PathOf(const BlockAddress& a) {
-  auto stored = host().StoredFor(a);
+std::string FileMedium::PathOf(const BlockAddress& a, const StoredPayload* stored) {
   return PathIn(stored ? DeviceOf(stored) : PlaceFor(a), a);
 }
 

@@ -96,7 +96,7 @@ class FileMedium final : public Medium {
   std::string SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
   StatusCode PersistEpoch(uint64_t epoch) override;
   void PersistPins(const std::vector<BlockAddress>& pinned) override;
-  StatusCode IsolateDomain(const std::string& path) override;
+  StatusCode IsolateDomain(const std::string& path, StoredTest& lost) override;
   std::vector<DomainInfo> Domains() override;
   Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) override;
   bool WalkPending() const override { return walk_started_ && !walk_over_.load(std::memory_order_acquire); }
@@ -106,7 +106,7 @@ class FileMedium final : public Medium {
   void AdoptedWalkItem(const WalkItem& item) override;
   MediumReport EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts) override;
   // Where a committed block's file is (or where a new one would be placed).
-  std::string PathOf(const BlockAddress& address) override;
+  std::string PathOf(const BlockAddress& address, const StoredPayload* stored) override;
   // backing_io "uring": the reader's status line and counters; "posix": pread, no counters.
   MediumIoStats IoStats() const override;
 

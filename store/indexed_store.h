@@ -97,7 +97,7 @@ class IndexedStore : public BlockStore, private MediumHost {
   StatusCode IsolateDomain(const std::string& path) override;
   std::vector<DomainInfo> Domains() override;
   // Where the medium keeps a block's bytes (a block file), for tools and tests.
-  std::string BackingPath(const BlockAddress& address) { return medium_->PathOf(address); }
+  std::string BackingPath(const BlockAddress& address) EXCLUDES(mu_);
   Medium& medium() { return *medium_; }
   // Returns once the walk of verification after start (adr/0016) finished or was stopped: from
   // then on every indexed block has been checked against its file.
@@ -120,6 +120,10 @@ class IndexedStore : public BlockStore, private MediumHost {
   // Called by readers when they close.
   void ReaderClosed(const BlockAddress& address, uint64_t region_id);
 
+ protected:
+  // The medium state of the committed block at `address`, or null.
+  std::shared_ptr<StoredPayload> StoredAt(const BlockAddress& address) EXCLUDES(mu_);
+
  private:
   // CLOCK_REALTIME in nanoseconds: commit times and reservation activity (indexed_store.cc).
   static uint64_t NowNs();
@@ -132,9 +136,10 @@ class IndexedStore : public BlockStore, private MediumHost {
   void RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored) override;
   void ReserveBlocks(size_t blocks) override;
   void SetEpoch(uint64_t epoch) override;
-  std::shared_ptr<StoredPayload> StoredFor(const BlockAddress& address) override;
-  size_t ForgetIf(const std::function<bool(const StoredPayload*)>& lost) override;
   void ForEachBlock(const BlockVisitor& visit) override;
+  // Forgets (without touching their bytes) the committed blocks `lost` selects, their device
+  // gone; tells the removal observer. Returns how many.
+  size_t ForgetIf(const Medium::StoredTest& lost) EXCLUDES(mu_);
 
   using Reservation = ReservationTable::Reservation;
   using Record = BlockIndex::Record;

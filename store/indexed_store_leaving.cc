@@ -63,7 +63,7 @@ void IndexedStore::PersistPins() {
   medium_->PersistPins(pinned);
 }
 
-size_t IndexedStore::ForgetIf(const std::function<bool(const StoredPayload*)>& lost) {
+size_t IndexedStore::ForgetIf(const Medium::StoredTest& lost) {
   std::vector<BlockAddress> gone;
   RemovalObserver observer;
   {

@@ -115,7 +115,12 @@ StoreStats IndexedStore::Stats() {
   return stats;
 }
 
-StatusCode IndexedStore::IsolateDomain(const std::string& path) { return medium_->IsolateDomain(path); }
+StatusCode IndexedStore::IsolateDomain(const std::string& path) {
+  Medium::StoredTest lost;
+  StatusCode s = medium_->IsolateDomain(path, lost);
+  if (s == StatusCode::kOk && lost) ForgetIf(lost);  // their device is out of service
+  return s;
+}
 
 std::vector<DomainInfo> IndexedStore::Domains() { return medium_->Domains(); }
 
@@ -178,10 +183,14 @@ void IndexedStore::RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPaylo
 
 void IndexedStore::SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
 
-std::shared_ptr<StoredPayload> IndexedStore::StoredFor(const BlockAddress& address) {
+std::shared_ptr<StoredPayload> IndexedStore::StoredAt(const BlockAddress& address) {
   MutexLock lock(mu_);
   std::optional<BlockId> id = index_.Find(address);
   return id ? index_.StoredOf(*id) : nullptr;
+}
+
+std::string IndexedStore::BackingPath(const BlockAddress& address) {
+  return medium_->PathOf(address, StoredAt(address).get());
 }
 
 }  // namespace gpucache

@@ -111,11 +111,6 @@ class MediumHost {
   virtual void SetEpoch(uint64_t epoch) = 0;
 
   // --- Any time.
-  // The medium state of a committed block, or null.
-  virtual std::shared_ptr<StoredPayload> StoredFor(const BlockAddress& address) = 0;
-  // Forgets (without touching their bytes) the committed blocks `lost` selects, as when their
-  // device is gone; tells the removal observer. Returns how many.
-  virtual size_t ForgetIf(const std::function<bool(const StoredPayload*)>& lost) = 0;
   // Calls `visit` for every committed block, under the store's lock (no I/O in `visit`).
   virtual void ForEachBlock(const BlockVisitor& visit) = 0;
 
@@ -264,15 +259,21 @@ class Medium {
   virtual StatusCode PersistEpoch(uint64_t epoch) = 0;
   virtual void PersistPins(const std::vector<BlockAddress>& pinned) = 0;
 
-  // Fault domains (data directories), for media that have several.
-  virtual StatusCode IsolateDomain(const std::string& path) {
+  // Fault domains (data directories), for media that have several. IsolateDomain takes the
+  // one at `path` out of service and sets `lost` to tell the blocks stored there, which the
+  // store then forgets (without touching their bytes: the device is gone).
+  using StoredTest = std::function<bool(const StoredPayload*)>;
+  virtual StatusCode IsolateDomain(const std::string& path, StoredTest& lost) {
     (void)path;
+    (void)lost;
     return StatusCode::kNotSupported;
   }
   virtual std::vector<DomainInfo> Domains() { return {}; }
-  // Where a block's bytes are (or would be placed), for tools and tests; empty if nowhere.
-  virtual std::string PathOf(const BlockAddress& address) {
+  // Where a block's bytes are (`stored`: its medium state, null for a block not committed,
+  // placed as a new one would be), for tools and tests; empty if nowhere.
+  virtual std::string PathOf(const BlockAddress& address, const StoredPayload* stored) {
     (void)address;
+    (void)stored;
     return {};
   }
 

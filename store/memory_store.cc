@@ -102,8 +102,8 @@ std::shared_ptr<StoredPayload> MemoryMedium::Quarantine(
 
 void MemoryMedium::Drop(const BlockInfo&, const std::shared_ptr<StoredPayload>&) {}
 
-bool MemoryMedium::TEST_CorruptByte(const BlockAddress& address, uint64_t offset) {
-  auto stored = std::static_pointer_cast<Stored>(host().StoredFor(address));
+bool MemoryMedium::TEST_CorruptByte(const std::shared_ptr<StoredPayload>& payload, uint64_t offset) {
+  auto stored = std::static_pointer_cast<Stored>(payload);
   if (!stored || offset >= stored->bytes.size()) return false;
   stored->bytes[offset] ^= 0x01;
   return true;

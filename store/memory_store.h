@@ -35,7 +35,7 @@ class MemoryMedium final : public Medium {
   MediumIoStats IoStats() const override { return {"memory (no backing files)", std::nullopt}; }
 
   // Test hook: flips one payload byte of a committed block, as a bad DIMM would.
-  bool TEST_CorruptByte(const BlockAddress& address, uint64_t offset);
+  bool TEST_CorruptByte(const std::shared_ptr<StoredPayload>& stored, uint64_t offset);
   // Test hook: how many times ReadHeld ran (what a file medium pays a header read for).
   uint64_t TEST_HeldReads() const { return held_reads_.load(); }
 
@@ -48,7 +48,7 @@ class MemoryStore final : public IndexedStore {
  public:
   explicit MemoryStore(StoreOptions options = {});
   bool TEST_CorruptByte(const BlockAddress& address, uint64_t offset) {
-    return static_cast<MemoryMedium&>(medium()).TEST_CorruptByte(address, offset);
+    return static_cast<MemoryMedium&>(medium()).TEST_CorruptByte(StoredAt(address), offset);
   }
   uint64_t TEST_HeldReads() { return static_cast<MemoryMedium&>(medium()).TEST_HeldReads(); }
 };
