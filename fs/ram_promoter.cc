@@ -58,7 +58,6 @@ void RamPromoter::PromoteOne(const Item& item) {
   if (!reader.ok()) return;  // left
   const uint64_t region_id = reader.value()->info().region_id;
   if (item.region_id && region_id != *item.region_id) return;  // replaced
-  if (!item.region_id && tier_.Holds(item.address, region_id)) return;
   StatusCode s = tier_.Promote(item.address, region_id, *reader.value());
   if (s != StatusCode::kOk && s != StatusCode::kExists) {
     // A checksum failure is logged by the removal observer, as for any reader.

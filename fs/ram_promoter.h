@@ -1,7 +1,8 @@
 // Copies blocks into the RAM tier in the background, once an open the daemon served is released
-// (adr/0020: promote on read) and, with `[ram] promote = "commit"`, once a block is committed. One thread and a short queue: a block opened while the queue is full is
-// simply not copied this time (its next open asks again), so a burst of opens never holds
-// memory or readers in a queue.
+// (adr/0020: promote on read) and, with `[ram] promote = "commit"`, once a block is committed.
+// One thread and a short queue: a block opened while the queue is full is simply not copied
+// this time (its next open asks again), so a burst of opens never holds memory or readers in
+// a queue.
 //
 // The copy is made through a reader the worker opens itself when it gets to the block (a block
 // that left meanwhile, or was replaced, is skipped): while it copies, that reader counts as an

@@ -30,7 +30,6 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
@@ -248,7 +247,6 @@ class FileMedium final : public Medium {
     const SnapshotEntry* entry = nullptr;    // the current item's entry, if one names it
     std::optional<SnapshotEntry> found;      // ReadWalkItem: the file's stat, for the journal
     FileStoreReport report;                  // the problems found so far
-    std::chrono::steady_clock::time_point start;
   };
   // Moves the cursor to the next namespace; false when none is left.
   bool OpenNextWalkNamespace();

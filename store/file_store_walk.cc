@@ -161,7 +161,6 @@ bool FileMedium::OpenNextWalkNamespace() {
 
 bool FileMedium::NextWalkItem(WalkItem& item) {
   WalkCursor& c = cursor_;
-  if (c.next_ns == 0 && c.names.empty()) c.start = std::chrono::steady_clock::now();
   while (c.next_name == c.names.size()) {
     if (!OpenNextWalkNamespace()) return false;
   }
@@ -231,8 +230,7 @@ MediumReport FileMedium::EndWalk(bool completed, std::span<const BlockAddress> m
       report.problems.insert(report.problems.end(), gate_problems_.begin(), gate_problems_.end());
       gate_problems_.clear();
     }
-    report.walk_ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - cursor_.start).count());
+    report.walk_ns = counts.walk_ns;
   }
   cursor_ = WalkCursor{};
   {

@@ -26,7 +26,7 @@ IndexedStore::IndexedStore(StoreOptions options, std::unique_ptr<Medium> medium)
 }
 
 IndexedStore::~IndexedStore() {
-  if (walker_.joinable()) {  // stopped early: the medium leaves INDEX as a crash would
+  if (walker_.joinable()) {  // a walk still running stops: the medium leaves INDEX as a crash would
     walk_stop_.store(true);
     walker_.join();
   }

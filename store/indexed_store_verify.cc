@@ -98,6 +98,7 @@ void IndexedStore::WaitForVerification() {
 
 void IndexedStore::Walk() {
   if (options_.before_walk) options_.before_walk();
+  const auto start = std::chrono::steady_clock::now();
   Medium::WalkCounts counts;
   Medium::WalkItem item;
   while (!walk_stop_.load(std::memory_order_relaxed) && medium_->NextWalkItem(item)) {
@@ -108,6 +109,8 @@ void IndexedStore::Walk() {
     }
   }
   const bool completed = !walk_stop_.load();
+  counts.walk_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
   std::vector<BlockAddress> forgotten;
   if (completed) {
     MutexLock lock(mu_);

@@ -173,9 +173,10 @@ class Medium {
     // Unset: no entry names it; it is read in full, as an eager start reads it.
     std::optional<uint64_t> region_id;
   };
-  // What the store's walk counted, for the walk's report.
+  // What the store's walk counted, and how long it took, for the walk's report.
   struct WalkCounts {
     uint64_t loaded = 0, from_snapshot = 0, skipped = 0;
+    uint64_t walk_ns = 0;
   };
   // Whether Load restored blocks unverified that a walk must check (then the store runs one).
   virtual bool WalkPending() const { return false; }

@@ -196,18 +196,20 @@ max_inflight_requests = 3
   CHECK(again.admin_uids == c.admin_uids);
 }
 
+// A configuration of one tenant and the `[ram]` text given; RamError: why it is refused.
+Config ParseRam(const std::string& ram) { return ParseConfig(ram + "\n[tenants.a]\nuids = [1]\n", "t.toml"); }
+std::string RamError(const std::string& ram) {
+  try {
+    ParseRam(ram);
+  } catch (const ConfigError& e) {
+    return std::string(e.what());
+  }
+  return std::string("<accepted>");
+}
+
 TEST_CASE("Config: [ram] bytes is 0 (off) or 1 MiB up to the machine's memory, 1/16 of it when left out") {
-  auto parse = [](const std::string& ram) {
-    return ParseConfig(ram + "\n[tenants.a]\nuids = [1]\n", "t.toml");
-  };
-  auto error = [&](const std::string& ram) {
-    try {
-      parse(ram);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("<accepted>");
-  };
+  auto parse = ParseRam;
+  auto error = RamError;
   REQUIRE(DefaultRamBytes() > 0);  // /proc/meminfo is there
   CHECK(DefaultRamBytes() % (1 << 20) == 0);
   CHECK(parse("").ram_bytes == DefaultRamBytes());
@@ -228,15 +230,8 @@ TEST_CASE("Config: [ram] bytes is 0 (off) or 1 MiB up to the machine's memory, 1
 }
 
 TEST_CASE("Config: [ram] promote is \"read\" (the default) or \"commit\"") {
-  auto parse = [](const std::string& ram) { return ParseConfig(ram + "\n[tenants.a]\nuids = [1]\n", "t.toml"); };
-  auto error = [&](const std::string& ram) {
-    try {
-      parse(ram);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  auto parse = ParseRam;
+  auto error = RamError;
   CHECK(parse("").ram_promote == "read");
   CHECK_FALSE(parse("").PromoteOnCommit());
   CHECK(parse("[ram]\npromote = \"read\"").ram_promote == "read");
