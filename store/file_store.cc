@@ -175,7 +175,6 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
     error = "cannot persist the epoch (EPOCH) in every data directory";
     return false;
   }
-  host().SetEpoch(report.epoch);
   pins_ = LoadPins();
   report.reservations_dropped = DropLeftovers(report);
   // Verification after start needs the entries of one directory kept for the walk: with
@@ -217,12 +216,12 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
 
 size_t FileMedium::SparesReady(size_t dev) const { return spares_ ? spares_->Ready(dev) : 0; }
 
-void FileMedium::Close() {
+void FileMedium::Close(const BlockLister& blocks) {
   // The store stopped its walk first (IndexedStore's destructor). Stopped before every file was
   // checked: INDEX and the journal are left as a crash leaves them (the journal was appended to
   // all along); the next start checks them again.
   if (walk_started_ && !walk_completed_) return;
-  SaveSnapshots();
+  SaveSnapshots(blocks);
   for (size_t dev = 0; dev < journals_.size(); ++dev) EmptyJournal(dev);
 }
 

@@ -34,6 +34,7 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <memory>
 #include <mutex>
@@ -74,8 +75,11 @@ class FileMedium final : public Medium {
   ~FileMedium() override;
 
   bool Load(MediumReport& report, std::string& error) override;
+  bool NextFound(Found& part) override;
   // Writes the index snapshot of every data directory in service (a clean close).
-  void Close() override;
+  void Close(const BlockLister& blocks) override;
+  bool JournalFoldDue() const override { return fold_due_.load(std::memory_order_relaxed); }
+  void FoldJournal(const BlockLister& blocks) override;
   StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) override;
   StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) override;
   Result<std::shared_ptr<PendingPayload>> Prepare(const ReservationInfo& info) override;
@@ -103,7 +107,8 @@ class FileMedium final : public Medium {
   Verdict CheckWalkItem(const WalkItem& item) override;
   Result<BlockInfo> ReadWalkItem(const WalkItem& item) override;
   void AdoptedWalkItem(const WalkItem& item) override;
-  MediumReport EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts) override;
+  MediumReport EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts,
+                       const BlockLister& blocks) override;
   // Where a committed block's file is (or where a new one would be placed).
   std::string PathOf(const BlockAddress& address, const StoredPayload* stored) override;
   // backing_io "uring": the reader's status line and counters; "posix": pread, no counters.
@@ -143,8 +148,8 @@ class FileMedium final : public Medium {
     Fd fd GUARDED_BY(mu);               // JOURNAL, for appending
     uint64_t bytes GUARDED_BY(mu) = 0;  // appended since it was last emptied
   };
-  void SaveSnapshots();
-  void SaveSnapshot(size_t dev);
+  void SaveSnapshots(const BlockLister& blocks);
+  void SaveSnapshot(size_t dev, const BlockLister& blocks);
   void LoadSnapshot(size_t dev);
   // A block this start verified, for the INDEX it may write next: `e` is an element of
   // snapshot_ (from_snapshot), or an entry of a block read in full whose `ns` indexes
@@ -158,9 +163,11 @@ class FileMedium final : public Medium {
   bool KeepJournal(size_t dev);
   void EmptyJournal(size_t dev);
   void Append(size_t dev, const JournalRecord& record);
-  // Folds the journal into a new INDEX if it holds more than `limit` bytes (a rotation).
-  // REQUIRES: the start's walk is done (the INDEX takes every indexed block as checked).
-  void FoldJournalPast(size_t dev, uint64_t limit);
+  // Folds the journal into a new INDEX of `blocks` if it holds more than `limit` bytes (a
+  // rotation). REQUIRES: the start's walk is done (the INDEX takes every indexed block as
+  // checked).
+  void FoldJournalPast(size_t dev, uint64_t limit, const BlockLister& blocks);
+  std::atomic<bool> fold_due_{false};  // a journal passed journal_rotate_bytes_ (Append)
   // `fd`: the block file just published as `draft` (its stat gives what INDEX checks later).
   void JournalCommit(size_t dev, int fd, const BlockInfo& draft, const PayloadChecksums& sums);
   void JournalRemoval(size_t dev, const BlockAddress& address);
@@ -234,7 +241,31 @@ class FileMedium final : public Medium {
   // start's rule, while VerifyBlock checks a block on demand by the same rule. snapshot_,
   // snapshot_table_ and snapshot_namespaces_ are kept (read-only) for both until EndWalk.
   bool CanVerifyLater() const;
+  // Hands the namespaces of `dev` over at once, its blocks in parts (NextUnverified).
   void RestoreFromIndex(size_t dev, FileStoreReport& report);
+  // The next part of the blocks INDEX and the journal name on the walk's device; false when
+  // every live entry was handed over.
+  bool NextUnverified(Found& part);
+  // What Load found, handed over by NextFound: parts made while loading (namespaces, blocks
+  // read or checked, quarantine), then the blocks restored unverified, straight from the
+  // entries (a million of them are never copied into parts all at once).
+  std::vector<Found> found_;
+  size_t next_found_ = 0;
+  struct UnverifiedCursor {
+    bool active = false;
+    // Per snapshot namespace: the (tenant, ns) found on disk, null if its directory is gone.
+    std::vector<const std::pair<std::string, std::string>*> parts;
+    std::vector<uint64_t> live;  // EntryTable::LiveBits
+    size_t word = 0;
+    uint64_t bits = 0;  // of live[word - 1], those not yet handed over
+    std::string relative;
+  };
+  UnverifiedCursor unverified_;
+  // With several devices, the blocks already found (tenant/ns/block): the same block in two
+  // directories is kept once. Start-up only.
+  std::unordered_set<std::string> found_names_;
+  // The part that blocks found by LoadNamespace go to.
+  Found& FoundPart(size_t dev);
   // Where the walk is: the namespace being listed, its names, and the current item's file.
   struct WalkCursor {
     size_t next_ns = 0;  // into walk_namespaces_

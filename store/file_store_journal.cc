@@ -107,13 +107,21 @@ void FileMedium::Append(size_t dev, const JournalRecord& record) {
     // One write per record, O_APPEND: a crash leaves whole records and at most one torn one.
     if (env_.Append(j.fd.get(), bytes) != StatusCode::kOk) CountError();
     j.bytes += bytes.size();
+    // The store folds it (FoldJournal) after the commit or removal that appended. Not while
+    // the start's walk runs (adr/0016): the INDEX a fold writes would take the unchecked blocks
+    // as checked. The first append after the walk asks again.
+    if (j.bytes > journal_rotate_bytes_ && walk_over_.load(std::memory_order_acquire)) {
+      fold_due_.store(true, std::memory_order_relaxed);
+    }
   }
-  // Not while the start's walk runs (adr/0016): the INDEX a rotation writes would take the
-  // unchecked blocks as checked. The first append after the walk rotates.
-  if (walk_over_.load(std::memory_order_acquire)) FoldJournalPast(dev, journal_rotate_bytes_);
 }
 
-void FileMedium::FoldJournalPast(size_t dev, uint64_t limit) {
+void FileMedium::FoldJournal(const BlockLister& blocks) {
+  if (!fold_due_.exchange(false)) return;  // another thread took it
+  for (size_t dev = 0; dev < journals_.size(); ++dev) FoldJournalPast(dev, journal_rotate_bytes_, blocks);
+}
+
+void FileMedium::FoldJournalPast(size_t dev, uint64_t limit, const BlockLister& blocks) {
   JournalFile& j = *journals_[dev];
   {
     MutexLock lock(j.mu);
@@ -131,7 +139,7 @@ void FileMedium::FoldJournalPast(size_t dev, uint64_t limit) {
     j.fd = Fd(opened >= 0 ? opened : -1);
     j.bytes = 0;
   }
-  SaveSnapshot(dev);  // on this thread: about a second per million blocks, once per 64 MiB
+  SaveSnapshot(dev, blocks);  // on this thread: about a second per million blocks, once per 64 MiB
   env_.Remove(devices_[dev].dir.File(kOldJournalFile));
 }
 

@@ -215,7 +215,7 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
   std::string ns_path = devices_[dev].dir.Namespace(tenant, ns);
   Result<FileStat> ns_stat = env_.StatAt(-1, ns_path);
   Owner owner = ns_stat.ok() ? Owner{ns_stat->uid, ns_stat->gid} : Owner{0, 0};
-  host().RestoreNamespace(tenant, ns, owner);
+  FoundPart(dev).namespaces.push_back({tenant, ns, owner});
   const std::string ns_name = tenant + "/" + ns;
   const std::string relative_prefix = ns_name + "/";
   auto in_snapshot = snapshot_namespaces_.find(ns_name);
@@ -235,14 +235,12 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
     path.assign(ns_path).append("/").append(name);
     bool pinned = false;
     if (!pins_.empty()) pinned = pins_.count(relative.assign(relative_prefix).append(name)) != 0;
-    bool restored;
     const SnapshotEntry* known = FromSnapshot(dir.get(), path, snapshot_ns, name, ahead.Get(i));
+    std::optional<SnapshotEntry> entry;  // of a block read in full
     if (known) {
-      report.from_snapshot++;
       FillFromEntry(b, *known);
       b.address.block = name;
       b.pinned = pinned;
-      restored = host().RestoreBlock(b, located_[dev]);
     } else {
       relative.assign(relative_prefix).append(name);
       std::string why;
@@ -261,16 +259,25 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
         continue;
       }
       info->pinned = pinned;
-      std::optional<SnapshotEntry> entry = EntryOfBlock(info.value(), dir.get(), name);
-      restored = host().RestoreBlock(std::move(info.value()), located_[dev]);
-      if (restored && entry) NoteLoaded(loaded_ns, *entry, false);
-      if (restored && !entry) index_current_ = false;  // left out of INDEX: read in full next time
+      entry = EntryOfBlock(info.value(), dir.get(), name);
+      b = IndexedBlockOf(std::move(info.value()));
     }
-    if (restored && known) NoteLoaded(loaded_ns, *known, true);
-    if (!restored) {  // the same block in two directories: keep one
+    // The same block in two directories: keep the first one found.
+    if (devices_.size() > 1 && !found_names_.insert(relative.assign(relative_prefix).append(name)).second) {
       report.problems.push_back("skipped " + path + ": a duplicate of a block already loaded");
       report.blocks_skipped++;
       continue;
+    }
+    Found& part = FoundPart(dev);
+    part.blocks.push_back(b);
+    part.count++;
+    if (known) {
+      report.from_snapshot++;
+      NoteLoaded(loaded_ns, *known, true);
+    } else if (entry) {
+      NoteLoaded(loaded_ns, *entry, false);
+    } else {
+      index_current_ = false;  // left out of INDEX: read in full next time
     }
     report.blocks_loaded++;
   }
@@ -291,9 +298,27 @@ void FileMedium::LoadQuarantine(size_t dev, FileStoreReport& report) {
       env_.Remove(path);
       continue;
     }
-    host().RestoreQuarantine(std::move(info.value()), std::make_shared<QuarantinedFile>(path));
+    found_.emplace_back().quarantined.push_back(
+        {std::move(info.value()), std::make_shared<QuarantinedFile>(path)});
     report.quarantined++;
   }
+}
+
+Found& FileMedium::FoundPart(size_t dev) {
+  if (found_.empty() || found_.back().stored != located_[dev] || !found_.back().quarantined.empty()) {
+    found_.emplace_back().stored = located_[dev];
+  }
+  return found_.back();
+}
+
+bool FileMedium::NextFound(Found& part) {
+  if (next_found_ < found_.size()) {
+    part = std::move(found_[next_found_++]);
+    return true;
+  }
+  found_ = {};
+  found_names_ = {};
+  return NextUnverified(part);
 }
 
 std::set<std::string> FileMedium::LoadPins() {

@@ -77,7 +77,7 @@ void FileMedium::LoadSnapshot(size_t dev) {
   ns_of_snapshot_.assign(snapshot.namespaces.size(), 0);
   snapshot_ = std::move(snapshot.entries);
   used_.reserve(snapshot_table_.live());
-  host().ReserveBlocks(snapshot_table_.live());
+  found_.emplace_back().expected_blocks = snapshot_table_.live();
 }
 
 const SnapshotEntry* FileMedium::FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
@@ -157,18 +157,18 @@ IndexSnapshot FileMedium::Verified() const {
   return out;
 }
 
-void FileMedium::SaveSnapshots() {
+void FileMedium::SaveSnapshots(const BlockLister& blocks) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    if (!Isolated(dev)) SaveSnapshot(dev);
+    if (!Isolated(dev)) SaveSnapshot(dev, blocks);
   }
 }
 
-void FileMedium::SaveSnapshot(size_t dev) {
+void FileMedium::SaveSnapshot(size_t dev, const BlockLister& blocks) {
   IndexSnapshot snapshot;
   std::map<std::string, uint32_t> ns_index;
   // Under the store's lock: no I/O here; the files are checked below.
   std::string ns_name;
-  host().ForEachBlock([&](const IndexedBlock& b, const StoredPayload* stored) {
+  blocks([&](const IndexedBlock& b, const StoredPayload* stored) {
     if (DeviceOf(stored) != dev) return;
     ns_name.assign(b.address.tenant).append("/").append(b.address.ns);
     auto [ns, added] = ns_index.try_emplace(ns_name, static_cast<uint32_t>(snapshot.namespaces.size()));

@@ -1,4 +1,4 @@
-// FileMedium: verification after start (adr/0016). Load indexes the blocks INDEX and the
+// FileMedium: verification after start (adr/0016). Load hands over the blocks INDEX and the
 // journal name without looking at their files (RestoreFromIndex) and returns; the store's walk
 // (store/indexed_store_verify.cc) then asks for every file of every namespace (NextWalkItem)
 // and has each checked by the rule an eager start applies (file_store_load.cc): the file the
@@ -8,6 +8,7 @@
 // to one block, for the store to call before its first use. Every file operation goes through
 // Env.
 #include <malloc.h>
+#include <bit>
 #include <chrono>
 
 #include "store/env.h"
@@ -17,7 +18,7 @@
 namespace gpucache {
 namespace {
 
-constexpr size_t kRestoreBatch = 256;  // blocks per RestoreUnverified
+constexpr size_t kRestoreBatch = 256;  // blocks per part NextUnverified hands over
 
 }  // namespace
 
@@ -40,43 +41,60 @@ void FileMedium::RestoreFromIndex(size_t dev, FileStoreReport& report) {
   const DataDir& dir = devices_[dev].dir;
   // The namespaces as an eager start finds them, by their directories (a few listings); the
   // blocks in them are not listed here.
-  std::vector<const std::pair<std::string, std::string>*> parts(ns_of_snapshot_.size(), nullptr);
+  Found& part = found_.emplace_back();
   ForEachNamespaceDir(dir, report, [&](const std::string& tenant, const std::string& ns) {
     Result<FileStat> ns_stat = env_.StatAt(-1, dir.Namespace(tenant, ns));
-    host().RestoreNamespace(tenant, ns, ns_stat.ok() ? Owner{ns_stat->uid, ns_stat->gid} : Owner{0, 0});
+    part.namespaces.push_back({tenant, ns, ns_stat.ok() ? Owner{ns_stat->uid, ns_stat->gid} : Owner{0, 0}});
     walk_namespaces_.emplace_back(tenant, ns);
   });
+  // Every block INDEX and the journal leave standing in a namespace that is there, unchecked,
+  // handed over in parts by NextUnverified.
+  UnverifiedCursor& c = unverified_;
+  c.parts.assign(ns_of_snapshot_.size(), nullptr);
   for (const auto& tn : walk_namespaces_) {
     auto in_snapshot = snapshot_namespaces_.find(tn.first + "/" + tn.second);
-    if (in_snapshot != snapshot_namespaces_.end()) parts[in_snapshot->second] = &tn;
+    if (in_snapshot != snapshot_namespaces_.end()) c.parts[in_snapshot->second] = &tn;
   }
-  // Every block INDEX and the journal leave standing in a namespace that is there, unchecked,
-  // handed over in batches (the store's lock taken once a batch; the blocks' strings keep their
-  // buffers from one batch to the next).
-  std::vector<IndexedBlock> batch(kRestoreBatch);
-  size_t filled = 0;
-  auto hand_over = [&] {
-    size_t restored = host().RestoreUnverified(std::span(batch.data(), filled), located_[dev]);
-    report.blocks_loaded += restored;
-    report.from_snapshot += restored;
-    filled = 0;
-  };
-  std::string relative;
-  snapshot_table_.ForEachLive(snapshot_, [&](uint32_t i) {
+  c.live = snapshot_table_.LiveBits(snapshot_);
+  c.word = 0;
+  c.bits = 0;
+  c.active = true;
+}
+
+bool FileMedium::NextUnverified(Found& part) {
+  UnverifiedCursor& c = unverified_;
+  if (!c.active) return false;
+  // The blocks' strings keep their buffers from one part to the next.
+  if (part.blocks.size() < kRestoreBatch) part.blocks.resize(kRestoreBatch);
+  part.count = 0;
+  part.namespaces.clear();
+  part.quarantined.clear();
+  part.expected_blocks = 0;
+  part.stored = located_[walk_dev_];
+  part.unverified = true;
+  while (part.count < kRestoreBatch) {
+    while (c.bits == 0) {
+      if (c.word == c.live.size()) {
+        c = UnverifiedCursor{};
+        return part.count != 0;
+      }
+      c.bits = c.live[c.word++];
+    }
+    uint32_t i = static_cast<uint32_t>((c.word - 1) * 64 + static_cast<size_t>(std::countr_zero(c.bits)));
+    c.bits &= c.bits - 1;
     const SnapshotEntry& e = snapshot_[i];
-    const auto* tn = parts[e.ns];
-    if (!tn) return;  // its namespace is gone: an eager start would not find it
-    IndexedBlock& b = batch[filled];
+    const auto* tn = c.parts[e.ns];
+    if (!tn) continue;  // its namespace is gone: an eager start would not find it
+    IndexedBlock& b = part.blocks[part.count++];
     FillFromEntry(b, e);
     b.address.tenant = tn->first;
     b.address.ns = tn->second;
     FormatBlockNameInto(e.block, b.address.block);
     b.pinned = !pins_.empty() &&
-               pins_.count(relative.assign(tn->first).append("/").append(tn->second).append("/").append(
+               pins_.count(c.relative.assign(tn->first).append("/").append(tn->second).append("/").append(
                    b.address.block)) != 0;
-    if (++filled == batch.size()) hand_over();
-  });
-  if (filled != 0) hand_over();
+  }
+  return true;
 }
 
 Verdict FileMedium::Check(size_t dev, int dir_fd, const std::string& path, const BlockAddress& address,
@@ -214,7 +232,7 @@ void FileMedium::AdoptedWalkItem(const WalkItem& item) {
 }
 
 MediumReport FileMedium::EndWalk(bool completed, std::span<const BlockAddress> missing,
-                                 const WalkCounts& counts) {
+                                 const WalkCounts& counts, const BlockLister& blocks) {
   FileStoreReport report = std::move(cursor_.report);
   const size_t dev = walk_dev_;
   if (completed) {
@@ -251,7 +269,7 @@ MediumReport FileMedium::EndWalk(bool completed, std::span<const BlockAddress> m
   // kept it to open without checking files first (CanVerifyLater), and can fold it only now
   // that every indexed block is checked. Before the store reports the walk done: who waits for
   // the walk finds the journal folded.
-  if (completed) FoldJournalPast(dev, journal_rotate_bytes_ / 2);
+  if (completed) FoldJournalPast(dev, journal_rotate_bytes_ / 2, blocks);
   walk_over_.store(true, std::memory_order_release);
   return report;
 }

@@ -68,11 +68,10 @@ class EntryTable {
   void Reserve(const Entries& entries, size_t keys);
   // How many blocks have an entry.
   size_t live() const { return live_; }
-  // Calls `visit(index)` for every block's entry, in index order: a pass reads `entries` front
-  // to back. (In slot order every entry was a cache miss: a third of a start over 1,000,000
-  // blocks, docs/performance.md, "The loader at a million blocks".)
-  template <class Visit>
-  void ForEachLive(const Entries& entries, const Visit& visit) const {
+  // One bit per element of `entries`, set for every block's entry: walked in index order, a
+  // pass reads `entries` front to back. (In slot order every entry was a cache miss: a third
+  // of a start over 1,000,000 blocks, docs/performance.md, "The loader at a million blocks".)
+  std::vector<uint64_t> LiveBits(const Entries& entries) const {
     std::vector<uint64_t> live((entries.size() + 63) / 64);
     for (uint64_t s : slots_) {
       if (s != kEmpty && (s & kDropped) == 0) {
@@ -80,6 +79,12 @@ class EntryTable {
         live[i / 64] |= uint64_t{1} << (i % 64);
       }
     }
+    return live;
+  }
+  // Calls `visit(index)` for every block's entry, in index order (LiveBits).
+  template <class Visit>
+  void ForEachLive(const Entries& entries, const Visit& visit) const {
+    std::vector<uint64_t> live = LiveBits(entries);
     for (size_t word = 0; word < live.size(); ++word) {
       for (uint64_t w = live[word]; w != 0; w &= w - 1) {
         visit(static_cast<uint32_t>(word * 64 + static_cast<size_t>(std::countr_zero(w))));

@@ -21,20 +21,29 @@ uint64_t IndexedStore::NowNs() {
 IndexedStore::IndexedStore(StoreOptions options, std::unique_ptr<Medium> medium)
     : options_(std::move(options)),
       medium_(std::move(medium)),
-      admission_(options_.limits, options_.eviction_policy, index_, *medium_) {
-  medium_->Attach(*this);
-}
+      admission_(options_.limits, options_.eviction_policy, index_, *medium_) {}
 
 IndexedStore::~IndexedStore() {
   if (walker_.joinable()) {  // a walk still running stops: the medium leaves INDEX as a crash would
     walk_stop_.store(true);
     walker_.join();
   }
-  medium_->Close();
+  medium_->Close(Lister());
 }
 
 bool IndexedStore::Load(MediumReport& report, std::string& error) {
   bool loaded = medium_->Load(report, error);
+  if (loaded) {
+    epoch_.store(report.epoch);
+    Found part;
+    while (medium_->NextFound(part)) {
+      size_t restored = Restore(part);
+      if (part.unverified) {  // counted here: the medium handed them over without a look
+        report.blocks_loaded += restored;
+        report.from_snapshot += restored;
+      }
+    }
+  }
   // A load reads the snapshot, the journal or every header into buffers it frees again; glibc
   // keeps those pages resident in the heap's holes. Hand them back, so that the resident set
   // is what the index holds rather than the peak of the load.
@@ -402,6 +411,7 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   IndexLocked(committed, record, keys, draft.owner, std::move(sealed->stored));
   GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged
   lock.Unlock();
+  FoldJournalIfDue();  // the commit's journal record may have passed the fold size
   if (commit_observer_) commit_observer_(committed);  // set once at start-up: no copy needed
   return StatusCode::kOk;
 }

@@ -40,7 +40,7 @@
 
 namespace gpucache {
 
-class IndexedStore : public BlockStore, private MediumHost {
+class IndexedStore : public BlockStore {
  public:
   // REQUIRES: MakePolicy(options.eviction_policy) is not null (callers validate the name).
   IndexedStore(StoreOptions options, std::unique_ptr<Medium> medium);
@@ -129,14 +129,13 @@ class IndexedStore : public BlockStore, private MediumHost {
   static uint64_t NowNs();
   // Open and OpenForCopy: a use counts for the eviction policy (indexed_store_blocks.cc).
   Result<std::shared_ptr<BlockReader>> OpenReader(const BlockAddress& address, bool is_use);
-  // MediumHost: what the medium calls back (store/medium.h). indexed_store_restore.cc.
-  void RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner) override;
-  bool RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) override;
-  bool RestoreBlock(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored) override;
-  void RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored) override;
-  void ReserveBlocks(size_t blocks) override;
-  void SetEpoch(uint64_t epoch) override;
-  void ForEachBlock(const BlockVisitor& visit) override;
+  // Indexes a part of what the medium found at start-up; how many blocks it indexed.
+  size_t Restore(const Found& part) EXCLUDES(mu_);
+  // Every committed block, for a medium that saves the index (Medium::Close, FoldJournal).
+  BlockLister Lister();
+  void ForEachBlock(const BlockVisitor& visit) EXCLUDES(mu_);
+  // After a commit or a removal appended to the medium's journal: folds it if it grew too long.
+  void FoldJournalIfDue() EXCLUDES(mu_);
   // Forgets (without touching their bytes) the committed blocks `lost` selects, their device
   // gone; tells the removal observer. Returns how many.
   size_t ForgetIf(const Medium::StoredTest& lost) EXCLUDES(mu_);
@@ -146,8 +145,6 @@ class IndexedStore : public BlockStore, private MediumHost {
   using BlockId = BlockIndex::Id;
   // Verification after start (adr/0016; indexed_store_verify.cc): the walk asks the medium
   // for every file (walker_) and settles each finding, as VerifyBeforeUse settles one.
-  size_t RestoreUnverified(std::span<const IndexedBlock> blocks,
-                           const std::shared_ptr<StoredPayload>& stored) override;
   void Walk() EXCLUDES(mu_);
   void WalkNamed(const Medium::WalkItem& item, Medium::WalkCounts& counts) EXCLUDES(mu_);
   void WalkUnnamed(const Medium::WalkItem& item, Medium::WalkCounts& counts) EXCLUDES(mu_);
@@ -160,8 +157,6 @@ class IndexedStore : public BlockStore, private MediumHost {
   // finished.
   void VerifyBeforeUse(const BlockAddress& address) EXCLUDES(mu_);
   static BlockIndex::Committed CommittedOf(const IndexedBlock& block);
-  // A block read from the medium as the index takes it (its keys digested from the identity).
-  static IndexedBlock IndexedBlockOf(BlockInfo info);
   // Work to finish outside the lock after a block left the namespace (state EVICTING).
   struct Departure {
     BlockInfo info;  // without identity

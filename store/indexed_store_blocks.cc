@@ -226,6 +226,7 @@ void IndexedStore::Finish(std::vector<Departure> departures, std::optional<Remov
     }
     if (notify && observer) observer(d.info.address, *notify, d.damage);
   }
+  if (!departures.empty()) FoldJournalIfDue();  // removals are journaled too
 }
 
 StatusCode IndexedStore::MakeDeviceRoom(const PendingPayload& p, const std::string& tenant,

@@ -104,6 +104,14 @@ void IndexedStore::ForEachBlock(const BlockVisitor& fn) {
   });
 }
 
+BlockLister IndexedStore::Lister() {
+  return [this](const BlockVisitor& visit) { ForEachBlock(visit); };
+}
+
+void IndexedStore::FoldJournalIfDue() {
+  if (medium_->JournalFoldDue()) medium_->FoldJournal(Lister());
+}
+
 void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what) {
   std::vector<Departure> gone;
   bool was_pinned;

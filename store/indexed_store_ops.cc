@@ -129,12 +129,7 @@ void IndexedStore::SetRemovalObserver(RemovalObserver observer) {
   observer_ = std::move(observer);
 }
 
-void IndexedStore::RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner) {
-  MutexLock lock(mu_);
-  index_.AddNamespace(tenant, ns, owner);
-}
-
-IndexedBlock IndexedStore::IndexedBlockOf(BlockInfo info) {
+IndexedBlock IndexedBlockOf(BlockInfo info) {
   IndexedBlock b;
   b.address = std::move(info.address);
   b.size = info.size;
@@ -147,10 +142,6 @@ IndexedBlock IndexedStore::IndexedBlockOf(BlockInfo info) {
   return b;
 }
 
-bool IndexedStore::RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
-  return RestoreBlock(IndexedBlockOf(std::move(info)), std::move(stored));
-}
-
 BlockIndex::Committed IndexedStore::CommittedOf(const IndexedBlock& b) {
   return BlockIndex::Committed{.size = b.size,
                                .region_id = b.region_id,
@@ -159,29 +150,31 @@ BlockIndex::Committed IndexedStore::CommittedOf(const IndexedBlock& b) {
                                .pinned = b.pinned};
 }
 
-bool IndexedStore::RestoreBlock(const IndexedBlock& b, std::shared_ptr<StoredPayload> stored) {
-  MutexLock lock(mu_);
-  return IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, std::move(stored)).has_value();
-}
-
-void IndexedStore::ReserveBlocks(size_t blocks) {
-  MutexLock lock(mu_);
-  index_.Reserve(blocks);
-  admission_.Reserve(index_.size() + blocks);  // ids are dense: below that many
-}
-
-void IndexedStore::RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored) {
-  // A committed block a previous run took out of the namespace while it was open.
-  Transition(info.state, BlockState::kEvicting);
-  MutexLock lock(mu_);
-  uint64_t size = info.size;
-  std::string tenant = info.address.tenant;
-  if (quarantine_.Add({std::move(info), std::move(stored), 0, "restart", 0})) {
-    admission_.Quarantined(tenant, size);
+size_t IndexedStore::Restore(const Found& part) {
+  MutexLock lock(mu_);  // once a part: a start restores millions
+  if (part.expected_blocks != 0) {
+    index_.Reserve(part.expected_blocks);
+    admission_.Reserve(index_.size() + part.expected_blocks);  // ids are dense: below that many
   }
+  for (const Found::Namespace& n : part.namespaces) index_.AddNamespace(n.tenant, n.ns, n.owner);
+  size_t restored = 0;
+  for (size_t i = 0; i < part.count; ++i) {
+    const IndexedBlock& b = part.blocks[i];
+    std::optional<BlockId> id = IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, part.stored);
+    if (!id) continue;  // the medium hands over each block once: not reached
+    if (part.unverified) unverified_.Add(*id);
+    restored++;
+  }
+  if (part.unverified && restored != 0) walking_.store(true, std::memory_order_release);
+  for (const Found::Quarantined& q : part.quarantined) {
+    BlockInfo info = q.info;
+    Transition(info.state, BlockState::kEvicting);
+    uint64_t size = info.size;
+    std::string tenant = info.address.tenant;
+    if (quarantine_.Add({std::move(info), q.stored, 0, "restart", 0})) admission_.Quarantined(tenant, size);
+  }
+  return restored;
 }
-
-void IndexedStore::SetEpoch(uint64_t epoch) { epoch_.store(epoch); }
 
 std::shared_ptr<StoredPayload> IndexedStore::StoredAt(const BlockAddress& address) {
   MutexLock lock(mu_);

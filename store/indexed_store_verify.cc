@@ -1,5 +1,6 @@
 // IndexedStore: blocks restored unverified at start and checked after it (adr/0016). The
-// medium restores the blocks INDEX and its journal name without looking at their files; each
+// medium hands over the blocks INDEX and its journal name without looking at their files
+// (Found::unverified); each
 // is checked (Medium::VerifyBlock: one stat, the file read in full if it is not the one the
 // entry saw) before any answer about it, and the store's walk thread has the medium check the
 // rest, file by file (Medium::NextWalkItem). Both settle what they found here, under the lock;
@@ -10,20 +11,6 @@
 #include "store/indexed_store.h"
 
 namespace gpucache {
-
-size_t IndexedStore::RestoreUnverified(std::span<const IndexedBlock> blocks,
-                                       const std::shared_ptr<StoredPayload>& stored) {
-  MutexLock lock(mu_);  // once a batch: a start restores millions
-  size_t restored = 0;
-  for (const IndexedBlock& b : blocks) {
-    std::optional<BlockId> id = IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, stored);
-    if (!id) continue;
-    unverified_.Add(*id);
-    restored++;
-  }
-  if (restored != 0) walking_.store(true, std::memory_order_release);
-  return restored;
-}
 
 void IndexedStore::VerifyBeforeUse(const BlockAddress& address) {
   if (!walking_.load(std::memory_order_acquire)) return;
@@ -124,7 +111,7 @@ void IndexedStore::Walk() {
     unverified_.Clear();
     walking_.store(false, std::memory_order_release);
   }
-  MediumReport report = medium_->EndWalk(completed, forgotten, counts);
+  MediumReport report = medium_->EndWalk(completed, forgotten, counts, Lister());
   if (completed && options_.walk_finished) options_.walk_finished(report);
   walk_done_.store(true, std::memory_order_release);
   walk_done_.notify_all();

@@ -6,8 +6,8 @@
 //
 // The store calls a medium without holding its own lock, so a medium may do disk I/O in any
 // method; SharesDevice is the exception (called under the store's lock, memory only). A medium
-// reports back to the store through the MediumHost it is attached to: what it finds at start-up,
-// which blocks a lost device took with it.
+// answers; it never calls the store (what it finds at start-up it hands over in parts, Found;
+// which blocks a lost device took with it it tells through IsolateDomain's answer).
 //
 // Thread safety: every method may be called from any thread concurrently.
 #pragma once
@@ -94,35 +94,39 @@ struct MediumIoStats {
   std::optional<UringReaderStats> uring;  // the io_uring reader's counters, when it serves them
 };
 
-// The store, as a medium sees it.
-class MediumHost {
- public:
-  using BlockVisitor = std::function<void(const IndexedBlock&, const StoredPayload*)>;
+// A committed block as an index lists it (IndexedBlockOf makes one of a whole BlockInfo).
+IndexedBlock IndexedBlockOf(BlockInfo info);
 
-  // --- Start-up only, before the store is shared.
-  virtual void RestoreNamespace(const std::string& tenant, const std::string& ns, Owner owner) = 0;
-  // Both return false (and change nothing) if the address is already indexed.
-  // REQUIRES: `info` is whole (identity decoded, canonical bytes set).
-  virtual bool RestoreBlock(BlockInfo info, std::shared_ptr<StoredPayload> stored) = 0;
-  virtual bool RestoreBlock(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored) = 0;
-  virtual void RestoreQuarantine(BlockInfo info, std::shared_ptr<StoredPayload> stored) = 0;
-  // About `blocks` more blocks are to be restored: sizes the index once.
-  virtual void ReserveBlocks(size_t blocks) = 0;
-  virtual void SetEpoch(uint64_t epoch) = 0;
+// How a medium that saves the index (INDEX) sees the store's blocks: the store passes a
+// BlockLister to the calls that need one; it calls `visit` for every committed block, under the
+// store's lock (no I/O in `visit`). Nothing is kept: the medium never calls the store on its own.
+using BlockVisitor = std::function<void(const IndexedBlock&, const StoredPayload*)>;
+using BlockLister = std::function<void(const BlockVisitor&)>;
 
-  // --- Any time.
-  // Calls `visit` for every committed block, under the store's lock (no I/O in `visit`).
-  virtual void ForEachBlock(const BlockVisitor& visit) = 0;
-
-  // --- Verification after start (adr/0016): blocks restored unverified, checked before their
-  // first use (the store calls Medium::VerifyBlock) or by the store's walk (Medium::NextWalkItem).
-  // Start-up: as RestoreBlock for each of `blocks`, their files not yet checked; how many were
-  // restored (a batch: one lock for many, a start restores millions).
-  virtual size_t RestoreUnverified(std::span<const IndexedBlock> blocks,
-                                   const std::shared_ptr<StoredPayload>& stored) = 0;
-
- protected:
-  ~MediumHost() = default;
+// A part of what a medium found at start-up (Medium::NextFound), for the store to index: the
+// loader returns what it found, part by part (a start restores millions: one lock a part, and
+// the parts' buffers reused); it never calls into the store.
+struct Found {
+  struct Namespace {
+    std::string tenant, ns;
+    Owner owner;
+  };
+  struct Quarantined {  // a block a previous run took out of the namespace while it was open
+    BlockInfo info;
+    std::shared_ptr<StoredPayload> stored;
+  };
+  size_t expected_blocks = 0;  // about how many blocks are still to come: sizes the index once
+  std::vector<Namespace> namespaces;  // before any of their blocks
+  // blocks[0, count) are stored at `stored` (one per part). Unique: a medium with several
+  // devices keeps one copy of a block found on two.
+  std::vector<IndexedBlock> blocks;
+  size_t count = 0;
+  std::shared_ptr<StoredPayload> stored;
+  // The blocks' files were not checked (adr/0016): the store checks each before its first use
+  // (Medium::VerifyBlock) and walks them all (Medium::NextWalkItem). The store counts them in
+  // the report (loaded, from a snapshot); the medium counts the others.
+  bool unverified = false;
+  std::vector<Quarantined> quarantined;
 };
 
 class Medium {
@@ -148,13 +152,22 @@ class Medium {
 
   virtual ~Medium() = default;
 
-  // Called once by the store that holds it, then Load: restores everything the medium holds
-  // into `host` (and persists the epoch it starts at). False, with a reason, if it cannot.
-  void Attach(MediumHost& host) { host_ = &host; }
+  // Called once, by the store that holds it: opens the medium and persists the epoch it starts
+  // at (report.epoch). False, with a reason, if it cannot. What it found comes from NextFound.
   virtual bool Load(MediumReport& report, std::string& error) = 0;
+  // The next part of what Load found (`part`'s buffers are reused from one call to the next);
+  // false once everything was handed over. The store calls it until false, right after Load.
+  virtual bool NextFound(Found& part) {
+    (void)part;
+    return false;
+  }
   // Called once, by the store's destructor (a clean close): save what speeds up the next Load.
-  virtual void Close() {}
-  // Checks the file of a block restored unverified (MediumHost::RestoreUnverified), as the
+  virtual void Close(const BlockLister& blocks) { (void)blocks; }
+  // Whether commits and removals grew the medium's journal past the size at which it is folded
+  // into a new INDEX (FoldJournal). Cheap: the store asks after every commit and removal.
+  virtual bool JournalFoldDue() const { return false; }
+  virtual void FoldJournal(const BlockLister& blocks) { (void)blocks; }
+  // Checks the file of a block restored unverified (Found::unverified), as the
   // walk does (CheckWalkItem); the store settles the verdict. Any thread, while the walk runs. Media that restore nothing unverified
   // never see this.
   virtual Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) {
@@ -202,11 +215,14 @@ class Medium {
   virtual void AdoptedWalkItem(const WalkItem& item) { (void)item; }
   // The walk is over: `completed` if every file was looked at (`missing`: the blocks named by
   // an entry whose file was not found, which the store forgot); false if the store stopped it
-  // (its close). The walk's report.
-  virtual MediumReport EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts) {
+  // (its close). `blocks`: the index once the walk settled everything (a medium may fold its
+  // journal now). The walk's report.
+  virtual MediumReport EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts,
+                               const BlockLister& blocks) {
     (void)completed;
     (void)missing;
     (void)counts;
+    (void)blocks;
     return {};
   }
 
@@ -287,10 +303,8 @@ class Medium {
 
  protected:
   void CountError() { errors_.fetch_add(1, std::memory_order_relaxed); }
-  MediumHost& host() { return *host_; }
 
  private:
-  MediumHost* host_ = nullptr;
   std::atomic<uint64_t> errors_{0};
 };
 

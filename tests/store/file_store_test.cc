@@ -398,5 +398,40 @@ TEST_CASE("FileStore: blocks spread over several data directories, isolating one
   CHECK_FALSE(s->Domains()[2].isolated);
 }
 
+// The same block in two data directories (a copy by hand, a directory moved back): a start keeps
+// one, the first readable one in the order of the directories, and reports the other.
+TEST_CASE("FileStore: a block found in two data directories is loaded once, from a readable copy") {
+  for (bool first_damaged : {false, true}) {
+    CAPTURE(first_damaged);
+    test::TempDir tmp;
+    std::vector<std::string> dirs = {tmp.path() + "/d0", tmp.path() + "/d1"};
+    std::string error;
+    std::string relative;
+    {
+      auto s = OpenFileStore(dirs, {}, nullptr, &error);
+      REQUIRE_MESSAGE(s, error);
+      Commit(*s, Numbered(7), Payload(100, 7));
+      std::string path = s->BackingPath(AddressOf(Numbered(7)));
+      relative = path.substr(path.find("/blocks/"));
+    }
+    for (const std::string& d : dirs) {
+      if (fs::exists(d + relative)) continue;
+      std::string other = d == dirs[0] ? dirs[1] : dirs[0];
+      fs::create_directories(fs::path(d + relative).parent_path());
+      fs::copy_file(other + relative, d + relative);
+    }
+    if (first_damaged) FlipByte(dirs[0] + relative, 0);  // its header
+    FileStoreReport report;
+    auto s = OpenFileStore(dirs, {}, &report, &error);
+    REQUIRE_MESSAGE(s, error);
+    CHECK(report.blocks_loaded == 1);
+    CHECK(report.blocks_skipped == 1);
+    REQUIRE(report.problems.size() == 1);
+    CHECK(report.problems[0].find(first_damaged ? "corrupt" : "a duplicate") != std::string::npos);
+    CHECK(ReadBack(*s, Numbered(7)).value() == Payload(100, 7));
+    CHECK(s->BackingPath(AddressOf(Numbered(7))) == (first_damaged ? dirs[1] : dirs[0]) + relative);
+  }
+}
+
 }  // namespace
 }  // namespace gpucache
