@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/clock.h"
+#include "store/clock.h"
 #include "fs/filesystem.h"
 #include "store/entry_name.h"
 

@@ -12,12 +12,6 @@
 #include "store/failpoint.h"
 
 namespace gpucache {
-uint64_t IndexedStore::NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 IndexedStore::IndexedStore(StoreOptions options, std::unique_ptr<Medium> medium)
     : options_(std::move(options)),
       medium_(std::move(medium)),
@@ -179,7 +173,7 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
     if (StatusCode s = admission_.AdmitReservation(address.tenant, victims); s != StatusCode::kOk) {
       return s;  // nothing was evicted: a refusal changes nothing
     }
-    EvictLocked(victims, evicted);
+    for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
     // The address is claimed before the lock is left.
     info = reservations_.Add(address, owner, epoch_.load(), NowNs()).info;
     TouchNamespaceLocked(address);  // a .part joins the listing
@@ -364,7 +358,7 @@ StatusCode IndexedStore::Commit(ReservationId id) {
     std::vector<BlockId> victims;
     StatusCode room = admission_.RoomForCommit(r->info.address.tenant, r->info.size, victims);
     if (room != StatusCode::kOk) return room;
-    EvictLocked(victims, evicted);
+    for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
     r->sealing = true;
     payload = r->payload;
     draft.address = r->info.address;
@@ -403,12 +397,15 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   }
   EndReservationLocked(id, FillState::kFinished, BlockState::kCommitted);
   admission_.Counters(draft.address.tenant).commits++;
-  BlockIndex::Committed record{.size = draft.size,
-                              .region_id = draft.region_id,
-                              .commit_time_ns = draft.commit_time_ns,
-                              .commit_epoch = draft.commit_epoch};
-  BlockAddress committed = draft.address;
-  IndexLocked(committed, record, keys, draft.owner, std::move(sealed->stored));
+  IndexedBlock block{.address = draft.address,
+                     .size = draft.size,
+                     .commit_epoch = draft.commit_epoch,
+                     .region_id = draft.region_id,
+                     .owner = draft.owner,
+                     .commit_time_ns = draft.commit_time_ns,
+                     .keys = keys};
+  IndexLocked(block, std::move(sealed->stored));
+  const BlockAddress& committed = block.address;
   GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged
   lock.Unlock();
   FoldJournalIfDue();  // the commit's journal record may have passed the fold size

@@ -11,16 +11,12 @@
 //   Medium            where the bytes live, held by composition (store/medium.h): MemoryMedium
 //                     in memory, FileMedium in block files.
 // What is left here is the sequence of each operation: check and decide under the lock, call
-// the medium without it (no disk I/O ever happens under the lock), then record the outcome.
-// Every lifecycle move of a block or reservation goes through Transition (store/lifecycle.h).
+// the medium without it (no disk I/O under the lock), then record the outcome; every lifecycle
+// move goes through Transition (store/lifecycle.h). The identity of a committed block stays in
+// the medium (store/index_keys.h; docs/architecture.md, "The index in memory").
 //
-// The identity of a committed block is not kept in memory (store/index_keys.h): Stat reads it
-// back through the medium, Open from the header it re-reads anyway, and both check it against
-// IndexKeys::identity. StatAttributes and Probe answer from memory alone.
-//
-// Thread safety: all public methods are safe to call concurrently; mu_ guards every part
-// (fence_mu_ additionally serializes epoch bumps, taken before mu_). The lock order is written
-// beside the fields below and checked by clang's -Wthread-safety (packaging/thread_safety.sh).
+// Thread safety: all public methods are safe to call concurrently; mu_ guards every part, in
+// the lock order written beside the fields, checked by -Wthread-safety.
 #pragma once
 
 #include <atomic>
@@ -31,6 +27,7 @@
 #include "store/admission.h"
 #include "store/block_index.h"
 #include "store/block_store.h"
+#include "store/clock.h"
 #include "store/leaving_set.h"
 #include "store/medium.h"
 #include "store/mutex.h"
@@ -108,37 +105,27 @@ class IndexedStore : public BlockStore {
   void SetRemovalObserver(RemovalObserver observer) override;
   void SetCommitObserver(CommitObserver observer) override { commit_observer_ = std::move(observer); }
   const StoreOptions& options() const { return options_; }
-  void SetLimits(ResourceLimits limits) override {
-    MutexLock lock(mu_);
-    options_.limits = std::move(limits);  // admission_ holds a reference to it
-  }
+  void SetLimits(ResourceLimits limits) override;
 
   // Called by readers: the bytes of `address` (at `region_id`) failed their checksums (`what`
   // failed: a chunk, the header). If the block is still that region: sets its file aside,
   // counts one failure, tells the observer.
   void ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what);
-  // Called by readers when they close.
-  void ReaderClosed(const BlockAddress& address, uint64_t region_id);
+  void ReaderClosed(const BlockAddress& address, uint64_t region_id);  // by readers, as they close
 
  protected:
   // The medium state of the committed block at `address`, or null.
   std::shared_ptr<StoredPayload> StoredAt(const BlockAddress& address) EXCLUDES(mu_);
 
  private:
-  // CLOCK_REALTIME in nanoseconds: commit times and reservation activity (indexed_store.cc).
-  static uint64_t NowNs();
   // Open and OpenForCopy: a use counts for the eviction policy (indexed_store_blocks.cc).
   Result<std::shared_ptr<BlockReader>> OpenReader(const BlockAddress& address, bool is_use);
   // Indexes a part of what the medium found at start-up; how many blocks it indexed.
   size_t Restore(const Found& part) EXCLUDES(mu_);
   // Every committed block, for a medium that saves the index (Medium::Close, FoldJournal).
   BlockLister Lister();
-  void ForEachBlock(const BlockVisitor& visit) EXCLUDES(mu_);
   // After a commit or a removal appended to the medium's journal: folds it if it grew too long.
   void FoldJournalIfDue() EXCLUDES(mu_);
-  // Forgets (without touching their bytes) the committed blocks `lost` selects, their device
-  // gone; tells the removal observer. Returns how many.
-  size_t ForgetIf(const Medium::StoredTest& lost) EXCLUDES(mu_);
 
   using Reservation = ReservationTable::Reservation;
   using Record = BlockIndex::Record;
@@ -152,34 +139,21 @@ class IndexedStore : public BlockStore {
   // that block is no longer there or already checked (a use and the walk may race).
   void Settle(const BlockAddress& address, const StoredPayload* stored, uint64_t region_id,
               Verdict verdict) EXCLUDES(mu_);
-  // Before any answer about one block: if the block at `address` is still unverified, checks
-  // its file now (one stat, without the lock) and settles what that found. Free once the walk
-  // finished.
+  // Before any answer about one block: if it is still unverified, checks its file now (one
+  // stat, without the lock) and settles what that found. Free once the walk finished.
   void VerifyBeforeUse(const BlockAddress& address) EXCLUDES(mu_);
-  static BlockIndex::Committed CommittedOf(const IndexedBlock& block);
-  // Work to finish outside the lock after a block left the namespace (state EVICTING).
-  struct Departure {
-    BlockInfo info;  // without identity
-    std::shared_ptr<StoredPayload> stored;
-    bool quarantine = false;  // keep the bytes (open handles), else drop them
-    // Non-empty: the bytes are damaged (what failed, e.g. "chunk 3 (bytes ...)"); the file is
-    // set aside for examination instead of dropped.
-    std::string damage;
-  };
 
   // Ends a reservation (its credits go back unless a fence took them), as ReservationTable::End.
   void EndReservationLocked(ReservationId id, FillState outcome, BlockState to) REQUIRES(mu_);
   BlockInfo AttributesOfLocked(BlockId id) const REQUIRES(mu_);  // without identity
   // Adds a block to the index, the counters and the policy (verified); none if already there.
-  std::optional<BlockId> IndexLocked(const BlockAddress& address, const BlockIndex::Committed& block,
-                                     const IndexKeys& keys, Owner owner,
-                   std::shared_ptr<StoredPayload> stored) REQUIRES(mu_);
+  std::optional<BlockId> IndexLocked(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored)
+      REQUIRES(mu_);
   // The namespace of `address` changed now (a fill or a block came or went): its mtime.
   void TouchNamespaceLocked(const BlockAddress& address) REQUIRES(mu_);
   // Takes a block out of the index, the counters and the policy.
   Record UnindexLocked(BlockId id) REQUIRES(mu_);
-  // The block leaves with no work on its file (none, or one left in place): EVICTING, then out
-  // of the index, then ABSENT.
+  // The block leaves, nothing done to its file: EVICTING, out of the index, ABSENT.
   void ForgetLocked(BlockId id) REQUIRES(mu_);
   // The block leaves and its file goes after the lock (Finish): EVICTING, out of the index, its
   // address leaving until the file is gone; `quarantine` keeps the bytes for open readers.
@@ -187,7 +161,6 @@ class IndexedStore : public BlockStore {
   // Takes a committed block out of the namespace (COMMITTED -> EVICTING), into quarantine
   // while a reader has it open.
   Departure RemoveLocked(BlockId id, const char* reason) REQUIRES(mu_);
-  void EvictLocked(const std::vector<BlockId>& victims, std::vector<Departure>& out) REQUIRES(mu_);
   // Medium work for departures, outside the lock; then tells the observer.
   void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) EXCLUDES(mu_);
   // A write to `p` met a full device: evicts what may go there, or kNoSpace having evicted none.
@@ -212,9 +185,9 @@ class IndexedStore : public BlockStore {
   RemovalObserver observer_ GUARDED_BY(mu_);
   LeavingSet leaving_ GUARDED_BY(mu_);  // departed blocks whose files Finish has yet to move
   CommitObserver commit_observer_;  // set once at start-up, then read-only
-  // walking_ is set before the store is shared and cleared (under mu_) when the start's walk
-  // finished (adr/0016): while it is false no answer looks at unverified_.
   UnverifiedSet unverified_ GUARDED_BY(mu_);
+  // Set at Load, cleared (under mu_) when the start's walk finished: while false no answer
+  // looks at unverified_ (adr/0016).
   std::atomic<bool> walking_{false};
   std::thread walker_;                  // the walk, started once
   std::atomic<bool> walk_done_{true};   // no walk, or it ended (finished or stopped)

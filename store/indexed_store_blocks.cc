@@ -139,17 +139,22 @@ BlockInfo IndexedStore::AttributesOfLocked(BlockId id) const {
   return info;
 }
 
-std::optional<IndexedStore::BlockId> IndexedStore::IndexLocked(const BlockAddress& address,
-                                                               const BlockIndex::Committed& block,
-                                                               const IndexKeys& keys, Owner owner,
+std::optional<IndexedStore::BlockId> IndexedStore::IndexLocked(const IndexedBlock& b,
                                                                std::shared_ptr<StoredPayload> stored) {
+  const BlockAddress& address = b.address;
+  const IndexKeys& keys = b.keys;
+  const BlockIndex::Committed block{.size = b.size,
+                                    .region_id = b.region_id,
+                                    .commit_time_ns = b.commit_time_ns,
+                                    .commit_epoch = b.commit_epoch,
+                                    .pinned = b.pinned};
   // The resident block whose last chain hash is this block's parent hash, if any (looked up
   // before this one is in, so that a one-hash chain is not its own parent).
   std::optional<BlockId> parent;
   if (std::optional<uint32_t> ns = index_.FindNamespace(address.tenant, address.ns)) {
     parent = index_.ByTail(*ns, keys.parent);
   }
-  std::optional<BlockId> id = index_.Insert(address, block, keys, owner, std::move(stored));
+  std::optional<BlockId> id = index_.Insert(address, block, keys, b.owner, std::move(stored));
   if (!id) return std::nullopt;
   admission_.Indexed(*id, parent, keys.valid_length < keys.block_capacity, PolicyKeyOf(address));
   unverified_.Remove(*id);  // a reused id: this block is checked
@@ -173,7 +178,7 @@ void IndexedStore::ForgetLocked(BlockId id) {
   Transition(state, BlockState::kAbsent);
 }
 
-IndexedStore::Departure IndexedStore::DepartLocked(BlockId id, bool quarantine) {
+Departure IndexedStore::DepartLocked(BlockId id, bool quarantine) {
   index_.MarkEvicting(id);
   BlockInfo info = AttributesOfLocked(id);
   std::shared_ptr<StoredPayload> stored = index_.StoredOf(id);
@@ -182,7 +187,7 @@ IndexedStore::Departure IndexedStore::DepartLocked(BlockId id, bool quarantine) 
   return Departure{std::move(info), std::move(stored), quarantine};
 }
 
-IndexedStore::Departure IndexedStore::RemoveLocked(BlockId id, const char* reason) {
+Departure IndexedStore::RemoveLocked(BlockId id, const char* reason) {
   int open = static_cast<int>(index_.OpenReaders(id));
   Departure d = DepartLocked(id, open > 0);
   if (d.quarantine) {
@@ -193,10 +198,6 @@ IndexedStore::Departure IndexedStore::RemoveLocked(BlockId id, const char* reaso
     quarantine_.Add({d.info, d.stored, open, reason, epoch_.load()});
   }
   return d;
-}
-
-void IndexedStore::EvictLocked(const std::vector<BlockId>& victims, std::vector<Departure>& out) {
-  for (BlockId id : victims) out.push_back(RemoveLocked(id, "evicted"));
 }
 
 // Medium work for blocks that left the namespace, outside the lock.
@@ -238,7 +239,7 @@ StatusCode IndexedStore::MakeDeviceRoom(const PendingPayload& p, const std::stri
     MutexLock lock(mu_);
     std::vector<BlockId> victims;
     s = admission_.RoomOnDevice(p, space, tenant, need, victims);
-    EvictLocked(victims, evicted);
+    for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
   }
   Finish(std::move(evicted), RemovalReason::kEvicted);
   return s;

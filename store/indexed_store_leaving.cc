@@ -63,7 +63,11 @@ void IndexedStore::PersistPins() {
   medium_->PersistPins(pinned);
 }
 
-size_t IndexedStore::ForgetIf(const Medium::StoredTest& lost) {
+StatusCode IndexedStore::IsolateDomain(const std::string& path) {
+  Medium::StoredTest lost;
+  StatusCode s = medium_->IsolateDomain(path, lost);
+  if (s != StatusCode::kOk || !lost) return s;
+  // The blocks stored there are forgotten, their bytes untouched: the device is out of service.
   std::vector<BlockAddress> gone;
   RemovalObserver observer;
   {
@@ -83,29 +87,27 @@ size_t IndexedStore::ForgetIf(const Medium::StoredTest& lost) {
   if (observer) {
     for (const BlockAddress& a : gone) observer(a, RemovalReason::kLost, {});
   }
-  return gone.size();
-}
-
-void IndexedStore::ForEachBlock(const BlockVisitor& fn) {
-  MutexLock lock(mu_);
-  IndexedBlock b;
-  // The lambda runs under mu_ (the analysis checks it as a function of its own).
-  index_.ForEach([&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
-    const Record& r = index_.at(id);
-    b.address = index_.AddressOf(id);
-    b.size = r.size;
-    b.commit_epoch = index_.CommitEpochOf(id);
-    b.region_id = r.region_id;
-    b.owner = index_.BlockOwner(id);
-    b.commit_time_ns = r.commit_time_ns;
-    b.keys = index_.KeysOf(id);
-    b.pinned = r.pinned;
-    fn(b, index_.StoredOf(id).get());
-  });
+  return s;
 }
 
 BlockLister IndexedStore::Lister() {
-  return [this](const BlockVisitor& visit) { ForEachBlock(visit); };
+  return [this](const BlockVisitor& visit) {
+    MutexLock lock(mu_);
+    IndexedBlock b;
+    // The lambda runs under mu_ (the analysis checks it as a function of its own).
+    index_.ForEach([&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
+      const Record& r = index_.at(id);
+      b.address = index_.AddressOf(id);
+      b.size = r.size;
+      b.commit_epoch = index_.CommitEpochOf(id);
+      b.region_id = r.region_id;
+      b.owner = index_.BlockOwner(id);
+      b.commit_time_ns = r.commit_time_ns;
+      b.keys = index_.KeysOf(id);
+      b.pinned = r.pinned;
+      visit(b, index_.StoredOf(id).get());
+    });
+  };
 }
 
 void IndexedStore::FoldJournalIfDue() {

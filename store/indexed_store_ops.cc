@@ -115,14 +115,12 @@ StoreStats IndexedStore::Stats() {
   return stats;
 }
 
-StatusCode IndexedStore::IsolateDomain(const std::string& path) {
-  Medium::StoredTest lost;
-  StatusCode s = medium_->IsolateDomain(path, lost);
-  if (s == StatusCode::kOk && lost) ForgetIf(lost);  // their device is out of service
-  return s;
-}
-
 std::vector<DomainInfo> IndexedStore::Domains() { return medium_->Domains(); }
+
+void IndexedStore::SetLimits(ResourceLimits limits) {
+  MutexLock lock(mu_);
+  options_.limits = std::move(limits);  // admission_ holds a reference to it
+}
 
 void IndexedStore::SetRemovalObserver(RemovalObserver observer) {
   MutexLock lock(mu_);
@@ -142,14 +140,6 @@ IndexedBlock IndexedBlockOf(BlockInfo info) {
   return b;
 }
 
-BlockIndex::Committed IndexedStore::CommittedOf(const IndexedBlock& b) {
-  return BlockIndex::Committed{.size = b.size,
-                               .region_id = b.region_id,
-                               .commit_time_ns = b.commit_time_ns,
-                               .commit_epoch = b.commit_epoch,
-                               .pinned = b.pinned};
-}
-
 size_t IndexedStore::Restore(const Found& part) {
   MutexLock lock(mu_);  // once a part: a start restores millions
   if (part.expected_blocks != 0) {
@@ -160,7 +150,7 @@ size_t IndexedStore::Restore(const Found& part) {
   size_t restored = 0;
   for (size_t i = 0; i < part.count; ++i) {
     const IndexedBlock& b = part.blocks[i];
-    std::optional<BlockId> id = IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, part.stored);
+    std::optional<BlockId> id = IndexLocked(b, part.stored);
     if (!id) continue;  // the medium hands over each block once: not reached
     if (part.unverified) unverified_.Add(*id);
     restored++;

@@ -48,7 +48,7 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
         IndexedBlock fresh = IndexedBlockOf(std::move(verdict.info));
         fresh.pinned = index_.at(*id).pinned;
         ForgetLocked(*id);
-        IndexLocked(address, CommittedOf(fresh), fresh.keys, fresh.owner, std::move(keep));
+        IndexLocked(fresh, std::move(keep));
         return;
       }
       case Verdict::Kind::kDamaged: {
@@ -159,7 +159,7 @@ void IndexedStore::WalkUnnamed(const Medium::WalkItem& item, Medium::WalkCounts&
   bool indexed;
   {
     MutexLock lock(mu_);
-    indexed = IndexLocked(b.address, CommittedOf(b), b.keys, b.owner, item.stored).has_value();
+    indexed = IndexLocked(b, item.stored).has_value();
     leaving_.Left(address);
   }
   if (!indexed) return;

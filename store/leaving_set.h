@@ -10,12 +10,24 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
 #include "store/block_store.h"
+#include "store/medium.h"
 
 namespace gpucache {
+
+// Work to finish outside the store's lock after a block left the namespace (state EVICTING).
+struct Departure {
+  BlockInfo info;  // without identity
+  std::shared_ptr<StoredPayload> stored;
+  bool quarantine = false;  // keep the bytes (open handles), else drop them
+  // Non-empty: the bytes are damaged (what failed, e.g. "chunk 3 (bytes ...)"); the file is
+  // set aside for examination instead of dropped.
+  std::string damage;
+};
 
 class LeavingSet {
  public:

@@ -1,4 +1,5 @@
-// The wall clock as the store's leases and fill outcomes count it (CLOCK_REALTIME, ns).
+// The wall clock as the store counts commit times, leases and fill outcomes (CLOCK_REALTIME,
+// ns), and the filesystem its timestamps.
 #pragma once
 
 #include <time.h>
