@@ -97,7 +97,7 @@ FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
       env_(options_.env ? *options_.env : Env::Posix()) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     located_.push_back(std::make_shared<Located>(dev));
-    journals_.push_back(std::make_unique<JournalFile>());
+    logs_.push_back(std::make_unique<IndexLog>(env_, devices_[dev].dir));
   }
   if (options_.backing_io == "uring") {
     UringReaderOptions o;
@@ -148,7 +148,7 @@ std::unique_ptr<IndexedStore> OpenFileStore(const std::vector<std::string>& data
 Result<uint64_t> FileMedium::ReadEpoch(const std::string& path) {
   Result<FileStat> st = env_.StatAt(-1, path);
   if (st.status() == StatusCode::kNotFound) return uint64_t{0};  // a new data directory
-  std::optional<Bytes> bytes = ReadWhole(path);
+  std::optional<Bytes> bytes = ReadBounded(env_, path);
   if (!st.ok() || !bytes) return StatusCode::kIoError;  // not a reason to start from 0
   std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
@@ -222,7 +222,7 @@ void FileMedium::Close(const BlockLister& blocks) {
   // all along); the next start checks them again.
   if (walk_started_ && !walk_completed_) return;
   SaveSnapshots(blocks);
-  for (size_t dev = 0; dev < journals_.size(); ++dev) EmptyJournal(dev);
+  for (const auto& log : logs_) log->Empty();
 }
 
 bool FileMedium::Isolated(size_t dev) const {

@@ -46,6 +46,7 @@
 #include "store/data_dir.h"
 #include "store/env.h"
 #include "store/index_journal.h"
+#include "store/index_log.h"
 #include "store/index_snapshot.h"
 #include "store/indexed_store.h"
 #include "store/posix_io.h"
@@ -142,12 +143,9 @@ class FileMedium final : public Medium {
   // (the journal's torn tail cut, the blocks it read in full appended), or else writes INDEX
   // anew from what it verified (unless INDEX already says exactly that) and empties the
   // journal (file_store_journal.cc). Commits and removals append to it; a clean close writes
-  // INDEX from memory and empties it again.
-  struct JournalFile {
-    Mutex mu;
-    Fd fd GUARDED_BY(mu);               // JOURNAL, for appending
-    uint64_t bytes GUARDED_BY(mu) = 0;  // appended since it was last emptied
-  };
+  // INDEX from memory and empties it again. The files themselves are each device's IndexLog.
+  std::vector<std::unique_ptr<IndexLog>> logs_;  // per device
+  using JournalRead = IndexLog::JournalRead;
   void SaveSnapshots(const BlockLister& blocks);
   void SaveSnapshot(size_t dev, const BlockLister& blocks);
   void LoadSnapshot(size_t dev);
@@ -161,7 +159,7 @@ class FileMedium final : public Medium {
   // Keeps JOURNAL as the start found it (its torn tail cut) and appends the entries read in
   // full; false if that failed (then INDEX is written instead).
   bool KeepJournal(size_t dev);
-  void EmptyJournal(size_t dev);
+  // Appends to the device's journal; a fold is due once it passed journal_rotate_bytes_.
   void Append(size_t dev, const JournalRecord& record);
   // Folds the journal into a new INDEX of `blocks` if it holds more than `limit` bytes (a
   // rotation). REQUIRES: the start's walk is done (the INDEX takes every indexed block as
@@ -174,22 +172,6 @@ class FileMedium final : public Medium {
   // Past this many journal bytes a device's journal is folded into a new INDEX.
   static constexpr uint64_t kJournalRotateBytes = 64ull << 20;
   uint64_t journal_rotate_bytes_ = kJournalRotateBytes;
-  // A journal is read at start in pieces of this size.
-  static constexpr size_t kReplayPiece = 1 << 20;
-  // What replaying one journal file found.
-  struct JournalRead {
-    bool exists = false;
-    bool readable = true;      // false: an error other than "not there" cut the read short
-    uint64_t valid_bytes = 0;  // the whole records at its start
-    bool torn = false;         // something after them
-  };
-  JournalRead ReplayFile(JournalReplay& replay, const std::string& path);
-  // The bytes of `path` (INDEX, PINS, EPOCH), or nothing if it cannot be read whole or is longer than a
-  // quarter of the machine's memory: a damaged or planted file can be any size, and its size
-  // must not decide what the start allocates.
-  std::optional<Bytes> ReadWhole(const std::string& path);
-  // Replaces `path` with `bytes` through `path`.tmp and a rename, not synced.
-  void WriteReplacing(const std::string& path, const Bytes& bytes);
   // The block at `path` as the snapshot describes it, if the file is still that very file.
   // `name` in the directory `dir_fd` (if >= 0, else at `path`); `ns` indexes
   // snapshot_namespaces_ (-1: not in the snapshot). The address is left for the caller to set.
@@ -328,7 +310,6 @@ class FileMedium final : public Medium {
   const bool stat_ahead_ = options_.env == nullptr;  // see StatAhead (file_store_load.cc)
   bool index_whole_ = false;          // INDEX was read and checked out
   JournalRead old_journal_, journal_;  // what LoadSnapshot found of JOURNAL.old and JOURNAL
-  std::vector<std::unique_ptr<JournalFile>> journals_;  // per device
   mutable Mutex devices_mu_;
   mutable uint64_t weights_read_ns_ GUARDED_BY(devices_mu_) = 0;  // steady clock
 };

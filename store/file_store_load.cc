@@ -324,7 +324,7 @@ bool FileMedium::NextFound(Found& part) {
 std::set<std::string> FileMedium::LoadPins() {
   std::set<std::string> pins;
   for (const Device& d : devices_) {
-    std::optional<Bytes> bytes = ReadWhole(d.dir.File("PINS"));
+    std::optional<Bytes> bytes = ReadBounded(env_, d.dir.File("PINS"));
     if (!bytes) continue;  // none yet (an unreadable one costs the pins, never a block)
     std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
     while (!text.empty()) {

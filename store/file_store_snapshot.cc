@@ -1,8 +1,6 @@
-// FileStore: the index snapshot, written at a clean close and read at start
-// (store/index_snapshot.h for the format and the trust rules); the journal over it is in
-// file_store_journal.cc. Every file operation goes through Env.
-#include <unistd.h>
-
+// FileMedium: what goes into the index snapshot (INDEX), read at start and written at a clean
+// close (store/index_snapshot.h for the format and the trust rules; the files are the device's
+// IndexLog, store/index_log.h); the journal over it is in file_store_journal.cc.
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -13,62 +11,18 @@
 
 namespace gpucache {
 
-namespace {
-
-// An INDEX (153 bytes a block) or PINS (a path a pinned block) longer than a quarter of the
-// machine's memory names more blocks than the index could hold (a block costs about as much in
-// memory): damaged or planted.
-uint64_t MostMetadataBytes() {
-  long pages = ::sysconf(_SC_PHYS_PAGES);
-  long page = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return uint64_t{1} << 30;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4;
-}
-
-}  // namespace
-
-std::optional<Bytes> FileMedium::ReadWhole(const std::string& path) {
-  int opened = env_.OpenRead(path);
-  if (opened < 0) return std::nullopt;
-  Fd fd(opened);
-  Result<FileStat> st = env_.StatFd(fd.get());
-  if (!st.ok() || st->size > MostMetadataBytes()) return std::nullopt;
-  Bytes bytes(static_cast<size_t>(st->size));
-  if (env_.Read(fd.get(), bytes, 0) != StatusCode::kOk) return std::nullopt;
-  return bytes;
-}
-
-// Replaces `path` with `bytes`, renamed into place but not synced: a torn or empty INDEX after
-// a power cut fails its sum and costs one full scan, nothing else.
-void FileMedium::WriteReplacing(const std::string& path, const Bytes& bytes) {
-  std::string tmp = path + ".tmp";
-  env_.Remove(tmp);  // left by a crash in mid-write
-  int created = env_.CreateExclusive(tmp);
-  if (created < 0) return;
-  Fd fd(created);
-  if (env_.Write(fd.get(), bytes, 0) != StatusCode::kOk) {
-    env_.Remove(tmp);
-    return;
-  }
-  fd.Reset();
-  if (env_.Rename(tmp, path) != StatusCode::kOk) env_.Remove(tmp);
-}
-
 void FileMedium::LoadSnapshot(size_t dev) {
-  const DataDir& dir = devices_[dev].dir;
   IndexSnapshot snapshot;
   index_current_ = false;
-  if (std::optional<Bytes> bytes = ReadWhole(dir.File(kSnapshotFile))) {
-    if (std::optional<IndexSnapshot> decoded = DecodeSnapshot(*bytes)) {
-      snapshot = std::move(*decoded);
-      index_current_ = true;
-    }
+  if (std::optional<IndexSnapshot> decoded = logs_[dev]->ReadIndex()) {
+    snapshot = std::move(*decoded);
+    index_current_ = true;
   }
   index_whole_ = index_current_;
   // What happened since INDEX was written (a crash left it; a rotation may have left two).
   JournalReplay replay(snapshot);
-  old_journal_ = ReplayFile(replay, dir.File(kOldJournalFile));
-  journal_ = ReplayFile(replay, dir.File(kJournalFile));
+  old_journal_ = logs_[dev]->ReplayJournal(replay, /*old=*/true);
+  journal_ = logs_[dev]->ReplayJournal(replay, /*old=*/false);
   if (replay.records() != 0) index_current_ = false;
   snapshot_table_ = replay.Finish();
   for (uint32_t i = 0; i < snapshot.namespaces.size(); ++i) {
@@ -166,7 +120,7 @@ void FileMedium::SaveSnapshots(const BlockLister& blocks) {
 void FileMedium::SaveSnapshot(size_t dev, const BlockLister& blocks) {
   IndexSnapshot snapshot;
   std::map<std::string, uint32_t> ns_index;
-  // Under the store's lock: no I/O here; the files are checked below.
+  // Under the store's lock: no I/O here.
   std::string ns_name;
   blocks([&](const IndexedBlock& b, const StoredPayload* stored) {
     if (DeviceOf(stored) != dev) return;
@@ -184,20 +138,7 @@ void FileMedium::SaveSnapshot(size_t dev, const BlockLister& blocks) {
     e.commit_time_ns = b.commit_time_ns;
     e.keys = b.keys;  // the index keeps neither the payload digest nor keys.identity: zeros
   });
-  std::string base = devices_[dev].dir.Blocks() + "/", path;
-  size_t kept = 0;
-  for (SnapshotEntry& e : snapshot.entries) {
-    path.assign(base).append(snapshot.namespaces[e.ns]).append("/").append(FormatBlockName(e.block));
-    Result<FileStat> st = env_.StatAt(-1, path);
-    if (!st.ok()) continue;
-    e.inode = st->inode;
-    e.file_size = st->size;
-    e.ctime_sec = st->ctime_sec;
-    e.ctime_nsec = st->ctime_nsec;
-    snapshot.entries[kept++] = e;
-  }
-  snapshot.entries.resize(kept);
-  WriteReplacing(devices_[dev].dir.File(kSnapshotFile), EncodeSnapshot(snapshot));
+  logs_[dev]->StampAndWrite(std::move(snapshot));  // the files are checked there
 }
 
 // Quarantined bytes stay quarantined across a restart: only a reclaim frees them.

@@ -1,0 +1,85 @@
+// IndexLog: the index files of one data directory, INDEX (store/index_snapshot.h) and the
+// journal over it (store/index_journal.h), as FileMedium's part that owns them: where they are,
+// how they are read at a start, appended to, rotated and rewritten. What goes into them (which
+// blocks, when a start may keep a journal, when a fold is due) is FileMedium's to decide
+// (file_store_snapshot.cc, file_store_journal.cc). Every file operation goes through Env.
+//
+// Thread safety: Append, JournalBytes, Rotate, EndRotation, StampAndWrite and Empty may be called
+// concurrently (mu_ guards the open JOURNAL); the start-up calls (Read*, Keep) run before the
+// medium is shared.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "store/data_dir.h"
+#include "store/env.h"
+#include "store/index_journal.h"
+#include "store/index_snapshot.h"
+#include "store/mutex.h"
+#include "store/posix_io.h"
+
+namespace gpucache {
+
+// The bytes of `path` (INDEX, PINS, EPOCH), or nothing if it cannot be read whole or is longer
+// than a quarter of the machine's memory: a damaged or planted file can be any size, and its
+// size must not decide what a start allocates.
+std::optional<Bytes> ReadBounded(Env& env, const std::string& path);
+
+class IndexLog {
+ public:
+  IndexLog(Env& env, DataDir dir) : env_(env), dir_(std::move(dir)) {}
+
+  // --- Start-up.
+  // INDEX, decoded; nothing if it is missing, unreadable or fails its checks.
+  std::optional<IndexSnapshot> ReadIndex();
+  // What replaying one journal file found.
+  struct JournalRead {
+    bool exists = false;
+    bool readable = true;      // false: an error other than "not there" cut the read short
+    uint64_t valid_bytes = 0;  // the whole records at its start
+    bool torn = false;         // something after them
+  };
+  // Replays JOURNAL.old (`old`) or JOURNAL into `replay`, in pieces through one buffer.
+  JournalRead ReplayJournal(JournalReplay& replay, bool old);
+  // Keeps JOURNAL as `read` found it (a torn tail cut) and appends `records` to it, appended to
+  // from now on; false if that failed (the caller writes INDEX and empties it instead).
+  bool Keep(const JournalRead& read, std::span<const JournalRecord> records);
+
+  // --- Any time.
+  // One record, one write (O_APPEND): a crash leaves whole records and at most one torn one.
+  // kOk also when no JOURNAL is open (none started, or a rotation could not reopen one: INDEX
+  // is checked at the next start anyway).
+  StatusCode Append(const JournalRecord& record);
+  // Bytes appended to JOURNAL since it was last emptied.
+  uint64_t JournalBytes() const;
+  // Past `limit` bytes: JOURNAL becomes JOURNAL.old and appends go to a fresh JOURNAL; the
+  // caller then writes INDEX (StampAndWrite) and calls EndRotation. JOURNAL.old is replayed
+  // before JOURNAL at a start until then. kNotDue (nothing done), kFailed (the rename failed:
+  // JOURNAL goes on growing, no record dropped), kNoJournal (rotated, but no fresh JOURNAL
+  // could be opened: none until the next start, whose INDEX check covers it).
+  enum class Rotation { kNotDue, kRotated, kNoJournal, kFailed };
+  Rotation Rotate(uint64_t limit);
+  void EndRotation() { env_.Remove(dir_.File(kOldJournalFile)); }
+  // Writes `index` as INDEX after taking each entry's file's stat (inode, size, ctime: what the
+  // next start checks); entries whose file is gone are left out. Replaced by a rename, not
+  // synced: a torn INDEX after a power cut fails its sum and costs one scan, nothing else.
+  void StampAndWrite(IndexSnapshot index);
+  // Writes `index` (entries stamped already) as INDEX.
+  void Write(const IndexSnapshot& index);
+  // Empties JOURNAL (and drops JOURNAL.old), appended to from now on.
+  void Empty();
+
+ private:
+  Env& env_;
+  const DataDir dir_;
+  mutable Mutex mu_;
+  Fd fd_ GUARDED_BY(mu_);               // JOURNAL, for appending
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;  // appended since it was last emptied
+  // A journal is read at start in pieces of this size.
+  static constexpr size_t kReplayPiece = 1 << 20;
+};
+
+}  // namespace gpucache

@@ -1,0 +1,98 @@
+// IndexLog (store/index_log.h): the index files of one data directory, over the real
+// filesystem: what a rotation leaves, what a start keeps of a torn journal, and what an INDEX
+// written from memory keeps of entries whose files are gone.
+#include "store/index_log.h"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/temp_dir.h"
+
+namespace gpucache {
+namespace {
+
+namespace fs = std::filesystem;
+
+JournalRecord Record(uint8_t k) {
+  JournalRecord r;
+  r.ns = "acme/ns";
+  r.entry.block[0] = k;
+  r.entry.size = 100u + k;
+  return r;
+}
+
+// The records a start would replay from JOURNAL.old (`old`) or JOURNAL.
+size_t Replayed(IndexLog& log, bool old, IndexLog::JournalRead* read = nullptr) {
+  IndexSnapshot empty;
+  JournalReplay replay(empty);
+  IndexLog::JournalRead r = log.ReplayJournal(replay, old);
+  if (read) *read = r;
+  return replay.records();
+}
+
+TEST_CASE("IndexLog: a rotation moves the journal aside for INDEX, and appends go on in a fresh one") {
+  test::TempDir tmp;
+  IndexLog log(Env::Posix(), DataDir(tmp.path()));
+  log.Empty();
+  for (uint8_t k = 0; k < 10; ++k) REQUIRE(log.Append(Record(k)) == StatusCode::kOk);
+  const uint64_t bytes = log.JournalBytes();
+  REQUIRE(bytes > 0);
+  CHECK(log.Rotate(bytes) == IndexLog::Rotation::kNotDue);  // not past the limit
+  CHECK(Replayed(log, /*old=*/true) == 0);
+  REQUIRE(log.Rotate(bytes - 1) == IndexLog::Rotation::kRotated);
+  CHECK(log.JournalBytes() == 0);
+  CHECK(Replayed(log, /*old=*/true) == 10);  // until INDEX is written, a start replays these
+  REQUIRE(log.Append(Record(10)) == StatusCode::kOk);
+  CHECK(Replayed(log, /*old=*/false) == 1);
+  log.EndRotation();
+  CHECK_FALSE(fs::exists(tmp.path() + "/JOURNAL.old"));
+  CHECK(Replayed(log, /*old=*/false) == 1);
+}
+
+TEST_CASE("IndexLog: keeping a journal cuts its torn tail before appending to it") {
+  test::TempDir tmp;
+  {
+    IndexLog log(Env::Posix(), DataDir(tmp.path()));
+    log.Empty();
+    for (uint8_t k = 0; k < 3; ++k) REQUIRE(log.Append(Record(k)) == StatusCode::kOk);
+  }
+  std::ofstream(tmp.path() + "/JOURNAL", std::ios::app) << "torn";
+  IndexLog log(Env::Posix(), DataDir(tmp.path()));
+  IndexLog::JournalRead read;
+  REQUIRE(Replayed(log, false, &read) == 3);
+  REQUIRE(read.torn);
+  const JournalRecord extra[] = {Record(7)};
+  REQUIRE(log.Keep(read, extra));
+  REQUIRE(log.Append(Record(8)) == StatusCode::kOk);
+  IndexLog::JournalRead again;
+  CHECK(Replayed(log, false, &again) == 5);  // 3 kept, the one appended by Keep, one after
+  CHECK_FALSE(again.torn);
+  CHECK(log.JournalBytes() == again.valid_bytes);
+}
+
+TEST_CASE("IndexLog: an INDEX written from memory leaves out entries whose files are gone") {
+  test::TempDir tmp;
+  IndexLog log(Env::Posix(), DataDir(tmp.path()));
+  IndexSnapshot index;
+  index.namespaces = {"acme/ns"};
+  for (uint8_t k = 0; k < 2; ++k) {
+    SnapshotEntry& e = index.entries.emplace_back();
+    e.ns = 0;
+    e.block[0] = k;
+    e.size = 5;
+  }
+  fs::create_directories(tmp.path() + "/blocks/acme/ns");
+  std::ofstream(tmp.path() + "/blocks/acme/ns/" + FormatBlockName(index.entries[0].block)) << "x";
+  log.StampAndWrite(index);
+  std::optional<IndexSnapshot> read = log.ReadIndex();
+  REQUIRE(read);
+  REQUIRE(read->entries.size() == 1);  // the second block has no file
+  CHECK(read->entries[0].block == index.entries[0].block);
+  CHECK(read->entries[0].file_size == 1);  // stamped with its file's stat
+  CHECK(read->entries[0].inode != 0);
+}
+
+}  // namespace
+}  // namespace gpucache
