@@ -93,15 +93,15 @@ std::optional<FileMedium::Device> OpenDevice(Env& env, const std::string& dir, s
 
 FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
     : options_(options),
-      devices_(std::move(devices)),
+      devices_(options_.env ? *options_.env : Env::Posix(), std::move(devices)),
       env_(options_.env ? *options_.env : Env::Posix()) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     located_.push_back(std::make_shared<Located>(dev));
-    logs_.push_back(std::make_unique<IndexLog>(env_, devices_[dev].dir));
+    logs_.push_back(std::make_unique<IndexLog>(env_, devices_.dir(dev)));
   }
   if (options_.backing_io == "uring") {
     UringReaderOptions o;
-    o.probe_dir = devices_.empty() ? std::string() : devices_[0].dir.root();  // sizes the queue depth
+    o.probe_dir = devices_.size() == 0 ? std::string() : devices_.dir(0).root();  // sizes the queue depth
     uring_ = UringReader::Create(o);  // null only for invalid pool options: then pread
   }
 }
@@ -160,10 +160,10 @@ Result<uint64_t> FileMedium::ReadEpoch(const std::string& path) {
 
 bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   uint64_t epoch = 0;
-  for (const Device& d : devices_) {
-    Result<uint64_t> e = ReadEpoch(d.dir.File("EPOCH"));
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    Result<uint64_t> e = ReadEpoch(devices_.dir(dev).File("EPOCH"));
     if (!e.ok()) {
-      error = d.dir.File("EPOCH") + (e.status() == StatusCode::kInvalidArgument
+      error = devices_.dir(dev).File("EPOCH") + (e.status() == StatusCode::kInvalidArgument
                                          ? " does not hold a number; refusing to guess the epoch"
                                          : " cannot be read; refusing to guess the epoch");
       return false;
@@ -208,7 +208,7 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   }
   if (!options_.env) {  // filled from now on, off the start's path
     std::vector<std::string> spare_dirs;
-    for (const Device& d : devices_) spare_dirs.push_back(d.dir.Spare());
+    for (size_t dev = 0; dev < devices_.size(); ++dev) spare_dirs.push_back(devices_.dir(dev).Spare());
     spares_ = std::make_unique<SparePool>(env_, std::move(spare_dirs), kSpareDepth);
   }
   return true;
@@ -225,55 +225,15 @@ void FileMedium::Close(const BlockLister& blocks) {
   for (const auto& log : logs_) log->Empty();
 }
 
-bool FileMedium::Isolated(size_t dev) const {
-  MutexLock lock(devices_mu_);
-  return devices_[dev].isolated;
-}
-
-size_t FileMedium::PlaceFor(const BlockAddress& a) const {
-  std::string key = a.RelativePath();
-  MutexLock lock(devices_mu_);
-  RefreshWeightsLocked();
-  std::vector<PlacementCandidate> candidates;
-  candidates.reserve(devices_.size());
-  for (size_t d = 0; d < devices_.size(); ++d) {
-    candidates.push_back({d, devices_[d].free_bytes, !devices_[d].isolated});
-  }
-  return PickPlacement(key, candidates).value_or(0);
-}
-
-void FileMedium::RefreshWeightsLocked() const {
-  uint64_t now = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-  if (weights_read_ns_ != 0 && now - weights_read_ns_ < 1000000000ull) return;
-  weights_read_ns_ = now;
-  for (const Device& d : devices_) {
-    // Unreadable: keep the last weight rather than starve or flood the directory.
-    if (Result<FsSpace> space = env_.SpaceOf(d.dir.root()); space.ok()) {
-      d.free_bytes = static_cast<double>(space->free_bytes);
-    }
-  }
-}
-
 std::string FileMedium::PathIn(size_t dev, const BlockAddress& a) const {
-  return devices_[dev].dir.Block(a);
+  return devices_.dir(dev).Block(a);
 }
 
 StatusCode FileMedium::IsolateDomain(const std::string& path, StoredTest& lost) {
-  size_t dev = devices_.size();
-  {
-    MutexLock lock(devices_mu_);
-    size_t in_service = 0;
-    for (size_t d = 0; d < devices_.size(); ++d) {
-      if (!devices_[d].isolated) in_service++;
-      if (devices_[d].dir.root() == path) dev = d;
-    }
-    if (dev == devices_.size()) return StatusCode::kNotFound;
-    if (devices_[dev].isolated) return StatusCode::kOk;
-    if (in_service == 1) return StatusCode::kInvalidArgument;  // never the last one
-    devices_[dev].isolated = true;
-  }
+  size_t dev;
+  bool newly;
+  StatusCode s = devices_.Isolate(path, dev, newly);
+  if (s != StatusCode::kOk || !newly) return s;
   if (spares_) spares_->Retire(dev);
   lost = [dev](const StoredPayload* stored) {
     auto* l = dynamic_cast<const Located*>(stored);
@@ -282,22 +242,17 @@ StatusCode FileMedium::IsolateDomain(const std::string& path, StoredTest& lost) 
   return StatusCode::kOk;
 }
 
-std::vector<DomainInfo> FileMedium::Domains() {
-  MutexLock lock(devices_mu_);
-  std::vector<DomainInfo> out;
-  for (const Device& d : devices_) out.push_back({d.dir.root(), d.isolated});
-  return out;
-}
+std::vector<DomainInfo> FileMedium::Domains() { return devices_.Domains(); }
 
 std::string FileMedium::PathOf(const BlockAddress& a, const StoredPayload* stored) {
-  return PathIn(stored ? DeviceOf(stored) : PlaceFor(a), a);
+  return PathIn(stored ? DeviceOf(stored) : devices_.PlaceFor(a), a);
 }
 
 // Namespaces exist in every directory in service, so that any placement can publish there.
 StatusCode FileMedium::CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    if (Isolated(dev)) continue;
-    const DataDir& dir = devices_[dev].dir;
+    if (devices_.Isolated(dev)) continue;
+    const DataDir& dir = devices_.dir(dev);
     StatusCode s = env_.MakeDir(dir.Tenant(tenant));
     if (s != StatusCode::kOk && s != StatusCode::kExists) return s;
     std::string path = dir.Namespace(tenant, ns);
@@ -311,8 +266,8 @@ StatusCode FileMedium::CreateNamespace(std::string_view tenant, std::string_view
 }
 
 StatusCode FileMedium::RemoveNamespace(std::string_view tenant, std::string_view ns) {
-  for (const Device& d : devices_) {
-    StatusCode s = env_.RemoveDir(d.dir.Namespace(tenant, ns));
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    StatusCode s = env_.RemoveDir(devices_.dir(dev).Namespace(tenant, ns));
     if (s != StatusCode::kOk && s != StatusCode::kNotFound) return s;
   }
   return StatusCode::kOk;
@@ -364,7 +319,7 @@ std::shared_ptr<StoredPayload> FileMedium::Quarantine(
     const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
   size_t dev = DeviceOf(stored);
   std::string from = PathIn(dev, info.address);
-  std::string to = devices_[dev].dir.Quarantined(info.region_id);
+  std::string to = devices_.dir(dev).Quarantined(info.region_id);
   JournalRemoval(dev, info.address);
   // Open handles keep reading the same inode; the name is freed for a new commit.
   if (env_.Rename(from, to) == StatusCode::kOk) return std::make_shared<QuarantinedFile>(to);
@@ -387,7 +342,7 @@ void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload
   CountError();
   // Left where it is, the next start would load it again: move it to tmp/, which every start
   // empties. If that fails too, it is counted twice and comes back as a block.
-  if (!q && env_.Rename(path, devices_[dev].dir.Dropped(info.region_id)) != StatusCode::kOk) {
+  if (!q && env_.Rename(path, devices_.dir(dev).Dropped(info.region_id)) != StatusCode::kOk) {
     CountError();
   }
 }
@@ -401,8 +356,8 @@ std::string FileMedium::SetAside(const BlockInfo& info, const std::shared_ptr<St
 
 StatusCode FileMedium::PersistEpoch(uint64_t epoch) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    if (Isolated(dev)) continue;
-    StatusCode s = WriteFileAtomically(env_, devices_[dev].dir.File("EPOCH"), std::to_string(epoch) + "\n");
+    if (devices_.Isolated(dev)) continue;
+    StatusCode s = WriteFileAtomically(env_, devices_.dir(dev).File("EPOCH"), std::to_string(epoch) + "\n");
     if (s != StatusCode::kOk) return s;
   }
   return StatusCode::kOk;
@@ -412,7 +367,7 @@ void FileMedium::PersistPins(const std::vector<BlockAddress>& pinned) {
   std::string text;
   for (const BlockAddress& a : pinned) text += a.RelativePath() + "\n";
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    if (!Isolated(dev)) WriteFileAtomically(env_, devices_[dev].dir.File("PINS"), text);
+    if (!devices_.Isolated(dev)) WriteFileAtomically(env_, devices_.dir(dev).File("PINS"), text);
   }
 }
 

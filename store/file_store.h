@@ -44,6 +44,7 @@
 
 #include "store/block_file.h"
 #include "store/data_dir.h"
+#include "store/device_set.h"
 #include "store/env.h"
 #include "store/index_journal.h"
 #include "store/index_log.h"
@@ -71,7 +72,7 @@ inline std::unique_ptr<IndexedStore> OpenFileStore(const std::string& data_dir, 
 
 class FileMedium final : public Medium {
  public:
-  struct Device;
+  using Device = DeviceSet::Device;
   FileMedium(std::vector<Device> devices, const StoreOptions& options);
   ~FileMedium() override;
 
@@ -128,12 +129,6 @@ class FileMedium final : public Medium {
   // Tests: rotate the journal past `bytes` instead of kJournalRotateBytes. Before Load.
   void SetJournalRotateBytes(uint64_t bytes) { journal_rotate_bytes_ = bytes; }
 
-  struct Device {
-    DataDir dir;
-    Fd lock;
-    bool isolated = false;      // guarded by devices_mu_ (of the medium: not nameable here)
-    mutable double free_bytes = 1;  // placement weight, guarded by devices_mu_
-  };
 
  private:
   const StoreOptions options_;
@@ -194,12 +189,7 @@ class FileMedium final : public Medium {
   std::set<std::string> LoadPins();
   // The epoch in EPOCH: 0 if there is none (a new directory), an error if it cannot be read.
   Result<uint64_t> ReadEpoch(const std::string& path);
-  // The directory in service that a new block at `address` goes to (weighted rendezvous).
-  size_t PlaceFor(const BlockAddress& address) const;
-  // Re-reads every directory's free bytes when the last reading is older than a second.
-  void RefreshWeightsLocked() const REQUIRES(devices_mu_);
   std::string PathIn(size_t dev, const BlockAddress& address) const;
-  bool Isolated(size_t dev) const;
   // The payload's checksums: what its writes fed, and the rest read back.
   Result<PayloadChecksums> ChecksumsOf(PendingPayload& p, uint64_t size);
   // Empties every directory's tmp/ and spare/ (start-up); how many reservations were dropped.
@@ -287,7 +277,7 @@ class FileMedium final : public Medium {
 
   std::set<std::string> pins_;  // relative paths pinned at start-up
 
-  std::vector<Device> devices_;
+  DeviceSet devices_;  // placement and isolation
   std::vector<std::shared_ptr<StoredPayload>> located_;  // per device, shared by its blocks
   Env& env_;  // options().env, or the POSIX one
   // backing_io "uring": serves every UringSource this store opens (so it outlives them).
@@ -310,8 +300,6 @@ class FileMedium final : public Medium {
   const bool stat_ahead_ = options_.env == nullptr;  // see StatAhead (file_store_load.cc)
   bool index_whole_ = false;          // INDEX was read and checked out
   JournalRead old_journal_, journal_;  // what LoadSnapshot found of JOURNAL.old and JOURNAL
-  mutable Mutex devices_mu_;
-  mutable uint64_t weights_read_ns_ GUARDED_BY(devices_mu_) = 0;  // steady clock
 };
 
 }  // namespace gpucache

@@ -96,7 +96,7 @@ std::vector<std::string> FileMedium::ListOrReport(const std::string& dir, FileSt
 }
 
 std::string FileMedium::SetAsideDamaged(size_t dev, const std::string& path) {
-  const DataDir& d = devices_[dev].dir;
+  const DataDir& d = devices_.dir(dev);
   // Named by when it was found, then its own name: the oldest sort first.
   auto now = std::chrono::system_clock::now().time_since_epoch();
   char stamp[24];
@@ -123,26 +123,27 @@ std::string FileMedium::SetAsideDamaged(size_t dev, const std::string& path) {
 
 uint64_t FileMedium::DropLeftovers(FileStoreReport& report) {
   uint64_t reservations = 0;
-  for (const Device& d : devices_) {
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    const DataDir& dir = devices_.dir(dev);
     // Only names the daemon gives its own files are deleted (adr/0017): anything else was put
     // there by someone else, and is left for them with a warning.
-    for (const std::string& name : ListOrReport(d.dir.Tmp(), report)) {
+    for (const std::string& name : ListOrReport(dir.Tmp(), report)) {
       if (!IsNumberedName(name, ".part") && !IsNumberedName(name, ".dropped")) {
-        report.problems.push_back("left " + DataDir::In(d.dir.Tmp(), name) +
+        report.problems.push_back("left " + DataDir::In(dir.Tmp(), name) +
                                   " alone: not a name gpucache writes");
         continue;
       }
-      env_.Remove(DataDir::In(d.dir.Tmp(), name));
+      env_.Remove(DataDir::In(dir.Tmp(), name));
       reservations++;
     }
     // A spare that holds bytes was a reservation's payload; the others were never used.
-    for (const std::string& name : ListOrReport(d.dir.Spare(), report)) {
+    for (const std::string& name : ListOrReport(dir.Spare(), report)) {
       if (!IsNumberedName(name, "")) {
-        report.problems.push_back("left " + DataDir::In(d.dir.Spare(), name) +
+        report.problems.push_back("left " + DataDir::In(dir.Spare(), name) +
                                   " alone: not a name gpucache writes");
         continue;
       }
-      std::string path = DataDir::In(d.dir.Spare(), name);
+      std::string path = DataDir::In(dir.Spare(), name);
       Result<FileStat> st = env_.StatAt(-1, path);
       if (st.ok() && st->size > 0) reservations++;
       env_.Remove(path);
@@ -169,7 +170,7 @@ void FileMedium::ForEachNamespaceDir(const DataDir& dir, FileStoreReport& report
 }
 
 void FileMedium::LoadBlocks(size_t dev, FileStoreReport& report) {
-  ForEachNamespaceDir(devices_[dev].dir, report, [&](const std::string& tenant, const std::string& ns) {
+  ForEachNamespaceDir(devices_.dir(dev), report, [&](const std::string& tenant, const std::string& ns) {
     LoadNamespace(dev, tenant, ns, report);
   });
 }
@@ -212,7 +213,7 @@ Result<BlockInfo> FileMedium::ReadBlockInfo(const std::string& path, std::string
 
 void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
                                FileStoreReport& report) {
-  std::string ns_path = devices_[dev].dir.Namespace(tenant, ns);
+  std::string ns_path = devices_.dir(dev).Namespace(tenant, ns);
   Result<FileStat> ns_stat = env_.StatAt(-1, ns_path);
   Owner owner = ns_stat.ok() ? Owner{ns_stat->uid, ns_stat->gid} : Owner{0, 0};
   FoundPart(dev).namespaces.push_back({tenant, ns, owner});
@@ -284,7 +285,7 @@ void FileMedium::LoadNamespace(size_t dev, const std::string& tenant, const std:
 }
 
 void FileMedium::LoadQuarantine(size_t dev, FileStoreReport& report) {
-  const DataDir& dir = devices_[dev].dir;
+  const DataDir& dir = devices_.dir(dev);
   for (const std::string& name : ListOrReport(dir.Quarantine(), report)) {
     std::string path = DataDir::In(dir.Quarantine(), name);
     std::string why;
@@ -323,8 +324,8 @@ bool FileMedium::NextFound(Found& part) {
 
 std::set<std::string> FileMedium::LoadPins() {
   std::set<std::string> pins;
-  for (const Device& d : devices_) {
-    std::optional<Bytes> bytes = ReadBounded(env_, d.dir.File("PINS"));
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    std::optional<Bytes> bytes = ReadBounded(env_, devices_.dir(dev).File("PINS"));
     if (!bytes) continue;  // none yet (an unreadable one costs the pins, never a block)
     std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
     while (!text.empty()) {

@@ -33,7 +33,7 @@ class PendingFile final : public PendingPayload {
 }  // namespace
 
 Result<std::shared_ptr<PendingPayload>> FileMedium::Prepare(const ReservationInfo& info) {
-  size_t dev = PlaceFor(info.address);  // the payload is written where it will be published
+  size_t dev = devices_.PlaceFor(info.address);  // the payload is written where it will be published
   // A spare is written where it lies (moving it into tmp/ measured slower than creating a
   // file there); Seal renames it into blocks/ like any .part, Discard unlinks it.
   if (std::optional<SpareFile> spare = spares_ ? spares_->Take(dev) : std::nullopt) {
@@ -41,7 +41,7 @@ Result<std::shared_ptr<PendingPayload>> FileMedium::Prepare(const ReservationInf
     return std::shared_ptr<PendingPayload>(
         std::make_shared<PendingFile>(std::move(spare->fd), std::move(spare->path), dev));
   }
-  std::string path = devices_[dev].dir.Part(info.region_id);
+  std::string path = devices_.dir(dev).Part(info.region_id);
   Fd fd(env_.CreateExclusive(path));
   if (!fd.valid()) return StatusFromErrno(-fd.get());
   GPUCACHE_FAILPOINT("reserve.after_create");
@@ -79,7 +79,7 @@ StatusCode FileMedium::Allocate(PendingPayload& p, uint64_t size) {
 }
 
 std::optional<Medium::DeviceSpace> FileMedium::SpaceFor(const PendingPayload& p) {
-  Result<FsSpace> space = env_.SpaceOf(devices_[static_cast<const PendingFile&>(p).dev].dir.root());
+  Result<FsSpace> space = env_.SpaceOf(devices_.dir(static_cast<const PendingFile&>(p).dev).root());
   if (!space.ok()) return std::nullopt;
   return DeviceSpace{space->free_bytes, space->total_bytes};
 }
@@ -110,7 +110,7 @@ Result<PayloadChecksums> FileMedium::ChecksumsOf(PendingPayload& p, uint64_t siz
 
 Result<Medium::Sealed> FileMedium::Seal(PendingPayload& p, const BlockInfo& draft) {
   auto& f = static_cast<PendingFile&>(p);
-  if (Isolated(f.dev)) return StatusCode::kIoError;  // its device left service meanwhile
+  if (devices_.Isolated(f.dev)) return StatusCode::kIoError;  // its device left service meanwhile
   // Cut anything past the payload (a truncate to a smaller size leaves nothing behind).
   if (StatusCode s = Truncate(p, draft.size); s != StatusCode::kOk) return s;
   GPUCACHE_FAILPOINT("seal.after_truncate");

@@ -113,7 +113,7 @@ IndexSnapshot FileMedium::Verified() const {
 
 void FileMedium::SaveSnapshots(const BlockLister& blocks) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    if (!Isolated(dev)) SaveSnapshot(dev, blocks);
+    if (!devices_.Isolated(dev)) SaveSnapshot(dev, blocks);
   }
 }
 

@@ -38,7 +38,7 @@ const SnapshotEntry* FileMedium::EntryNamed(uint32_t ns, const std::string& name
 }
 
 void FileMedium::RestoreFromIndex(size_t dev, FileStoreReport& report) {
-  const DataDir& dir = devices_[dev].dir;
+  const DataDir& dir = devices_.dir(dev);
   // The namespaces as an eager start finds them, by their directories (a few listings); the
   // blocks in them are not listed here.
   Found& part = found_.emplace_back();
@@ -168,7 +168,7 @@ bool FileMedium::OpenNextWalkNamespace() {
   WalkCursor& c = cursor_;
   if (c.next_ns == walk_namespaces_.size()) return false;
   const auto& [tenant, ns] = walk_namespaces_[c.next_ns++];
-  c.ns_path = devices_[walk_dev_].dir.Namespace(tenant, ns);
+  c.ns_path = devices_.dir(walk_dev_).Namespace(tenant, ns);
   auto in_snapshot = snapshot_namespaces_.find(tenant + "/" + ns);
   c.snapshot_ns = in_snapshot == snapshot_namespaces_.end() ? int64_t{-1} : int64_t{in_snapshot->second};
   c.dir = Fd(env_.OpenRead(c.ns_path));

@@ -1,4 +1,5 @@
 #include "store/placement.h"
+#include "store/device_set.h"
 
 #include <doctest/doctest.h>
 
@@ -54,6 +55,36 @@ TEST_CASE("Placement: the same key and weights always pick the same directory") 
     std::string key = "x/" + std::to_string(k);
     CHECK(PickPlacement(key, c) == PickPlacement(key, c));
   }
+}
+
+}  // namespace
+}  // namespace gpucache
+
+namespace gpucache {
+namespace {
+
+TEST_CASE("DeviceSet: isolation takes a directory out of service once, never the last one") {
+  std::vector<DeviceSet::Device> devices;
+  for (const char* root : {"/nonexistent/d0", "/nonexistent/d1"}) devices.push_back({DataDir(root), Fd(), false});
+  DeviceSet set(Env::Posix(), std::move(devices));
+  size_t dev = 99;
+  bool newly = true;
+  CHECK(set.Isolate("/nonexistent/other", dev, newly) == StatusCode::kNotFound);
+  CHECK_FALSE(newly);
+  REQUIRE(set.Isolate("/nonexistent/d1", dev, newly) == StatusCode::kOk);
+  CHECK(dev == 1);
+  CHECK(newly);
+  CHECK(set.Isolated(1));
+  CHECK(set.Isolate("/nonexistent/d1", dev, newly) == StatusCode::kOk);  // already out
+  CHECK_FALSE(newly);
+  CHECK(set.Isolate("/nonexistent/d0", dev, newly) == StatusCode::kInvalidArgument);
+  CHECK_FALSE(set.Isolated(0));
+  // Every new block goes to the one left in service, whatever its address.
+  for (int i = 0; i < 20; ++i) {
+    CHECK(set.PlaceFor(BlockAddress{"acme", "ns", std::to_string(i)}) == 0);
+  }
+  CHECK(set.Domains().size() == 2);
+  CHECK(set.Domains()[1].isolated);
 }
 
 }  // namespace
