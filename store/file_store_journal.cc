@@ -69,13 +69,13 @@ void FileMedium::FoldJournalPast(size_t dev, uint64_t limit, const BlockLister& 
   logs_[dev]->EndRotation();
 }
 
-void FileMedium::JournalCommit(size_t dev, int fd, const BlockInfo& draft,
+void FileMedium::JournalCommit(size_t dev, int fd, const BlockInfo& draft, const IndexKeys& keys,
                                const PayloadChecksums& sums) {
   Result<FileStat> st = env_.StatFd(fd);
   if (!st.ok()) return;  // without it the entry would never match: leave it out
   JournalRecord r;
   r.ns = draft.address.tenant + "/" + draft.address.ns;
-  r.entry = EntryOf(draft, IndexKeysOf(draft.identity, draft.canonical_identity),
+  r.entry = EntryOf(draft, keys,
                     ParseBlockName(sums.digest_hex).value_or(BlockDigest{}), st.value());
   Append(dev, r);
 }

@@ -372,13 +372,13 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   }
   Finish(std::move(evicted), RemovalReason::kEvicted);
   const IndexKeys keys = IndexKeysOf(draft.identity, draft.canonical_identity);
-  Result<Medium::Sealed> sealed = medium_->Seal(*payload, draft);
+  Result<Medium::Sealed> sealed = medium_->Seal(*payload, draft, keys);
   if (sealed.status() == StatusCode::kNoSpace &&
       MakeDeviceRoom(*payload, draft.address.tenant, kBlockDataOffset) == StatusCode::kOk) {
     // The device filled up under the payload and the header (or a sync) found no room: room
     // was made from blocks that may go, as Write does; ENOSPC is for a device where evicting
     // would not help (found by tests/reliability/full_disk_test.cc).
-    sealed = medium_->Seal(*payload, draft);
+    sealed = medium_->Seal(*payload, draft, keys);
   }
   MutexLock lock(mu_);
   Reservation* r = reservations_.Find(id);

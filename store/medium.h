@@ -250,8 +250,8 @@ class Medium {
     return true;
   }
   // Computes checksums over the `size` payload bytes, persists, and publishes at the address.
-  // `draft` holds every field but the checksum.
-  virtual Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft) = 0;
+  // `draft` holds every field but the checksum; `keys` are its identity's (IndexKeysOf).
+  virtual Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft, const IndexKeys& keys) = 0;
   virtual void Discard(PendingPayload& p) = 0;
 
   // --- Committed blocks. `info` carries no identity; the medium returns the one it holds, and
