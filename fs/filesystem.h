@@ -161,6 +161,8 @@ class Filesystem {
   Result<Node> Resolve(const Principal& c, uint64_t ino);
   Result<AttrReply> AttrOf(uint64_t ino, const Node& n);
   Result<AttrReply> NodeAttr(uint64_t ino, const Node& n);
+  // A committed block's attributes from what the store said of it (StatAttributes, Probe).
+  AttrReply BlockAttr(uint64_t ino, const Node& n, const BlockInfo& b);
   EntryReply Entry(const Node& n, const AttrReply& a, double entry_timeout);
   // How long the kernel may cache an entry (or a miss) inside a tenant: 0 with daemon checks.
   double EntryTtlInTenant() const;

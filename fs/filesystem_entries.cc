@@ -102,6 +102,12 @@ Result<AttrReply> Filesystem::AttrOf(uint64_t ino, const Node& n) {
   return a;
 }
 
+AttrReply Filesystem::BlockAttr(uint64_t ino, const Node& n, const BlockInfo& b) {
+  AttrReply a{FileAttr(ino, NodeKind::kBlock, n.tenant, b.owner, b.size), config_.entry_timeout};
+  SetTime(a.attr, b.commit_time_ns);
+  return a;
+}
+
 Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
   const double long_ttl = config_.entry_timeout;
   switch (n.kind) {
@@ -141,9 +147,7 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
     case NodeKind::kBlock: {
       Result<BlockInfo> b = store_.StatAttributes({n.tenant, n.ns, n.block});
       if (!b.ok()) return b.status();
-      AttrReply a{FileAttr(ino, NodeKind::kBlock, n.tenant, b->owner, b->size), long_ttl};
-      SetTime(a.attr, b->commit_time_ns);
-      return a;
+      return BlockAttr(ino, n, b.value());
     }
     case NodeKind::kPart: {
       auto id = store_.FindReservation({n.tenant, n.ns, n.block});
@@ -273,9 +277,8 @@ Result<EntryReply> Filesystem::LookupInNamespace(const Node& dir, std::string_vi
   Result<BlockInfo> info = store_.Probe(address);  // counts the hit or miss
   if (!info.ok()) return miss;
   Node child{NodeKind::kBlock, dir.tenant, dir.ns, block};
-  Result<AttrReply> a = AttrOf(0, child);
-  if (!a.ok()) return miss;
-  return Entry(child, a.value(), EntryTtlInTenant());
+  // The attributes from the probe's answer: one look in the index per LOOKUP, not two.
+  return Entry(child, BlockAttr(0, child, info.value()), EntryTtlInTenant());
 }
 
 void Filesystem::Forget(uint64_t ino, uint64_t nlookup) { inodes_.Forget(ino, nlookup); }
