@@ -8,7 +8,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <string>
 
 #include "store/posix_io.h"
 
@@ -32,6 +34,23 @@ class PosixEnv final : public Env {
  public:
   int CreateExclusive(const std::string& path) override {
     return OpenNoSymlinks(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+  }
+  int CreateNameless(int dir_fd) override {
+    int fd = ::openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return -errno;
+    // A filesystem without O_TMPFILE: a unique name, unlinked at once.
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      static std::atomic<uint64_t> next{0};
+      std::string name = "nameless-" + std::to_string(::getpid()) + "-" + std::to_string(next++);
+      fd = ::openat(dir_fd, name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        ::unlinkat(dir_fd, name.c_str(), 0);
+        return fd;
+      }
+      if (errno != EEXIST) break;
+    }
+    return -errno;
   }
   int OpenRead(const std::string& path) override {
     // O_NONBLOCK: a FIFO (or a device node) at a path of the data directory, put there by

@@ -44,6 +44,10 @@ class Env {
   virtual ~Env() = default;
   // Creates `path` exclusively, read-write, mode 0600: the descriptor, or -errno.
   virtual int CreateExclusive(const std::string& path) = 0;
+  // Creates a file with no name, read-write, in the open directory `dir_fd` (O_TMPFILE, or
+  // created and unlinked at once where the filesystem lacks it): its space goes back when its
+  // last descriptor closes. The descriptor, or -errno.
+  virtual int CreateNameless(int dir_fd) = 0;
   // Opens an existing file or directory read-only, not following a symlink at its end: the
   // descriptor, or -errno.
   virtual int OpenRead(const std::string& path) = 0;
@@ -102,6 +106,7 @@ class EnvWrapper : public Env {
  public:
   explicit EnvWrapper(Env& target = Env::Posix()) : t_(target) {}
   int CreateExclusive(const std::string& p) override { return t_.CreateExclusive(p); }
+  int CreateNameless(int dir_fd) override { return t_.CreateNameless(dir_fd); }
   int OpenRead(const std::string& p) override { return t_.OpenRead(p); }
   int OpenAppend(const std::string& p, bool truncate) override { return t_.OpenAppend(p, truncate); }
   StatusCode Write(int fd, std::span<const uint8_t> d, uint64_t o) override { return t_.Write(fd, d, o); }

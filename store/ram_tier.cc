@@ -22,7 +22,8 @@ uint64_t Footprint(uint64_t size) { return (size + kPage - 1) / kPage * kPage; }
 
 }  // namespace
 
-RamTier::RamTier(Fd dir, uint64_t budget_bytes) : dir_(std::move(dir)), budget_(budget_bytes) {
+RamTier::RamTier(Fd dir, uint64_t budget_bytes, Env& env)
+    : env_(env), dir_(std::move(dir)), budget_(budget_bytes) {
   MutexLock lock(mu_);
   stats_.budget_bytes = budget_;
 }
@@ -95,31 +96,15 @@ StatusCode RamTier::EndLocked(const std::string& key, std::shared_ptr<const RamC
   return StatusCode::kOk;
 }
 
-Result<Fd> RamTier::NamelessFile() const {
-  int fd = ::openat(dir_.get(), ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd >= 0) return Fd(fd);
-  if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return StatusFromErrno(errno);
-  // A filesystem without O_TMPFILE: a unique name, unlinked at once.
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    static std::atomic<uint64_t> next{0};
-    std::string name = "copy-" + std::to_string(::getpid()) + "-" + std::to_string(next++);
-    fd = ::openat(dir_.get(), name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-      ::unlinkat(dir_.get(), name.c_str(), 0);
-      return Fd(fd);
-    }
-    if (errno != EEXIST) break;
-  }
-  return StatusFromErrno(errno);
-}
-
 Result<Fd> RamTier::CopyOut(BlockReader& reader, uint64_t size) const {
-  Result<Fd> fd = NamelessFile();
-  if (!fd.ok()) return fd.status();
+  int created = env_.CreateNameless(dir_.get());
+  if (created < 0) return StatusFromErrno(-created);
+  Fd fd(created);
   // Every page first: a tmpfs too full for the copy says so now, before anything is read.
-  if (size > 0 && ::fallocate(fd->get(), 0, 0, static_cast<off_t>(size)) != 0) {
-    if (errno != EOPNOTSUPP) return StatusFromErrno(errno);
-    if (::ftruncate(fd->get(), static_cast<off_t>(size)) != 0) return StatusFromErrno(errno);
+  if (size > 0) {
+    StatusCode s = env_.Allocate(fd.get(), 0, size);
+    if (s == StatusCode::kNotSupported) s = env_.Truncate(fd.get(), size);
+    if (s != StatusCode::kOk) return s;
   }
   std::vector<uint8_t> buf(std::min<uint64_t>(size, kCopySlice));
   for (uint64_t at = 0; at < size;) {
@@ -127,7 +112,7 @@ Result<Fd> RamTier::CopyOut(BlockReader& reader, uint64_t size) const {
     Result<size_t> n = reader.Read(at, slice);  // verified, or refused
     if (!n.ok()) return n.status();
     if (n.value() == 0) return StatusCode::kIoError;  // shorter than the index says
-    if (StatusCode s = PwriteFull(fd->get(), slice.first(n.value()), at); s != StatusCode::kOk) return s;
+    if (StatusCode s = env_.Write(fd.get(), slice.first(n.value()), at); s != StatusCode::kOk) return s;
     at += n.value();
   }
   return fd;

@@ -23,6 +23,7 @@
 #include <unordered_map>
 
 #include "store/block_store.h"
+#include "store/env.h"
 #include "store/mutex.h"
 #include "store/posix_io.h"
 
@@ -59,8 +60,8 @@ struct RamTierStats {
 class RamTier {
  public:
   // `dir`: an open directory (on tmpfs in the daemon) where copies are made; the tier owns it.
-  // REQUIRES: dir.valid(), budget_bytes > 0.
-  RamTier(Fd dir, uint64_t budget_bytes);
+  // Every file operation goes through `env`. REQUIRES: dir.valid(), budget_bytes > 0.
+  RamTier(Fd dir, uint64_t budget_bytes, Env& env = Env::Posix());
   RamTier(const RamTier&) = delete;
   RamTier& operator=(const RamTier&) = delete;
 
@@ -102,8 +103,8 @@ class RamTier {
   StatusCode EndLocked(const std::string& key, std::shared_ptr<const RamCopy> copy) REQUIRES(mu_);
   // A nameless file in the tier's directory holding the payload `reader` serves.
   Result<Fd> CopyOut(BlockReader& reader, uint64_t size) const;
-  Result<Fd> NamelessFile() const;
 
+  Env& env_;
   const Fd dir_;
   const uint64_t budget_;
   mutable Mutex mu_;

@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <functional>
+#include <tuple>
+#include <vector>
 
 #include "store/memory_store.h"
 #include "store/ram_tier.h"
+#include "tests/support/fault_env.h"
 #include "tests/support/sample_identity.h"
 #include "tests/support/temp_dir.h"
 
@@ -58,7 +61,7 @@ Bytes ReadCopy(const RamCopy& copy) {
 
 // A store with blocks 1..n of `size` bytes each, and a tier of `budget` bytes beside it.
 struct TierHarness {
-  explicit TierHarness(uint64_t budget) : tier(OpenDir(dir.path()), budget) {}
+  explicit TierHarness(uint64_t budget, Env& env = Env::Posix()) : tier(OpenDir(dir.path()), budget, env) {}
   BlockInfo Commit(int n, size_t size) {
     REQUIRE(CommitBlock(store, Numbered(n), Payload(size, static_cast<uint8_t>(n))) == StatusCode::kOk);
     return store.StatAttributes(AddressOf(Numbered(n))).value();
@@ -94,6 +97,34 @@ TEST_CASE("RamTier: a promoted block is found with its verified bytes, in a file
   CHECK(s.promotions == 1);
   CHECK(s.hits == 1);
   CHECK(s.promotion_failures == 0);
+}
+
+// Every file operation of the tier goes through its Env: a tmpfs that cannot make the file,
+// has no room for it or fails a write costs that copy, counted, and nothing else.
+TEST_CASE("RamTier: its files go through Env, and a failing one costs only the copy") {
+  using Op = test::FaultEnv::Op;
+  using Fault = test::FaultEnv::Fault;
+  test::FaultEnv env;
+  TierHarness h(1 << 20, env);
+  h.Commit(1, 200000);
+  for (auto [op, fault, expected] : {std::tuple{Op::kCreate, Fault::kIoError, StatusCode::kIoError},
+                                     std::tuple{Op::kAllocate, Fault::kNoSpace, StatusCode::kNoSpace},
+                                     std::tuple{Op::kWrite, Fault::kIoError, StatusCode::kIoError}}) {
+    CAPTURE(static_cast<int>(op));
+    env.FailNext(op, fault);
+    CHECK(h.Promote(1) == expected);
+    CHECK(h.Find(1) == nullptr);
+  }
+  CHECK(h.tier.Stats().promotion_failures == 3);
+  const uint64_t before = env.calls();
+  REQUIRE(h.Promote(1) == StatusCode::kOk);
+  std::vector<Op> ops = env.ops();
+  ops.erase(ops.begin(), ops.begin() + static_cast<long>(before));
+  CHECK(ops == std::vector<Op>{Op::kCreate, Op::kAllocate, Op::kWrite});  // one slice: 200000 bytes
+  std::shared_ptr<const RamCopy> copy = h.Find(1);
+  REQUIRE(copy);
+  CHECK(ReadCopy(*copy) == Payload(200000, 1));
+  CHECK(NamesIn(h.dir.path()) == 0);
 }
 
 TEST_CASE("RamTier: the budget holds, and the least recently used copy goes first") {

@@ -72,6 +72,11 @@ class FaultEnv final : public Env {
     return crash_at_ && calls_ > *crash_at_;
   }
 
+  int CreateNameless(int dir_fd) override {
+    std::lock_guard l(mu_);
+    if (auto s = Begin(Op::kCreate)) return *s == StatusCode::kNoSpace ? -ENOSPC : -EIO;
+    return Env::Posix().CreateNameless(dir_fd);
+  }
   int CreateExclusive(const std::string& path) override {
     std::lock_guard l(mu_);
     if (auto s = Begin(Op::kCreate)) return *s == StatusCode::kNoSpace ? -ENOSPC : -EIO;
