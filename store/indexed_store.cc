@@ -236,7 +236,7 @@ Result<size_t> IndexedStore::Write(ReservationId id, uint64_t offset, std::span<
     const std::string& owner = r->info.address.tenant;
     uint64_t end = offset + data.size();
     if (StatusCode s = admission_.AdmitBytes(owner, r->info.size, end); s != StatusCode::kOk) return s;
-    if (r->info.state == BlockState::kReserved) Transition(r->info.state, BlockState::kWriting);
+    if (r->info.state == BlockState::kReserved) MustTransition(r->info.state, BlockState::kWriting);
     r->writes_inflight++;
     payload = r->payload;
     tenant = r->info.address.tenant;
@@ -288,7 +288,7 @@ StatusCode IndexedStore::Truncate(ReservationId id, uint64_t size) {
       return s;
     }
     // Setting the size is writing: a payload grown by truncate alone may be committed.
-    if (r->info.state == BlockState::kReserved) Transition(r->info.state, BlockState::kWriting);
+    if (r->info.state == BlockState::kReserved) MustTransition(r->info.state, BlockState::kWriting);
     payload = r->payload;
     tenant = r->info.address.tenant;
     old_size = r->info.size;

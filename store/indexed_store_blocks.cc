@@ -175,7 +175,7 @@ IndexedStore::Record IndexedStore::UnindexLocked(BlockId id) {
 void IndexedStore::ForgetLocked(BlockId id) {
   index_.MarkEvicting(id);
   BlockState state = UnindexLocked(id).state();
-  Transition(state, BlockState::kAbsent);
+  MustTransition(state, BlockState::kAbsent);
 }
 
 Departure IndexedStore::DepartLocked(BlockId id, bool quarantine) {
@@ -216,12 +216,12 @@ void IndexedStore::Finish(std::vector<Departure> departures, std::optional<Remov
     } else if (!d.damage.empty()) {
       std::string kept = medium_->SetAside(d.info, d.stored);
       if (!kept.empty()) d.damage += "; " + kept;
-      Transition(d.info.state, BlockState::kAbsent);
+      MustTransition(d.info.state, BlockState::kAbsent);
       MutexLock lock(mu_);
       leaving_.Left(d.info.address);
     } else {
       medium_->Drop(d.info, d.stored);
-      Transition(d.info.state, BlockState::kAbsent);
+      MustTransition(d.info.state, BlockState::kAbsent);
       MutexLock lock(mu_);
       leaving_.Left(d.info.address);
     }

@@ -158,7 +158,7 @@ size_t IndexedStore::Restore(const Found& part) {
   if (part.unverified && restored != 0) walking_.store(true, std::memory_order_release);
   for (const Found::Quarantined& q : part.quarantined) {
     BlockInfo info = q.info;
-    Transition(info.state, BlockState::kEvicting);
+    MustTransition(info.state, BlockState::kEvicting);
     uint64_t size = info.size;
     std::string tenant = info.address.tenant;
     if (quarantine_.Add({std::move(info), q.stored, 0, "restart", 0})) admission_.Quarantined(tenant, size);

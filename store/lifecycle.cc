@@ -1,6 +1,7 @@
 #include "store/lifecycle.h"
 
 #include <atomic>
+#include <cassert>
 
 namespace gpucache {
 namespace {
@@ -41,6 +42,11 @@ bool Transition(BlockState& state, BlockState to) {
   }
   state = to;
   return true;
+}
+
+void MustTransition(BlockState& state, BlockState to) {
+  [[maybe_unused]] bool moved = Transition(state, to);
+  assert(moved && "a lifecycle move the table refuses");
 }
 
 uint64_t RefusedTransitions() { return refused.load(std::memory_order_relaxed); }

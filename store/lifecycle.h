@@ -37,8 +37,11 @@ inline constexpr BlockState kAllBlockStates[] = {
 
 bool CanTransition(BlockState from, BlockState to);
 // Moves `state` to `to` if the table has that edge; otherwise leaves it, counts the refusal
-// and returns false.
-bool Transition(BlockState& state, BlockState to);
+// and returns false. For a caller whose next step depends on it.
+[[nodiscard]] bool Transition(BlockState& state, BlockState to);
+// Transition where the caller's own checks make the edge certain: a refusal is a bug, counted
+// as any refusal and stopping a debug build (the sanitizer builds) at the call that made it.
+void MustTransition(BlockState& state, BlockState to);
 // Refused moves since the process started (each one a bug).
 uint64_t RefusedTransitions();
 std::string_view ToString(BlockState state);  // "COMMITTED", ...

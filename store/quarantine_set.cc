@@ -50,7 +50,7 @@ StatusCode QuarantineSet::TakeDrained(uint64_t region_id, Entry& out) {
   if (it->second.open_readers > 0) return StatusCode::kBusy;  // we still see a handle
   out = std::move(it->second);
   by_region_.erase(it);
-  Transition(out.info.state, BlockState::kAbsent);
+  MustTransition(out.info.state, BlockState::kAbsent);
   return StatusCode::kOk;
 }
 
@@ -62,7 +62,7 @@ std::vector<QuarantineSet::Entry> QuarantineSet::TakeBefore(uint64_t epoch) {
       continue;
     }
     out.push_back(std::move(it->second));
-    Transition(out.back().info.state, BlockState::kAbsent);
+    MustTransition(out.back().info.state, BlockState::kAbsent);
     it = by_region_.erase(it);
   }
   return out;

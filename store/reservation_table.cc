@@ -16,7 +16,7 @@ ReservationTable::Reservation& ReservationTable::Add(const BlockAddress& address
   r.info.address = address;
   r.info.owner = owner;
   r.info.state = BlockState::kAbsent;
-  Transition(r.info.state, BlockState::kReserved);
+  MustTransition(r.info.state, BlockState::kReserved);
   r.info.region_id = (epoch << 32) | ++next_region_seq_;
   r.info.epoch = epoch;
   r.info.create_time_ns = now_ns;
@@ -65,7 +65,7 @@ void ReservationTable::End(ReservationId id, FillState outcome, BlockState to, u
   if (!r.fenced) {
     Unclaim(r);
     RecordOutcome(r.info.address, outcome, now_ns);
-    Transition(r.info.state, to);
+    MustTransition(r.info.state, to);
   }
   reservations_.erase(it);
 }
@@ -84,7 +84,7 @@ void ReservationTable::FenceAll(uint64_t now_ns,
     released(r);
     Unclaim(r);
     RecordOutcome(r.info.address, FillState::kFenced, now_ns);
-    Transition(r.info.state, BlockState::kAbsent);
+    MustTransition(r.info.state, BlockState::kAbsent);
     r.fenced = true;
     if (r.idle()) {
       if (r.payload) discard.push_back(std::move(r.payload));
@@ -109,7 +109,7 @@ size_t ReservationTable::ExpireIdle(uint64_t now_ns, uint64_t lease_ns,
     if (r.payload) discard.push_back(std::move(r.payload));
     Unclaim(r);
     RecordOutcome(r.info.address, FillState::kFailed, now_ns);
-    Transition(r.info.state, BlockState::kAbsent);
+    MustTransition(r.info.state, BlockState::kAbsent);
     it = reservations_.erase(it);
     expired++;
   }
