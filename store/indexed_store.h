@@ -107,9 +107,8 @@ class IndexedStore : public BlockStore {
   const StoreOptions& options() const { return options_; }
   void SetLimits(ResourceLimits limits) override;
 
-  // Called by readers: the bytes of `address` (at `region_id`) failed their checksums (`what`
-  // failed: a chunk, the header). If the block is still that region: sets its file aside,
-  // counts one failure, tells the observer.
+  // Called by readers: the bytes of `address` at `region_id` failed their checksums (`what`: a
+  // chunk, the header). If it is still indexed there: set aside, counted, the observer told.
   void ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what);
   void ReaderClosed(const BlockAddress& address, uint64_t region_id);  // by readers, as they close
 
@@ -120,6 +119,7 @@ class IndexedStore : public BlockStore {
  private:
   // Open and OpenForCopy: a use counts for the eviction policy (indexed_store_blocks.cc).
   Result<std::shared_ptr<BlockReader>> OpenReader(const BlockAddress& address, bool is_use);
+  bool Indexed(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);  // still there
   // Indexes a part of what the medium found at start-up; how many blocks it indexed.
   size_t Restore(const Found& part) EXCLUDES(mu_);
   // Every committed block, for a medium that saves the index (Medium::Close, FoldJournal).

@@ -335,11 +335,21 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::OpenReader(const BlockAddress
   }
   if (status != StatusCode::kOk) {
     ReaderClosed(address, info.region_id);
-    if (status == StatusCode::kChecksumMismatch) ReportCorrupt(address, info.region_id, "its header or identity");
+    if (status != StatusCode::kChecksumMismatch) return status;
+    // The block may have left between the lookup and the medium's open (invalidated, evicted:
+    // its file moved or removed): then this open is a miss, as it would be a moment later.
+    if (!Indexed(address, info.region_id)) return StatusCode::kNotFound;
+    ReportCorrupt(address, info.region_id, "its header or identity");
     return status;
   }
   return std::shared_ptr<BlockReader>(std::make_shared<VerifyingReader>(
       *this, std::move(info), std::move(opened->source), std::move(opened->checksums)));
+}
+
+bool IndexedStore::Indexed(const BlockAddress& address, uint64_t region_id) {
+  MutexLock lock(mu_);
+  std::optional<BlockId> id = index_.Find(address);
+  return id && index_.at(*id).region_id == region_id;
 }
 
 void IndexedStore::ReaderClosed(const BlockAddress& address, uint64_t region_id) {

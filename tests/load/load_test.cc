@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -190,6 +191,18 @@ TEST_CASE("Load: 16 writers and 16 readers, same-key races, every byte checked")
   CHECK(reads > misses);
   int status = fs.Stop();
   std::string log = fs.Log();
+  if (errors != 0) {  // what the daemon said meanwhile: where an unexpected errno came from
+    std::istringstream lines(log);
+    int shown = 0;
+    for (std::string line; std::getline(lines, line) && shown < 40;) {
+      for (const char* word : {"warn", "error", "corrupt", "failed"}) {
+        if (line.find(word) == std::string::npos) continue;
+        MESSAGE("daemon: " << line);
+        shown++;
+        break;
+      }
+    }
+  }
   for (const char* report : {"AddressSanitizer", "runtime error:", "ThreadSanitizer",
                              "LeakSanitizer"}) {
     CHECK_MESSAGE(log.find(report) == std::string::npos, "daemon log: " << log.substr(0, 4000));
