@@ -260,7 +260,9 @@ class BlockStore {
   virtual Result<std::shared_ptr<BlockReader>> Open(const BlockAddress& address) = 0;
   // Open for a copy the daemon makes for itself (the RAM tier's promotion): the same checks and
   // the same verifying reader, but not a use of the block: the eviction policy sees neither the
-  // open nor, for a block that left, the miss, so a copy never reorders what gets evicted.
+  // open nor, for a block that left, the miss, so a copy never reorders what gets evicted; nor
+  // does the reader hold the block: it may be evicted meanwhile, and the copy reads on from
+  // what it opened (the RAM tier drops the copy of a block that left).
   virtual Result<std::shared_ptr<BlockReader>> OpenForCopy(const BlockAddress& address) = 0;
   virtual LookupResult Lookup(const CacheIdentity& identity) = 0;
   // Explicit client invalidation (unlink of a committed block). A block with open handles is

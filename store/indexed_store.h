@@ -117,8 +117,8 @@ class IndexedStore : public BlockStore {
   std::shared_ptr<StoredPayload> StoredAt(const BlockAddress& address) EXCLUDES(mu_);
 
  private:
-  // Open and OpenForCopy: a use counts for the eviction policy (indexed_store_blocks.cc).
-  Result<std::shared_ptr<BlockReader>> OpenReader(const BlockAddress& address, bool is_use);
+  // Open (`client`: a use, and an open reader that eviction respects), OpenForCopy (neither).
+  Result<std::shared_ptr<BlockReader>> OpenReader(const BlockAddress& address, bool client);
   bool Indexed(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);  // still there
   // Indexes a part of what the medium found at start-up; how many blocks it indexed.
   size_t Restore(const Found& part) EXCLUDES(mu_);

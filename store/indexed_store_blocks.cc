@@ -81,14 +81,18 @@ std::string_view ToString(FillState state) {
   return "unknown";
 }
 
-// Serves a committed block's bytes only after the chunks they come from verified. While it
-// lives, the block counts as open: evicting it quarantines it instead of freeing it.
+// Serves a committed block's bytes only after the chunks they come from verified. While a
+// client's reader lives, the block counts as open: evicting it quarantines it instead of
+// freeing it. The daemon's own copy holds nothing up: it reads on from what it opened.
 class VerifyingReader final : public BlockReader {
  public:
   VerifyingReader(IndexedStore& store, BlockInfo info, std::unique_ptr<RawSource> src,
-                  PayloadChecksums sums)
-      : store_(store), info_(std::move(info)), src_(std::move(src)), sums_(std::move(sums)) {}
-  ~VerifyingReader() override { store_.ReaderClosed(info_.address, info_.region_id); }
+                  PayloadChecksums sums, bool holds_block)
+      : store_(store), info_(std::move(info)), src_(std::move(src)), sums_(std::move(sums)),
+        holds_block_(holds_block) {}
+  ~VerifyingReader() override {
+    if (holds_block_) store_.ReaderClosed(info_.address, info_.region_id);
+  }
 
   const BlockInfo& info() const override { return info_; }
 
@@ -121,6 +125,7 @@ class VerifyingReader final : public BlockReader {
   const BlockInfo info_;
   std::unique_ptr<RawSource> src_;
   const PayloadChecksums sums_;
+  const bool holds_block_;  // counted among the block's open readers
 };
 
 // --- The index ---------------------------------------------------------------------------
@@ -297,14 +302,14 @@ Result<BlockInfo> IndexedStore::Probe(const BlockAddress& address) {
 }
 
 Result<std::shared_ptr<BlockReader>> IndexedStore::Open(const BlockAddress& address) {
-  return OpenReader(address, /*is_use=*/true);
+  return OpenReader(address, /*client=*/true);
 }
 
 Result<std::shared_ptr<BlockReader>> IndexedStore::OpenForCopy(const BlockAddress& address) {
-  return OpenReader(address, /*is_use=*/false);
+  return OpenReader(address, /*client=*/false);
 }
 
-Result<std::shared_ptr<BlockReader>> IndexedStore::OpenReader(const BlockAddress& address, bool is_use) {
+Result<std::shared_ptr<BlockReader>> IndexedStore::OpenReader(const BlockAddress& address, bool client) {
   VerifyBeforeUse(address);
   BlockInfo info;
   std::shared_ptr<StoredPayload> stored;
@@ -312,11 +317,13 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::OpenReader(const BlockAddress
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);
     if (!id) {
-      if (is_use) admission_.Missed(PolicyKeyOf(address));
+      if (client) admission_.Missed(PolicyKeyOf(address));
       return StatusCode::kNotFound;
     }
-    index_.ReaderOpened(*id);  // the reader's destructor gives it back
-    if (is_use) admission_.Used(*id);
+    if (client) {
+      index_.ReaderOpened(*id);  // the reader's destructor gives it back
+      admission_.Used(*id);
+    }
     info = AttributesOfLocked(*id);
     stored = index_.StoredOf(*id);
   }
@@ -334,7 +341,7 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::OpenReader(const BlockAddress
     }
   }
   if (status != StatusCode::kOk) {
-    ReaderClosed(address, info.region_id);
+    if (client) ReaderClosed(address, info.region_id);
     if (status != StatusCode::kChecksumMismatch) return status;
     // The block may have left between the lookup and the medium's open (invalidated, evicted:
     // its file moved or removed): then this open is a miss, as it would be a moment later.
@@ -343,7 +350,7 @@ Result<std::shared_ptr<BlockReader>> IndexedStore::OpenReader(const BlockAddress
     return status;
   }
   return std::shared_ptr<BlockReader>(std::make_shared<VerifyingReader>(
-      *this, std::move(info), std::move(opened->source), std::move(opened->checksums)));
+      *this, std::move(info), std::move(opened->source), std::move(opened->checksums), client));
 }
 
 bool IndexedStore::Indexed(const BlockAddress& address, uint64_t region_id) {
