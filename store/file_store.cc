@@ -175,36 +175,12 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
     error = "cannot persist the epoch (EPOCH) in every data directory";
     return false;
   }
-  pins_ = LoadPins();
-  report.reservations_dropped = DropLeftovers(report);
-  // Verification after start needs the entries of one directory kept for the walk: with
-  // several, each is checked before the store opens (adr/0016).
-  const bool background = options_.verify_in_background && devices_.size() == 1;
-  for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    LoadSnapshot(dev);
-    if (background && CanVerifyLater()) {
-      RestoreFromIndex(dev, report);
-      LoadQuarantine(dev, report);
-      // The journal stays as it is (its torn tail cut), appended to from now on: what the walk
-      // finds is appended too, so INDEX and the journal stay as after a crash until the walk
-      // finished.
-      KeepJournal(dev);
-      walk_started_ = true;
-      {
-        WriterLock lock(walk_state_mu_);  // before the store is shared: uncontended
-        walk_state_ = true;
-      }
-      walk_over_.store(false, std::memory_order_release);
-      walk_dev_ = dev;
-      continue;
-    }
-    LoadBlocks(dev, report);
-    LoadQuarantine(dev, report);
-    StartJournal(dev);
-    snapshot_.clear();
-    snapshot_.shrink_to_fit();
-    snapshot_table_ = EntryTable{};
-    snapshot_namespaces_.clear();
+  const bool stat_ahead = options_.env == nullptr;  // a test Env sees its calls in order
+  loader_ = std::make_unique<FileLoader>(env_, devices_, located_, logs_, stat_ahead);
+  if (std::optional<size_t> walk = loader_->Load(report, options_.verify_in_background, journal_rotate_bytes_)) {
+    walk_started_ = true;
+    walk_over_.store(false, std::memory_order_release);
+    walk_dev_ = *walk;
   }
   if (!options_.env) {  // filled from now on, off the start's path
     std::vector<std::string> spare_dirs;
@@ -213,6 +189,8 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   }
   return true;
 }
+
+bool FileMedium::NextFound(Found& part) { return loader_->NextFound(part); }
 
 size_t FileMedium::SparesReady(size_t dev) const { return spares_ ? spares_->Ready(dev) : 0; }
 
@@ -351,7 +329,7 @@ std::string FileMedium::SetAside(const BlockInfo& info, const std::shared_ptr<St
   // Only indexed blocks are set aside: their file is under the block's name.
   size_t dev = DeviceOf(stored);
   JournalRemoval(dev, info.address);
-  return SetAsideDamaged(dev, PathIn(dev, info.address));
+  return SetAsideDamaged(env_, devices_.dir(dev), PathIn(dev, info.address));
 }
 
 StatusCode FileMedium::PersistEpoch(uint64_t epoch) {

@@ -16,17 +16,17 @@
 //   <data_dir>/quarantine/<region>        quarantined blocks (same format), kept until reclaimed
 //   <data_dir>/PINS                       relative paths of pinned blocks, one per line
 //
-// A reservation takes a spare file (store/file_store_spares.h) and is written in place. Its checksums are
-// computed as the bytes are written in order; commit reads back only what they could not
-// cover (file_store_pending.cc), writes the header, then renames the temporary file into
-// place: a block file exists under its name only when complete. Open() reloads every
-// committed block whose header checks out, drops every reservation (tmp/ and spare/ are
-// emptied) and deletes a corrupt or truncated block file so that it is never a hit (one that
-// cannot be read at all, EIO, is skipped and left for the next start). Every file operation
-// goes through Env (store/env.h). Payload
-// corruption that the header cannot show is caught on read, chunk by chunk.
+// A reservation takes a spare file (store/file_store_spares.h) and is written in place. Its
+// checksums are computed as the bytes are written in order; commit reads back only what they
+// could not cover (file_store_pending.cc), writes the header, then renames the temporary file
+// into place: a block file exists under its name only when complete. A start (FileLoader,
+// store/file_loader.h) reloads every committed block whose file checks out, drops every
+// reservation (tmp/ and spare/ are emptied) and sets aside a corrupt or truncated block file so
+// that it is never a hit (one that cannot be read at all, EIO, is skipped and left for the next
+// start). Every file operation goes through Env (store/env.h). Payload corruption that the
+// header cannot show is caught on read, chunk by chunk.
 //
-// Thread safety: as BlockStore. One FileStore per data directory (enforced by LOCK).
+// Thread safety: as Medium. One FileMedium per data directory (enforced by LOCK).
 #pragma once
 
 #include <atomic>
@@ -43,9 +43,11 @@
 #include <vector>
 
 #include "store/block_file.h"
+#include "store/block_files.h"
 #include "store/data_dir.h"
 #include "store/device_set.h"
 #include "store/env.h"
+#include "store/file_loader.h"
 #include "store/index_journal.h"
 #include "store/index_log.h"
 #include "store/index_snapshot.h"
@@ -104,7 +106,9 @@ class FileMedium final : public Medium {
   StatusCode IsolateDomain(const std::string& path, StoredTest& lost) override;
   std::vector<DomainInfo> Domains() override;
   Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) override;
-  bool WalkPending() const override { return walk_started_ && !walk_over_.load(std::memory_order_acquire); }
+  bool WalkPending() const override {
+    return walk_started_ && !walk_over_.load(std::memory_order_acquire);
+  }
   bool NextWalkItem(WalkItem& item) override;
   Verdict CheckWalkItem(const WalkItem& item) override;
   Result<BlockInfo> ReadWalkItem(const WalkItem& item) override;
@@ -120,7 +124,7 @@ class FileMedium final : public Medium {
   // an inode allocation.
   static constexpr size_t kSpareDepth = 8;
   // Damaged block files a start keeps in damaged/ for examination (the newest).
-  static constexpr size_t kMaxDamaged = 32;
+  static constexpr size_t kMaxDamaged = kMaxDamagedFiles;
   // Payload bytes the seals read back because the writes could not feed their checksums.
   uint64_t read_back_bytes() const { return read_back_bytes_.load(std::memory_order_relaxed); }
   // Spare files ready on device `dev` (0 without a pool: a test Env sees every call in order,
@@ -132,28 +136,12 @@ class FileMedium final : public Medium {
 
  private:
   const StoreOptions options_;
-  // Index files (file_store_snapshot.cc): INDEX (store/index_snapshot.h) and the journal
-  // (store/index_journal.h). A start reads INDEX and replays the journal over it, checks every
-  // entry against its file while it walks the directories; then, after a crash, keeps both
-  // (the journal's torn tail cut, the blocks it read in full appended), or else writes INDEX
-  // anew from what it verified (unless INDEX already says exactly that) and empties the
-  // journal (file_store_journal.cc). Commits and removals append to it; a clean close writes
-  // INDEX from memory and empties it again. The files themselves are each device's IndexLog.
+  // Index files: INDEX (store/index_snapshot.h) and the journal (store/index_journal.h), each
+  // device's IndexLog. A start reads them (FileLoader); commits and removals append to the
+  // journal (file_store_journal.cc); a clean close writes INDEX from memory and empties it.
   std::vector<std::unique_ptr<IndexLog>> logs_;  // per device
-  using JournalRead = IndexLog::JournalRead;
   void SaveSnapshots(const BlockLister& blocks);
   void SaveSnapshot(size_t dev, const BlockLister& blocks);
-  void LoadSnapshot(size_t dev);
-  // A block this start verified, for the INDEX it may write next: `e` is an element of
-  // snapshot_ (from_snapshot), or an entry of a block read in full whose `ns` indexes
-  // loaded_.namespaces.
-  void NoteLoaded(uint32_t ns, const SnapshotEntry& e, bool from_snapshot);
-  // What this start verified, as an INDEX.
-  IndexSnapshot Verified() const;
-  void StartJournal(size_t dev);
-  // Keeps JOURNAL as the start found it (its torn tail cut) and appends the entries read in
-  // full; false if that failed (then INDEX is written instead).
-  bool KeepJournal(size_t dev);
   // Appends to the device's journal; a fold is due once it passed journal_rotate_bytes_.
   void Append(size_t dev, const JournalRecord& record);
   // Folds the journal into a new INDEX of `blocks` if it holds more than `limit` bytes (a
@@ -168,115 +156,19 @@ class FileMedium final : public Medium {
   // Past this many journal bytes a device's journal is folded into a new INDEX.
   static constexpr uint64_t kJournalRotateBytes = 64ull << 20;
   uint64_t journal_rotate_bytes_ = kJournalRotateBytes;
-  // The block at `path` as the snapshot describes it, if the file is still that very file.
-  // `name` in the directory `dir_fd` (if >= 0, else at `path`); `ns` indexes
-  // snapshot_namespaces_ (-1: not in the snapshot). The address is left for the caller to set.
-  // `taken`: the file's stat if it was already taken (StatAhead), else it is taken here.
-  const SnapshotEntry* FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
-                                    const std::string& name, const Result<FileStat>* taken = nullptr);
-  // Every field of `b` but the address's block name and `pinned`, from the entry.
-  static void FillFromEntry(IndexedBlock& b, const SnapshotEntry& e);
-  // The entry of a block read in full at start (the file's inode, size and ctime), if its
-  // file can be stat'ed.
-  std::optional<SnapshotEntry> EntryOfBlock(const BlockInfo& info, int dir_fd, const std::string& name);
-  void LoadBlocks(size_t dev, FileStoreReport& report);
-  // Calls `visit(tenant, ns)` for every namespace directory of `dir` with valid names; the
-  // others are reported as ignored.
-  void ForEachNamespaceDir(const DataDir& dir, FileStoreReport& report,
-                           const std::function<void(const std::string&, const std::string&)>& visit);
-  void LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns,
-                     FileStoreReport& report);
-  void LoadQuarantine(size_t dev, FileStoreReport& report);
-  std::set<std::string> LoadPins();
   // The epoch in EPOCH: 0 if there is none (a new directory), an error if it cannot be read.
   Result<uint64_t> ReadEpoch(const std::string& path);
   std::string PathIn(size_t dev, const BlockAddress& address) const;
   // The payload's checksums: what its writes fed, and the rest read back.
   Result<PayloadChecksums> ChecksumsOf(PendingPayload& p, uint64_t size);
-  // Empties every directory's tmp/ and spare/ (start-up); how many reservations were dropped.
-  uint64_t DropLeftovers(FileStoreReport& report);
-  // A block file found damaged goes to damaged/ for examination instead of being deleted;
-  // only the newest kMaxDamaged are kept there. Where it cannot be moved, it is deleted.
-  // Says what became of it ("PATH moved to DAMAGED" or "PATH deleted ...").
-  std::string SetAsideDamaged(size_t dev, const std::string& path);
-  // The names in `dir`; none (and a line in the report, unless it is missing) if unreadable.
-  std::vector<std::string> ListOrReport(const std::string& dir, FileStoreReport& report);
-  // Reads and checks a block file; the BlockInfo it describes, or why not: kInvalidArgument if
-  // the file is damaged (it can be deleted), kIoError if it could not be read (it is kept).
-  Result<BlockInfo> ReadBlockInfo(const std::string& path, std::string& why);
   // Open and ReadHeld: the block's file opened and its header checked against `info`.
   Result<std::pair<Fd, BlockHeader>> OpenChecked(const BlockInfo& info, const StoredPayload* stored);
 
-  // Verification after start (adr/0016, file_store_walk.cc). With verify_in_background and
-  // one data directory whose INDEX checked out and whose journal needs no fold, Load indexes
-  // the blocks INDEX and the journal name without looking at their files; the store's walk then
-  // asks for every file of every namespace (NextWalkItem) and has each checked by the eager
-  // start's rule, while VerifyBlock checks a block on demand by the same rule. snapshot_,
-  // snapshot_table_ and snapshot_namespaces_ are kept (read-only) for both until EndWalk.
-  bool CanVerifyLater() const;
-  // Hands the namespaces of `dev` over at once, its blocks in parts (NextUnverified).
-  void RestoreFromIndex(size_t dev, FileStoreReport& report);
-  // The next part of the blocks INDEX and the journal name on the walk's device; false when
-  // every live entry was handed over.
-  bool NextUnverified(Found& part);
-  // What Load found, handed over by NextFound: parts made while loading (namespaces, blocks
-  // read or checked, quarantine), then the blocks restored unverified, straight from the
-  // entries (a million of them are never copied into parts all at once).
-  std::vector<Found> found_;
-  size_t next_found_ = 0;
-  struct UnverifiedCursor {
-    bool active = false;
-    // Per snapshot namespace: the (tenant, ns) found on disk, null if its directory is gone.
-    std::vector<const std::pair<std::string, std::string>*> parts;
-    std::vector<uint64_t> live;  // EntryTable::LiveBits
-    size_t word = 0;
-    uint64_t bits = 0;  // of live[word - 1], those not yet handed over
-    std::string relative;
-  };
-  UnverifiedCursor unverified_;
-  // With several devices, the blocks already found (tenant/ns/block): the same block in two
-  // directories is kept once. Start-up only.
-  std::unordered_set<std::string> found_names_;
-  // The part that blocks found by LoadNamespace go to.
-  Found& FoundPart(size_t dev);
-  // Where the walk is: the namespace being listed, its names, and the current item's file.
-  struct WalkCursor {
-    size_t next_ns = 0;  // into walk_namespaces_
-    std::string ns_path;
-    int64_t snapshot_ns = -1;  // the namespace's index in the snapshot, -1 if none
-    Fd dir;
-    std::vector<std::string> names;
-    size_t next_name = 0;
-    std::string path;                        // the current item's file
-    const SnapshotEntry* entry = nullptr;    // the current item's entry, if one names it
-    std::optional<SnapshotEntry> found;      // ReadWalkItem: the file's stat, for the journal
-    FileStoreReport report;                  // the problems found so far
-  };
-  // Moves the cursor to the next namespace; false when none is left.
-  bool OpenNextWalkNamespace();
-  // The names in a namespace directory for the walk; if it cannot be listed, the names of the
-  // entries INDEX and the journal leave in it (`snapshot_ns`, -1 if none).
-  std::vector<std::string> NamesToWalk(const std::string& ns_path, int64_t snapshot_ns,
-                                       FileStoreReport& report);
-  // The entry INDEX and the journal leave for `name` in snapshot namespace `ns`, or null.
-  const SnapshotEntry* EntryNamed(uint32_t ns, const std::string& name) const;
-  // The eager start's rule for a file an entry names: kSame if it is the file the entry saw
-  // (stat of `name` in `dir_fd`, or of `path` if dir_fd < 0), else read in full. A block read
-  // in full is appended to the journal; a problem goes to `problems`.
-  Verdict Check(size_t dev, int dir_fd, const std::string& path, const BlockAddress& address,
-                const SnapshotEntry& e, std::vector<std::string>& problems);
+  // What a start finds, and the walk after it (adr/0016): store/file_loader.h.
+  std::unique_ptr<FileLoader> loader_;
   size_t walk_dev_ = 0;  // the device the start's walk covers (one: adr/0016)
-  std::vector<std::pair<std::string, std::string>> walk_namespaces_;  // (tenant, ns) to walk
-  WalkCursor cursor_;  // the store's walk thread's only
   std::atomic<bool> walk_over_{true};  // no walk, or EndWalk ran (Append may rotate again)
   bool walk_started_ = false, walk_completed_ = false;  // set by Load and EndWalk
-  SharedMutex walk_state_mu_;            // VerifyBlock (shared) against freeing the entries
-  bool walk_state_ GUARDED_BY(walk_state_mu_) = false;  // the entries are there
-  Mutex gate_problems_mu_;
-  // What VerifyBlock found, for the walk's report.
-  std::vector<std::string> gate_problems_ GUARDED_BY(gate_problems_mu_);
-
-  std::set<std::string> pins_;  // relative paths pinned at start-up
 
   DeviceSet devices_;  // placement and isolation
   std::vector<std::shared_ptr<StoredPayload>> located_;  // per device, shared by its blocks
@@ -285,22 +177,6 @@ class FileMedium final : public Medium {
   std::unique_ptr<UringReader> uring_;
   std::unique_ptr<SparePool> spares_;  // started by Load over the POSIX Env
   std::atomic<uint64_t> read_back_bytes_{0};
-  // Start-up only: the snapshot of the directory being loaded and its journals' commits, in
-  // the order read, and which of them is each block's.
-  std::unordered_map<std::string, uint32_t> snapshot_namespaces_;  // "tenant/ns" -> index
-  std::vector<SnapshotEntry> snapshot_;
-  EntryTable snapshot_table_;
-  // Start-up only, for the device being loaded: what was verified (the snapshot_ entries used,
-  // by index, not copied; and the blocks read in full, with the namespaces walked), and
-  // whether INDEX already says exactly that (read whole, no journal record, every entry used):
-  // then it is kept.
-  std::vector<uint32_t> used_;             // indexes into snapshot_
-  std::vector<uint32_t> ns_of_snapshot_;   // snapshot namespace -> loaded_.namespaces index
-  IndexSnapshot loaded_;                   // namespaces walked; entries read in full
-  bool index_current_ = false;
-  const bool stat_ahead_ = options_.env == nullptr;  // see StatAhead (file_store_load.cc)
-  bool index_whole_ = false;          // INDEX was read and checked out
-  JournalRead old_journal_, journal_;  // what LoadSnapshot found of JOURNAL.old and JOURNAL
 };
 
 }  // namespace gpucache

@@ -1,6 +1,8 @@
 // FileMedium: what goes into the index journal of each data directory (its files are the
-// device's IndexLog, store/index_log.h): kept or folded into INDEX once the start has checked
-// it, appended to by commits and removals, folded when it grows.
+// device's IndexLog, store/index_log.h): appended to by commits, removals and the start's walk,
+// folded into INDEX when it grows. A start keeps or folds it (store/file_loader.cc).
+#include <malloc.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -9,39 +11,6 @@
 #include "store/file_store_located.h"
 
 namespace gpucache {
-
-// After a device loaded. A journal that INDEX and the start's checks left standing is kept,
-// its torn tail cut and the entries this start had to read in full appended: the next start
-// replays it again, and nothing here is paid for on the way up. Otherwise what the start
-// verified becomes INDEX (unless INDEX already says exactly that) and the journal starts
-// empty. A rotation left half-done (JOURNAL.old) is always folded.
-void FileMedium::StartJournal(size_t dev) {
-  if (used_.size() != snapshot_table_.live()) index_current_ = false;
-  bool keep = index_whole_ && !old_journal_.exists && old_journal_.readable && journal_.exists &&
-              journal_.readable && journal_.valid_bytes > 0 &&
-              journal_.valid_bytes < journal_rotate_bytes_ / 2;
-  if (keep && KeepJournal(dev)) {
-    // kept
-  } else {
-    if (!index_current_) logs_[dev]->Write(Verified());
-    logs_[dev]->Empty();
-  }
-  loaded_ = IndexSnapshot{};
-  used_.clear();
-  used_.shrink_to_fit();
-  ns_of_snapshot_.clear();
-}
-
-bool FileMedium::KeepJournal(size_t dev) {
-  std::vector<JournalRecord> records;  // the blocks read in full
-  records.reserve(loaded_.entries.size());
-  for (const SnapshotEntry& e : loaded_.entries) {
-    JournalRecord& r = records.emplace_back();
-    r.ns = loaded_.namespaces[e.ns];
-    r.entry = e;
-  }
-  return logs_[dev]->Keep(journal_, records);
-}
 
 void FileMedium::Append(size_t dev, const JournalRecord& record) {
   if (logs_[dev]->Append(record) != StatusCode::kOk) CountError();
@@ -86,6 +55,54 @@ void FileMedium::JournalRemoval(size_t dev, const BlockAddress& address) {
   r.ns = address.tenant + "/" + address.ns;
   r.entry.block = ParseBlockName(address.block).value_or(BlockDigest{});
   Append(dev, r);
+}
+
+// --- The walk after a start (adr/0016): the loader checks, the journal here records ----------
+
+Verdict FileMedium::VerifyBlock(const BlockAddress& address, const StoredPayload* stored) {
+  if (!walk_started_) return {};
+  size_t dev = DeviceOf(stored);
+  std::optional<JournalRecord> read;
+  Verdict v = loader_->VerifyBlock(address, PathIn(dev, address), read);
+  if (read) Append(dev, *read);
+  return v;
+}
+
+bool FileMedium::NextWalkItem(WalkItem& item) { return loader_->NextWalkItem(item); }
+
+Verdict FileMedium::CheckWalkItem(const WalkItem& item) {
+  std::optional<JournalRecord> read;
+  Verdict v = loader_->CheckWalkItem(item, read);
+  if (read) Append(walk_dev_, *read);
+  return v;
+}
+
+Result<BlockInfo> FileMedium::ReadWalkItem(const WalkItem& item) { return loader_->ReadWalkItem(item); }
+
+void FileMedium::AdoptedWalkItem(const WalkItem& item) {
+  if (std::optional<JournalRecord> r = loader_->AdoptedWalkItem(item)) Append(walk_dev_, *r);
+}
+
+MediumReport FileMedium::EndWalk(bool completed, std::span<const BlockAddress> missing,
+                                 const WalkCounts& counts, const BlockLister& blocks) {
+  MediumReport report = loader_->EndWalk(completed, counts);
+  if (completed) {
+    for (const BlockAddress& a : missing) {
+      report.missing++;
+      JournalRemoval(walk_dev_, a);  // the next start need not look for it
+    }
+  }
+  // As after an eager load (IndexedStore::Load): glibc keeps the freed entries' pages resident
+  // in the heap's holes; handing them back makes the resident set what the index holds.
+  ::malloc_trim(0);
+  walk_completed_ = completed;
+  // A start folds a journal past half its rotation size (the next start replays less); it
+  // kept it to open without checking files first, and can fold it only now that every indexed
+  // block is checked. Before the store reports the walk done: who waits for the walk finds the
+  // journal folded.
+  if (completed) FoldJournalPast(walk_dev_, journal_rotate_bytes_ / 2, blocks);
+  walk_over_.store(true, std::memory_order_release);
+  return report;
 }
 
 }  // namespace gpucache

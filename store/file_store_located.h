@@ -1,5 +1,5 @@
 // FileStore's medium state of a committed block: which data directory holds it. Shared by the
-// FileStore sources (file_store.cc, file_store_snapshot.cc); not part of the store's API.
+// FileMedium sources and its loader (file_store*.cc, file_loader*.cc); not part of the store's API.
 #pragma once
 
 #include <cstddef>

@@ -1,18 +1,17 @@
-// FileMedium: verification after start (adr/0016). Load hands over the blocks INDEX and the
+// FileLoader: verification after start (adr/0016). Load hands over the blocks INDEX and the
 // journal name without looking at their files (RestoreFromIndex) and returns; the store's walk
 // (store/indexed_store_verify.cc) then asks for every file of every namespace (NextWalkItem)
-// and has each checked by the rule an eager start applies (file_store_load.cc): the file the
+// and has each checked by the rule an eager start applies (file_loader.cc): the file the
 // entry saw (inode, size and ctime) is trusted, another one is read in full, a damaged one is
 // set aside, one that cannot be read is left for the next start, a file no entry names is read
 // in full and indexed, an entry without a file is forgotten. VerifyBlock applies the same rule
 // to one block, for the store to call before its first use. Every file operation goes through
 // Env.
-#include <malloc.h>
 #include <bit>
-#include <chrono>
 
+#include "store/block_files.h"
 #include "store/env.h"
-#include "store/file_store.h"
+#include "store/file_loader.h"
 #include "store/file_store_located.h"
 
 namespace gpucache {
@@ -22,7 +21,7 @@ constexpr size_t kRestoreBatch = 256;  // blocks per part NextUnverified hands o
 
 }  // namespace
 
-bool FileMedium::CanVerifyLater() const {
+bool FileLoader::CanVerifyLater() const {
   // A start that must fold the journal into a new INDEX (a damaged INDEX, a rotation left half
   // done) checks every file first, as before. A long journal is kept and folded once the walk
   // is done (Walk): checking a million files first to fold it at start took 7.8 s where the
@@ -30,14 +29,14 @@ bool FileMedium::CanVerifyLater() const {
   return index_whole_ && !old_journal_.exists && old_journal_.readable && journal_.readable;
 }
 
-const SnapshotEntry* FileMedium::EntryNamed(uint32_t ns, const std::string& name) const {
+const SnapshotEntry* FileLoader::EntryNamed(uint32_t ns, const std::string& name) const {
   std::optional<BlockDigest> block = ParseBlockName(name);
   if (!block) return nullptr;
   uint32_t index = snapshot_table_.Find(snapshot_, ns, *block);
   return index == EntryTable::kNone ? nullptr : &snapshot_[index];
 }
 
-void FileMedium::RestoreFromIndex(size_t dev, FileStoreReport& report) {
+void FileLoader::RestoreFromIndex(size_t dev, MediumReport& report) {
   const DataDir& dir = devices_.dir(dev);
   // The namespaces as an eager start finds them, by their directories (a few listings); the
   // blocks in them are not listed here.
@@ -61,7 +60,7 @@ void FileMedium::RestoreFromIndex(size_t dev, FileStoreReport& report) {
   c.active = true;
 }
 
-bool FileMedium::NextUnverified(Found& part) {
+bool FileLoader::NextUnverified(Found& part) {
   UnverifiedCursor& c = unverified_;
   if (!c.active) return false;
   // The blocks' strings keep their buffers from one part to the next.
@@ -97,8 +96,9 @@ bool FileMedium::NextUnverified(Found& part) {
   return true;
 }
 
-Verdict FileMedium::Check(size_t dev, int dir_fd, const std::string& path, const BlockAddress& address,
-                          const SnapshotEntry& e, std::vector<std::string>& problems) {
+Verdict FileLoader::Check(int dir_fd, const std::string& path, const BlockAddress& address,
+                          const SnapshotEntry& e, std::vector<std::string>& problems,
+                          std::optional<JournalRecord>& read) {
   Result<FileStat> st = dir_fd >= 0 ? env_.StatAt(dir_fd, address.block) : env_.StatAt(-1, path);
   if (st.ok() && st->regular && st->inode == e.inode && st->size == e.file_size &&
       st->ctime_sec == e.ctime_sec && st->ctime_nsec == e.ctime_nsec) {
@@ -107,7 +107,7 @@ Verdict FileMedium::Check(size_t dev, int dir_fd, const std::string& path, const
   if (st.status() == StatusCode::kNotFound) return {Verdict::Kind::kGone, {}};
   // Not the file the entry saw: read in full, as an eager start does.
   std::string why;
-  Result<BlockInfo> info = ReadBlockInfo(path, why);
+  Result<BlockInfo> info = ReadBlockInfo(env_, path, why);
   if (info.ok() && info->address != address) {
     why = "identity does not match the path";
     info = StatusCode::kInvalidArgument;
@@ -118,27 +118,26 @@ Verdict FileMedium::Check(size_t dev, int dir_fd, const std::string& path, const
     problems.push_back("skipped " + relative + ": " + why + (damaged ? "" : "; left in place for the next start"));
     return {damaged ? Verdict::Kind::kDamaged : Verdict::Kind::kGone, {}};
   }
-  info->pinned = !pins_.empty() && pins_.count(relative) != 0;
+  info->pinned = Pinned(relative);
   // Named in the journal from now on, with the file's stat: the next start trusts it.
   if (std::optional<SnapshotEntry> entry = EntryOfBlock(info.value(), dir_fd, dir_fd >= 0 ? address.block : path)) {
-    JournalRecord r;
+    JournalRecord& r = read.emplace();
     r.ns = address.tenant + "/" + address.ns;
     r.entry = *entry;
-    Append(dev, r);
   }
   return {Verdict::Kind::kReplaced, std::move(info.value())};
 }
 
-Verdict FileMedium::VerifyBlock(const BlockAddress& address, const StoredPayload* stored) {
+Verdict FileLoader::VerifyBlock(const BlockAddress& address, const std::string& path,
+                                std::optional<JournalRecord>& read) {
   ReaderLock lock(walk_state_mu_);
   // The walk is over: it settled every block (a use that raced it finds this one settled).
   if (!walk_state_) return {};
-  size_t dev = DeviceOf(stored);
   auto ns = snapshot_namespaces_.find(address.tenant + "/" + address.ns);
   const SnapshotEntry* e = ns == snapshot_namespaces_.end() ? nullptr : EntryNamed(ns->second, address.block);
   if (!e) return {Verdict::Kind::kGone, {}};  // restored from an entry: not reached
   std::vector<std::string> problems;
-  Verdict v = Check(dev, -1, PathIn(dev, address), address, *e, problems);
+  Verdict v = Check(-1, path, address, *e, problems, read);
   if (!problems.empty()) {
     MutexLock g(gate_problems_mu_);
     gate_problems_.insert(gate_problems_.end(), problems.begin(), problems.end());
@@ -146,8 +145,8 @@ Verdict FileMedium::VerifyBlock(const BlockAddress& address, const StoredPayload
   return v;
 }
 
-std::vector<std::string> FileMedium::NamesToWalk(const std::string& ns_path, int64_t snapshot_ns,
-                                                 FileStoreReport& report) {
+std::vector<std::string> FileLoader::NamesToWalk(const std::string& ns_path, int64_t snapshot_ns,
+                                                 MediumReport& report) {
   Result<std::vector<std::string>> names = env_.ListDir(ns_path);
   if (names.ok()) return std::move(names.value());
   std::vector<std::string> named;
@@ -164,7 +163,7 @@ std::vector<std::string> FileMedium::NamesToWalk(const std::string& ns_path, int
   return named;
 }
 
-bool FileMedium::OpenNextWalkNamespace() {
+bool FileLoader::OpenNextWalkNamespace() {
   WalkCursor& c = cursor_;
   if (c.next_ns == walk_namespaces_.size()) return false;
   const auto& [tenant, ns] = walk_namespaces_[c.next_ns++];
@@ -177,7 +176,7 @@ bool FileMedium::OpenNextWalkNamespace() {
   return true;
 }
 
-bool FileMedium::NextWalkItem(WalkItem& item) {
+bool FileLoader::NextWalkItem(Medium::WalkItem& item) {
   WalkCursor& c = cursor_;
   while (c.next_name == c.names.size()) {
     if (!OpenNextWalkNamespace()) return false;
@@ -195,16 +194,16 @@ bool FileMedium::NextWalkItem(WalkItem& item) {
   return true;
 }
 
-Verdict FileMedium::CheckWalkItem(const WalkItem& item) {
+Verdict FileLoader::CheckWalkItem(const Medium::WalkItem& item, std::optional<JournalRecord>& read) {
   WalkCursor& c = cursor_;
-  return Check(walk_dev_, c.dir.get(), c.path, item.address, *c.entry, c.report.problems);
+  return Check(c.dir.get(), c.path, item.address, *c.entry, c.report.problems, read);
 }
 
-Result<BlockInfo> FileMedium::ReadWalkItem(const WalkItem& item) {
+Result<BlockInfo> FileLoader::ReadWalkItem(const Medium::WalkItem& item) {
   WalkCursor& c = cursor_;
   const std::string& name = item.address.block;
   std::string why;
-  Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(c.path, why)
+  Result<BlockInfo> info = IsValidBlockName(name) ? ReadBlockInfo(env_, c.path, why)
                                                   : Result<BlockInfo>(StatusCode::kInvalidArgument);
   if (info.ok() && info->address != item.address) {
     why = "identity does not match the path";
@@ -215,34 +214,28 @@ Result<BlockInfo> FileMedium::ReadWalkItem(const WalkItem& item) {
     bool damaged = info.status() != StatusCode::kIoError;
     c.report.problems.push_back("skipped " + relative + ": " + (why.empty() ? "not a block name" : why) +
                                 (damaged ? "" : "; left in place for the next start"));
-    if (damaged) SetAsideDamaged(walk_dev_, c.path);
+    if (damaged) SetAsideDamaged(env_, devices_.dir(walk_dev_), c.path);
     return info.status();
   }
-  info->pinned = !pins_.empty() && pins_.count(relative) != 0;
+  info->pinned = Pinned(relative);
   c.found = EntryOfBlock(info.value(), c.dir.get(), c.dir.valid() ? name : c.path);
   return info;
 }
 
-void FileMedium::AdoptedWalkItem(const WalkItem& item) {
-  if (!cursor_.found) return;
+std::optional<JournalRecord> FileLoader::AdoptedWalkItem(const Medium::WalkItem& item) {
+  if (!cursor_.found) return std::nullopt;
   JournalRecord r;
   r.ns = item.address.tenant + "/" + item.address.ns;
   r.entry = *cursor_.found;
-  Append(walk_dev_, r);
+  return r;
 }
 
-MediumReport FileMedium::EndWalk(bool completed, std::span<const BlockAddress> missing,
-                                 const WalkCounts& counts, const BlockLister& blocks) {
-  FileStoreReport report = std::move(cursor_.report);
-  const size_t dev = walk_dev_;
+MediumReport FileLoader::EndWalk(bool completed, const Medium::WalkCounts& counts) {
+  MediumReport report = std::move(cursor_.report);
   if (completed) {
     report.blocks_loaded = counts.loaded;
     report.from_snapshot = counts.from_snapshot;
     report.blocks_skipped = counts.skipped;
-    for (const BlockAddress& a : missing) {
-      report.missing++;
-      JournalRemoval(dev, a);  // the next start need not look for it
-    }
     {
       MutexLock g(gate_problems_mu_);
       report.problems.insert(report.problems.end(), gate_problems_.begin(), gate_problems_.end());
@@ -251,26 +244,9 @@ MediumReport FileMedium::EndWalk(bool completed, std::span<const BlockAddress> m
     report.walk_ns = counts.walk_ns;
   }
   cursor_ = WalkCursor{};
-  {
-    WriterLock lock(walk_state_mu_);
-    walk_state_ = false;
-    snapshot_.clear();
-    snapshot_.shrink_to_fit();
-    snapshot_table_ = EntryTable{};
-    snapshot_namespaces_.clear();
-    used_ = {};
-    ns_of_snapshot_ = {};
-  }
-  // As after an eager load (IndexedStore::Load): glibc keeps the freed entries' pages resident
-  // in the heap's holes; handing them back makes the resident set what the index holds.
-  ::malloc_trim(0);
-  walk_completed_ = completed;
-  // A start folds a journal past half its rotation size (the next start replays less); it
-  // kept it to open without checking files first (CanVerifyLater), and can fold it only now
-  // that every indexed block is checked. Before the store reports the walk done: who waits for
-  // the walk finds the journal folded.
-  if (completed) FoldJournalPast(dev, journal_rotate_bytes_ / 2, blocks);
-  walk_over_.store(true, std::memory_order_release);
+  WriterLock lock(walk_state_mu_);
+  walk_state_ = false;
+  DropSnapshot();
   return report;
 }
 
