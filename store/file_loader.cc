@@ -16,6 +16,7 @@
 
 #include "store/block_files.h"
 #include "store/file_store_located.h"
+#include "store/index_entry.h"
 #include "store/stat_ahead.h"
 
 namespace gpucache {
@@ -77,15 +78,6 @@ void FileLoader::DropSnapshot() {
   snapshot_namespaces_.clear();
   used_ = {};
   ns_of_snapshot_ = {};
-}
-
-void FileLoader::FillFromEntry(IndexedBlock& b, const SnapshotEntry& e) {
-  b.size = e.size;
-  b.commit_epoch = e.commit_epoch;
-  b.region_id = e.region_id;
-  b.owner = Owner{e.uid, e.gid};
-  b.commit_time_ns = e.commit_time_ns;
-  b.keys = e.keys;
 }
 
 std::vector<std::string> FileLoader::ListOrReport(const std::string& dir, MediumReport& report) {
@@ -200,8 +192,9 @@ void FileLoader::LoadNamespace(size_t dev, const std::string& tenant, const std:
         continue;
       }
       info->pinned = pinned;
-      entry = EntryOfBlock(info.value(), dir.get(), name);
+      const std::string checksum = std::move(info->checksum);
       b = IndexedBlockOf(std::move(info.value()));
+      entry = EntryOfBlock(b, checksum, dir.get(), name);
     }
     // The same block in two directories: keep the first one found.
     if (devices_.size() > 1 && !found_names_.insert(relative.assign(relative_prefix).append(name)).second) {
@@ -264,33 +257,12 @@ const SnapshotEntry* FileLoader::FromSnapshot(int dir_fd, const std::string& pat
   return &e;
 }
 
-SnapshotEntry EntryOf(const BlockInfo& info, const IndexKeys& keys, BlockDigest digest,
-                      const FileStat& st) {
-  SnapshotEntry e;
-  e.block = ParseBlockName(info.address.block).value_or(BlockDigest{});
-  e.size = info.size;
-  e.commit_epoch = info.commit_epoch;
-  e.region_id = info.region_id;
-  e.uid = info.owner.uid;
-  e.gid = info.owner.gid;
-  e.commit_time_ns = info.commit_time_ns;
-  e.digest = digest;
-  e.keys = keys;
-  e.inode = st.inode;
-  e.file_size = st.size;
-  e.ctime_sec = st.ctime_sec;
-  e.ctime_nsec = st.ctime_nsec;
-  return e;
-}
-
-std::optional<SnapshotEntry> FileLoader::EntryOfBlock(const BlockInfo& info, int dir_fd,
-                                                      const std::string& name) {
+std::optional<SnapshotEntry> FileLoader::EntryOfBlock(const IndexedBlock& b, std::string_view checksum,
+                                                      int dir_fd, const std::string& name) {
   Result<FileStat> st = env_.StatAt(dir_fd, name);
   if (!st.ok()) return std::nullopt;
-  std::string_view digest(info.checksum);
-  if (digest.starts_with("xxh3-128:")) digest.remove_prefix(9);
-  return EntryOf(info, IndexKeysOf(info.identity, info.canonical_identity),
-                 ParseBlockName(digest).value_or(BlockDigest{}), st.value());
+  if (checksum.starts_with("xxh3-128:")) checksum.remove_prefix(9);
+  return EntryOf(b, ParseBlockName(checksum).value_or(BlockDigest{}), st.value());
 }
 
 void FileLoader::NoteLoaded(uint32_t ns, const SnapshotEntry& e, bool from_snapshot) {

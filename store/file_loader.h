@@ -98,17 +98,16 @@ class FileLoader {
   // taken (StatAhead), else it is taken here.
   const SnapshotEntry* FromSnapshot(int dir_fd, const std::string& path, int64_t ns,
                                     const std::string& name, const Result<FileStat>* taken = nullptr);
-  // The entry of a block read in full (the file's inode, size and ctime), if its file can be
-  // stat'ed.
-  std::optional<SnapshotEntry> EntryOfBlock(const BlockInfo& info, int dir_fd, const std::string& name);
+  // The entry of a block read in full (`checksum` as in BlockInfo; the file's inode, size and
+  // ctime), if its file can be stat'ed.
+  std::optional<SnapshotEntry> EntryOfBlock(const IndexedBlock& b, std::string_view checksum, int dir_fd,
+                                            const std::string& name);
   // A block this start verified, for the INDEX it may write next: `e` is an element of
   // snapshot_ (from_snapshot), or an entry of a block read in full whose `ns` indexes
   // loaded_.namespaces.
   void NoteLoaded(uint32_t ns, const SnapshotEntry& e, bool from_snapshot);
   // What this start verified, as an INDEX.
   IndexSnapshot Verified() const;
-  // Every field of `b` but the address's block name and `pinned`, from the entry.
-  static void FillFromEntry(IndexedBlock& b, const SnapshotEntry& e);
   bool Pinned(const std::string& relative) const { return !pins_.empty() && pins_.count(relative) != 0; }
   // The part that blocks found by LoadNamespace go to.
   Found& FoundPart(size_t dev);

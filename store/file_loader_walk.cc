@@ -13,6 +13,7 @@
 #include "store/env.h"
 #include "store/file_loader.h"
 #include "store/file_store_located.h"
+#include "store/index_entry.h"
 
 namespace gpucache {
 namespace {
@@ -120,7 +121,8 @@ Verdict FileLoader::Check(int dir_fd, const std::string& path, const BlockAddres
   }
   info->pinned = Pinned(relative);
   // Named in the journal from now on, with the file's stat: the next start trusts it.
-  if (std::optional<SnapshotEntry> entry = EntryOfBlock(info.value(), dir_fd, dir_fd >= 0 ? address.block : path)) {
+  if (std::optional<SnapshotEntry> entry = EntryOfBlock(IndexedBlockOf(info.value()), info->checksum, dir_fd,
+                                                                 dir_fd >= 0 ? address.block : path)) {
     JournalRecord& r = read.emplace();
     r.ns = address.tenant + "/" + address.ns;
     r.entry = *entry;
@@ -218,7 +220,8 @@ Result<BlockInfo> FileLoader::ReadWalkItem(const Medium::WalkItem& item) {
     return info.status();
   }
   info->pinned = Pinned(relative);
-  c.found = EntryOfBlock(info.value(), c.dir.get(), c.dir.valid() ? name : c.path);
+  c.found = EntryOfBlock(IndexedBlockOf(info.value()), info->checksum, c.dir.get(),
+                         c.dir.valid() ? name : c.path);
   return info;
 }
 

@@ -9,6 +9,7 @@
 #include "store/env.h"
 #include "store/file_store.h"
 #include "store/file_store_located.h"
+#include "store/index_entry.h"
 
 namespace gpucache {
 
@@ -44,8 +45,8 @@ void FileMedium::JournalCommit(size_t dev, int fd, const BlockInfo& draft, const
   if (!st.ok()) return;  // without it the entry would never match: leave it out
   JournalRecord r;
   r.ns = draft.address.tenant + "/" + draft.address.ns;
-  r.entry = EntryOf(draft, keys,
-                    ParseBlockName(sums.digest_hex).value_or(BlockDigest{}), st.value());
+  r.entry = EntryOf(IndexedBlockOf(draft, keys), ParseBlockName(sums.digest_hex).value_or(BlockDigest{}),
+                    st.value());
   Append(dev, r);
 }
 

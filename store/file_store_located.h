@@ -33,8 +33,4 @@ inline size_t DeviceOf(const std::shared_ptr<StoredPayload>& stored) {
   return DeviceOf(stored.get());
 }
 
-// The snapshot entry of a block committed or read in full, with its file's stat.
-SnapshotEntry EntryOf(const BlockInfo& info, const IndexKeys& keys, BlockDigest digest,
-                      const FileStat& st);
-
 }  // namespace gpucache

@@ -6,6 +6,7 @@
 #include "store/env.h"
 #include "store/file_store.h"
 #include "store/file_store_located.h"
+#include "store/index_entry.h"
 
 namespace gpucache {
 
@@ -25,16 +26,8 @@ void FileMedium::SaveSnapshot(size_t dev, const BlockLister& blocks) {
     ns_name.assign(b.address.tenant).append("/").append(b.address.ns);
     auto [ns, added] = ns_index.try_emplace(ns_name, static_cast<uint32_t>(snapshot.namespaces.size()));
     if (added) snapshot.namespaces.push_back(ns_name);
-    SnapshotEntry& e = snapshot.entries.emplace_back();
-    e.ns = ns->second;
-    e.block = ParseBlockName(b.address.block).value_or(BlockDigest{});
-    e.size = b.size;
-    e.commit_epoch = b.commit_epoch;
-    e.region_id = b.region_id;
-    e.uid = b.owner.uid;
-    e.gid = b.owner.gid;
-    e.commit_time_ns = b.commit_time_ns;
-    e.keys = b.keys;  // the index keeps neither the payload digest nor keys.identity: zeros
+    // The index keeps neither the payload digest nor keys.identity: zeros.
+    snapshot.entries.emplace_back(EntryOf(b)).ns = ns->second;
   });
   logs_[dev]->StampAndWrite(std::move(snapshot));  // the files are checked there
 }

@@ -397,13 +397,7 @@ StatusCode IndexedStore::Commit(ReservationId id) {
   }
   EndReservationLocked(id, FillState::kFinished, BlockState::kCommitted);
   admission_.Counters(draft.address.tenant).commits++;
-  IndexedBlock block{.address = draft.address,
-                     .size = draft.size,
-                     .commit_epoch = draft.commit_epoch,
-                     .region_id = draft.region_id,
-                     .owner = draft.owner,
-                     .commit_time_ns = draft.commit_time_ns,
-                     .keys = keys};
+  IndexedBlock block = IndexedBlockOf(draft, keys);
   IndexLocked(block, std::move(sealed->stored));
   const BlockAddress& committed = block.address;
   GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged

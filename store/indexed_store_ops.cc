@@ -127,17 +127,19 @@ void IndexedStore::SetRemovalObserver(RemovalObserver observer) {
   observer_ = std::move(observer);
 }
 
+IndexedBlock IndexedBlockOf(const BlockInfo& draft, const IndexKeys& keys) {
+  return IndexedBlock{.address = draft.address,
+                      .size = draft.size,
+                      .commit_epoch = draft.commit_epoch,
+                      .region_id = draft.region_id,
+                      .owner = draft.owner,
+                      .commit_time_ns = draft.commit_time_ns,
+                      .keys = keys,
+                      .pinned = draft.pinned};
+}
+
 IndexedBlock IndexedBlockOf(BlockInfo info) {
-  IndexedBlock b;
-  b.address = std::move(info.address);
-  b.size = info.size;
-  b.commit_epoch = info.commit_epoch;
-  b.region_id = info.region_id;
-  b.owner = info.owner;
-  b.commit_time_ns = info.commit_time_ns;
-  b.keys = IndexKeysOf(info.identity, info.canonical_identity);
-  b.pinned = info.pinned;
-  return b;
+  return IndexedBlockOf(info, IndexKeysOf(info.identity, info.canonical_identity));
 }
 
 size_t IndexedStore::Restore(const Found& part) {

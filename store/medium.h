@@ -94,8 +94,10 @@ struct MediumIoStats {
   std::optional<UringReaderStats> uring;  // the io_uring reader's counters, when it serves them
 };
 
-// A committed block as an index lists it (IndexedBlockOf makes one of a whole BlockInfo).
+// A committed block as an index lists it: of a whole BlockInfo (its keys computed from the
+// identity), or of a commit's draft with the keys the store computed once.
 IndexedBlock IndexedBlockOf(BlockInfo info);
+IndexedBlock IndexedBlockOf(const BlockInfo& draft, const IndexKeys& keys);
 
 // How a medium that saves the index (INDEX) sees the store's blocks: the store passes a
 // BlockLister to the calls that need one; it calls `visit` for every committed block, under the
