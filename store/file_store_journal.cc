@@ -14,11 +14,12 @@
 namespace gpucache {
 
 void FileMedium::Append(size_t dev, const JournalRecord& record) {
-  if (logs_[dev]->Append(record) != StatusCode::kOk) CountError();
+  uint64_t journal_bytes = 0;
+  if (logs_[dev]->Append(record, &journal_bytes) != StatusCode::kOk) CountError();
   // The store folds it (FoldJournal) after the commit or removal that appended. Not while the
   // start's walk runs (adr/0016): the INDEX a fold writes would take the unchecked blocks as
   // checked. The first append after the walk asks again.
-  if (walk_over_.load(std::memory_order_acquire) && logs_[dev]->JournalBytes() > journal_rotate_bytes_) {
+  if (walk_over_.load(std::memory_order_acquire) && journal_bytes > journal_rotate_bytes_) {
     fold_due_.store(true, std::memory_order_relaxed);
   }
 }

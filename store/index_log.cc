@@ -91,12 +91,14 @@ bool IndexLog::Keep(const JournalRead& read, std::span<const JournalRecord> reco
   return true;
 }
 
-StatusCode IndexLog::Append(const JournalRecord& record) {
+StatusCode IndexLog::Append(const JournalRecord& record, uint64_t* journal_bytes) {
   gpucache::Bytes bytes = EncodeJournalRecord(record);
   MutexLock lock(mu_);
+  if (journal_bytes) *journal_bytes = 0;
   if (!fd_.valid()) return StatusCode::kOk;
   StatusCode s = env_.Append(fd_.get(), bytes);
   bytes_ += bytes.size();
+  if (journal_bytes) *journal_bytes = bytes_;
   return s;
 }
 

@@ -52,8 +52,9 @@ class IndexLog {
   // --- Any time.
   // One record, one write (O_APPEND): a crash leaves whole records and at most one torn one.
   // kOk also when no JOURNAL is open (none started, or a rotation could not reopen one: INDEX
-  // is checked at the next start anyway).
-  StatusCode Append(const JournalRecord& record);
+  // is checked at the next start anyway). `journal_bytes`, if given: JournalBytes() after it,
+  // under the same lock (a commit asks whether a fold is due).
+  StatusCode Append(const JournalRecord& record, uint64_t* journal_bytes = nullptr);
   // Bytes appended to JOURNAL since it was last emptied.
   uint64_t JournalBytes() const;
   // Past `limit` bytes: JOURNAL becomes JOURNAL.old and appends go to a fresh JOURNAL; the

@@ -44,7 +44,10 @@ TEST_CASE("IndexLog: a rotation moves the journal aside for INDEX, and appends g
   REQUIRE(log.Rotate(bytes - 1) == IndexLog::Rotation::kRotated);
   CHECK(log.JournalBytes() == 0);
   CHECK(Replayed(log, /*old=*/true) == 10);  // until INDEX is written, a start replays these
-  REQUIRE(log.Append(Record(10)) == StatusCode::kOk);
+  uint64_t after = 0;
+  REQUIRE(log.Append(Record(10), &after) == StatusCode::kOk);
+  CHECK(after == log.JournalBytes());
+  CHECK(after > 0);
   CHECK(Replayed(log, /*old=*/false) == 1);
   log.EndRotation();
   CHECK_FALSE(fs::exists(tmp.path() + "/JOURNAL.old"));
