@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -16,6 +17,32 @@
 
 namespace gpucache {
 namespace {
+
+// ReadWhole's default: a copy on the heap.
+class CopiedFile final : public WholeFile {
+ public:
+  explicit CopiedFile(size_t size) : bytes_(new uint8_t[size]), size_(size) {}  // not zeroed: read over
+  std::span<const uint8_t> bytes() const override { return {bytes_.get(), size_}; }
+  std::span<uint8_t> writable() { return {bytes_.get(), size_}; }
+
+ private:
+  std::unique_ptr<uint8_t[]> bytes_;
+  size_t size_;
+};
+
+// The POSIX Env's: the file mapped, its pages those of the page cache.
+class MappedFile final : public WholeFile {
+ public:
+  MappedFile(void* at, size_t size) : at_(at), size_(size) {}
+  ~MappedFile() override { ::munmap(at_, size_); }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::span<const uint8_t> bytes() const override { return {static_cast<const uint8_t*>(at_), size_}; }
+
+ private:
+  void* const at_;
+  const size_t size_;
+};
 
 FileStat FileStatOf(const struct stat& st) {
   FileStat f;
@@ -88,6 +115,13 @@ class PosixEnv final : public Env {
   }
   StatusCode Read(int fd, std::span<uint8_t> out, uint64_t offset) override {
     return PreadFull(fd, out, offset);
+  }
+  Result<std::unique_ptr<WholeFile>> ReadWhole(int fd, uint64_t size) override {
+    if (size == 0) return Env::ReadWhole(fd, size);  // nothing to map
+    // MAP_POPULATE: the pages are read in and mapped now, in one call, not faulted one by one.
+    void* at = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (at == MAP_FAILED) return Env::ReadWhole(fd, size);  // a filesystem that cannot map: read
+    return std::unique_ptr<WholeFile>(std::make_unique<MappedFile>(at, static_cast<size_t>(size)));
   }
   Result<size_t> ReadUpTo(int fd, std::span<uint8_t> out, uint64_t offset) override {
     size_t got = 0;
@@ -193,6 +227,12 @@ class PosixEnv final : public Env {
 };
 
 }  // namespace
+
+Result<std::unique_ptr<WholeFile>> Env::ReadWhole(int fd, uint64_t size) {
+  auto copy = std::make_unique<CopiedFile>(static_cast<size_t>(size));
+  if (StatusCode s = Read(fd, copy->writable(), 0); s != StatusCode::kOk) return s;
+  return std::unique_ptr<WholeFile>(std::move(copy));
+}
 
 Env& Env::Posix() {
   static PosixEnv env;

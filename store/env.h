@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +40,13 @@ struct FsSpace {
   uint64_t total_bytes = 0;  // f_blocks * f_frsize
 };
 
+// The bytes of a whole file, read-only, for as long as this lives (Env::ReadWhole).
+class WholeFile {
+ public:
+  virtual ~WholeFile() = default;
+  virtual std::span<const uint8_t> bytes() const = 0;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -62,6 +70,11 @@ class Env {
   virtual StatusCode Read(int fd, std::span<uint8_t> out, uint64_t offset) = 0;
   // Reads up to out.size() bytes: how many (fewer only at the end of the file).
   virtual Result<size_t> ReadUpTo(int fd, std::span<uint8_t> out, uint64_t offset) = 0;
+  // The first `size` bytes of `fd` (its size, stat'ed by the caller), read-only. By default a
+  // copy read through Read, so a test Env's faults reach it; the POSIX Env maps the file
+  // instead (a 150 MB INDEX at a start: no copy, and no anonymous pages to zero first). The
+  // file must not shrink while the bytes are used: the daemon's own files, under its LOCK.
+  virtual Result<std::unique_ptr<WholeFile>> ReadWhole(int fd, uint64_t size);
   virtual StatusCode Truncate(int fd, uint64_t size) = 0;
   // Allocates [offset, offset + len) on disk and extends the file over it (fallocate mode 0),
   // so later writes there cannot meet a full disk; kNotSupported where the filesystem cannot.
@@ -114,6 +127,9 @@ class EnvWrapper : public Env {
   StatusCode Read(int fd, std::span<uint8_t> out, uint64_t o) override { return t_.Read(fd, out, o); }
   Result<size_t> ReadUpTo(int fd, std::span<uint8_t> out, uint64_t o) override {
     return t_.ReadUpTo(fd, out, o);
+  }
+  Result<std::unique_ptr<WholeFile>> ReadWhole(int fd, uint64_t size) override {
+    return t_.ReadWhole(fd, size);
   }
   StatusCode Truncate(int fd, uint64_t size) override { return t_.Truncate(fd, size); }
   StatusCode Allocate(int fd, uint64_t o, uint64_t len) override { return t_.Allocate(fd, o, len); }

@@ -33,9 +33,15 @@ std::optional<Bytes> ReadBounded(Env& env, const std::string& path) {
 }
 
 std::optional<IndexSnapshot> IndexLog::ReadIndex() {
-  std::optional<Bytes> bytes = ReadBounded(env_, dir_.File(kSnapshotFile));
-  if (!bytes) return std::nullopt;
-  return DecodeSnapshot(*bytes);
+  int opened = env_.OpenRead(dir_.File(kSnapshotFile));
+  if (opened < 0) return std::nullopt;
+  Fd fd(opened);
+  Result<FileStat> st = env_.StatFd(fd.get());
+  if (!st.ok() || st->size > MostMetadataBytes()) return std::nullopt;
+  // Mapped by the POSIX Env: decoded straight from the page cache (adr/0016's start budget).
+  Result<std::unique_ptr<WholeFile>> bytes = env_.ReadWhole(fd.get(), st->size);
+  if (!bytes.ok()) return std::nullopt;
+  return DecodeSnapshot(bytes.value()->bytes());
 }
 
 IndexLog::JournalRead IndexLog::ReplayJournal(JournalReplay& replay, bool old) {

@@ -5,9 +5,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/fault_env.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpucache {
@@ -95,6 +97,36 @@ TEST_CASE("IndexLog: an INDEX written from memory leaves out entries whose files
   CHECK(read->entries[0].block == index.entries[0].block);
   CHECK(read->entries[0].file_size == 1);  // stamped with its file's stat
   CHECK(read->entries[0].inode != 0);
+}
+
+// ReadIndex takes INDEX whole through Env::ReadWhole: the POSIX Env maps it, another Env (here
+// one that injects faults) gets the default copy through its own Read, so its faults reach it.
+TEST_CASE("IndexLog: INDEX reads the same mapped or copied, and an INDEX that cannot be read is none") {
+  test::TempDir tmp;
+  IndexSnapshot index;
+  index.namespaces = {"acme/ns", "globex/other"};
+  for (uint8_t k = 0; k < 200; ++k) {
+    SnapshotEntry& e = index.entries.emplace_back();
+    e.ns = k % 2;
+    e.block[0] = k;
+    e.size = 1000u + k;
+    e.inode = 7u + k;
+  }
+  IndexLog(Env::Posix(), DataDir(tmp.path())).Write(index);
+  std::optional<IndexSnapshot> mapped = IndexLog(Env::Posix(), DataDir(tmp.path())).ReadIndex();
+  REQUIRE(mapped);
+  CHECK(*mapped == index);
+  test::FaultEnv faults;
+  std::optional<IndexSnapshot> copied = IndexLog(faults, DataDir(tmp.path())).ReadIndex();
+  REQUIRE(copied);
+  CHECK(*copied == index);
+  const std::vector<test::FaultEnv::Op> ops = faults.ops();
+  CHECK(std::count(ops.begin(), ops.end(), test::FaultEnv::Op::kRead) == 1);  // one copy, whole
+  faults.FailNext(test::FaultEnv::Op::kRead, test::FaultEnv::Fault::kIoError);
+  CHECK_FALSE(IndexLog(faults, DataDir(tmp.path())).ReadIndex());
+  // An empty file is no INDEX either (too short to hold its checksum), mapped or not.
+  std::ofstream(tmp.path() + "/INDEX", std::ios::trunc);
+  CHECK_FALSE(IndexLog(Env::Posix(), DataDir(tmp.path())).ReadIndex());
 }
 
 }  // namespace
