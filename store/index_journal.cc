@@ -206,6 +206,9 @@ void JournalReplay::Reserve(uint64_t bytes) {
   // sparse terabyte reads as zeros after its records). Past what rotation lets a journal reach
   // (twice the 32 MiB default), the arrays grow with the records actually decoded instead.
   bytes = std::min<uint64_t>(bytes, kMostReservedBytes);
+  // An empty journal (every clean close leaves one) adds nothing: reserving room for "one more"
+  // entry reallocated and copied a full INDEX's entries (165 MB at a million blocks, 0.2 s).
+  if (bytes == 0) return;
   size_t records = static_cast<size_t>(bytes / kSmallestCommit) + 1;
   snapshot_.entries.reserve(snapshot_.entries.size() + records);
   AdviseHugePages(snapshot_.entries);

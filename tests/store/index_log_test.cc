@@ -99,6 +99,25 @@ TEST_CASE("IndexLog: an INDEX written from memory leaves out entries whose files
   CHECK(read->entries[0].inode != 0);
 }
 
+// A clean close leaves an empty JOURNAL, which every start replays: reserving "one more entry"
+// for it used to reallocate and copy all of INDEX's entries (a full vector has no spare room).
+TEST_CASE("IndexLog: replaying an empty journal leaves INDEX's entries where they are") {
+  test::TempDir tmp;
+  IndexLog log(Env::Posix(), DataDir(tmp.path()));
+  log.Empty();  // JOURNAL exists, 0 bytes
+  IndexSnapshot index;
+  index.namespaces = {"acme/ns"};
+  index.entries.resize(1000);
+  index.entries.shrink_to_fit();
+  for (uint32_t i = 0; i < index.entries.size(); ++i) index.entries[i].block[0] = static_cast<uint8_t>(i);
+  const SnapshotEntry* before = index.entries.data();
+  JournalReplay replay(index);
+  IndexLog::JournalRead read = log.ReplayJournal(replay, /*old=*/false);
+  CHECK(read.exists);
+  CHECK(replay.records() == 0);
+  CHECK(index.entries.data() == before);  // not copied
+}
+
 // ReadIndex takes INDEX whole through Env::ReadWhole: the POSIX Env maps it, another Env (here
 // one that injects faults) gets the default copy through its own Read, so its faults reach it.
 TEST_CASE("IndexLog: INDEX reads the same mapped or copied, and an INDEX that cannot be read is none") {
