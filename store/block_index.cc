@@ -149,14 +149,14 @@ IndexKeys BlockIndex::KeysOf(Id id) const {
 
 std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, const Committed& block,
                                                  const IndexKeys& keys, Owner owner,
-                                                 std::shared_ptr<StoredPayload> stored) {
+                                                 std::shared_ptr<StoredPayload> stored, bool known_new) {
   std::optional<BlockDigest> name = ParseBlockName(address.block);
   if (!name) return std::nullopt;
   // No identity has more tokens than that (identity.h); the record keeps 21 bits of them.
   if (keys.valid_length > kMaxBlockTokens) return std::nullopt;
   // The name parsed and the namespace looked up once (a restart inserts every block).
   std::optional<uint32_t> known = FindNamespace(address.tenant, address.ns);
-  if (known && FindIn(*known, *name)) return std::nullopt;
+  if (known && !known_new && FindIn(*known, *name)) return std::nullopt;
   uint32_t ns = known ? *known : AddNamespace(address.tenant, address.ns, owner);
   if (namespaces_[ns].blocks == 0) namespaces_[ns].block_capacity = keys.block_capacity;
   Id id;

@@ -99,13 +99,14 @@ class BlockIndex {
   std::optional<Id> Find(const BlockAddress& address) const;
   // Adds a block with `keys`, committed by `owner`, with `stored`, the medium's state of it;
   // nullopt (and nothing changes) if its address is already indexed, its keys are out of
-  // range (valid_length above kMaxBlockTokens) or the index holds IdTable::kMaxIds blocks. Its namespace is added if missing, owned by
-  // `owner`.
+  // range (valid_length above kMaxBlockTokens) or the index holds IdTable::kMaxIds blocks. Its
+  // namespace is added if missing, owned by `owner`. `known_new`: the caller knows the address
+  // is not indexed (a start's blocks from INDEX: the look for it was a cache miss a block).
   // REQUIRES: keys.block_capacity is the namespace's (a field its name digests), if it holds
   // blocks already.
   std::optional<Id> Insert(const BlockAddress& address, const Committed& block,
                            const IndexKeys& keys, Owner owner,
-                           std::shared_ptr<StoredPayload> stored = nullptr);
+                           std::shared_ptr<StoredPayload> stored = nullptr, bool known_new = false);
   // Takes a block out (and its hold on its context); its id may be reused from now on.
   Record Remove(Id id);
   const std::shared_ptr<StoredPayload>& StoredOf(Id id) const {

@@ -146,9 +146,9 @@ class IndexedStore : public BlockStore {
   // Ends a reservation (its credits go back unless a fence took them), as ReservationTable::End.
   void EndReservationLocked(ReservationId id, FillState outcome, BlockState to) REQUIRES(mu_);
   BlockInfo AttributesOfLocked(BlockId id) const REQUIRES(mu_);  // without identity
-  // Adds a block to the index, the counters and the policy (verified); none if already there.
-  std::optional<BlockId> IndexLocked(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored)
-      REQUIRES(mu_);
+  // Adds a block to the index, the counters and the policy; none if there (`known_new`: not looked for).
+  std::optional<BlockId> IndexLocked(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored,
+                                     bool known_new = false) REQUIRES(mu_);
   // The namespace of `address` changed now (a fill or a block came or went): its mtime.
   void TouchNamespaceLocked(const BlockAddress& address) REQUIRES(mu_);
   // Takes a block out of the index, the counters and the policy.

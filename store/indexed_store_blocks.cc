@@ -145,7 +145,8 @@ BlockInfo IndexedStore::AttributesOfLocked(BlockId id) const {
 }
 
 std::optional<IndexedStore::BlockId> IndexedStore::IndexLocked(const IndexedBlock& b,
-                                                               std::shared_ptr<StoredPayload> stored) {
+                                                               std::shared_ptr<StoredPayload> stored,
+                                                               bool known_new) {
   const BlockAddress& address = b.address;
   const IndexKeys& keys = b.keys;
   const BlockIndex::Committed block{.size = b.size,
@@ -159,7 +160,7 @@ std::optional<IndexedStore::BlockId> IndexedStore::IndexLocked(const IndexedBloc
   if (std::optional<uint32_t> ns = index_.FindNamespace(address.tenant, address.ns)) {
     parent = index_.ByTail(*ns, keys.parent);
   }
-  std::optional<BlockId> id = index_.Insert(address, block, keys, b.owner, std::move(stored));
+  std::optional<BlockId> id = index_.Insert(address, block, keys, b.owner, std::move(stored), known_new);
   if (!id) return std::nullopt;
   admission_.Indexed(*id, parent, keys.valid_length < keys.block_capacity, PolicyKeyOf(address));
   unverified_.Remove(*id);  // a reused id: this block is checked

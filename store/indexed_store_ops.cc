@@ -152,7 +152,8 @@ size_t IndexedStore::Restore(const Found& part) {
   size_t restored = 0;
   for (size_t i = 0; i < part.count; ++i) {
     const IndexedBlock& b = part.blocks[i];
-    std::optional<BlockId> id = IndexLocked(b, part.stored);
+    // Blocks handed over unverified come straight from INDEX's entries, one per address.
+    std::optional<BlockId> id = IndexLocked(b, part.stored, /*known_new=*/part.unverified);
     if (!id) continue;  // the medium hands over each block once: not reached
     if (part.unverified) unverified_.Add(*id);
     restored++;
