@@ -6,7 +6,6 @@
 
 
 #include <algorithm>
-#include <chrono>
 #include <cctype>
 #include <charconv>
 #include <cstring>

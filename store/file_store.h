@@ -30,15 +30,8 @@
 #pragma once
 
 #include <atomic>
-#include <functional>
-#include <map>
-#include <optional>
-#include <unordered_map>
-#include <unordered_set>
-
 #include <memory>
-#include <mutex>
-#include <set>
+#include <optional>
 #include <string>
 #include <vector>
 

@@ -138,7 +138,7 @@ IndexedBlock IndexedBlockOf(const BlockInfo& draft, const IndexKeys& keys) {
                       .pinned = draft.pinned};
 }
 
-IndexedBlock IndexedBlockOf(BlockInfo info) {
+IndexedBlock IndexedBlockOf(const BlockInfo& info) {
   return IndexedBlockOf(info, IndexKeysOf(info.identity, info.canonical_identity));
 }
 

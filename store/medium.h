@@ -96,7 +96,7 @@ struct MediumIoStats {
 
 // A committed block as an index lists it: of a whole BlockInfo (its keys computed from the
 // identity), or of a commit's draft with the keys the store computed once.
-IndexedBlock IndexedBlockOf(BlockInfo info);
+IndexedBlock IndexedBlockOf(const BlockInfo& info);
 IndexedBlock IndexedBlockOf(const BlockInfo& draft, const IndexKeys& keys);
 
 // How a medium that saves the index (INDEX) sees the store's blocks: the store passes a
