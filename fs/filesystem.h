@@ -168,7 +168,12 @@ class Filesystem {
   double EntryTtlInTenant() const;
   double NegativeTtlInTenant() const;
   Result<EntryReply> LookupInNamespace(const Node& dir, std::string_view name);
-  bool OwnsReservation(const Principal& c, ReservationId id);
+  // The fill of `address` that `c` may act on: kBusy if it is someone else's; if there is none,
+  // or it ended between the store's two answers (a fence), what a vanished `.part` answers.
+  Result<ReservationId> OwnFill(const Principal& c, const BlockAddress& address);
+  // A store call's answer about a fill found by OwnFill: a fill that ended since (a fence that
+  // dropped an idle reservation) answers as a vanished `.part`, not as a plain ENOENT.
+  StatusCode FillAnswer(StatusCode s, const BlockAddress& address);
   Result<std::string> BlockXattr(const Node& n, std::string_view key);
   Result<std::string> PartXattr(const Node& n, std::string_view key);
 

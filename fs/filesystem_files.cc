@@ -94,20 +94,19 @@ Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags, 
       // and only to write; O_TRUNC empties it, O_APPEND writes at its end.
       if (!WantsWrite(flags)) return StatusCode::kBusy;  // not COMMITTED: not readable
       BlockAddress address{n->tenant, n->ns, n->block};
-      auto id = store_.FindReservation(address);
-      if (!id) return PartGone(address);
-      if (!OwnsReservation(c, *id)) return StatusCode::kBusy;  // someone else's fill
-      if (StatusCode s = store_.OpenWriter(*id); s != StatusCode::kOk) return s;
+      Result<ReservationId> id = OwnFill(c, address);
+      if (!id.ok()) return id.status();
+      if (StatusCode s = store_.OpenWriter(id.value()); s != StatusCode::kOk) return FillAnswer(s, address);
       // The mount uses atomic_o_trunc: the kernel leaves O_TRUNC to us, and a reopen that kept
       // the old bytes would publish them under the new ones (issue 13, defect 1).
       if (flags & O_TRUNC) {
-        if (StatusCode s = store_.Truncate(*id, 0); s != StatusCode::kOk) {
-          store_.CloseWriter(*id);
+        if (StatusCode s = store_.Truncate(id.value(), 0); s != StatusCode::kOk) {
+          store_.CloseWriter(id.value());
           return s;
         }
       }
       h.kind = Handle::Kind::kPart;
-      h.reservation = *id;
+      h.reservation = id.value();
       h.address = address;
       h.append = (flags & O_APPEND) != 0;
       {

@@ -132,13 +132,12 @@ StatusCode Filesystem::SetXattr(const Principal& c, uint64_t ino, std::string_vi
   }
   if (n->kind != NodeKind::kPart || *key != kIdentity) return StatusCode::kImmutable;
   BlockAddress address{n->tenant, n->ns, n->block};
-  auto id = store_.FindReservation(address);
   // A fence between the create and this setxattr took the reservation: the writer must hear
   // ESTALE, as its write or rename would (adr/0006), not ENOENT (found by tests/load).
-  if (!id) return PartGone(address);
-  if (!OwnsReservation(c, *id)) return StatusCode::kBusy;  // someone else's fill
+  Result<ReservationId> id = OwnFill(c, address);
+  if (!id.ok()) return id.status();
   // Stored as given; Commit checks it against the path and refuses the rename if it is wrong.
-  return store_.SetIdentity(*id, value);
+  return FillAnswer(store_.SetIdentity(id.value(), value), address);
 }
 
 StatusCode Filesystem::RemoveXattr(const Principal& c, uint64_t ino, std::string_view name) {

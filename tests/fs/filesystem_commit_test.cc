@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 
+#include <atomic>
+#include <memory>
 #include <string>
 
 #include "tests/support/fs_harness.h"
@@ -264,6 +266,60 @@ TEST_CASE("Filesystem: a fence makes the fill's write, identity, rename and name
   // Other names are not affected.
   Reply other = ReplyToEntry(h.fs.Lookup(kWriter, ns, FsHarness::PartName(OtherBlock(0x55))));
   CHECK(other.err == ENOENT);
+}
+
+// A store that lets a fence in right after the filesystem asked about a fill: the windows
+// between the filesystem's questions about one fill and its action on it, which 32 threads of
+// tests/load hit about once a minute (EBUSY at the identity's setxattr, ENOENT at the rename).
+class FenceAfterQuestion final : public IndexedStore {
+ public:
+  explicit FenceAfterQuestion(StoreOptions options)
+      : IndexedStore(std::move(options), std::make_unique<MemoryMedium>()) {}
+  std::optional<ReservationId> FindReservation(const BlockAddress& address) override {
+    std::optional<ReservationId> id = IndexedStore::FindReservation(address);
+    if (fence_after_find_.exchange(false)) REQUIRE(Fence().ok());
+    return id;
+  }
+  Result<ReservationInfo> StatReservation(ReservationId id) override {
+    Result<ReservationInfo> info = IndexedStore::StatReservation(id);
+    if (fence_after_stat_.exchange(false)) REQUIRE(Fence().ok());
+    return info;
+  }
+  void FenceAfterNextFind() { fence_after_find_ = true; }
+  void FenceAfterNextStat() { fence_after_stat_ = true; }
+
+ private:
+  std::atomic<bool> fence_after_find_{false}, fence_after_stat_{false};
+};
+
+TEST_CASE("Filesystem: a fence between finding a fill and acting on it answers ESTALE") {
+  BasicFsHarness<FenceAfterQuestion> h;
+  CacheIdentity open_fill = SampleIdentity("acme"), closed_fill = OtherBlock(0x21);
+  Reply part = h.CreatePart(open_fill);
+  REQUIRE(part.err == 0);
+  h.store.FenceAfterNextFind();
+  CHECK(ReplyErrno(h.fs.SetXattr(kWriter, part.ino, "user.gpucache.identity",
+                                 EncodePhysicalKey(open_fill))) == ESTALE);
+  h.Close(*part.handle);
+
+  h.WritePart(closed_fill, Payload(10));  // closed: the fence drops the idle reservation at once
+  h.store.FenceAfterNextFind();
+  CHECK(ReplyErrno(h.Rename(closed_fill)) == ESTALE);
+  CHECK(h.ReadBlock(closed_fill).status() == StatusCode::kNotFound);
+
+  CacheIdentity truncated = OtherBlock(0x22);
+  uint64_t ino = h.WritePart(truncated, Payload(10));
+  h.store.FenceAfterNextFind();
+  struct stat size{};
+  size.st_size = 4;
+  CHECK(ReplyErrno(h.fs.SetAttr(kWriter, ino, size, FUSE_SET_ATTR_SIZE).status()) == ESTALE);
+
+  // Found and checked, then fenced: the commit finds the idle reservation gone.
+  CacheIdentity late = OtherBlock(0x23);
+  h.WritePart(late, Payload(10));
+  h.store.FenceAfterNextStat();
+  CHECK(ReplyErrno(h.Rename(late)) == ESTALE);
+  CHECK(h.ReadBlock(late).status() == StatusCode::kNotFound);
 }
 
 TEST_CASE("Filesystem: a fill fenced after its close answers ESTALE at the rename") {

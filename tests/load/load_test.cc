@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -127,6 +128,8 @@ TEST_CASE("Load: 16 writers and 16 readers, same-key races, every byte checked")
   std::atomic<uint32_t> generation{1};
   std::atomic<int> last_error{0};
   std::atomic<int> last_step{0};
+  std::mutex seen_mu;
+  std::vector<std::string> seen;  // the first unexpected errors, each with where it came from
   auto writer = [&](int seed) {
     std::mt19937 rng(seed);
     while (!stop) {
@@ -142,7 +145,20 @@ TEST_CASE("Load: 16 writers and 16 readers, same-key races, every byte checked")
       else if (err == EEXIST) races++;  // another writer holds or committed the key
       else if (err == ESTALE) fenced++;  // the fencer bumped the epoch under this fill
       else if (err == ENOSPC) full++;    // everything left is open (quarantined) right now
-      else errors++, last_error = err, last_step = step;
+      else {
+        errors++, last_error = err, last_step = step;
+        // What the names say right after: tells a fill that ended under its writer (no .part)
+        // from one refused while it still stands.
+        struct stat st;
+        bool part_there = ::stat((client.PathOf(Key(k)) + ".part").c_str(), &st) == 0;
+        bool block_there = ::stat(client.PathOf(Key(k)).c_str(), &st) == 0;
+        std::lock_guard lock(seen_mu);
+        if (seen.size() < 8) {
+          seen.push_back(std::string(std::strerror(err)) + " at step " + std::to_string(step) +
+                         " (key " + std::to_string(k) + ", .part " + (part_there ? "present" : "absent") +
+                         ", block " + (block_there ? "present" : "absent") + ")");
+        }
+      }
     }
   };
   auto reader = [&](int seed) {
@@ -191,6 +207,7 @@ TEST_CASE("Load: 16 writers and 16 readers, same-key races, every byte checked")
   CHECK(reads > misses);
   int status = fs.Stop();
   std::string log = fs.Log();
+  for (const std::string& e : seen) MESSAGE("writer: " << e);
   if (errors != 0) {  // what the daemon said meanwhile: where an unexpected errno came from
     std::istringstream lines(log);
     int shown = 0;

@@ -57,14 +57,16 @@ inline std::span<const uint8_t> AsBytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
-struct FsHarness {
-  explicit FsHarness(const std::string& permissions = "daemon", const std::string& limits = "")
+// `Store`: a MemoryStore, or a test's own IndexedStore built from StoreOptions alone.
+template <typename Store>
+struct BasicFsHarness {
+  explicit BasicFsHarness(const std::string& permissions = "daemon", const std::string& limits = "")
       : config(ParseConfig(FsConfigText(permissions, limits), "filesystem_test.toml")),
         store(StoreOptionsOf(config)),
         fs(config, store) {}
 
   Config config;
-  MemoryStore store;
+  Store store;
   Filesystem fs;
 
   // Lookup as `c`; REQUIREs a positive entry.
@@ -145,6 +147,8 @@ struct FsHarness {
     return AddressOf(id).block + std::string(kPartSuffix);
   }
 };
+
+using FsHarness = BasicFsHarness<MemoryStore>;
 
 // Another block of acme in the same namespace as SampleIdentity("acme"), told apart by `seed`.
 inline CacheIdentity OtherBlock(uint8_t seed) {
