@@ -59,6 +59,14 @@ void RamPromoter::PromoteOne(const Item& item) {
   const uint64_t region_id = reader.value()->info().region_id;
   if (item.region_id && region_id != *item.region_id) return;  // replaced
   StatusCode s = tier_.Promote(item.address, region_id, *reader.value());
+  // The block may have left between OpenForCopy and the tier's start of the copy, when its
+  // Forget found nothing to drop: a copy no open could ever find would hold budget until the
+  // least recently used end reached it. Asked after the copy was kept, the store's answer
+  // covers that window (a block leaves the store before the tier hears of it).
+  if (s == StatusCode::kOk) {
+    Result<BlockInfo> now = store_.StatAttributes(item.address);
+    if (!now.ok() || now->region_id != region_id) tier_.Forget(item.address, region_id);
+  }
   if (s != StatusCode::kOk && s != StatusCode::kExists) {
     // A checksum failure is logged by the removal observer, as for any reader.
     spdlog::debug("ram tier: {} not copied: {}", item.address.RelativePath(), ToString(s));

@@ -5,8 +5,9 @@
 // a queue.
 //
 // The copy is made through a reader the worker opens itself when it gets to the block (a block
-// that left meanwhile, or was replaced, is skipped): while it copies, that reader counts as an
-// open reader of the block, as any reader does (an eviction then quarantines the block).
+// that left meanwhile, or was replaced, is skipped). That reader is neither a use nor an open
+// reader (BlockStore::OpenForCopy): the block is evicted in its turn, the copy reads on from the
+// file it opened, and a copy of a block that left while it was made is not kept.
 //
 // Thread safety: Enqueue may be called from any thread. Start and Stop from one.
 #pragma once

@@ -135,11 +135,14 @@ bool RamTier::Holds(const BlockAddress& address, uint64_t region_id) {
   return it != copies_.end() && it->second.copy->region_id() == region_id;
 }
 
-void RamTier::Forget(const BlockAddress& address) {
+void RamTier::Forget(const BlockAddress& address, std::optional<uint64_t> region_id) {
   const std::string key = address.RelativePath();
   MutexLock lock(mu_);
-  if (auto it = in_flight_.find(key); it != in_flight_.end()) it->second.forgotten = true;
-  if (auto it = copies_.find(key); it != copies_.end()) {
+  auto at = [&](uint64_t region) { return !region_id || *region_id == region; };
+  if (auto it = in_flight_.find(key); it != in_flight_.end() && at(it->second.region_id)) {
+    it->second.forgotten = true;
+  }
+  if (auto it = copies_.find(key); it != copies_.end() && at(it->second.copy->region_id())) {
     DropLocked(it);
     stats_.forgotten++;
   }

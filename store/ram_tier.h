@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -79,7 +80,10 @@ class RamTier {
   // True if a copy of `address` at `region_id` is held or being made (counts nothing).
   bool Holds(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);
   // The block at `address` left the namespace: its copy goes, and a copy in progress is not kept.
-  void Forget(const BlockAddress& address) EXCLUDES(mu_);
+  // With `region_id`, only a copy (or copy in progress) of that region: the block that left,
+  // not one committed at the same address since.
+  void Forget(const BlockAddress& address, std::optional<uint64_t> region_id = std::nullopt)
+      EXCLUDES(mu_);
   RamTierStats Stats() const EXCLUDES(mu_);
 
  private:
