@@ -150,10 +150,13 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
       return BlockAttr(ino, n, b.value());
     }
     case NodeKind::kPart: {
-      auto id = store_.FindReservation({n.tenant, n.ns, n.block});
-      if (!id) return StatusCode::kNotFound;
+      // Gone, or fenced since the caller found it (a LOOKUP asks first): what a vanished
+      // `.part` answers, so that a fenced writer's rename hears ESTALE from its lookup too.
+      const BlockAddress address{n.tenant, n.ns, n.block};
+      auto id = store_.FindReservation(address);
+      if (!id) return PartGone(address);
       Result<ReservationInfo> r = store_.StatReservation(*id);
-      if (!r.ok()) return r.status();
+      if (!r.ok()) return PartGone(address);
       // The entry is never cached (every walk revalidates it, so a fenced .part says ESTALE),
       // but its attributes may be for a moment: with kernel permission checks an expired
       // attribute costs a GETATTR round trip per check (the identity setxattr, the rename).

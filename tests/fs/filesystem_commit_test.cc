@@ -314,6 +314,13 @@ TEST_CASE("Filesystem: a fence between finding a fill and acting on it answers E
   size.st_size = 4;
   CHECK(ReplyErrno(h.fs.SetAttr(kWriter, ino, size, FUSE_SET_ATTR_SIZE).status()) == ESTALE);
 
+  // The kernel's lookup of the name (a rename's source) found it, then the fence came.
+  CacheIdentity looked_up = OtherBlock(0x24);
+  h.WritePart(looked_up, Payload(10));
+  h.store.FenceAfterNextFind();
+  CHECK(ReplyToEntry(h.fs.Lookup(kWriter, h.Namespace(looked_up), FsHarness::PartName(looked_up))).err ==
+        ESTALE);
+
   // Found and checked, then fenced: the commit finds the idle reservation gone.
   CacheIdentity late = OtherBlock(0x23);
   h.WritePart(late, Payload(10));
