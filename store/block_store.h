@@ -1,4 +1,5 @@
-// The store contract: what every block store (MemoryStore, FileStore) promises.
+// The store contract: what every block store promises (MemoryStore, and the store that
+// OpenFileStore opens over FileMedium).
 //
 // Writers follow the commit protocol: Reserve (exclusive, the single-flight point) ->
 // SetIdentity -> Write... -> Commit, or Abort. Readers Stat or Lookup and then Open a
@@ -117,17 +118,17 @@ struct StoreOptions {
   // Flush payload and header to stable storage before publishing. Off by default: a block
   // lost or torn by a power cut fails its checksums and becomes a clean miss either way.
   bool sync_commits = false;
-  // The file operations of the commit path (FileStore); null means the POSIX ones. Borrowed:
+  // The file operations of the commit path (FileMedium); null means the POSIX ones. Borrowed:
   // must outlive the store. Tests put a fault-injecting Env here (tests/support/fault_env.h).
   Env* env = nullptr;
   std::string eviction_policy = "prefix-lru";  // a name from PolicyNames()
   // A reservation whose writers all closed is abandoned when not committed within this.
   uint64_t reservation_lease_ns = 30ull * 1000 * 1000 * 1000;
-  // How FileStore reads committed payloads: "posix" (pread through the page cache) or "uring"
+  // How FileMedium reads committed payloads: "posix" (pread through the page cache) or "uring"
   // (store/io/: io_uring into registered buffers, O_DIRECT where the filesystem allows it, pread
   // on tmpfs and wherever io_uring is refused). Anything else is refused at open.
   std::string backing_io = "posix";
-  // FileStore start-up (adr/0016). false: every block file is checked against INDEX and the
+  // FileMedium's start-up (adr/0016). false: every block file is checked against INDEX and the
   // journal (inode, size, ctime) before OpenFileStore returns. true: the store opens from INDEX
   // and the journal alone; each block is checked before its first use, and a background walk
   // checks the rest with the same rule. The library's default is the old behaviour; the daemon's
@@ -137,6 +138,9 @@ struct StoreOptions {
   // a daemon that detaches forks after opening the store, and a thread started before the fork
   // is not in the child (the walk never finished and every namespace listing waited for it).
   bool defer_background_work = false;
+  // FileMedium folds a data directory's journal into a new INDEX past this many bytes; 0: its
+  // default (64 MiB). Tests make it small.
+  uint64_t journal_rotate_bytes = 0;
   // Tests: runs on the background walk's thread before it looks at any file (to hold it).
   std::function<void()> before_walk;
   // Runs on the walk's thread once it finished, with what it found (the daemon logs it).

@@ -64,13 +64,13 @@ class FileLoader {
   // is not the one its entry saw is named in `read`, to be appended to the walk's journal.
   Verdict VerifyBlock(const BlockAddress& address, const std::string& path,
                       std::optional<JournalRecord>& read);
-  bool NextWalkItem(Medium::WalkItem& item);
-  Verdict CheckWalkItem(const Medium::WalkItem& item, std::optional<JournalRecord>& read);
-  Result<BlockInfo> ReadWalkItem(const Medium::WalkItem& item);
+  bool NextWalkItem(MediumUpkeep::WalkItem& item);
+  Verdict CheckWalkItem(const MediumUpkeep::WalkItem& item, std::optional<JournalRecord>& read);
+  Result<BlockInfo> ReadWalkItem(const MediumUpkeep::WalkItem& item);
   // The record that names the file ReadWalkItem read, once the store indexed it.
-  std::optional<JournalRecord> AdoptedWalkItem(const Medium::WalkItem& item);
+  std::optional<JournalRecord> AdoptedWalkItem(const MediumUpkeep::WalkItem& item);
   // Ends the walk: its report (the counts and problems, if `completed`); the entries are freed.
-  MediumReport EndWalk(bool completed, const Medium::WalkCounts& counts);
+  MediumReport EndWalk(bool completed, const MediumUpkeep::WalkCounts& counts);
 
  private:
   // Start-up (file_loader.cc).

@@ -178,7 +178,7 @@ bool FileLoader::OpenNextWalkNamespace() {
   return true;
 }
 
-bool FileLoader::NextWalkItem(Medium::WalkItem& item) {
+bool FileLoader::NextWalkItem(MediumUpkeep::WalkItem& item) {
   WalkCursor& c = cursor_;
   while (c.next_name == c.names.size()) {
     if (!OpenNextWalkNamespace()) return false;
@@ -196,12 +196,12 @@ bool FileLoader::NextWalkItem(Medium::WalkItem& item) {
   return true;
 }
 
-Verdict FileLoader::CheckWalkItem(const Medium::WalkItem& item, std::optional<JournalRecord>& read) {
+Verdict FileLoader::CheckWalkItem(const MediumUpkeep::WalkItem& item, std::optional<JournalRecord>& read) {
   WalkCursor& c = cursor_;
   return Check(c.dir.get(), c.path, item.address, *c.entry, c.report.problems, read);
 }
 
-Result<BlockInfo> FileLoader::ReadWalkItem(const Medium::WalkItem& item) {
+Result<BlockInfo> FileLoader::ReadWalkItem(const MediumUpkeep::WalkItem& item) {
   WalkCursor& c = cursor_;
   const std::string& name = item.address.block;
   std::string why;
@@ -225,7 +225,7 @@ Result<BlockInfo> FileLoader::ReadWalkItem(const Medium::WalkItem& item) {
   return info;
 }
 
-std::optional<JournalRecord> FileLoader::AdoptedWalkItem(const Medium::WalkItem& item) {
+std::optional<JournalRecord> FileLoader::AdoptedWalkItem(const MediumUpkeep::WalkItem& item) {
   if (!cursor_.found) return std::nullopt;
   JournalRecord r;
   r.ns = item.address.tenant + "/" + item.address.ns;
@@ -233,7 +233,7 @@ std::optional<JournalRecord> FileLoader::AdoptedWalkItem(const Medium::WalkItem&
   return r;
 }
 
-MediumReport FileLoader::EndWalk(bool completed, const Medium::WalkCounts& counts) {
+MediumReport FileLoader::EndWalk(bool completed, const MediumUpkeep::WalkCounts& counts) {
   MediumReport report = std::move(cursor_.report);
   if (completed) {
     report.blocks_loaded = counts.loaded;

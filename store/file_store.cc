@@ -92,6 +92,7 @@ std::optional<FileMedium::Device> OpenDevice(Env& env, const std::string& dir, s
 
 FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
     : options_(options),
+      journal_rotate_bytes_(options.journal_rotate_bytes ? options.journal_rotate_bytes : kJournalRotateBytes),
       devices_(options_.env ? *options_.env : Env::Posix(), std::move(devices)),
       env_(options_.env ? *options_.env : Env::Posix()) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
@@ -106,11 +107,18 @@ FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
 }
 
 MediumIoStats FileMedium::IoStats() const {
-  if (!uring_) return {"posix (pread through the page cache)", std::nullopt};
-  UringReaderStats stats = uring_->stats();
-  std::string status = stats.status;
-  return {std::move(status), std::move(stats)};
+  MediumIoStats io;
+  if (uring_) {
+    io.uring = uring_->stats();
+    io.description = io.uring->status;
+  } else {
+    io.description = "posix (pread through the page cache)";
+  }
+  io.read_back_bytes = read_back_bytes_.load(std::memory_order_relaxed);
+  return io;
 }
+
+size_t FileMedium::SparesReady(size_t dev) const { return spares_ ? spares_->Ready(dev) : 0; }
 
 FileMedium::~FileMedium() = default;
 
@@ -189,9 +197,7 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   return true;
 }
 
-bool FileMedium::NextFound(Found& part) { return loader_->NextFound(part); }
-
-size_t FileMedium::SparesReady(size_t dev) const { return spares_ ? spares_->Ready(dev) : 0; }
+bool FileMedium::Upkeep::NextFound(Found& part) { return m_.loader_->NextFound(part); }
 
 void FileMedium::Close(const BlockLister& blocks) {
   // The store stopped its walk first (IndexedStore's destructor). Stopped before every file was

@@ -72,11 +72,10 @@ class FileMedium final : public Medium {
   ~FileMedium() override;
 
   bool Load(MediumReport& report, std::string& error) override;
-  bool NextFound(Found& part) override;
   // Writes the index snapshot of every data directory in service (a clean close).
   void Close(const BlockLister& blocks) override;
-  bool JournalFoldDue() const override { return fold_due_.load(std::memory_order_relaxed); }
-  void FoldJournal(const BlockLister& blocks) override;
+  // What Load found, the walk after it and the journal's folds (file_store_journal.cc).
+  MediumUpkeep& upkeep() override { return upkeep_; }
   StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) override;
   StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) override;
   Result<std::shared_ptr<PendingPayload>> Prepare(const ReservationInfo& info) override;
@@ -98,33 +97,22 @@ class FileMedium final : public Medium {
   void PersistPins(const std::vector<BlockAddress>& pinned) override;
   StatusCode IsolateDomain(const std::string& path, StoredTest& lost) override;
   std::vector<DomainInfo> Domains() override;
-  Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) override;
-  bool WalkPending() const override {
-    return walk_started_ && !walk_over_.load(std::memory_order_acquire);
-  }
-  bool NextWalkItem(WalkItem& item) override;
-  Verdict CheckWalkItem(const WalkItem& item) override;
-  Result<BlockInfo> ReadWalkItem(const WalkItem& item) override;
-  void AdoptedWalkItem(const WalkItem& item) override;
-  MediumReport EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts,
-                       const BlockLister& blocks) override;
   // Where a committed block's file is (or where a new one would be placed).
   std::string PathOf(const BlockAddress& address, const StoredPayload* stored) override;
   // backing_io "uring": the reader's status line and counters; "posix": pread, no counters.
+  // Also the bytes seals read back.
   MediumIoStats IoStats() const override;
+  // Spare files ready on device `dev` (0 without a pool: a test Env sees every call in order,
+  // so the pool runs only over the POSIX one). Starts the pool's thread, as a reservation
+  // does: never called by the daemon before it detached and blocked its signals (tests only;
+  // IoStats, which the daemon's metrics call, does not count spares for that reason).
+  size_t SparesReady(size_t dev) const;
 
   // Spare files kept ready per data directory: a burst of this many CREATEs never waits for
   // an inode allocation.
   static constexpr size_t kSpareDepth = 8;
   // Damaged block files a start keeps in damaged/ for examination (the newest).
   static constexpr size_t kMaxDamaged = kMaxDamagedFiles;
-  // Payload bytes the seals read back because the writes could not feed their checksums.
-  uint64_t read_back_bytes() const { return read_back_bytes_.load(std::memory_order_relaxed); }
-  // Spare files ready on device `dev` (0 without a pool: a test Env sees every call in order,
-  // so the pool runs only over the POSIX one).
-  size_t SparesReady(size_t dev) const;
-  // Tests: rotate the journal past `bytes` instead of kJournalRotateBytes. Before Load.
-  void SetJournalRotateBytes(uint64_t bytes) { journal_rotate_bytes_ = bytes; }
 
 
  private:
@@ -146,9 +134,10 @@ class FileMedium final : public Medium {
   void JournalCommit(size_t dev, int fd, const BlockInfo& draft, const IndexKeys& keys,
                      const PayloadChecksums& sums);
   void JournalRemoval(size_t dev, const BlockAddress& address);
-  // Past this many journal bytes a device's journal is folded into a new INDEX.
+  // Past this many journal bytes a device's journal is folded into a new INDEX
+  // (StoreOptions::journal_rotate_bytes, else 64 MiB).
   static constexpr uint64_t kJournalRotateBytes = 64ull << 20;
-  uint64_t journal_rotate_bytes_ = kJournalRotateBytes;
+  const uint64_t journal_rotate_bytes_;
   // The epoch in EPOCH: 0 if there is none (a new directory), an error if it cannot be read.
   Result<uint64_t> ReadEpoch(const std::string& path);
   std::string PathIn(size_t dev, const BlockAddress& address) const;
@@ -170,6 +159,30 @@ class FileMedium final : public Medium {
   std::unique_ptr<UringReader> uring_;
   std::unique_ptr<SparePool> spares_;  // started by Load over the POSIX Env
   std::atomic<uint64_t> read_back_bytes_{0};
+
+  // MediumUpkeep over this medium's state: the start's hand-over and walk go to the loader,
+  // what they read in full goes into the journal.
+  class Upkeep final : public MediumUpkeep {
+   public:
+    explicit Upkeep(FileMedium& medium) : m_(medium) {}
+    bool NextFound(Found& part) override;
+    bool JournalFoldDue() const override { return m_.fold_due_.load(std::memory_order_relaxed); }
+    void FoldJournal(const BlockLister& blocks) override;
+    Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) override;
+    bool WalkPending() const override {
+      return m_.walk_started_ && !m_.walk_over_.load(std::memory_order_acquire);
+    }
+    bool NextWalkItem(WalkItem& item) override;
+    Verdict CheckWalkItem(const WalkItem& item) override;
+    Result<BlockInfo> ReadWalkItem(const WalkItem& item) override;
+    void AdoptedWalkItem(const WalkItem& item) override;
+    MediumReport EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts,
+                         const BlockLister& blocks) override;
+
+   private:
+    FileMedium& m_;
+  };
+  Upkeep upkeep_{*this};
 };
 
 }  // namespace gpucache

@@ -24,9 +24,9 @@ void FileMedium::Append(size_t dev, const JournalRecord& record) {
   }
 }
 
-void FileMedium::FoldJournal(const BlockLister& blocks) {
-  if (!fold_due_.exchange(false)) return;  // another thread took it
-  for (size_t dev = 0; dev < logs_.size(); ++dev) FoldJournalPast(dev, journal_rotate_bytes_, blocks);
+void FileMedium::Upkeep::FoldJournal(const BlockLister& blocks) {
+  if (!m_.fold_due_.exchange(false)) return;  // another thread took it
+  for (size_t dev = 0; dev < m_.logs_.size(); ++dev) m_.FoldJournalPast(dev, m_.journal_rotate_bytes_, blocks);
 }
 
 void FileMedium::FoldJournalPast(size_t dev, uint64_t limit, const BlockLister& blocks) {
@@ -61,49 +61,51 @@ void FileMedium::JournalRemoval(size_t dev, const BlockAddress& address) {
 
 // --- The walk after a start (adr/0016): the loader checks, the journal here records ----------
 
-Verdict FileMedium::VerifyBlock(const BlockAddress& address, const StoredPayload* stored) {
-  if (!walk_started_) return {};
+Verdict FileMedium::Upkeep::VerifyBlock(const BlockAddress& address, const StoredPayload* stored) {
+  if (!m_.walk_started_) return {};
   size_t dev = DeviceOf(stored);
   std::optional<JournalRecord> read;
-  Verdict v = loader_->VerifyBlock(address, PathIn(dev, address), read);
-  if (read) Append(dev, *read);
+  Verdict v = m_.loader_->VerifyBlock(address, m_.PathIn(dev, address), read);
+  if (read) m_.Append(dev, *read);
   return v;
 }
 
-bool FileMedium::NextWalkItem(WalkItem& item) { return loader_->NextWalkItem(item); }
+bool FileMedium::Upkeep::NextWalkItem(WalkItem& item) { return m_.loader_->NextWalkItem(item); }
 
-Verdict FileMedium::CheckWalkItem(const WalkItem& item) {
+Verdict FileMedium::Upkeep::CheckWalkItem(const WalkItem& item) {
   std::optional<JournalRecord> read;
-  Verdict v = loader_->CheckWalkItem(item, read);
-  if (read) Append(walk_dev_, *read);
+  Verdict v = m_.loader_->CheckWalkItem(item, read);
+  if (read) m_.Append(m_.walk_dev_, *read);
   return v;
 }
 
-Result<BlockInfo> FileMedium::ReadWalkItem(const WalkItem& item) { return loader_->ReadWalkItem(item); }
-
-void FileMedium::AdoptedWalkItem(const WalkItem& item) {
-  if (std::optional<JournalRecord> r = loader_->AdoptedWalkItem(item)) Append(walk_dev_, *r);
+Result<BlockInfo> FileMedium::Upkeep::ReadWalkItem(const WalkItem& item) {
+  return m_.loader_->ReadWalkItem(item);
 }
 
-MediumReport FileMedium::EndWalk(bool completed, std::span<const BlockAddress> missing,
-                                 const WalkCounts& counts, const BlockLister& blocks) {
-  MediumReport report = loader_->EndWalk(completed, counts);
+void FileMedium::Upkeep::AdoptedWalkItem(const WalkItem& item) {
+  if (std::optional<JournalRecord> r = m_.loader_->AdoptedWalkItem(item)) m_.Append(m_.walk_dev_, *r);
+}
+
+MediumReport FileMedium::Upkeep::EndWalk(bool completed, std::span<const BlockAddress> missing,
+                                         const WalkCounts& counts, const BlockLister& blocks) {
+  MediumReport report = m_.loader_->EndWalk(completed, counts);
   if (completed) {
     for (const BlockAddress& a : missing) {
       report.missing++;
-      JournalRemoval(walk_dev_, a);  // the next start need not look for it
+      m_.JournalRemoval(m_.walk_dev_, a);  // the next start need not look for it
     }
   }
   // As after an eager load (IndexedStore::Load): glibc keeps the freed entries' pages resident
   // in the heap's holes; handing them back makes the resident set what the index holds.
   ::malloc_trim(0);
-  walk_completed_ = completed;
+  m_.walk_completed_ = completed;
   // A start folds a journal past half its rotation size (the next start replays less); it
   // kept it to open without checking files first, and can fold it only now that every indexed
   // block is checked. Before the store reports the walk done: who waits for the walk finds the
   // journal folded.
-  if (completed) FoldJournalPast(walk_dev_, journal_rotate_bytes_ / 2, blocks);
-  walk_over_.store(true, std::memory_order_release);
+  if (completed) m_.FoldJournalPast(m_.walk_dev_, m_.journal_rotate_bytes_ / 2, blocks);
+  m_.walk_over_.store(true, std::memory_order_release);
   return report;
 }
 

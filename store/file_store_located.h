@@ -1,4 +1,4 @@
-// FileStore's medium state of a committed block: which data directory holds it. Shared by the
+// FileMedium's state of a committed block: which data directory holds it. Shared by the
 // FileMedium sources and its loader (file_store*.cc, file_loader*.cc); not part of the store's API.
 #pragma once
 

@@ -30,7 +30,7 @@ bool IndexedStore::Load(MediumReport& report, std::string& error) {
   if (loaded) {
     epoch_.store(report.epoch);
     Found part;
-    while (medium_->NextFound(part)) {
+    while (medium_->upkeep().NextFound(part)) {
       size_t restored = Restore(part);
       if (part.unverified) {  // counted here: the medium handed them over without a look
         report.blocks_loaded += restored;
@@ -42,7 +42,7 @@ bool IndexedStore::Load(MediumReport& report, std::string& error) {
   // keeps those pages resident in the heap's holes. Hand them back, so that the resident set
   // is what the index holds rather than the peak of the load.
   ::malloc_trim(0);
-  if (loaded && medium_->WalkPending()) {  // blocks restored unverified (adr/0016)
+  if (loaded && medium_->upkeep().WalkPending()) {  // blocks restored unverified (adr/0016)
     walk_done_.store(false, std::memory_order_release);
     if (!options_.defer_background_work) StartBackgroundWork();
   }

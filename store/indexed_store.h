@@ -133,8 +133,8 @@ class IndexedStore : public BlockStore {
   // Verification after start (adr/0016; indexed_store_verify.cc): the walk asks the medium
   // for every file (walker_) and settles each finding, as VerifyBeforeUse settles one.
   void Walk() EXCLUDES(mu_);
-  void WalkNamed(const Medium::WalkItem& item, Medium::WalkCounts& counts) EXCLUDES(mu_);
-  void WalkUnnamed(const Medium::WalkItem& item, Medium::WalkCounts& counts) EXCLUDES(mu_);
+  void WalkNamed(const MediumUpkeep::WalkItem& item, MediumUpkeep::WalkCounts& counts) EXCLUDES(mu_);
+  void WalkUnnamed(const MediumUpkeep::WalkItem& item, MediumUpkeep::WalkCounts& counts) EXCLUDES(mu_);
   // Applies a verdict on the unverified block (`region_id`) at `address` on `stored`; nothing if
   // that block is no longer there or already checked (a use and the walk may race).
   void Settle(const BlockAddress& address, const StoredPayload* stored, uint64_t region_id,

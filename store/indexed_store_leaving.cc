@@ -111,7 +111,7 @@ BlockLister IndexedStore::Lister() {
 }
 
 void IndexedStore::FoldJournalIfDue() {
-  if (medium_->JournalFoldDue()) medium_->FoldJournal(Lister());
+  if (medium_->upkeep().JournalFoldDue()) medium_->upkeep().FoldJournal(Lister());
 }
 
 void IndexedStore::ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what) {

@@ -23,7 +23,7 @@ void IndexedStore::VerifyBeforeUse(const BlockAddress& address) {
     stored = index_.StoredOf(*id);
     region_id = index_.at(*id).region_id;
   }
-  Verdict verdict = medium_->VerifyBlock(address, stored.get());  // file I/O: without the lock
+  Verdict verdict = medium_->upkeep().VerifyBlock(address, stored.get());  // file I/O: without the lock
   Settle(address, stored.get(), region_id, std::move(verdict));
 }
 
@@ -86,9 +86,9 @@ void IndexedStore::WaitForVerification() {
 void IndexedStore::Walk() {
   if (options_.before_walk) options_.before_walk();
   const auto start = std::chrono::steady_clock::now();
-  Medium::WalkCounts counts;
-  Medium::WalkItem item;
-  while (!walk_stop_.load(std::memory_order_relaxed) && medium_->NextWalkItem(item)) {
+  MediumUpkeep::WalkCounts counts;
+  MediumUpkeep::WalkItem item;
+  while (!walk_stop_.load(std::memory_order_relaxed) && medium_->upkeep().NextWalkItem(item)) {
     if (item.region_id) {
       WalkNamed(item, counts);
     } else {
@@ -111,14 +111,14 @@ void IndexedStore::Walk() {
     unverified_.Clear();
     walking_.store(false, std::memory_order_release);
   }
-  MediumReport report = medium_->EndWalk(completed, forgotten, counts, Lister());
+  MediumReport report = medium_->upkeep().EndWalk(completed, forgotten, counts, Lister());
   if (completed && options_.walk_finished) options_.walk_finished(report);
   walk_done_.store(true, std::memory_order_release);
   walk_done_.notify_all();
 }
 
 // A file INDEX or the journal names: checked unless a use checked it first (or it left).
-void IndexedStore::WalkNamed(const Medium::WalkItem& item, Medium::WalkCounts& counts) {
+void IndexedStore::WalkNamed(const MediumUpkeep::WalkItem& item, MediumUpkeep::WalkCounts& counts) {
   {
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(item.address);
@@ -127,7 +127,7 @@ void IndexedStore::WalkNamed(const Medium::WalkItem& item, Medium::WalkCounts& c
       return;
     }
   }
-  Verdict v = medium_->CheckWalkItem(item);  // file I/O: without the lock
+  Verdict v = medium_->upkeep().CheckWalkItem(item);  // file I/O: without the lock
   switch (v.kind) {
     case Verdict::Kind::kSame: counts.from_snapshot++; [[fallthrough]];
     case Verdict::Kind::kReplaced: counts.loaded++; break;
@@ -139,7 +139,7 @@ void IndexedStore::WalkNamed(const Medium::WalkItem& item, Medium::WalkCounts& c
 
 // A file no entry names: read in full, as an eager start does, with its address held so that
 // no commit or departure changes the file meanwhile.
-void IndexedStore::WalkUnnamed(const Medium::WalkItem& item, Medium::WalkCounts& counts) {
+void IndexedStore::WalkUnnamed(const MediumUpkeep::WalkItem& item, MediumUpkeep::WalkCounts& counts) {
   const BlockAddress& address = item.address;
   {
     MutexLock lock(mu_);
@@ -148,7 +148,7 @@ void IndexedStore::WalkUnnamed(const Medium::WalkItem& item, Medium::WalkCounts&
     if (index_.Find(address) || reservations_.Holder(address) || leaving_.Contains(address)) return;
     leaving_.Leaving(address);  // as a departure: a Reserve of the address waits for Left
   }
-  Result<BlockInfo> info = medium_->ReadWalkItem(item);  // file I/O: without the lock
+  Result<BlockInfo> info = medium_->upkeep().ReadWalkItem(item);  // file I/O: without the lock
   if (!info.ok()) {
     counts.skipped++;
     MutexLock lock(mu_);
@@ -164,7 +164,7 @@ void IndexedStore::WalkUnnamed(const Medium::WalkItem& item, Medium::WalkCounts&
   }
   if (!indexed) return;
   counts.loaded++;
-  medium_->AdoptedWalkItem(item);
+  medium_->upkeep().AdoptedWalkItem(item);
 }
 
 }  // namespace gpucache

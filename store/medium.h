@@ -92,6 +92,7 @@ struct Verdict {
 struct MediumIoStats {
   std::string description;                // one line: what serves payload reads, and why
   std::optional<UringReaderStats> uring;  // the io_uring reader's counters, when it serves them
+  uint64_t read_back_bytes = 0;  // payload bytes seals read back: the writes could not feed their checksums
 };
 
 // A committed block as an index lists it: of a whole BlockInfo (its keys computed from the
@@ -125,53 +126,33 @@ struct Found {
   size_t count = 0;
   std::shared_ptr<StoredPayload> stored;
   // The blocks' files were not checked (adr/0016): the store checks each before its first use
-  // (Medium::VerifyBlock) and walks them all (Medium::NextWalkItem). The store counts them in
+  // (MediumUpkeep::VerifyBlock) and walks them all (MediumUpkeep::NextWalkItem). The store counts them in
   // the report (loaded, from a snapshot); the medium counts the others.
   bool unverified = false;
   std::vector<Quarantined> quarantined;
 };
 
-class Medium {
+// What a medium does between a start and its last file checked, apart from serving: hands
+// over what Load found, checks the files of blocks restored unverified (the walk of adr/0016,
+// and a block's check before its first use), and folds its journal. The store drives each
+// step; the medium never calls the store. The defaults are those of a medium that finds and
+// checks nothing (MemoryMedium).
+class MediumUpkeep {
  public:
-  struct Sealed {
-    PayloadChecksums checksums;
-    std::shared_ptr<StoredPayload> stored;
-  };
-  struct Opened {
-    std::unique_ptr<RawSource> source;
-    PayloadChecksums checksums;
-    Bytes identity;  // the canonical identity the medium holds for the block (GPCK)
-  };
-  // What the medium holds of a committed block beside its payload and the index does not keep.
-  struct Held {
-    Bytes identity;        // canonical (GPCK)
-    std::string checksum;  // "xxh3-128:<hex>" of the whole payload
-  };
-  struct DeviceSpace {
-    uint64_t free = 0;
-    uint64_t total = 0;
-  };
+  virtual ~MediumUpkeep() = default;
 
-  virtual ~Medium() = default;
-
-  // Called once, by the store that holds it: opens the medium and persists the epoch it starts
-  // at (report.epoch). False, with a reason, if it cannot. What it found comes from NextFound.
-  virtual bool Load(MediumReport& report, std::string& error) = 0;
   // The next part of what Load found (`part`'s buffers are reused from one call to the next);
   // false once everything was handed over. The store calls it until false, right after Load.
   virtual bool NextFound(Found& part) {
     (void)part;
     return false;
   }
-  // Called once, by the store's destructor (a clean close): save what speeds up the next Load.
-  virtual void Close(const BlockLister& blocks) { (void)blocks; }
   // Whether commits and removals grew the medium's journal past the size at which it is folded
   // into a new INDEX (FoldJournal). Cheap: the store asks after every commit and removal.
   virtual bool JournalFoldDue() const { return false; }
   virtual void FoldJournal(const BlockLister& blocks) { (void)blocks; }
-  // Checks the file of a block restored unverified (Found::unverified), as the
-  // walk does (CheckWalkItem); the store settles the verdict. Any thread, while the walk runs. Media that restore nothing unverified
-  // never see this.
+  // Checks the file of a block restored unverified (Found::unverified), as the walk does
+  // (CheckWalkItem); the store settles the verdict. Any thread, while the walk runs.
   virtual Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) {
     (void)address;
     (void)stored;
@@ -180,7 +161,7 @@ class Medium {
   // --- The walk of verification after start (adr/0016), driven by the store's walk thread
   // (store/indexed_store_verify.cc) one file at a time: the medium names each file and checks
   // the one the store asks about; the store decides, under its lock, what a finding does to the
-  // index. Media that restore nothing unverified have no walk.
+  // index.
   struct WalkItem {
     BlockAddress address;
     std::shared_ptr<StoredPayload> stored;  // where the file is
@@ -226,6 +207,43 @@ class Medium {
     (void)counts;
     (void)blocks;
     return {};
+  }
+};
+
+class Medium {
+ public:
+  struct Sealed {
+    PayloadChecksums checksums;
+    std::shared_ptr<StoredPayload> stored;
+  };
+  struct Opened {
+    std::unique_ptr<RawSource> source;
+    PayloadChecksums checksums;
+    Bytes identity;  // the canonical identity the medium holds for the block (GPCK)
+  };
+  // What the medium holds of a committed block beside its payload and the index does not keep.
+  struct Held {
+    Bytes identity;        // canonical (GPCK)
+    std::string checksum;  // "xxh3-128:<hex>" of the whole payload
+  };
+  struct DeviceSpace {
+    uint64_t free = 0;
+    uint64_t total = 0;
+  };
+
+  virtual ~Medium() = default;
+
+  // Called once, by the store that holds it: opens the medium and persists the epoch it starts
+  // at (report.epoch). False, with a reason, if it cannot. What it found comes from
+  // upkeep().NextFound.
+  virtual bool Load(MediumReport& report, std::string& error) = 0;
+  // Called once, by the store's destructor (a clean close): save what speeds up the next Load.
+  virtual void Close(const BlockLister& blocks) { (void)blocks; }
+  // What the medium does between a start and its last file checked (MediumUpkeep); a medium
+  // that finds and checks nothing at start has the one that does nothing.
+  virtual MediumUpkeep& upkeep() {
+    static MediumUpkeep nothing;  // stateless: shared by every such medium
+    return nothing;
   }
 
   virtual StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) = 0;

@@ -3,7 +3,7 @@
 //
 // Every candidate directory scores a key as -weight / ln(u), where u in (0, 1) is the key's
 // hash seeded with the candidate's seed; the highest score wins. Over many keys each candidate
-// receives a share proportional to its weight (FileStore weighs directories by their free
+// receives a share proportional to its weight (FileMedium weighs directories by their free
 // bytes, so a fuller device takes fewer new blocks), and taking a candidate away moves only
 // the keys it held. Candidates of weight 0 (a full device) are chosen only when every
 // candidate weighs 0, and then by plain rendezvous hashing.

@@ -1,5 +1,5 @@
 // UringSource: an RawSource over a block file read through a UringReader: the
-// io_uring counterpart of FileStore's FileSource (pread at data_offset + offset). Payload bytes
+// io_uring counterpart of FileMedium's FileSource (pread at data_offset + offset). Payload bytes
 // come back raw; VerifyingReader checks them against the chunk sums as before.
 //
 // On tmpfs the source reads with pread (PreadFull) like FileSource: the bytes are already in

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 131 + kib);
     std::vector<double> lr, lc, br, bc;
     int n = std::max(20, blocks * 64 / static_cast<int>(std::max<uint64_t>(kib, 64)));
-    uint64_t lifted_read = lifted.medium->read_back_bytes(), base_read = base.medium->read_back_bytes();
+    uint64_t lifted_read = lifted.medium->IoStats().read_back_bytes, base_read = base.medium->IoStats().read_back_bytes;
     for (int round = 0; round < rounds; ++round) {
       if (round % 2 == 0) {
         Round(lifted, true, payload, next, n, lr, lc);
@@ -113,8 +113,8 @@ int main(int argc, char** argv) {
     std::printf("size=%lluKiB blocks=%d reserve_us lifted=%.1f baseline=%.1f commit_us lifted=%.1f baseline=%.1f "
                 "read_back_MiB lifted=%.1f baseline=%.1f\n",
                 static_cast<unsigned long long>(kib), n * rounds, Median(lr), Median(br), Median(lc), Median(bc),
-                (lifted.medium->read_back_bytes() - lifted_read) / 1048576.0,
-                (base.medium->read_back_bytes() - base_read) / 1048576.0);
+                (lifted.medium->IoStats().read_back_bytes - lifted_read) / 1048576.0,
+                (base.medium->IoStats().read_back_bytes - base_read) / 1048576.0);
     std::fflush(stdout);
   }
   lifted.store.reset();

@@ -136,7 +136,7 @@ TEST_CASE("FileLoader: a start that verifies later hands the entries over unchec
 
   size_t same = 0, replaced = 0;
   std::vector<JournalRecord> journal;
-  Medium::WalkItem item;
+  MediumUpkeep::WalkItem item;
   while (loader.NextWalkItem(item)) {
     REQUIRE(item.region_id.has_value());  // every file is one INDEX names
     std::optional<JournalRecord> read;
@@ -159,7 +159,7 @@ TEST_CASE("FileLoader: a start that verifies later hands the entries over unchec
   REQUIRE(::stat(three.c_str(), &now) == 0);
   CHECK(journal[0].entry.inode == now.st_ino);  // the next start trusts the new file
   CHECK(journal[0].entry.size == 1003u);
-  MediumReport walked = loader.EndWalk(/*completed=*/true, Medium::WalkCounts{.loaded = 3});
+  MediumReport walked = loader.EndWalk(/*completed=*/true, MediumUpkeep::WalkCounts{.loaded = 3});
   CHECK(walked.blocks_loaded == 3);
   // The walk is over: a check of one block has nothing left to check against.
   std::optional<JournalRecord> read;

@@ -150,7 +150,7 @@ TEST_CASE("FileStore: a payload written in order is committed without reading it
   for (size_t at = 0; at < payload.size(); at += 128 << 10) Write(*o.store, r, at, Slice(payload, at, 128 << 10));
   REQUIRE(o.store->Commit(r) == StatusCode::kOk);
   CHECK(env.read_bytes == 0);
-  CHECK(o.medium->read_back_bytes() == 0);
+  CHECK(o.medium->IoStats().read_back_bytes == 0);
   CheckDigest(*o.store, id, payload);
 }
 
@@ -167,7 +167,7 @@ TEST_CASE("FileStore: out of order, overwritten or truncated payloads fall back 
     Write(*o.store, r, half, Slice(payload, half, half));
     Write(*o.store, r, 0, Slice(payload, 0, half));  // fed, and the rest read back
     REQUIRE(o.store->Commit(r) == StatusCode::kOk);
-    CHECK(o.medium->read_back_bytes() == half);
+    CHECK(o.medium->IoStats().read_back_bytes == half);
     CheckDigest(*o.store, id, payload);
   }
   SUBCASE("an overwrite in the middle") {
@@ -178,7 +178,7 @@ TEST_CASE("FileStore: out of order, overwritten or truncated payloads fall back 
     Write(*o.store, r, 1000, garbage);
     Write(*o.store, r, 1000, Slice(payload, 1000, 1000));  // the payload's own bytes again
     REQUIRE(o.store->Commit(r) == StatusCode::kOk);
-    CHECK(o.medium->read_back_bytes() == payload.size());
+    CHECK(o.medium->IoStats().read_back_bytes == payload.size());
     CheckDigest(*o.store, id, payload);
   }
   SUBCASE("a truncate to zero and a rewrite (a reopen with O_TRUNC)") {
@@ -188,7 +188,7 @@ TEST_CASE("FileStore: out of order, overwritten or truncated payloads fall back 
     REQUIRE(o.store->Truncate(r, 0) == StatusCode::kOk);
     Write(*o.store, r, 0, payload);
     REQUIRE(o.store->Commit(r) == StatusCode::kOk);
-    CHECK(o.medium->read_back_bytes() == 0);
+    CHECK(o.medium->IoStats().read_back_bytes == 0);
     CheckDigest(*o.store, id, payload);
   }
   SUBCASE("a truncate that cuts the written tail, then appends") {
@@ -199,7 +199,7 @@ TEST_CASE("FileStore: out of order, overwritten or truncated payloads fall back 
     auto n = o.store->Append(r, Slice(payload, half, half));
     REQUIRE(n.value() == half);
     REQUIRE(o.store->Commit(r) == StatusCode::kOk);
-    CHECK(o.medium->read_back_bytes() == payload.size());
+    CHECK(o.medium->IoStats().read_back_bytes == payload.size());
     CheckDigest(*o.store, id, payload);
   }
   SUBCASE("a size declared first (fallocate), then written in order") {
@@ -208,7 +208,7 @@ TEST_CASE("FileStore: out of order, overwritten or truncated payloads fall back 
     REQUIRE(o.store->Truncate(r, payload.size()) == StatusCode::kOk);
     Write(*o.store, r, 0, payload);
     REQUIRE(o.store->Commit(r) == StatusCode::kOk);
-    CHECK(o.medium->read_back_bytes() == 0);
+    CHECK(o.medium->IoStats().read_back_bytes == 0);
     CheckDigest(*o.store, id, payload);
   }
 }

@@ -56,8 +56,8 @@ std::unique_ptr<IndexedStore> Open(const std::string& dir, Env* env, FileStoreRe
   std::vector<FileMedium::Device> devices;
   devices.push_back(FileMedium::Device{DataDir(dir), std::move(lock), false});
   options.env = env;
+  options.journal_rotate_bytes = rotate_bytes;
   auto medium = std::make_unique<FileMedium>(std::move(devices), options);
-  if (rotate_bytes != 0) medium->SetJournalRotateBytes(rotate_bytes);
   auto store = std::make_unique<IndexedStore>(options, std::move(medium));
   std::string error;
   REQUIRE_MESSAGE(store->Load(report, error), error);
