@@ -61,14 +61,19 @@ Result<std::string> Filesystem::BlockXattr(const Node& n, std::string_view key) 
 }
 
 Result<std::string> Filesystem::PartXattr(const Node& n, std::string_view key) {
-  auto id = store_.FindReservation({n.tenant, n.ns, n.block});
-  if (!id) return StatusCode::kNotFound;
+  // A fill that ended is answered as a vanished `.part` (ESTALE after a fence), never as a
+  // missing attribute: ENODATA for its identity would tell the writer it was never set.
+  const BlockAddress address{n.tenant, n.ns, n.block};
+  auto id = store_.FindReservation(address);
+  if (!id) return PartGone(address);
   Result<ReservationInfo> r = store_.StatReservation(*id);
-  if (!r.ok()) return r.status();
+  if (!r.ok()) return FillAnswer(r.status(), address);
   if (key == kIdentity) {
     Result<Bytes> bytes = store_.GetIdentity(*id);
-    if (!bytes.ok()) return bytes.status();
-    return std::string(bytes->begin(), bytes->end());
+    if (bytes.ok()) return std::string(bytes->begin(), bytes->end());
+    // Not set yet (the attribute is missing), or the fill ended since StatReservation.
+    if (store_.StatReservation(*id).ok()) return StatusCode::kNotFound;
+    return PartGone(address);
   }
   if (key == "state") return std::string(ToString(r->state));
   if (key == "epoch") return std::to_string(r->epoch);
@@ -103,8 +108,14 @@ Result<std::vector<std::string>> Filesystem::ListXattr(const Principal& c, uint6
   if (n->kind == NodeKind::kPart) keys = &kPartKeys;
   if (!keys) return names;
   for (const std::string& k : *keys) {
-    // Only names that have a value right now (a reservation may not have its identity yet).
-    if (GetXattr(c, ino, std::string(kPrefix) + k).ok()) names.push_back(std::string(kPrefix) + k);
+    // Only names that have a value right now (a reservation may not have its identity yet);
+    // a node that is gone (a fenced `.part`) answers as it would to a getxattr.
+    Result<std::string> value = GetXattr(c, ino, std::string(kPrefix) + k);
+    if (value.ok()) {
+      names.push_back(std::string(kPrefix) + k);
+    } else if (value.status() != StatusCode::kNotFound) {
+      return value.status();
+    }
   }
   return names;
 }

@@ -329,6 +329,27 @@ TEST_CASE("Filesystem: a fence between finding a fill and acting on it answers E
   CHECK(h.ReadBlock(late).status() == StatusCode::kNotFound);
 }
 
+TEST_CASE("Filesystem: a fenced .part's xattrs answer ESTALE, not that an attribute is missing") {
+  // ENODATA would tell the writer its identity was never set; the fence is what happened.
+  BasicFsHarness<FenceAfterQuestion> h;
+  CacheIdentity closed_fill = SampleIdentity("acme"), open_fill = OtherBlock(0x25);
+  uint64_t closed = h.WritePart(closed_fill, Payload(10));  // closed: dropped at the fence
+  REQUIRE(h.store.Fence().ok());
+  CHECK(ReplyXattrErrno(h.fs.GetXattr(kWriter, closed, "user.gpucache.identity")) == ESTALE);
+  CHECK(ReplyXattrErrno(h.fs.GetXattr(kWriter, closed, "user.gpucache.state")) == ESTALE);
+  CHECK(ReplyErrno(h.fs.ListXattr(kWriter, closed).status()) == ESTALE);
+
+  // Found, then fenced before its questions were answered.
+  Reply part = h.CreatePart(open_fill);
+  REQUIRE(part.err == 0);
+  REQUIRE(h.fs.SetXattr(kWriter, part.ino, "user.gpucache.identity", EncodePhysicalKey(open_fill)) ==
+          StatusCode::kOk);
+  CHECK(h.fs.GetXattr(kWriter, part.ino, "user.gpucache.state").value() == "RESERVED");
+  h.store.FenceAfterNextFind();
+  CHECK(ReplyXattrErrno(h.fs.GetXattr(kWriter, part.ino, "user.gpucache.identity")) == ESTALE);
+  h.Close(*part.handle);
+}
+
 TEST_CASE("Filesystem: a fill fenced after its close answers ESTALE at the rename") {
   FsHarness h;
   CacheIdentity id = SampleIdentity("acme");
