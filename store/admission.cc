@@ -89,7 +89,7 @@ void Admission::ReservationReleased(const std::string& tenant, uint64_t size) {
 
 void Admission::Indexed(Id id, std::optional<Id> parent, bool partial, PolicyKey key) {
   const BlockIndex::Record& r = index_.at(id);
-  Usage& u = Counters(index_.TenantOfBlock(id)).usage;
+  Usage& u = Counters(TenantOf(id)).usage;
   u.blocks++;
   u.bytes += r.size;
   policy_->OnInsert(id, parent, partial, key);
@@ -97,7 +97,7 @@ void Admission::Indexed(Id id, std::optional<Id> parent, bool partial, PolicyKey
 
 void Admission::Unindexing(Id id) {
   const BlockIndex::Record& r = index_.at(id);
-  Usage& u = Counters(index_.TenantOfBlock(id)).usage;
+  Usage& u = Counters(TenantOf(id)).usage;
   u.blocks--;
   u.bytes -= r.size;
   policy_->OnRemove(id);
@@ -181,7 +181,7 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
     const BlockIndex::Record& r = index_.at(id);
     if (r.pinned || index_.OpenReaders(id) != 0) return false;
     if (req.device && !medium_.SharesDevice(*req.device, index_.StoredOf(id).get())) return false;
-    std::string_view owner = index_.TenantOfBlock(id);
+    std::string_view owner = TenantOf(id);
     if (owner == req.tenant) return true;
     if (own_only) return false;
     // Another tenant's block, only while that tenant keeps at least its fair share.
@@ -196,7 +196,7 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
     Id id = *v;
     ids.push_back(id);
     const BlockIndex::Record& r = index_.at(id);
-    std::string_view owner = index_.TenantOfBlock(id);
+    std::string_view owner = TenantOf(id);
     if (owner == req.tenant) freed_own += amount(r);
     else taken[owner] += amount(r);
     freed_shared += amount(r);
@@ -209,7 +209,7 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
     if (!pick(false)) return req.shared_refusal;
   }
   for (Id id : ids) {
-    Counters(index_.TenantOfBlock(id)).evictions++;
+    Counters(TenantOf(id)).evictions++;
     victims.push_back(id);
   }
   return StatusCode::kOk;

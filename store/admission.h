@@ -94,6 +94,9 @@ class Admission {
   // one tenant's fill never takes another below it (docs/eviction.md).
   uint64_t FairShare(std::string_view tenant, uint64_t total) const;
   Usage UsageOf(const std::string& tenant) const;
+  const std::string& TenantOf(Id id) const {
+    return index_.namespaces().TenantOf(index_.NamespaceOf(id));
+  }
 
   const ResourceLimits& limits_;
   const BlockIndex& index_;

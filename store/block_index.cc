@@ -18,44 +18,6 @@ uint64_t BlockIndex::NameHash(uint32_t ns, const BlockDigest& name) {
   return NsHash(ns, a ^ (b * 0xC2B2AE3D27D4EB4Full));
 }
 
-std::optional<uint32_t> BlockIndex::FindNamespace(std::string_view tenant, std::string_view ns) const {
-  auto it = namespace_ids_.find(std::pair<std::string_view, std::string_view>(tenant, ns));
-  if (it == namespace_ids_.end()) return std::nullopt;
-  return it->second;
-}
-
-uint32_t BlockIndex::AddNamespace(const std::string& tenant, const std::string& ns, Owner owner) {
-  if (std::optional<uint32_t> id = FindNamespace(tenant, ns)) return *id;
-  uint32_t id;
-  if (!free_namespaces_.empty()) {
-    id = free_namespaces_.back();
-    free_namespaces_.pop_back();
-  } else {
-    id = static_cast<uint32_t>(namespaces_.size());
-    namespaces_.emplace_back();
-  }
-  namespaces_[id] = Namespace{tenant, ns, owner, 0, 0, true, 0};
-  namespace_ids_.emplace(std::pair(tenant, ns), id);
-  return id;
-}
-
-void BlockIndex::RemoveNamespace(uint32_t ns) {
-  Namespace& n = namespaces_[ns];
-  auto it = namespace_ids_.find(std::pair<std::string_view, std::string_view>(n.tenant, n.name));
-  if (it != namespace_ids_.end()) namespace_ids_.erase(it);
-  n = Namespace{};
-  free_namespaces_.push_back(ns);
-}
-
-std::vector<std::string> BlockIndex::NamespacesOf(std::string_view tenant) const {
-  std::vector<std::string> out;
-  for (auto it = namespace_ids_.lower_bound(std::pair<std::string_view, std::string_view>(tenant, ""));
-       it != namespace_ids_.end() && it->first.first == tenant; ++it) {
-    out.push_back(it->first.second);
-  }
-  return out;
-}
-
 // The name first: 16 bytes in the record itself, and all but certain to differ from another
 // block's; the namespace is a look in the small table of contexts.
 std::optional<BlockIndex::Id> BlockIndex::FindIn(uint32_t ns, const BlockDigest& name) const {
@@ -67,7 +29,7 @@ std::optional<BlockIndex::Id> BlockIndex::FindIn(uint32_t ns, const BlockDigest&
 std::optional<BlockIndex::Id> BlockIndex::Find(const BlockAddress& address) const {
   std::optional<BlockDigest> name = ParseBlockName(address.block);
   if (!name) return std::nullopt;
-  std::optional<uint32_t> ns = FindNamespace(address.tenant, address.ns);
+  std::optional<uint32_t> ns = namespaces_.Find(address.tenant, address.ns);
   if (!ns) return std::nullopt;
   return FindIn(*ns, *name);
 }
@@ -84,8 +46,9 @@ std::optional<BlockIndex::Id> BlockIndex::ByTail(uint32_t ns, uint64_t tail) con
 }
 
 BlockAddress BlockIndex::AddressOf(Id id) const {
-  const Namespace& n = namespaces_[NamespaceOf(id)];
-  return BlockAddress{n.tenant, n.name, FormatBlockName(records_[id].name)};
+  uint32_t ns = NamespaceOf(id);
+  return BlockAddress{namespaces_.TenantOf(ns), namespaces_.NameOf(ns),
+                      FormatBlockName(records_[id].name)};
 }
 
 uint64_t BlockIndex::CommitEpochOf(Id id) const {
@@ -142,7 +105,7 @@ IndexKeys BlockIndex::KeysOf(Id id) const {
   k.tail = r.tail;
   k.prefix = r.prefix;
   k.valid_length = r.valid_length;
-  k.block_capacity = namespaces_[NamespaceOf(id)].block_capacity;
+  k.block_capacity = namespaces_.BlockCapacityOf(NamespaceOf(id));
   k.chain_length = r.chain_length;
   return k;
 }
@@ -155,10 +118,9 @@ std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, co
   // No identity has more tokens than that (identity.h); the record keeps 21 bits of them.
   if (keys.valid_length > kMaxBlockTokens) return std::nullopt;
   // The name parsed and the namespace looked up once (a restart inserts every block).
-  std::optional<uint32_t> known = FindNamespace(address.tenant, address.ns);
+  std::optional<uint32_t> known = namespaces_.Find(address.tenant, address.ns);
   if (known && !known_new && FindIn(*known, *name)) return std::nullopt;
-  uint32_t ns = known ? *known : AddNamespace(address.tenant, address.ns, owner);
-  if (namespaces_[ns].blocks == 0) namespaces_[ns].block_capacity = keys.block_capacity;
+  uint32_t ns = known ? *known : namespaces_.Add(address.tenant, address.ns, owner);
   Id id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -186,8 +148,7 @@ std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, co
     odd_epochs_[id] = block.commit_epoch;
   }
   r.context = Hold(ns, owner, std::move(stored));
-  namespaces_[ns].blocks++;
-  Touch(ns, block.commit_time_ns);
+  namespaces_.BlockAdded(ns, keys.block_capacity, block.commit_time_ns);
   count_++;
   by_address_.Insert(id, NameHash(ns, r.name), [this](Id i) { return AddressHashOf(i); });
   by_logical_.Insert(id, r.logical, [this](Id i) { return records_[i].logical; });
@@ -205,7 +166,7 @@ BlockIndex::Record BlockIndex::Remove(Id id) {
   by_logical_.Erase(id, r.logical);
   by_parent_.Erase(id, NsHash(ns, r.parent));
   by_tail_.Erase(id, NsHash(ns, r.tail));
-  namespaces_[ns].blocks--;
+  namespaces_.BlockRemoved(ns);
   if (r.epoch_apart) odd_epochs_.erase(id);
   open_readers_.erase(id);
   Release(r.context);

@@ -2,7 +2,8 @@
 //
 // Records live in one array, named by a dense 32-bit id that stays the same while the block is
 // indexed (ids of removed blocks are reused). Each namespace (tenant, namespace directory) is
-// interned once and counts its blocks (it keeps no list of them). Four IdTables (store/id_table.h) find records by
+// interned once in a NamespaceTable (store/namespace_table.h). Four IdTables (store/id_table.h)
+// find records by
 //   - address (namespace id + block name): every probe, open and commit;
 //   - logical key (GPCL digest): "incompatible" misses;
 //   - (namespace, chain[0] digest): prefix-hit candidates and, by chain.back(), parent links;
@@ -28,6 +29,7 @@
 #include "store/index_keys.h"
 #include "store/lifecycle.h"
 #include "store/medium.h"
+#include "store/namespace_table.h"
 
 namespace gpucache {
 
@@ -76,24 +78,9 @@ class BlockIndex {
     uint32_t epoch_apart : 1 = 0;    // its commit epoch is in odd_epochs_
     BlockState state() const { return evicting ? BlockState::kEvicting : BlockState::kCommitted; }
   };
-  // --- Namespaces.
-  std::optional<uint32_t> FindNamespace(std::string_view tenant, std::string_view ns) const;
-  // The id of (tenant, ns), added with `owner` if it was not there.
-  uint32_t AddNamespace(const std::string& tenant, const std::string& ns, Owner owner);
-  // REQUIRES: the namespace holds no block.
-  void RemoveNamespace(uint32_t ns);
-  const std::string& TenantOf(uint32_t ns) const { return namespaces_[ns].tenant; }
-  const std::string& NameOf(uint32_t ns) const { return namespaces_[ns].name; }
-  Owner OwnerOf(uint32_t ns) const { return namespaces_[ns].owner; }
-  size_t BlocksIn(uint32_t ns) const { return namespaces_[ns].blocks; }
-  // When the namespace last changed (NamespaceInfo::change_time_ns): Insert moves it to the
-  // block's commit time, Touch to a later time; it never goes back.
-  uint64_t ChangedAt(uint32_t ns) const { return namespaces_[ns].changed_ns; }
-  void Touch(uint32_t ns, uint64_t time_ns) {
-    namespaces_[ns].changed_ns = std::max(namespaces_[ns].changed_ns, time_ns);
-  }
-  // The namespace names of `tenant`, in name order.
-  std::vector<std::string> NamespacesOf(std::string_view tenant) const;
+  // The namespaces the blocks are in (the store adds, removes and touches them here).
+  const NamespaceTable& namespaces() const { return namespaces_; }
+  NamespaceTable& namespaces() { return namespaces_; }
 
   // --- Blocks.
   std::optional<Id> Find(const BlockAddress& address) const;
@@ -115,7 +102,6 @@ class BlockIndex {
   Record& at(Id id) { return records_[id]; }
   const Record& at(Id id) const { return records_[id]; }
   uint32_t NamespaceOf(Id id) const { return contexts_[records_[id].context].ns; }
-  const std::string& TenantOfBlock(Id id) const { return TenantOf(NamespaceOf(id)); }
   uint64_t CommitEpochOf(Id id) const;
   // The block leaves the namespace: COMMITTED -> EVICTING (lifecycle.h), before Remove.
   void MarkEvicting(Id id);
@@ -142,22 +128,21 @@ class BlockIndex {
   // Every block, in id order.
   template <class Visit>
   void ForEach(const Visit& visit) const {
-    ForEachFrom(0, IdLimit(), visit);
+    ForEachFrom(0, static_cast<Id>(records_.size()), visit);
   }
-  // The blocks among the ids [from, from + count), in id order; returns the id after the last
-  // one looked at (IdLimit() once the pass is over). A block keeps its id while it is indexed,
-  // so a pass made of slices, the index changing between them, still visits every block that
-  // stayed put exactly once.
+  // The blocks among the ids [from, from + count), in id order; returns the id to go on from,
+  // or nullopt once the pass is over. A block keeps its id while it is indexed, so a pass made
+  // of slices, the index changing between them, still visits every block that stayed put
+  // exactly once.
   template <class Visit>
-  Id ForEachFrom(Id from, Id count, const Visit& visit) const {
+  std::optional<Id> ForEachFrom(Id from, Id count, const Visit& visit) const {
+    if (from >= records_.size()) return std::nullopt;
     Id end = static_cast<Id>(std::min<size_t>(records_.size(), size_t{from} + count));
     for (Id id = from; id < end; ++id) {
       if (records_[id].context != kNoContext) visit(id);
     }
-    return std::max(from, end);
+    return end;
   }
-  // One past the highest id in use or free: where a pass over every block ends.
-  Id IdLimit() const { return static_cast<Id>(records_.size()); }
   size_t size() const { return count_; }
   // Room for `blocks` more without growing.
   void Reserve(size_t blocks);
@@ -165,23 +150,6 @@ class BlockIndex {
   size_t MemoryBytes() const;
 
  private:
-  struct Namespace {
-    std::string tenant, name;
-    Owner owner;
-    uint32_t block_capacity = 0;  // its blocks'; set by the first one
-    size_t blocks = 0;            // how many it holds
-    bool live = false;
-    uint64_t changed_ns = 0;      // ChangedAt
-  };
-  // Orders (tenant, namespace) keys and finds them by string_views, without building a key.
-  struct NamespaceLess {
-    using is_transparent = void;
-    template <class A, class B>
-    bool operator()(const A& a, const B& b) const {
-      int t = std::string_view(a.first).compare(std::string_view(b.first));
-      return t != 0 ? t < 0 : std::string_view(a.second) < std::string_view(b.second);
-    }
-  };
   static uint64_t NsHash(uint32_t ns, uint64_t digest) {
     return digest ^ (uint64_t{ns} * 0x9E3779B97F4A7C15ull);
   }
@@ -213,9 +181,7 @@ class BlockIndex {
   uint32_t Hold(uint32_t ns, Owner owner, std::shared_ptr<StoredPayload> stored);
   void Release(uint32_t context);
 
-  std::vector<Namespace> namespaces_;
-  std::vector<uint32_t> free_namespaces_;
-  std::map<std::pair<std::string, std::string>, uint32_t, NamespaceLess> namespace_ids_;
+  NamespaceTable namespaces_;
   std::vector<Record> records_;
   std::vector<Id> free_ids_;
   std::vector<Context> contexts_;

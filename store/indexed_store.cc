@@ -55,12 +55,12 @@ StatusCode IndexedStore::CreateNamespace(std::string_view tenant, std::string_vi
   if (!IsValidTenantName(tenant) || !IsValidNamespaceName(ns)) return StatusCode::kInvalidArgument;
   {
     MutexLock lock(mu_);
-    if (index_.FindNamespace(tenant, ns)) return StatusCode::kExists;
+    if (index_.namespaces().Find(tenant, ns)) return StatusCode::kExists;
   }
   if (StatusCode s = medium_->CreateNamespace(tenant, ns, owner); s != StatusCode::kOk) return s;
   MutexLock lock(mu_);
-  if (index_.FindNamespace(tenant, ns)) return StatusCode::kExists;
-  index_.Touch(index_.AddNamespace(std::string(tenant), std::string(ns), owner), NowNs());
+  if (index_.namespaces().Find(tenant, ns)) return StatusCode::kExists;
+  index_.namespaces().Touch(index_.namespaces().Add(std::string(tenant), std::string(ns), owner), NowNs());
   return StatusCode::kOk;
 }
 
@@ -70,26 +70,26 @@ StatusCode IndexedStore::RemoveNamespace(std::string_view tenant, std::string_vi
   // walk would then create the namespace again under the file's committer.
   WaitForVerification();
   MutexLock lock(mu_);
-  std::optional<uint32_t> id = index_.FindNamespace(tenant, ns);
+  std::optional<uint32_t> id = index_.namespaces().Find(tenant, ns);
   if (!id) return StatusCode::kNotFound;
-  if (index_.BlocksIn(*id) != 0 || reservations_.AnyIn(tenant, ns)) {
+  if (index_.namespaces().BlocksIn(*id) != 0 || reservations_.AnyIn(tenant, ns)) {
     return StatusCode::kNotEmpty;
   }
-  index_.RemoveNamespace(*id);
+  index_.namespaces().Remove(*id);
   lock.Unlock();
   return medium_->RemoveNamespace(tenant, ns);
 }
 
 Result<NamespaceInfo> IndexedStore::StatNamespace(std::string_view tenant, std::string_view ns) {
   MutexLock lock(mu_);
-  std::optional<uint32_t> id = index_.FindNamespace(tenant, ns);
+  std::optional<uint32_t> id = index_.namespaces().Find(tenant, ns);
   if (!id) return StatusCode::kNotFound;
-  return NamespaceInfo{index_.OwnerOf(*id), index_.ChangedAt(*id)};
+  return NamespaceInfo{index_.namespaces().OwnerOf(*id), index_.namespaces().ChangedAt(*id)};
 }
 
 std::vector<std::string> IndexedStore::ListNamespaces(std::string_view tenant) {
   MutexLock lock(mu_);
-  return index_.NamespacesOf(tenant);
+  return index_.namespaces().NamesOf(tenant);
 }
 
 // Listings pass over every record (no list per namespace is kept: docs/performance.md, "Daemon
@@ -105,19 +105,18 @@ std::vector<std::string> IndexedStore::ListEntries(std::string_view tenant, std:
   WaitForVerification();
   std::vector<BlockDigest> names;
   std::vector<std::string> parts;
-  for (BlockId from = 0;;) {
-    if (from != 0 && options_.between_list_slices) options_.between_list_slices();
+  for (std::optional<BlockId> from = 0; from;) {
+    if (*from != 0 && options_.between_list_slices) options_.between_list_slices();
     MutexLock lock(mu_);
     // Looked up again each slice: the namespace may have gone (then nothing more is named).
-    std::optional<uint32_t> id = index_.FindNamespace(tenant, ns);
+    std::optional<uint32_t> id = index_.namespaces().Find(tenant, ns);
     if (!id) break;
-    if (from == 0) {
-      names.reserve(index_.BlocksIn(*id));
+    if (*from == 0) {
+      names.reserve(index_.namespaces().BlocksIn(*id));
       parts = reservations_.PartNamesIn(tenant, ns);
     }
-    if (from >= index_.IdLimit()) break;
     // The lambda runs under mu_ (the analysis checks it as a function of its own).
-    from = index_.ForEachFrom(from, kListSlice, [&](BlockId b) NO_THREAD_SAFETY_ANALYSIS {
+    from = index_.ForEachFrom(*from, kListSlice, [&](BlockId b) NO_THREAD_SAFETY_ANALYSIS {
       if (index_.NamespaceOf(b) == *id) names.push_back(index_.at(b).name);
     });
   }
@@ -136,13 +135,14 @@ void IndexedStore::VisitBlocks(std::string_view tenant,
                                const std::function<bool(const BlockAddress&)>& visit) {
   WaitForVerification();  // as ListEntries
   std::vector<BlockAddress> slice;
-  for (BlockId from = 0;;) {
+  for (std::optional<BlockId> from = 0; from;) {
     slice.clear();
     {
       MutexLock lock(mu_);
-      if (from >= index_.IdLimit()) return;
-      from = index_.ForEachFrom(from, kListSlice, [&](BlockId b) NO_THREAD_SAFETY_ANALYSIS {
-        if (index_.TenantOfBlock(b) == tenant) slice.push_back(index_.AddressOf(b));
+      from = index_.ForEachFrom(*from, kListSlice, [&](BlockId b) NO_THREAD_SAFETY_ANALYSIS {
+        if (index_.namespaces().TenantOf(index_.NamespaceOf(b)) == tenant) {
+          slice.push_back(index_.AddressOf(b));
+        }
       });
     }
     for (const BlockAddress& a : slice) {
@@ -162,7 +162,7 @@ Result<ReservationId> IndexedStore::Reserve(const BlockAddress& address, Owner o
   std::vector<Departure> evicted;  // blocks that gave up their registration for this one
   {
     MutexLock lock(mu_);
-    if (!index_.FindNamespace(address.tenant, address.ns)) return StatusCode::kNotFound;
+    if (!index_.namespaces().Find(address.tenant, address.ns)) return StatusCode::kNotFound;
     // A block of this address is leaving and its file is not gone yet: the new one waits for
     // the path (the wait is a file removal or rename long).
     leaving_.WaitWhileLeaving(address, mu_);

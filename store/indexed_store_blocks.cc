@@ -157,7 +157,7 @@ std::optional<IndexedStore::BlockId> IndexedStore::IndexLocked(const IndexedBloc
   // The resident block whose last chain hash is this block's parent hash, if any (looked up
   // before this one is in, so that a one-hash chain is not its own parent).
   std::optional<BlockId> parent;
-  if (std::optional<uint32_t> ns = index_.FindNamespace(address.tenant, address.ns)) {
+  if (std::optional<uint32_t> ns = index_.namespaces().Find(address.tenant, address.ns)) {
     parent = index_.ByTail(*ns, keys.parent);
   }
   std::optional<BlockId> id = index_.Insert(address, block, keys, b.owner, std::move(stored), known_new);
@@ -168,12 +168,12 @@ std::optional<IndexedStore::BlockId> IndexedStore::IndexLocked(const IndexedBloc
 }
 
 void IndexedStore::TouchNamespaceLocked(const BlockAddress& address) {
-  if (std::optional<uint32_t> ns = index_.FindNamespace(address.tenant, address.ns)) index_.Touch(*ns, NowNs());
+  if (std::optional<uint32_t> ns = index_.namespaces().Find(address.tenant, address.ns)) index_.namespaces().Touch(*ns, NowNs());
 }
 
 IndexedStore::Record IndexedStore::UnindexLocked(BlockId id) {
   unverified_.Remove(id);  // evicted before checked: nothing to check
-  index_.Touch(index_.NamespaceOf(id), NowNs());
+  index_.namespaces().Touch(index_.NamespaceOf(id), NowNs());
   admission_.Unindexing(id);
   return index_.Remove(id);
 }
@@ -373,7 +373,7 @@ void IndexedStore::ReaderClosed(const BlockAddress& address, uint64_t region_id)
 
 std::optional<LookupResult> IndexedStore::PrefixHitLocked(const CacheIdentity& want,
                                                           const BlockAddress& self) {
-  std::optional<uint32_t> ns = index_.FindNamespace(self.tenant, self.ns);
+  std::optional<uint32_t> ns = index_.namespaces().Find(self.tenant, self.ns);
   if (!ns) return std::nullopt;
   // A candidate is a prefix when its chain is a strict prefix of the wanted one and its
   // multimodal inputs are the same: its ChainDigest equals the wanted chain's, cut to its

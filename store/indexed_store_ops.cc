@@ -148,7 +148,7 @@ size_t IndexedStore::Restore(const Found& part) {
     index_.Reserve(part.expected_blocks);
     admission_.Reserve(index_.size() + part.expected_blocks);  // ids are dense: below that many
   }
-  for (const Found::Namespace& n : part.namespaces) index_.AddNamespace(n.tenant, n.ns, n.owner);
+  for (const Found::Namespace& n : part.namespaces) index_.namespaces().Add(n.tenant, n.ns, n.owner);
   size_t restored = 0;
   for (size_t i = 0; i < part.count; ++i) {
     const IndexedBlock& b = part.blocks[i];

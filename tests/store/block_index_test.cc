@@ -44,24 +44,48 @@ TEST_CASE("BlockIndex: insert, find by address, remove, reuse ids") {
 
 TEST_CASE("BlockIndex: namespaces are interned, listed in order and keep their blocks' ids") {
   BlockIndex index;
-  index.AddNamespace("acme", "zeta", Owner{1, 1});
-  uint32_t alpha = index.AddNamespace("acme", "alpha", Owner{2, 2});
-  CHECK(index.AddNamespace("acme", "alpha", Owner{3, 3}) == alpha);  // the first owner stays
-  CHECK(index.OwnerOf(alpha) == Owner{2, 2});
-  CHECK(index.NamespacesOf("acme") == std::vector<std::string>{"alpha", "zeta"});
-  CHECK(index.NamespacesOf("globex").empty());
+  NamespaceTable& names = index.namespaces();
+  names.Add("acme", "zeta", Owner{1, 1});
+  uint32_t alpha = names.Add("acme", "alpha", Owner{2, 2});
+  CHECK(names.Add("acme", "alpha", Owner{3, 3}) == alpha);  // the first owner stays
+  CHECK(names.OwnerOf(alpha) == Owner{2, 2});
+  CHECK(names.NamesOf("acme") == std::vector<std::string>{"alpha", "zeta"});
+  CHECK(names.NamesOf("globex").empty());
   auto id = index.Insert(BlockNo("acme", 1), RecordOf(1), FullKeys(), kOwner);
-  uint32_t ns = *index.FindNamespace("acme", "ns");
-  CHECK(index.BlocksIn(ns) == 1);
+  uint32_t ns = *names.Find("acme", "ns");
+  CHECK(names.BlocksIn(ns) == 1);
   std::vector<BlockIndex::Id> listed;
   index.ForEach([&](BlockIndex::Id b) {
     if (index.NamespaceOf(b) == ns) listed.push_back(b);
   });
   CHECK(listed == std::vector<BlockIndex::Id>{*id});
-  CHECK(index.TenantOf(ns) == "acme");
+  CHECK(names.TenantOf(ns) == "acme");
   index.Remove(*id);
-  index.RemoveNamespace(ns);
-  CHECK_FALSE(index.FindNamespace("acme", "ns"));
+  CHECK(names.BlocksIn(ns) == 0);
+  names.Remove(ns);
+  CHECK_FALSE(names.Find("acme", "ns"));
+}
+
+TEST_CASE("BlockIndex: a namespace takes its first block's capacity and its latest change time") {
+  BlockIndex index;
+  const NamespaceTable& names = index.namespaces();
+  IndexKeys keys = FullKeys();
+  keys.block_capacity = 64;
+  BlockIndex::Committed at_200 = RecordOf(1);
+  at_200.commit_time_ns = 200;
+  auto a = index.Insert(BlockNo("acme", 1), at_200, keys, kOwner);
+  REQUIRE(a);
+  uint32_t ns = *names.Find("acme", "ns");
+  CHECK(names.BlockCapacityOf(ns) == 64);
+  CHECK(index.KeysOf(*a).block_capacity == 64);
+  CHECK(names.ChangedAt(ns) == 200);
+  BlockIndex::Committed at_100 = RecordOf(1);
+  at_100.commit_time_ns = 100;  // committed earlier (a start restores blocks in any order)
+  REQUIRE(index.Insert(BlockNo("acme", 2), at_100, keys, kOwner));
+  CHECK(names.ChangedAt(ns) == 200);  // never goes back
+  index.namespaces().Touch(ns, 300);
+  CHECK(names.ChangedAt(ns) == 300);
+  CHECK(names.BlocksIn(ns) == 2);
 }
 
 TEST_CASE("BlockIndex: logical keys and chain links find their blocks") {
@@ -75,7 +99,7 @@ TEST_CASE("BlockIndex: logical keys and chain links find their blocks") {
   child.tail = 33;
   auto p = index.Insert(BlockNo("acme", 1), RecordOf(1), parent, kOwner);
   auto c = index.Insert(BlockNo("acme", 2), RecordOf(1), child, kOwner);
-  uint32_t ns = *index.FindNamespace("acme", "ns");
+  uint32_t ns = *index.namespaces().Find("acme", "ns");
   CHECK(index.HasLogical(99));
   CHECK_FALSE(index.HasLogical(98));
   CHECK(index.ByTail(ns, 22) == p);
@@ -116,7 +140,8 @@ TEST_CASE("BlockIndex: a block's keys and owner come back as inserted") {
   CHECK(index.BlockOwner(*b) == Owner{7, 8});
   CHECK(index.BlockOwner(*c) == Owner{5, 6});
   CHECK(index.at(*a).context == index.at(*c).context);  // one slot for one owner and namespace
-  CHECK(index.OwnerOf(*index.FindNamespace("acme", "ns")) == Owner{5, 6});  // the first's
+  // The namespace's owner is its first block's.
+  CHECK(index.namespaces().OwnerOf(*index.namespaces().Find("acme", "ns")) == Owner{5, 6});
   const BlockIndex::Record& r = index.at(*a);
   CHECK(r.size == 10);
   CHECK(r.region_id == 77);
@@ -205,7 +230,8 @@ TEST_CASE("BlockIndex: namespaces, states and owners shared by blocks are held o
   CHECK(index.at(*a).context == index.at(*b).context);
   CHECK(index.at(*a).context != index.at(*c).context);  // another namespace
   CHECK(index.at(*c).context != index.at(*d).context);  // another owner
-  uint32_t one = *index.FindNamespace("acme", "one"), two = *index.FindNamespace("acme", "two");
+  uint32_t one = *index.namespaces().Find("acme", "one");
+  uint32_t two = *index.namespaces().Find("acme", "two");
   CHECK(index.NamespaceOf(*a) == one);
   CHECK(index.NamespaceOf(*d) == two);
   CHECK(index.BlockOwner(*d) == Owner{1, 2});
@@ -213,8 +239,8 @@ TEST_CASE("BlockIndex: namespaces, states and owners shared by blocks are held o
   CHECK(index.Find(BlockAddress{"acme", "two", BlockNo("acme", 1).block}) == c);
   CHECK(index.Find(BlockAddress{"acme", "one", BlockNo("acme", 1).block}) == a);
   index.Remove(*b);
-  CHECK(index.BlocksIn(one) == 1);
-  CHECK(index.BlocksIn(two) == 2);
+  CHECK(index.namespaces().BlocksIn(one) == 1);
+  CHECK(index.namespaces().BlocksIn(two) == 2);
   std::vector<BlockIndex::Id> in_two, all;
   index.ForEach([&](BlockIndex::Id id) {
     if (index.NamespaceOf(id) == two) in_two.push_back(id);
