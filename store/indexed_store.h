@@ -107,16 +107,16 @@ class IndexedStore : public BlockStore {
   const StoreOptions& options() const { return options_; }
   void SetLimits(ResourceLimits limits) override;
 
-  // Called by readers: the bytes of `address` at `region_id` failed their checksums (`what`: a
-  // chunk, the header). If it is still indexed there: set aside, counted, the observer told.
-  void ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what);
-  void ReaderClosed(const BlockAddress& address, uint64_t region_id);  // by readers, as they close
-
  protected:
   // The medium state of the committed block at `address`, or null.
   std::shared_ptr<StoredPayload> StoredAt(const BlockAddress& address) EXCLUDES(mu_);
 
  private:
+  friend class VerifyingReader;  // Open's readers (indexed_store_blocks.cc) call the two below
+  // The bytes of `address` at `region_id` failed their checksums (`what`: a chunk, the
+  // header). If it is still indexed there: set aside, counted, the observer told.
+  void ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what);
+  void ReaderClosed(const BlockAddress& address, uint64_t region_id);  // as a reader closes
   // Open (`client`: a use, and an open reader that eviction respects), OpenForCopy (neither).
   Result<std::shared_ptr<BlockReader>> OpenReader(const BlockAddress& address, bool client);
   bool Indexed(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);  // still there
