@@ -1,11 +1,33 @@
 #include "store/admission.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <set>
 
-#include "store/indexed_store.h"  // PolicyKeyOf
-
 namespace gpucache {
+
+namespace {
+
+// XXH3-64 of "tenant/ns/block", without allocating for names of the usual lengths.
+PolicyKey PolicyKeyOfParts(std::string_view tenant, std::string_view ns, std::string_view block) {
+  char buf[512];
+  size_t n = tenant.size() + ns.size() + block.size() + 2;
+  if (n > sizeof(buf)) {
+    std::string s = std::string(tenant) + '/' + std::string(ns) + '/' + std::string(block);
+    return XXH3_64bits(s.data(), s.size());
+  }
+  char* p = std::copy(tenant.begin(), tenant.end(), buf);
+  *p++ = '/';
+  p = std::copy(ns.begin(), ns.end(), p);
+  *p++ = '/';
+  std::copy(block.begin(), block.end(), p);
+  return XXH3_64bits(buf, n);
+}
+
+}  // namespace
+
+PolicyKey PolicyKeyOf(const BlockAddress& a) { return PolicyKeyOfParts(a.tenant, a.ns, a.block); }
 namespace {
 
 uint64_t MinNonZero(uint64_t a, uint64_t b) { return a == 0 ? b : (b == 0 ? a : std::min(a, b)); }

@@ -29,6 +29,9 @@
 
 namespace gpucache {
 
+// The key a block is counted by in the eviction policy: a 64-bit digest of its address.
+PolicyKey PolicyKeyOf(const BlockAddress& address);
+
 class Admission {
  public:
   using Id = BlockIndex::Id;

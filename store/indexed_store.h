@@ -194,7 +194,4 @@ class IndexedStore : public BlockStore {
   std::atomic<bool> walk_stop_{false};  // the destructor: stop early
 };
 
-// The policy key of a block address (a 64-bit digest).
-PolicyKey PolicyKeyOf(const BlockAddress& address);
-
 }  // namespace gpucache

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "store/indexed_store.h"
+#include "store/verifying_reader.h"
 
 namespace gpucache {
 namespace {
@@ -21,112 +22,6 @@ Result<CacheIdentity> IdentityNaming(std::span<const uint8_t> canonical, const B
 
 }  // namespace
 
-namespace {
-
-// XXH3-64 of "tenant/ns/block", without allocating for names of the usual lengths.
-PolicyKey PolicyKeyOfParts(std::string_view tenant, std::string_view ns, std::string_view block) {
-  char buf[512];
-  size_t n = tenant.size() + ns.size() + block.size() + 2;
-  if (n > sizeof(buf)) {
-    std::string s = std::string(tenant) + '/' + std::string(ns) + '/' + std::string(block);
-    return XXH3_64bits(s.data(), s.size());
-  }
-  char* p = std::copy(tenant.begin(), tenant.end(), buf);
-  *p++ = '/';
-  p = std::copy(ns.begin(), ns.end(), p);
-  *p++ = '/';
-  std::copy(block.begin(), block.end(), p);
-  return XXH3_64bits(buf, n);
-}
-
-}  // namespace
-
-PolicyKey PolicyKeyOf(const BlockAddress& a) { return PolicyKeyOfParts(a.tenant, a.ns, a.block); }
-
-std::string_view ToString(MissReason reason) {
-  switch (reason) {
-    case MissReason::kAbsent: return "absent";
-    case MissReason::kIncompatible: return "incompatible";
-    case MissReason::kQuarantined: return "quarantined";
-    case MissReason::kFenced: return "fenced";
-  }
-  return "unknown";
-}
-
-std::string_view ToString(LookupResult::Kind kind) {
-  switch (kind) {
-    case LookupResult::Kind::kHit: return "hit";
-    case LookupResult::Kind::kPrefixHit: return "prefix_hit";
-    case LookupResult::Kind::kMiss: return "miss";
-  }
-  return "unknown";
-}
-
-std::string_view ToString(RemovalReason reason) {
-  switch (reason) {
-    case RemovalReason::kEvicted: return "evicted";
-    case RemovalReason::kCorrupt: return "corrupt";
-    case RemovalReason::kLost: return "lost";
-  }
-  return "unknown";
-}
-
-std::string_view ToString(FillState state) {
-  switch (state) {
-    case FillState::kPending: return "pending";
-    case FillState::kFinished: return "finished";
-    case FillState::kFailed: return "failed";
-    case FillState::kFenced: return "fenced";
-  }
-  return "unknown";
-}
-
-// Serves a committed block's bytes only after the chunks they come from verified. While a
-// client's reader lives, the block counts as open: evicting it quarantines it instead of
-// freeing it. The daemon's own copy holds nothing up: it reads on from what it opened.
-class VerifyingReader final : public BlockReader {
- public:
-  VerifyingReader(IndexedStore& store, BlockInfo info, std::unique_ptr<RawSource> src,
-                  PayloadChecksums sums, bool holds_block)
-      : store_(store), info_(std::move(info)), src_(std::move(src)), sums_(std::move(sums)),
-        holds_block_(holds_block) {}
-  ~VerifyingReader() override {
-    if (holds_block_) store_.ReaderClosed(info_.address, info_.region_id);
-  }
-
-  const BlockInfo& info() const override { return info_; }
-
-  Result<size_t> Read(uint64_t offset, std::span<uint8_t> out) override {
-    if (offset >= info_.size || out.empty()) return size_t{0};
-    uint64_t end = std::min<uint64_t>(info_.size, offset + out.size());
-    uint64_t cs = sums_.chunk_size;
-    uint64_t first = offset / cs, last = (end - 1) / cs;
-    uint64_t span_start = first * cs;
-    uint64_t span_end = std::min<uint64_t>(info_.size, (last + 1) * cs);
-    thread_local std::vector<uint8_t> buf;
-    buf.resize(span_end - span_start);
-    if (StatusCode s = src_->ReadRaw(span_start, buf); s != StatusCode::kOk) return s;
-    for (uint64_t c = first; c <= last; ++c) {
-      uint64_t at = c * cs - span_start;
-      uint64_t len = std::min<uint64_t>(cs, info_.size - c * cs);
-      if (ChunkChecksum({buf.data() + at, len}, c) != sums_.chunks[c]) {
-        store_.ReportCorrupt(info_.address, info_.region_id,
-                             "chunk " + std::to_string(c) + " (bytes " + std::to_string(c * cs) + "-" +
-                                 std::to_string(c * cs + len - 1) + ")");
-        return StatusCode::kChecksumMismatch;
-      }
-    }
-    std::copy_n(buf.data() + (offset - span_start), end - offset, out.data());
-    return size_t(end - offset);
-  }
-
- private:
-  IndexedStore& store_;
-  const BlockInfo info_;
-  std::unique_ptr<RawSource> src_;
-  const PayloadChecksums sums_;
-  const bool holds_block_;  // counted among the block's open readers
-};
 
 // --- The index ---------------------------------------------------------------------------
 

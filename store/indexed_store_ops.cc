@@ -127,21 +127,6 @@ void IndexedStore::SetRemovalObserver(RemovalObserver observer) {
   observer_ = std::move(observer);
 }
 
-IndexedBlock IndexedBlockOf(const BlockInfo& draft, const IndexKeys& keys) {
-  return IndexedBlock{.address = draft.address,
-                      .size = draft.size,
-                      .commit_epoch = draft.commit_epoch,
-                      .region_id = draft.region_id,
-                      .owner = draft.owner,
-                      .commit_time_ns = draft.commit_time_ns,
-                      .keys = keys,
-                      .pinned = draft.pinned};
-}
-
-IndexedBlock IndexedBlockOf(const BlockInfo& info) {
-  return IndexedBlockOf(info, IndexKeysOf(info.identity, info.canonical_identity));
-}
-
 size_t IndexedStore::Restore(const Found& part) {
   MutexLock lock(mu_);  // once a part: a start restores millions
   if (part.expected_blocks != 0) {

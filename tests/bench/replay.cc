@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "store/indexed_store.h"  // PolicyKeyOf
+#include "store/admission.h"  // PolicyKeyOf
 #include "store/layout.h"
 
 namespace gpucache::replay {
