@@ -228,7 +228,7 @@ RefillOutcome Refiller::Fetch(const Principal& who, std::span<const uint8_t> exp
   return Buffer(block);
 }
 
-Result<ReservationId> BeginRefill(BlockStore& store, Owner owner, std::span<const uint8_t> identity) {
+Result<ReservationId> BeginRefill(BlockFills& store, Owner owner, std::span<const uint8_t> identity) {
   Result<CacheIdentity> id = DecodePhysicalKey(identity);
   if (!id.ok()) return StatusCode::kInvalidArgument;
   BlockAddress a = AddressOf(id.value());
@@ -250,14 +250,14 @@ Result<ReservationId> BeginRefill(BlockStore& store, Owner owner, std::span<cons
   return rid;
 }
 
-StatusCode FinishRefill(BlockStore& store, ReservationId rid, bool verified) {
+StatusCode FinishRefill(BlockFills& store, ReservationId rid, bool verified) {
   store.CloseWriter(rid);
   StatusCode s = verified ? store.Commit(rid) : StatusCode::kChecksumMismatch;
   if (s != StatusCode::kOk) store.Abort(rid);
   return s;
 }
 
-StatusCode CommitRefill(BlockStore& store, Owner owner, std::span<const uint8_t> identity,
+StatusCode CommitRefill(BlockFills& store, Owner owner, std::span<const uint8_t> identity,
                         std::span<const uint8_t> payload) {
   Result<ReservationId> rid = BeginRefill(store, owner, identity);
   if (!rid.ok()) return rid.status();

@@ -151,13 +151,14 @@ class Refiller {
 
 // Commits a verified refill into the hot store as `owner`: Reserve, SetIdentity, Write,
 // Commit (Abort on failure). kExists when the block is already committed or being filled.
-StatusCode CommitRefill(BlockStore& store, Owner owner, std::span<const uint8_t> identity,
+StatusCode CommitRefill(BlockFills& store, Owner owner, std::span<const uint8_t> identity,
                         std::span<const uint8_t> payload);
 // The first half of CommitRefill, for a payload that streams in: Reserve (recreating the
 // namespace directory if it went away), SetIdentity, OpenWriter. Then Write..., and
 // FinishRefill to commit, or to abort when `verified` is false.
-Result<ReservationId> BeginRefill(BlockStore& store, Owner owner, std::span<const uint8_t> identity);
+Result<ReservationId> BeginRefill(BlockFills& store, Owner owner,
+                                  std::span<const uint8_t> identity);
 // Commits (`verified`) or aborts (then kChecksumMismatch) the reservation; Abort on failure.
-StatusCode FinishRefill(BlockStore& store, ReservationId rid, bool verified);
+StatusCode FinishRefill(BlockFills& store, ReservationId rid, bool verified);
 
 }  // namespace gpucache::cold

@@ -14,14 +14,14 @@ namespace gpucache {
 
 class Housekeeper {
  public:
-  explicit Housekeeper(BlockStore& store) : store_(store) {}
+  explicit Housekeeper(BlockFills& store) : store_(store) {}
   ~Housekeeper() { Stop(); }
   void Start();
   void Stop();
 
  private:
   void Run();
-  BlockStore& store_;
+  BlockFills& store_;
   Mutex mu_;
   std::condition_variable_any cv_;
   bool stop_ GUARDED_BY(mu_) = false;

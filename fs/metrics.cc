@@ -238,7 +238,7 @@ void Metrics::RenderOps(MetricsWriter& w) {
   }
 }
 
-std::string Metrics::Render(BlockStore& store, const MetricsViewer& viewer) {
+std::string Metrics::Render(BlockAdmin& store, const MetricsViewer& viewer) {
   StoreStats stats = store.Stats();
   MetricsWriter w;
   RenderProcessMetrics(w);

@@ -88,7 +88,7 @@ class Metrics {
   // The tenant NoteTenant named for the current request on this thread ("" if none).
   static const std::string& CurrentTenant();
 
-  std::string Render(BlockStore& store, const MetricsViewer& viewer);
+  std::string Render(BlockAdmin& store, const MetricsViewer& viewer);
   // Where the backing reads' counters come from (set once at start-up by the daemon's wiring;
   // none: every read is a pread).
   using BackingIoStats = std::function<std::optional<UringReaderStats>()>;
@@ -162,7 +162,7 @@ std::string Label(const char* name, const std::string& value);
 void RenderProcessMetrics(MetricsWriter& w);
 // fs/metrics_ram.cc: the RAM tier and its passthrough opens (adr/0020).
 void RenderRamMetrics(MetricsWriter& w, const RamMetrics& ram);
-void RenderBackingMetrics(MetricsWriter& w, BlockStore& store,
+void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store,
                           const std::optional<UringReaderStats>& uring, uint64_t block_reads,
                           uint64_t read_errors, bool operator_view);
 

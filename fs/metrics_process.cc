@@ -90,7 +90,7 @@ void RenderProcessMetrics(MetricsWriter& w) {
   w.Sample("gpucache_build_info", Label("version", GPUCACHE_VERSION), 1);
 }
 
-void RenderBackingMetrics(MetricsWriter& w, BlockStore& store,
+void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store,
                           const std::optional<UringReaderStats>& u, uint64_t block_reads,
                           uint64_t read_errors, bool operator_view) {
   StoreStats stats = store.Stats();

@@ -28,7 +28,7 @@ namespace gpucache {
 
 class RamPromoter {
  public:
-  RamPromoter(BlockStore& store, RamTier& tier, size_t max_queued = 16)
+  RamPromoter(BlockReads& store, RamTier& tier, size_t max_queued = 16)
       : store_(store), tier_(tier), max_queued_(max_queued) {}
   ~RamPromoter() { Stop(); }
   RamPromoter(const RamPromoter&) = delete;
@@ -53,7 +53,7 @@ class RamPromoter {
   void Run() EXCLUDES(mu_);
   void PromoteOne(const Item& item);
 
-  BlockStore& store_;
+  BlockReads& store_;
   RamTier& tier_;
   const size_t max_queued_;
   mutable Mutex mu_;

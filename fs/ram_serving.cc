@@ -2,7 +2,7 @@
 
 namespace gpucache {
 
-RamServing::RamServing(BlockStore& store, std::unique_ptr<RamTier> tier, bool promote_on_commit)
+RamServing::RamServing(BlockReads& store, std::unique_ptr<RamTier> tier, bool promote_on_commit)
     : promote_on_commit_(promote_on_commit), tier_(std::move(tier)), promoter_(store, *tier_) {}
 
 void RamServing::Committed(const BlockAddress& address) {

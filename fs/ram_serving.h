@@ -29,7 +29,7 @@ struct RamMetrics {
 class RamServing {
  public:
   // `promote_on_commit`: `[ram] promote = "commit"` (Committed queues a copy).
-  RamServing(BlockStore& store, std::unique_ptr<RamTier> tier, bool promote_on_commit = false);
+  RamServing(BlockReads& store, std::unique_ptr<RamTier> tier, bool promote_on_commit = false);
 
   // INIT's answer: the kernel serves passthrough opens from now on (false: the daemon serves
   // every read, nothing is copied).

@@ -203,29 +203,24 @@ class BlockReader {
   virtual Result<size_t> Read(uint64_t offset, std::span<uint8_t> out) = 0;
 };
 
-class BlockStore {
- public:
-  virtual ~BlockStore() = default;
+// The contract in three roles, by what callers need: a writer (BlockFills), a reader
+// (BlockReads), the daemon's upkeep and the operator (BlockAdmin). A caller that needs one role
+// takes that one (the cold tier's refill a BlockFills&, the RAM promoter a BlockReads&); a
+// BlockStore is all three. The roles are virtual bases, so one store object implements each
+// exactly once.
 
-  // --- Namespaces: directories that group blocks sharing every byte-affecting field.
-  // REQUIRES (all): IsValidTenantName(tenant); names are checked, kInvalidArgument if bad.
+// Writing: namespaces and the commit protocol, and what a writer may ask about its fill.
+class BlockFills {
+ public:
+  virtual ~BlockFills() = default;
+
+  // Namespaces: directories that group blocks sharing every byte-affecting field.
+  // Names are checked (all methods): kInvalidArgument if bad.
   virtual StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) = 0;
   // kNotEmpty while it holds a block or reservation.
   virtual StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) = 0;
-  // Owner and change time of an existing namespace, or kNotFound.
-  virtual Result<NamespaceInfo> StatNamespace(std::string_view tenant, std::string_view ns) = 0;
-  virtual std::vector<std::string> ListNamespaces(std::string_view tenant) = 0;
-  // Names of committed blocks, then reservations with their ".part" suffix.
-  virtual std::vector<std::string> ListEntries(std::string_view tenant, std::string_view ns) = 0;
-  // Every indexed block of `tenant`, in every namespace, in no order, handed to `visit` outside
-  // the store's lock (it may call the store); `visit` returns false to stop. One pass over the
-  // index, however many namespaces (ListEntries per namespace is a pass each). A block committed
-  // or removed during the pass may or may not be visited, one removed and committed again may
-  // be visited twice; every other block is visited once.
-  virtual void VisitBlocks(std::string_view tenant,
-                           const std::function<bool(const BlockAddress&)>& visit) = 0;
 
-  // --- Writing: the commit protocol.
+  // The commit protocol.
   // kNotFound if the namespace does not exist; kExists if the block is committed or already
   // reserved (the single-flight join).
   virtual Result<ReservationId> Reserve(const BlockAddress& address, Owner owner) = 0;
@@ -252,7 +247,33 @@ class BlockStore {
   virtual Result<ReservationInfo> StatReservation(ReservationId id) = 0;
   virtual std::optional<ReservationId> FindReservation(const BlockAddress& address) = 0;
 
-  // --- Reading.
+  // The outcome of the latest fill of `address`, if remembered.
+  virtual std::optional<FillState> FillOutcome(const BlockAddress& address) = 0;
+  // True while a fill of `address` fenced less than a reservation lease before `now_ns` is
+  // remembered: its writer may still be about to commit, and must hear ESTALE.
+  virtual bool RecentlyFenced(const BlockAddress& address, uint64_t now_ns) = 0;
+  // Abandons reservations idle past their lease; returns how many. Called periodically.
+  virtual size_t ExpireReservations(uint64_t now_ns) = 0;
+};
+
+// Reading: namespaces and committed blocks, verified on the way out.
+class BlockReads {
+ public:
+  virtual ~BlockReads() = default;
+
+  // Owner and change time of an existing namespace, or kNotFound.
+  virtual Result<NamespaceInfo> StatNamespace(std::string_view tenant, std::string_view ns) = 0;
+  virtual std::vector<std::string> ListNamespaces(std::string_view tenant) = 0;
+  // Names of committed blocks, then reservations with their ".part" suffix.
+  virtual std::vector<std::string> ListEntries(std::string_view tenant, std::string_view ns) = 0;
+  // Every indexed block of `tenant`, in every namespace, in no order, handed to `visit` outside
+  // the store's lock (it may call the store); `visit` returns false to stop. One pass over the
+  // index, however many namespaces (ListEntries per namespace is a pass each). A block committed
+  // or removed during the pass may or may not be visited, one removed and committed again may
+  // be visited twice; every other block is visited once.
+  virtual void VisitBlocks(std::string_view tenant,
+                           const std::function<bool(const BlockAddress&)>& visit) = 0;
+
   // The whole BlockInfo, identity included (read back from the medium and checked).
   virtual Result<BlockInfo> Stat(const BlockAddress& address) = 0;
   // Stat from memory alone: every field but `identity`, `canonical_identity` and `checksum`
@@ -269,11 +290,18 @@ class BlockStore {
   // what it opened (the RAM tier drops the copy of a block that left).
   virtual Result<std::shared_ptr<BlockReader>> OpenForCopy(const BlockAddress& address) = 0;
   virtual LookupResult Lookup(const CacheIdentity& identity) = 0;
+};
+
+// Upkeep and operations (admin requests; docs/operations.md and docs/eviction.md): what
+// takes blocks out, fences, drains, fault domains, limits, counters and observers.
+class BlockAdmin {
+ public:
+  virtual ~BlockAdmin() = default;
+
   // Explicit client invalidation (unlink of a committed block). A block with open handles is
   // quarantined rather than freed.
   virtual StatusCode Invalidate(const BlockAddress& address) = 0;
 
-  // --- Operations (admin requests; docs/operations.md and docs/eviction.md).
   // Evicts one block now; kBusy if it is pinned. Open handles: quarantined.
   virtual StatusCode Evict(const BlockAddress& address) = 0;
   virtual StatusCode SetPinned(const BlockAddress& address, bool pinned) = 0;
@@ -291,14 +319,6 @@ class BlockStore {
   // Rolling upgrade: kStart refuses new admits (kDraining) while reads and in-flight fills go
   // on; kFinish fences; kRollback (before kFinish) resumes admits.
   virtual StatusCode Drain(DrainAction action) = 0;
-  // The outcome of the latest fill of `address`, if remembered.
-  virtual std::optional<FillState> FillOutcome(const BlockAddress& address) = 0;
-  // True while a fill of `address` fenced less than a reservation lease before `now_ns` is
-  // remembered: its writer may still be about to commit, and must hear ESTALE.
-  virtual bool RecentlyFenced(const BlockAddress& address, uint64_t now_ns) = 0;
-  // Abandons reservations idle past their lease; returns how many. Called periodically.
-  virtual size_t ExpireReservations(uint64_t now_ns) = 0;
-
   // Removes one fault domain: its blocks become misses and nothing new is placed there.
   // Refuses (kInvalidArgument) to remove the last one; kNotFound for an unknown path.
   virtual StatusCode IsolateDomain(const std::string& path) {
@@ -319,5 +339,9 @@ class BlockStore {
   // REQUIRES: called before the store is shared between threads (start-up wiring).
   virtual void SetCommitObserver(CommitObserver observer) = 0;
 };
+
+class BlockStore : public virtual BlockFills,
+                   public virtual BlockReads,
+                   public virtual BlockAdmin {};
 
 }  // namespace gpucache
