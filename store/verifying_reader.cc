@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "store/indexed_store.h"
+#include "store/store_core.h"
 
 namespace gpucache {
 

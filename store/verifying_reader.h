@@ -16,14 +16,14 @@
 
 namespace gpucache {
 
-class IndexedStore;
+class StoreCore;
 
 // While a client's reader lives, the block counts as open (`holds_block`): evicting it
 // quarantines it instead of freeing it. The daemon's own copy holds nothing up: it reads on
 // from what it opened.
 class VerifyingReader final : public BlockReader {
  public:
-  VerifyingReader(IndexedStore& store, BlockInfo info, std::unique_ptr<RawSource> src,
+  VerifyingReader(StoreCore& store, BlockInfo info, std::unique_ptr<RawSource> src,
                   PayloadChecksums sums, bool holds_block)
       : store_(store), info_(std::move(info)), src_(std::move(src)), sums_(std::move(sums)),
         holds_block_(holds_block) {}
@@ -33,7 +33,7 @@ class VerifyingReader final : public BlockReader {
   Result<size_t> Read(uint64_t offset, std::span<uint8_t> out) override;
 
  private:
-  IndexedStore& store_;
+  StoreCore& store_;
   const BlockInfo info_;
   std::unique_ptr<RawSource> src_;
   const PayloadChecksums sums_;

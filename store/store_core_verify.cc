@@ -1,18 +1,17 @@
-// IndexedStore: blocks restored unverified at start and checked after it (adr/0016). The
+// StoreCore: blocks restored unverified at start and checked after it (adr/0016). The
 // medium hands over the blocks INDEX and its journal name without looking at their files
-// (Found::unverified); each
-// is checked (Medium::VerifyBlock: one stat, the file read in full if it is not the one the
-// entry saw) before any answer about it, and the store's walk thread has the medium check the
+// (Found::unverified); each is checked (Medium::VerifyBlock: one stat, the file read in full
+// if it is not the one the entry saw) before any answer about it, and the store's walk thread has the medium check the
 // rest, file by file (Medium::NextWalkItem). Both settle what they found here, under the lock;
 // the first to settle a block wins, the other finds it checked and changes nothing. The calls
 // go one way: the store asks, the medium answers.
 #include <chrono>
 
-#include "store/indexed_store.h"
+#include "store/store_core.h"
 
 namespace gpucache {
 
-void IndexedStore::VerifyBeforeUse(const BlockAddress& address) {
+void StoreCore::VerifyBeforeUse(const BlockAddress& address) {
   if (!walking_.load(std::memory_order_acquire)) return;
   std::shared_ptr<StoredPayload> stored;
   uint64_t region_id;
@@ -27,7 +26,7 @@ void IndexedStore::VerifyBeforeUse(const BlockAddress& address) {
   Settle(address, stored.get(), region_id, std::move(verdict));
 }
 
-void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stored,
+void StoreCore::Settle(const BlockAddress& address, const StoredPayload* stored,
                           uint64_t region_id, Verdict verdict) {
   std::vector<Departure> damaged;
   {
@@ -71,19 +70,19 @@ void IndexedStore::Settle(const BlockAddress& address, const StoredPayload* stor
   Finish(std::move(damaged), std::nullopt);
 }
 
-void IndexedStore::StartBackgroundWork() {
+void StoreCore::StartBackgroundWork() {
   if (walk_done_.load(std::memory_order_acquire) || walker_.joinable()) return;
   walker_ = std::thread([this] { Walk(); });
 }
 
-void IndexedStore::WaitForVerification() {
+void StoreCore::WaitForVerification() {
   for (bool done = walk_done_.load(std::memory_order_acquire); !done;
        done = walk_done_.load(std::memory_order_acquire)) {
     walk_done_.wait(false, std::memory_order_acquire);
   }
 }
 
-void IndexedStore::Walk() {
+void StoreCore::Walk() {
   if (options_.before_walk) options_.before_walk();
   const auto start = std::chrono::steady_clock::now();
   MediumUpkeep::WalkCounts counts;
@@ -118,7 +117,7 @@ void IndexedStore::Walk() {
 }
 
 // A file INDEX or the journal names: checked unless a use checked it first (or it left).
-void IndexedStore::WalkNamed(const MediumUpkeep::WalkItem& item, MediumUpkeep::WalkCounts& counts) {
+void StoreCore::WalkNamed(const MediumUpkeep::WalkItem& item, MediumUpkeep::WalkCounts& counts) {
   {
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(item.address);
@@ -139,7 +138,7 @@ void IndexedStore::WalkNamed(const MediumUpkeep::WalkItem& item, MediumUpkeep::W
 
 // A file no entry names: read in full, as an eager start does, with its address held so that
 // no commit or departure changes the file meanwhile.
-void IndexedStore::WalkUnnamed(const MediumUpkeep::WalkItem& item, MediumUpkeep::WalkCounts& counts) {
+void StoreCore::WalkUnnamed(const MediumUpkeep::WalkItem& item, MediumUpkeep::WalkCounts& counts) {
   const BlockAddress& address = item.address;
   {
     MutexLock lock(mu_);

@@ -1,0 +1,176 @@
+// StoreAdmin: blocks leaving the namespace (invalidation, eviction, lost devices), pins,
+// fences, quarantine and reclaim, drains, counters, limits and observers.
+#include "store/store_admin.h"
+
+namespace gpucache {
+
+StatusCode StoreAdmin::Invalidate(const BlockAddress& address) {
+  VerifyBeforeUse(address);  // an answer about a block restored unchecked checks it first
+  std::vector<Departure> gone;
+  bool was_pinned;
+  {
+    MutexLock lock(mu_);
+    std::optional<BlockId> id = index_.Find(address);
+    if (!id) return StatusCode::kNotFound;
+    was_pinned = index_.at(*id).pinned;
+    admission_.Counters(address.tenant).invalidations++;
+    gone.push_back(RemoveLocked(*id, "invalidated"));
+  }
+  Finish(std::move(gone), std::nullopt);  // the kernel made this change itself (unlink)
+  if (was_pinned) PersistPins();
+  return StatusCode::kOk;
+}
+
+StatusCode StoreAdmin::Evict(const BlockAddress& address) {
+  VerifyBeforeUse(address);  // an answer about a block restored unchecked checks it first
+  std::vector<Departure> gone;
+  {
+    MutexLock lock(mu_);
+    std::optional<BlockId> id = index_.Find(address);
+    if (!id) return StatusCode::kNotFound;
+    if (index_.at(*id).pinned) return StatusCode::kBusy;
+    admission_.Counters(address.tenant).evictions++;
+    gone.push_back(RemoveLocked(*id, "evicted"));
+  }
+  Finish(std::move(gone), RemovalReason::kEvicted);
+  return StatusCode::kOk;
+}
+
+StatusCode StoreAdmin::SetPinned(const BlockAddress& address, bool pinned) {
+  VerifyBeforeUse(address);  // an answer about a block restored unchecked checks it first
+  {
+    MutexLock lock(mu_);
+    std::optional<BlockId> id = index_.Find(address);
+    if (!id) return StatusCode::kNotFound;
+    if (index_.at(*id).pinned == pinned) return StatusCode::kOk;
+    index_.at(*id).pinned = pinned;
+  }
+  PersistPins();
+  return StatusCode::kOk;
+}
+
+StatusCode StoreAdmin::IsolateDomain(const std::string& path) {
+  Medium::StoredTest lost;
+  StatusCode s = medium_->IsolateDomain(path, lost);
+  if (s != StatusCode::kOk || !lost) return s;
+  // The blocks stored there are forgotten, their bytes untouched: the device is out of service.
+  std::vector<BlockAddress> gone;
+  RemovalObserver observer;
+  {
+    MutexLock lock(mu_);
+    std::vector<BlockId> ids;
+    // The lambda runs under mu_ (the analysis checks it as a function of its own).
+    index_.ForEach([&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
+      if (lost(index_.StoredOf(id).get())) ids.push_back(id);
+    });
+    for (BlockId id : ids) {
+      // The device took the bytes with it: nothing is left to drop or keep.
+      gone.push_back(index_.AddressOf(id));
+      ForgetLocked(id);
+    }
+    observer = observer_;
+  }
+  if (observer) {
+    for (const BlockAddress& a : gone) observer(a, RemovalReason::kLost, {});
+  }
+  return s;
+}
+
+Result<uint64_t> StoreAdmin::Fence() {
+  MutexLock fence_lock(fence_mu_);
+  uint64_t next = epoch_.load() + 1;
+  // Persist first: a fence the daemon acknowledged survives a crash.
+  if (StatusCode s = medium_->PersistEpoch(next); s != StatusCode::kOk) return s;
+  std::vector<std::shared_ptr<PendingPayload>> discard;
+  {
+    MutexLock lock(mu_);
+    epoch_.store(next);
+    // The lambda runs under mu_ (the analysis checks it as a function of its own).
+    auto release = [&](const Reservation& r) NO_THREAD_SAFETY_ANALYSIS {
+      admission_.ReservationReleased(r.info.address.tenant, r.info.size);
+      admission_.Counters(r.info.address.tenant).fenced++;
+    };
+    reservations_.FenceAll(NowNs(), release, discard);
+  }
+  for (auto& p : discard) medium_->Discard(*p);
+  return next;
+}
+
+std::vector<QuarantineInfo> StoreAdmin::ListQuarantine() {
+  MutexLock lock(mu_);
+  return quarantine_.List();
+}
+
+Result<QuarantineInfo> StoreAdmin::StatQuarantine(uint64_t region_id) {
+  MutexLock lock(mu_);
+  std::optional<QuarantineInfo> q = quarantine_.Stat(region_id);
+  if (!q) return StatusCode::kNotFound;
+  return *q;
+}
+
+StatusCode StoreAdmin::ReclaimDrained(uint64_t region_id) {
+  QuarantineSet::Entry q;
+  {
+    MutexLock lock(mu_);
+    if (StatusCode s = quarantine_.TakeDrained(region_id, q); s != StatusCode::kOk) return s;
+    admission_.Reclaimed(q.info.address.tenant, q.info.size);
+  }
+  medium_->Drop(q.info, q.stored);
+  return StatusCode::kOk;
+}
+
+Result<uint64_t> StoreAdmin::ReclaimFenced(uint64_t epoch) {
+  std::vector<QuarantineSet::Entry> freed;
+  {
+    MutexLock lock(mu_);
+    if (epoch != epoch_.load()) return StatusCode::kFenced;
+    freed = quarantine_.TakeBefore(epoch);
+    for (const QuarantineSet::Entry& q : freed) admission_.Reclaimed(q.info.address.tenant, q.info.size);
+  }
+  for (QuarantineSet::Entry& q : freed) medium_->Drop(q.info, q.stored);
+  return uint64_t{freed.size()};
+}
+
+StatusCode StoreAdmin::Drain(DrainAction action) {
+  {
+    MutexLock lock(mu_);
+    switch (action) {
+      case DrainAction::kStart:
+        admission_.SetDraining(true);
+        return StatusCode::kOk;
+      case DrainAction::kRollback:
+        if (!admission_.draining() || drain_finished_) return StatusCode::kInvalidArgument;
+        admission_.SetDraining(false);
+        return StatusCode::kOk;
+      case DrainAction::kFinish:
+        if (!admission_.draining()) return StatusCode::kInvalidArgument;
+        drain_finished_ = true;
+        break;
+    }
+  }
+  Result<uint64_t> fenced = Fence();
+  return fenced.ok() ? StatusCode::kOk : fenced.status();
+}
+
+uint64_t StoreAdmin::Epoch() { return epoch_.load(); }
+
+StoreStats StoreAdmin::Stats() {
+  MutexLock lock(mu_);
+  StoreStats stats{epoch_.load(), admission_.draining(), medium_->errors(), unverified_.size(),
+                   walking_.load() || !walk_done_.load(), admission_.counters()};
+  return stats;
+}
+
+std::vector<DomainInfo> StoreAdmin::Domains() { return medium_->Domains(); }
+
+void StoreAdmin::SetLimits(ResourceLimits limits) {
+  MutexLock lock(mu_);
+  options_.limits = std::move(limits);  // admission_ holds a reference to it
+}
+
+void StoreAdmin::SetRemovalObserver(RemovalObserver observer) {
+  MutexLock lock(mu_);
+  observer_ = std::move(observer);
+}
+
+}  // namespace gpucache

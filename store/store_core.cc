@@ -1,0 +1,206 @@
+// StoreCore: the moves every role of the store makes on its parts: a block indexed, taken
+// out, departed and finished outside the lock; a reservation ended; corruption reported.
+#include "store/store_core.h"
+
+namespace gpucache {
+
+StoreCore::StoreCore(StoreOptions options, std::unique_ptr<Medium> medium)
+    : options_(std::move(options)),
+      medium_(std::move(medium)),
+      admission_(options_.limits, options_.eviction_policy, index_, *medium_) {}
+
+void StoreCore::EndReservationLocked(ReservationId id, FillState outcome, BlockState to) {
+  Reservation* r = reservations_.Find(id);
+  if (!r) return;
+  if (!r->fenced) admission_.ReservationReleased(r->info.address.tenant, r->info.size);
+  TouchNamespaceLocked(r->info.address);  // its .part leaves the listing
+  reservations_.End(id, outcome, to, NowNs());
+}
+
+BlockInfo StoreCore::AttributesOfLocked(BlockId id) const {
+  const Record& r = index_.at(id);
+  BlockInfo info;
+  info.address = index_.AddressOf(id);
+  info.size = r.size;
+  info.commit_epoch = index_.CommitEpochOf(id);
+  info.region_id = r.region_id;
+  info.owner = index_.BlockOwner(id);
+  info.commit_time_ns = r.commit_time_ns;
+  info.pinned = r.pinned;
+  info.state = r.state();
+  return info;
+}
+
+std::optional<StoreCore::BlockId> StoreCore::IndexLocked(const IndexedBlock& b,
+                                                               std::shared_ptr<StoredPayload> stored,
+                                                               bool known_new) {
+  const BlockAddress& address = b.address;
+  const IndexKeys& keys = b.keys;
+  const BlockIndex::Committed block{.size = b.size,
+                                    .region_id = b.region_id,
+                                    .commit_time_ns = b.commit_time_ns,
+                                    .commit_epoch = b.commit_epoch,
+                                    .pinned = b.pinned};
+  // The resident block whose last chain hash is this block's parent hash, if any (looked up
+  // before this one is in, so that a one-hash chain is not its own parent).
+  std::optional<BlockId> parent;
+  if (std::optional<uint32_t> ns = index_.namespaces().Find(address.tenant, address.ns)) {
+    parent = index_.ByTail(*ns, keys.parent);
+  }
+  std::optional<BlockId> id = index_.Insert(address, block, keys, b.owner, std::move(stored), known_new);
+  if (!id) return std::nullopt;
+  admission_.Indexed(*id, parent, keys.valid_length < keys.block_capacity, PolicyKeyOf(address));
+  unverified_.Remove(*id);  // a reused id: this block is checked
+  return id;
+}
+
+void StoreCore::TouchNamespaceLocked(const BlockAddress& address) {
+  if (std::optional<uint32_t> ns = index_.namespaces().Find(address.tenant, address.ns)) index_.namespaces().Touch(*ns, NowNs());
+}
+
+StoreCore::Record StoreCore::UnindexLocked(BlockId id) {
+  unverified_.Remove(id);  // evicted before checked: nothing to check
+  index_.namespaces().Touch(index_.NamespaceOf(id), NowNs());
+  admission_.Unindexing(id);
+  return index_.Remove(id);
+}
+
+void StoreCore::ForgetLocked(BlockId id) {
+  index_.MarkEvicting(id);
+  BlockState state = UnindexLocked(id).state();
+  MustTransition(state, BlockState::kAbsent);
+}
+
+Departure StoreCore::DepartLocked(BlockId id, bool quarantine) {
+  index_.MarkEvicting(id);
+  BlockInfo info = AttributesOfLocked(id);
+  std::shared_ptr<StoredPayload> stored = index_.StoredOf(id);
+  UnindexLocked(id);
+  leaving_.Leaving(info.address);
+  return Departure{std::move(info), std::move(stored), quarantine};
+}
+
+Departure StoreCore::RemoveLocked(BlockId id, const char* reason) {
+  int open = static_cast<int>(index_.OpenReaders(id));
+  Departure d = DepartLocked(id, open > 0);
+  if (d.quarantine) {
+    // The bytes may still be in use through an open handle: they stay, counted, until a
+    // drained attestation or a fenced reclaim.
+    admission_.Quarantined(d.info.address.tenant, d.info.size);
+    admission_.Counters(d.info.address.tenant).quarantined++;
+    quarantine_.Add({d.info, d.stored, open, reason, epoch_.load()});
+  }
+  return d;
+}
+
+// Medium work for blocks that left the namespace, outside the lock.
+void StoreCore::Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) {
+  RemovalObserver observer;
+  {
+    MutexLock lock(mu_);
+    observer = observer_;
+  }
+  for (Departure& d : departures) {
+    if (d.quarantine) {
+      auto moved = medium_->Quarantine(d.info, d.stored);
+      MutexLock lock(mu_);
+      quarantine_.SetStored(d.info.region_id, std::move(moved));
+      leaving_.Left(d.info.address);
+    } else if (!d.damage.empty()) {
+      std::string kept = medium_->SetAside(d.info, d.stored);
+      if (!kept.empty()) d.damage += "; " + kept;
+      MustTransition(d.info.state, BlockState::kAbsent);
+      MutexLock lock(mu_);
+      leaving_.Left(d.info.address);
+    } else {
+      medium_->Drop(d.info, d.stored);
+      MustTransition(d.info.state, BlockState::kAbsent);
+      MutexLock lock(mu_);
+      leaving_.Left(d.info.address);
+    }
+    if (notify && observer) observer(d.info.address, *notify, d.damage);
+  }
+  if (!departures.empty()) FoldJournalIfDue();  // removals are journaled too
+}
+
+bool StoreCore::Indexed(const BlockAddress& address, uint64_t region_id) {
+  MutexLock lock(mu_);
+  std::optional<BlockId> id = index_.Find(address);
+  return id && index_.at(*id).region_id == region_id;
+}
+
+void StoreCore::ReaderClosed(const BlockAddress& address, uint64_t region_id) {
+  MutexLock lock(mu_);
+  std::optional<BlockId> id = index_.Find(address);
+  if (id && index_.at(*id).region_id == region_id) {
+    index_.ReaderClosed(*id);
+    return;
+  }
+  // Last close of a quarantined block does not free it: only reclaim does.
+  quarantine_.ReaderClosed(region_id);
+}
+
+void StoreCore::ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what) {
+  std::vector<Departure> gone;
+  bool was_pinned;
+  {
+    MutexLock lock(mu_);
+    std::optional<BlockId> id = index_.Find(address);
+    // Already gone: another read (the kernel retries a failed page) found it first. One
+    // corrupt block counts once.
+    if (!id || index_.at(*id).region_id != region_id) return;
+    was_pinned = index_.at(*id).pinned;
+    admission_.Counters(address.tenant).checksum_failures++;
+    gone.push_back(DepartLocked(*id, false));  // wrong bytes are never served again
+    gone.back().damage = std::move(what);
+  }
+  Finish(std::move(gone), RemovalReason::kCorrupt);
+  // The pin leaves with the block: a stale entry in the persisted pins would pin whatever is
+  // committed at that path next, from the next restart on (found by the reliability suite's
+  // model tester, tests/reliability/model_test.cc).
+  if (was_pinned) PersistPins();
+}
+
+std::shared_ptr<StoredPayload> StoreCore::StoredAt(const BlockAddress& address) {
+  MutexLock lock(mu_);
+  std::optional<BlockId> id = index_.Find(address);
+  return id ? index_.StoredOf(*id) : nullptr;
+}
+
+BlockLister StoreCore::Lister() {
+  return [this](const BlockVisitor& visit) {
+    MutexLock lock(mu_);
+    IndexedBlock b;
+    // The lambda runs under mu_ (the analysis checks it as a function of its own).
+    index_.ForEach([&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
+      const Record& r = index_.at(id);
+      b.address = index_.AddressOf(id);
+      b.size = r.size;
+      b.commit_epoch = index_.CommitEpochOf(id);
+      b.region_id = r.region_id;
+      b.owner = index_.BlockOwner(id);
+      b.commit_time_ns = r.commit_time_ns;
+      b.keys = index_.KeysOf(id);
+      b.pinned = r.pinned;
+      visit(b, index_.StoredOf(id).get());
+    });
+  };
+}
+
+void StoreCore::FoldJournalIfDue() {
+  if (medium_->upkeep().JournalFoldDue()) medium_->upkeep().FoldJournal(Lister());
+}
+
+void StoreCore::PersistPins() {
+  std::vector<BlockAddress> pinned;
+  {
+    MutexLock lock(mu_);
+    // The lambda runs under mu_ (the analysis checks it as a function of its own).
+    index_.ForEach([&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
+      if (index_.at(id).pinned) pinned.push_back(index_.AddressOf(id));
+    });
+  }
+  medium_->PersistPins(pinned);
+}
+
+}  // namespace gpucache

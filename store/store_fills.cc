@@ -1,0 +1,370 @@
+// StoreFills: namespaces, reservations, admission and commit.
+#include "store/store_fills.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cassert>
+#include <tuple>
+
+#include "store/block_file.h"
+#include "store/failpoint.h"
+
+namespace gpucache {
+
+StatusCode StoreFills::CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
+  if (!IsValidTenantName(tenant) || !IsValidNamespaceName(ns)) return StatusCode::kInvalidArgument;
+  {
+    MutexLock lock(mu_);
+    if (index_.namespaces().Find(tenant, ns)) return StatusCode::kExists;
+  }
+  if (StatusCode s = medium_->CreateNamespace(tenant, ns, owner); s != StatusCode::kOk) return s;
+  MutexLock lock(mu_);
+  if (index_.namespaces().Find(tenant, ns)) return StatusCode::kExists;
+  index_.namespaces().Touch(index_.namespaces().Add(std::string(tenant), std::string(ns), owner), NowNs());
+  return StatusCode::kOk;
+}
+
+StatusCode StoreFills::RemoveNamespace(std::string_view tenant, std::string_view ns) {
+  // "Empty" is known only once the start's walk has seen every file (adr/0016): a file it has
+  // not reached yet would make the directory's removal fail after the index forgot it, and the
+  // walk would then create the namespace again under the file's committer.
+  WaitForVerification();
+  MutexLock lock(mu_);
+  std::optional<uint32_t> id = index_.namespaces().Find(tenant, ns);
+  if (!id) return StatusCode::kNotFound;
+  if (index_.namespaces().BlocksIn(*id) != 0 || reservations_.AnyIn(tenant, ns)) {
+    return StatusCode::kNotEmpty;
+  }
+  index_.namespaces().Remove(*id);
+  lock.Unlock();
+  return medium_->RemoveNamespace(tenant, ns);
+}
+
+Result<ReservationId> StoreFills::Reserve(const BlockAddress& address, Owner owner) {
+  if (!IsValidTenantName(address.tenant) || !IsValidNamespaceName(address.ns) ||
+      !IsValidBlockName(address.block)) {
+    return StatusCode::kInvalidArgument;
+  }
+  ReservationInfo info;
+  std::vector<Departure> evicted;  // blocks that gave up their registration for this one
+  {
+    MutexLock lock(mu_);
+    if (!index_.namespaces().Find(address.tenant, address.ns)) return StatusCode::kNotFound;
+    // A block of this address is leaving and its file is not gone yet: the new one waits for
+    // the path (the wait is a file removal or rename long).
+    leaving_.WaitWhileLeaving(address, mu_);
+    if (index_.Find(address) || reservations_.Holder(address)) return StatusCode::kExists;
+    // Every fill may become a block: refused here, never at the commit (store/id_table.h).
+    if (index_.size() + reservations_.size() >= IdTable::kMaxIds) return StatusCode::kNoSpace;
+    std::vector<BlockId> victims;
+    if (StatusCode s = admission_.AdmitReservation(address.tenant, victims); s != StatusCode::kOk) {
+      return s;  // nothing was evicted: a refusal changes nothing
+    }
+    for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
+    // The address is claimed before the lock is left.
+    info = reservations_.Add(address, owner, epoch_.load(), NowNs()).info;
+    TouchNamespaceLocked(address);  // a .part joins the listing
+    admission_.ReservationAdmitted(address.tenant);
+  }
+  Finish(std::move(evicted), RemovalReason::kEvicted);
+  auto payload = medium_->Prepare(info);
+  MutexLock lock(mu_);
+  Reservation* r = reservations_.Find(info.id);
+  if (!payload.ok()) {
+    if (r) EndReservationLocked(info.id, FillState::kFailed, BlockState::kAbsent);
+    return payload.status();
+  }
+  if (!r) {  // fenced while the medium prepared it
+    medium_->Discard(*payload.value());
+    return StatusCode::kFenced;
+  }
+  r->payload = std::move(payload.value());
+  return info.id;
+}
+
+StatusCode StoreFills::SetIdentity(ReservationId id, std::span<const uint8_t> canonical) {
+  if (canonical.size() > kMaxIdentityBytes) return StatusCode::kInvalidArgument;
+  MutexLock lock(mu_);
+  Reservation* r = reservations_.Find(id);
+  if (!r) return StatusCode::kNotFound;
+  if (r->fenced) return StatusCode::kFenced;
+  if (r->sealing) return StatusCode::kBusy;
+  r->identity.assign(canonical.begin(), canonical.end());
+  r->last_activity_ns = NowNs();
+  GPUCACHE_FAILPOINT("identity.after_set");
+  return StatusCode::kOk;
+}
+
+Result<Bytes> StoreFills::GetIdentity(ReservationId id) {
+  MutexLock lock(mu_);
+  Reservation* r = reservations_.Find(id);
+  if (!r || r->identity.empty()) return StatusCode::kNotFound;
+  return r->identity;
+}
+
+Result<size_t> StoreFills::Write(ReservationId id, uint64_t offset, std::span<const uint8_t> data) {
+  std::shared_ptr<PendingPayload> payload;
+  std::string tenant;
+  {
+    MutexLock lock(mu_);
+    Reservation* r = reservations_.Find(id);
+    if (!r) return StatusCode::kNotFound;
+    if (r->fenced) return StatusCode::kFenced;
+    if (r->sealing) return StatusCode::kBusy;
+    if (offset + data.size() < offset) return StatusCode::kTooLarge;
+    const std::string& owner = r->info.address.tenant;
+    uint64_t end = offset + data.size();
+    if (StatusCode s = admission_.AdmitBytes(owner, r->info.size, end); s != StatusCode::kOk) return s;
+    if (r->info.state == BlockState::kReserved) MustTransition(r->info.state, BlockState::kWriting);
+    r->writes_inflight++;
+    payload = r->payload;
+    tenant = r->info.address.tenant;
+  }
+  Result<size_t> n = medium_->Write(*payload, offset, data);
+  if (n.status() == StatusCode::kNoSpace &&
+      MakeDeviceRoom(*payload, tenant, data.size()) == StatusCode::kOk) {
+    // The device was full, and evicting what may go there made room: once more.
+    n = medium_->Write(*payload, offset, data);
+  }
+  MutexLock lock(mu_);
+  Reservation* r = reservations_.Find(id);
+  if (!r) return n;
+  r->writes_inflight--;
+  r->last_activity_ns = NowNs();
+  if (r->fenced) return StatusCode::kFenced;
+  if (n.ok()) r->info.modify_time_ns = r->last_activity_ns;
+  if (n.ok() && offset + n.value() > r->info.size) {
+    uint64_t end = offset + n.value();
+    admission_.ReservationResized(r->info.address.tenant, r->info.size, end);
+    r->info.size = end;
+  }
+  return n;
+}
+
+Result<size_t> StoreFills::Append(ReservationId id, std::span<const uint8_t> data) {
+  uint64_t end;
+  {
+    MutexLock lock(mu_);
+    Reservation* r = reservations_.Find(id);
+    if (!r) return StatusCode::kNotFound;
+    end = r->info.size;
+  }
+  return Write(id, end, data);
+}
+
+StatusCode StoreFills::Truncate(ReservationId id, uint64_t size) {
+  std::shared_ptr<PendingPayload> payload;
+  std::string tenant;
+  uint64_t old_size;
+  {
+    MutexLock lock(mu_);
+    Reservation* r = reservations_.Find(id);
+    if (!r) return StatusCode::kNotFound;
+    if (r->fenced) return StatusCode::kFenced;
+    if (r->sealing || r->writes_inflight) return StatusCode::kBusy;
+    if (StatusCode s = admission_.AdmitBytes(r->info.address.tenant, r->info.size, size);
+        s != StatusCode::kOk) {
+      return s;
+    }
+    // Setting the size is writing: a payload grown by truncate alone may be committed.
+    if (r->info.state == BlockState::kReserved) MustTransition(r->info.state, BlockState::kWriting);
+    payload = r->payload;
+    tenant = r->info.address.tenant;
+    old_size = r->info.size;
+    r->writes_inflight++;
+  }
+  // Growing declares the size: the room is found (or refused) now, whole, before any write.
+  StatusCode s = size > old_size ? medium_->Allocate(*payload, size) : medium_->Truncate(*payload, size);
+  if (s == StatusCode::kNoSpace && size > old_size &&
+      MakeDeviceRoom(*payload, tenant, size - old_size) == StatusCode::kOk) {
+    s = medium_->Allocate(*payload, size);
+  }
+  MutexLock lock(mu_);
+  if (Reservation* r = reservations_.Find(id)) {
+    r->writes_inflight--;
+    if (s == StatusCode::kOk && !r->fenced) {
+      admission_.ReservationResized(r->info.address.tenant, r->info.size, size);
+      r->info.size = size;
+      r->info.modify_time_ns = NowNs();
+    }
+  }
+  return s;
+}
+
+StatusCode StoreFills::OpenWriter(ReservationId id) {
+  MutexLock lock(mu_);
+  Reservation* r = reservations_.Find(id);
+  if (!r) return StatusCode::kNotFound;
+  if (r->fenced) return StatusCode::kFenced;
+  if (r->sealing) return StatusCode::kBusy;
+  r->writers++;
+  return StatusCode::kOk;
+}
+
+void StoreFills::CloseWriter(ReservationId id) {
+  std::shared_ptr<PendingPayload> discard;
+  {
+    MutexLock lock(mu_);
+    Reservation* r = reservations_.Find(id);
+    if (!r || r->writers == 0) return;
+    r->writers--;
+    r->last_activity_ns = NowNs();
+    // A fenced reservation lives only until its last writer lets go.
+    if (r->fenced && r->writers == 0 && r->writes_inflight == 0 && !r->sealing) {
+      discard = std::move(r->payload);
+      reservations_.Forget(id);
+    }
+  }
+  if (discard) medium_->Discard(*discard);
+}
+
+StatusCode StoreFills::Commit(ReservationId id) {
+  std::shared_ptr<PendingPayload> payload;
+  BlockInfo draft;
+  std::vector<Departure> evicted;
+  {
+    MutexLock lock(mu_);
+    Reservation* r = reservations_.Find(id);
+    if (!r) return StatusCode::kNotFound;
+    if (r->fenced) return StatusCode::kFenced;
+    if (r->sealing || r->writers > 0 || r->writes_inflight > 0) return StatusCode::kBusy;
+    auto identity = DecodePhysicalKey(r->identity);
+    if (!identity.ok() || AddressOf(identity.value()) != r->info.address) {
+      return StatusCode::kInvalidArgument;
+    }
+    if (r->info.size == 0) return StatusCode::kInvalidArgument;
+    if (r->info.size > admission_.MaxBlockBytes(r->info.address.tenant)) return StatusCode::kTooLarge;
+    std::vector<BlockId> victims;
+    StatusCode room = admission_.RoomForCommit(r->info.address.tenant, r->info.size, victims);
+    if (room != StatusCode::kOk) return room;
+    for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
+    r->sealing = true;
+    payload = r->payload;
+    draft.address = r->info.address;
+    draft.identity = std::move(identity.value());
+    draft.canonical_identity = r->identity;
+    draft.size = r->info.size;
+    draft.commit_epoch = epoch_.load();
+    draft.region_id = r->info.region_id;
+    draft.owner = r->info.owner;
+    draft.commit_time_ns = NowNs();
+  }
+  Finish(std::move(evicted), RemovalReason::kEvicted);
+  const IndexKeys keys = IndexKeysOf(draft.identity, draft.canonical_identity);
+  Result<Medium::Sealed> sealed = medium_->Seal(*payload, draft, keys);
+  if (sealed.status() == StatusCode::kNoSpace &&
+      MakeDeviceRoom(*payload, draft.address.tenant, kBlockDataOffset) == StatusCode::kOk) {
+    // The device filled up under the payload and the header (or a sync) found no room: room
+    // was made from blocks that may go, as Write does; ENOSPC is for a device where evicting
+    // would not help (found by tests/reliability/full_disk_test.cc).
+    sealed = medium_->Seal(*payload, draft, keys);
+  }
+  MutexLock lock(mu_);
+  Reservation* r = reservations_.Find(id);
+  assert(r && r->sealing);  // nothing else removes a sealing reservation
+  r->sealing = false;
+  if (!sealed.ok()) return sealed.status();
+  if (r->fenced) {
+    // Fenced while sealing: fenced is not success, so the published file goes again.
+    reservations_.Forget(id);
+    leaving_.Leaving(draft.address);
+    lock.Unlock();
+    medium_->Drop(draft, sealed->stored);
+    lock.Lock();
+    leaving_.Left(draft.address);
+    return StatusCode::kFenced;
+  }
+  EndReservationLocked(id, FillState::kFinished, BlockState::kCommitted);
+  admission_.Counters(draft.address.tenant).commits++;
+  IndexedBlock block = IndexedBlockOf(draft, keys);
+  IndexLocked(block, std::move(sealed->stored));
+  const BlockAddress& committed = block.address;
+  GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged
+  lock.Unlock();
+  FoldJournalIfDue();  // the commit's journal record may have passed the fold size
+  if (commit_observer_) commit_observer_(committed);  // set once at start-up: no copy needed
+  return StatusCode::kOk;
+}
+
+std::string StoreFills::ExplainInvalidCommit(ReservationId id) {
+  MutexLock lock(mu_);
+  Reservation* r = reservations_.Find(id);
+  if (!r) return "no such reservation";
+  auto identity = DecodePhysicalKey(r->identity);
+  if (!identity.ok()) return DescribeIdentityError(r->identity);
+  if (BlockAddress named = AddressOf(identity.value()); named != r->info.address) {
+    return "the identity names " + named.RelativePath() + ", not this path";
+  }
+  if (r->info.size == 0) return "empty payload (a block holds at least one byte)";
+  return "";
+}
+
+StatusCode StoreFills::Abort(ReservationId id) {
+  std::shared_ptr<PendingPayload> payload;
+  {
+    MutexLock lock(mu_);
+    Reservation* r = reservations_.Find(id);
+    if (!r) return StatusCode::kNotFound;
+    if (r->sealing || r->writes_inflight) return StatusCode::kBusy;
+    payload = std::move(r->payload);
+    EndReservationLocked(id, FillState::kFailed, BlockState::kAbsent);
+  }
+  if (payload) medium_->Discard(*payload);
+  return StatusCode::kOk;
+}
+
+Result<ReservationInfo> StoreFills::StatReservation(ReservationId id) {
+  MutexLock lock(mu_);
+  Reservation* r = reservations_.Find(id);
+  if (!r || r->fenced) return StatusCode::kNotFound;
+  return r->info;
+}
+
+std::optional<ReservationId> StoreFills::FindReservation(const BlockAddress& address) {
+  MutexLock lock(mu_);
+  return reservations_.Holder(address);
+}
+
+std::optional<FillState> StoreFills::FillOutcome(const BlockAddress& address) {
+  MutexLock lock(mu_);
+  return reservations_.Outcome(address);
+}
+
+bool StoreFills::RecentlyFenced(const BlockAddress& address, uint64_t now_ns) {
+  MutexLock lock(mu_);
+  return reservations_.RecentlyFenced(address, now_ns, options_.reservation_lease_ns);
+}
+
+size_t StoreFills::ExpireReservations(uint64_t now_ns) {
+  std::vector<std::shared_ptr<PendingPayload>> discard;
+  size_t expired;
+  {
+    MutexLock lock(mu_);
+    // The lambda runs under mu_ (the analysis checks it as a function of its own).
+    auto release = [&](const Reservation& r) NO_THREAD_SAFETY_ANALYSIS {
+      admission_.ReservationReleased(r.info.address.tenant, r.info.size);
+      admission_.Counters(r.info.address.tenant).expired++;
+    };
+    expired = reservations_.ExpireIdle(now_ns, options_.reservation_lease_ns, release, discard);
+  }
+  for (auto& p : discard) medium_->Discard(*p);
+  return expired;
+}
+
+StatusCode StoreFills::MakeDeviceRoom(const PendingPayload& p, const std::string& tenant,
+                                        uint64_t need) {
+  std::optional<Medium::DeviceSpace> space = medium_->SpaceFor(p);  // I/O: before the lock
+  std::vector<Departure> evicted;
+  StatusCode s;
+  {
+    MutexLock lock(mu_);
+    std::vector<BlockId> victims;
+    s = admission_.RoomOnDevice(p, space, tenant, need, victims);
+    for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
+  }
+  Finish(std::move(evicted), RemovalReason::kEvicted);
+  return s;
+}
+
+}  // namespace gpucache
