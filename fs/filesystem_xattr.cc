@@ -103,11 +103,17 @@ Result<std::vector<std::string>> Filesystem::ListXattr(const Principal& c, uint6
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
   std::vector<std::string> names;
-  const std::vector<std::string>* keys = nullptr;
-  if (n->kind == NodeKind::kBlock) keys = &kBlockKeys;
-  if (n->kind == NodeKind::kPart) keys = &kPartKeys;
-  if (!keys) return names;
-  for (const std::string& k : *keys) {
+  if (n->kind == NodeKind::kBlock) {
+    // A committed block has every key: one Stat (a read of its header) says whether it is
+    // still there, not one per key that needs the header.
+    Result<BlockInfo> b = store_.Stat({n->tenant, n->ns, n->block});
+    if (b.status() == StatusCode::kNotFound) return names;
+    if (!b.ok()) return b.status();
+    for (const std::string& k : kBlockKeys) names.push_back(std::string(kPrefix) + k);
+    return names;
+  }
+  if (n->kind != NodeKind::kPart) return names;
+  for (const std::string& k : kPartKeys) {
     // Only names that have a value right now (a reservation may not have its identity yet);
     // a node that is gone (a fenced `.part`) answers as it would to a getxattr.
     Result<std::string> value = GetXattr(c, ino, std::string(kPrefix) + k);

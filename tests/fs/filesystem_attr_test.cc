@@ -262,6 +262,21 @@ TEST_CASE("Filesystem: xattrs: a block's index keys are answered from memory, on
   CHECK(h.store.TEST_HeldReads() == before + 4);
 }
 
+TEST_CASE("Filesystem: xattrs: listing a block's names reads its header once") {
+  FsHarness h;
+  CacheIdentity id = SampleIdentity("acme");
+  h.Commit(id, Payload(10));
+  uint64_t block = h.Ino(h.Namespace(id), FsHarness::BlockName(id));
+  const uint64_t before = h.store.TEST_HeldReads();
+  Result<std::vector<std::string>> names = h.fs.ListXattr(kMember, block);
+  REQUIRE(names.ok());
+  CHECK(names->size() == 9);
+  CHECK(h.store.TEST_HeldReads() == before + 1);  // not once per key that needs the header
+  // A block that left since its lookup lists nothing, as before.
+  REQUIRE(h.store.Invalidate(AddressOf(id)) == StatusCode::kOk);
+  CHECK(h.fs.ListXattr(kMember, block).value().empty());
+}
+
 TEST_CASE("Filesystem: xattrs: a block lists what it is, a .part what it has so far") {
   FsHarness h;
   CacheIdentity id = SampleIdentity("acme");
