@@ -116,7 +116,7 @@ Result<std::vector<std::string>> Filesystem::ListXattr(const Principal& c, uint6
   for (const std::string& k : kPartKeys) {
     // Only names that have a value right now (a reservation may not have its identity yet);
     // a node that is gone (a fenced `.part`) answers as it would to a getxattr.
-    Result<std::string> value = GetXattr(c, ino, std::string(kPrefix) + k);
+    Result<std::string> value = PartXattr(n.value(), k);
     if (value.ok()) {
       names.push_back(std::string(kPrefix) + k);
     } else if (value.status() != StatusCode::kNotFound) {

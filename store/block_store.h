@@ -215,7 +215,8 @@ class BlockFills {
   virtual ~BlockFills() = default;
 
   // Namespaces: directories that group blocks sharing every byte-affecting field.
-  // Names are checked (all methods): kInvalidArgument if bad.
+  // CreateNamespace checks the names (kInvalidArgument if bad); REQUIRES for the others (and
+  // for BlockReads' namespace methods): IsValidTenantName(tenant).
   virtual StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) = 0;
   // kNotEmpty while it holds a block or reservation.
   virtual StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) = 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "store/memory_store.h"
+#include "tests/support/commit_block.h"
 #include "tests/support/sample_identity.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tmpfs.h"
@@ -31,14 +32,7 @@ std::unique_ptr<IndexedStore> OpenStore(const std::string& dir, FileStoreReport*
 }
 
 void Commit(IndexedStore& s, const CacheIdentity& id, const Bytes& payload) {
-  BlockAddress a = AddressOf(id);
-  auto ns = s.CreateNamespace(a.tenant, a.ns, kOwner);
-  REQUIRE((ns == StatusCode::kOk || ns == StatusCode::kExists));
-  auto r = s.Reserve(a, kOwner);
-  REQUIRE(r.ok());
-  REQUIRE(s.SetIdentity(r.value(), EncodePhysicalKey(id)) == StatusCode::kOk);
-  REQUIRE(s.Write(r.value(), 0, payload).ok());
-  REQUIRE(s.Commit(r.value()) == StatusCode::kOk);
+  test::CommitBlock(s, id, payload, kOwner);
 }
 
 Result<Bytes> ReadBack(IndexedStore& s, const CacheIdentity& id) {

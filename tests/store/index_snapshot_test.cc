@@ -19,6 +19,7 @@
 #include <iterator>
 
 #include "store/file_store.h"
+#include "tests/support/commit_block.h"
 #include "tests/support/sample_identity.h"
 #include "tests/support/temp_dir.h"
 
@@ -34,14 +35,7 @@ CacheIdentity Key(int k) {
 }
 
 void Commit(IndexedStore& s, int k) {
-  BlockAddress a = AddressOf(Key(k));
-  s.CreateNamespace(a.tenant, a.ns, kOwner);
-  auto r = s.Reserve(a, kOwner);
-  REQUIRE(r.ok());
-  Bytes gpck = EncodePhysicalKey(Key(k));
-  REQUIRE(s.SetIdentity(r.value(), gpck) == StatusCode::kOk);
-  REQUIRE(s.Write(r.value(), 0, test::Payload(5000 + k, static_cast<uint8_t>(k))).ok());
-  REQUIRE(s.Commit(r.value()) == StatusCode::kOk);
+  test::CommitBlock(s, Key(k), test::Payload(5000 + k, static_cast<uint8_t>(k)), kOwner);
 }
 
 std::unique_ptr<IndexedStore> Open(const std::string& dir, FileStoreReport& report) {
