@@ -17,6 +17,7 @@
 #include "store/failpoint.h"
 #include "store/io/uring_source.h"
 #include "store/placement.h"
+#include "store/snapshot_writer.h"
 
 namespace gpucache {
 namespace {
@@ -199,13 +200,18 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
 
 bool FileMedium::Upkeep::NextFound(Found& part) { return m_.loader_->NextFound(part); }
 
-void FileMedium::Close(const BlockLister& blocks) {
+std::unique_ptr<IndexWriter> FileMedium::Close() {
   // The store stopped its walk first (IndexedStore's destructor). Stopped before every file was
   // checked: INDEX and the journal are left as a crash leaves them (the journal was appended to
   // all along); the next start checks them again.
-  if (walk_started_ && !walk_completed_) return;
-  SaveSnapshots(blocks);
-  for (const auto& log : logs_) log->Empty();
+  if (walk_started_ && !walk_completed_) return nullptr;
+  std::vector<size_t> in_service;
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    if (!devices_.Isolated(dev)) in_service.push_back(dev);
+  }
+  return std::make_unique<SnapshotWriter>(logs_, in_service, [this] {
+    for (const auto& log : logs_) log->Empty();
+  });
 }
 
 std::string FileMedium::PathIn(size_t dev, const BlockAddress& a) const {

@@ -72,8 +72,9 @@ class FileMedium final : public Medium {
   ~FileMedium() override;
 
   bool Load(MediumReport& report, std::string& error) override;
-  // Writes the index snapshot of every data directory in service (a clean close).
-  void Close(const BlockLister& blocks) override;
+  // The index snapshot of every data directory in service (a clean close), for the store to
+  // fill; written, it empties the journals.
+  std::unique_ptr<IndexWriter> Close() override;
   // What Load found, the walk after it and the journal's folds (file_store_journal.cc).
   MediumUpkeep& upkeep() override { return upkeep_; }
   StatusCode CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) override;
@@ -120,15 +121,15 @@ class FileMedium final : public Medium {
   // Index files: INDEX (store/index_snapshot.h) and the journal (store/index_journal.h), each
   // device's IndexLog. A start reads them (FileLoader); commits and removals append to the
   // journal (file_store_journal.cc); a clean close writes INDEX from memory and empties it.
-  std::vector<std::unique_ptr<IndexLog>> logs_;  // per device
-  void SaveSnapshots(const BlockLister& blocks);
-  void SaveSnapshot(size_t dev, const BlockLister& blocks);
+  std::vector<std::unique_ptr<IndexLog>> logs_;  // per device (INDEX written by SnapshotWriter)
   // Appends to the device's journal; a fold is due once it passed journal_rotate_bytes_.
   void Append(size_t dev, const JournalRecord& record);
-  // Folds the journal into a new INDEX of `blocks` if it holds more than `limit` bytes (a
-  // rotation). REQUIRES: the start's walk is done (the INDEX takes every indexed block as
-  // checked).
-  void FoldJournalPast(size_t dev, uint64_t limit, const BlockLister& blocks);
+  // Starts folding the device's journal into a new INDEX if it holds more than `limit` bytes
+  // (a rotation): true if the INDEX is due, then written and the rotation ended by the
+  // SnapshotWriter of FoldJournal or EndWalk. REQUIRES: the start's walk is done (the INDEX
+  // takes every indexed block as checked).
+  bool RotateJournalPast(size_t dev, uint64_t limit);
+  void EndRotations(const std::vector<size_t>& devs);
   std::atomic<bool> fold_due_{false};  // a journal passed journal_rotate_bytes_ (Append)
   // `fd`: the block file just published as `draft` (its stat gives what INDEX checks later).
   void JournalCommit(size_t dev, int fd, const BlockInfo& draft, const IndexKeys& keys,
@@ -167,7 +168,7 @@ class FileMedium final : public Medium {
     explicit Upkeep(FileMedium& medium) : m_(medium) {}
     bool NextFound(Found& part) override;
     bool JournalFoldDue() const override { return m_.fold_due_.load(std::memory_order_relaxed); }
-    void FoldJournal(const BlockLister& blocks) override;
+    std::unique_ptr<IndexWriter> FoldJournal() override;
     Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) override;
     bool WalkPending() const override {
       return m_.walk_started_ && !m_.walk_over_.load(std::memory_order_acquire);
@@ -176,8 +177,7 @@ class FileMedium final : public Medium {
     Verdict CheckWalkItem(const WalkItem& item) override;
     Result<BlockInfo> ReadWalkItem(const WalkItem& item) override;
     void AdoptedWalkItem(const WalkItem& item) override;
-    MediumReport EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts,
-                         const BlockLister& blocks) override;
+    WalkEnd EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts) override;
 
    private:
     FileMedium& m_;

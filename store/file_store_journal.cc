@@ -10,6 +10,7 @@
 #include "store/file_store.h"
 #include "store/file_store_located.h"
 #include "store/index_entry.h"
+#include "store/snapshot_writer.h"
 
 namespace gpucache {
 
@@ -24,20 +25,29 @@ void FileMedium::Append(size_t dev, const JournalRecord& record) {
   }
 }
 
-void FileMedium::Upkeep::FoldJournal(const BlockLister& blocks) {
-  if (!m_.fold_due_.exchange(false)) return;  // another thread took it
-  for (size_t dev = 0; dev < m_.logs_.size(); ++dev) m_.FoldJournalPast(dev, m_.journal_rotate_bytes_, blocks);
+std::unique_ptr<IndexWriter> FileMedium::Upkeep::FoldJournal() {
+  if (!m_.fold_due_.exchange(false)) return nullptr;  // another thread took it
+  std::vector<size_t> due;
+  for (size_t dev = 0; dev < m_.logs_.size(); ++dev) {
+    if (m_.RotateJournalPast(dev, m_.journal_rotate_bytes_)) due.push_back(dev);
+  }
+  if (due.empty()) return nullptr;
+  // Written on this thread: about a second per million blocks, once per 64 MiB of journal.
+  return std::make_unique<SnapshotWriter>(m_.logs_, due, [this, due] { m_.EndRotations(due); });
 }
 
-void FileMedium::FoldJournalPast(size_t dev, uint64_t limit, const BlockLister& blocks) {
+bool FileMedium::RotateJournalPast(size_t dev, uint64_t limit) {
   switch (logs_[dev]->Rotate(limit)) {
-    case IndexLog::Rotation::kNotDue: return;
-    case IndexLog::Rotation::kFailed: CountError(); return;  // the next append tries again
-    case IndexLog::Rotation::kNoJournal: CountError(); break;  // INDEX below covers it
-    case IndexLog::Rotation::kRotated: break;
+    case IndexLog::Rotation::kNotDue: return false;
+    case IndexLog::Rotation::kFailed: CountError(); return false;  // the next append tries again
+    case IndexLog::Rotation::kNoJournal: CountError(); return true;  // the INDEX written covers it
+    case IndexLog::Rotation::kRotated: return true;
   }
-  SaveSnapshot(dev, blocks);  // on this thread: about a second per million blocks, once per 64 MiB
-  logs_[dev]->EndRotation();
+  return false;
+}
+
+void FileMedium::EndRotations(const std::vector<size_t>& devs) {
+  for (size_t dev : devs) logs_[dev]->EndRotation();
 }
 
 void FileMedium::JournalCommit(size_t dev, int fd, const BlockInfo& draft, const IndexKeys& keys,
@@ -87,12 +97,12 @@ void FileMedium::Upkeep::AdoptedWalkItem(const WalkItem& item) {
   if (std::optional<JournalRecord> r = m_.loader_->AdoptedWalkItem(item)) m_.Append(m_.walk_dev_, *r);
 }
 
-MediumReport FileMedium::Upkeep::EndWalk(bool completed, std::span<const BlockAddress> missing,
-                                         const WalkCounts& counts, const BlockLister& blocks) {
-  MediumReport report = m_.loader_->EndWalk(completed, counts);
+MediumUpkeep::WalkEnd FileMedium::Upkeep::EndWalk(bool completed, std::span<const BlockAddress> missing,
+                                                  const WalkCounts& counts) {
+  WalkEnd end{.report = m_.loader_->EndWalk(completed, counts)};
   if (completed) {
     for (const BlockAddress& a : missing) {
-      report.missing++;
+      end.report.missing++;
       m_.JournalRemoval(m_.walk_dev_, a);  // the next start need not look for it
     }
   }
@@ -102,11 +112,18 @@ MediumReport FileMedium::Upkeep::EndWalk(bool completed, std::span<const BlockAd
   m_.walk_completed_ = completed;
   // A start folds a journal past half its rotation size (the next start replays less); it
   // kept it to open without checking files first, and can fold it only now that every indexed
-  // block is checked. Before the store reports the walk done: who waits for the walk finds the
-  // journal folded.
-  if (completed) m_.FoldJournalPast(m_.walk_dev_, m_.journal_rotate_bytes_ / 2, blocks);
-  m_.walk_over_.store(true, std::memory_order_release);
-  return report;
+  // block is checked. The store writes the INDEX before it reports the walk done: who waits for
+  // the walk finds the journal folded. Appends may ask for a fold again once it is written.
+  const size_t dev = m_.walk_dev_;
+  if (completed && m_.RotateJournalPast(dev, m_.journal_rotate_bytes_ / 2)) {
+    end.index = std::make_unique<SnapshotWriter>(m_.logs_, std::vector<size_t>{dev}, [this, dev] {
+      m_.EndRotations({dev});
+      m_.walk_over_.store(true, std::memory_order_release);
+    });
+  } else {
+    m_.walk_over_.store(true, std::memory_order_release);
+  }
+  return end;
 }
 
 }  // namespace gpucache

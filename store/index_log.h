@@ -2,7 +2,7 @@
 // journal over it (store/index_journal.h), as FileMedium's part that owns them: where they are,
 // how they are read at a start, appended to, rotated and rewritten. What goes into them (which
 // blocks, when a start may keep a journal, when a fold is due) is FileMedium's to decide
-// (file_store_snapshot.cc, file_store_journal.cc; at a start, file_loader.cc). Every file
+// (snapshot_writer.cc, file_store_journal.cc; at a start, file_loader.cc). Every file
 // operation goes through Env.
 //
 // Thread safety: Append, JournalBytes, Rotate, EndRotation, StampAndWrite and Empty may be called

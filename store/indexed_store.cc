@@ -13,7 +13,7 @@ IndexedStore::~IndexedStore() {
     walk_stop_.store(true);
     walker_.join();
   }
-  medium_->Close(Lister());
+  WriteIndex(medium_->Close());
 }
 
 bool IndexedStore::Load(MediumReport& report, std::string& error) {

@@ -100,11 +100,18 @@ struct MediumIoStats {
 IndexedBlock IndexedBlockOf(const BlockInfo& info);
 IndexedBlock IndexedBlockOf(const BlockInfo& draft, const IndexKeys& keys);
 
-// How a medium that saves the index (INDEX) sees the store's blocks: the store passes a
-// BlockLister to the calls that need one; it calls `visit` for every committed block, under the
-// store's lock (no I/O in `visit`). Nothing is kept: the medium never calls the store on its own.
-using BlockVisitor = std::function<void(const IndexedBlock&, const StoredPayload*)>;
-using BlockLister = std::function<void(const BlockVisitor&)>;
+// An index of every committed block that a medium asks the store for (its INDEX at a clean
+// close and when its journal is folded): the medium hands one over, the store adds each block
+// under its lock (Add does no I/O), then calls Write without the lock. Calls go one way: the
+// store fills what the medium gave it; the medium never calls the store.
+class IndexWriter {
+ public:
+  virtual ~IndexWriter() = default;
+  virtual void Add(const IndexedBlock& block, const StoredPayload* stored) = 0;
+  // Writes what was added. REQUIRES: called once, after the last Add (what the medium does
+  // after the index is written, e.g. let its journal grow again, happens here).
+  virtual void Write() = 0;
+};
 
 // A part of what a medium found at start-up (Medium::NextFound), for the store to index: the
 // loader returns what it found, part by part (a start restores millions: one lock a part, and
@@ -150,7 +157,8 @@ class MediumUpkeep {
   // Whether commits and removals grew the medium's journal past the size at which it is folded
   // into a new INDEX (FoldJournal). Cheap: the store asks after every commit and removal.
   virtual bool JournalFoldDue() const { return false; }
-  virtual void FoldJournal(const BlockLister& blocks) { (void)blocks; }
+  // Starts the fold: the index to fill and write, or null if another thread took it.
+  virtual std::unique_ptr<IndexWriter> FoldJournal() { return nullptr; }
   // Checks the file of a block restored unverified (Found::unverified), as the walk does
   // (CheckWalkItem); the store settles the verdict. Any thread, while the walk runs.
   virtual Verdict VerifyBlock(const BlockAddress& address, const StoredPayload* stored) {
@@ -198,14 +206,17 @@ class MediumUpkeep {
   virtual void AdoptedWalkItem(const WalkItem& item) { (void)item; }
   // The walk is over: `completed` if every file was looked at (`missing`: the blocks named by
   // an entry whose file was not found, which the store forgot); false if the store stopped it
-  // (its close). `blocks`: the index once the walk settled everything (a medium may fold its
-  // journal now). The walk's report.
-  virtual MediumReport EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts,
-                               const BlockLister& blocks) {
+  // (its close). The walk's report, and the index the medium writes now if it folds its journal
+  // (the index once the walk settled everything): the store fills and writes it before it
+  // reports the walk done.
+  struct WalkEnd {
+    MediumReport report;
+    std::unique_ptr<IndexWriter> index;  // null: nothing to write
+  };
+  virtual WalkEnd EndWalk(bool completed, std::span<const BlockAddress> missing, const WalkCounts& counts) {
     (void)completed;
     (void)missing;
     (void)counts;
-    (void)blocks;
     return {};
   }
 };
@@ -237,8 +248,9 @@ class Medium {
   // at (report.epoch). False, with a reason, if it cannot. What it found comes from
   // upkeep().NextFound.
   virtual bool Load(MediumReport& report, std::string& error) = 0;
-  // Called once, by the store's destructor (a clean close): save what speeds up the next Load.
-  virtual void Close(const BlockLister& blocks) { (void)blocks; }
+  // Called once, by the store's destructor (a clean close): the index to save for a faster
+  // next Load (the store fills and writes it), or null.
+  virtual std::unique_ptr<IndexWriter> Close() { return nullptr; }
   // What the medium does between a start and its last file checked (MediumUpkeep); a medium
   // that finds and checks nothing at start has the one that does nothing.
   virtual MediumUpkeep& upkeep() {

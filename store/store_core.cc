@@ -17,17 +17,28 @@ void StoreCore::EndReservationLocked(ReservationId id, FillState outcome, BlockS
   reservations_.End(id, outcome, to, NowNs());
 }
 
+namespace {
+
+// The fields a BlockInfo and an IndexedBlock share, from the index's record of `id`: one place
+// reads a committed block out of the index, whichever shape the caller needs.
+template <typename Block>
+void CopyIndexed(const BlockIndex& index, BlockIndex::Id id, Block& out) {
+  const BlockIndex::Record& r = index.at(id);
+  out.address = index.AddressOf(id);
+  out.size = r.size;
+  out.commit_epoch = index.CommitEpochOf(id);
+  out.region_id = r.region_id;
+  out.owner = index.BlockOwner(id);
+  out.commit_time_ns = r.commit_time_ns;
+  out.pinned = r.pinned;
+}
+
+}  // namespace
+
 BlockInfo StoreCore::AttributesOfLocked(BlockId id) const {
-  const Record& r = index_.at(id);
   BlockInfo info;
-  info.address = index_.AddressOf(id);
-  info.size = r.size;
-  info.commit_epoch = index_.CommitEpochOf(id);
-  info.region_id = r.region_id;
-  info.owner = index_.BlockOwner(id);
-  info.commit_time_ns = r.commit_time_ns;
-  info.pinned = r.pinned;
-  info.state = r.state();
+  CopyIndexed(index_, id, info);
+  info.state = index_.at(id).state();
   return info;
 }
 
@@ -167,28 +178,23 @@ std::shared_ptr<StoredPayload> StoreCore::StoredAt(const BlockAddress& address) 
   return id ? index_.StoredOf(*id) : nullptr;
 }
 
-BlockLister StoreCore::Lister() {
-  return [this](const BlockVisitor& visit) {
+void StoreCore::WriteIndex(std::unique_ptr<IndexWriter> index) {
+  if (!index) return;
+  {
     MutexLock lock(mu_);
-    IndexedBlock b;
+    IndexedBlock b;  // reused: its strings keep their buffers from one block to the next
     // The lambda runs under mu_ (the analysis checks it as a function of its own).
     index_.ForEach([&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
-      const Record& r = index_.at(id);
-      b.address = index_.AddressOf(id);
-      b.size = r.size;
-      b.commit_epoch = index_.CommitEpochOf(id);
-      b.region_id = r.region_id;
-      b.owner = index_.BlockOwner(id);
-      b.commit_time_ns = r.commit_time_ns;
+      CopyIndexed(index_, id, b);
       b.keys = index_.KeysOf(id);
-      b.pinned = r.pinned;
-      visit(b, index_.StoredOf(id).get());
+      index->Add(b, index_.StoredOf(id).get());
     });
-  };
+  }
+  index->Write();  // file I/O: without the lock
 }
 
 void StoreCore::FoldJournalIfDue() {
-  if (medium_->upkeep().JournalFoldDue()) medium_->upkeep().FoldJournal(Lister());
+  if (medium_->upkeep().JournalFoldDue()) WriteIndex(medium_->upkeep().FoldJournal());
 }
 
 void StoreCore::PersistPins() {

@@ -61,8 +61,9 @@ class StoreCore {
   // The medium state of the committed block at `address`, or null.
   std::shared_ptr<StoredPayload> StoredAt(const BlockAddress& address) EXCLUDES(mu_);
   bool Indexed(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);  // still there
-  // Every committed block, for a medium that saves the index (Medium::Close, FoldJournal).
-  BlockLister Lister();
+  // Adds every committed block to the index a medium asked for (Medium::Close, FoldJournal,
+  // EndWalk), then has it written without the lock; nothing if `index` is null.
+  void WriteIndex(std::unique_ptr<IndexWriter> index) EXCLUDES(mu_);
   // Saves which blocks are pinned (the medium keeps them across restarts).
   void PersistPins() EXCLUDES(mu_);
   // After a commit or a removal appended to the medium's journal: folds it if it grew too long.

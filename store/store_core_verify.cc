@@ -110,8 +110,9 @@ void StoreCore::Walk() {
     unverified_.Clear();
     walking_.store(false, std::memory_order_release);
   }
-  MediumReport report = medium_->upkeep().EndWalk(completed, forgotten, counts, Lister());
-  if (completed && options_.walk_finished) options_.walk_finished(report);
+  MediumUpkeep::WalkEnd end = medium_->upkeep().EndWalk(completed, forgotten, counts);
+  WriteIndex(std::move(end.index));
+  if (completed && options_.walk_finished) options_.walk_finished(end.report);
   walk_done_.store(true, std::memory_order_release);
   walk_done_.notify_all();
 }
