@@ -28,16 +28,12 @@ int ToErrno(StatusCode code) {
     // The daemon's own fd table, not the caller's: EMFILE would send the engine looking at its
     // own descriptors. EAGAIN says what to do (retry or recompute), as for other credits.
     case StatusCode::kNoHandles: return EAGAIN;
+    // A missing attribute, not a missing file: getxattr's ENODATA. A block that left the
+    // namespace since it was looked up is kNotFound, ENOENT, as its stat says.
+    case StatusCode::kNoAttribute: return ENODATA;
   }
   return EIO;
 }
 
 }  // namespace gpucache
 
-namespace gpucache {
-
-int ToXattrErrno(StatusCode code) {
-  return code == StatusCode::kNotFound ? ENODATA : ToErrno(code);
-}
-
-}  // namespace gpucache

@@ -10,10 +10,3 @@ namespace gpucache {
 int ToErrno(StatusCode code);
 
 }  // namespace gpucache
-
-namespace gpucache {
-
-// For getxattr/removexattr: a missing attribute is ENODATA, not ENOENT.
-int ToXattrErrno(StatusCode code);
-
-}  // namespace gpucache

@@ -57,7 +57,7 @@ Result<std::string> Filesystem::BlockXattr(const Node& n, std::string_view key) 
   if (key == "valid_length") return std::to_string(b->identity.valid_length);
   if (key == "pinned") return std::string(b->pinned ? "1" : "0");
   if (key == "owner") return std::to_string(b->owner.uid) + ":" + std::to_string(b->owner.gid);
-  return StatusCode::kNotFound;
+  return StatusCode::kNoAttribute;
 }
 
 Result<std::string> Filesystem::PartXattr(const Node& n, std::string_view key) {
@@ -72,14 +72,14 @@ Result<std::string> Filesystem::PartXattr(const Node& n, std::string_view key) {
     Result<Bytes> bytes = store_.GetIdentity(*id);
     if (bytes.ok()) return std::string(bytes->begin(), bytes->end());
     // Not set yet (the attribute is missing), or the fill ended since StatReservation.
-    if (store_.StatReservation(*id).ok()) return StatusCode::kNotFound;
+    if (store_.StatReservation(*id).ok()) return StatusCode::kNoAttribute;
     return PartGone(address);
   }
   if (key == "state") return std::string(ToString(r->state));
   if (key == "epoch") return std::to_string(r->epoch);
   if (key == "region") return std::to_string(r->region_id);
   if (key == "fill") return std::string(ToString(FillState::kPending));
-  return StatusCode::kNotFound;
+  return StatusCode::kNoAttribute;
 }
 
 Result<std::string> Filesystem::GetXattr(const Principal& c, uint64_t ino, std::string_view name) {
@@ -91,12 +91,12 @@ Result<std::string> Filesystem::GetXattr(const Principal& c, uint64_t ino, std::
   if (n->kind == NodeKind::kPart) return PartXattr(n.value(), *key);
   if (n->kind == NodeKind::kNamespace && key->starts_with(kFillPrefix)) {
     std::string block(key->substr(kFillPrefix.size()));
-    if (!IsValidBlockName(block)) return StatusCode::kNotFound;
+    if (!IsValidBlockName(block)) return StatusCode::kNoAttribute;
     auto outcome = store_.FillOutcome({n->tenant, n->ns, block});
-    if (!outcome) return StatusCode::kNotFound;
+    if (!outcome) return StatusCode::kNoAttribute;
     return std::string(ToString(*outcome));
   }
-  return StatusCode::kNotFound;  // no attribute of that name (ENODATA at the edge)
+  return StatusCode::kNoAttribute;
 }
 
 Result<std::vector<std::string>> Filesystem::ListXattr(const Principal& c, uint64_t ino) {
@@ -105,9 +105,9 @@ Result<std::vector<std::string>> Filesystem::ListXattr(const Principal& c, uint6
   std::vector<std::string> names;
   if (n->kind == NodeKind::kBlock) {
     // A committed block has every key: one Stat (a read of its header) says whether it is
-    // still there, not one per key that needs the header.
+    // still there, not one per key that needs the header. One that left since it was looked
+    // up answers ENOENT, as its stat does.
     Result<BlockInfo> b = store_.Stat({n->tenant, n->ns, n->block});
-    if (b.status() == StatusCode::kNotFound) return names;
     if (!b.ok()) return b.status();
     for (const std::string& k : kBlockKeys) names.push_back(std::string(kPrefix) + k);
     return names;
@@ -119,7 +119,7 @@ Result<std::vector<std::string>> Filesystem::ListXattr(const Principal& c, uint6
     Result<std::string> value = PartXattr(n.value(), k);
     if (value.ok()) {
       names.push_back(std::string(kPrefix) + k);
-    } else if (value.status() != StatusCode::kNotFound) {
+    } else if (value.status() != StatusCode::kNoAttribute) {
       return value.status();
     }
   }

@@ -284,7 +284,7 @@ void OpGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   auto r = Fs(req).GetXattr(PrincipalOf(req), ino, name);
   if (!r.ok()) {
     if (r.status() != StatusCode::kNotSupported) Refused(req, r.status());
-    return (void)fuse_reply_err(req, ToXattrErrno(r.status()));
+    return (void)fuse_reply_err(req, ToErrno(r.status()));
   }
   ReplyXattr(req, r.value(), size);
 }
@@ -309,7 +309,7 @@ void OpRemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kSetXattr);
   StatusCode s = Fs(req).RemoveXattr(PrincipalOf(req), ino, name);
   Refused(req, s);
-  fuse_reply_err(req, ToXattrErrno(s));
+  fuse_reply_err(req, ToErrno(s));
 }
 
 fuse_lowlevel_ops MakeOperations() {

@@ -24,6 +24,7 @@ std::string_view ToString(StatusCode code) {
     case StatusCode::kIoError: return "I/O error";
     case StatusCode::kNameTooLong: return "name too long";
     case StatusCode::kNoHandles: return "out of file handles";
+    case StatusCode::kNoAttribute: return "no such attribute";
   }
   return "unknown";
 }

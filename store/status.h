@@ -35,6 +35,7 @@ enum class StatusCode : uint8_t {
   kIoError,           // backing storage failed (not a checksum problem)
   kNameTooLong,       // a path component longer than NAME_MAX (255 bytes)
   kNoHandles,         // the daemon's file table is full (EMFILE/ENFILE): retry later
+  kNoAttribute,       // the node has no extended attribute of that name (its node is there)
 };
 
 // Every code, in declaration order; tests iterate it to prove each one is mapped.
@@ -45,7 +46,7 @@ inline constexpr StatusCode kAllStatusCodes[] = {
     StatusCode::kTooLarge,     StatusCode::kTenantQuota,  StatusCode::kNoSpace,
     StatusCode::kExhausted,    StatusCode::kFenced,       StatusCode::kDraining,
     StatusCode::kNotSupported, StatusCode::kNotEmpty,     StatusCode::kIoError,
-    StatusCode::kNameTooLong,  StatusCode::kNoHandles,
+    StatusCode::kNameTooLong,  StatusCode::kNoHandles,    StatusCode::kNoAttribute,
 };
 
 std::string_view ToString(StatusCode code);

@@ -33,6 +33,7 @@ TEST_CASE("ErrnoMap: every status code maps to the errno of the table in docs/us
       {StatusCode::kIoError, EIO},
       {StatusCode::kNameTooLong, ENAMETOOLONG},
       {StatusCode::kNoHandles, EAGAIN},
+      {StatusCode::kNoAttribute, ENODATA},
   };
   for (StatusCode code : kAllStatusCodes) {
     CAPTURE(ToString(code));
@@ -55,7 +56,7 @@ TEST_CASE("ErrnoMap: every refusal's errno has the symbolic name control replies
       {StatusCode::kFenced, "ESTALE"},        {StatusCode::kDraining, "EROFS"},
       {StatusCode::kNotSupported, "ENOTSUP"}, {StatusCode::kNotEmpty, "ENOTEMPTY"},
       {StatusCode::kIoError, "EIO"},          {StatusCode::kNameTooLong, "ENAMETOOLONG"},
-      {StatusCode::kNoHandles, "EAGAIN"},
+      {StatusCode::kNoHandles, "EAGAIN"},     {StatusCode::kNoAttribute, "ENODATA"},
   };
   for (StatusCode code : kAllStatusCodes) {
     if (code == StatusCode::kOk) continue;
@@ -65,11 +66,6 @@ TEST_CASE("ErrnoMap: every refusal's errno has the symbolic name control replies
   }
   nlohmann::json reply = nlohmann::json::parse(control_protocol::Error(ENOTSUP, "why"));
   CHECK(reply == nlohmann::json{{"ok", false}, {"errno", "ENOTSUP"}, {"error", "why"}});
-}
-
-TEST_CASE("ErrnoMap: a missing xattr is ENODATA") {
-  CHECK(ToXattrErrno(StatusCode::kNotFound) == ENODATA);
-  CHECK(ToXattrErrno(StatusCode::kAccessDenied) == EACCES);
 }
 
 }  // namespace

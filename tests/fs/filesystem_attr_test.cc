@@ -272,9 +272,12 @@ TEST_CASE("Filesystem: xattrs: listing a block's names reads its header once") {
   REQUIRE(names.ok());
   CHECK(names->size() == 9);
   CHECK(h.store.TEST_HeldReads() == before + 1);  // not once per key that needs the header
-  // A block that left since its lookup lists nothing, as before.
+  // A block that left since its lookup is missing (ENOENT), as its stat says; its names are
+  // not missing attributes (ENODATA for a getxattr).
   REQUIRE(h.store.Invalidate(AddressOf(id)) == StatusCode::kOk);
-  CHECK(h.fs.ListXattr(kMember, block).value().empty());
+  CHECK(h.fs.ListXattr(kMember, block).status() == StatusCode::kNotFound);
+  CHECK(ReplyXattrErrno(h.fs.GetXattr(kMember, block, "user.gpucache.checksum")) == ENOENT);
+  CHECK(ReplyXattrErrno(h.fs.GetXattr(kMember, block, "user.gpucache.state")) == ENOENT);
 }
 
 TEST_CASE("Filesystem: xattrs: a block lists what it is, a .part what it has so far") {

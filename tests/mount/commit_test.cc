@@ -189,6 +189,27 @@ TEST_CASE("Mount: xattrs tell a person what a block is") {
   CHECK(std::string(names, n).find("user.gpucache.region") != std::string::npos);
 }
 
+// An engine holding a block open reads its xattrs through the handle's inode; once the block
+// left the namespace (invalidated, evicted) they answer ENOENT, as its stat does: a missing
+// block, not a missing attribute (ENODATA, which the Python client took for an I/O error).
+TEST_CASE("Mount: xattrs of a block that left while open answer ENOENT, not ENODATA") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity();
+  REQUIRE(client.Commit(id, Payload(100)) == 0);
+  int fd = ::open(client.PathOf(id).c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  char buf[4096];
+  REQUIRE(::fgetxattr(fd, "user.gpucache.checksum", buf, sizeof buf) > 0);
+  REQUIRE(::unlink(client.PathOf(id).c_str()) == 0);
+  for (const char* name : {"user.gpucache.checksum", "user.gpucache.state", "user.gpucache.nope"}) {
+    CAPTURE(name);
+    CHECK(Errno(::fgetxattr(fd, name, buf, sizeof buf)) == ENOENT);
+  }
+  CHECK(Errno(::flistxattr(fd, buf, sizeof buf)) == ENOENT);
+  ::close(fd);
+}
+
 TEST_CASE("Mount: unlink of a block invalidates it, unlink of a .part abandons it") {
   MountedFs m;
   MountClient client(m.mnt());

@@ -4,7 +4,7 @@
 //
 // fuse_ops.cc keeps its conversions private, so they are restated here; each function names
 // the callbacks it stands for. Keep the two in step: the errno comes from the same ToErrno
-// and ToXattrErrno (fs/errno_map.h), which is where a mismatch would matter most.
+// (fs/errno_map.h), which is where a mismatch would matter most.
 #pragma once
 
 #include <errno.h>
@@ -39,12 +39,12 @@ inline int ReplyErrno(StatusCode s) {
   return ToErrno(s);
 }
 
-// getxattr and removexattr answer a missing attribute with ENODATA, not ENOENT.
+// getxattr and removexattr: fuse_reply_err (a missing attribute is kNoAttribute, ENODATA).
 inline int ReplyXattrErrno(StatusCode s) {
-  return ToXattrErrno(s);
+  return ToErrno(s);
 }
 inline int ReplyXattrErrno(const Result<std::string>& r) {
-  return ToXattrErrno(r.status());
+  return ToErrno(r.status());
 }
 
 // lookup and mkdir: fuse_reply_entry, or fuse_reply_err.
