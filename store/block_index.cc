@@ -51,9 +51,26 @@ BlockAddress BlockIndex::AddressOf(Id id) const {
                       FormatBlockName(records_[id].name)};
 }
 
-uint64_t BlockIndex::CommitEpochOf(Id id) const {
+void BlockIndex::Read(Id id, IndexedBlock& out) const {
   const Record& r = records_[id];
-  return r.epoch_apart ? odd_epochs_.at(id) : r.region_id >> 32;
+  const uint32_t ns = NamespaceOf(id);
+  out.address.tenant.assign(namespaces_.TenantOf(ns));
+  out.address.ns.assign(namespaces_.NameOf(ns));
+  out.address.block = FormatBlockName(r.name);
+  out.size = r.size;
+  out.commit_epoch = r.epoch_apart ? odd_epochs_.at(id) : r.region_id >> 32;
+  out.region_id = r.region_id;
+  out.owner = contexts_[r.context].owner;
+  out.commit_time_ns = r.commit_time_ns;
+  out.keys = IndexKeys{};
+  out.keys.logical = r.logical;
+  out.keys.parent = r.parent;
+  out.keys.tail = r.tail;
+  out.keys.prefix = r.prefix;
+  out.keys.valid_length = r.valid_length;
+  out.keys.block_capacity = namespaces_.BlockCapacityOf(ns);
+  out.keys.chain_length = r.chain_length;
+  out.pinned = r.pinned;
 }
 
 void BlockIndex::MarkEvicting(Id id) {
@@ -97,22 +114,11 @@ void BlockIndex::Release(uint32_t slot) {
   free_contexts_.push_back(slot);
 }
 
-IndexKeys BlockIndex::KeysOf(Id id) const {
-  const Record& r = records_[id];
-  IndexKeys k;
-  k.logical = r.logical;
-  k.parent = r.parent;
-  k.tail = r.tail;
-  k.prefix = r.prefix;
-  k.valid_length = r.valid_length;
-  k.block_capacity = namespaces_.BlockCapacityOf(NamespaceOf(id));
-  k.chain_length = r.chain_length;
-  return k;
-}
-
-std::optional<BlockIndex::Id> BlockIndex::Insert(const BlockAddress& address, const Committed& block,
-                                                 const IndexKeys& keys, Owner owner,
-                                                 std::shared_ptr<StoredPayload> stored, bool known_new) {
+std::optional<BlockIndex::Id> BlockIndex::Insert(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored,
+                                                 bool known_new) {
+  const BlockAddress& address = block.address;
+  const IndexKeys& keys = block.keys;
+  const Owner owner = block.owner;
   std::optional<BlockDigest> name = ParseBlockName(address.block);
   if (!name) return std::nullopt;
   // No identity has more tokens than that (identity.h); the record keeps 21 bits of them.

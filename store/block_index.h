@@ -38,15 +38,6 @@ class BlockIndex {
   using Id = uint32_t;
   static constexpr uint32_t kNoContext = ~uint32_t{0};
 
-  // What Insert takes of a block besides its address, keys, owner and medium state.
-  struct Committed {
-    uint64_t size = 0;
-    uint64_t region_id = 0;
-    uint64_t commit_time_ns = 0;
-    uint64_t commit_epoch = 0;
-    bool pinned = false;
-  };
-
   // One committed block: 80 bytes. Its address is its namespace and `name`. What the index
   // does not keep, because a lookup answered from memory never needs it: the payload checksum
   // and the identity (Stat and Open read both from the medium, the block file's header, and
@@ -65,7 +56,7 @@ class BlockIndex {
     uint64_t size = 0;
     uint64_t region_id = 0;
     uint64_t commit_time_ns = 0;
-    // IndexKeys (store/index_keys.h) but the identity digest and block capacity (KeysOf).
+    // IndexKeys (store/index_keys.h) but the identity digest and block capacity (Read).
     uint64_t logical = 0;
     uint64_t parent = 0;
     uint64_t tail = 0;
@@ -84,16 +75,23 @@ class BlockIndex {
 
   // --- Blocks.
   std::optional<Id> Find(const BlockAddress& address) const;
-  // Adds a block with `keys`, committed by `owner`, with `stored`, the medium's state of it;
-  // nullopt (and nothing changes) if its address is already indexed, its keys are out of
-  // range (valid_length above kMaxBlockTokens) or the index holds IdTable::kMaxIds blocks. Its
-  // namespace is added if missing, owned by `owner`. `known_new`: the caller knows the address
-  // is not indexed (a start's blocks from INDEX: the look for it was a cache miss a block).
-  // REQUIRES: keys.block_capacity is the namespace's (a field its name digests), if it holds
-  // blocks already.
-  std::optional<Id> Insert(const BlockAddress& address, const Committed& block,
-                           const IndexKeys& keys, Owner owner,
-                           std::shared_ptr<StoredPayload> stored = nullptr, bool known_new = false);
+  // Adds `block` with `stored`, the medium's state of it; nullopt (and nothing changes) if its
+  // address is already indexed, its keys are out of range (valid_length above kMaxBlockTokens)
+  // or the index holds IdTable::kMaxIds blocks. Its namespace is added if missing, owned by
+  // its owner. `known_new`: the caller knows the address is not indexed (a start's blocks from
+  // INDEX: the look for it was a cache miss a block). REQUIRES: keys.block_capacity is the
+  // namespace's (a field its name digests), if it holds blocks already.
+  std::optional<Id> Insert(const IndexedBlock& block, std::shared_ptr<StoredPayload> stored = nullptr,
+                           bool known_new = false);
+  // The block at `id` as Insert took it but for keys.identity (0: not kept): the one place a
+  // record becomes a block's metadata again. `out`'s strings keep their buffers (a listing of
+  // every block reuses one).
+  void Read(Id id, IndexedBlock& out) const;
+  IndexedBlock Read(Id id) const {
+    IndexedBlock b;
+    Read(id, b);
+    return b;
+  }
   // Takes a block out (and its hold on its context); its id may be reused from now on.
   Record Remove(Id id);
   const std::shared_ptr<StoredPayload>& StoredOf(Id id) const {
@@ -102,15 +100,12 @@ class BlockIndex {
   Record& at(Id id) { return records_[id]; }
   const Record& at(Id id) const { return records_[id]; }
   uint32_t NamespaceOf(Id id) const { return contexts_[records_[id].context].ns; }
-  uint64_t CommitEpochOf(Id id) const;
   // The block leaves the namespace: COMMITTED -> EVICTING (lifecycle.h), before Remove.
   void MarkEvicting(Id id);
   // Readers holding the block open; a block with any is quarantined, not dropped, on removal.
   uint32_t OpenReaders(Id id) const;
   void ReaderOpened(Id id) { open_readers_[id]++; }
   void ReaderClosed(Id id);
-  // The block's IndexKeys, as Insert took them but for `identity` (0: not kept).
-  IndexKeys KeysOf(Id id) const;
   Owner BlockOwner(Id id) const { return contexts_[records_[id].context].owner; }
   BlockAddress AddressOf(Id id) const;
   // A block whose GPCL digest is `logical`, if any (an "incompatible" miss).

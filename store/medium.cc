@@ -14,6 +14,18 @@ IndexedBlock IndexedBlockOf(const BlockInfo& draft, const IndexKeys& keys) {
                       .pinned = draft.pinned};
 }
 
+BlockInfo BlockInfoOf(IndexedBlock block) {
+  BlockInfo info;
+  info.address = std::move(block.address);
+  info.size = block.size;
+  info.commit_epoch = block.commit_epoch;
+  info.region_id = block.region_id;
+  info.owner = block.owner;
+  info.commit_time_ns = block.commit_time_ns;
+  info.pinned = block.pinned;
+  return info;
+}
+
 IndexedBlock IndexedBlockOf(const BlockInfo& info) {
   return IndexedBlockOf(info, IndexKeysOf(info.identity, info.canonical_identity));
 }

@@ -99,6 +99,8 @@ struct MediumIoStats {
 // identity), or of a commit's draft with the keys the store computed once.
 IndexedBlock IndexedBlockOf(const BlockInfo& info);
 IndexedBlock IndexedBlockOf(const BlockInfo& draft, const IndexKeys& keys);
+// And back: the BlockInfo an index answers a stat with (no identity, checksum or state).
+BlockInfo BlockInfoOf(IndexedBlock block);
 
 // An index of every committed block that a medium asks the store for (its INDEX at a clean
 // close and when its journal is folded): the medium hands one over, the store adds each block

@@ -17,27 +17,8 @@ void StoreCore::EndReservationLocked(ReservationId id, FillState outcome, BlockS
   reservations_.End(id, outcome, to, NowNs());
 }
 
-namespace {
-
-// The fields a BlockInfo and an IndexedBlock share, from the index's record of `id`: one place
-// reads a committed block out of the index, whichever shape the caller needs.
-template <typename Block>
-void CopyIndexed(const BlockIndex& index, BlockIndex::Id id, Block& out) {
-  const BlockIndex::Record& r = index.at(id);
-  out.address = index.AddressOf(id);
-  out.size = r.size;
-  out.commit_epoch = index.CommitEpochOf(id);
-  out.region_id = r.region_id;
-  out.owner = index.BlockOwner(id);
-  out.commit_time_ns = r.commit_time_ns;
-  out.pinned = r.pinned;
-}
-
-}  // namespace
-
 BlockInfo StoreCore::AttributesOfLocked(BlockId id) const {
-  BlockInfo info;
-  CopyIndexed(index_, id, info);
+  BlockInfo info = BlockInfoOf(index_.Read(id));
   info.state = index_.at(id).state();
   return info;
 }
@@ -47,18 +28,13 @@ std::optional<StoreCore::BlockId> StoreCore::IndexLocked(const IndexedBlock& b,
                                                                bool known_new) {
   const BlockAddress& address = b.address;
   const IndexKeys& keys = b.keys;
-  const BlockIndex::Committed block{.size = b.size,
-                                    .region_id = b.region_id,
-                                    .commit_time_ns = b.commit_time_ns,
-                                    .commit_epoch = b.commit_epoch,
-                                    .pinned = b.pinned};
   // The resident block whose last chain hash is this block's parent hash, if any (looked up
   // before this one is in, so that a one-hash chain is not its own parent).
   std::optional<BlockId> parent;
   if (std::optional<uint32_t> ns = index_.namespaces().Find(address.tenant, address.ns)) {
     parent = index_.ByTail(*ns, keys.parent);
   }
-  std::optional<BlockId> id = index_.Insert(address, block, keys, b.owner, std::move(stored), known_new);
+  std::optional<BlockId> id = index_.Insert(b, std::move(stored), known_new);
   if (!id) return std::nullopt;
   admission_.Indexed(*id, parent, keys.valid_length < keys.block_capacity, PolicyKeyOf(address));
   unverified_.Remove(*id);  // a reused id: this block is checked
@@ -185,8 +161,7 @@ void StoreCore::WriteIndex(std::unique_ptr<IndexWriter> index) {
     IndexedBlock b;  // reused: its strings keep their buffers from one block to the next
     // The lambda runs under mu_ (the analysis checks it as a function of its own).
     index_.ForEach([&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
-      CopyIndexed(index_, id, b);
-      b.keys = index_.KeysOf(id);
+      index_.Read(id, b);
       index->Add(b, index_.StoredOf(id).get());
     });
   }

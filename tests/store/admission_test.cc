@@ -21,7 +21,7 @@ struct Parts {
   Admission admission{limits, "lru", index, medium};
 
   Id Add(const std::string& tenant, unsigned n, uint64_t size) {
-    std::optional<Id> id = index.Insert(BlockNo(tenant, n), RecordOf(size), test::FullKeys(), Owner{});
+    std::optional<Id> id = index.Insert(test::Block(BlockNo(tenant, n), RecordOf(size), test::FullKeys(), Owner{}));
     REQUIRE(id);
     admission.Indexed(*id, std::nullopt, false, PolicyKeyOf(BlockNo(tenant, n)));
     return *id;

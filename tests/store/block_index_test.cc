@@ -12,6 +12,7 @@
 namespace gpucache {
 namespace {
 
+using test::Block;
 using test::BlockNo;
 using test::FullKeys;
 using test::RecordOf;
@@ -20,12 +21,12 @@ const Owner kOwner{1000, 1000};
 
 TEST_CASE("BlockIndex: insert, find by address, remove, reuse ids") {
   BlockIndex index;
-  std::optional<BlockIndex::Id> a = index.Insert(BlockNo("acme", 1), RecordOf(10), FullKeys(), kOwner);
-  std::optional<BlockIndex::Id> b = index.Insert(BlockNo("acme", 2), RecordOf(20), FullKeys(), kOwner);
+  std::optional<BlockIndex::Id> a = index.Insert(Block(BlockNo("acme", 1), RecordOf(10), FullKeys(), kOwner));
+  std::optional<BlockIndex::Id> b = index.Insert(Block(BlockNo("acme", 2), RecordOf(20), FullKeys(), kOwner));
   REQUIRE(a);
   REQUIRE(b);
-  CHECK_FALSE(index.Insert(BlockNo("acme", 1), RecordOf(30), FullKeys(), kOwner));  // already indexed
-  CHECK_FALSE(index.Insert(BlockAddress{"acme", "ns", "not-hex"}, RecordOf(1), FullKeys(), kOwner));
+  CHECK_FALSE(index.Insert(Block(BlockNo("acme", 1), RecordOf(30), FullKeys(), kOwner)));  // already indexed
+  CHECK_FALSE(index.Insert(Block(BlockAddress{"acme", "ns", "not-hex"}, RecordOf(1), FullKeys(), kOwner)));
   CHECK(index.size() == 2);
   CHECK(index.Find(BlockNo("acme", 1)) == a);
   CHECK(index.at(*a).size == 10);
@@ -37,7 +38,7 @@ TEST_CASE("BlockIndex: insert, find by address, remove, reuse ids") {
   CHECK_FALSE(index.Find(BlockNo("acme", 1)));
   CHECK(index.Find(BlockNo("acme", 2)) == b);  // the others keep their ids
   CHECK(index.size() == 1);
-  std::optional<BlockIndex::Id> c = index.Insert(BlockNo("acme", 3), RecordOf(5), FullKeys(), kOwner);
+  std::optional<BlockIndex::Id> c = index.Insert(Block(BlockNo("acme", 3), RecordOf(5), FullKeys(), kOwner));
   CHECK(c == a);  // a freed id is reused
   CHECK(index.Find(BlockNo("acme", 3)) == c);
 }
@@ -51,7 +52,7 @@ TEST_CASE("BlockIndex: namespaces are interned, listed in order and keep their b
   CHECK(names.OwnerOf(alpha) == Owner{2, 2});
   CHECK(names.NamesOf("acme") == std::vector<std::string>{"alpha", "zeta"});
   CHECK(names.NamesOf("globex").empty());
-  auto id = index.Insert(BlockNo("acme", 1), RecordOf(1), FullKeys(), kOwner);
+  auto id = index.Insert(Block(BlockNo("acme", 1), RecordOf(1), FullKeys(), kOwner));
   uint32_t ns = *names.Find("acme", "ns");
   CHECK(names.BlocksIn(ns) == 1);
   std::vector<BlockIndex::Id> listed;
@@ -71,17 +72,17 @@ TEST_CASE("BlockIndex: a namespace takes its first block's capacity and its late
   const NamespaceTable& names = index.namespaces();
   IndexKeys keys = FullKeys();
   keys.block_capacity = 64;
-  BlockIndex::Committed at_200 = RecordOf(1);
+  IndexedBlock at_200 = RecordOf(1);
   at_200.commit_time_ns = 200;
-  auto a = index.Insert(BlockNo("acme", 1), at_200, keys, kOwner);
+  auto a = index.Insert(Block(BlockNo("acme", 1), at_200, keys, kOwner));
   REQUIRE(a);
   uint32_t ns = *names.Find("acme", "ns");
   CHECK(names.BlockCapacityOf(ns) == 64);
-  CHECK(index.KeysOf(*a).block_capacity == 64);
+  CHECK(index.Read(*a).keys.block_capacity == 64);
   CHECK(names.ChangedAt(ns) == 200);
-  BlockIndex::Committed at_100 = RecordOf(1);
+  IndexedBlock at_100 = RecordOf(1);
   at_100.commit_time_ns = 100;  // committed earlier (a start restores blocks in any order)
-  REQUIRE(index.Insert(BlockNo("acme", 2), at_100, keys, kOwner));
+  REQUIRE(index.Insert(Block(BlockNo("acme", 2), at_100, keys, kOwner)));
   CHECK(names.ChangedAt(ns) == 200);  // never goes back
   index.namespaces().Touch(ns, 300);
   CHECK(names.ChangedAt(ns) == 300);
@@ -97,8 +98,8 @@ TEST_CASE("BlockIndex: logical keys and chain links find their blocks") {
   IndexKeys child = FullKeys();
   child.parent = 11;  // the same chain[0]: a prefix-hit candidate of the parent's
   child.tail = 33;
-  auto p = index.Insert(BlockNo("acme", 1), RecordOf(1), parent, kOwner);
-  auto c = index.Insert(BlockNo("acme", 2), RecordOf(1), child, kOwner);
+  auto p = index.Insert(Block(BlockNo("acme", 1), RecordOf(1), parent, kOwner));
+  auto c = index.Insert(Block(BlockNo("acme", 2), RecordOf(1), child, kOwner));
   uint32_t ns = *index.namespaces().Find("acme", "ns");
   CHECK(index.HasLogical(99));
   CHECK_FALSE(index.HasLogical(98));
@@ -125,17 +126,17 @@ TEST_CASE("BlockIndex: a block's keys and owner come back as inserted") {
   keys.valid_length = 100;
   keys.block_capacity = 256;
   keys.chain_length = 7;
-  BlockIndex::Committed record = RecordOf(10, 77);
+  IndexedBlock record = RecordOf(10, 77);
   record.commit_time_ns = 123456789012345;
   record.commit_epoch = 9;
   record.pinned = true;
-  auto a = index.Insert(BlockNo("acme", 1), record, keys, Owner{5, 6});
+  auto a = index.Insert(Block(BlockNo("acme", 1), record, keys, Owner{5, 6}));
   IndexKeys full = FullKeys();
-  auto b = index.Insert(BlockNo("acme", 2), RecordOf(20), full, Owner{7, 8});
-  auto c = index.Insert(BlockNo("acme", 3), RecordOf(30), full, Owner{5, 6});
+  auto b = index.Insert(Block(BlockNo("acme", 2), RecordOf(20), full, Owner{7, 8}));
+  auto c = index.Insert(Block(BlockNo("acme", 3), RecordOf(30), full, Owner{5, 6}));
   REQUIRE((a && b && c));
-  CHECK(index.KeysOf(*a) == keys);
-  CHECK(index.KeysOf(*b) == full);
+  CHECK(index.Read(*a).keys == keys);
+  CHECK(index.Read(*b).keys == full);
   CHECK(index.BlockOwner(*a) == Owner{5, 6});
   CHECK(index.BlockOwner(*b) == Owner{7, 8});
   CHECK(index.BlockOwner(*c) == Owner{5, 6});
@@ -146,41 +147,41 @@ TEST_CASE("BlockIndex: a block's keys and owner come back as inserted") {
   CHECK(r.size == 10);
   CHECK(r.region_id == 77);
   CHECK(r.commit_time_ns == 123456789012345);
-  CHECK(index.CommitEpochOf(*a) == 9);
+  CHECK(index.Read(*a).commit_epoch == 9);
   CHECK(r.pinned);
   index.Remove(*a);
   index.Remove(*b);
   index.Remove(*c);
-  auto d = index.Insert(BlockNo("acme", 4), RecordOf(40), full, Owner{7, 8});
+  auto d = index.Insert(Block(BlockNo("acme", 4), RecordOf(40), full, Owner{7, 8}));
   REQUIRE(d);
   CHECK(index.BlockOwner(*d) == Owner{7, 8});
-  CHECK(index.KeysOf(*d) == full);
+  CHECK(index.Read(*d).keys == full);
 }
 
 // The record keeps no commit epoch of its own: a region id carries its epoch in its high 32
 // bits. A block whose epoch is another one (a file of another writer) keeps it beside.
 TEST_CASE("BlockIndex: commit epochs come back exactly, the region's or another") {
   BlockIndex index;
-  BlockIndex::Committed usual = RecordOf(10, (uint64_t{7} << 32) | 5);
+  IndexedBlock usual = RecordOf(10, (uint64_t{7} << 32) | 5);
   usual.commit_epoch = 7;
-  BlockIndex::Committed odd = RecordOf(10, (uint64_t{7} << 32) | 6);
+  IndexedBlock odd = RecordOf(10, (uint64_t{7} << 32) | 6);
   odd.commit_epoch = (uint64_t{1} << 40) + 3;  // wider than the region's half, even
-  auto a = index.Insert(BlockNo("acme", 1), usual, FullKeys(), kOwner);
-  auto b = index.Insert(BlockNo("acme", 2), odd, FullKeys(), kOwner);
+  auto a = index.Insert(Block(BlockNo("acme", 1), usual, FullKeys(), kOwner));
+  auto b = index.Insert(Block(BlockNo("acme", 2), odd, FullKeys(), kOwner));
   REQUIRE((a && b));
-  CHECK(index.CommitEpochOf(*a) == 7);
-  CHECK(index.CommitEpochOf(*b) == (uint64_t{1} << 40) + 3);
+  CHECK(index.Read(*a).commit_epoch == 7);
+  CHECK(index.Read(*b).commit_epoch == (uint64_t{1} << 40) + 3);
   CHECK_FALSE(bool(index.at(*a).epoch_apart));
   index.Remove(*b);
-  auto c = index.Insert(BlockNo("acme", 3), RecordOf(1, uint64_t{9} << 32), FullKeys(), kOwner);
+  auto c = index.Insert(Block(BlockNo("acme", 3), RecordOf(1, uint64_t{9} << 32), FullKeys(), kOwner));
   REQUIRE(c == b);  // the id comes back: what the odd block kept beside it does not
-  CHECK(index.CommitEpochOf(*c) == 0);
+  CHECK(index.Read(*c).commit_epoch == 0);
 }
 
 TEST_CASE("BlockIndex: open readers are counted per block and leave with it") {
   BlockIndex index;
-  auto a = index.Insert(BlockNo("acme", 1), RecordOf(1), FullKeys(), kOwner);
-  auto b = index.Insert(BlockNo("acme", 2), RecordOf(1), FullKeys(), kOwner);
+  auto a = index.Insert(Block(BlockNo("acme", 1), RecordOf(1), FullKeys(), kOwner));
+  auto b = index.Insert(Block(BlockNo("acme", 2), RecordOf(1), FullKeys(), kOwner));
   REQUIRE((a && b));
   index.ReaderOpened(*a);
   index.ReaderOpened(*a);
@@ -191,7 +192,7 @@ TEST_CASE("BlockIndex: open readers are counted per block and leave with it") {
   index.ReaderClosed(*b);  // none open: nothing to give back
   CHECK(index.OpenReaders(*b) == 0);
   index.Remove(*a);
-  auto c = index.Insert(BlockNo("acme", 3), RecordOf(1), FullKeys(), kOwner);
+  auto c = index.Insert(Block(BlockNo("acme", 3), RecordOf(1), FullKeys(), kOwner));
   REQUIRE(c == a);
   CHECK(index.OpenReaders(*c) == 0);  // the reused id starts closed
 }
@@ -202,11 +203,11 @@ TEST_CASE("BlockIndex: a leaving block is EVICTING, flags and lengths keep their
   keys.valid_length = kMaxBlockTokens;
   keys.block_capacity = kMaxBlockTokens;
   keys.chain_length = kMaxChainLength;
-  BlockIndex::Committed pinned = RecordOf(1);
+  IndexedBlock pinned = RecordOf(1);
   pinned.pinned = true;
-  auto a = index.Insert(BlockNo("acme", 1), pinned, keys, kOwner);
+  auto a = index.Insert(Block(BlockNo("acme", 1), pinned, keys, kOwner));
   REQUIRE(a);
-  CHECK(index.KeysOf(*a) == keys);
+  CHECK(index.Read(*a).keys == keys);
   CHECK(bool(index.at(*a).pinned));
   CHECK(index.at(*a).state() == BlockState::kCommitted);
   index.MarkEvicting(*a);
@@ -214,7 +215,7 @@ TEST_CASE("BlockIndex: a leaving block is EVICTING, flags and lengths keep their
   CHECK(index.Remove(*a).state() == BlockState::kEvicting);
   // No identity holds more tokens: such keys are refused rather than cut to the record's bits.
   keys.valid_length = kMaxBlockTokens + 1;
-  CHECK_FALSE(index.Insert(BlockNo("acme", 2), RecordOf(1), keys, kOwner));
+  CHECK_FALSE(index.Insert(Block(BlockNo("acme", 2), RecordOf(1), keys, kOwner)));
   CHECK(index.size() == 0);
 }
 
@@ -222,10 +223,10 @@ TEST_CASE("BlockIndex: a leaving block is EVICTING, flags and lengths keep their
 // namespace counts its blocks and is listed by a pass over the records.
 TEST_CASE("BlockIndex: namespaces, states and owners shared by blocks are held once") {
   BlockIndex index;
-  auto a = index.Insert(BlockAddress{"acme", "one", BlockNo("acme", 1).block}, RecordOf(1), FullKeys(), kOwner);
-  auto b = index.Insert(BlockAddress{"acme", "one", BlockNo("acme", 2).block}, RecordOf(1), FullKeys(), kOwner);
-  auto c = index.Insert(BlockAddress{"acme", "two", BlockNo("acme", 1).block}, RecordOf(1), FullKeys(), kOwner);
-  auto d = index.Insert(BlockAddress{"acme", "two", BlockNo("acme", 2).block}, RecordOf(1), FullKeys(), Owner{1, 2});
+  auto a = index.Insert(Block(BlockAddress{"acme", "one", BlockNo("acme", 1).block}, RecordOf(1), FullKeys(), kOwner));
+  auto b = index.Insert(Block(BlockAddress{"acme", "one", BlockNo("acme", 2).block}, RecordOf(1), FullKeys(), kOwner));
+  auto c = index.Insert(Block(BlockAddress{"acme", "two", BlockNo("acme", 1).block}, RecordOf(1), FullKeys(), kOwner));
+  auto d = index.Insert(Block(BlockAddress{"acme", "two", BlockNo("acme", 2).block}, RecordOf(1), FullKeys(), Owner{1, 2}));
   REQUIRE((a && b && c && d));
   CHECK(index.at(*a).context == index.at(*b).context);
   CHECK(index.at(*a).context != index.at(*c).context);  // another namespace
@@ -249,7 +250,7 @@ TEST_CASE("BlockIndex: namespaces, states and owners shared by blocks are held o
   CHECK(in_two == std::vector<BlockIndex::Id>{*c, *d});
   CHECK(all == std::vector<BlockIndex::Id>{*a, *c, *d});  // the removed one is skipped
   index.Remove(*d);
-  auto e = index.Insert(BlockAddress{"acme", "one", BlockNo("acme", 3).block}, RecordOf(1), FullKeys(), Owner{1, 2});
+  auto e = index.Insert(Block(BlockAddress{"acme", "one", BlockNo("acme", 3).block}, RecordOf(1), FullKeys(), Owner{1, 2}));
   REQUIRE(e);
   CHECK(index.NamespaceOf(*e) == one);  // a freed slot is not the old triple
   CHECK(index.BlockOwner(*e) == Owner{1, 2});

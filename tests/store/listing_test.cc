@@ -48,7 +48,7 @@ TEST_CASE("BlockIndex: a pass in slices visits every block that stays put exactl
   BlockIndex index;
   std::vector<BlockIndex::Id> ids;
   for (uint32_t i = 0; i < 100; ++i) {
-    auto got = index.Insert(test::BlockNo("acme", i), test::RecordOf(1), test::FullKeys(), kOwner);
+    auto got = index.Insert(test::Block(test::BlockNo("acme", i), test::RecordOf(1), test::FullKeys(), kOwner));
     REQUIRE(got);
     ids.push_back(*got);
   }
@@ -63,7 +63,7 @@ TEST_CASE("BlockIndex: a pass in slices visits every block that stays put exactl
       index.Remove(ids[90]);
       index.Remove(ids[1]);
       for (uint32_t i = 1000; i < 1002; ++i) {
-        REQUIRE(index.Insert(test::BlockNo("acme", i), test::RecordOf(1), test::FullKeys(), kOwner));
+        REQUIRE(index.Insert(test::Block(test::BlockNo("acme", i), test::RecordOf(1), test::FullKeys(), kOwner)));
       }
     }
   }

@@ -16,9 +16,9 @@ inline BlockAddress BlockNo(const std::string& tenant, unsigned n) {
   return BlockAddress{tenant, "ns", name};
 }
 
-// A committed block's record of `size` payload bytes.
-inline BlockIndex::Committed RecordOf(uint64_t size, uint64_t region_id = 0) {
-  BlockIndex::Committed r;
+// A committed block of `size` payload bytes, at `region_id`.
+inline IndexedBlock RecordOf(uint64_t size, uint64_t region_id = 0) {
+  IndexedBlock r;
   r.size = size;
   r.region_id = region_id;
   return r;
@@ -30,6 +30,14 @@ inline IndexKeys FullKeys() {
   k.valid_length = 256;
   k.block_capacity = 256;
   return k;
+}
+
+// `record` at `address` with `keys`, committed by `owner`: what BlockIndex::Insert takes.
+inline IndexedBlock Block(const BlockAddress& address, IndexedBlock record, const IndexKeys& keys, Owner owner) {
+  record.address = address;
+  record.keys = keys;
+  record.owner = owner;
+  return record;
 }
 
 }  // namespace gpucache::test
