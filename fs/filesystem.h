@@ -168,8 +168,8 @@ class Filesystem {
   double EntryTtlInTenant() const;
   double NegativeTtlInTenant() const;
   Result<EntryReply> LookupInNamespace(const Node& dir, std::string_view name);
-  // The fill of `address` that `c` may act on: kBusy if it is someone else's; if there is none,
-  // or it ended between the store's two answers (a fence), what a vanished `.part` answers.
+  // The fill of `address` that `c` may act on (the store checks, BlockFills::FillFor): kBusy if
+  // it is someone else's; if there is none, or a fence ended it, what a vanished `.part` answers.
   Result<ReservationId> OwnFill(const Principal& c, const BlockAddress& address);
   // A store call's answer about a fill found by OwnFill: a fill that ended since (a fence that
   // dropped an idle reservation) answers as a vanished `.part`, not as a plain ENOENT.

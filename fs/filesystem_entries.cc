@@ -365,14 +365,13 @@ StatusCode Filesystem::RmDir(const Principal& c, uint64_t parent, std::string_vi
 }
 
 Result<ReservationId> Filesystem::OwnFill(const Principal& c, const BlockAddress& address) {
-  auto id = store_.FindReservation(address);
-  if (!id) return PartGone(address);
-  Result<ReservationInfo> r = store_.StatReservation(*id);
-  // Fenced since FindReservation: the writer must hear ESTALE, not that the fill is another's
-  // (found by tests/load: EBUSY at the identity's setxattr).
-  if (!r.ok()) return PartGone(address);
-  if (r->owner.uid != c.uid && !access_.IsAdmin(c)) return StatusCode::kBusy;  // someone else's
-  return *id;
+  std::optional<uint32_t> uid;
+  if (!access_.IsAdmin(c)) uid = c.uid;  // an admin may end or finish anyone's fill
+  Result<ReservationId> id = store_.FillFor(address, uid);
+  // None, or fenced: the writer must hear ESTALE within a lease of the fence, not that the fill
+  // is another's (found by tests/load: EBUSY at the identity's setxattr).
+  if (id.status() == StatusCode::kNotFound) return PartGone(address);
+  return id;
 }
 
 StatusCode Filesystem::FillAnswer(StatusCode s, const BlockAddress& address) {

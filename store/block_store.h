@@ -247,6 +247,11 @@ class BlockFills {
   virtual StatusCode Abort(ReservationId id) = 0;
   virtual Result<ReservationInfo> StatReservation(ReservationId id) = 0;
   virtual std::optional<ReservationId> FindReservation(const BlockAddress& address) = 0;
+  // The fill of `address` that the caller with `uid` may act on (its filler's; nullopt: an
+  // admin's, anyone's), found and checked under one lock: kNotFound if there is none (a fence
+  // ended it, or it finished), kBusy if it is another's. What every change to a `.part` asks
+  // first; the call that makes the change checks the fill's state again (fenced, sealing).
+  virtual Result<ReservationId> FillFor(const BlockAddress& address, std::optional<uint32_t> uid) = 0;
 
   // The outcome of the latest fill of `address`, if remembered.
   virtual std::optional<FillState> FillOutcome(const BlockAddress& address) = 0;

@@ -326,6 +326,15 @@ std::optional<ReservationId> StoreFills::FindReservation(const BlockAddress& add
   return reservations_.Holder(address);
 }
 
+Result<ReservationId> StoreFills::FillFor(const BlockAddress& address, std::optional<uint32_t> uid) {
+  MutexLock lock(mu_);
+  std::optional<ReservationId> id = reservations_.Holder(address);
+  Reservation* r = id ? reservations_.Find(*id) : nullptr;
+  if (!r || r->fenced) return StatusCode::kNotFound;
+  if (uid && r->info.owner.uid != *uid) return StatusCode::kBusy;  // someone else's
+  return *id;
+}
+
 std::optional<FillState> StoreFills::FillOutcome(const BlockAddress& address) {
   MutexLock lock(mu_);
   return reservations_.Outcome(address);

@@ -25,6 +25,7 @@ class StoreFills : public StoreCore, public virtual BlockFills {
   StatusCode Abort(ReservationId id) override;
   Result<ReservationInfo> StatReservation(ReservationId id) override;
   std::optional<ReservationId> FindReservation(const BlockAddress& address) override;
+  Result<ReservationId> FillFor(const BlockAddress& address, std::optional<uint32_t> uid) override;
 
   std::optional<FillState> FillOutcome(const BlockAddress& address) override;
   bool RecentlyFenced(const BlockAddress& address, uint64_t now_ns) override;

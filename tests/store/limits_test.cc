@@ -330,6 +330,23 @@ TEST_CASE("Fence: in-flight reservations fail with kFenced and their credits ret
   CHECK(s.FillOutcome(a) == FillState::kFinished);
 }
 
+TEST_CASE("FillFor: a fill is its filler's and any admin's, and none once fenced or finished") {
+  MemoryStore s;
+  BlockAddress a = AddressOf(Block("acme", 1));
+  s.CreateNamespace("acme", a.ns, kOwner);
+  CHECK(s.FillFor(a, kOwner.uid).status() == StatusCode::kNotFound);  // no fill yet
+  auto r = s.Reserve(a, kOwner);
+  REQUIRE(r.ok());
+  CHECK(s.FillFor(a, kOwner.uid).value() == r.value());
+  CHECK(s.FillFor(a, std::nullopt).value() == r.value());             // an admin
+  CHECK(s.FillFor(a, kOwner.uid + 1).status() == StatusCode::kBusy);  // another uid, same gid
+  REQUIRE(s.Fence().ok());
+  CHECK(s.FillFor(a, kOwner.uid).status() == StatusCode::kNotFound);
+  CHECK(s.FillFor(a, std::nullopt).status() == StatusCode::kNotFound);
+  REQUIRE(Commit(s, Block("acme", 1), 10) == StatusCode::kOk);
+  CHECK(s.FillFor(a, kOwner.uid).status() == StatusCode::kNotFound);  // finished: a block now
+}
+
 TEST_CASE("Fill outcomes: pending, finished, failed") {
   MemoryStore s;
   BlockAddress a = AddressOf(Block("acme", 1));
