@@ -67,7 +67,8 @@ fuse_entry_param ToEntry(const EntryReply& e) {
 // security module asks for and gpucache does not keep. A full fd table would otherwise look
 // like a silent stream of EAGAIN: it is logged, once per burst.
 void Refused(fuse_req_t req, StatusCode s) {
-  if (s == StatusCode::kOk || s == StatusCode::kNotFound) return;
+  // A miss and an attribute a node lacks are answers, not refusals.
+  if (s == StatusCode::kOk || s == StatusCode::kNotFound || s == StatusCode::kNoAttribute) return;
   Fs(req).metrics().RecordRefusal(s);
   // A refused fill is the operator's business (a quota or a limit to raise): one line per
   // reason per 10 s, with how many were left out.

@@ -145,6 +145,14 @@ TEST_CASE("Metrics: refusals count refusals only, each tenant's limits are gauge
   struct stat st;
   for (int i = 0; i < 5; i++) CHECK(::stat(client.PathOf(SampleIdentity("acme", 40 + i)).c_str(), &st) != 0);
   CHECK(std::system(("ls -la " + NsDir(m, id) + " >/dev/null").c_str()) == 0);
+  // Nor is an attribute a node lacks (ENODATA): a joiner's probe of a fill never made, a name
+  // a block does not have.
+  char buf[64];
+  std::string fill = "user.gpucache.fill." + AddressOf(SampleIdentity("acme", 50)).block;
+  CHECK(::getxattr(NsDir(m, id).c_str(), fill.c_str(), buf, sizeof buf) < 0);
+  CHECK(errno == ENODATA);
+  CHECK(::getxattr(client.PathOf(id).c_str(), "user.gpucache.nope", buf, sizeof buf) < 0);
+  CHECK(errno == ENODATA);
   CHECK(refusals() == before);
   // A fill over the quota is a refusal, counted and logged with its tenant and errno.
   CHECK(client.Commit(SampleIdentity("acme", 4), Payload(50000)) == EDQUOT);
