@@ -45,6 +45,7 @@ Result<BlockInfo> ReadBlockInfo(Env& env, const std::string& path, std::string& 
   info.owner = Owner{header->owner_uid, header->owner_gid};
   info.commit_time_ns = header->commit_time_ns;
   info.checksum = "xxh3-128:" + header->checksums.digest_hex;
+  info.keys = IndexKeysOf(info.identity, info.canonical_identity);
   return info;
 }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "store/identity.h"
+#include "store/index_keys.h"
 #include "store/layout.h"
 #include "store/lifecycle.h"
 #include "store/limits.h"
@@ -39,19 +40,28 @@ struct Owner {
   bool operator==(const Owner&) const = default;
 };
 
-// What a committed block is; returned by Stat and BlockReader::info().
-struct BlockInfo {
+// A committed block's metadata: the one shape of it. The index keeps this much in memory (no
+// identity bytes, only their IndexKeys; no payload checksum); INDEX, the journal and the block
+// file's header are its on-disk forms (store/index_entry.h, store/block_file.h).
+struct IndexedBlock {
   BlockAddress address;
-  CacheIdentity identity;
-  Bytes canonical_identity;  // GPCK bytes, as set through the identity xattr
-  uint64_t size = 0;         // payload bytes
+  uint64_t size = 0;  // payload bytes
   uint64_t commit_epoch = 0;
   uint64_t region_id = 0;
   Owner owner;
   uint64_t commit_time_ns = 0;  // CLOCK_REALTIME at commit
-  std::string checksum;         // "xxh3-128:<hex>" of the whole payload (Stat, Open only)
+  IndexKeys keys;  // keys.identity is not kept by the index (0 when read from it)
+  bool pinned = false;  // never evicted (explicit invalidation still works)
+};
+
+// The same block with what only the medium holds (read back from the block file's header):
+// returned by Stat and BlockReader::info(). StatAttributes, Probe and the quarantine's copies
+// fill only the IndexedBlock part.
+struct BlockInfo : IndexedBlock {
+  CacheIdentity identity;
+  Bytes canonical_identity;  // GPCK bytes, as set through the identity xattr
+  std::string checksum;      // "xxh3-128:<hex>" of the whole payload (Stat, Open only)
   BlockState state = BlockState::kCommitted;
-  bool pinned = false;          // never evicted (explicit invalidation still works)
 };
 
 using ReservationId = uint64_t;

@@ -192,9 +192,8 @@ void FileLoader::LoadNamespace(size_t dev, const std::string& tenant, const std:
         continue;
       }
       info->pinned = pinned;
-      const std::string checksum = std::move(info->checksum);
-      b = IndexedBlockOf(std::move(info.value()));
-      entry = EntryOfBlock(b, checksum, dir.get(), name);
+      entry = EntryOfBlock(info.value(), info->checksum, dir.get(), name);
+      b = std::move(info.value());
     }
     // The same block in two directories: keep the first one found.
     if (devices_.size() > 1 && !found_names_.insert(relative.assign(relative_prefix).append(name)).second) {

@@ -121,7 +121,7 @@ Verdict FileLoader::Check(int dir_fd, const std::string& path, const BlockAddres
   }
   info->pinned = Pinned(relative);
   // Named in the journal from now on, with the file's stat: the next start trusts it.
-  if (std::optional<SnapshotEntry> entry = EntryOfBlock(IndexedBlockOf(info.value()), info->checksum, dir_fd,
+  if (std::optional<SnapshotEntry> entry = EntryOfBlock(info.value(), info->checksum, dir_fd,
                                                                  dir_fd >= 0 ? address.block : path)) {
     JournalRecord& r = read.emplace();
     r.ns = address.tenant + "/" + address.ns;
@@ -220,7 +220,7 @@ Result<BlockInfo> FileLoader::ReadWalkItem(const MediumUpkeep::WalkItem& item) {
     return info.status();
   }
   info->pinned = Pinned(relative);
-  c.found = EntryOfBlock(IndexedBlockOf(info.value()), info->checksum, c.dir.get(),
+  c.found = EntryOfBlock(info.value(), info->checksum, c.dir.get(),
                          c.dir.valid() ? name : c.path);
   return info;
 }

@@ -85,7 +85,7 @@ class FileMedium final : public Medium {
   StatusCode Allocate(PendingPayload& p, uint64_t size) override;
   std::optional<DeviceSpace> SpaceFor(const PendingPayload& p) override;
   bool SharesDevice(const PendingPayload& p, const StoredPayload* stored) const override;
-  Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft, const IndexKeys& keys) override;
+  Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft) override;
   void Discard(PendingPayload& p) override;
   Result<Opened> Open(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
   Result<Held> ReadHeld(const BlockInfo& info,
@@ -132,7 +132,7 @@ class FileMedium final : public Medium {
   void EndRotations(const std::vector<size_t>& devs);
   std::atomic<bool> fold_due_{false};  // a journal passed journal_rotate_bytes_ (Append)
   // `fd`: the block file just published as `draft` (its stat gives what INDEX checks later).
-  void JournalCommit(size_t dev, int fd, const BlockInfo& draft, const IndexKeys& keys,
+  void JournalCommit(size_t dev, int fd, const BlockInfo& draft,
                      const PayloadChecksums& sums);
   void JournalRemoval(size_t dev, const BlockAddress& address);
   // Past this many journal bytes a device's journal is folded into a new INDEX

@@ -50,13 +50,13 @@ void FileMedium::EndRotations(const std::vector<size_t>& devs) {
   for (size_t dev : devs) logs_[dev]->EndRotation();
 }
 
-void FileMedium::JournalCommit(size_t dev, int fd, const BlockInfo& draft, const IndexKeys& keys,
+void FileMedium::JournalCommit(size_t dev, int fd, const BlockInfo& draft,
                                const PayloadChecksums& sums) {
   Result<FileStat> st = env_.StatFd(fd);
   if (!st.ok()) return;  // without it the entry would never match: leave it out
   JournalRecord r;
   r.ns = draft.address.tenant + "/" + draft.address.ns;
-  r.entry = EntryOf(IndexedBlockOf(draft, keys), ParseBlockName(sums.digest_hex).value_or(BlockDigest{}),
+  r.entry = EntryOf(draft, ParseBlockName(sums.digest_hex).value_or(BlockDigest{}),
                     st.value());
   Append(dev, r);
 }

@@ -108,7 +108,7 @@ Result<PayloadChecksums> FileMedium::ChecksumsOf(PendingPayload& p, uint64_t siz
   return hasher->Finish();
 }
 
-Result<Medium::Sealed> FileMedium::Seal(PendingPayload& p, const BlockInfo& draft, const IndexKeys& keys) {
+Result<Medium::Sealed> FileMedium::Seal(PendingPayload& p, const BlockInfo& draft) {
   auto& f = static_cast<PendingFile&>(p);
   if (devices_.Isolated(f.dev)) return StatusCode::kIoError;  // its device left service meanwhile
   // Cut anything past the payload (a truncate to a smaller size leaves nothing behind).
@@ -149,7 +149,7 @@ Result<Medium::Sealed> FileMedium::Seal(PendingPayload& p, const BlockInfo& draf
       return s;
     }
   }
-  JournalCommit(f.dev, f.fd.get(), draft, keys, header.checksums);
+  JournalCommit(f.dev, f.fd.get(), draft, header.checksums);
   f.fd.Reset();
   f.path.clear();
   return Sealed{std::move(header.checksums), located_[f.dev]};

@@ -48,20 +48,6 @@ class RawSource {
   virtual StatusCode ReadRaw(uint64_t offset, std::span<uint8_t> out) = 0;
 };
 
-// A committed block as the index keeps it: no identity bytes, only their IndexKeys, and no
-// payload checksum (both stay in the medium, read back by Stat and Open). What a medium saves
-// at a clean close and restores from at start-up.
-struct IndexedBlock {
-  BlockAddress address;
-  uint64_t size = 0;
-  uint64_t commit_epoch = 0;
-  uint64_t region_id = 0;
-  Owner owner;
-  uint64_t commit_time_ns = 0;
-  IndexKeys keys;  // keys.identity is not kept (0 when saved): the address stands for it
-  bool pinned = false;
-};
-
 // What a medium found when it opened, for the log.
 struct MediumReport {
   uint64_t epoch = 0;
@@ -95,11 +81,8 @@ struct MediumIoStats {
   uint64_t read_back_bytes = 0;  // payload bytes seals read back: the writes could not feed their checksums
 };
 
-// A committed block as an index lists it: of a whole BlockInfo (its keys computed from the
-// identity), or of a commit's draft with the keys the store computed once.
-IndexedBlock IndexedBlockOf(const BlockInfo& info);
-IndexedBlock IndexedBlockOf(const BlockInfo& draft, const IndexKeys& keys);
-// And back: the BlockInfo an index answers a stat with (no identity, checksum or state).
+// A BlockInfo of the index's part of a block (no identity, checksum or state): what the store
+// answers a stat with. The other way is a slice: a BlockInfo is an IndexedBlock.
 BlockInfo BlockInfoOf(IndexedBlock block);
 
 // An index of every committed block that a medium asks the store for (its INDEX at a clean
@@ -284,8 +267,8 @@ class Medium {
     return true;
   }
   // Computes checksums over the `size` payload bytes, persists, and publishes at the address.
-  // `draft` holds every field but the checksum; `keys` are its identity's (IndexKeysOf).
-  virtual Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft, const IndexKeys& keys) = 0;
+  // `draft` holds every field but the checksum, its keys those of its identity (IndexKeysOf).
+  virtual Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft) = 0;
   virtual void Discard(PendingPayload& p) = 0;
 
   // --- Committed blocks. `info` carries no identity; the medium returns the one it holds, and

@@ -71,7 +71,7 @@ StatusCode MemoryMedium::Truncate(PendingPayload& p, uint64_t size) {
   return StatusCode::kOk;
 }
 
-Result<Medium::Sealed> MemoryMedium::Seal(PendingPayload& p, const BlockInfo& draft, const IndexKeys&) {
+Result<Medium::Sealed> MemoryMedium::Seal(PendingPayload& p, const BlockInfo& draft) {
   auto& b = static_cast<Buffer&>(p);
   MutexLock lock(b.mu);
   b.bytes.resize(draft.size);

@@ -44,7 +44,7 @@ void StoreCore::Settle(const BlockAddress& address, const StoredPayload* stored,
         // Another block file under the name (read in full): it replaces the entry's block, as
         // an eager start would have indexed it. Its file stays: it is the one indexed now.
         std::shared_ptr<StoredPayload> keep = index_.StoredOf(*id);
-        IndexedBlock fresh = IndexedBlockOf(std::move(verdict.info));
+        IndexedBlock fresh = std::move(verdict.info);
         fresh.pinned = index_.at(*id).pinned;
         ForgetLocked(*id);
         IndexLocked(fresh, std::move(keep));
@@ -155,7 +155,7 @@ void StoreCore::WalkUnnamed(const MediumUpkeep::WalkItem& item, MediumUpkeep::Wa
     leaving_.Left(address);
     return;
   }
-  IndexedBlock b = IndexedBlockOf(std::move(info.value()));
+  IndexedBlock b = std::move(info.value());
   bool indexed;
   {
     MutexLock lock(mu_);

@@ -251,14 +251,14 @@ StatusCode StoreFills::Commit(ReservationId id) {
     draft.commit_time_ns = NowNs();
   }
   Finish(std::move(evicted), RemovalReason::kEvicted);
-  const IndexKeys keys = IndexKeysOf(draft.identity, draft.canonical_identity);
-  Result<Medium::Sealed> sealed = medium_->Seal(*payload, draft, keys);
+  draft.keys = IndexKeysOf(draft.identity, draft.canonical_identity);
+  Result<Medium::Sealed> sealed = medium_->Seal(*payload, draft);
   if (sealed.status() == StatusCode::kNoSpace &&
       MakeDeviceRoom(*payload, draft.address.tenant, kBlockDataOffset) == StatusCode::kOk) {
     // The device filled up under the payload and the header (or a sync) found no room: room
     // was made from blocks that may go, as Write does; ENOSPC is for a device where evicting
     // would not help (found by tests/reliability/full_disk_test.cc).
-    sealed = medium_->Seal(*payload, draft, keys);
+    sealed = medium_->Seal(*payload, draft);
   }
   MutexLock lock(mu_);
   Reservation* r = reservations_.Find(id);
@@ -277,9 +277,8 @@ StatusCode StoreFills::Commit(ReservationId id) {
   }
   EndReservationLocked(id, FillState::kFinished, BlockState::kCommitted);
   admission_.Counters(draft.address.tenant).commits++;
-  IndexedBlock block = IndexedBlockOf(draft, keys);
-  IndexLocked(block, std::move(sealed->stored));
-  const BlockAddress& committed = block.address;
+  IndexLocked(draft, std::move(sealed->stored));
+  const BlockAddress& committed = draft.address;
   GPUCACHE_FAILPOINT("commit.after_index");  // published and indexed, not yet acknowledged
   lock.Unlock();
   FoldJournalIfDue();  // the commit's journal record may have passed the fold size

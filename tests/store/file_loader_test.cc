@@ -148,6 +148,9 @@ TEST_CASE("FileLoader: a start that verifies later hands the entries over unchec
       REQUIRE(v.kind == Verdict::Kind::kReplaced);
       replaced++;
       CHECK(v.info.address == AddressOf(Block(3)));
+      // What the store indexes the replacement under (a BlockInfo is an IndexedBlock): the keys
+      // of the identity in the file's header, as at its commit.
+      CHECK(v.info.keys == IndexKeysOf(Block(3), EncodePhysicalKey(Block(3))));
       REQUIRE(read.has_value());
       journal.push_back(*read);
     }
