@@ -56,7 +56,7 @@ struct IndexedBlock {
 
 // The same block with what only the medium holds (read back from the block file's header):
 // returned by Stat and BlockReader::info(). StatAttributes, Probe and the quarantine's copies
-// fill only the IndexedBlock part.
+// fill the IndexedBlock part and the state only.
 struct BlockInfo : IndexedBlock {
   CacheIdentity identity;
   Bytes canonical_identity;  // GPCK bytes, as set through the identity xattr
