@@ -15,7 +15,7 @@
 #include <algorithm>
 
 #include "store/block_files.h"
-#include "store/file_store_located.h"
+#include "store/located_file.h"
 #include "store/index_entry.h"
 #include "store/stat_ahead.h"
 

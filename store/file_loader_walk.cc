@@ -12,7 +12,7 @@
 #include "store/block_files.h"
 #include "store/env.h"
 #include "store/file_loader.h"
-#include "store/file_store_located.h"
+#include "store/located_file.h"
 #include "store/index_entry.h"
 
 namespace gpucache {

@@ -12,8 +12,8 @@
 
 #include "store/data_dir_claim.h"
 #include "store/env.h"
-#include "store/file_store_located.h"
-#include "store/file_store_spares.h"
+#include "store/located_file.h"
+#include "store/spare_pool.h"
 #include "store/failpoint.h"
 #include "store/io/uring_source.h"
 #include "store/placement.h"

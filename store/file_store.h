@@ -16,7 +16,7 @@
 //   <data_dir>/quarantine/<region>        quarantined blocks (same format), kept until reclaimed
 //   <data_dir>/PINS                       relative paths of pinned blocks, one per line
 //
-// A reservation takes a spare file (store/file_store_spares.h) and is written in place. Its
+// A reservation takes a spare file (store/spare_pool.h) and is written in place. Its
 // checksums are computed as the bytes are written in order; commit reads back only what they
 // could not cover (file_store_pending.cc), writes the header, then renames the temporary file
 // into place: a block file exists under its name only when complete. A start (FileLoader,

@@ -8,7 +8,7 @@
 
 #include "store/env.h"
 #include "store/file_store.h"
-#include "store/file_store_located.h"
+#include "store/located_file.h"
 #include "store/index_entry.h"
 #include "store/snapshot_writer.h"
 

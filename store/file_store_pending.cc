@@ -1,6 +1,6 @@
 // FileMedium: a reservation's payload, from its temporary file to the published block.
 //
-// Prepare takes a spare file (store/file_store_spares.h) and writes the payload where it lies
+// Prepare takes a spare file (store/spare_pool.h) and writes the payload where it lies
 // in spare/, or creates tmp/<region>.part when no spare is ready. Writes land at
 // kBlockDataOffset + offset and feed the payload's checksums as they arrive
 // (ArrivalHasher, store/checksum.h); Seal reads back only what the writes could not feed (a
@@ -13,8 +13,8 @@
 #include "store/env.h"
 #include "store/failpoint.h"
 #include "store/file_store.h"
-#include "store/file_store_located.h"
-#include "store/file_store_spares.h"
+#include "store/located_file.h"
+#include "store/spare_pool.h"
 
 namespace gpucache {
 namespace {

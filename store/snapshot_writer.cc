@@ -2,7 +2,7 @@
 // (store/index_snapshot.h for the format and the trust rules).
 #include "store/snapshot_writer.h"
 
-#include "store/file_store_located.h"
+#include "store/located_file.h"
 #include "store/index_entry.h"
 
 namespace gpucache {

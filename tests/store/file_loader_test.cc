@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "store/file_store.h"
-#include "store/file_store_located.h"
+#include "store/located_file.h"
 #include "store/index_entry.h"
 #include "tests/support/sample_identity.h"
 #include "tests/support/temp_dir.h"

@@ -1,6 +1,6 @@
 // The commit path of FileStore: checksums computed as the payload arrives (ArrivalHasher,
 // store/checksum.h) with the read-back wherever they cannot be, and the spare files that
-// reservations take instead of creating one (store/file_store_spares.h).
+// reservations take instead of creating one (store/spare_pool.h).
 #include <doctest/doctest.h>
 #include <fcntl.h>
 

@@ -1,4 +1,4 @@
-#include "store/file_store_spares.h"
+#include "store/spare_pool.h"
 
 #include "store/data_dir.h"
 
