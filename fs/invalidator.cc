@@ -32,7 +32,7 @@ void Invalidator::Push(uint64_t parent, std::string name, uint64_t ino) {
 void Invalidator::Now(uint64_t parent, const std::string& name, uint64_t ino) {
   if (!se_) return;
   // Errors (ENOENT: the kernel had nothing cached) are expected and harmless.
-  fuse_lowlevel_notify_inval_entry(se_, parent, name.c_str(), name.size());
+  if (!name.empty()) fuse_lowlevel_notify_inval_entry(se_, parent, name.c_str(), name.size());
   if (ino) fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0);
 }
 

@@ -28,6 +28,8 @@ class Invalidator {
   void Stop();
   // Forget the dentry `name` in directory `parent`, and the pages of `ino` if non-zero.
   void Push(uint64_t parent, std::string name, uint64_t ino);
+  // Forget the cached pages (and attributes) of `ino` only.
+  void PushPages(uint64_t ino) { Push(0, std::string(), ino); }
   // The same, done before returning, so that the caller's reply cannot race it (a block found
   // corrupt answers EIO only once its name is gone; a refill answers "hit" only once the
   // kernel's misses along its path are). REQUIRES: not on the path of a request the kernel

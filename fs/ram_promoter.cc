@@ -15,18 +15,27 @@ void RamPromoter::Stop() {
   {
     MutexLock lock(mu_);
     running_ = false;
-    queue_.clear();
+    queue_.clear();  // the worker empties queued_ (and its bytes) as it ends
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
-bool RamPromoter::Enqueue(const BlockAddress& address, std::optional<uint64_t> region_id) {
+bool RamPromoter::Enqueue(const BlockAddress& address, std::optional<uint64_t> region_id, uint64_t bytes) {
   {
     MutexLock lock(mu_);
-    if (!running_ || queue_.size() >= max_queued_) return false;
-    if (!queued_.insert(address.RelativePath()).second) return false;
-    queue_.push_back({address, region_id});
+    if (!running_) return false;
+    std::string key = address.RelativePath();
+    if (queued_.contains(key)) return false;
+    // A block larger than the whole tier still goes through alone: the tier counts it too large.
+    const bool over_bytes = !queued_.empty() && queued_bytes_ + bytes > max_queued_bytes_;
+    if (queued_.size() >= max_queued_ || over_bytes) {
+      ++skipped_;
+      return false;
+    }
+    queued_.insert(std::move(key));
+    queued_bytes_ += bytes;
+    queue_.push_back({address, region_id, bytes});
   }
   wake_.notify_one();
   return true;
@@ -35,6 +44,11 @@ bool RamPromoter::Enqueue(const BlockAddress& address, std::optional<uint64_t> r
 size_t RamPromoter::Pending() const {
   MutexLock lock(mu_);
   return queued_.size();
+}
+
+uint64_t RamPromoter::Skipped() const {
+  MutexLock lock(mu_);
+  return skipped_;
 }
 
 void RamPromoter::Run() {
@@ -48,8 +62,10 @@ void RamPromoter::Run() {
     PromoteOne(item);
     lock.Lock();
     queued_.erase(item.address.RelativePath());
+    queued_bytes_ -= item.bytes;
   }
   queued_.clear();
+  queued_bytes_ = 0;
 }
 
 void RamPromoter::PromoteOne(const Item& item) {
@@ -65,7 +81,11 @@ void RamPromoter::PromoteOne(const Item& item) {
   // covers that window (a block leaves the store before the tier hears of it).
   if (s == StatusCode::kOk) {
     Result<BlockInfo> now = store_.StatAttributes(item.address);
-    if (!now.ok() || now->region_id != region_id) tier_.Forget(item.address, region_id);
+    if (!now.ok() || now->region_id != region_id) {
+      tier_.Forget(item.address, region_id);
+    } else if (copied_) {
+      copied_(item.address);
+    }
   }
   if (s != StatusCode::kOk && s != StatusCode::kExists) {
     // A checksum failure is logged by the removal observer, as for any reader.

@@ -1,8 +1,10 @@
 // Copies blocks into the RAM tier in the background, once an open the daemon served is released
 // (adr/0020: promote on read) and, with `[ram] promote = "commit"`, once a block is committed.
-// One thread and a short queue: a block opened while the queue is full is simply not copied
-// this time (its next open asks again), so a burst of opens never holds memory or readers in
-// a queue.
+// One thread and a bounded queue: at most kMaxQueued blocks, and no more bytes than the tier
+// holds (more would only evict copies made from the same queue). A block asked for while the
+// queue is full is not copied this time (its next open asks again) and is counted as skipped;
+// no reader ever waits on the queue. The bound was 16 blocks, which a single engine's load of
+// a long prefix exceeds: its tail was served by the daemon again on the next load.
 //
 // The copy is made through a reader the worker opens itself when it gets to the block (a block
 // that left meanwhile, or was replaced, is skipped). That reader is neither a use nor an open
@@ -15,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -28,27 +31,37 @@ namespace gpucache {
 
 class RamPromoter {
  public:
-  RamPromoter(BlockReads& store, RamTier& tier, size_t max_queued = 16)
-      : store_(store), tier_(tier), max_queued_(max_queued) {}
+  // A queue entry is an address (about 150 bytes): 1,024 of them cost little, and cover the
+  // blocks of several engines' loads at once.
+  static constexpr size_t kMaxQueued = 1024;
+
+  RamPromoter(BlockReads& store, RamTier& tier, size_t max_queued = kMaxQueued)
+      : store_(store), tier_(tier), max_queued_(max_queued), max_queued_bytes_(tier.Stats().budget_bytes) {}
   ~RamPromoter() { Stop(); }
   RamPromoter(const RamPromoter&) = delete;
   RamPromoter& operator=(const RamPromoter&) = delete;
 
+  // Called on the worker's thread after each copy kept. REQUIRES: before Start.
+  void SetCopiedHandler(std::function<void(const BlockAddress&)> handler) { copied_ = std::move(handler); }
   // Starts the worker (after the daemon detached: a fork keeps no thread).
   void Start() EXCLUDES(mu_);
   // Stops the worker; what is queued is dropped.
   void Stop() EXCLUDES(mu_);
   // Asks for a copy of the block at `address` (at `region_id`; none: whichever block is there
-  // when the worker gets to it). False if it is queued already, the queue is full, or the
-  // worker is not running.
-  bool Enqueue(const BlockAddress& address, std::optional<uint64_t> region_id) EXCLUDES(mu_);
+  // when the worker gets to it), of `bytes` bytes. False if it is queued already, the queue is
+  // full (counted in Skipped), or the worker is not running.
+  bool Enqueue(const BlockAddress& address, std::optional<uint64_t> region_id, uint64_t bytes)
+      EXCLUDES(mu_);
   // Blocks queued or being copied now.
   size_t Pending() const EXCLUDES(mu_);
+  // Asks not queued because the queue was full (blocks or bytes), since start.
+  uint64_t Skipped() const EXCLUDES(mu_);
 
  private:
   struct Item {
     BlockAddress address;
     std::optional<uint64_t> region_id;
+    uint64_t bytes = 0;
   };
   void Run() EXCLUDES(mu_);
   void PromoteOne(const Item& item);
@@ -56,11 +69,15 @@ class RamPromoter {
   BlockReads& store_;
   RamTier& tier_;
   const size_t max_queued_;
+  const uint64_t max_queued_bytes_;
+  std::function<void(const BlockAddress&)> copied_;  // set before Start, then read-only
   mutable Mutex mu_;
   std::condition_variable_any wake_;
   std::deque<Item> queue_ GUARDED_BY(mu_);
   // RelativePath of every queued block and of the one being copied.
   std::unordered_set<std::string> queued_ GUARDED_BY(mu_);
+  uint64_t queued_bytes_ GUARDED_BY(mu_) = 0;  // of the blocks in queued_
+  uint64_t skipped_ GUARDED_BY(mu_) = 0;
   bool running_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

@@ -3,11 +3,13 @@
 namespace gpucache {
 
 RamServing::RamServing(BlockReads& store, std::unique_ptr<RamTier> tier, bool promote_on_commit)
-    : promote_on_commit_(promote_on_commit), tier_(std::move(tier)), promoter_(store, *tier_) {}
+    : store_(store), promote_on_commit_(promote_on_commit), tier_(std::move(tier)), promoter_(store, *tier_) {}
 
 void RamServing::Committed(const BlockAddress& address) {
   // Without passthrough a copy would never be served: nothing is copied (adr/0020, decision 6).
-  if (promote_on_commit_ && passthrough()) promoter_.Enqueue(address, std::nullopt);
+  if (!promote_on_commit_ || !passthrough()) return;
+  Result<BlockInfo> info = store_.StatAttributes(address);  // its size, for the queue's bound
+  if (info.ok()) promoter_.Enqueue(address, info->region_id, info->size);
 }
 
 int RamServing::Open(uint64_t ino, const BlockInfo& info, BackingFiles& backing) {
@@ -24,7 +26,7 @@ void RamServing::Release(uint64_t ino, int backing_id, const BlockInfo& info, Ba
   // tier (its EIO comes after the kernel forgot the name; a copy finding it meanwhile would not
   // hold the reader's EIO back).
   if (backing_id == 0 && !tier_->Holds(info.address, info.region_id)) {
-    promoter_.Enqueue(info.address, info.region_id);
+    promoter_.Enqueue(info.address, info.region_id, info.size);
   }
 }
 
@@ -34,6 +36,7 @@ RamMetrics RamServing::Metrics() const {
   m.tier = tier_->Stats();
   m.opens = table_.counts();
   m.promotions_pending = promoter_.Pending();
+  m.promotions_skipped = promoter_.Skipped();
   return m;
 }
 

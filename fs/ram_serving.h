@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "fs/passthrough_table.h"
@@ -24,6 +25,7 @@ struct RamMetrics {
   RamTierStats tier;
   PassthroughTable::Counts opens;
   size_t promotions_pending = 0;
+  uint64_t promotions_skipped = 0;
 };
 
 class RamServing {
@@ -38,6 +40,10 @@ class RamServing {
   // The worker that copies blocks; started once the daemon detached.
   void Start() { promoter_.Start(); }
   void Stop() { promoter_.Stop(); }
+  // Called after each copy kept (on the copying thread). REQUIRES: before Start.
+  void SetCopiedHandler(std::function<void(const BlockAddress&)> handler) {
+    promoter_.SetCopiedHandler(std::move(handler));
+  }
 
   // An open of block inode `ino` (`info`: what the store's reader holds): the backing id to
   // answer with, 0 for an open the daemon serves, or -1 if the open is not counted here
@@ -57,6 +63,7 @@ class RamServing {
   size_t PromotionsPending() const { return promoter_.Pending(); }
 
  private:
+  BlockReads& store_;
   std::atomic<bool> passthrough_{false};
   const bool promote_on_commit_;
   const std::unique_ptr<RamTier> tier_;
