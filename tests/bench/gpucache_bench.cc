@@ -8,6 +8,7 @@
 //                  [--permissions daemon|kernel] [--backing-io posix|uring] [--ram BYTES]
 //                  [--ram-promote read|commit]
 //   gpucache-bench --restart-data DIR [--restart-rounds N]
+//   either form: [--eviction-policy NAME] ([limits] eviction_policy; default: the daemon's)
 //
 // --restart-data measures only restarts, of a daemon over DIR as it is (fill it once, fast, with
 // `gpucache-index-bench --phase populate --data DIR --blocks 100000 [--crash]`): the first
@@ -63,6 +64,11 @@ using test::DropCaches;
 using test::Median;
 
 constexpr int kPasses = 5;
+
+// The [limits] line that picks `policy` (empty: none, the daemon's default).
+std::string PolicyLine(const std::string& policy) {
+  return policy.empty() ? "" : "\neviction_policy = \"" + policy + "\"";
+}
 
 // Writes back every dirty page of the filesystem holding `path` and waits for it.
 void SyncFs(const std::string& path) {
@@ -174,12 +180,12 @@ struct Line {
 class Bench {
  public:
   // `ram`: the mount's [ram] table (empty: the daemon's default RAM tier).
-  Bench(bool quick, std::string passthrough_bin, bool kernel_permissions, const std::string& backing_io,
+  Bench(bool quick, std::string passthrough_bin, bool kernel_permissions, const std::string& policy, const std::string& backing_io,
         const std::string& ram)
       : quick_(quick), pt_bin_(std::move(passthrough_bin)),
         m_("backing_io = \"" + backing_io + "\"\n" + ram + (kernel_permissions
-               ? test::TestConfig("max_block_bytes = 134217728", "gids = [3000]") + "permissions = \"kernel\"\n"
-               : test::TestConfig("max_block_bytes = 134217728"))),
+               ? test::TestConfig("max_block_bytes = 134217728" + PolicyLine(policy), "gids = [3000]") + "permissions = \"kernel\"\n"
+               : test::TestConfig("max_block_bytes = 134217728" + PolicyLine(policy)))),
         client_(m_.mnt()),
         direct_(m_.scratch() + "/direct") {
     fs::create_directories(direct_);
@@ -463,15 +469,15 @@ std::string SomeBlock(const std::string& data, const std::string& tenant) {
 }
 
 // The restart-only mode (--restart-data): see the comment at the top.
-int RestartOnly(const std::string& data, int rounds, bool kernel_permissions) {
+int RestartOnly(const std::string& data, int rounds, bool kernel_permissions, const std::string& policy) {
   std::string block = SomeBlock(data, "acme");
   if (block.empty()) {
     std::fprintf(stderr, "no block under %s/blocks/acme\n", data.c_str());
     return 1;
   }
   std::string config = "data_dirs = [\"" + data + "\"]\n" +
-                       (kernel_permissions ? test::TestConfig("", "gids = [3000]") + "permissions = \"kernel\"\n"
-                                           : test::TestConfig());
+                       (kernel_permissions ? test::TestConfig(PolicyLine(policy), "gids = [3000]") + "permissions = \"kernel\"\n"
+                                           : test::TestConfig(PolicyLine(policy)));
   struct stat st;
   auto t0 = Clock::now();
   test::MountedFs m(config);  // the first start: after a crash if the populate crashed
@@ -533,15 +539,20 @@ int main(int argc, char** argv) {
                  "measure only restarts of a daemon over this data directory (see the top of the source)");
   app.add_option("--restart-rounds", restart_rounds, "with --restart-data: rounds of each kind")
       ->check(CLI::PositiveNumber);
+  std::string policy;
+  app.add_option("--eviction-policy", policy, "[limits] eviction_policy of the mount (default: the daemon's)");
   CLI11_PARSE(app, argc, argv);
   if (::geteuid() != 0) {
     std::fprintf(stderr, "gpucache-bench: run as root (it mounts and drops the page cache)\n");
     return 2;
   }
-  std::printf("# fuse.permissions=%s backing_io=%s ram=%s ram.promote=%s\n", permissions.c_str(),
-              backing_io.c_str(), ram < 0 ? "default" : std::to_string(ram).c_str(), ram_promote.c_str());
-  if (!restart_data.empty()) return gpucache::bench::RestartOnly(restart_data, restart_rounds, permissions == "kernel");
-  gpucache::bench::Bench b(quick, passthrough, permissions == "kernel", backing_io,
+  std::printf("# fuse.permissions=%s backing_io=%s ram=%s ram.promote=%s eviction_policy=%s\n", permissions.c_str(),
+              backing_io.c_str(), ram < 0 ? "default" : std::to_string(ram).c_str(), ram_promote.c_str(),
+              policy.empty() ? "default" : policy.c_str());
+  if (!restart_data.empty()) {
+    return gpucache::bench::RestartOnly(restart_data, restart_rounds, permissions == "kernel", policy);
+  }
+  gpucache::bench::Bench b(quick, passthrough, permissions == "kernel", policy, backing_io,
                            "[ram]\n" + (ram < 0 ? "" : "bytes = " + std::to_string(ram) + "\n") +
                                "promote = \"" + ram_promote + "\"\n");
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
