@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/cold_options.h"
+#include "store/eviction/eviction_policy.h"
 #include "store/limits.h"
 
 namespace gpucache {
@@ -33,7 +34,7 @@ struct Config {
   // When a start checks the block files: "background" (after mounting) or "before_mount".
   std::string verify_blocks = "background";
   Limits limits{.max_block_bytes = 256ull << 20};  // global limits ([limits])
-  std::string eviction_policy = "prefix-lru";
+  std::string eviction_policy{kDefaultPolicy};
   double reservation_lease = 30;            // seconds an idle, uncommitted .part survives
   std::vector<uint32_t> admin_uids = {0};   // may see every tenant and send admin requests
   std::vector<uint32_t> admin_gids;

@@ -13,15 +13,15 @@
 // new one continues) and evict leaves (blocks with no resident children) before ancestors.
 //
 // Policies (MakePolicy names):
-//   "prefix-lru"      default: partial blocks, then the least recently used leaf, first
-//   "prefix-reuse"    the leaf least likely to be used again soon, learned online
+//   "prefix-reuse"    default: the leaf least likely to be used again soon, learned online
 //                     (store/eviction/prefix_reuse.h)
+//   "prefix-lru"      partial blocks, then the least recently used leaf, first
 //   "prefix-tinylfu"  leaves only, W-TinyLFU (a recency window sized by Caffeine's hill
 //                     climber, a count-min sketch of access frequency with aging, SLRU main)
 //   "lru"             least recently used first
 //   "oldest"          the seed's rule: the oldest committed block first (FIFO)
-// The default was picked by measured hit ratio on the Mooncake conversation trace
-// (docs/eviction.md has the numbers and the command).
+// The default was picked by measured hit ratio on the Mooncake conversation trace and generated
+// chat and agent traces (docs/eviction.md has the numbers and the command; adr/0021).
 //
 // Thread safety: none; the owner (the store, under its mutex, or the replay tool) serializes.
 #pragma once
@@ -71,7 +71,7 @@ class EvictionPolicy {
 
 // Names accepted by MakePolicy, the default first.
 const std::vector<std::string>& PolicyNames();
-inline constexpr std::string_view kDefaultPolicy = "prefix-lru";
+inline constexpr std::string_view kDefaultPolicy = "prefix-reuse";
 // nullptr for an unknown name.
 std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name);
 
