@@ -20,15 +20,17 @@ check against the real vLLM.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tuple
 
-import torch
-
-from .block_names import ModelIdentity
-from .connector_scheduler import SchedulerCore
-from .connector_types import ConnectorConfig, RequestView, ScheduledRequest, StepInfo, StepMeta
-from .connector_worker import WorkerCore
-from .kv_layout import KVGeometry
+# The core imports torch (the paged KV tensors), which `pip install ./clients/python` does not
+# bring (the [torch] and [vllm] extras do): it is imported where a connector is built or
+# driven, so this module, and gpucache.GpucacheConnector, import without it. In vLLM, torch is
+# always there.
+if TYPE_CHECKING:
+    from .block_names import ModelIdentity
+    from .connector_scheduler import SchedulerCore
+    from .connector_types import ConnectorConfig, RequestView, StepInfo, StepMeta
+    from .connector_worker import WorkerCore
 
 try:  # vLLM is only in build/venv (packaging/python-venv.sh): the vLLM tests, label engine
     from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
@@ -75,6 +77,11 @@ def _is_scheduler(role: Any) -> bool:
 
 def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, ModelIdentity]:
     """The core's configuration from vLLM's config and kv_connector_extra_config."""
+    import torch
+
+    from .block_names import ModelIdentity
+    from .connector_types import ConnectorConfig
+    from .kv_layout import KVGeometry
     extra: Dict[str, Any] = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
     mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
     hf = mc.hf_config
@@ -108,6 +115,7 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
 
 
 def request_view(request: Any) -> RequestView:
+    from .connector_types import RequestView
     lora = getattr(request, "lora_request", None)
     return RequestView(request.request_id, list(request.prompt_token_ids),
                        lora.lora_name if lora is not None else None,
@@ -123,6 +131,7 @@ def _group0(block_ids: Any) -> Optional[List[int]]:
 
 def step_info(so: Any) -> StepInfo:
     """SchedulerOutput -> StepInfo."""
+    from .connector_types import ScheduledRequest, StepInfo
     counts = so.num_scheduled_tokens
     scheduled = [ScheduledRequest(r.req_id, r.num_computed_tokens, counts[r.req_id],
                                   _group0(r.block_ids), True) for r in so.scheduled_new_reqs]
@@ -149,6 +158,8 @@ class GpucacheConnector(KVConnectorBase_V1):
         super().__init__(vllm_config, role, kv_cache_config)
         rank = getattr(getattr(vllm_config, "parallel_config", None), "rank", 0) or 0
         config, model = config_from_vllm(vllm_config, rank)
+        from .connector_scheduler import SchedulerCore
+        from .connector_worker import WorkerCore
         self._scheduler = SchedulerCore(config) if _is_scheduler(role) else None
         self._worker = None if _is_scheduler(role) else WorkerCore(config, model)
         self._layer_index: Dict[str, int] = {}
@@ -191,6 +202,7 @@ class GpucacheConnector(KVConnectorBase_V1):
         # synchronous load (vLLM 0.32: SchedulerOutput.has_sync_kv_loads).
         super().bind_connector_metadata(connector_metadata)
         if self._worker is not None:
+            from .connector_types import StepMeta
             step = getattr(connector_metadata, "step", None)
             self._worker.bind(step if step is not None else StepMeta())
 

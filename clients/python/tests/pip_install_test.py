@@ -9,7 +9,11 @@ python3-setuptools builds the package (--no-build-isolation --no-index). The pac
 from a copy of clients/python, so no build/ or *.egg-info is left in the source tree. Checks:
 the installed distribution's version and gpucache.__version__ are VERSION (the CMake project
 version), py.typed is installed, `import gpucache` imports no torch, gpucache.GpucacheConnector
-is the connector, and the module comes from the venv, not the source tree.
+is the connector, and the module comes from the venv, not the source tree. Then the same
+import once more with torch made unimportable, as in a fresh venv without the [torch] or
+[vllm] extras (this venv sees Debian's python3-torch, which hid that case: `print(
+gpucache.GpucacheConnector)` failed with "No module named 'torch'" after a plain
+`pip install ./clients/python`).
 """
 import os
 import shutil
@@ -30,6 +34,20 @@ package = os.path.dirname(os.path.realpath(gpucache.__file__))
 assert package.startswith(os.path.realpath(venv) + os.sep), package
 assert os.path.isfile(os.path.join(package, "py.typed")), "py.typed is not installed"
 print("installed in", package)
+"""
+
+# A finder ahead of every other that refuses torch, as an interpreter without it would.
+WITHOUT_TORCH = r"""
+import sys
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
+sys.meta_path.insert(0, NoTorch())
+import gpucache
+print(gpucache.GpucacheConnector)
+assert gpucache.GpucacheConnector.__name__ == "GpucacheConnector"
+assert "torch" not in sys.modules
 """
 
 
@@ -53,6 +71,7 @@ def main():
     run(python, "-m", "pip", "install", "--quiet", "--no-index", "--no-build-isolation", copy, env=env)
     # From a directory with no gpucache in it: the import must find the installed package.
     run(python, "-c", CHECK, version, venv, env=env, cwd=root)
+    run(python, "-c", WITHOUT_TORCH, env=env, cwd=root)
     print("PASS: pip install ./clients/python, then import gpucache", version)
 
 

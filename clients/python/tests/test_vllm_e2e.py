@@ -39,6 +39,7 @@ from vllm import LLM, SamplingParams  # noqa: E402
 
 from daemon import Daemon, is_mounted  # noqa: E402
 from gpucache import vllm_connector  # noqa: E402
+from gpucache.connector_types import RequestView  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "data", "tokenizer-corpus.txt")
@@ -182,7 +183,7 @@ class VllmEndToEndTest(unittest.TestCase):
         # 4. Damage: block 1's payload corrupted, block 2 deleted, behind the daemon's back.
         # Which file is which: the connector's own names for the prompt's blocks.
         namer = scheduler._scheduler.namer
-        chains = scheduler._scheduler._request(vllm_connector.RequestView("probe", self.p2)).chains
+        chains = scheduler._scheduler._request(RequestView("probe", self.p2)).chains
         scheduler._scheduler.on_finished("probe")
         files = [os.path.join(data, "blocks", namer.identity(chains[j], "").relative_path()) for j in range(shared)]
         for f in files:

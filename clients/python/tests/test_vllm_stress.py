@@ -79,6 +79,7 @@ from vllm import LLM, SamplingParams  # noqa: E402
 from daemon import Daemon  # noqa: E402
 import gpucache.client  # noqa: E402
 from gpucache import vllm_connector  # noqa: E402
+from gpucache.connector_types import RequestView  # noqa: E402
 from gpucache.client import IDENTITY_XATTR, PART_SUFFIX  # noqa: E402
 from gpucache.kv_layout import halves  # noqa: E402
 
@@ -363,7 +364,7 @@ class VllmStressTest(unittest.TestCase):
 
     def chains(self, prompt, salt=None):
         probe = "probe-%d" % random.getrandbits(32)
-        chains = self.sched._request(vllm_connector.RequestView(probe, prompt, None, salt)).chains
+        chains = self.sched._request(RequestView(probe, prompt, None, salt)).chains
         self.sched.on_finished(probe)
         return chains
 
