@@ -40,10 +40,11 @@ int PassthroughTable::OpenFirstLocked(Entry& e, uint64_t region_id, const FindCo
   return id;
 }
 
-void PassthroughTable::Release(uint64_t ino, int backing_id, BackingFiles& backing) {
+bool PassthroughTable::Release(uint64_t ino, int backing_id, BackingFiles& backing) {
   MutexLock lock(mu_);
   auto it = entries_.find(ino);
-  if (it == entries_.end()) return;
+  if (it == entries_.end()) return false;
+  bool last_daemon = false;
   Entry& e = it->second;
   if (backing_id > 0 && e.passthrough > 0 && e.backing_id == backing_id) {
     counts_.passthrough_handles--;
@@ -55,9 +56,16 @@ void PassthroughTable::Release(uint64_t ino, int backing_id, BackingFiles& backi
     }
   } else if (backing_id == 0 && e.daemon > 0) {
     counts_.daemon_handles--;
-    e.daemon--;
+    last_daemon = --e.daemon == 0;
   }
   if (e.passthrough == 0 && e.daemon == 0) entries_.erase(it);
+  return last_daemon;
+}
+
+bool PassthroughTable::ServedByDaemon(uint64_t ino) const {
+  MutexLock lock(mu_);
+  auto it = entries_.find(ino);
+  return it != entries_.end() && it->second.daemon > 0;
 }
 
 PassthroughTable::Counts PassthroughTable::counts() const {

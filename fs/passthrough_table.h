@@ -47,8 +47,11 @@ class PassthroughTable {
   // inode is outstanding (null: none).
   int Open(uint64_t ino, uint64_t region_id, const FindCopy& find, BackingFiles& backing)
       EXCLUDES(mu_);
-  // The RELEASE of an open that Open answered with `backing_id` (0: served by the daemon).
-  void Release(uint64_t ino, int backing_id, BackingFiles& backing) EXCLUDES(mu_);
+  // The RELEASE of an open that Open answered with `backing_id` (0: served by the daemon). True
+  // when it was the inode's last open served by the daemon.
+  bool Release(uint64_t ino, int backing_id, BackingFiles& backing) EXCLUDES(mu_);
+  // Whether opens of `ino` served by the daemon are outstanding (its READs may be in flight).
+  bool ServedByDaemon(uint64_t ino) const EXCLUDES(mu_);
 
   struct Counts {
     uint64_t passthrough_handles = 0;  // open now, served by the kernel from a copy

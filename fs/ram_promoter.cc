@@ -21,7 +21,8 @@ void RamPromoter::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool RamPromoter::Enqueue(const BlockAddress& address, std::optional<uint64_t> region_id, uint64_t bytes) {
+bool RamPromoter::Enqueue(const BlockAddress& address, std::optional<uint64_t> region_id, uint64_t bytes,
+                          uint64_t ino) {
   {
     MutexLock lock(mu_);
     if (!running_) return false;
@@ -35,7 +36,7 @@ bool RamPromoter::Enqueue(const BlockAddress& address, std::optional<uint64_t> r
     }
     queued_.insert(std::move(key));
     queued_bytes_ += bytes;
-    queue_.push_back({address, region_id, bytes});
+    queue_.push_back({address, region_id, bytes, ino});
   }
   wake_.notify_one();
   return true;
@@ -44,6 +45,11 @@ bool RamPromoter::Enqueue(const BlockAddress& address, std::optional<uint64_t> r
 size_t RamPromoter::Pending() const {
   MutexLock lock(mu_);
   return queued_.size();
+}
+
+uint64_t RamPromoter::QueuedBytes() const {
+  MutexLock lock(mu_);
+  return queued_bytes_;
 }
 
 uint64_t RamPromoter::Skipped() const {
@@ -84,7 +90,7 @@ void RamPromoter::PromoteOne(const Item& item) {
     if (!now.ok() || now->region_id != region_id) {
       tier_.Forget(item.address, region_id);
     } else if (copied_) {
-      copied_(item.address);
+      copied_(item.ino);
     }
   }
   if (s != StatusCode::kOk && s != StatusCode::kExists) {

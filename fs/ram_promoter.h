@@ -41,17 +41,20 @@ class RamPromoter {
   RamPromoter(const RamPromoter&) = delete;
   RamPromoter& operator=(const RamPromoter&) = delete;
 
-  // Called on the worker's thread after each copy kept. REQUIRES: before Start.
-  void SetCopiedHandler(std::function<void(const BlockAddress&)> handler) { copied_ = std::move(handler); }
+  // Called on the worker's thread after each copy kept, with the inode Enqueue was given.
+  // REQUIRES: the worker is not running.
+  void SetCopiedHandler(std::function<void(uint64_t ino)> handler) { copied_ = std::move(handler); }
   // Starts the worker (after the daemon detached: a fork keeps no thread).
   void Start() EXCLUDES(mu_);
   // Stops the worker; what is queued is dropped.
   void Stop() EXCLUDES(mu_);
   // Asks for a copy of the block at `address` (at `region_id`; none: whichever block is there
-  // when the worker gets to it), of `bytes` bytes. False if it is queued already, the queue is
-  // full (counted in Skipped), or the worker is not running.
-  bool Enqueue(const BlockAddress& address, std::optional<uint64_t> region_id, uint64_t bytes)
-      EXCLUDES(mu_);
+  // when the worker gets to it), of `bytes` bytes, whose inode is `ino` (0: none known). False
+  // if it is queued already, the queue is full (counted in Skipped), or the worker is not running.
+  bool Enqueue(const BlockAddress& address, std::optional<uint64_t> region_id, uint64_t bytes,
+               uint64_t ino = 0) EXCLUDES(mu_);
+  // Bytes of the blocks queued or being copied now.
+  uint64_t QueuedBytes() const EXCLUDES(mu_);
   // Blocks queued or being copied now.
   size_t Pending() const EXCLUDES(mu_);
   // Asks not queued because the queue was full (blocks or bytes), since start.
@@ -62,6 +65,7 @@ class RamPromoter {
     BlockAddress address;
     std::optional<uint64_t> region_id;
     uint64_t bytes = 0;
+    uint64_t ino = 0;
   };
   void Run() EXCLUDES(mu_);
   void PromoteOne(const Item& item);
@@ -70,7 +74,7 @@ class RamPromoter {
   RamTier& tier_;
   const size_t max_queued_;
   const uint64_t max_queued_bytes_;
-  std::function<void(const BlockAddress&)> copied_;  // set before Start, then read-only
+  std::function<void(uint64_t)> copied_;  // set while the worker is not running
   mutable Mutex mu_;
   std::condition_variable_any wake_;
   std::deque<Item> queue_ GUARDED_BY(mu_);

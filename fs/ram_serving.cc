@@ -8,8 +8,10 @@ RamServing::RamServing(BlockReads& store, std::unique_ptr<RamTier> tier, bool pr
 void RamServing::Committed(const BlockAddress& address) {
   // Without passthrough a copy would never be served: nothing is copied (adr/0020, decision 6).
   if (!promote_on_commit_ || !passthrough()) return;
-  Result<BlockInfo> info = store_.StatAttributes(address);  // its size, for the queue's bound
-  if (info.ok()) promoter_.Enqueue(address, info->region_id, info->size);
+  // Whichever block is at the address when the worker gets to it (a replacement queued behind
+  // this one would be refused as a duplicate); its size bounds the queue.
+  Result<BlockInfo> info = store_.StatAttributes(address);
+  if (info.ok()) promoter_.Enqueue(address, std::nullopt, info->size);
 }
 
 int RamServing::Open(uint64_t ino, const BlockInfo& info, BackingFiles& backing) {
@@ -18,15 +20,35 @@ int RamServing::Open(uint64_t ino, const BlockInfo& info, BackingFiles& backing)
   return table_.Open(ino, info.region_id, [&] { return tier_->Find(a, info.region_id); }, backing);
 }
 
+void RamServing::SetDropPagesHandler(std::function<void(uint64_t ino)> drop) {
+  drop_pages_ = std::move(drop);
+  promoter_.SetCopiedHandler([this](uint64_t ino) { CopyKept(ino); });
+}
+
+// A copy kept: a daemon-served open that began before it was in the tier still counts here (its
+// Open looked for the copy and counted itself in one step), so a drop is never sent under it.
+void RamServing::CopyKept(uint64_t ino) {
+  if (ino != 0 && !table_.ServedByDaemon(ino)) DropPages(ino);
+}
+
+void RamServing::DropPages(uint64_t ino) {
+  if (!drop_pages_) return;
+  page_drops_.fetch_add(1, std::memory_order_relaxed);
+  drop_pages_(ino);
+}
+
 void RamServing::Release(uint64_t ino, int backing_id, const BlockInfo& info, BackingFiles& backing) {
-  table_.Release(ino, backing_id, backing);
+  const bool last_daemon_open = table_.Release(ino, backing_id, backing);
   // An open the daemon served is done with the block: it is copied in the background for the
   // next open (promote on read). Not while it reads: the copy would read the same bytes from
   // the disk beside it, and a damaged block is then found by its reader first, as without the
   // tier (its EIO comes after the kernel forgot the name; a copy finding it meanwhile would not
   // hold the reader's EIO back).
-  if (backing_id == 0 && !tier_->Holds(info.address, info.region_id)) {
-    promoter_.Enqueue(info.address, info.region_id, info.size);
+  if (backing_id != 0) return;
+  if (!tier_->Holds(info.address, info.region_id)) {
+    promoter_.Enqueue(info.address, info.region_id, info.size, ino);
+  } else if (last_daemon_open) {  // copied while this file was read: its pages go now
+    DropPages(ino);
   }
 }
 
@@ -37,6 +59,7 @@ RamMetrics RamServing::Metrics() const {
   m.opens = table_.counts();
   m.promotions_pending = promoter_.Pending();
   m.promotions_skipped = promoter_.Skipped();
+  m.page_drops = page_drops_.load(std::memory_order_relaxed);
   return m;
 }
 

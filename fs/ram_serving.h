@@ -26,6 +26,7 @@ struct RamMetrics {
   PassthroughTable::Counts opens;
   size_t promotions_pending = 0;
   uint64_t promotions_skipped = 0;
+  uint64_t page_drops = 0;  // times SetDropPagesHandler's handler was called
 };
 
 class RamServing {
@@ -40,10 +41,14 @@ class RamServing {
   // The worker that copies blocks; started once the daemon detached.
   void Start() { promoter_.Start(); }
   void Stop() { promoter_.Stop(); }
-  // Called after each copy kept (on the copying thread). REQUIRES: before Start.
-  void SetCopiedHandler(std::function<void(const BlockAddress&)> handler) {
-    promoter_.SetCopiedHandler(std::move(handler));
-  }
+  // Tells the kernel to drop the pages of inode `ino` that daemon-served reads left in its cache
+  // (fs/invalidator.h), called once a block has a RAM copy and no open of it is served by the
+  // daemon: from then on its opens pass through, and the kernel would otherwise drop those
+  // pages inside the first passthrough open (an open without keep_cache invalidates the
+  // inode's mapping), a quarter of the speed for that read, holding the block twice in memory
+  // until then. Never while a daemon-served open is outstanding: its READs (readahead
+  // included) hold pages the drop would wait for. REQUIRES: the worker is not running.
+  void SetDropPagesHandler(std::function<void(uint64_t ino)> drop);
 
   // An open of block inode `ino` (`info`: what the store's reader holds): the backing id to
   // answer with, 0 for an open the daemon serves, or -1 if the open is not counted here
@@ -63,7 +68,12 @@ class RamServing {
   size_t PromotionsPending() const { return promoter_.Pending(); }
 
  private:
+  void CopyKept(uint64_t ino);
+  void DropPages(uint64_t ino);
+
   BlockReads& store_;
+  std::function<void(uint64_t)> drop_pages_;  // set while the worker is not running
+  std::atomic<uint64_t> page_drops_{0};
   std::atomic<bool> passthrough_{false};
   const bool promote_on_commit_;
   const std::unique_ptr<RamTier> tier_;

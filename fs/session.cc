@@ -90,19 +90,12 @@ void WatchRemovals(Filesystem& fs, Invalidator& inval) {
       inval.Push(*dir, a.block, ino.value_or(0));
     }
   });
+  // A block copied into the RAM tier: the pages its daemon-served reads cached are dropped from
+  // the invalidator's thread, not inside its first passthrough open (RamServing::SetDropPagesHandler).
+  if (RamServing* ram = fs.ram()) ram->SetDropPagesHandler([&inval](uint64_t ino) { inval.PushPages(ino); });
   // A block that appeared without a rename through the mount (a cold-tier refill, from the
   // control channel or its workers): the kernel may hold a miss for the block and, if the
   // namespace did not exist when it was probed, for the namespace too (issue 13, defect 7).
-  // A block just copied into the RAM tier: its next opens pass through to the copy, and the
-  // kernel would drop the pages its daemon-served reads left in the FUSE inode's cache only at
-  // the first of them, inside that reader's open (uncached opens invalidate the mapping): a
-  // quarter of the speed for the first read of every block, and the block held twice in memory
-  // until then. Dropped now, from the invalidator's thread.
-  if (RamServing* ram = fs.ram()) {
-    ram->SetCopiedHandler([&fs, &inval](const BlockAddress& a) {
-      if (auto ino = fs.inodes().Find(Node{NodeKind::kBlock, a.tenant, a.ns, a.block})) inval.PushPages(*ino);
-    });
-  }
   fs.SetAppearedHandler([&fs, &inval](const BlockAddress& a) {
     if (auto tenant = fs.inodes().Find(Node{NodeKind::kTenant, a.tenant})) {
       if (!fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns})) inval.Now(*tenant, a.ns, 0);
@@ -199,7 +192,10 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   sd_notify(0, "STOPPING=1");
 
   housekeeper.Stop();
-  if (fs.ram()) fs.ram()->Stop();
+  if (fs.ram()) {
+    fs.ram()->Stop();
+    fs.ram()->SetDropPagesHandler(nullptr);  // it holds `inval`
+  }
   fs.store().SetRemovalObserver(nullptr);
   fs.SetAppearedHandler(nullptr);
   inval.Stop();

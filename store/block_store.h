@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "store/eviction/eviction_policy.h"
 #include "store/identity.h"
 #include "store/index_keys.h"
 #include "store/layout.h"
@@ -131,7 +132,7 @@ struct StoreOptions {
   // The file operations of the commit path (FileMedium); null means the POSIX ones. Borrowed:
   // must outlive the store. Tests put a fault-injecting Env here (tests/support/fault_env.h).
   Env* env = nullptr;
-  std::string eviction_policy = "prefix-lru";  // a name from PolicyNames()
+  std::string eviction_policy{kDefaultPolicy};  // a name from PolicyNames()
   // A reservation whose writers all closed is abandoned when not committed within this.
   uint64_t reservation_lease_ns = 30ull * 1000 * 1000 * 1000;
   // How FileMedium reads committed payloads: "posix" (pread through the page cache) or "uring"

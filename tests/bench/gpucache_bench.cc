@@ -43,6 +43,7 @@
 #include <thread>
 
 #include "clients/cpp/mount_client.h"
+#include "store/eviction/eviction_policy.h"
 #include "store/layout.h"
 #include "tests/support/mount_fixture.h"
 #include "tests/support/sample_identity.h"
@@ -540,7 +541,8 @@ int main(int argc, char** argv) {
   app.add_option("--restart-rounds", restart_rounds, "with --restart-data: rounds of each kind")
       ->check(CLI::PositiveNumber);
   std::string policy;
-  app.add_option("--eviction-policy", policy, "[limits] eviction_policy of the mount (default: the daemon's)");
+  app.add_option("--eviction-policy", policy, "[limits] eviction_policy of the mount (default: the daemon's)")
+      ->check(CLI::IsMember(gpucache::PolicyNames()));
   CLI11_PARSE(app, argc, argv);
   if (::geteuid() != 0) {
     std::fprintf(stderr, "gpucache-bench: run as root (it mounts and drops the page cache)\n");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <vector>
 
 #include "fs/passthrough_table.h"
 #include "tests/support/fs_harness.h"
@@ -159,6 +160,41 @@ TEST_CASE("Filesystem: a block held in RAM is opened by passthrough, with the st
   r.h.fs.Release(*second.handle, &k);
   CHECK(k.open_ids.empty());
   CHECK(ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k)).err == ENOENT);
+}
+
+// The pages daemon-served reads cached go once the block has a copy and no daemon-served open is
+// left: never under an open whose READs (readahead too) may hold them, which would make the
+// drop wait for the daemon (and, at shutdown, for ever).
+TEST_CASE("Filesystem: the pages of a block copied while it is read go at the last daemon-served release") {
+  RamHarness r;
+  std::vector<uint64_t> dropped;
+  r.h.fs.ram()->SetDropPagesHandler([&](uint64_t ino) { dropped.push_back(ino); });
+  CacheIdentity id = SampleIdentity("acme");
+  r.h.Commit(id, Payload(100000));
+  uint64_t ino = r.h.Ino(r.h.Namespace(id), FsHarness::BlockName(id));
+  FakeBackingFiles k;
+  Reply first = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  Reply second = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  REQUIRE(first.err == 0);
+  REQUIRE(second.err == 0);
+  REQUIRE(second.backing_id == 0);  // both served by the daemon
+  BlockAddress a = AddressOf(id);
+  {
+    auto reader = r.h.store.Open(a);
+    REQUIRE(reader.ok());
+    REQUIRE(r.h.fs.ram()->tier().Promote(a, reader.value()->info().region_id, *reader.value()) ==
+            StatusCode::kOk);
+  }
+  r.h.fs.Release(*first.handle, &k);
+  CHECK(dropped.empty());  // `second` may still be reading
+  r.h.fs.Release(*second.handle, &k);
+  CHECK(dropped == std::vector<uint64_t>{ino});
+  CHECK(r.h.fs.ram()->Metrics().page_drops == 1);
+  // Passthrough opens and their releases have nothing to drop.
+  Reply third = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  REQUIRE(third.backing_id > 0);
+  r.h.fs.Release(*third.handle, &k);
+  CHECK(dropped.size() == 1);
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ TEST_CASE("Mount eviction: a tenant quota evicts only the tenant's own unpinned 
   REQUIRE(::setxattr(client.PathOf(Block("acme", 1)).c_str(), "user.gpucache.pinned", "1", 1, 0) == 0);
   REQUIRE(client.Commit(Block("acme", 4), Payload(10000, 4)) == 0);
   CHECK(Present(client, Block("acme", 1)));        // pinned
-  CHECK_FALSE(Present(client, Block("acme", 2)));  // least recently used, unpinned
+  CHECK_FALSE(Present(client, Block("acme", 2)));  // the oldest unpinned (used least recently)
   CHECK(Present(client, Block("acme", 3)));
   CHECK(Present(client, Block("acme", 4)));
   CHECK(AsUser(2000, 2000, [&] { return Present(client, Block("globex", 9)) ? 0 : 1; }) == 0);

@@ -112,8 +112,10 @@ TEST_CASE("Limits: registrations are reclaimed like bytes, fairly") {
   CHECK(Present(s2, Block("globex", 1)));
 }
 
-TEST_CASE("Eviction: a tenant quota evicts the tenant's own blocks, oldest-used first") {
-  MemoryStore s(WithTenantQuota(3000));
+TEST_CASE("Eviction: a tenant quota evicts the tenant's own blocks, oldest-used first under prefix-lru") {
+  StoreOptions o = WithTenantQuota(3000);
+  o.eviction_policy = "prefix-lru";  // the order checked is its; every policy keeps to its tenant: below
+  MemoryStore s(o);
   REQUIRE(Commit(s, Block("globex", 9), 5000) == StatusCode::kOk);  // no quota for globex
   REQUIRE(Commit(s, Block("acme", 1), 1000) == StatusCode::kOk);
   REQUIRE(Commit(s, Block("acme", 2), 1000) == StatusCode::kOk);

@@ -24,7 +24,7 @@ inline IndexedBlock RecordOf(uint64_t size, uint64_t region_id = 0) {
   return r;
 }
 
-// The keys of a full block (partial blocks are evicted first by the default policy).
+// The keys of a full block (prefix-lru evicts partial blocks first).
 inline IndexKeys FullKeys() {
   IndexKeys k;
   k.valid_length = 256;
