@@ -124,6 +124,12 @@ struct RamHarness {
     ram->SetPassthrough(true);
     h.fs.UseRam(std::move(ram));
   }
+  // The copy the background worker makes after a daemon-served open is released.
+  void CopyIntoRam(const BlockAddress& a) {
+    auto reader = h.store.Open(a);
+    REQUIRE(reader.ok());
+    REQUIRE(h.fs.ram()->tier().Promote(a, reader.value()->info().region_id, *reader.value()) == StatusCode::kOk);
+  }
   TempDir dir;
   FsHarness h;
 };
@@ -138,14 +144,8 @@ TEST_CASE("Filesystem: a block held in RAM is opened by passthrough, with the st
   REQUIRE(first.err == 0);
   CHECK(first.backing_id == 0);  // not in RAM yet: the daemon serves it
   CHECK(first.keep_cache);
-  // The copy the background worker would make after that open.
   BlockAddress a = AddressOf(id);
-  {
-    auto reader = r.h.store.Open(a);
-    REQUIRE(reader.ok());
-    REQUIRE(r.h.fs.ram()->tier().Promote(a, reader.value()->info().region_id, *reader.value()) ==
-            StatusCode::kOk);
-  }
+  r.CopyIntoRam(a);
   r.h.fs.Release(*first.handle, &k);
   Reply second = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
   REQUIRE(second.err == 0);
@@ -179,12 +179,7 @@ TEST_CASE("Filesystem: the pages of a block copied while it is read go at the la
   REQUIRE(second.err == 0);
   REQUIRE(second.backing_id == 0);  // both served by the daemon
   BlockAddress a = AddressOf(id);
-  {
-    auto reader = r.h.store.Open(a);
-    REQUIRE(reader.ok());
-    REQUIRE(r.h.fs.ram()->tier().Promote(a, reader.value()->info().region_id, *reader.value()) ==
-            StatusCode::kOk);
-  }
+  r.CopyIntoRam(a);
   r.h.fs.Release(*first.handle, &k);
   CHECK(dropped.empty());  // `second` may still be reading
   r.h.fs.Release(*second.handle, &k);
