@@ -48,7 +48,7 @@ max_inflight_requests = 0        # fills in flight (EAGAIN)
 max_inflight_bytes = 0           # bytes written but not yet committed (EAGAIN)
 max_registrations = 0            # reservations + committed + quarantined blocks (EAGAIN)
 max_retained_bytes = 0           # committed + quarantined bytes; evicts, then ENOSPC
-eviction_policy = "prefix-reuse" # prefix-reuse, prefix-lru, prefix-tinylfu, lru, oldest
+eviction_policy = "prefix-lru"   # prefix-lru, prefix-reuse, prefix-tinylfu, lru, oldest
 reservation_lease = 30.0         # seconds an idle, uncommitted .part survives
 
 # Callers who see every tenant and may send admin requests through .gpucache/ctl.

@@ -13,9 +13,9 @@
 // new one continues) and evict leaves (blocks with no resident children) before ancestors.
 //
 // Policies (MakePolicy names):
-//   "prefix-reuse"    default: the leaf least likely to be used again soon, learned online
+//   "prefix-lru"      default: partial blocks, then the least recently used leaf, first
+//   "prefix-reuse"    the leaf least likely to be used again soon, learned online
 //                     (store/eviction/prefix_reuse.h)
-//   "prefix-lru"      partial blocks, then the least recently used leaf, first
 //   "prefix-tinylfu"  leaves only, W-TinyLFU (a recency window sized by Caffeine's hill
 //                     climber, a count-min sketch of access frequency with aging, SLRU main)
 //   "lru"             least recently used first
@@ -71,7 +71,7 @@ class EvictionPolicy {
 
 // Names accepted by MakePolicy, the default first.
 const std::vector<std::string>& PolicyNames();
-inline constexpr std::string_view kDefaultPolicy = "prefix-reuse";
+inline constexpr std::string_view kDefaultPolicy = "prefix-lru";
 // nullptr for an unknown name.
 std::unique_ptr<EvictionPolicy> MakePolicy(std::string_view name);
 

@@ -288,7 +288,7 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
 }  // namespace
 
 const std::vector<std::string>& PolicyNames() {
-  static const std::vector<std::string> names = {"prefix-reuse", "prefix-lru", "prefix-tinylfu", "lru",
+  static const std::vector<std::string> names = {"prefix-lru", "prefix-reuse", "prefix-tinylfu", "lru",
                                                  "oldest"};
   return names;
 }

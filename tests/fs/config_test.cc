@@ -14,10 +14,10 @@ TEST_CASE("Config: the built-in defaults parse and are usable") {
   CHECK(c.admin_uids == std::vector<uint32_t>{0});
   CHECK_FALSE(c.sync_commits);
   CHECK(c.verify_blocks == "background");  // adr/0016
-  // adr/0021: the printed default configuration, and a file that names no policy, run prefix-reuse.
-  CHECK(c.eviction_policy == "prefix-reuse");
-  CHECK(Config{}.eviction_policy == "prefix-reuse");
-  CHECK(kDefaultPolicy == "prefix-reuse");
+  // adr/0021: the printed default configuration, and a file that names no policy, run prefix-lru.
+  CHECK(c.eviction_policy == "prefix-lru");
+  CHECK(Config{}.eviction_policy == "prefix-lru");
+  CHECK(kDefaultPolicy == "prefix-lru");
 }
 
 TEST_CASE("Config: a full file") {
@@ -79,7 +79,7 @@ TEST_CASE("Config: mistakes name the key") {
   CHECK(error("datadir = \"/x\"" + tenant).find("'datadir': unknown key") != std::string::npos);
   CHECK(error("max_block_bytes = 5" + tenant).find("'max_block_bytes': unknown key") != std::string::npos);
   CHECK(error("[limits]\nmax_block_bytes = -1" + tenant).find("limits.max_block_bytes") != std::string::npos);
-  CHECK(error("[limits]\neviction_policy = \"mru\"" + tenant).find("known: prefix-reuse, prefix-lru") != std::string::npos);
+  CHECK(error("[limits]\neviction_policy = \"mru\"" + tenant).find("known: prefix-lru, prefix-reuse") != std::string::npos);
   CHECK(error("[tenants.a]\nuids = [1]\nmax_retained_bytes = -5").find("tenants.a.max_retained_bytes") !=
         std::string::npos);
   CHECK(error("sync_commits = \"yes\"" + tenant).find("sync_commits") != std::string::npos);
