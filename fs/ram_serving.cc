@@ -45,10 +45,13 @@ void RamServing::Release(uint64_t ino, int backing_id, const BlockInfo& info, Ba
   // tier (its EIO comes after the kernel forgot the name; a copy finding it meanwhile would not
   // hold the reader's EIO back).
   if (backing_id != 0) return;
-  if (!tier_->Holds(info.address, info.region_id)) {
-    promoter_.Enqueue(info.address, info.region_id, info.size, ino);
-  } else if (last_daemon_open) {  // copied while this file was read: its pages go now
+  // Only a copy made: while it is being made the next open is still the daemon's, and would
+  // read again what a drop now took away (found by a metrics test counting READs). The copy's
+  // own end drops the pages then (CopyKept).
+  if (last_daemon_open && tier_->HasCopy(info.address, info.region_id)) {  // copied while read
     DropPages(ino);
+  } else if (!tier_->Holds(info.address, info.region_id)) {
+    promoter_.Enqueue(info.address, info.region_id, info.size, ino);
   }
 }
 

@@ -135,6 +135,12 @@ bool RamTier::Holds(const BlockAddress& address, uint64_t region_id) {
   return it != copies_.end() && it->second.copy->region_id() == region_id;
 }
 
+bool RamTier::HasCopy(const BlockAddress& address, uint64_t region_id) {
+  MutexLock lock(mu_);
+  auto it = copies_.find(address.RelativePath());
+  return it != copies_.end() && it->second.copy->region_id() == region_id;
+}
+
 void RamTier::Forget(const BlockAddress& address, std::optional<uint64_t> region_id) {
   const std::string key = address.RelativePath();
   MutexLock lock(mu_);

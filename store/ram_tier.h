@@ -79,6 +79,9 @@ class RamTier {
   std::shared_ptr<const RamCopy> Find(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);
   // True if a copy of `address` at `region_id` is held or being made (counts nothing).
   bool Holds(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);
+  // True if a copy of `address` at `region_id` is made and held: the next Find returns it
+  // unless it is evicted or forgotten first (counts nothing, moves nothing).
+  bool HasCopy(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);
   // The block at `address` left the namespace: its copy goes, and a copy in progress is not kept.
   // With `region_id`, only a copy (or copy in progress) of that region: the block that left,
   // not one committed at the same address since.

@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <future>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "fs/passthrough_table.h"
@@ -190,6 +192,55 @@ TEST_CASE("Filesystem: the pages of a block copied while it is read go at the la
   REQUIRE(third.backing_id > 0);
   r.h.fs.Release(*third.handle, &k);
   CHECK(dropped.size() == 1);
+}
+
+// A reader that stops in its first Read until let go: a copy in the making, as the tier sees it.
+class ReadWaits final : public BlockReader {
+ public:
+  explicit ReadWaits(std::shared_ptr<BlockReader> inner) : inner_(std::move(inner)) {}
+  const BlockInfo& info() const override { return inner_->info(); }
+  Result<size_t> Read(uint64_t offset, std::span<uint8_t> out) override {
+    if (!waited_) {
+      waited_ = true;
+      reading.set_value();
+      go.get_future().wait();
+    }
+    return inner_->Read(offset, out);
+  }
+  std::promise<void> reading, go;
+
+ private:
+  std::shared_ptr<BlockReader> inner_;
+  bool waited_ = false;
+};
+
+// Found by a metrics test under load: the last daemon-served release of a block whose copy was
+// still being made dropped its pages, and the next open, still the daemon's (no copy yet), read
+// every byte again. The drop waits for the copy.
+TEST_CASE("Filesystem: a release while the block's copy is being made drops nothing") {
+  RamHarness r;
+  std::vector<uint64_t> dropped;
+  r.h.fs.ram()->SetDropPagesHandler([&](uint64_t ino) { dropped.push_back(ino); });
+  CacheIdentity id = SampleIdentity("acme");
+  r.h.Commit(id, Payload(100000));
+  uint64_t ino = r.h.Ino(r.h.Namespace(id), FsHarness::BlockName(id));
+  FakeBackingFiles k;
+  Reply open = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  REQUIRE(open.err == 0);
+  BlockAddress a = AddressOf(id);
+  auto inner = r.h.store.Open(a);
+  REQUIRE(inner.ok());
+  ReadWaits reader(inner.value());
+  std::thread copy([&] { CHECK(r.h.fs.ram()->tier().Promote(a, reader.info().region_id, reader) == StatusCode::kOk); });
+  reader.reading.get_future().wait();  // the copy is in flight
+  r.h.fs.Release(*open.handle, &k);
+  CHECK(dropped.empty());
+  Reply next = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  CHECK(next.backing_id == 0);  // no copy yet: the daemon serves it, from the pages still cached
+  reader.go.set_value();
+  copy.join();
+  r.h.fs.Release(*next.handle, &k);
+  CHECK(dropped == std::vector<uint64_t>{ino});  // the copy is made: now they go
 }
 
 }  // namespace
