@@ -126,6 +126,16 @@ struct RamHarness {
     ram->SetPassthrough(true);
     h.fs.UseRam(std::move(ram));
   }
+  // Commits a block of 100,000 bytes at `id`; its inode.
+  uint64_t CommitBlock(const CacheIdentity& id) {
+    h.Commit(id, Payload(100000));
+    return h.Ino(h.Namespace(id), FsHarness::BlockName(id));
+  }
+  // The inodes the filesystem has the kernel drop the pages of, from now on.
+  std::vector<uint64_t>& WatchDrops() {
+    h.fs.ram()->SetDropPagesHandler([this](uint64_t ino) { dropped.push_back(ino); });
+    return dropped;
+  }
   // The copy the background worker makes after a daemon-served open is released.
   void CopyIntoRam(const BlockAddress& a) {
     auto reader = h.store.Open(a);
@@ -134,13 +144,13 @@ struct RamHarness {
   }
   TempDir dir;
   FsHarness h;
+  std::vector<uint64_t> dropped;
 };
 
 TEST_CASE("Filesystem: a block held in RAM is opened by passthrough, with the store's reader held") {
   RamHarness r;
   CacheIdentity id = SampleIdentity("acme");
-  r.h.Commit(id, Payload(100000));
-  uint64_t ino = r.h.Ino(r.h.Namespace(id), FsHarness::BlockName(id));
+  uint64_t ino = r.CommitBlock(id);
   FakeBackingFiles k;
   Reply first = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
   REQUIRE(first.err == 0);
@@ -169,11 +179,9 @@ TEST_CASE("Filesystem: a block held in RAM is opened by passthrough, with the st
 // drop wait for the daemon (and, at shutdown, for ever).
 TEST_CASE("Filesystem: the pages of a block copied while it is read go at the last daemon-served release") {
   RamHarness r;
-  std::vector<uint64_t> dropped;
-  r.h.fs.ram()->SetDropPagesHandler([&](uint64_t ino) { dropped.push_back(ino); });
+  std::vector<uint64_t>& dropped = r.WatchDrops();
   CacheIdentity id = SampleIdentity("acme");
-  r.h.Commit(id, Payload(100000));
-  uint64_t ino = r.h.Ino(r.h.Namespace(id), FsHarness::BlockName(id));
+  uint64_t ino = r.CommitBlock(id);
   FakeBackingFiles k;
   Reply first = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
   Reply second = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
@@ -219,11 +227,9 @@ class ReadWaits final : public BlockReader {
 // every byte again. The drop waits for the copy.
 TEST_CASE("Filesystem: a release while the block's copy is being made drops nothing") {
   RamHarness r;
-  std::vector<uint64_t> dropped;
-  r.h.fs.ram()->SetDropPagesHandler([&](uint64_t ino) { dropped.push_back(ino); });
+  std::vector<uint64_t>& dropped = r.WatchDrops();
   CacheIdentity id = SampleIdentity("acme");
-  r.h.Commit(id, Payload(100000));
-  uint64_t ino = r.h.Ino(r.h.Namespace(id), FsHarness::BlockName(id));
+  uint64_t ino = r.CommitBlock(id);
   FakeBackingFiles k;
   Reply open = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
   REQUIRE(open.err == 0);
