@@ -71,13 +71,27 @@ std::optional<size_t> FileLoader::Load(MediumReport& report, bool verify_later,
   return walk;
 }
 
+// Swapped with an empty one: `v = {}` would pick the initializer-list assignment, which
+// keeps the buffer (4 B per block of used_ stayed resident for the daemon's life).
+template <class Container>
+void FreeAll(Container& c) {
+  Container().swap(c);
+}
+
 void FileLoader::DropSnapshot() {
-  snapshot_.clear();
-  snapshot_.shrink_to_fit();
+  FreeAll(snapshot_);
   snapshot_table_ = EntryTable{};
-  snapshot_namespaces_.clear();
-  used_ = {};
-  ns_of_snapshot_ = {};
+  FreeAll(snapshot_namespaces_);
+  FreeAll(used_);
+  FreeAll(ns_of_snapshot_);
+  FreeAll(loaded_.entries);
+}
+
+size_t FileLoader::HeldBytes() const {
+  return snapshot_.capacity() * sizeof(SnapshotEntry) + used_.capacity() * sizeof(uint32_t) +
+         ns_of_snapshot_.capacity() * sizeof(uint32_t) + loaded_.entries.capacity() * sizeof(SnapshotEntry) +
+         found_.capacity() * sizeof(Found) + found_names_.size() * sizeof(std::string) +
+         unverified_.live.capacity() * sizeof(uint64_t);
 }
 
 std::vector<std::string> FileLoader::ListOrReport(const std::string& dir, MediumReport& report) {
@@ -324,9 +338,8 @@ void FileLoader::StartJournal(size_t dev, uint64_t journal_rotate_bytes) {
     logs_[dev]->Empty();
   }
   loaded_ = IndexSnapshot{};
-  used_.clear();
-  used_.shrink_to_fit();
-  ns_of_snapshot_.clear();
+  FreeAll(used_);
+  FreeAll(ns_of_snapshot_);
 }
 
 bool FileLoader::KeepJournal(size_t dev) {
@@ -352,8 +365,8 @@ bool FileLoader::NextFound(Found& part) {
     part = std::move(found_[next_found_++]);
     return true;
   }
-  found_ = {};
-  found_names_ = {};
+  FreeAll(found_);
+  FreeAll(found_names_);
   return NextUnverified(part);
 }
 

@@ -71,6 +71,10 @@ class FileLoader {
   std::optional<JournalRecord> AdoptedWalkItem(const MediumUpkeep::WalkItem& item);
   // Ends the walk: its report (the counts and problems, if `completed`); the entries are freed.
   MediumReport EndWalk(bool completed, const MediumUpkeep::WalkCounts& counts);
+  // Bytes the start's lists still hold (the snapshot's entries, which of them were used, the
+  // entries read in full, the parts not handed over): none once the walk ended or an eager
+  // load was handed over, so that what a daemon keeps resident is its index alone.
+  size_t HeldBytes() const;
 
  private:
   // Start-up (file_loader.cc).

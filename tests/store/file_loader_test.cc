@@ -97,6 +97,7 @@ TEST_CASE("FileLoader: an eager start hands over every block INDEX names, checke
   CHECK(report.blocks_loaded == 3);
   CHECK(report.from_snapshot == 3);  // no file read in full
   CHECK(report.blocks_skipped == 0);
+  CHECK(loader.HeldBytes() == 0);  // handed over: the start's lists are freed, not just emptied
 }
 
 TEST_CASE("FileLoader: a damaged block file is set aside and reported, the others are handed over") {
@@ -133,6 +134,7 @@ TEST_CASE("FileLoader: a start that verifies later hands the entries over unchec
   Handed h = Drain(loader);
   CHECK(h.unverified == 3);  // no file looked at yet
   CHECK(h.blocks == 0);
+  CHECK(loader.HeldBytes() > 0);  // the entries, kept for the walk
 
   size_t same = 0, replaced = 0;
   std::vector<JournalRecord> journal;
@@ -164,6 +166,8 @@ TEST_CASE("FileLoader: a start that verifies later hands the entries over unchec
   CHECK(journal[0].entry.size == 1003u);
   MediumReport walked = loader.EndWalk(/*completed=*/true, MediumUpkeep::WalkCounts{.loaded = 3});
   CHECK(walked.blocks_loaded == 3);
+  // Freed, not just emptied: a daemon kept 4 B per block of them for its life.
+  CHECK(loader.HeldBytes() == 0);
   // The walk is over: a check of one block has nothing left to check against.
   std::optional<JournalRecord> read;
   CHECK(loader.VerifyBlock(AddressOf(Block(3)), three, read).kind == Verdict::Kind::kSame);
