@@ -9,6 +9,9 @@
 #   case=daemon_rss_empty / daemon_rss_N   VmRSS (kB) of the mounted, idle daemon
 #   case=daemon_rss_per_block              (rss_N - rss_empty) / N (B): what the index costs
 #   case=daemon_rss_total_per_block        rss_N / N (B): gpucache-bench's resident_memory_per_block
+# Each side may carry one of libfuse's 1 MiB receive buffers resident or not, by a race with
+# glibc's mmap threshold (docs/performance.md, "Which start, which policy"): +-11 B per block
+# at 100,000 blocks, +-1 B at 1,000,000. Hold the bound against BLOCKS=1000000 (~4 min).
 set -euo pipefail
 build=${1:-build} blocks=${2:-100000} scratch=${3:-/var/tmp} policy=${4:-}
 work=$(mktemp -d "$scratch/gpucache-daemon-memory.XXXXXX")
