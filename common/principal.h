@@ -28,6 +28,15 @@ struct Principal {
 
   // Whether it may act for `tenant` (established principals only).
   bool MayActFor(const std::string& tenant) const { return admin || tenants.count(tenant) > 0; }
+
+  // The same caller with its supplementary groups read now, for a request answered after the
+  // FUSE request that carried it was (a control request answered on read: its write was
+  // answered first, which freed the request the groups reader reads).
+  Principal Detached() const {
+    Principal p = *this;
+    if (supplementary_groups) p.supplementary_groups = [groups = supplementary_groups()] { return groups; };
+    return p;
+  }
 };
 
 }  // namespace gpucache

@@ -204,7 +204,7 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
     if (ControlPlane::AnswersOnRead(request)) {  // it may wait: not while holding the write lock
       MutexLock lock(h.mu);
       h.deferred_request = std::string(request);
-      h.deferred_caller = c;
+      h.deferred_caller = c.Detached();  // its groups read while the request is alive
       h.text.clear();
       h.reply_cursor = 0;
       return data.size();
