@@ -17,6 +17,10 @@ using control_protocol::kNotAdmin;
 using control_protocol::Number;
 using control_protocol::Ok;
 
+// cold.retain's longest retention: 100 years (far below the 584 years of nanoseconds that
+// fit the record's 64 bits).
+constexpr uint64_t kMaxRetainSeconds = 100ull * 365 * 24 * 3600;
+
 json ErrorJson(const JobError& e) {
   return json{{"job", e.job_id}, {"step", e.step}, {"kind", ToString(e.error.kind)},
               {"http_status", e.error.http_status}, {"code", e.error.code},
@@ -223,6 +227,11 @@ std::string Retain(ColdTier& tier, const json& req) {
   auto m = ManifestArg(req);
   auto seconds = Number(req, "seconds");
   if (!m || !seconds) return Error(EINVAL, "cold.retain needs \"manifest\" and \"seconds\"");
+  // In nanoseconds past now it must fit 64 bits: a larger count wrapped to a deadline that was
+  // almost now, and the manifest became reclaimable at once.
+  if (*seconds > kMaxRetainSeconds) {
+    return Error(EINVAL, "seconds must be at most " + std::to_string(kMaxRetainSeconds) + " (100 years)");
+  }
   uint64_t until = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count() +
                    *seconds * 1'000'000'000ull;

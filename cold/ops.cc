@@ -104,7 +104,8 @@ std::string ColdOps::LiveReference(const Sha256& self, const Sha256& object,
   return "";
 }
 
-ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Principal& who) const {
+ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Principal& who,
+                               const std::function<void()>& allowed) const {
   ReclaimReport r;
   auto refuse = [&r](std::string why) {
     r.refused = true;
@@ -128,15 +129,18 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Princ
     SealCheck c = VerifyManifest(*keys_->Get(), d.manifest);
     if (c != SealCheck::kOk) return refuse("manifest seal refused: " + std::string(ToString(c)));
   }
+  // Ownership first, and without naming the tenant: a caller who owns none of it learns
+  // neither whose blocks it lists nor how long it is retained.
+  for (const ManifestEntry& e : d.manifest.entries) {
+    if (!who.MayActFor(e.address.tenant)) return refuse("not an owner of every tenant the manifest lists");
+  }
   auto until = RetentionOf(manifest);
   if (!until.ok()) {
     r.error = until.error();
     return refuse("retention record unreadable");
   }
   if (until.value() > now) return refuse("retained until " + std::to_string(until.value()));
-  for (const ManifestEntry& e : d.manifest.entries) {
-    if (!who.MayActFor(e.address.tenant)) return refuse("not an owner of tenant " + e.address.tenant);
-  }
+  if (allowed) allowed();
   for (const ManifestEntry& e : d.manifest.entries) {
     std::string lkey = LocatorKey(prefix_, e.address);
     // Read, decide and delete under the key's lock, which the sink's locator PUT holds too: a

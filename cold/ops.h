@@ -102,8 +102,11 @@ class ColdOps {
   // The retention deadline recorded for `manifest`; 0 if none. Errors other than "absent".
   ObjectResult<uint64_t> RetentionOf(const Sha256& manifest) const;
 
-  ReclaimReport Reclaim(const Sha256& manifest, uint64_t now_unix_ns,
-                        const Principal& who) const;
+  // Deletes the manifest and what only it references, once it is checked (sealed, matching
+  // its key), `who` owns every tenant it lists (checked before retention: a stranger learns
+  // nothing of it) and it is past retention; `allowed` runs then, before the first delete.
+  ReclaimReport Reclaim(const Sha256& manifest, uint64_t now_unix_ns, const Principal& who,
+                        const std::function<void()>& allowed = {}) const;
 
   // Packs committed blocks of the hot store (of `tenant`, or all when empty) that have no
   // locator yet and submits them to `sink`, stopping before `byte_budget` payload bytes.

@@ -130,9 +130,14 @@ void ColdTier::OnUploaded(const PackedPair& p) {
 }
 
 ReclaimReport ColdTier::Reclaim(const Sha256& manifest, uint64_t now, const Principal& who) {
-  known_.ForgetManifest(manifest);
-  ReclaimReport r = ops_.Reclaim(manifest, now, who);
-  known_.ForgetManifest(manifest);  // a refill that raced the reclaim may have learned it again
+  // Forgotten once the reclaim is allowed (a refused one, a stranger's, changes nothing here),
+  // before its first delete, and again after: a refill that raced it may have learned it again.
+  bool allowed = false;
+  ReclaimReport r = ops_.Reclaim(manifest, now, who, [&] {
+    allowed = true;
+    known_.ForgetManifest(manifest);
+  });
+  if (allowed) known_.ForgetManifest(manifest);
   return r;
 }
 

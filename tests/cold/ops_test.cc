@@ -84,6 +84,15 @@ TEST_CASE("ColdOps: retention, legacy manifests and non-owners are refused, chan
   ReclaimReport stranger = ops.Reclaim(p.manifest_digest, kNow + 2, globex);
   CHECK(stranger.refused);
   CHECK(s3.Objects() == before);
+  // Regression (review, 2026-12-06): under retention a stranger was told "retained until T",
+  // and past it "not an owner of tenant acme": whose blocks, and for how long. Ownership is
+  // checked first, and the refusal names neither.
+  bool allowed = false;
+  ReclaimReport early = ops.Reclaim(p.manifest_digest, kNow, globex, [&] { allowed = true; });
+  CHECK(early.refused);
+  CHECK(early.reason.rfind("not an owner", 0) == 0);
+  CHECK(early.reason.find("acme") == std::string::npos);
+  CHECK_FALSE(allowed);
   std::vector<uint8_t> legacy = p.manifest;
   legacy[4] = 2;
   Sha256 ld = ComputeSha256(legacy);

@@ -65,6 +65,54 @@ TEST_CASE("Cold control: reclaiming a manifest that does not exist is ENOENT") {
   CHECK(r["errno"] == "ENOENT");
 }
 
+// The digest (hex) of the one manifest in the object store.
+std::string OnlyManifest(MemoryObjectStore& s3) {
+  std::string manifest;
+  for (auto& [key, bytes] : s3.Objects()) {
+    if (key.find("/manifests/") != std::string::npos) manifest = key.substr(key.rfind('/') + 1);
+  }
+  REQUIRE_FALSE(manifest.empty());
+  return manifest;
+}
+
+// Regression (review, 2026-12-06): a stranger's reclaim made this node forget the manifest's
+// known places before anything was checked, and was told how long the manifest is retained.
+TEST_CASE("Cold control: a stranger's reclaim is EACCES before retention and changes nothing") {
+  TierFixture f;
+  f.Commit(0, "acme", 5000);
+  REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == true);
+  const std::string manifest = OnlyManifest(f.s3);
+  REQUIRE(f.Ctl(kAdmin, {{"op", "cold.retain"}, {"manifest", manifest}, {"seconds", 3600}})["ok"] == true);
+  REQUIRE(f.tier->Stats().known_places == 1);
+  const Principal globex{.uid = 2000, .gid = 2000, .admin = false, .tenants = {"globex"}};
+  auto objects = f.s3.Objects();
+  json r = f.Ctl(globex, {{"op", "cold.reclaim"}, {"manifest", manifest}});
+  CHECK(r["ok"] == false);
+  CHECK(r["errno"] == "EACCES");
+  CHECK(r.dump().find("retained") == std::string::npos);
+  CHECK(r.dump().find("acme") == std::string::npos);
+  CHECK(f.tier->Stats().known_places == 1);
+  CHECK(f.s3.Objects() == objects);
+  // Its owner is refused by the retention instead, also changing nothing.
+  CHECK(f.Ctl(kAcme, {{"op", "cold.reclaim"}, {"manifest", manifest}})["errno"] == "EPERM");
+  CHECK(f.tier->Stats().known_places == 1);
+}
+
+// Regression (review, 2026-12-06): seconds * 10^9 wrapped past 2^64, so a retention of
+// 18,446,744,074 s ended about 0.3 s later.
+TEST_CASE("Cold control: a retention too long for its record is EINVAL, not a deadline that wrapped") {
+  TierFixture f;
+  f.Commit(0, "acme", 5000);
+  REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == true);
+  const std::string manifest = OnlyManifest(f.s3);
+  json r = f.Ctl(kAdmin, {{"op", "cold.retain"}, {"manifest", manifest}, {"seconds", 18446744074ull}});
+  CHECK(r["ok"] == false);
+  CHECK(r["errno"] == "EINVAL");
+  json century = f.Ctl(kAdmin, {{"op", "cold.retain"}, {"manifest", manifest}, {"seconds", 3153600000ull}});
+  CHECK(century["ok"] == true);
+  CHECK(f.Ctl(kAdmin, {{"op", "cold.reclaim"}, {"manifest", manifest}})["errno"] == "EPERM");
+}
+
 TEST_CASE("Cold control: a pack shorter than its locator says is corrupt, not unavailable") {
   TierFixture f;
   f.Commit(0, "acme", 5000);
