@@ -3,11 +3,16 @@
 #include <errno.h>
 #include <string.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "fs/errno_map.h"
 #include "fs/filesystem.h"
 #include "fs/log.h"
+#include "store/mutex.h"
 
 namespace gpucache {
 namespace {
@@ -32,10 +37,59 @@ Principal PrincipalOf(fuse_req_t req) {
 
 Handle& HandleOf(fuse_file_info* fi) { return *reinterpret_cast<Handle*>(fi->fh); }
 
+// Backing ids whose open the kernel did not take (its reply failed). libfuse closes a backing
+// id through a request, and the failed reply freed that one: they are closed through the next
+// request that reaches the backing files (an open or a release), or by the kernel at unmount.
+class OrphanedBackingIds {
+ public:
+  void Add(int backing_id) {
+    MutexLock lock(mu_);
+    ids_.push_back(backing_id);
+    any_.store(true, std::memory_order_release);
+  }
+  void CloseThrough(fuse_req_t req) {
+    if (!any_.load(std::memory_order_acquire)) return;  // every open and release asks: no lock
+    std::vector<int> ids;
+    {
+      MutexLock lock(mu_);
+      ids.swap(ids_);
+      any_.store(false, std::memory_order_release);
+    }
+    for (int id : ids) fuse_passthrough_close(req, id);
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<int> ids_ GUARDED_BY(mu_);
+  std::atomic<bool> any_{false};
+};
+
+OrphanedBackingIds& Orphans() {
+  static OrphanedBackingIds orphans;
+  return orphans;
+}
+
+// The backing files of an open whose reply failed: a close is left to the next request.
+class AfterFailedReply final : public BackingFiles {
+ public:
+  int Open(int) override { return 0; }  // never asked: the open is being undone
+  void Close(int backing_id) override { Orphans().Add(backing_id); }
+};
+
+// Tests only: how long an OPEN waits before its reply (tests/mount/abort_test.cc aborts the
+// connection meanwhile); 0 unless GPUCACHE_TEST_HOLD_OPEN_MS is set.
+void HoldOpenForTests() {
+  static const int ms = [] {
+    const char* v = ::getenv("GPUCACHE_TEST_HOLD_OPEN_MS");
+    return v ? std::atoi(v) : 0;
+  }();
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
 // The kernel's backing files, reached through the request being served (fs/passthrough_table.h).
 class RequestBackingFiles final : public BackingFiles {
  public:
-  explicit RequestBackingFiles(fuse_req_t req) : req_(req) {}
+  explicit RequestBackingFiles(fuse_req_t req) : req_(req) { Orphans().CloseThrough(req_); }
   int Open(int fd) override {
     int id = fuse_passthrough_open(req_, fd);
     static LogLimiter refused(std::chrono::seconds(60));
@@ -173,28 +227,35 @@ void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, dev_t)
 void OpSymlink(fuse_req_t req, const char*, fuse_ino_t parent, const char* name) { OpRefuse(req, parent, name); }
 void OpLink(fuse_req_t req, fuse_ino_t, fuse_ino_t parent, const char* name) { OpRefuse(req, parent, name); }
 
+// A reply frees its request whether or not the kernel took it: after fuse_reply_create or
+// fuse_reply_open, nothing may reach `req` (the undo below once did, and crashed the daemon when
+// an open was in flight as the connection was aborted).
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, fuse_file_info* fi) {
-  OpTimer timer(Fs(req).metrics(), FuseOp::kCreate);
-  auto r = Fs(req).Create(PrincipalOf(req), parent, name);
+  Filesystem& fs = Fs(req);
+  OpTimer timer(fs.metrics(), FuseOp::kCreate);
+  auto r = fs.Create(PrincipalOf(req), parent, name);
   if (!r.ok()) return ReplyStatus(req, r.status());
   fuse_entry_param e = ToEntry(r->first);
   SetOpenFlags(fi, r->second);
   if (fuse_reply_create(req, &e, fi) != 0) {
     // The kernel did not take the handle (the caller was interrupted): undo the open.
     std::unique_ptr<Handle> h(&HandleOf(fi));
-    Fs(req).Release(*h);
+    fs.Release(*h);
   }
 }
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  OpTimer timer(Fs(req).metrics(), FuseOp::kOpen);
+  Filesystem& fs = Fs(req);
+  OpTimer timer(fs.metrics(), FuseOp::kOpen);
   RequestBackingFiles backing(req);
-  auto r = Fs(req).Open(PrincipalOf(req), ino, fi->flags, &backing);
+  auto r = fs.Open(PrincipalOf(req), ino, fi->flags, &backing);
   if (!r.ok()) return ReplyStatus(req, r.status());
   SetOpenFlags(fi, r.value());
+  HoldOpenForTests();
   if (fuse_reply_open(req, fi) != 0) {
     std::unique_ptr<Handle> h(&HandleOf(fi));
-    Fs(req).Release(*h, &backing);
+    AfterFailedReply orphaned;
+    fs.Release(*h, &orphaned);
   }
 }
 
