@@ -68,6 +68,11 @@ bool PassthroughTable::ServedByDaemon(uint64_t ino) const {
   return it != entries_.end() && it->second.daemon > 0;
 }
 
+bool PassthroughTable::KernelRefusesBackingFiles() const {
+  MutexLock lock(mu_);
+  return counts_.backing_refusals > 0 && counts_.passthrough_opens == 0;
+}
+
 PassthroughTable::Counts PassthroughTable::counts() const {
   MutexLock lock(mu_);
   return counts_;

@@ -61,6 +61,9 @@ class PassthroughTable {
     uint64_t backing_refusals = 0;     // copies the kernel refused as backing files, ever
   };
   Counts counts() const EXCLUDES(mu_);
+  // The kernel refused a backing file and never took one: it will refuse them all (it takes
+  // them only from a daemon with CAP_SYS_ADMIN in the initial user namespace).
+  bool KernelRefusesBackingFiles() const EXCLUDES(mu_);
 
  private:
   struct Entry {

@@ -1,5 +1,7 @@
 #include "fs/ram_serving.h"
 
+#include <spdlog/spdlog.h>
+
 namespace gpucache {
 
 RamServing::RamServing(BlockReads& store, std::unique_ptr<RamTier> tier, bool promote_on_commit)
@@ -17,7 +19,15 @@ void RamServing::Committed(const BlockAddress& address) {
 int RamServing::Open(uint64_t ino, const BlockInfo& info, BackingFiles& backing) {
   if (!passthrough()) return -1;
   const BlockAddress& a = info.address;
-  return table_.Open(ino, info.region_id, [&] { return tier_->Find(a, info.region_id); }, backing);
+  int id = table_.Open(ino, info.region_id, [&] { return tier_->Find(a, info.region_id); }, backing);
+  // A kernel that refuses the first copy offered refuses every one: copying more blocks
+  // would read each twice from disk and drop the pages its next open wants, for nothing.
+  if (id == 0 && table_.KernelRefusesBackingFiles() && passthrough_.exchange(false)) {
+    spdlog::warn("RAM tier: the kernel refuses its copies as backing files (the daemon needs "
+                 "CAP_SYS_ADMIN in the initial user namespace): passthrough is off for this "
+                 "mount, and nothing more is copied");
+  }
+  return id;
 }
 
 void RamServing::SetDropPagesHandler(std::function<void(uint64_t ino)> drop) {
@@ -45,6 +55,7 @@ void RamServing::Release(uint64_t ino, int backing_id, const BlockInfo& info, Ba
   // tier (its EIO comes after the kernel forgot the name; a copy finding it meanwhile would not
   // hold the reader's EIO back).
   if (backing_id != 0) return;
+  if (!passthrough()) return;  // turned off since this open (Open): a copy would never serve
   // Only a copy made: while it is being made the next open is still the daemon's, and would
   // read again what a drop now took away (found by a metrics test counting READs). The copy's
   // own end drops the pages then (CopyKept).

@@ -147,6 +147,36 @@ struct RamHarness {
   std::vector<uint64_t> dropped;
 };
 
+// Regression (review, 2026-12-06): a kernel that takes no backing file from this daemon (one
+// without CAP_SYS_ADMIN in the initial user namespace) still had every block copied after its
+// first read, and the pages of its next daemon-served open dropped at each release.
+TEST_CASE("Filesystem: a kernel that refuses the first RAM copy turns passthrough off: no more copies or drops") {
+  RamHarness r;
+  std::vector<uint64_t>& dropped = r.WatchDrops();
+  CacheIdentity id = SampleIdentity("acme");
+  uint64_t ino = r.CommitBlock(id);
+  FakeBackingFiles k;
+  k.refuse = true;
+  r.CopyIntoRam(AddressOf(id));
+  Reply refused = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  REQUIRE(refused.err == 0);
+  CHECK(refused.backing_id == 0);  // the daemon serves it
+  CHECK(r.h.fs.ram()->Metrics().opens.backing_refusals == 1);
+  CHECK_FALSE(r.h.fs.ram()->passthrough());
+  r.h.fs.Release(*refused.handle, &k);
+  // Another block: read by the daemon, and never queued for a copy.
+  CacheIdentity other = SampleIdentity("acme");
+  other.chain[0] = Hash(9);
+  uint64_t other_ino = r.CommitBlock(other);
+  Reply next = ReplyToOpen(r.h.fs.Open(kWriter, other_ino, O_RDONLY, &k));
+  REQUIRE(next.err == 0);
+  CHECK(next.keep_cache);
+  r.h.fs.Release(*next.handle, &k);
+  CHECK(r.h.fs.ram()->PromotionsPending() == 0);
+  CHECK(dropped.empty());
+  CHECK(k.opens == 1);  // asked once
+}
+
 TEST_CASE("Filesystem: a block held in RAM is opened by passthrough, with the store's reader held") {
   RamHarness r;
   CacheIdentity id = SampleIdentity("acme");
