@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -194,11 +195,19 @@ void UseRamTier(const gpucache::Config& config, gpucache::Filesystem& fs, gpucac
     spdlog::warn("RAM tier: off: {}", why);
     return;
   }
+  // Each copy holds a descriptor: a quarter of the daemon's at most, the rest for the store's
+  // open blocks and fills (tiny blocks in a large tier would otherwise take them all).
+  rlimit fds{};
+  const size_t max_copies = ::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY
+                                ? std::max<size_t>(16, static_cast<size_t>(fds.rlim_cur / 4))
+                                : gpucache::RamTier::kNoCopyLimit;
   fs.UseRam(std::make_unique<gpucache::RamServing>(
-      store, std::make_unique<gpucache::RamTier>(std::move(dir), config.ram_bytes), config.PromoteOnCommit()));
-  spdlog::info("RAM tier: {} bytes in a private tmpfs, blocks copied on {}; passthrough is decided "
-               "when the kernel answers the mount",
-               config.ram_bytes, config.PromoteOnCommit() ? "read and on commit" : "read");
+      store,
+      std::make_unique<gpucache::RamTier>(std::move(dir), config.ram_bytes, gpucache::Env::Posix(), max_copies),
+      config.PromoteOnCommit()));
+  spdlog::info("RAM tier: {} bytes in a private tmpfs, at most {} copies (a quarter of the file "
+               "descriptors), blocks copied on {}; passthrough is decided when the kernel answers the mount",
+               config.ram_bytes, max_copies, config.PromoteOnCommit() ? "read and on commit" : "read");
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ uint64_t Footprint(uint64_t size) { return (size + kPage - 1) / kPage * kPage; }
 
 }  // namespace
 
-RamTier::RamTier(Fd dir, uint64_t budget_bytes, Env& env)
-    : env_(env), dir_(std::move(dir)), budget_(budget_bytes) {
+RamTier::RamTier(Fd dir, uint64_t budget_bytes, Env& env, size_t max_copies)
+    : env_(env), dir_(std::move(dir)), budget_(budget_bytes), max_copies_(max_copies) {
   MutexLock lock(mu_);
   stats_.budget_bytes = budget_;
 }
@@ -64,11 +64,15 @@ StatusCode RamTier::BeginLocked(const std::string& key, uint64_t region_id, uint
 }
 
 bool RamTier::MakeRoomLocked(uint64_t bytes) {
-  while (stats_.bytes_held + in_flight_bytes_ + bytes > budget_ && !lru_.empty()) {
+  auto fits = [&] {
+    return stats_.bytes_held + in_flight_bytes_ + bytes <= budget_ &&
+           copies_.size() + in_flight_.size() < max_copies_;  // one more descriptor
+  };
+  while (!fits() && !lru_.empty()) {
     DropLocked(copies_.find(lru_.back()));
     stats_.evictions++;
   }
-  return stats_.bytes_held + in_flight_bytes_ + bytes <= budget_;
+  return fits();
 }
 
 void RamTier::DropLocked(std::unordered_map<std::string, Entry>::iterator it) {

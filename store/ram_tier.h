@@ -16,6 +16,7 @@
 // Thread safety: every method may be called from any thread; Promote copies without the lock.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -60,9 +61,13 @@ struct RamTierStats {
 
 class RamTier {
  public:
+  static constexpr size_t kNoCopyLimit = SIZE_MAX;
   // `dir`: an open directory (on tmpfs in the daemon) where copies are made; the tier owns it.
-  // Every file operation goes through `env`. REQUIRES: dir.valid(), budget_bytes > 0.
-  RamTier(Fd dir, uint64_t budget_bytes, Env& env = Env::Posix());
+  // Every file operation goes through `env`. `max_copies`: copies held (and in progress) at
+  // most, each an open descriptor: the daemon bounds it by its descriptor limit, or a tenant's
+  // many small blocks would take every descriptor the store needs. REQUIRES: dir.valid(),
+  // budget_bytes > 0, max_copies > 0.
+  RamTier(Fd dir, uint64_t budget_bytes, Env& env = Env::Posix(), size_t max_copies = kNoCopyLimit);
   RamTier(const RamTier&) = delete;
   RamTier& operator=(const RamTier&) = delete;
 
@@ -114,6 +119,7 @@ class RamTier {
   Env& env_;
   const Fd dir_;
   const uint64_t budget_;
+  const size_t max_copies_;
   mutable Mutex mu_;
   std::unordered_map<std::string, Entry> copies_ GUARDED_BY(mu_);  // by BlockAddress::RelativePath
   std::list<std::string> lru_ GUARDED_BY(mu_);                     // most recently used first

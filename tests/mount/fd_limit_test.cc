@@ -4,7 +4,10 @@
 #include <doctest/doctest.h>
 #include <errno.h>
 
+#include <chrono>
 #include <map>
+#include <sstream>
+#include <thread>
 #include <vector>
 
 #include "tests/mount/mount_helpers.h"
@@ -58,6 +61,44 @@ TEST_CASE("Fd limit: a full fd table answers EAGAIN, counted and logged once per
   CHECK(metrics.find("gpucache_refusals_total{tenant=\"acme\",errno=\"EAGAIN\",reason=\"out of file handles\"} " +
                      std::to_string(errors[EAGAIN])) != std::string::npos);
   CHECK(Count(m->Log(), "out of file descriptors") == 1);
+}
+
+// A sample of the daemon's metrics, or -1 if absent.
+double Metric(const MountedFs& m, const std::string& series) {
+  std::istringstream in(ReadText(m.mnt() + "/.gpucache/metrics"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(series + " ")) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+// Regression (review, 2026-12-06): each copy in the RAM tier holds a descriptor, and only bytes
+// bounded the tier: small blocks copied into it took the descriptors the store needs, and
+// commits and reads then failed with EAGAIN for every tenant.
+TEST_CASE("Fd limit: the RAM tier's copies take at most a quarter of the descriptors") {
+  auto m = std::make_unique<MountedFs>("[ram]\nbytes = 67108864\npromote = \"commit\"\n" + TestConfig(),
+                                       std::vector<std::string>{"prlimit", "--nofile=128:128", "--"});
+  MountClient client(m->mnt());
+  std::vector<CacheIdentity> ids;
+  for (int i = 0; i < 150; ++i) {
+    CacheIdentity id = SampleIdentity();
+    id.chain[0] = Hash(static_cast<uint8_t>(i));
+    CAPTURE(i);
+    REQUIRE(client.Commit(id, Payload(4096, static_cast<uint8_t>(i))) == 0);
+    ids.push_back(id);
+  }
+  for (int i = 0; i < 500 && Metric(*m, "gpucache_ram_promotions_pending") != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(Metric(*m, "gpucache_ram_copies") > 0);
+  CHECK(Metric(*m, "gpucache_ram_copies") <= 32);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    CAPTURE(i);
+    auto got = client.Read(ids[i]);
+    REQUIRE(std::holds_alternative<Bytes>(got));
+    CHECK(std::get<Bytes>(got) == Payload(4096, static_cast<uint8_t>(i)));
+  }
+  CHECK(m->Log().find("at most 32 copies") != std::string::npos);
 }
 
 }  // namespace

@@ -61,7 +61,8 @@ Bytes ReadCopy(const RamCopy& copy) {
 
 // A store with blocks 1..n of `size` bytes each, and a tier of `budget` bytes beside it.
 struct TierHarness {
-  explicit TierHarness(uint64_t budget, Env& env = Env::Posix()) : tier(OpenDir(dir.path()), budget, env) {}
+  explicit TierHarness(uint64_t budget, Env& env = Env::Posix(), size_t max_copies = RamTier::kNoCopyLimit)
+      : tier(OpenDir(dir.path()), budget, env, max_copies) {}
   BlockInfo Commit(int n, size_t size) {
     REQUIRE(CommitBlock(store, Numbered(n), Payload(size, static_cast<uint8_t>(n))) == StatusCode::kOk);
     return store.StatAttributes(AddressOf(Numbered(n))).value();
@@ -125,6 +126,24 @@ TEST_CASE("RamTier: its files go through Env, and a failing one costs only the c
   REQUIRE(copy);
   CHECK(ReadCopy(*copy) == Payload(200000, 1));
   CHECK(NamesIn(h.dir.path()) == 0);
+}
+
+// Regression (review, 2026-12-06): each copy holds a descriptor, and only bytes bounded them: a
+// tier of 1/16 of memory holds a million copies of 4 KiB blocks, past the daemon's descriptor
+// limit, and the store's own opens then failed (EAGAIN to every tenant).
+TEST_CASE("RamTier: copies are bounded by count as well as bytes, least recently used first") {
+  test::FaultEnv env;
+  TierHarness h(1 << 20, env, 2);
+  for (int n = 1; n <= 3; ++n) h.Commit(n, 4096);
+  REQUIRE(h.Promote(1) == StatusCode::kOk);
+  REQUIRE(h.Promote(2) == StatusCode::kOk);
+  REQUIRE(h.Find(1));  // 2 is now the least recently used
+  REQUIRE(h.Promote(3) == StatusCode::kOk);
+  CHECK(h.tier.Stats().copies == 2);
+  CHECK(h.tier.Stats().evictions == 1);
+  CHECK(h.Find(2) == nullptr);
+  CHECK(h.Find(1) != nullptr);
+  CHECK(h.Find(3) != nullptr);
 }
 
 TEST_CASE("RamTier: the budget holds, and the least recently used copy goes first") {
