@@ -63,16 +63,17 @@ StatusCode RamTier::BeginLocked(const std::string& key, uint64_t region_id, uint
   return StatusCode::kOk;
 }
 
+bool RamTier::FitsLocked(uint64_t bytes) const {
+  return stats_.bytes_held + in_flight_bytes_ + bytes <= budget_ &&
+         copies_.size() + in_flight_.size() < max_copies_;  // one more descriptor
+}
+
 bool RamTier::MakeRoomLocked(uint64_t bytes) {
-  auto fits = [&] {
-    return stats_.bytes_held + in_flight_bytes_ + bytes <= budget_ &&
-           copies_.size() + in_flight_.size() < max_copies_;  // one more descriptor
-  };
-  while (!fits() && !lru_.empty()) {
+  while (!FitsLocked(bytes) && !lru_.empty()) {
     DropLocked(copies_.find(lru_.back()));
     stats_.evictions++;
   }
-  return fits();
+  return FitsLocked(bytes);
 }
 
 void RamTier::DropLocked(std::unordered_map<std::string, Entry>::iterator it) {

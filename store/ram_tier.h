@@ -110,6 +110,8 @@ class RamTier {
   StatusCode BeginLocked(const std::string& key, uint64_t region_id, uint64_t bytes) REQUIRES(mu_);
   // Drops the least recently used copies until `bytes` more fit beside the copies in flight.
   bool MakeRoomLocked(uint64_t bytes) REQUIRES(mu_);
+  // A copy of `bytes` more fits the budget and the count.
+  bool FitsLocked(uint64_t bytes) const REQUIRES(mu_);
   void DropLocked(std::unordered_map<std::string, Entry>::iterator it) REQUIRES(mu_);
   // Ends the copy of `key` in flight: kept (if `copy` and not forgotten meanwhile) or not.
   StatusCode EndLocked(const std::string& key, std::shared_ptr<const RamCopy> copy) REQUIRES(mu_);
