@@ -254,8 +254,11 @@ StatusCode FileMedium::CreateNamespace(std::string_view tenant, std::string_view
   return StatusCode::kOk;
 }
 
+// As CreateNamespace, only the directories in service: an isolated one keeps its blocks (out of
+// the index, on disk) where they are, and its namespace directory with them.
 StatusCode FileMedium::RemoveNamespace(std::string_view tenant, std::string_view ns) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    if (devices_.Isolated(dev)) continue;
     StatusCode s = env_.RemoveDir(devices_.dir(dev).Namespace(tenant, ns));
     if (s != StatusCode::kOk && s != StatusCode::kNotFound) return s;
   }

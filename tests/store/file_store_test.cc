@@ -392,6 +392,35 @@ TEST_CASE("FileStore: blocks spread over several data directories, isolating one
   CHECK_FALSE(s->Domains()[2].isolated);
 }
 
+// Regression (review, 2026-12-06): rmdir removed the namespace from the index, then its
+// directory from every data directory, isolated ones included, where the isolated blocks still
+// were: ENOTEMPTY for the caller, and the namespace gone from listings all the same. Isolated
+// directories are out of service for removal as for creation (CreateNamespace skips them).
+TEST_CASE("FileStore: removing a namespace leaves an isolated directory's blocks alone, and succeeds") {
+  test::TempDir tmp;
+  std::vector<std::string> dirs = {tmp.path() + "/d0", tmp.path() + "/d1"};
+  std::string error;
+  auto s = OpenFileStore(dirs, {}, nullptr, &error);
+  REQUIRE_MESSAGE(s, error);
+  std::vector<BlockAddress> in_d0;
+  std::string isolated_file;
+  for (uint8_t i = 0; i < 40; ++i) {
+    Commit(*s, Numbered(i), Payload(100, i));
+    std::string path = s->BackingPath(AddressOf(Numbered(i)));
+    if (path.rfind(dirs[0], 0) == 0) in_d0.push_back(AddressOf(Numbered(i)));
+    else isolated_file = path;
+  }
+  REQUIRE_FALSE(in_d0.empty());
+  REQUIRE_FALSE(isolated_file.empty());
+  REQUIRE(s->IsolateDomain(dirs[1]) == StatusCode::kOk);
+  for (const BlockAddress& a : in_d0) REQUIRE(s->Evict(a) == StatusCode::kOk);
+  const BlockAddress a = AddressOf(Numbered(0));
+  CHECK(s->RemoveNamespace(a.tenant, a.ns) == StatusCode::kOk);
+  CHECK_FALSE(fs::exists(DataDir(dirs[0]).Namespace(a.tenant, a.ns)));
+  CHECK(fs::exists(isolated_file));  // out of service: left as it was
+  CHECK(s->RemoveNamespace(a.tenant, a.ns) == StatusCode::kNotFound);
+}
+
 // The same block in two data directories (a copy by hand, a directory moved back): a start keeps
 // one, the first readable one in the order of the directories, and reports the other.
 TEST_CASE("FileStore: a block found in two data directories is loaded once, from a readable copy") {
