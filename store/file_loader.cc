@@ -337,9 +337,7 @@ void FileLoader::StartJournal(size_t dev, uint64_t journal_rotate_bytes) {
     if (!index_current_) logs_[dev]->Write(Verified());
     logs_[dev]->Empty();
   }
-  loaded_ = IndexSnapshot{};
-  FreeAll(used_);
-  FreeAll(ns_of_snapshot_);
+  loaded_ = IndexSnapshot{};  // used_ and the snapshot go with DropSnapshot, which follows
 }
 
 bool FileLoader::KeepJournal(size_t dev) {

@@ -123,27 +123,30 @@ Result<Fd> RamTier::CopyOut(BlockReader& reader, uint64_t size) const {
   return fd;
 }
 
+RamTier::Entry* RamTier::CopyLocked(const std::string& key, uint64_t region_id) {
+  auto it = copies_.find(key);
+  return it != copies_.end() && it->second.copy->region_id() == region_id ? &it->second : nullptr;
+}
+
 std::shared_ptr<const RamCopy> RamTier::Find(const BlockAddress& address, uint64_t region_id) {
   MutexLock lock(mu_);
-  auto it = copies_.find(address.RelativePath());
-  if (it == copies_.end() || it->second.copy->region_id() != region_id) return nullptr;
-  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  Entry* e = CopyLocked(address.RelativePath(), region_id);
+  if (!e) return nullptr;
+  lru_.splice(lru_.begin(), lru_, e->lru);
   stats_.hits++;
-  return it->second.copy;
+  return e->copy;
 }
 
 bool RamTier::Holds(const BlockAddress& address, uint64_t region_id) {
   const std::string key = address.RelativePath();
   MutexLock lock(mu_);
   if (auto it = in_flight_.find(key); it != in_flight_.end()) return it->second.region_id == region_id;
-  auto it = copies_.find(key);
-  return it != copies_.end() && it->second.copy->region_id() == region_id;
+  return CopyLocked(key, region_id) != nullptr;
 }
 
 bool RamTier::HasCopy(const BlockAddress& address, uint64_t region_id) {
   MutexLock lock(mu_);
-  auto it = copies_.find(address.RelativePath());
-  return it != copies_.end() && it->second.copy->region_id() == region_id;
+  return CopyLocked(address.RelativePath(), region_id) != nullptr;
 }
 
 void RamTier::Forget(const BlockAddress& address, std::optional<uint64_t> region_id) {

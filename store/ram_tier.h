@@ -110,6 +110,8 @@ class RamTier {
   StatusCode BeginLocked(const std::string& key, uint64_t region_id, uint64_t bytes) REQUIRES(mu_);
   // Drops the least recently used copies until `bytes` more fit beside the copies in flight.
   bool MakeRoomLocked(uint64_t bytes) REQUIRES(mu_);
+  // The kept copy of `key` if it is of `region_id`, else null.
+  Entry* CopyLocked(const std::string& key, uint64_t region_id) REQUIRES(mu_);
   // A copy of `bytes` more fits the budget and the count.
   bool FitsLocked(uint64_t bytes) const REQUIRES(mu_);
   void DropLocked(std::unordered_map<std::string, Entry>::iterator it) REQUIRES(mu_);

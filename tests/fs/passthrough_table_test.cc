@@ -131,6 +131,8 @@ struct RamHarness {
     h.Commit(id, Payload(100000));
     return h.Ino(h.Namespace(id), FsHarness::BlockName(id));
   }
+  // An open of block inode `ino` for reading, as the kernel asks it (`k`: its backing files).
+  Reply Open(uint64_t ino, FakeBackingFiles& k) { return ReplyToOpen(h.fs.Open(kWriter, ino, O_RDONLY, &k)); }
   // The inodes the filesystem has the kernel drop the pages of, from now on.
   std::vector<uint64_t>& WatchDrops() {
     h.fs.ram()->SetDropPagesHandler([this](uint64_t ino) { dropped.push_back(ino); });
@@ -158,7 +160,7 @@ TEST_CASE("Filesystem: a kernel that refuses the first RAM copy turns passthroug
   FakeBackingFiles k;
   k.refuse = true;
   r.CopyIntoRam(AddressOf(id));
-  Reply refused = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  Reply refused = r.Open(ino, k);
   REQUIRE(refused.err == 0);
   CHECK(refused.backing_id == 0);  // the daemon serves it
   CHECK(r.h.fs.ram()->Metrics().opens.backing_refusals == 1);
@@ -168,7 +170,7 @@ TEST_CASE("Filesystem: a kernel that refuses the first RAM copy turns passthroug
   CacheIdentity other = SampleIdentity("acme");
   other.chain[0] = Hash(9);
   uint64_t other_ino = r.CommitBlock(other);
-  Reply next = ReplyToOpen(r.h.fs.Open(kWriter, other_ino, O_RDONLY, &k));
+  Reply next = r.Open(other_ino, k);
   REQUIRE(next.err == 0);
   CHECK(next.keep_cache);
   r.h.fs.Release(*next.handle, &k);
@@ -182,14 +184,14 @@ TEST_CASE("Filesystem: a block held in RAM is opened by passthrough, with the st
   CacheIdentity id = SampleIdentity("acme");
   uint64_t ino = r.CommitBlock(id);
   FakeBackingFiles k;
-  Reply first = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  Reply first = r.Open(ino, k);
   REQUIRE(first.err == 0);
   CHECK(first.backing_id == 0);  // not in RAM yet: the daemon serves it
   CHECK(first.keep_cache);
   BlockAddress a = AddressOf(id);
   r.CopyIntoRam(a);
   r.h.fs.Release(*first.handle, &k);
-  Reply second = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  Reply second = r.Open(ino, k);
   REQUIRE(second.err == 0);
   CHECK(second.backing_id > 0);
   CHECK_FALSE(second.keep_cache);  // the kernel refuses it beside passthrough
@@ -201,7 +203,7 @@ TEST_CASE("Filesystem: a block held in RAM is opened by passthrough, with the st
   CHECK(r.h.fs.ram()->tier().Stats().copies == 0);
   r.h.fs.Release(*second.handle, &k);
   CHECK(k.open_ids.empty());
-  CHECK(ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k)).err == ENOENT);
+  CHECK(r.Open(ino, k).err == ENOENT);
 }
 
 // The pages daemon-served reads cached go once the block has a copy and no daemon-served open is
@@ -213,8 +215,8 @@ TEST_CASE("Filesystem: the pages of a block copied while it is read go at the la
   CacheIdentity id = SampleIdentity("acme");
   uint64_t ino = r.CommitBlock(id);
   FakeBackingFiles k;
-  Reply first = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
-  Reply second = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  Reply first = r.Open(ino, k);
+  Reply second = r.Open(ino, k);
   REQUIRE(first.err == 0);
   REQUIRE(second.err == 0);
   REQUIRE(second.backing_id == 0);  // both served by the daemon
@@ -226,7 +228,7 @@ TEST_CASE("Filesystem: the pages of a block copied while it is read go at the la
   CHECK(dropped == std::vector<uint64_t>{ino});
   CHECK(r.h.fs.ram()->Metrics().page_drops == 1);
   // Passthrough opens and their releases have nothing to drop.
-  Reply third = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  Reply third = r.Open(ino, k);
   REQUIRE(third.backing_id > 0);
   r.h.fs.Release(*third.handle, &k);
   CHECK(dropped.size() == 1);
@@ -261,7 +263,7 @@ TEST_CASE("Filesystem: a release while the block's copy is being made drops noth
   CacheIdentity id = SampleIdentity("acme");
   uint64_t ino = r.CommitBlock(id);
   FakeBackingFiles k;
-  Reply open = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  Reply open = r.Open(ino, k);
   REQUIRE(open.err == 0);
   BlockAddress a = AddressOf(id);
   auto inner = r.h.store.Open(a);
@@ -271,7 +273,7 @@ TEST_CASE("Filesystem: a release while the block's copy is being made drops noth
   reader.reading.get_future().wait();  // the copy is in flight
   r.h.fs.Release(*open.handle, &k);
   CHECK(dropped.empty());
-  Reply next = ReplyToOpen(r.h.fs.Open(kWriter, ino, O_RDONLY, &k));
+  Reply next = r.Open(ino, k);
   CHECK(next.backing_id == 0);  // no copy yet: the daemon serves it, from the pages still cached
   reader.go.set_value();
   copy.join();

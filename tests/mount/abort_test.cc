@@ -59,7 +59,7 @@ TEST_CASE("Mount: an open answered after the connection was aborted lets the dae
   CHECK(WEXITSTATUS(status) == 1);  // the reader saw its open fail (ENOTCONN)
   // The held OPEN's reply fails once the hold ends; the daemon exits as after an unmount.
   CHECK(m.WaitForExit() != -1);
-  CHECK(m.Log().find("Segmentation") == std::string::npos);
+  CHECK(m.Log().find("unmounted " + m.mnt()) != std::string::npos);  // its shutdown ran to the end
 }
 
 }  // namespace

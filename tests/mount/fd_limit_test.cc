@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <map>
-#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -61,15 +60,6 @@ TEST_CASE("Fd limit: a full fd table answers EAGAIN, counted and logged once per
   CHECK(metrics.find("gpucache_refusals_total{tenant=\"acme\",errno=\"EAGAIN\",reason=\"out of file handles\"} " +
                      std::to_string(errors[EAGAIN])) != std::string::npos);
   CHECK(Count(m->Log(), "out of file descriptors") == 1);
-}
-
-// A sample of the daemon's metrics, or -1 if absent.
-double Metric(const MountedFs& m, const std::string& series) {
-  std::istringstream in(ReadText(m.mnt() + "/.gpucache/metrics"));
-  for (std::string line; std::getline(in, line);) {
-    if (line.starts_with(series + " ")) return std::stod(line.substr(series.size() + 1));
-  }
-  return -1;
 }
 
 // Regression (review, 2026-12-06): each copy in the RAM tier holds a descriptor, and only bytes

@@ -30,6 +30,15 @@ inline std::string ReadText(const std::string& path) {
   return s.str();
 }
 
+// One sample of the daemon's metrics (`series` with its labels, as written), or -1 if absent.
+inline double Metric(const MountedFs& m, const std::string& series) {
+  std::istringstream in(ReadText(m.mnt() + "/.gpucache/metrics"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(series + " ")) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
 // Creates the .part, sets `identity_bytes` as the identity xattr, writes `payload`, closes.
 // Returns the errno of the first failing step, or 0.
 inline int WritePart(const std::string& part, const Bytes& identity_bytes, const Bytes& payload) {

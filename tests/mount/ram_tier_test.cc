@@ -33,15 +33,6 @@ std::string RamConfig(uint64_t bytes) {
   return "[ram]\nbytes = " + std::to_string(bytes) + "\n" + TestConfig();
 }
 
-// One sample of the daemon's metrics (`series` with its labels, as written), or -1 if absent.
-double Metric(const MountedFs& m, const std::string& series) {
-  std::istringstream in(ReadText(m.mnt() + "/.gpucache/metrics"));
-  for (std::string line; std::getline(in, line);) {
-    if (line.starts_with(series + " ")) return std::stod(line.substr(series.size() + 1));
-  }
-  return -1;
-}
-
 const std::string kDaemonReads = "gpucache_block_reads_total{tenant=\"acme\"}";
 const std::string kPassthroughOpens = "gpucache_ram_passthrough_opens_total";
 const std::string kDaemonHandles = "gpucache_ram_open_handles{served_by=\"daemon\"}";
