@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <string.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -313,21 +315,36 @@ void OpOpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirHandle*>(fi->fh);
 }
 
+// How many entries from `first` fit in a reply of `size` bytes, and the bytes they take.
+std::pair<size_t, size_t> DirPage(fuse_req_t req, const DirHandle& d, size_t first, size_t size) {
+  size_t bytes = 0;
+  size_t end = first;
+  for (; end < d.entries.size(); ++end) {
+    // With no room given, fuse_add_direntry only returns the entry's size.
+    size_t n = fuse_add_direntry(req, nullptr, 0, d.entries[end].name.c_str(), nullptr, 0);
+    if (n > size - bytes) break;
+    bytes += n;
+  }
+  return {end, bytes};
+}
+
+// The kernel may ask for up to 1 MiB per READDIR; the buffer is sized by what the page holds,
+// so a short listing neither allocates nor zeroes a megabyte per call.
 void OpReadDir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kReadDir);
-  auto& d = *reinterpret_cast<DirHandle*>(fi->fh);
-  std::vector<char> buf(size);
+  const auto& d = *reinterpret_cast<DirHandle*>(fi->fh);
+  size_t first = std::min(static_cast<size_t>(std::max<off_t>(off, 0)), d.entries.size());
+  auto [end, bytes] = DirPage(req, d, first, size);
+  auto buf = std::make_unique_for_overwrite<char[]>(std::max<size_t>(bytes, 1));
   size_t used = 0;
-  for (size_t i = static_cast<size_t>(off); i < d.entries.size(); ++i) {
+  for (size_t i = first; i < end; ++i) {
     struct stat st {};
     st.st_ino = 0xffffffff;  // FUSE_UNKNOWN_INO: the kernel looks the entry up when it is used
     st.st_mode = d.entries[i].type;
-    size_t n = fuse_add_direntry(req, buf.data() + used, size - used, d.entries[i].name.c_str(), &st,
-                                 static_cast<off_t>(i + 1));
-    if (n > size - used) break;
-    used += n;
+    used += fuse_add_direntry(req, buf.get() + used, bytes - used, d.entries[i].name.c_str(), &st,
+                              static_cast<off_t>(i + 1));
   }
-  fuse_reply_buf(req, buf.data(), used);
+  fuse_reply_buf(req, buf.get(), used);
 }
 
 void OpReleaseDir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {

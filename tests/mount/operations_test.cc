@@ -2,10 +2,14 @@
 #include <doctest/doctest.h>
 #include <errno.h>
 
+#include <dirent.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <thread>
 #include <nlohmann/json.hpp>
 
@@ -288,6 +292,41 @@ TEST_CASE("Operations: a namespace directory's mtime moves when a fill or a bloc
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   m.Start();
   CHECK(mtime_of_dir() == newest_commit);
+}
+
+// A long listing is paged through several READDIRs; each block must come back once.
+TEST_CASE("Mount: a listing longer than one READDIR reply names every block exactly once") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  constexpr int kBlocks = 1200;  // about 120 KB of entries
+  CacheIdentity id = SampleIdentity();
+  std::set<std::string> committed;
+  for (int i = 0; i < kBlocks; ++i) {
+    id.chain[0][0] = static_cast<uint8_t>(i);
+    id.chain[0][1] = static_cast<uint8_t>(i >> 8);
+    REQUIRE(client.Commit(id, Payload(64)) == 0);
+    committed.insert(std::filesystem::path(client.PathOf(id)).filename().string());
+  }
+  REQUIRE(committed.size() == size_t{kBlocks});
+  const std::string kReadDirs = "gpucache_fuse_op_seconds_count{op=\"readdir\"}";
+  double before = std::max(Metric(m, kReadDirs), 0.0);
+  // getdents64 with a 4 KiB buffer, as a small reader would: glibc's readdir asks for more.
+  int fd = ::open(NsDir(m, id).c_str(), O_RDONLY | O_DIRECTORY);
+  REQUIRE(fd >= 0);
+  std::multiset<std::string> listed;
+  alignas(8) char buf[4096];
+  for (long n; (n = ::syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0;) {
+    for (long at = 0; at < n;) {
+      const auto* e = reinterpret_cast<const dirent64*>(buf + at);
+      std::string name = e->d_name;
+      if (name != "." && name != "..") listed.insert(name);
+      at += e->d_reclen;
+    }
+  }
+  ::close(fd);
+  CHECK(Metric(m, kReadDirs) - before >= 4);  // the open, two pages at least, the empty end
+  CHECK(listed.size() == committed.size());
+  CHECK(std::set<std::string>(listed.begin(), listed.end()) == committed);
 }
 
 }  // namespace
