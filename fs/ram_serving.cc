@@ -23,9 +23,10 @@ int RamServing::Open(uint64_t ino, const BlockInfo& info, BackingFiles& backing)
   // A kernel that refuses the first copy offered refuses every one: copying more blocks
   // would read each twice from disk and drop the pages its next open wants, for nothing.
   if (id == 0 && table_.KernelRefusesBackingFiles() && passthrough_.exchange(false)) {
+    tier_->Close();  // copies made before this refusal would hold their memory for nothing
     spdlog::warn("RAM tier: the kernel refuses its copies as backing files (the daemon needs "
                  "CAP_SYS_ADMIN in the initial user namespace): passthrough is off for this "
-                 "mount, and nothing more is copied");
+                 "mount, its copies are dropped, and nothing more is copied");
   }
   return id;
 }

@@ -46,6 +46,7 @@ StatusCode RamTier::Promote(const BlockAddress& address, uint64_t region_id, Blo
 }
 
 StatusCode RamTier::BeginLocked(const std::string& key, uint64_t region_id, uint64_t bytes) {
+  if (closed_) return StatusCode::kNotSupported;
   if (auto it = in_flight_.find(key); it != in_flight_.end()) {
     return it->second.region_id == region_id ? StatusCode::kExists : StatusCode::kExhausted;
   }
@@ -160,6 +161,13 @@ void RamTier::Forget(const BlockAddress& address, std::optional<uint64_t> region
     DropLocked(it);
     stats_.forgotten++;
   }
+}
+
+void RamTier::Close() {
+  MutexLock lock(mu_);
+  closed_ = true;
+  for (auto& [key, in_flight] : in_flight_) in_flight.forgotten = true;
+  while (!copies_.empty()) DropLocked(copies_.begin());
 }
 
 RamTierStats RamTier::Stats() const {

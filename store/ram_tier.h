@@ -92,6 +92,10 @@ class RamTier {
   // not one committed at the same address since.
   void Forget(const BlockAddress& address, std::optional<uint64_t> region_id = std::nullopt)
       EXCLUDES(mu_);
+  // The tier will serve nothing more (the kernel refuses its copies): every copy goes, copies in
+  // progress are not kept, and Promote refuses from now on (kNotSupported). Its memory is freed
+  // as soon as no descriptor of a copy is open.
+  void Close() EXCLUDES(mu_);
   RamTierStats Stats() const EXCLUDES(mu_);
 
  private:
@@ -129,6 +133,7 @@ class RamTier {
   std::list<std::string> lru_ GUARDED_BY(mu_);                     // most recently used first
   std::unordered_map<std::string, InFlight> in_flight_ GUARDED_BY(mu_);
   uint64_t in_flight_bytes_ GUARDED_BY(mu_) = 0;
+  bool closed_ GUARDED_BY(mu_) = false;
   RamTierStats stats_ GUARDED_BY(mu_);
 };
 

@@ -151,7 +151,8 @@ struct RamHarness {
 
 // Regression (review, 2026-12-06): a kernel that takes no backing file from this daemon (one
 // without CAP_SYS_ADMIN in the initial user namespace) still had every block copied after its
-// first read, and the pages of its next daemon-served open dropped at each release.
+// first read, and the pages of its next daemon-served open dropped at each release; and (fixed
+// later the same day) the copies made before the refusal were kept, never served.
 TEST_CASE("Filesystem: a kernel that refuses the first RAM copy turns passthrough off: no more copies or drops") {
   RamHarness r;
   std::vector<uint64_t>& dropped = r.WatchDrops();
@@ -165,6 +166,8 @@ TEST_CASE("Filesystem: a kernel that refuses the first RAM copy turns passthroug
   CHECK(refused.backing_id == 0);  // the daemon serves it
   CHECK(r.h.fs.ram()->Metrics().opens.backing_refusals == 1);
   CHECK_FALSE(r.h.fs.ram()->passthrough());
+  CHECK(r.h.fs.ram()->Metrics().tier.copies == 0);  // the copy made before is dropped
+  CHECK(r.h.fs.ram()->Metrics().tier.bytes_held == 0);
   r.h.fs.Release(*refused.handle, &k);
   // Another block: read by the daemon, and never queued for a copy.
   CacheIdentity other = SampleIdentity("acme");

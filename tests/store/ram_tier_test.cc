@@ -262,6 +262,29 @@ TEST_CASE("RamTier: a block forgotten while it is copied is not kept") {
   CHECK(s.promotion_failures == 1);
 }
 
+// Regression (2026-12-06): a mount whose kernel refuses backing files turned passthrough off
+// but kept the copies made before, up to the whole budget of tmpfs memory, never served.
+TEST_CASE("RamTier: a closed tier drops its copies, keeps none in progress, and makes no more") {
+  TierHarness h(1 << 20);
+  BlockInfo one = h.Commit(1, 100000);
+  h.Commit(2, 100000);
+  REQUIRE(h.Promote(2) == StatusCode::kOk);
+  std::shared_ptr<const RamCopy> held = h.Find(2);
+  REQUIRE(held);
+  auto reader = h.store.Open(one.address);
+  REQUIRE(reader.ok());
+  InterruptedReader closing(*reader.value(), [&] { h.tier.Close(); });
+  CHECK(h.tier.Promote(one.address, one.region_id, closing) == StatusCode::kNotFound);
+  CHECK(h.Find(1) == nullptr);
+  CHECK(h.Find(2) == nullptr);
+  CHECK(ReadCopy(*held) == Payload(100000, 2));  // a descriptor held before still reads
+  RamTierStats s = h.tier.Stats();
+  CHECK(s.copies == 0);
+  CHECK(s.bytes_held == 0);
+  CHECK(h.Promote(2) == StatusCode::kNotSupported);
+  CHECK(h.tier.Stats().copies == 0);
+}
+
 TEST_CASE("RamTier: copies in flight count against the budget") {
   TierHarness h(150000);
   BlockInfo one = h.Commit(1, 100000);
