@@ -347,5 +347,14 @@ int main(int argc, char** argv) {
     spdlog::info("metrics on http://{}/metrics", config.metrics_listen);
     return true;
   };
-  return gpucache::RunMount(fs, args.mount);
+  int status = gpucache::RunMount(fs, args.mount);
+  // The endpoint reads the filesystem, the cold tier and the store: it stops before they close
+  // (a scrape during the store's close crashed the daemon), and a stopped daemon answers no
+  // /healthz.
+  metrics.Stop();
+  // Tests only: hold the close this long (tests/ops/metrics_test.cc).
+  if (const char* hold = ::getenv("GPUCACHE_TEST_HOLD_CLOSE_MS")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(hold)));
+  }
+  return status;
 }

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -168,6 +169,27 @@ TEST_CASE("Metrics: scrapes and /healthz keep working while others hold idle and
     ::close(s);
   }
   CHECK(closed == 200);
+}
+
+// Regression (review, 2026-12-06): the endpoint kept serving after the unmount, while the cold
+// tier, the filesystem and the store it reads were closed: /healthz said ok for a daemon that
+// served nothing, and a scrape during the store's close crashed the daemon (SIGABRT, no INDEX).
+// GPUCACHE_TEST_HOLD_CLOSE_MS holds the close after the unmount.
+TEST_CASE("Metrics: the endpoint stops with the mount, before the store closes") {
+  int port = FreeLoopbackPort();
+  std::string body = TestConfig();
+  body.replace(body.find("listen = \"\""), std::string("listen = \"\"").size(),
+               "listen = \"127.0.0.1:" + std::to_string(port) + "\"");
+  MountedFs m(body, {"env", "GPUCACHE_TEST_HOLD_CLOSE_MS=2000"});
+  REQUIRE(HttpGet(port, "/healthz").find(" 200 OK") != std::string::npos);
+  REQUIRE(::kill(m.pid(), SIGTERM) == 0);
+  auto unmounted = [&] { return m.Log().find("unmounted") != std::string::npos; };
+  for (int i = 0; i < 500 && !unmounted(); ++i) ::usleep(10000);
+  REQUIRE(unmounted());
+  int s = Connect(port);
+  CHECK(s < 0);  // refused: nothing listens once the mount is gone
+  if (s >= 0) ::close(s);
+  CHECK(m.WaitForExit() == 0);
 }
 
 }  // namespace
