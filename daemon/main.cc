@@ -18,6 +18,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 #include <string>
 #include <vector>
@@ -119,10 +120,12 @@ bool ParseArgs(int argc, char** argv, Args& a) {
     return false;
   }
   if (!a.defaults) {
-    // Absolute, like the mountpoint: a reload (SIGHUP) re-reads it after the move to /.
-    char* config = ::realpath(positional[0].c_str(), nullptr);
-    a.config = config ? config : positional[0];
-    std::free(config);
+    // Absolute, like the mountpoint: a reload (SIGHUP) re-reads it after the move to /. Links
+    // are kept, not resolved: a reload reads whatever the link names then (a ConfigMap, an
+    // `ln -sfn` deployment), as an operator who moved the link expects.
+    std::error_code ec;
+    std::filesystem::path config = std::filesystem::absolute(positional[0], ec);
+    a.config = ec ? positional[0] : config.lexically_normal().string();
   }
   // Absolute: the daemon changes directory to / when it detaches, and unmounts by this path.
   char* real = ::realpath(positional.back().c_str(), nullptr);

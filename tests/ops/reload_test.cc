@@ -98,6 +98,24 @@ TEST_CASE("Reload: a good file adds and removes tenants and changes quotas, a fi
   CHECK(ReadText(m.mnt() + "/.gpucache/config").find("max_retained_bytes = 50000") != std::string::npos);
 }
 
+// Regression (review, 2026-12-06): the configuration's path was resolved once, at start, so a
+// reload after its link was moved re-read the old file, and logged a success.
+TEST_CASE("Reload: a configuration named by a link is re-read through the link") {
+  MountedFs m;
+  REQUIRE(m.Stop() == 0);
+  const std::string v1 = m.scratch() + "/v1.toml", v2 = m.scratch() + "/v2.toml";
+  std::filesystem::rename(m.config(), v1);
+  std::filesystem::create_symlink(v1, m.config());
+  m.Start();
+  std::ofstream(v2) << "data_dir = \"" << m.data() << "\"\n" << Reloaded();
+  const std::string next = m.config() + ".next";
+  std::filesystem::create_symlink(v2, next);
+  std::filesystem::rename(next, m.config());  // the link replaced at once, as `ln -sfn` does
+  std::string log = Hangup(m);
+  CHECK(log.find("reload: configuration reloaded from " + m.config()) != std::string::npos);
+  CHECK(CommitAs(3000, m, SampleIdentity("initech"), 1000) == 0);  // the tenant v2 adds
+}
+
 TEST_CASE("Reload: a bad file changes nothing, the daemon stays up, and the log says why") {
   MountedFs m;
   SUBCASE("broken TOML") {
