@@ -244,18 +244,26 @@ class Reader {
     c.enabled = Get<bool>(t, "enabled", "cold.enabled", c.enabled);
     ReadS3(t, c.s3);
     ReadTier(t, c.tier);
-    c.keyring_file = Get<std::string>(t, "keyring_file", "cold.keyring_file", "");
+    c.keyring_file = FilePath(t, "keyring_file", "cold.keyring_file");
     if (c.enabled && c.keyring_file.empty()) {
       Fail("cold.keyring_file", "is required when the cold tier is enabled (objects are sealed)");
     }
     return c;
   }
 
+  // A file re-read at every reload: absolute, or a daemon that detached (and moved to /) would
+  // look for it elsewhere then, and refuse every reload until a restart. "" when not given.
+  std::string FilePath(const toml::table& t, const char* key, const char* full) const {
+    std::string path = Get<std::string>(t, key, full, "");
+    if (!path.empty() && path[0] != '/') Fail(full, "must be an absolute path, not " + path);
+    return path;
+  }
+
   void ReadS3(const toml::table& t, cold::S3Options& s3) const {
     s3.endpoint = Get<std::string>(t, "endpoint", "cold.endpoint", s3.endpoint);
     s3.bucket = Get<std::string>(t, "bucket", "cold.bucket", s3.bucket);
     s3.region = Get<std::string>(t, "region", "cold.region", s3.region);
-    s3.credentials_file = Get<std::string>(t, "credentials_file", "cold.credentials_file", "");
+    s3.credentials_file = FilePath(t, "credentials_file", "cold.credentials_file");
     s3.connect_timeout_ms = static_cast<uint32_t>(
         Seconds(t, "connect_timeout", s3.connect_timeout_ms, kMs, false, 3600));
     s3.transfer_timeout_ms = static_cast<uint32_t>(

@@ -97,6 +97,12 @@ TEST_CASE("Config: mistakes name the key") {
   CHECK(error("backing_io = \"aio\"" + tenant).find("backing_io") != std::string::npos);
   CHECK(error("[fuse]\npermissions = \"mode\"" + tenant).find("fuse.permissions") != std::string::npos);
   CHECK(error("this is not toml").find("t.toml:1") != std::string::npos);
+  // Regression (review, 2026-12-06): relative paths of files re-read at a reload were accepted,
+  // and after the daemon detached (to /) every reload failed until a restart.
+  CHECK(error("[cold]\ncredentials_file = \"creds\"" + tenant).find("'cold.credentials_file': must be an absolute path") !=
+        std::string::npos);
+  CHECK(error("[cold]\nkeyring_file = \"./keys\"" + tenant).find("'cold.keyring_file': must be an absolute path") !=
+        std::string::npos);
   CHECK_THROWS_AS(LoadConfig("/nonexistent/gpucache.toml"), ConfigError);
 }
 
