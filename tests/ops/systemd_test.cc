@@ -56,13 +56,64 @@ TEST_CASE("systemd: the unit file verifies") {
     CHECK(text.find(std::string("\n") + forbidden + "=") == std::string::npos);
   }
   // The installed path does not exist here: check a copy that runs the built binary.
-  size_t at = text.find("/usr/bin/gpucachefs");
-  REQUIRE(at != std::string::npos);
-  text.replace(at, std::string("/usr/bin/gpucachefs").size(), GPUCACHEFS_BIN);
+  REQUIRE(text.find("/usr/bin/gpucachefs") != std::string::npos);
+  for (size_t at; (at = text.find("/usr/bin/gpucachefs")) != std::string::npos;) {
+    text.replace(at, std::string("/usr/bin/gpucachefs").size(), GPUCACHEFS_BIN);
+  }
   std::string copy = tmp.path() + "/gpucachefs.service";
   std::ofstream(copy) << text;
   std::string cmd = "systemd-analyze verify --man=no " + copy + " 2>&1";
   CHECK(std::system(cmd.c_str()) == 0);
+}
+
+// The unit's ExecReload= lines, run in order as systemd runs them (the first failure ends the
+// reload, and systemctl reload exits non-zero), with ${GPUCACHE_CONFIG} and $MAINPID given.
+// Returns the exit status of the first line that failed, 0 if all succeeded.
+int RunReloadLines(const std::string& config, pid_t main_pid) {
+  std::ifstream in(GPUCACHE_SOURCE_DIR "/packaging/gpucachefs.service");
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("ExecReload=")) continue;
+    std::string cmd = line.substr(std::string("ExecReload=").size());
+    auto substitute = [&](const std::string& from, const std::string& to) {
+      for (size_t at; (at = cmd.find(from)) != std::string::npos;) cmd.replace(at, from.size(), to);
+    };
+    substitute("/usr/bin/gpucachefs", GPUCACHEFS_BIN);
+    substitute("${GPUCACHE_CONFIG}", config);
+    substitute("$MAINPID", std::to_string(main_pid));
+    ++lines;
+    int status = std::system((cmd + " 2>/dev/null").c_str());
+    if (status != 0) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  REQUIRE(lines > 0);
+  return 0;
+}
+
+// Regression (review, 2026-12-06): ExecReload= only sent SIGHUP, which always succeeds, so
+// `systemctl reload` reported success for a file that did not even parse.
+TEST_CASE("systemd: a reload of a file start-up would refuse fails, and the daemon is not signalled") {
+  test::TempDir tmp;
+  std::string good = tmp.path() + "/good.toml", bad = tmp.path() + "/bad.toml";
+  std::ofstream(good) << "data_dir = \"" << tmp.path() << "/d\"\n[tenants.a]\nuids = [1]\n";
+  std::ofstream(bad) << "data_dir = \"" << tmp.path() << "/d\"\n[tenants.a]\nuidz = [1]\n";
+  auto stand_in = [] {  // a main process that SIGHUP ends
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    return pid;
+  };
+  pid_t main_pid = stand_in();
+  CHECK(RunReloadLines(bad, main_pid) == 78);  // EX_CONFIG, from --check-config
+  CHECK(::waitpid(main_pid, nullptr, WNOHANG) == 0);  // still running: never signalled
+  ::kill(main_pid, SIGKILL);
+  ::waitpid(main_pid, nullptr, 0);
+  main_pid = stand_in();
+  CHECK(RunReloadLines(good, main_pid) == 0);
+  int status = 0;
+  CHECK(::waitpid(main_pid, &status, 0) == main_pid);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGHUP));
 }
 
 struct Daemon {
