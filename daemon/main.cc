@@ -269,6 +269,11 @@ int main(int argc, char** argv) {
     spdlog::error("configuration error: {}", error);
     return 78;  // EX_CONFIG
   }
+  // Mount options libfuse refuses are refused now, before any data directory is touched.
+  if (!gpucache::CheckMountOptions(args.mount, config.KernelPermissions(), &error)) {
+    spdlog::error("{}", error);
+    return 1;
+  }
   // The metrics socket is bound now, before any data directory is touched: a taken port
   // refuses the start and leaves the epoch alone. It is served once the mount is up.
   gpucache::MetricsHttpServer metrics;

@@ -134,22 +134,44 @@ class TeardownSignalsBlocked {
 
 }  // namespace
 
-int RunMount(Filesystem& fs, const MountOptions& options) {
+namespace {
+
+// The -o list libfuse is given: gpucache's defaults, then the operator's.
+std::string FuseOptionsOf(const MountOptions& options, bool kernel_permissions) {
   std::string opts = kBaseOptions;
-  if (fs.KernelPermissions()) opts += ",default_permissions";
+  if (kernel_permissions) opts += ",default_permissions";
   if (!options.fuse_options.empty()) opts += "," + options.fuse_options;
-  std::vector<std::string> argv_s = {"gpucachefs", "-o", opts};
+  return opts;
+}
+
+// A session (not mounted) for `ops`, or null if libfuse refuses the options.
+std::unique_ptr<fuse_session, SessionDeleter> NewSession(const MountOptions& options, bool kernel_permissions,
+                                                         const fuse_lowlevel_ops& ops, void* userdata) {
+  std::vector<std::string> argv_s = {"gpucachefs", "-o", FuseOptionsOf(options, kernel_permissions)};
   if (options.debug) argv_s.push_back("-d");
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  std::unique_ptr<fuse_session, SessionDeleter> se(fuse_session_new(&args, &ops, sizeof ops, userdata));
+  fuse_opt_free_args(&args);
+  return se;
+}
 
+}  // namespace
+
+bool CheckMountOptions(const MountOptions& options, bool kernel_permissions, std::string* error) {
+  fuse_lowlevel_ops none{};
+  if (NewSession(options, kernel_permissions, none, nullptr)) return true;
+  *error = "invalid FUSE options: " + FuseOptionsOf(options, kernel_permissions);
+  return false;
+}
+
+int RunMount(Filesystem& fs, const MountOptions& options) {
   fuse_lowlevel_ops ops = FuseOperations();
   ops.init = OnInit;
-  std::unique_ptr<fuse_session, SessionDeleter> se(fuse_session_new(&args, &ops, sizeof ops, &fs));
-  fuse_opt_free_args(&args);
+  std::unique_ptr<fuse_session, SessionDeleter> se = NewSession(options, fs.KernelPermissions(), ops, &fs);
   if (!se) {
-    spdlog::error("invalid FUSE options: {}", opts);
+    spdlog::error("invalid FUSE options: {}", FuseOptionsOf(options, fs.KernelPermissions()));
     return 1;
   }
   // Threads started from here on (on_mounted, the invalidator, the housekeeper, the RAM

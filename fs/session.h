@@ -18,6 +18,10 @@ struct MountOptions {
   std::function<bool()> on_mounted;
 };
 
+// True if libfuse takes the mount options (gpucache's and the -o list), else false with why in
+// `error`. Nothing is mounted: start-up asks before it touches a data directory.
+bool CheckMountOptions(const MountOptions& options, bool kernel_permissions, std::string* error);
+
 // Mounts, serves until SIGINT/SIGTERM or an unmount, then unmounts (gpucachefs turns SIGHUP
 // into a reload in on_mounted). Returns an exit code.
 int RunMount(Filesystem& fs, const MountOptions& options);

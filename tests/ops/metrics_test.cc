@@ -122,6 +122,10 @@ TEST_CASE("Start-up: a refused start leaves the data directory's epoch alone") {
   std::ofstream(cfg) << "data_dir = \"" << data << "\"\n" << TestConfig();
   CHECK(std::system((std::string(GPUCACHEFS_BIN) + " " + cfg + " " + tmp.path() + "/file -f 2>/dev/null").c_str()) != 0);
   CHECK(ReadText(data + "/EPOCH") == epoch);
+  // Regression (review, 2026-12-06): a mount option libfuse does not know was refused only
+  // after the data directory was claimed, so each retry of an fstab or unit line raised its epoch.
+  CHECK(std::system((std::string(GPUCACHEFS_BIN) + " " + cfg + " " + mnt + " -f -o bogus_opt 2>/dev/null").c_str()) != 0);
+  CHECK(ReadText(data + "/EPOCH") == epoch);
 }
 
 int Connect(int port) {
