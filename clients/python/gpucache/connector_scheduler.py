@@ -131,7 +131,7 @@ class SchedulerCore:
                 req.block_ids = list(s.new_block_ids) if s.replace_block_ids else req.block_ids + list(s.new_block_ids)
             saves = self._note_progress(req, s.num_computed_tokens, s.num_scheduled_tokens)
             if saves:
-                meta.saves.append(SaveSpec(s.req_id, saves))
+                meta.saves.append(SaveSpec(s.req_id, saves, s.num_computed_tokens))
         for req_id in step.finished_req_ids:
             self.on_finished(req_id)
         return meta

@@ -72,6 +72,10 @@ class LoadSpec:
 class SaveSpec:
     req_id: str
     blocks: List[BlockOp]
+    # The request's computed tokens before this step: the step's KV is computed from here on,
+    # attending to what the cache holds before it (the worker drops the saves of a step that
+    # attended to a block whose load failed).
+    computed_from: int = 0
 
 
 @dataclasses.dataclass

@@ -6,6 +6,12 @@ Call order per engine step (vLLM V1's model runner, docs/engine-integration.md):
 Synchronous loads are layer-wise within the step. Asynchronous ones (a prefix asked of the
 cold tier) run on a thread of their own across steps and are reported by get_finished() as
 received; their failed blocks come with take_load_errors() in that same step.
+
+A load that failed leaves its blocks' slots in the paged cache holding something else, and the
+engine computes the rest of the step's tokens attending to them before it hears of the
+failure (and, with asynchronous scheduling, the next step's too). Their KV is wrong, and
+stored it would be served to every engine: the saves of a request are withheld from its first
+failed load until a step computes again from at or before the failed token (vLLM's rewind).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from .block_names import BlockNamer, ModelIdentity
 from .cold_refill import RefillRun
-from .connector_types import ConnectorConfig, LoadSpec, StepMeta, WorkerStats
+from .connector_types import ConnectorConfig, LoadSpec, SaveSpec, StepMeta, WorkerStats
 from .kv_layout import PagedLayer
 from .layer_load import LayerwiseLoad
 from .layer_save import SaveBatch
@@ -45,6 +51,9 @@ class WorkerCore:
         self._lock = threading.Lock()
         self._async_done: Dict[str, Set[int]] = {}  # req id -> its failed engine blocks
         self._errors: Set[int] = set()
+        # req id -> the first token its failed load did not provide: saves computed past it
+        # attended to garbage (written under _lock by the async loads too)
+        self._failed_from: Dict[str, int] = {}
 
     def register(self, layers: Sequence[PagedLayer]) -> None:
         """The paged cache, one entry per layer in forward order."""
@@ -97,7 +106,23 @@ class WorkerCore:
         load.start()
         for layer in range(len(self.layers)):
             load.finish_layer(layer)
-        return load.finish().get(spec.req_id, set())
+        failed = load.finish().get(spec.req_id, set())
+        self._note_failed(load)
+        return failed
+
+    def _note_failed(self, load: LayerwiseLoad) -> None:
+        with self._lock:
+            for req_id, token in load.failed_tokens().items():
+                self._failed_from[req_id] = min(token, self._failed_from.get(req_id, token))
+
+    def _finish_sync_load(self) -> None:
+        """Waits for this step's synchronous load; its failed blocks become load errors."""
+        if self._load is None:
+            return
+        for failed in self._load.finish().values():
+            self._errors |= failed
+        self._note_failed(self._load)
+        self._load = None
 
     # ---- saving -----------------------------------------------------------------------
 
@@ -114,16 +139,30 @@ class WorkerCore:
     def wait_for_save(self) -> None:
         """Returns once this step's blocks are out of the paged cache; commits go on."""
         batch, self._save = self._save, None
+        self._finish_sync_load()  # its failures decide which saves are withheld
         if batch is None:
             return
         if not batch.wait_gathered():
             batch.drop()  # a layer was never saved: committing would store garbage
             self.stats.skipped_commits["incomplete"] = self.stats.skipped_commits.get("incomplete", 0) + 1
             return
-        futures = batch.commit(self._savers, self.commit_gate)
+        futures = batch.commit(self._savers, self.commit_gate, self._attended_failed_load)
         share = batch.bytes // max(1, len(futures))
         self._commits.extend((f, share) for f in futures)
         self._bound_inflight()
+
+    def _attended_failed_load(self, spec: SaveSpec) -> bool:
+        """True if the step computed `spec`'s blocks past a failed load of its request. A step
+        that computes from at or before the failed token recomputes it: from then on the
+        request's saves are good again."""
+        with self._lock:
+            failed_from = self._failed_from.get(spec.req_id)
+            if failed_from is None:
+                return False
+            if spec.computed_from <= failed_from:
+                del self._failed_from[spec.req_id]
+                return False
+            return True
 
     def _bound_inflight(self) -> None:
         self._commits = [(f, n) for f, n in self._commits if not f.done()]
@@ -139,12 +178,11 @@ class WorkerCore:
 
     def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
         """(requests done sending: none, saves never hold blocks; requests done receiving)."""
-        if self._load is not None:
-            for failed in self._load.finish().values():
-                self._errors |= failed
-            self._load = None
+        self._finish_sync_load()
         with self._lock:
             done, self._async_done = self._async_done, {}
+            for req_id in finished_req_ids:
+                self._failed_from.pop(req_id, None)
         for failed in done.values():
             self._errors |= failed
         return None, (set(done) or None)

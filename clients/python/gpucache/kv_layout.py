@@ -22,7 +22,7 @@ same whichever backend wrote it; the copies then go through torch's strided inde
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, List, Sequence, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, List, Sequence, Tuple, Union, cast
 
 import torch
 
@@ -103,6 +103,38 @@ def _bytes_view(t: torch.Tensor) -> memoryview:
     # dtype, hence the uint8 reinterpretation first.
     # (numpy's stubs give ndarray its buffer protocol only for Python 3.12 and later.)
     return memoryview(cast(Any, t.view(torch.uint8).numpy())).cast("B")
+
+
+# vLLM's attention backends whose layer tensor the connector knows how to read, by how they
+# split one 4-D tensor [num_blocks, kv_heads, block_size, 2 * head_dim] into K and V: CPU_ATTN
+# per (block, head) (K[block_size, dim] then V), FLASH_ATTN per token (K[dim] then V[dim]).
+# Both reach the same block bytes. Any other backend is refused, not guessed: the same shape
+# can mean another order, and a wrong guess stores and serves misplaced KV.
+KNOWN_BACKENDS = ("CPU_ATTN", "FLASH_ATTN")
+
+
+def paged_layer_form(backend: str) -> Callable[[Any], PagedLayer]:
+    """How to view a layer's cache tensor of `backend` as a PagedLayer. ValueError if unknown."""
+    if backend == "CPU_ATTN":
+        return _as_is
+    if backend == "FLASH_ATTN":
+        return _split_per_token
+    raise ValueError("gpucache: the KV cache layout of attention backend %r is not known to the "
+                     "connector (known: %s); run the engine with one of those" % (backend, ", ".join(KNOWN_BACKENDS)))
+
+
+def _as_is(kv_cache: Any) -> PagedLayer:
+    return cast(PagedLayer, kv_cache)
+
+
+def _split_per_token(kv_cache: Any) -> PagedLayer:
+    """[num_blocks, heads, block_size, 2 * dim] -> (K, V), each a [num_blocks, block_size, heads,
+    dim] view, as FLASH_ATTN splits it."""
+    if not isinstance(kv_cache, torch.Tensor) or kv_cache.dim() != 4:
+        raise ValueError("gpucache: FLASH_ATTN's layer cache was expected as one 4-D tensor")
+    dim = kv_cache.shape[-1] // 2
+    per_token = kv_cache.transpose(1, 2)
+    return (per_token[..., :dim], per_token[..., dim:])
 
 
 def engine_block_ids(ids: Sequence[int]) -> torch.Tensor:

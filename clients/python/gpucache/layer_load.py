@@ -6,7 +6,9 @@ for layer l's reads and copies the good blocks into the paged cache; the pool me
 the next layers. Failure policy: any failure of block j of a request (missing, EIO, identity,
 size, short read) truncates that request's hit at j: blocks from j on are not read any more,
 not scattered in the layers still to come, and reported by error_block_ids() so the engine
-recomputes them (layers scattered before the failure was seen are recomputed too).
+recomputes them (layers scattered before the failure was seen are recomputed too). A layer
+never waited for (finish_layer not called, as when vLLM replays a full CUDA graph) was never
+copied into the paged cache: finish() then reports every block as failed.
 """
 
 from __future__ import annotations
@@ -117,6 +119,10 @@ class LayerwiseLoad:
         """Waits for every read, frees the files and staging; per request, the failed blocks."""
         if self._closed:
             return {}
+        if self._items and not all(self._scattered):
+            # Whatever the forward read from those layers was not these blocks.
+            for s in range(len(self.specs)):
+                self.truncate(s, 0, "unwaited")
         for futures in self._futures:
             wait(futures)
         for item in self._items:
@@ -126,6 +132,17 @@ class LayerwiseLoad:
         self._staging_pool.release(self._staging)
         self._closed = True
         return self.error_block_ids()
+
+    def failed_tokens(self) -> Dict[str, int]:
+        """Per request whose load failed, the first token whose KV the load did not provide."""
+        out: Dict[str, int] = {}
+        for s, spec in enumerate(self.specs):
+            bad = self._first_bad[s]
+            if bad < len(spec.blocks):
+                skip = spec.skip_engine_blocks if bad == 0 else 0
+                out[spec.req_id] = (spec.blocks[bad].index * self.geometry.block_tokens
+                                    + skip * self.geometry.engine_block_size)
+        return out
 
     def error_block_ids(self) -> Dict[str, Set[int]]:
         out: Dict[str, Set[int]] = {}

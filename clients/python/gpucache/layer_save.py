@@ -6,6 +6,8 @@ wait_gathered() is the only wait the engine sees: from then on the paged blocks 
 overwritten or freed. commit() then writes each block with the commit protocol straight from
 the staging buffers (writev of the layer regions) on the save pool, and gives the staging back
 when the last block is committed. A failed commit is dropped (EEXIST: someone else stored it).
+The worker may hold back the blocks of some requests at commit (their KV attended to a block
+whose load failed): those are never written.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import errno
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from .block_io import commit_block, payload_buffers
 from .block_names import BlockNamer
@@ -29,6 +31,7 @@ class SaveBatch:
         self._root = root
         self._namer = namer
         self._ops = [op for spec in specs for op in spec.blocks]
+        self._owners = [spec for spec in specs for _ in spec.blocks]
         self._ids = engine_block_ids([i for op in self._ops for i in op.engine_block_ids])
         self._staging_pool = staging
         self._staging = staging.acquire(len(self._ops))
@@ -47,8 +50,21 @@ class SaveBatch:
         wait([f for f in self._gathers if f is not None])
         return all(f is not None and f.exception() is None for f in self._gathers)
 
-    def commit(self, pool: ThreadPoolExecutor, gate: threading.Event) -> List[Future[None]]:
-        return [pool.submit(self._commit_one, i, op, gate) for i, op in enumerate(self._ops)]
+    def commit(self, pool: ThreadPoolExecutor, gate: threading.Event,
+               withheld: Callable[[SaveSpec], bool] = lambda spec: False) -> List[Future[None]]:
+        """Commits every block but those of the requests `withheld` names (counted, never written)."""
+        specs = {id(spec): spec for spec in self._owners}  # each asked once
+        held = {key for key, spec in specs.items() if withheld(spec)}
+        keep = [(i, op) for i, op in enumerate(self._ops) if id(self._owners[i]) not in held]
+        skipped = len(self._ops) - len(keep)
+        if skipped:
+            with self._lock:
+                self._stats.skipped_commits["load-failed"] = self._stats.skipped_commits.get("load-failed", 0) + skipped
+                self._left -= skipped
+        if not keep:
+            self.drop()
+            return []
+        return [pool.submit(self._commit_one, i, op, gate) for i, op in keep]
 
     def drop(self) -> None:
         self._staging_pool.release(self._staging)

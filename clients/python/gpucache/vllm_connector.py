@@ -20,7 +20,7 @@ check against the real vLLM.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, cast
 
 # The core imports torch (the paged KV tensors), which `pip install ./clients/python` does not
 # bring (the [torch] and [vllm] extras do): it is imported where a connector is built or
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .connector_scheduler import SchedulerCore
     from .connector_types import ConnectorConfig, RequestView, StepInfo, StepMeta
     from .connector_worker import WorkerCore
+    from .kv_layout import PagedLayer
 
 try:  # vLLM is only in build/venv (packaging/python-venv.sh): the vLLM tests, label engine
     from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
@@ -146,6 +147,27 @@ def step_info(so: Any) -> StepInfo:
                     sorted(getattr(so, "preempted_req_ids", None) or ()))
 
 
+def attention_backends(vllm_config: Any, layer_names: List[str]) -> Dict[str, str]:
+    """Each attention layer's backend name (vLLM's get_name()), {} without vLLM."""
+    if not HAVE_VLLM:
+        return {}
+    from vllm.config import get_layers_from_vllm_config
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+    layers = get_layers_from_vllm_config(vllm_config, AttentionLayerBase,  # type: ignore[type-abstract]
+                                         layer_names)
+    return {name: str(layer.get_attn_backend().get_name()) for name, layer in layers.items()}
+
+
+def _layer_forms(vllm_config: Any, layer_names: List[str]) -> List[Callable[[Any], PagedLayer]]:
+    """How to read each layer's cache tensor. In vLLM, from its attention backend (an unknown
+    one is refused at registration); without vLLM (the shell's tests), from its shape."""
+    from .kv_layout import paged_layer_form
+    backends = attention_backends(vllm_config, layer_names)
+    if not HAVE_VLLM and not backends:
+        return [lambda t: cast("PagedLayer", t) for _ in layer_names]
+    return [paged_layer_form(backends.get(name, "")) for name in layer_names]
+
+
 class GpucacheConnector(KVConnectorBase_V1):
     """Subclasses vLLM's KVConnectorBase_V1 when vLLM is importable (the stand-in otherwise).
 
@@ -163,6 +185,13 @@ class GpucacheConnector(KVConnectorBase_V1):
         self._scheduler = SchedulerCore(config) if _is_scheduler(role) else None
         self._worker = None if _is_scheduler(role) else WorkerCore(config, model)
         self._layer_index: Dict[str, int] = {}
+        self._forms: List[Callable[[Any], PagedLayer]] = []
+
+    @classmethod
+    def requires_piecewise_for_cudagraph(cls, extra_config: Dict[str, Any]) -> bool:
+        """Always: loads and saves are layer-wise (wait_for_layer_load, save_kv_layer), which a
+        full CUDA graph's replay skips; vLLM then runs piecewise graphs."""
+        return True
 
     # vLLM calls each side's methods only on that side's connector.
     def _scheduler_core(self) -> SchedulerCore:
@@ -194,7 +223,8 @@ class GpucacheConnector(KVConnectorBase_V1):
 
     def register_kv_caches(self, kv_caches: Dict[str, Any]) -> None:
         self._layer_index = {name: i for i, name in enumerate(kv_caches)}
-        self._worker_core().register(list(kv_caches.values()))
+        self._forms = _layer_forms(self._vllm_config, list(kv_caches))
+        self._worker_core().register([form(t) for form, t in zip(self._forms, kv_caches.values())])
 
     def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:
         # The step's plan reaches the worker core here, first thing in the step: vLLM calls
@@ -213,7 +243,8 @@ class GpucacheConnector(KVConnectorBase_V1):
         self._worker_core().wait_for_layer(self._layer_index[layer_name])
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any, **kwargs: Any) -> None:
-        self._worker_core().save_layer(self._layer_index[layer_name], kv_layer)
+        i = self._layer_index[layer_name]
+        self._worker_core().save_layer(i, self._forms[i](kv_layer))
 
     def wait_for_save(self) -> None:
         self._worker_core().wait_for_save()

@@ -88,6 +88,31 @@ class EngineTest(unittest.TestCase):
         self.assertEqual(req.loaded_tokens, 2 * BLOCK)  # blocks 0 and 1 are good; 2 and after recomputed
         self.assert_same_as_recompute(req)
 
+    # Regression (review, 2026-12-06): the step that found a block bad still computed the next
+    # block attending to the slots the load never filled, and committed it: wrong KV under a
+    # right name, served to every engine that later shares the prefix.
+    def test_a_block_computed_over_a_failed_load_is_never_stored(self):
+        rng = random.Random("longer")
+        longer = self.prefix + [rng.randrange(512) for _ in range(BLOCK + 10)]  # block 4 is new
+        with open(backing_path(self.daemon, self.identities(self.config)[2]), "r+b") as f:
+            f.seek(64 * 1024 + 1000)  # inside the payload: found when the load reads it
+            byte = f.read(1)
+            f.seek(64 * 1024 + 1000)
+            f.write(bytes([byte[0] ^ 0x55]))
+        engine = make_engine(self.model, self.config, num_blocks=128, chunk=BLOCK)
+        req = run(engine, Request("second", longer, max_new_tokens=2))
+        self.assertEqual(req.rewinds, 1)
+        self.assertEqual(engine.worker.stats.skipped_commits.get("load-failed"), 1)  # block 4, that step
+        # Whatever is stored now is what recomputation gives: a later request over the five
+        # blocks loads them all and decodes bit for bit as recomputation does.
+        later = longer[:5 * BLOCK] + [7, 8, 9]
+        expected_tokens, expected_logits, _ = self.model.generate(later, 4, chunk=BLOCK)
+        third = run(make_engine(self.model, self.config, num_blocks=128, chunk=BLOCK),
+                    Request("third", later, max_new_tokens=4))
+        self.assertEqual(third.loaded_tokens, 5 * BLOCK)
+        self.assertEqual(third.output, expected_tokens)
+        self.assertTrue(torch.equal(third.first_logits, expected_logits))
+
     def test_daemon_stopped_mid_run_makes_the_engine_recompute(self):
         self.daemon.kill()  # ENOTCONN from now on
         req = self.reuse(self.config)

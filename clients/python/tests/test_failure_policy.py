@@ -12,7 +12,10 @@ import unittest
 
 from connector_support import BLOCK, backing_path, config, engine, garbage_past, identities
 from daemon import BUILD_DIR, Daemon
-from engine_harness import Request
+from engine_harness import PagedCache, Request
+from gpucache.connector_scheduler import SchedulerCore
+from gpucache.connector_types import ScheduledRequest, StepInfo
+from gpucache.connector_worker import WorkerCore
 from gpucache.client import MountClient
 from test_connector import prompt
 
@@ -102,6 +105,27 @@ class PlainDirectoryFailureTest(_Case, unittest.TestCase):
         h, b = self.second_request()
         self.assertEqual(b.loaded_tokens, BLOCK)
         self.assertEqual(h.worker.stats.failed_blocks, {"identity": 1})
+
+    # Regression (review, 2026-12-06): a synchronous load whose layers were never waited for
+    # (vLLM skips wait_for_layer_load when it replays a full CUDA graph) was reported as a
+    # success, though nothing had been copied into the paged cache.
+    def test_a_load_whose_layers_were_never_waited_for_fails_every_block(self):
+        sched, worker = SchedulerCore(self.cfg), WorkerCore(self.cfg)
+        cache = PagedCache(self.cfg.geometry, 32)
+        worker.register(cache.layers)
+        req = Request("b", self.prefix + [3, 4, 5])
+        tokens, _ = sched.lookup(req.view(), 0)
+        self.assertEqual(tokens, 4 * BLOCK)
+        ids = list(range(len(req.prompt) // 16 + 1))
+        sched.on_alloc(req.view(), ids, tokens)
+        step = StepInfo([ScheduledRequest("b", tokens, len(req.prompt) - tokens, ids, True)])
+        worker.bind(sched.build_meta(step))
+        worker.start_load()  # and no wait_for_layer
+        worker.wait_for_save()
+        worker.get_finished(set())
+        self.assertEqual(worker.take_load_errors(), set(ids[:4 * BLOCK // 16]))
+        self.assertEqual(worker.stats.failed_blocks, {"unwaited": 1})
+        worker.close()
 
 
 if __name__ == "__main__":

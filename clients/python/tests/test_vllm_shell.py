@@ -66,6 +66,65 @@ class VllmShellTest(unittest.TestCase):
         self.save_then_load({"layers.%d.attn" % i: torch.randn(16, 2, 16, 64).to(torch.bfloat16)
                              for i in range(2)}, lambda layer, ids: layer[ids], start_after_forward=True)
 
+    # Regression (review, 2026-12-06): FLASH_ATTN keeps a layer in CPU_ATTN's 4-D shape but
+    # splits K and V per token; the connector read every 4-D cache as CPU_ATTN's, so a GPU
+    # engine stored its KV misplaced, and a CPU engine (or one on another backend) loaded it.
+    def test_a_flash_attention_engine_stores_what_a_cpu_engine_loads(self):
+        blocks, heads, size, dim = 16, 2, 16, 32
+        cpu = {"layers.%d.attn" % i: torch.randn(blocks, heads, size, 2 * dim).to(torch.bfloat16)
+               for i in range(2)}
+        flash = {}
+        for name, layer in cpu.items():  # the same K and V, in FLASH_ATTN's order
+            kv = layer.view(blocks, heads, 2, size, dim)
+            flash[name] = torch.cat([kv[:, :, 0], kv[:, :, 1]], dim=-1).contiguous()
+        self.assertFalse(torch.equal(flash["layers.0.attn"], cpu["layers.0.attn"]))
+        tokens = list(range(100, 100 + 70))
+        original = vllm_connector.attention_backends if hasattr(vllm_connector, "attention_backends") else None
+        try:
+            backend = {"name": "FLASH_ATTN"}
+            vllm_connector.attention_backends = lambda config, names: {n: backend["name"] for n in names}
+            sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
+            saver = GpucacheConnector(self.config, NS(name="WORKER"))
+            saver.register_kv_caches(flash)
+            sched.get_num_new_matched_tokens(request("a", tokens), 0)
+            sched.update_state_after_alloc(request("a", tokens), NS(get_block_ids=lambda: ([0, 1, 2, 3, 4],)), 0)
+            saver.bind_connector_metadata(sched.build_connector_meta(scheduler_output("a", tokens, [0, 1, 2, 3, 4], 0)))
+            for name, layer in flash.items():
+                saver.save_kv_layer(name, layer, None)
+            saver.wait_for_save()
+            saver._worker.drain()
+            saver.shutdown()
+
+            backend["name"] = "CPU_ATTN"
+            loader = GpucacheConnector(self.config, NS(name="WORKER"))
+            loaded = {name: torch.zeros_like(layer) for name, layer in cpu.items()}
+            loader.register_kv_caches(loaded)
+            self.assertEqual(sched.get_num_new_matched_tokens(request("b", tokens), 0), (64, False))
+            sched.update_state_after_alloc(request("b", tokens), NS(get_block_ids=lambda: ([8, 9, 10, 11, 12],)), 64)
+            loader.bind_connector_metadata(sched.build_connector_meta(scheduler_output("b", tokens, [8, 9, 10, 11, 12], 64)))
+            loader.start_load_kv(None)
+            for name in loaded:
+                loader.wait_for_layer_load(name)
+            loader.get_finished(set())
+            self.assertEqual(loader.get_block_ids_with_load_errors(), set())
+            for name in cpu:
+                self.assertTrue(torch.equal(loaded[name][8:12], cpu[name][0:4]))
+            loader.shutdown()
+        finally:
+            if original is not None:
+                vllm_connector.attention_backends = original
+
+    def test_an_attention_backend_of_unknown_layout_is_refused_at_registration(self):
+        original = vllm_connector.attention_backends
+        try:
+            vllm_connector.attention_backends = lambda config, names: {n: "FLASHINFER" for n in names}
+            worker = GpucacheConnector(self.config, NS(name="WORKER"))
+            with self.assertRaisesRegex(ValueError, "FLASHINFER"):
+                worker.register_kv_caches({"layers.0.attn": torch.zeros(2, 16, 16, 2, 32)})
+            worker.shutdown()
+        finally:
+            vllm_connector.attention_backends = original
+
     def save_then_load(self, kv, blocks_of, start_after_forward):
         tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
         sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
