@@ -17,6 +17,16 @@ constexpr uint32_t kOldestReadable = 2;
 // first.
 constexpr size_t kEntryFieldBytes = 16 + 3 * 8 + 2 * 4 + 8 + 16 + 5 * 8 + 2 * 4 + 1 + 4 * 8;
 constexpr size_t kEntryBytes = 4 + kEntryFieldBytes;
+// The least a namespace takes: its u16 length (an empty name).
+constexpr size_t kLeastNamespaceBytes = 2;
+
+// Whether `count` items of at least `each` bytes fit in what `in` has left. Checked before
+// anything is reserved for the count: one bounded only by the body's length had the decoder
+// reserve an entry's memory (sizeof(SnapshotEntry)) per byte of INDEX, dozens of times the
+// machine's memory for the largest INDEX read (index_log.cc), and bad_alloc at every start.
+bool Fits(const ByteReader& in, size_t body_bytes, uint64_t count, size_t each) {
+  return in.ok() && count <= (body_bytes - in.pos()) / each;
+}
 }  // namespace
 
 void WriteSnapshotEntry(ByteWriter& w, const SnapshotEntry& e) {
@@ -95,11 +105,11 @@ std::optional<IndexSnapshot> DecodeSnapshot(std::span<const uint8_t> bytes) {
   if (uint32_t version = in.U32(); version < kOldestReadable || version > kVersion) return std::nullopt;
   IndexSnapshot out;
   uint32_t namespaces = in.U32();
-  if (!in.ok() || namespaces > body.size()) return std::nullopt;
+  if (!Fits(in, body.size(), namespaces, kLeastNamespaceBytes)) return std::nullopt;
   out.namespaces.reserve(namespaces);
   for (uint32_t i = 0; i < namespaces && in.ok(); i++) out.namespaces.push_back(in.Str());
   uint64_t count = in.U64();
-  if (!in.ok() || count > body.size()) return std::nullopt;
+  if (!Fits(in, body.size(), count, kEntryBytes)) return std::nullopt;
   out.entries.reserve(count);
   AdviseHugePages(out.entries);
   for (uint64_t i = 0; i < count && in.ok(); i++) {

@@ -72,7 +72,8 @@ class ByteReader;
 void WriteSnapshotEntry(ByteWriter& w, const SnapshotEntry& e);
 void ReadSnapshotEntry(ByteReader& in, SnapshotEntry& e);
 // nullopt for anything that is not an intact version-2 or version-3 snapshot (a namespace
-// index out of range included).
+// index out of range included, and a count of namespaces or entries more than the bytes after
+// it could hold, however its checksum reads): never an exception.
 std::optional<IndexSnapshot> DecodeSnapshot(std::span<const uint8_t> bytes);
 
 }  // namespace gpucache

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "store/codec.h"
 #include "store/file_store.h"
 #include "tests/support/commit_block.h"
 #include "tests/support/sample_identity.h"
@@ -141,6 +143,67 @@ TEST_CASE("Index snapshot: a damaged or planted snapshot only costs a full scan"
   CHECK(second.from_snapshot == 0);
   CHECK(second.blocks_loaded == 1);
   CHECK(ReadAll(*s, 0) == test::Payload(5000, 0));
+}
+
+// An INDEX with a valid checksum whose entry count is as large as its byte length, with
+// zeros after it: "GPCX", version 3, no namespaces, `count`.
+void PlantCountingIndex(const std::string& path, uint64_t count) {
+  ByteWriter w;
+  w.Raw(std::string_view("GPCX"));
+  w.U32(3);
+  w.U32(0);
+  w.U64(count);
+  w.bytes().resize(w.bytes().size() + count);
+  uint64_t sum = XXH3_64bits(w.bytes().data(), w.bytes().size());
+  w.U64(sum);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(w.bytes().data()), static_cast<std::streamsize>(w.bytes().size()));
+}
+
+// Runs `fn` in a child whose address space may grow by `headroom` bytes at most (an
+// allocation past it throws, as on a machine that lacks the memory), and returns its exit
+// status: kThrew if `fn` threw, -1 if the child died.
+constexpr int kThrew = 100;
+int InCappedChild(uint64_t headroom, const std::function<int()>& fn) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    uint64_t pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    uint64_t cap = pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) + headroom;
+    rlimit limit{cap, cap};
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(kThrew + 1);
+    int code = kThrew;
+    try {
+      code = fn();
+    } catch (...) {
+    }
+    ::_exit(code);  // never back into the test runner, which would go on in the child
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Regression (review, 2026-12-06): an entry count was bounded by the INDEX's byte length, not by
+// the entries those bytes could hold; a planted INDEX with a valid checksum had the start reserve
+// an entry's memory per byte of it, throw bad_alloc, and the daemon die at every start.
+TEST_CASE("Index snapshot: a count more than its bytes could hold costs one scan, never the start") {
+  test::TempDir tmp;
+  FileStoreReport report;
+  {
+    auto s = Open(tmp.path(), report);
+    Commit(*s, 0);
+  }
+  // 8 Mi entries would take more than a GiB in memory; the child may take 256 MiB.
+  PlantCountingIndex(tmp.path() + "/INDEX", uint64_t{8} << 20);
+  int status = InCappedChild(uint64_t{256} << 20, [&] {
+    FileStoreReport second;
+    std::string error;
+    auto s = OpenFileStore(tmp.path(), {}, &second, &error);
+    if (!s) return 1;
+    return second.from_snapshot == 0 && second.blocks_loaded == 1 && ReadAll(*s, 0) == test::Payload(5000, 0) ? 0 : 2;
+  });
+  CHECK(status == 0);
 }
 
 TEST_CASE("Index snapshot: lookups after a restart, from the snapshot or the files, answer as before it") {
