@@ -72,6 +72,14 @@ void ReservationTable::End(ReservationId id, FillState outcome, BlockState to, u
 
 void ReservationTable::Forget(ReservationId id) { reservations_.erase(id); }
 
+std::shared_ptr<PendingPayload> ReservationTable::ForgetIfFencedIdle(ReservationId id) {
+  auto it = reservations_.find(id);
+  if (it == reservations_.end() || !it->second.fenced || !it->second.idle()) return nullptr;
+  std::shared_ptr<PendingPayload> payload = std::move(it->second.payload);
+  reservations_.erase(it);
+  return payload;
+}
+
 void ReservationTable::FenceAll(uint64_t now_ns,
                                 const std::function<void(const Reservation&)>& released,
                                 std::vector<std::shared_ptr<PendingPayload>>& discard) {
@@ -90,7 +98,7 @@ void ReservationTable::FenceAll(uint64_t now_ns,
       if (r.payload) discard.push_back(std::move(r.payload));
       it = reservations_.erase(it);
     } else {
-      ++it;  // forgotten when its last writer lets go (CloseWriter) or its commit ends
+      ++it;  // forgotten by the call that lets go of it last (ForgetIfFencedIdle)
     }
   }
 }
@@ -101,6 +109,11 @@ size_t ReservationTable::ExpireIdle(uint64_t now_ns, uint64_t lease_ns,
   size_t expired = 0;
   for (auto it = reservations_.begin(); it != reservations_.end();) {
     Reservation& r = it->second;
+    if (r.fenced && r.idle()) {  // released at the fence: only its payload is left
+      if (r.payload) discard.push_back(std::move(r.payload));
+      it = reservations_.erase(it);
+      continue;
+    }
     if (r.fenced || !r.idle() || now_ns <= r.last_activity_ns + lease_ns) {
       ++it;
       continue;

@@ -56,14 +56,24 @@ class ReservationTable {
   void End(ReservationId id, FillState outcome, BlockState to, uint64_t now_ns);
   // Forgets a reservation (fenced, or whose commit was fenced) without a new outcome.
   void Forget(ReservationId id);
+  // A fenced reservation nobody holds any more (idle()) is forgotten, and its payload, if it
+  // has one, is handed back for the medium to discard. Every call that lets go of a fenced
+  // reservation (a writer closing, a write, truncate or commit ending) ends with this one:
+  // whichever of them is last, the fill's file goes with it. Nothing if it is held or not
+  // fenced.
+  std::shared_ptr<PendingPayload> ForgetIfFencedIdle(ReservationId id);
 
   // Fences every reservation not yet fenced: `released` is called for each (its credits go),
   // its fill's outcome is fenced and its state ABSENT; idle ones are forgotten, their payloads
-  // added to `discard`. Busy ones stay until their last writer lets go or their commit ends.
+  // added to `discard`. Busy ones stay until the last call holding them lets go
+  // (ForgetIfFencedIdle).
   void FenceAll(uint64_t now_ns, const std::function<void(const Reservation&)>& released,
                 std::vector<std::shared_ptr<PendingPayload>>& discard);
   // Abandons idle, unfenced reservations whose last activity is over `lease_ns` before
   // `now_ns`, as End(kFailed) does; `released` is called for each first. Returns how many.
+  // A fenced one found idle (its credits went at the fence) is forgotten too, its payload
+  // discarded: none should be left (ForgetIfFencedIdle), and one that was would otherwise
+  // hold its file and descriptor outside every limit until the daemon stops.
   size_t ExpireIdle(uint64_t now_ns, uint64_t lease_ns,
                     const std::function<void(const Reservation&)>& released,
                     std::vector<std::shared_ptr<PendingPayload>>& discard);

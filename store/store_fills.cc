@@ -132,7 +132,14 @@ Result<size_t> StoreFills::Write(ReservationId id, uint64_t offset, std::span<co
   if (!r) return n;
   r->writes_inflight--;
   r->last_activity_ns = NowNs();
-  if (r->fenced) return StatusCode::kFenced;
+  if (r->fenced) {
+    // The fence left the fill to this write: if the writer role ended meanwhile, nobody else
+    // will forget it, and its file would stay, outside every limit.
+    std::shared_ptr<PendingPayload> abandoned = reservations_.ForgetIfFencedIdle(id);
+    lock.Unlock();
+    if (abandoned) medium_->Discard(*abandoned);
+    return StatusCode::kFenced;
+  }
   if (n.ok()) r->info.modify_time_ns = r->last_activity_ns;
   if (n.ok() && offset + n.value() > r->info.size) {
     uint64_t end = offset + n.value();
@@ -181,13 +188,20 @@ StatusCode StoreFills::Truncate(ReservationId id, uint64_t size) {
     s = medium_->Allocate(*payload, size);
   }
   MutexLock lock(mu_);
-  if (Reservation* r = reservations_.Find(id)) {
-    r->writes_inflight--;
-    if (s == StatusCode::kOk && !r->fenced) {
-      admission_.ReservationResized(r->info.address.tenant, r->info.size, size);
-      r->info.size = size;
-      r->info.modify_time_ns = NowNs();
-    }
+  Reservation* r = reservations_.Find(id);
+  if (!r) return s;
+  r->writes_inflight--;
+  if (r->fenced) {
+    // As in Write: a truncate by path holds no writer role, so it may be the fill's last holder.
+    std::shared_ptr<PendingPayload> abandoned = reservations_.ForgetIfFencedIdle(id);
+    lock.Unlock();
+    if (abandoned) medium_->Discard(*abandoned);
+    return StatusCode::kFenced;
+  }
+  if (s == StatusCode::kOk) {
+    admission_.ReservationResized(r->info.address.tenant, r->info.size, size);
+    r->info.size = size;
+    r->info.modify_time_ns = NowNs();
   }
   return s;
 }
@@ -210,11 +224,8 @@ void StoreFills::CloseWriter(ReservationId id) {
     if (!r || r->writers == 0) return;
     r->writers--;
     r->last_activity_ns = NowNs();
-    // A fenced reservation lives only until its last writer lets go.
-    if (r->fenced && r->writers == 0 && r->writes_inflight == 0 && !r->sealing) {
-      discard = std::move(r->payload);
-      reservations_.Forget(id);
-    }
+    // A fenced reservation lives only until its last holder lets go.
+    discard = reservations_.ForgetIfFencedIdle(id);
   }
   if (discard) medium_->Discard(*discard);
 }
@@ -264,10 +275,16 @@ StatusCode StoreFills::Commit(ReservationId id) {
   Reservation* r = reservations_.Find(id);
   assert(r && r->sealing);  // nothing else removes a sealing reservation
   r->sealing = false;
-  if (!sealed.ok()) return sealed.status();
   if (r->fenced) {
-    // Fenced while sealing: fenced is not success, so the published file goes again.
+    // Fenced while sealing: fenced is not success. Nothing else holds a sealing fill (no writer
+    // may open, no write start), so it goes now, and its file with it: discarded if the seal
+    // failed, dropped again if it was published.
     reservations_.Forget(id);
+    if (!sealed.ok()) {
+      lock.Unlock();
+      medium_->Discard(*payload);
+      return StatusCode::kFenced;
+    }
     leaving_.Leaving(draft.address);
     lock.Unlock();
     medium_->Drop(draft, sealed->stored);
@@ -275,6 +292,7 @@ StatusCode StoreFills::Commit(ReservationId id) {
     leaving_.Left(draft.address);
     return StatusCode::kFenced;
   }
+  if (!sealed.ok()) return sealed.status();  // the fill stays: a commit may be tried again
   EndReservationLocked(id, FillState::kFinished, BlockState::kCommitted);
   admission_.Counters(draft.address.tenant).commits++;
   IndexLocked(draft, std::move(sealed->stored));

@@ -101,6 +101,49 @@ TEST_CASE("ReservationTable: only idle reservations past their lease expire") {
   CHECK(t.Find(fresh));
 }
 
+TEST_CASE("ReservationTable: a fenced reservation goes with the last call that held it") {
+  ReservationTable t;
+  ReservationId id = t.Add(BlockNo("acme", 1), kOwner, 1, 100).info.id;
+  auto payload = std::make_shared<PendingPayload>();
+  t.Find(id)->payload = payload;
+  t.Find(id)->writers = 1;
+  t.Find(id)->writes_inflight = 1;
+  std::vector<std::shared_ptr<PendingPayload>> discard;
+  t.FenceAll(300, [](const ReservationTable::Reservation&) {}, discard);
+  REQUIRE(t.Find(id));
+  t.Find(id)->writers = 0;  // the writer closed; a write is still in flight
+  CHECK(t.ForgetIfFencedIdle(id) == nullptr);
+  CHECK(t.Find(id));
+  t.Find(id)->writes_inflight = 0;  // ... and ended
+  CHECK(t.ForgetIfFencedIdle(id) == payload);
+  CHECK_FALSE(t.Find(id));
+
+  // Not fenced: an idle reservation stays for its writer (or its lease).
+  ReservationId live = t.Add(BlockNo("acme", 2), kOwner, 1, 100).info.id;
+  CHECK(t.ForgetIfFencedIdle(live) == nullptr);
+  CHECK(t.Find(live));
+}
+
+// Regression (review, 2026-12-06): the lease pass skipped fenced reservations, so one that no
+// call forgot (a truncate by path, a commit whose seal failed) held its file forever.
+TEST_CASE("ReservationTable: the lease pass forgets a fenced reservation left idle") {
+  ReservationTable t;
+  ReservationId id = t.Add(BlockNo("acme", 1), kOwner, 1, 100).info.id;
+  t.Find(id)->payload = std::make_shared<PendingPayload>();
+  t.Find(id)->writes_inflight = 1;
+  std::vector<std::shared_ptr<PendingPayload>> discard;
+  t.FenceAll(300, [](const ReservationTable::Reservation&) {}, discard);
+  REQUIRE(discard.empty());
+  t.Find(id)->writes_inflight = 0;  // let go by a call that did not forget it
+  int released = 0;
+  size_t expired = t.ExpireIdle(300, kLease, [&](const ReservationTable::Reservation&) { released++; },
+                                discard);
+  CHECK_FALSE(t.Find(id));
+  CHECK(discard.size() == 1);
+  CHECK(expired == 0);   // not an expiry: the fence ended it
+  CHECK(released == 0);  // its credits went at the fence
+}
+
 TEST_CASE("ReservationTable: remembered outcomes are bounded, the oldest forgotten first") {
   ReservationTable t;
   for (unsigned i = 0; i <= ReservationTable::kMaxOutcomes; ++i) {

@@ -1,0 +1,154 @@
+// StoreFills (store/store_fills.cc) in the gaps of its I/O: every fill call decides under the
+// store's lock, calls the medium without it, and records the outcome under it again. What
+// another thread does in that gap (a fence, a writer closing, another fill) must leave no fill
+// behind and no limit passed.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "store/env.h"
+#include "store/file_store.h"
+#include "tests/support/sample_identity.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpucache {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr Owner kOwner{1000, 1000};
+
+// Block k of one namespace (k = 0 unless a case needs two).
+CacheIdentity Key(int k = 0) {
+  CacheIdentity id = test::SampleIdentity("acme");
+  if (k != 0) id.chain[1] = test::Hash(static_cast<uint8_t>(100 + k));
+  return id;
+}
+
+// Lets `meanwhile` run once, on another thread, inside one medium call of a fill (no store lock
+// held there), waiting up to two seconds for it: on the old code it ran to the end in that gap.
+// The call is the first Allocate, the first Write of `write_size` bytes, or the first rename of
+// a payload out of tmp/ (the seal's publication, which then fails if `fail_part_rename`).
+class GapInFill final : public EnvWrapper {
+ public:
+  StatusCode Allocate(int fd, uint64_t offset, uint64_t length) override {
+    StatusCode s = EnvWrapper::Allocate(fd, offset, length);
+    AtGap();
+    return s;
+  }
+  StatusCode Write(int fd, std::span<const uint8_t> data, uint64_t offset) override {
+    if (data.size() == write_size) AtGap();
+    return EnvWrapper::Write(fd, data, offset);
+  }
+  StatusCode Rename(const std::string& from, const std::string& to) override {
+    if (from.find("/tmp/") == std::string::npos || !meanwhile) return EnvWrapper::Rename(from, to);
+    AtGap();
+    return fail_part_rename ? StatusCode::kIoError : EnvWrapper::Rename(from, to);
+  }
+  // Waits for `meanwhile` to end, if it ran.
+  void Join() {
+    if (done.valid()) done.wait();
+  }
+
+  std::function<void()> meanwhile;
+  size_t write_size = SIZE_MAX;
+  bool fail_part_rename = false;
+
+ private:
+  void AtGap() {
+    if (!meanwhile) return;
+    done = std::async(std::launch::async, std::exchange(meanwhile, nullptr));
+    done.wait_for(std::chrono::seconds(2));
+  }
+  std::future<void> done;
+};
+
+std::unique_ptr<IndexedStore> Open(const std::string& dir, StoreOptions o) {
+  std::string error;
+  auto s = OpenFileStore(dir, std::move(o), nullptr, &error);
+  REQUIRE_MESSAGE(s, error);
+  return s;
+}
+
+// Payload files of fills (tmp/, and spare/: a test Env makes no spares ahead, so any file there
+// is a fill's too).
+size_t FillFiles(const std::string& dir) {
+  size_t n = 0;
+  for (const char* sub : {"/tmp", "/spare"}) {
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(dir + sub, ec); !ec && it != fs::directory_iterator(); ++it) n++;
+  }
+  return n;
+}
+
+// A reservation of block k, its namespace made, its identity set.
+ReservationId Reserve(IndexedStore& s, int k = 0) {
+  BlockAddress a = AddressOf(Key(k));
+  s.CreateNamespace(a.tenant, a.ns, kOwner);
+  auto r = s.Reserve(a, kOwner);
+  REQUIRE(r.ok());
+  REQUIRE(s.SetIdentity(r.value(), EncodePhysicalKey(Key(k))) == StatusCode::kOk);
+  return r.value();
+}
+
+// Regression (review, 2026-12-06): a truncate by path (no writer open) fenced during its
+// allocate answered OK, and its fill stayed: fenced, unreachable, its file and descriptor held
+// outside every limit until the daemon stopped.
+TEST_CASE("Fills: a fence during a truncate by path ends the fill, its file with it") {
+  test::TempDir tmp;
+  GapInFill env;
+  StoreOptions o;
+  o.env = &env;
+  auto store = Open(tmp.path(), o);
+  ReservationId r = Reserve(*store);  // as a create, then `truncate -s` by path: no writer
+  env.meanwhile = [&] { REQUIRE(store->Fence().ok()); };
+  CHECK(store->Truncate(r, 1 << 20) == StatusCode::kFenced);  // ESTALE, as for a write
+  env.Join();
+  CHECK(FillFiles(tmp.path()) == 0);
+}
+
+// Regression (review, 2026-12-06): a commit fenced while it sealed, whose seal then failed,
+// returned the seal's error before looking at the fence, and its fill stayed as above.
+TEST_CASE("Fills: a fence while a commit seals ends the fill even when the seal fails") {
+  test::TempDir tmp;
+  GapInFill env;
+  StoreOptions o;
+  o.env = &env;
+  auto store = Open(tmp.path(), o);
+  ReservationId r = Reserve(*store);
+  REQUIRE(store->Write(r, 0, test::Payload(5000)).ok());
+  env.fail_part_rename = true;
+  env.meanwhile = [&] { REQUIRE(store->Fence().ok()); };
+  CHECK(store->Commit(r) == StatusCode::kFenced);
+  env.Join();
+  CHECK(FillFiles(tmp.path()) == 0);
+  CHECK_FALSE(store->Stat(AddressOf(Key())).ok());
+}
+
+// Regression (review, 2026-12-06): a write in flight when a fence came and its handle's writer
+// role ended (another thread's close) kept the fill: the close left it to the write, and the
+// write only answered kFenced.
+TEST_CASE("Fills: a write in flight through a fence and its writer's close ends the fill") {
+  test::TempDir tmp;
+  GapInFill env;
+  StoreOptions o;
+  o.env = &env;
+  auto store = Open(tmp.path(), o);
+  ReservationId r = Reserve(*store);
+  REQUIRE(store->OpenWriter(r) == StatusCode::kOk);
+  env.write_size = 5000;
+  env.meanwhile = [&] {
+    REQUIRE(store->Fence().ok());
+    store->CloseWriter(r);
+  };
+  CHECK(store->Write(r, 0, test::Payload(5000)).status() == StatusCode::kFenced);
+  env.Join();
+  CHECK(FillFiles(tmp.path()) == 0);
+}
+
+}  // namespace
+}  // namespace gpucache
