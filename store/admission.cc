@@ -148,13 +148,13 @@ StatusCode Admission::RoomForCommit(const std::string& tenant, uint64_t need,
   uint64_t global_limit = limits_.global.max_retained_bytes;
   if (tenant_limit && need > tenant_limit) return StatusCode::kTenantQuota;
   if (global_limit && need > global_limit) return StatusCode::kNoSpace;
+  // What is retained, and what will be once the commits sealing now are indexed: each was
+  // given room without this one's bytes, and this one is given room with theirs.
+  uint64_t mine_after = mine.retained_bytes() + mine.committing_bytes + need;
+  uint64_t global_after = global.retained_bytes() + global.committing_bytes + need;
   RoomRequest req{.tenant = tenant, .shares_of = global_limit};
-  if (tenant_limit && mine.retained_bytes() + need > tenant_limit) {
-    req.own = mine.retained_bytes() + need - tenant_limit;
-  }
-  if (global_limit && global.retained_bytes() + need > global_limit) {
-    req.shared = global.retained_bytes() + need - global_limit;
-  }
+  if (tenant_limit && mine_after > tenant_limit) req.own = mine_after - tenant_limit;
+  if (global_limit && global_after > global_limit) req.shared = global_after - global_limit;
   if (req.own == 0 && req.shared == 0) return StatusCode::kOk;
   return MakeRoom(req, victims);
 }

@@ -61,8 +61,17 @@ class Admission {
 
   // --- Room. Each names its victims in `victims` (and counts them as evictions), or refuses
   // having named none.
-  // A commit of `need` bytes under the retained-byte limits: kTenantQuota, kNoSpace.
+  // A commit of `need` bytes under the retained-byte limits: kTenantQuota, kNoSpace. The bytes
+  // of commits sealing now count as retained, and cannot be evicted.
   StatusCode RoomForCommit(const std::string& tenant, uint64_t need, std::vector<Id>& victims);
+  // A commit given room is sealing outside the lock, then ended (indexed, failed or fenced):
+  // from one to the other its bytes are the tenant's committing_bytes.
+  void CommitSealing(const std::string& tenant, uint64_t size) {
+    Counters(tenant).usage.committing_bytes += size;
+  }
+  void CommitEnded(const std::string& tenant, uint64_t size) {
+    Counters(tenant).usage.committing_bytes -= size;
+  }
   // A write to `device` met a full device with `space` left (nullopt: unknown): `need` bytes
   // plus slack from blocks on that device. kNoSpace when eviction would not answer it.
   StatusCode RoomOnDevice(const PendingPayload& device, std::optional<Medium::DeviceSpace> space,

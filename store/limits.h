@@ -4,9 +4,10 @@
 //   max_inflight_requests  reservations (fills) in flight                 -> kExhausted (EAGAIN)
 //   max_inflight_bytes     bytes written to reservations not yet committed -> kExhausted (EAGAIN)
 //   max_registrations      reservations + committed + quarantined blocks  -> kExhausted (EAGAIN)
-//   max_retained_bytes     committed + quarantined bytes: when a commit would pass it the store
-//                          evicts; if nothing is evictable, kNoSpace (ENOSPC) for the global
-//                          limit, kTenantQuota (EDQUOT) for a tenant's
+//   max_retained_bytes     committed + quarantined bytes: when a commit would pass it (with
+//                          the commits sealing now) the store evicts; if nothing is evictable,
+//                          kNoSpace (ENOSPC) for the global limit, kTenantQuota (EDQUOT) for a
+//                          tenant's
 //
 // Admission refuses cleanly: a refused request changes nothing.
 #pragma once
@@ -44,6 +45,10 @@ struct Usage {
   uint64_t bytes = 0;
   uint64_t quarantined_blocks = 0;
   uint64_t quarantined_bytes = 0;
+  // Bytes of commits admitted under max_retained_bytes and sealing now, outside the store's
+  // lock: retained in a moment, so every other commit's room counts them (not retained_bytes():
+  // they are not on the books, in the metrics or evictable yet).
+  uint64_t committing_bytes = 0;
 
   uint64_t registrations() const { return reservations + blocks + quarantined_blocks; }
   uint64_t retained_bytes() const { return bytes + quarantined_bytes; }
@@ -54,6 +59,7 @@ struct Usage {
     bytes += o.bytes;
     quarantined_blocks += o.quarantined_blocks;
     quarantined_bytes += o.quarantined_bytes;
+    committing_bytes += o.committing_bytes;
     return *this;
   }
 };

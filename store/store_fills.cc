@@ -250,6 +250,7 @@ StatusCode StoreFills::Commit(ReservationId id) {
     StatusCode room = admission_.RoomForCommit(r->info.address.tenant, r->info.size, victims);
     if (room != StatusCode::kOk) return room;
     for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
+    admission_.CommitSealing(r->info.address.tenant, r->info.size);
     r->sealing = true;
     payload = r->payload;
     draft.address = r->info.address;
@@ -275,6 +276,7 @@ StatusCode StoreFills::Commit(ReservationId id) {
   Reservation* r = reservations_.Find(id);
   assert(r && r->sealing);  // nothing else removes a sealing reservation
   r->sealing = false;
+  admission_.CommitEnded(draft.address.tenant, draft.size);  // indexed below, or not at all
   if (r->fenced) {
     // Fenced while sealing: fenced is not success. Nothing else holds a sealing fill (no writer
     // may open, no write start), so it goes now, and its file with it: discarded if the seal

@@ -86,6 +86,24 @@ TEST_CASE("Admission: room for a commit names the least recently used, and count
   CHECK(p.index.size() == 3);
 }
 
+TEST_CASE("Admission: the bytes of commits sealing count against the retained-byte limits") {
+  Parts p;
+  p.limits.tenants["acme"].max_retained_bytes = 300;
+  Id old = p.Add("acme", 1, 100);
+  std::vector<Id> victims;
+  CHECK(p.admission.RoomForCommit("acme", 200, victims) == StatusCode::kOk);
+  CHECK(victims.empty());
+  p.admission.CommitSealing("acme", 200);
+  // 100 retained, 200 sealing: another 100 takes the retained block, 200 more cannot fit.
+  CHECK(p.admission.RoomForCommit("acme", 200, victims) == StatusCode::kTenantQuota);
+  CHECK(victims.empty());
+  CHECK(p.admission.RoomForCommit("acme", 100, victims) == StatusCode::kOk);
+  CHECK(victims == std::vector<Id>{old});
+  p.admission.CommitEnded("acme", 200);
+  CHECK(p.admission.Counters("acme").usage.committing_bytes == 0);
+  CHECK(p.admission.Counters("acme").usage.retained_bytes() == 100);  // never counted as retained
+}
+
 TEST_CASE("Admission: a refusal names no victim, pinned and open blocks never go") {
   Parts p;
   p.limits.global.max_retained_bytes = 300;

@@ -95,6 +95,17 @@ ReservationId Reserve(IndexedStore& s, int k = 0) {
   return r.value();
 }
 
+// Commits block k with `payload`, from the namespace to the rename.
+StatusCode CommitPayload(IndexedStore& s, const Bytes& payload, int k) {
+  BlockAddress a = AddressOf(Key(k));
+  s.CreateNamespace(a.tenant, a.ns, kOwner);
+  auto r = s.Reserve(a, kOwner);
+  if (!r.ok()) return r.status();
+  if (StatusCode c = s.SetIdentity(r.value(), EncodePhysicalKey(Key(k))); c != StatusCode::kOk) return c;
+  if (auto w = s.Write(r.value(), 0, payload); !w.ok()) return w.status();
+  return s.Commit(r.value());
+}
+
 // Regression (review, 2026-12-06): a truncate by path (no writer open) fenced during its
 // allocate answered OK, and its fill stayed: fenced, unreachable, its file and descriptor held
 // outside every limit until the daemon stopped.
@@ -148,6 +159,42 @@ TEST_CASE("Fills: a write in flight through a fence and its writer's close ends 
   CHECK(store->Write(r, 0, test::Payload(5000)).status() == StatusCode::kFenced);
   env.Join();
   CHECK(FillFiles(tmp.path()) == 0);
+}
+
+// Regression (review, 2026-12-06): a commit was given room under max_retained_bytes, then
+// sealed without the lock, its bytes counted nowhere until indexed; a second commit in that gap
+// saw the same usage, and both were kept: 12,000 bytes under a limit of 10,000.
+TEST_CASE("Fills: two commits sealing at once stay within max_retained_bytes, tenant or global") {
+  struct Case {
+    std::string limit;
+    StatusCode refusal;
+  };
+  for (const Case& c : {Case{"tenant", StatusCode::kTenantQuota}, Case{"global", StatusCode::kNoSpace}}) {
+    CAPTURE(c.limit);
+    test::TempDir tmp;
+    GapInFill env;
+    StoreOptions o;
+    o.env = &env;
+    if (c.limit == "tenant") {
+      o.limits.tenants["acme"].max_retained_bytes = 10000;
+    } else {
+      o.limits.global.max_retained_bytes = 10000;
+    }
+    auto store = Open(tmp.path(), o);
+    StatusCode second = StatusCode::kIoError;
+    env.meanwhile = [&] { second = CommitPayload(*store, test::Payload(6000, 2), 2); };
+    CHECK(CommitPayload(*store, test::Payload(6000, 1), 1) == StatusCode::kOk);
+    env.Join();
+    // The first's bytes are not evictable while it seals: the second is refused, as it is once
+    // the first is a pinned block.
+    CHECK(second == c.refusal);
+    Usage usage = store->Stats().tenants["acme"].usage;
+    CHECK(usage.retained_bytes() == 6000);
+    CHECK(usage.committing_bytes == 0);
+    // Sealed, the first is a block like any other: a commit after it evicts it.
+    CHECK(CommitPayload(*store, test::Payload(6000, 3), 3) == StatusCode::kOk);
+    CHECK(store->Stats().tenants["acme"].usage.retained_bytes() == 6000);
+  }
 }
 
 }  // namespace
