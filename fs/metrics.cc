@@ -273,7 +273,7 @@ std::string Metrics::Render(BlockAdmin& store, const MetricsViewer& viewer) {
        [](auto& c) { return c.usage.quarantined_bytes; }},
       {"gpucache_inflight_reservations", "gauge", "Fills in flight.",
        [](auto& c) { return c.usage.reservations; }},
-      {"gpucache_inflight_bytes", "gauge", "Bytes written to fills not yet committed.",
+      {"gpucache_inflight_bytes", "gauge", "Bytes written, or being written, to fills not yet committed.",
        [](auto& c) { return c.usage.inflight_bytes; }},
       {"gpucache_hits_total", "counter",
        "Lookups that found a committed block: path lookups the daemon saw and ctl lookups.",

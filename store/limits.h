@@ -2,7 +2,8 @@
 //
 //   max_block_bytes        a block larger than this fails with kTooLarge (EFBIG)
 //   max_inflight_requests  reservations (fills) in flight                 -> kExhausted (EAGAIN)
-//   max_inflight_bytes     bytes written to reservations not yet committed -> kExhausted (EAGAIN)
+//   max_inflight_bytes     bytes written, or being written, to reservations not yet committed
+//                          -> kExhausted (EAGAIN)
 //   max_registrations      reservations + committed + quarantined blocks  -> kExhausted (EAGAIN)
 //   max_retained_bytes     committed + quarantined bytes: when a commit would pass it (with
 //                          the commits sealing now) the store evicts; if nothing is evictable,

@@ -2,8 +2,8 @@
 // point), the leases of idle ones, the outcome of recent fills (what a joiner learns), and
 // epoch fencing: a fence marks every reservation fenced, and one nobody holds any more goes.
 //
-// It knows nothing of limits or bytes: the store releases a reservation's credits
-// (store/admission.h) before it asks this table to forget the reservation.
+// It knows nothing of limits: the store releases a reservation's credits (credited_bytes,
+// store/admission.h) before it asks this table to forget the reservation.
 //
 // Thread safety: none; the store's lock guards every call (GUARDED_BY(mu_) in
 // store/indexed_store.h).
@@ -27,6 +27,10 @@ class ReservationTable {
  public:
   struct Reservation {
     ReservationInfo info;     // info.state: RESERVED, WRITING, or ABSENT once fenced
+    // What the tenant's inflight_bytes counts for it: info.size, and while writes or truncates
+    // are in flight the furthest end any of them was admitted to. Growth is counted when it is
+    // admitted, before the I/O, so concurrent writes each see the others' (store_fills.cc).
+    uint64_t credited_bytes = 0;
     Bytes identity;
     int writers = 0;          // handles that may still write
     int writes_inflight = 0;

@@ -87,7 +87,7 @@ Result<uint64_t> StoreAdmin::Fence() {
     epoch_.store(next);
     // The lambda runs under mu_ (the analysis checks it as a function of its own).
     auto release = [&](const Reservation& r) NO_THREAD_SAFETY_ANALYSIS {
-      admission_.ReservationReleased(r.info.address.tenant, r.info.size);
+      admission_.ReservationReleased(r.info.address.tenant, r.credited_bytes);
       admission_.Counters(r.info.address.tenant).fenced++;
     };
     reservations_.FenceAll(NowNs(), release, discard);

@@ -12,7 +12,7 @@ StoreCore::StoreCore(StoreOptions options, std::unique_ptr<Medium> medium)
 void StoreCore::EndReservationLocked(ReservationId id, FillState outcome, BlockState to) {
   Reservation* r = reservations_.Find(id);
   if (!r) return;
-  if (!r->fenced) admission_.ReservationReleased(r->info.address.tenant, r->info.size);
+  if (!r->fenced) admission_.ReservationReleased(r->info.address.tenant, r->credited_bytes);
   TouchNamespaceLocked(r->info.address);  // its .part leaves the listing
   reservations_.End(id, outcome, to, NowNs());
 }

@@ -113,9 +113,7 @@ Result<size_t> StoreFills::Write(ReservationId id, uint64_t offset, std::span<co
     if (r->fenced) return StatusCode::kFenced;
     if (r->sealing) return StatusCode::kBusy;
     if (offset + data.size() < offset) return StatusCode::kTooLarge;
-    const std::string& owner = r->info.address.tenant;
-    uint64_t end = offset + data.size();
-    if (StatusCode s = admission_.AdmitBytes(owner, r->info.size, end); s != StatusCode::kOk) return s;
+    if (StatusCode s = CreditLocked(*r, offset + data.size()); s != StatusCode::kOk) return s;
     if (r->info.state == BlockState::kReserved) MustTransition(r->info.state, BlockState::kWriting);
     r->writes_inflight++;
     payload = r->payload;
@@ -140,12 +138,11 @@ Result<size_t> StoreFills::Write(ReservationId id, uint64_t offset, std::span<co
     if (abandoned) medium_->Discard(*abandoned);
     return StatusCode::kFenced;
   }
-  if (n.ok()) r->info.modify_time_ns = r->last_activity_ns;
-  if (n.ok() && offset + n.value() > r->info.size) {
-    uint64_t end = offset + n.value();
-    admission_.ReservationResized(r->info.address.tenant, r->info.size, end);
-    r->info.size = end;
+  if (n.ok()) {
+    r->info.modify_time_ns = r->last_activity_ns;
+    r->info.size = std::max(r->info.size, offset + n.value());
   }
+  SettleCreditLocked(*r);
   return n;
 }
 
@@ -170,10 +167,7 @@ StatusCode StoreFills::Truncate(ReservationId id, uint64_t size) {
     if (!r) return StatusCode::kNotFound;
     if (r->fenced) return StatusCode::kFenced;
     if (r->sealing || r->writes_inflight) return StatusCode::kBusy;
-    if (StatusCode s = admission_.AdmitBytes(r->info.address.tenant, r->info.size, size);
-        s != StatusCode::kOk) {
-      return s;
-    }
+    if (StatusCode s = CreditLocked(*r, size); s != StatusCode::kOk) return s;
     // Setting the size is writing: a payload grown by truncate alone may be committed.
     if (r->info.state == BlockState::kReserved) MustTransition(r->info.state, BlockState::kWriting);
     payload = r->payload;
@@ -199,10 +193,10 @@ StatusCode StoreFills::Truncate(ReservationId id, uint64_t size) {
     return StatusCode::kFenced;
   }
   if (s == StatusCode::kOk) {
-    admission_.ReservationResized(r->info.address.tenant, r->info.size, size);
     r->info.size = size;
     r->info.modify_time_ns = NowNs();
   }
+  SettleCreditLocked(*r);
   return s;
 }
 
@@ -371,13 +365,31 @@ size_t StoreFills::ExpireReservations(uint64_t now_ns) {
     MutexLock lock(mu_);
     // The lambda runs under mu_ (the analysis checks it as a function of its own).
     auto release = [&](const Reservation& r) NO_THREAD_SAFETY_ANALYSIS {
-      admission_.ReservationReleased(r.info.address.tenant, r.info.size);
+      admission_.ReservationReleased(r.info.address.tenant, r.credited_bytes);
       admission_.Counters(r.info.address.tenant).expired++;
     };
     expired = reservations_.ExpireIdle(now_ns, options_.reservation_lease_ns, release, discard);
   }
   for (auto& p : discard) medium_->Discard(*p);
   return expired;
+}
+
+StatusCode StoreFills::CreditLocked(Reservation& r, uint64_t end) {
+  const std::string& tenant = r.info.address.tenant;
+  if (StatusCode s = admission_.AdmitBytes(tenant, r.credited_bytes, end); s != StatusCode::kOk) {
+    return s;
+  }
+  if (end > r.credited_bytes) {
+    admission_.ReservationResized(tenant, r.credited_bytes, end);
+    r.credited_bytes = end;
+  }
+  return StatusCode::kOk;
+}
+
+void StoreFills::SettleCreditLocked(Reservation& r) {
+  if (r.writes_inflight != 0 || r.credited_bytes == r.info.size) return;
+  admission_.ReservationResized(r.info.address.tenant, r.credited_bytes, r.info.size);
+  r.credited_bytes = r.info.size;
 }
 
 StatusCode StoreFills::MakeDeviceRoom(const PendingPayload& p, const std::string& tenant,

@@ -35,6 +35,13 @@ class StoreFills : public StoreCore, public virtual BlockFills {
   using StoreCore::StoreCore;
 
  private:
+  // Admits a write or truncate of `r` reaching `end` (AdmitBytes: max_block_bytes, in-flight
+  // bytes) and counts its growth now, before the I/O: a write admitted against a count that
+  // another's growth had not reached yet let both pass max_inflight_bytes.
+  StatusCode CreditLocked(Reservation& r, uint64_t end) REQUIRES(mu_);
+  // After a write or truncate of `r`: once none is in flight, its credit is its size again
+  // (what a short or failed write was admitted for and did not write goes back).
+  void SettleCreditLocked(Reservation& r) REQUIRES(mu_);
   // A write to `p` met a full device: evicts what may go there, or kNoSpace having evicted none.
   StatusCode MakeDeviceRoom(const PendingPayload& p, const std::string& tenant, uint64_t need)
       EXCLUDES(mu_);

@@ -31,8 +31,9 @@ CacheIdentity Key(int k = 0) {
 
 // Lets `meanwhile` run once, on another thread, inside one medium call of a fill (no store lock
 // held there), waiting up to two seconds for it: on the old code it ran to the end in that gap.
-// The call is the first Allocate, the first Write of `write_size` bytes, or the first rename of
-// a payload out of tmp/ (the seal's publication, which then fails if `fail_part_rename`).
+// The call is the first Allocate, the first Write of `write_size` bytes (each of which fails if
+// `fail_write`), or the first rename of a payload out of tmp/ (the seal's publication, which
+// then fails if `fail_part_rename`).
 class GapInFill final : public EnvWrapper {
  public:
   StatusCode Allocate(int fd, uint64_t offset, uint64_t length) override {
@@ -41,8 +42,9 @@ class GapInFill final : public EnvWrapper {
     return s;
   }
   StatusCode Write(int fd, std::span<const uint8_t> data, uint64_t offset) override {
-    if (data.size() == write_size) AtGap();
-    return EnvWrapper::Write(fd, data, offset);
+    if (data.size() != write_size) return EnvWrapper::Write(fd, data, offset);
+    AtGap();
+    return fail_write ? StatusCode::kIoError : EnvWrapper::Write(fd, data, offset);
   }
   StatusCode Rename(const std::string& from, const std::string& to) override {
     if (from.find("/tmp/") == std::string::npos || !meanwhile) return EnvWrapper::Rename(from, to);
@@ -56,6 +58,7 @@ class GapInFill final : public EnvWrapper {
 
   std::function<void()> meanwhile;
   size_t write_size = SIZE_MAX;
+  bool fail_write = false;
   bool fail_part_rename = false;
 
  private:
@@ -195,6 +198,38 @@ TEST_CASE("Fills: two commits sealing at once stay within max_retained_bytes, te
     CHECK(CommitPayload(*store, test::Payload(6000, 3), 3) == StatusCode::kOk);
     CHECK(store->Stats().tenants["acme"].usage.retained_bytes() == 6000);
   }
+}
+
+// Regression (review, 2026-12-06): a write's growth was admitted against max_inflight_bytes
+// under the lock but counted only once its I/O was done; a second write in that gap passed
+// against the same count, and both were kept: 12,000 bytes in flight under a limit of 10,000.
+TEST_CASE("Fills: two writes at once stay within max_inflight_bytes, and a failed one gives its credit back") {
+  test::TempDir tmp;
+  GapInFill env;
+  StoreOptions o;
+  o.env = &env;
+  o.limits.tenants["acme"].max_inflight_bytes = 10000;
+  auto store = Open(tmp.path(), o);
+  ReservationId r1 = Reserve(*store, 1), r2 = Reserve(*store, 2);
+  Result<size_t> second = StatusCode::kIoError;
+  env.write_size = 6000;
+  env.meanwhile = [&] { second = store->Write(r2, 0, test::Payload(6000, 2)); };
+  CHECK(store->Write(r1, 0, test::Payload(6000, 1)).ok());
+  env.Join();
+  CHECK(second.status() == StatusCode::kExhausted);
+  CHECK(store->Stats().tenants["acme"].usage.inflight_bytes == 6000);
+
+  // A write the medium fails was counted while it ran, and is not once it failed.
+  env.write_size = 3000;
+  env.fail_write = true;
+  Usage during;
+  env.meanwhile = [&] { during = store->Stats().tenants["acme"].usage; };
+  CHECK(store->Write(r1, 6000, test::Payload(3000, 1)).status() == StatusCode::kIoError);
+  env.Join();
+  CHECK(during.inflight_bytes == 9000);
+  CHECK(store->Stats().tenants["acme"].usage.inflight_bytes == 6000);
+  CHECK(store->Write(r2, 0, test::Payload(4000, 2)).ok());
+  CHECK(store->Stats().tenants["acme"].usage.inflight_bytes == 10000);
 }
 
 }  // namespace
