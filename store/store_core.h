@@ -12,6 +12,7 @@
 //   Admission         limits, counters, the drain switch, eviction decisions (store/admission.h)
 //   QuarantineSet     blocks out of the namespace whose bytes may be in use
 //   LeavingSet        addresses whose departed block's file is not yet gone
+//   NamespaceClaims   namespaces whose directories are being made or removed now
 //   UnverifiedSet     blocks a start restored without checking their files (adr/0016)
 //   Medium            where the bytes live (store/medium.h): MemoryMedium or FileMedium.
 // The sequence of each operation: check and decide under the lock, call the medium without it
@@ -36,6 +37,7 @@
 #include "store/leaving_set.h"
 #include "store/medium.h"
 #include "store/mutex.h"
+#include "store/namespace_claims.h"
 #include "store/quarantine_set.h"
 #include "store/reservation_table.h"
 #include "store/unverified_set.h"
@@ -125,6 +127,7 @@ class StoreCore {
   QuarantineSet quarantine_ GUARDED_BY(mu_);
   RemovalObserver observer_ GUARDED_BY(mu_);
   LeavingSet leaving_ GUARDED_BY(mu_);  // departed blocks whose files Finish has yet to move
+  NamespaceClaims namespace_claims_ GUARDED_BY(mu_);  // mkdirs and rmdirs under way
   CommitObserver commit_observer_;  // set once at start-up, then read-only
   UnverifiedSet unverified_ GUARDED_BY(mu_);
   // Set at Load, cleared (under mu_) when the start's walk finished: while false no answer

@@ -14,13 +14,20 @@ namespace gpucache {
 
 StatusCode StoreFills::CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
   if (!IsValidTenantName(tenant) || !IsValidNamespaceName(ns)) return StatusCode::kInvalidArgument;
-  {
-    MutexLock lock(mu_);
-    if (index_.namespaces().Find(tenant, ns)) return StatusCode::kExists;
-  }
-  if (StatusCode s = medium_->CreateNamespace(tenant, ns, owner); s != StatusCode::kOk) return s;
   MutexLock lock(mu_);
-  if (index_.namespaces().Find(tenant, ns)) return StatusCode::kExists;
+  if (index_.namespaces().Find(tenant, ns)) return StatusCode::kExists;  // no wait: the usual case
+  // From the check to the index, no removal of it may run (its rmdir would take the directory
+  // made here), nor another create.
+  namespace_claims_.Claim(tenant, ns, mu_);
+  if (index_.namespaces().Find(tenant, ns)) {  // another create, while this one waited
+    namespace_claims_.Release(tenant, ns);
+    return StatusCode::kExists;
+  }
+  lock.Unlock();
+  StatusCode s = medium_->CreateNamespace(tenant, ns, owner);
+  lock.Lock();
+  namespace_claims_.Release(tenant, ns);
+  if (s != StatusCode::kOk) return s;
   index_.namespaces().Touch(index_.namespaces().Add(std::string(tenant), std::string(ns), owner), NowNs());
   return StatusCode::kOk;
 }
@@ -31,14 +38,20 @@ StatusCode StoreFills::RemoveNamespace(std::string_view tenant, std::string_view
   // walk would then create the namespace again under the file's committer.
   WaitForVerification();
   MutexLock lock(mu_);
+  // Out of the index before its directories go (no fill may start there meanwhile), and
+  // claimed until they are gone: a create of it waits, then makes them again.
+  namespace_claims_.Claim(tenant, ns, mu_);
   std::optional<uint32_t> id = index_.namespaces().Find(tenant, ns);
-  if (!id) return StatusCode::kNotFound;
-  if (index_.namespaces().BlocksIn(*id) != 0 || reservations_.AnyIn(tenant, ns)) {
-    return StatusCode::kNotEmpty;
+  if (!id || index_.namespaces().BlocksIn(*id) != 0 || reservations_.AnyIn(tenant, ns)) {
+    namespace_claims_.Release(tenant, ns);
+    return id ? StatusCode::kNotEmpty : StatusCode::kNotFound;
   }
   index_.namespaces().Remove(*id);
   lock.Unlock();
-  return medium_->RemoveNamespace(tenant, ns);
+  StatusCode s = medium_->RemoveNamespace(tenant, ns);
+  lock.Lock();
+  namespace_claims_.Release(tenant, ns);
+  return s;
 }
 
 Result<ReservationId> StoreFills::Reserve(const BlockAddress& address, Owner owner) {

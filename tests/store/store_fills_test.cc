@@ -29,43 +29,57 @@ CacheIdentity Key(int k = 0) {
   return id;
 }
 
-// Lets `meanwhile` run once, on another thread, inside one medium call of a fill (no store lock
-// held there), waiting up to two seconds for it: on the old code it ran to the end in that gap.
-// The call is the first Allocate, the first Write of `write_size` bytes (each of which fails if
-// `fail_write`), or the first rename of a payload out of tmp/ (the seal's publication, which
-// then fails if `fail_part_rename`).
+// Lets `meanwhile` run once, on another thread, inside the first call of the kind `at` (a
+// medium call: no store lock held there), waiting up to a second for it: on the old code it ran
+// to the end in that gap; where a fix makes it wait for the call, it finishes after it.
 class GapInFill final : public EnvWrapper {
  public:
+  enum class Call {
+    kAllocate,    // after a payload's fallocate (a truncate that grows it)
+    kWrite,       // before a write of `write_size` bytes (then failed if `fail_write`)
+    kPartRename,  // before a rename out of tmp/: the seal's publication (then failed if
+                  // `fail_part_rename`)
+    kRemoveDir,   // before an rmdir (a namespace's removal)
+  };
+
   StatusCode Allocate(int fd, uint64_t offset, uint64_t length) override {
     StatusCode s = EnvWrapper::Allocate(fd, offset, length);
-    AtGap();
+    AtGap(Call::kAllocate);
     return s;
   }
   StatusCode Write(int fd, std::span<const uint8_t> data, uint64_t offset) override {
-    if (data.size() != write_size) return EnvWrapper::Write(fd, data, offset);
-    AtGap();
-    return fail_write ? StatusCode::kIoError : EnvWrapper::Write(fd, data, offset);
+    if (data.size() == write_size && AtGap(Call::kWrite) && fail_write) return StatusCode::kIoError;
+    return EnvWrapper::Write(fd, data, offset);
   }
   StatusCode Rename(const std::string& from, const std::string& to) override {
-    if (from.find("/tmp/") == std::string::npos || !meanwhile) return EnvWrapper::Rename(from, to);
-    AtGap();
-    return fail_part_rename ? StatusCode::kIoError : EnvWrapper::Rename(from, to);
+    // Only the rename the gap is in fails: the fence's own (its EPOCH, through tmp/) must not.
+    if (from.find("/tmp/") != std::string::npos && AtGap(Call::kPartRename) && fail_part_rename) {
+      return StatusCode::kIoError;
+    }
+    return EnvWrapper::Rename(from, to);
+  }
+  StatusCode RemoveDir(const std::string& path) override {
+    AtGap(Call::kRemoveDir);
+    return EnvWrapper::RemoveDir(path);
   }
   // Waits for `meanwhile` to end, if it ran.
   void Join() {
     if (done.valid()) done.wait();
   }
 
+  Call at = Call::kAllocate;
   std::function<void()> meanwhile;
   size_t write_size = SIZE_MAX;
   bool fail_write = false;
   bool fail_part_rename = false;
 
  private:
-  void AtGap() {
-    if (!meanwhile) return;
+  // Whether the gap was here.
+  bool AtGap(Call call) {
+    if (call != at || !meanwhile) return false;
     done = std::async(std::launch::async, std::exchange(meanwhile, nullptr));
-    done.wait_for(std::chrono::seconds(2));
+    done.wait_for(std::chrono::seconds(1));
+    return true;
   }
   std::future<void> done;
 };
@@ -119,6 +133,7 @@ TEST_CASE("Fills: a fence during a truncate by path ends the fill, its file with
   o.env = &env;
   auto store = Open(tmp.path(), o);
   ReservationId r = Reserve(*store);  // as a create, then `truncate -s` by path: no writer
+  env.at = GapInFill::Call::kAllocate;
   env.meanwhile = [&] { REQUIRE(store->Fence().ok()); };
   CHECK(store->Truncate(r, 1 << 20) == StatusCode::kFenced);  // ESTALE, as for a write
   env.Join();
@@ -135,6 +150,7 @@ TEST_CASE("Fills: a fence while a commit seals ends the fill even when the seal 
   auto store = Open(tmp.path(), o);
   ReservationId r = Reserve(*store);
   REQUIRE(store->Write(r, 0, test::Payload(5000)).ok());
+  env.at = GapInFill::Call::kPartRename;
   env.fail_part_rename = true;
   env.meanwhile = [&] { REQUIRE(store->Fence().ok()); };
   CHECK(store->Commit(r) == StatusCode::kFenced);
@@ -154,6 +170,7 @@ TEST_CASE("Fills: a write in flight through a fence and its writer's close ends 
   auto store = Open(tmp.path(), o);
   ReservationId r = Reserve(*store);
   REQUIRE(store->OpenWriter(r) == StatusCode::kOk);
+  env.at = GapInFill::Call::kWrite;
   env.write_size = 5000;
   env.meanwhile = [&] {
     REQUIRE(store->Fence().ok());
@@ -185,6 +202,7 @@ TEST_CASE("Fills: two commits sealing at once stay within max_retained_bytes, te
     }
     auto store = Open(tmp.path(), o);
     StatusCode second = StatusCode::kIoError;
+    env.at = GapInFill::Call::kPartRename;
     env.meanwhile = [&] { second = CommitPayload(*store, test::Payload(6000, 2), 2); };
     CHECK(CommitPayload(*store, test::Payload(6000, 1), 1) == StatusCode::kOk);
     env.Join();
@@ -212,6 +230,7 @@ TEST_CASE("Fills: two writes at once stay within max_inflight_bytes, and a faile
   auto store = Open(tmp.path(), o);
   ReservationId r1 = Reserve(*store, 1), r2 = Reserve(*store, 2);
   Result<size_t> second = StatusCode::kIoError;
+  env.at = GapInFill::Call::kWrite;
   env.write_size = 6000;
   env.meanwhile = [&] { second = store->Write(r2, 0, test::Payload(6000, 2)); };
   CHECK(store->Write(r1, 0, test::Payload(6000, 1)).ok());
@@ -230,6 +249,27 @@ TEST_CASE("Fills: two writes at once stay within max_inflight_bytes, and a faile
   CHECK(store->Stats().tenants["acme"].usage.inflight_bytes == 6000);
   CHECK(store->Write(r2, 0, test::Payload(4000, 2)).ok());
   CHECK(store->Stats().tenants["acme"].usage.inflight_bytes == 10000);
+}
+
+// Regression (review, 2026-12-06): a removal took the namespace out of the index, then removed
+// its directory without the lock; a mkdir of it in that gap indexed it again, and the rmdir then
+// took the directory: the namespace listed, every commit into it failing (ENOENT).
+TEST_CASE("Fills: a mkdir of a namespace racing its rmdir leaves it whole") {
+  test::TempDir tmp;
+  GapInFill env;
+  StoreOptions o;
+  o.env = &env;
+  auto store = Open(tmp.path(), o);
+  BlockAddress a = AddressOf(Key());
+  REQUIRE(store->CreateNamespace(a.tenant, a.ns, kOwner) == StatusCode::kOk);
+  StatusCode created = StatusCode::kIoError;
+  env.at = GapInFill::Call::kRemoveDir;
+  env.meanwhile = [&] { created = store->CreateNamespace(a.tenant, a.ns, kOwner); };
+  CHECK(store->RemoveNamespace(a.tenant, a.ns) == StatusCode::kOk);
+  env.Join();  // the create waited for the removal, then made the namespace again
+  CHECK(created == StatusCode::kOk);
+  CHECK(store->CreateNamespace(a.tenant, a.ns, kOwner) == StatusCode::kExists);
+  CHECK(CommitPayload(*store, test::Payload(100), 0) == StatusCode::kOk);
 }
 
 }  // namespace
