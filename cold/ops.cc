@@ -171,7 +171,9 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Princ
 }
 
 StatusCode ColdOps::AddBlock(BlockStore& store, const BlockAddress& a, PackBuilder& builder) {
-  Result<std::shared_ptr<BlockReader>> reader = store.Open(a);
+  // Opened for a copy, not as a client read: packing is not a use of the block, so it neither
+  // moves the block up the eviction order (nor counts a miss if it left) nor holds it open.
+  Result<std::shared_ptr<BlockReader>> reader = store.OpenForCopy(a);
   if (!reader.ok()) return reader.status();
   const BlockInfo& info = reader.value()->info();
   StatusCode status = StatusCode::kOk;

@@ -128,7 +128,8 @@ class ColdOps {
   // after `byte_budget` bytes were read and written; `resume_after` says where to continue.
   ResealReport Reseal(uint64_t byte_budget, const std::string& after = "") const;
 
-  // Reads a committed block through the store's verifying reader and adds it to `builder`.
+  // Reads a committed block through the store's verifying reader and adds it to `builder`,
+  // opened for a copy (BlockReads::OpenForCopy): not a use the eviction policy sees.
   static StatusCode AddBlock(BlockStore& store, const BlockAddress& a, PackBuilder& builder);
 
  private:

@@ -115,8 +115,10 @@ void ColdTier::PackQueued() {
 bool ColdTier::KnownCold(const BlockAddress& a) {
   std::optional<KnownPlace> place = known_.Find(a);
   if (!place) return false;
-  Result<std::shared_ptr<BlockReader>> reader = store_.Open(a);
-  return reader.ok() && ComputeSha256(reader.value()->info().canonical_identity) == place->range.identity_digest;
+  // Stat reads the identity from the block's header without opening it as a client would:
+  // asking is not a use of the block (nor a miss if it left), so it leaves eviction alone.
+  Result<BlockInfo> info = store_.Stat(a);
+  return info.ok() && ComputeSha256(info.value().canonical_identity) == place->range.identity_digest;
 }
 
 // A pack this node uploaded, everything it names now visible: its retention record, and each

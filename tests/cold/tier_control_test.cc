@@ -496,4 +496,43 @@ TEST_CASE("Cold control: a pack reports the uploads of its own packs while backg
   f.tier->Stop();
 }
 
+// Regression (review, 2026-12-06): packing read each block through Open, a client's read, so
+// every block written back (and every commit of a block with a known place) got a use no client
+// made: the cold tier moved blocks up the eviction order and the hot tier evicted what clients
+// had used more recently.
+TEST_CASE("Cold tier: packing a block is not a use of it: the eviction order stays the clients'") {
+  StoreOptions so;
+  so.limits.tenants["acme"].max_retained_bytes = 3000;  // three blocks of 1000 bytes
+  so.eviction_policy = "prefix-lru";
+  MemoryStore hot(so);
+  MemoryObjectStore s3;
+  ColdTierOptions o;
+  o.prefix = kPrefix;
+  o.write_back = WriteBack::kAfterCommit;
+  o.sink.backoff_base_ms = 1;
+  o.sink.backoff_max_ms = 2;
+  ColdTier tier(hot, s3, o, TestKeys());
+  for (int i = 1; i <= 3; i++) REQUIRE(CommitBlock(hot, NthIdentity(i), PayloadOf(i, 1000)) == StatusCode::kOk);
+  const BlockAddress first = AddressOf(NthIdentity(1));
+  SUBCASE("write-back") {
+    tier.OnCommitted(first);  // what the commit observer does
+    tier.PackQueued();        // the write-back round: reads block 1 into a pack
+    tier.DrainNow();          // uploaded: this node now knows block 1's place
+    tier.OnCommitted(first);  // committed again: the known place is checked against it
+    tier.PackQueued();
+    CHECK(tier.Stats().sink.submitted == 1);  // not packed twice
+  }
+  SUBCASE("backfill") {
+    // Blocks 2 and 3 are listed as cold already: the backfill reads block 1 alone.
+    for (int i = 2; i <= 3; i++) s3.Set(LocatorKey(kPrefix, AddressOf(NthIdentity(i))), EncodeLegacyLocator(Sha256{}));
+    BackfillReport b = tier.Pack("acme", UINT64_MAX);
+    REQUIRE(b.blocks == 1);
+  }
+  // Block 1 is still the one least recently used by a client: the fourth block evicts it.
+  REQUIRE(CommitBlock(hot, NthIdentity(4), PayloadOf(4, 1000)) == StatusCode::kOk);
+  CHECK_FALSE(hot.Stat(first).ok());
+  CHECK(hot.Stat(AddressOf(NthIdentity(2))).ok());
+  CHECK(hot.Stat(AddressOf(NthIdentity(3))).ok());
+}
+
 }  // namespace gpucache::cold
