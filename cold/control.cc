@@ -171,8 +171,10 @@ std::string RunPack(ColdTier& tier, const Principal&, const json& req) {
   DrainReport d;
   BackfillReport b = tier.Pack(tenant, budget, {}, &d);
   // "complete": every block this pack looked at is in S3 now or was already (nothing failed,
-  // pending, refused or unknown). gpucachectl exits non-zero when it is false.
-  bool complete = d.failed_now == 0 && d.pending == 0 && b.refused == 0 && b.skipped_unknown == 0;
+  // pending, refused or unknown), and it looked at every block (the daemon did not stop it).
+  // gpucachectl exits non-zero when it is false.
+  bool complete = d.failed_now == 0 && d.pending == 0 && b.refused == 0 && b.skipped_unknown == 0 &&
+                  !b.stopped;
   json reply{{"blocks", b.blocks}, {"bytes", b.bytes}, {"packs", b.packs},
              {"skipped_cold", b.skipped_cold}, {"skipped_unknown", b.skipped_unknown},
              {"invalid_locators", b.invalid_locators},

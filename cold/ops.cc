@@ -208,8 +208,10 @@ ObjectResult<std::map<std::string, uint64_t>> ColdOps::TenantLocators(const std:
 // packed again, and reported, so the caller knows the pack was incomplete.
 BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::string& tenant,
                                  uint64_t budget, const PackOptions& pack,
-                                 const std::function<void(const BackfillReport&)>& progress) const {
+                                 const std::function<void(const BackfillReport&)>& progress,
+                                 const std::function<bool()>& stopping) const {
   BackfillReport rep;
+  auto stop_asked = [&] { return stopping && stopping(); };
   std::shared_ptr<const Keyring> keyring = keys_->Get();
   PackBuilder builder(prefix_, keyring);
   builder.Reserve(pack.target_bytes);
@@ -219,7 +221,7 @@ BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::strin
     builder.Reserve(pack.target_bytes);
     SubmitOutcome s = sink.TrySubmit(p);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(pack.wait_for_room_ms);
-    while (s.admission == Admission::kFull && std::chrono::steady_clock::now() < deadline) {
+    while (s.admission == Admission::kFull && std::chrono::steady_clock::now() < deadline && !stop_asked()) {
       SinkStats st = sink.Stats();
       if (st.pending + st.in_flight == 0) break;  // nothing will make room
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -232,6 +234,10 @@ BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::strin
     std::optional<ObjectResult<std::map<std::string, uint64_t>>> cold;  // listed at the first block
     // One pass over the store's index for the tenant (a listing per namespace was a pass each).
     store.VisitBlocks(t, [&](const BlockAddress& a) {
+      if (stop_asked()) {
+        rep.stopped = true;
+        return false;
+      }
       Result<BlockInfo> info = store.Stat(a);
       if (!info.ok()) return true;  // gone, or leaving
       if (!cold) cold = TenantLocators(t);
@@ -260,7 +266,7 @@ BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::strin
       }
       return true;
     });
-    if (rep.budget_reached) break;
+    if (rep.budget_reached || rep.stopped) break;
   }
   flush();
   return rep;

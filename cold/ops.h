@@ -55,6 +55,7 @@ struct BackfillReport {
   size_t invalid_locators = 0;  // listed at a size no readable locator of it has: packed again
   size_t refused = 0;        // packs the sink refused (full)
   bool budget_reached = false;
+  bool stopped = false;      // the daemon began stopping: the blocks after were not looked at
   std::optional<ObjectError> list_error;  // the first listing that failed, if any
 };
 
@@ -110,10 +111,13 @@ class ColdOps {
 
   // Packs committed blocks of the hot store (of `tenant`, or all when empty) that have no
   // locator yet and submits them to `sink`, stopping before `byte_budget` payload bytes.
-  // Blocks of retired tenants are skipped. `progress` is told each block enqueued.
+  // Blocks of retired tenants are skipped. `progress` is told each block enqueued. Once
+  // `stopping` (optional) says so, it looks at no other block and waits no longer for room
+  // in the sink (`stopped`).
   BackfillReport Backfill(BlockStore& store, Sink& sink, const std::string& tenant,
                           uint64_t byte_budget, const PackOptions& pack,
-                          const std::function<void(const BackfillReport&)>& progress = {}) const;
+                          const std::function<void(const BackfillReport&)>& progress = {},
+                          const std::function<bool()>& stopping = {}) const;
 
   // Deletes a retired tenant's objects, at most `max_manifests` manifests per call (each one
   // reclaimed as Reclaim does, with its proofs; a manifest that also lists another tenant's

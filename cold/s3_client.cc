@@ -72,6 +72,13 @@ ObjectError MakeError(const S3Request& request, const S3Reply& reply, std::strin
     error.message = where + "the receiver refused the bytes";
     return error;
   }
+  if (reply.stopped) {
+    error.kind = ObjectErrorKind::kTemporary;
+    error.code = "Stopped";
+    error.message = where + "aborted: the client is stopping";
+    error.ambiguous = mutating && IsAmbiguous(reply.connected, error.http_status);
+    return error;
+  }
   if (reply.out_of_memory) {
     error.kind = ObjectErrorKind::kTemporary;
     error.code = "OutOfMemory";
@@ -146,6 +153,11 @@ std::string S3Client::Url(std::string_view key, std::string_view query) const {
 
 ObjectResult<S3Reply> S3Client::Exchange(const S3Request& request, bool mutating,
                                          bool (*accept)(long status)) {
+  if (stopping_) {
+    return ObjectError{ObjectErrorKind::kTemporary, 0, "Stopped",
+                       std::string(request.method) + " " + request.url + ": not sent: the client is stopping",
+                       false};
+  }
   std::shared_ptr<const Credentials> credentials = CurrentCredentials();
   CURL* handle = pool_->Acquire();
   if (handle == nullptr) {
@@ -154,7 +166,7 @@ ObjectResult<S3Reply> S3Client::Exchange(const S3Request& request, bool mutating
                        false};
   }
   S3Signer signer{sigv4_, credentials->access_key, credentials->secret_key};
-  S3Reply reply = PerformS3Request(handle, request, signer, options_);
+  S3Reply reply = PerformS3Request(handle, request, signer, options_, &stopping_);
   if (reply.reusable) {
     pool_->Release(handle);
   } else {

@@ -29,6 +29,7 @@
 // PUT is closed rather than reused (its body may be half-read by the server). Never throws.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -70,6 +71,12 @@ class S3Client final : public ObjectStore {
   ObjectResult<Done> Delete(std::string_view key) override;
   ObjectResult<std::vector<ObjectMeta>> List(std::string_view prefix) override;
 
+  // The daemon is stopping: aborts the transfers in flight (within about a second: curl's
+  // progress callback) and fails every later request without sending it, each kTemporary with
+  // code "Stopped" (ambiguous as any failed Put or Delete that may have reached the server), so
+  // a stop never waits out transfer_timeout on a stalled server. Irreversible. Thread-safe.
+  void AbortTransfers() { stopping_ = true; }
+
   // Swaps the credentials for requests that start after this returns (key rotation on
   // SIGHUP). Thread-safe. Empty values are ignored (returns false).
   bool UpdateCredentials(std::string access_key, std::string secret_key);
@@ -94,6 +101,7 @@ class S3Client final : public ObjectStore {
   S3Options options_;  // access_key/secret_key cleared: credentials_ holds them
   std::string sigv4_;  // "aws:amz:REGION:s3"
   std::unique_ptr<CurlHandlePool> pool_;
+  std::atomic<bool> stopping_{false};  // AbortTransfers: set once, never cleared
   mutable Mutex credentials_mu_;
   std::shared_ptr<const Credentials> credentials_ GUARDED_BY(credentials_mu_);
 };

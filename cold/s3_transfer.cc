@@ -27,6 +27,7 @@ struct Transfer {
   std::span<const uint8_t> upload;
   size_t upload_pos = 0;
   const std::function<bool(uint64_t, std::span<const uint8_t>)>* sink = nullptr;
+  const std::atomic<bool>* stop = nullptr;
 };
 
 bool Append(S3Reply& reply, const char* data, size_t bytes) {
@@ -105,6 +106,15 @@ int SeekBody(void* user, curl_off_t offset, int origin) {
   return CURL_SEEKFUNC_OK;
 }
 
+// curl calls it about once a second however the transfer stands (connecting, waiting on a
+// stalled server) and more often while bytes move; non-zero aborts it (CURLE_ABORTED_BY_CALLBACK).
+int StopWhenAsked(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(user);
+  if (!t->stop->load(std::memory_order_relaxed)) return 0;
+  t->reply->stopped = true;
+  return 1;
+}
+
 std::string HeaderValue(CURL* handle, const char* name) {
   curl_header* header = nullptr;
   if (curl_easy_header(handle, name, 0, CURLH_HEADER, -1, &header) != CURLHE_OK) return "";
@@ -150,6 +160,11 @@ void Configure(CURL* h, const S3Request& request, const S3Signer& signer, const 
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_buffer);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteBody);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &transfer);
+  if (transfer.stop != nullptr) {
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, StopWhenAsked);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &transfer);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  }
   std::string_view method = request.method;
   if (method == "HEAD") {
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
@@ -203,9 +218,9 @@ void CurlHandlePool::Release(CURL* handle) {
 }
 
 S3Reply PerformS3Request(CURL* h, const S3Request& request, const S3Signer& signer,
-                         const S3Options& options) {
+                         const S3Options& options, const std::atomic<bool>* stop) {
   S3Reply reply;
-  Transfer transfer{h, &reply, request.want_body, request.max_body, request.body, 0, request.body_sink};
+  Transfer transfer{h, &reply, request.want_body, request.max_body, request.body, 0, request.body_sink, stop};
   curl_slist* headers = BuildHeaders(request);
   if (headers == nullptr) {
     reply.curl = CURLE_OUT_OF_MEMORY;

@@ -5,6 +5,7 @@
 
 #include <curl/curl.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -46,6 +47,7 @@ struct S3Reply {
   bool reusable = true;
   bool too_large = false;  // aborted: the 2xx body exceeded max_body
   bool sink_refused = false;  // aborted: the body sink returned false
+  bool stopped = false;       // aborted: the client is stopping (S3Client::AbortTransfers)
   uint64_t body_bytes = 0;    // 2xx body bytes received (into body, or handed to the sink)
   bool out_of_memory = false;
   std::string curl_detail;  // curl's error buffer; holds no credentials
@@ -80,8 +82,10 @@ class CurlHandlePool {
   std::vector<CURL*> idle_ GUARDED_BY(mu_);
 };
 
-// Runs `request` on `handle` (reset and fully reconfigured first). Never throws.
+// Runs `request` on `handle` (reset and fully reconfigured first). Never throws. Once `stop`
+// (optional, borrowed) is true the transfer is aborted within about a second, whatever it is
+// waiting for (connect, a stalled server): S3Reply::stopped.
 S3Reply PerformS3Request(CURL* handle, const S3Request& request, const S3Signer& signer,
-                         const S3Options& options);
+                         const S3Options& options, const std::atomic<bool>* stop = nullptr);
 
 }  // namespace gpucache::cold

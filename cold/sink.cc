@@ -1,6 +1,5 @@
 #include "cold/sink.h"
 
-#include <atomic>
 #include <thread>
 
 namespace gpucache::cold {
@@ -88,6 +87,7 @@ Sink::Outcome Sink::Attempt(Job& job) {
   job.attempts++;
   const PackedPair& p = job.pair;
   while (job.next_step < job.steps()) {
+    if (stopping_) return Outcome::kStopped;  // between steps: the rest waits, as after a crash
     std::string step, key;
     std::span<const uint8_t> body;
     if (job.next_step == 0) {
@@ -105,6 +105,7 @@ Sink::Outcome Sink::Attempt(Job& job) {
     }
     if (!r.ok()) {
       job.last_error = JobError{job.id, step, r.error()};
+      if (stopping_) return Outcome::kStopped;  // most likely aborted by the stop itself
       bool temporary = r.error().kind == ObjectErrorKind::kTemporary;
       return temporary && job.attempts < limits_.max_attempts ? Outcome::kRequeue : Outcome::kFail;
     }
@@ -140,6 +141,10 @@ void Sink::Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report
       job->due = Clock::now() + Backoff(job->attempts);
       pending_.push_back(std::move(job));
       break;
+    case Outcome::kStopped:
+      job->due = Clock::now();
+      pending_.push_back(std::move(job));
+      break;
     case Outcome::kFail: {
       report.newly_failed++;
       stats_.failed_entries++;
@@ -170,7 +175,7 @@ DrainReport Sink::DrainRound() {
       std::unique_ptr<Job> job;
       {
         MutexLock lock(round_mu);
-        if (round.empty()) return;
+        if (round.empty() || stopping_) return;
         job = std::move(round.front());
         round.pop_front();
       }
@@ -185,15 +190,31 @@ DrainReport Sink::DrainRound() {
   for (size_t i = 1; i < n; i++) workers.emplace_back(worker);
   worker();
   for (std::thread& t : workers) t.join();
+  Unclaim(round);
   MutexLock lock(mu_);
   report.pending = pending_.size();
   report.failed_now = failed_.size();
   return report;
 }
 
+void Sink::Unclaim(std::deque<std::unique_ptr<Job>>& jobs) {
+  MutexLock lock(mu_);
+  in_flight_ -= jobs.size();
+  for (auto& job : jobs) pending_.push_back(std::move(job));
+  jobs.clear();
+}
+
+void Sink::Stop() {
+  stopping_ = true;
+  MutexLock lock(mu_);  // a wait between its check and its sleep still hears the notify
+  submitted_.notify_all();
+  stopped_.notify_all();
+}
+
 std::unique_ptr<Sink::Job> Sink::TakeDue(std::chrono::milliseconds wait) {
   MutexLock lock(mu_);
   for (bool waited = false;; waited = true) {
+    if (stopping_) return nullptr;
     Clock::time_point now = Clock::now();
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
       if ((*it)->due > now) continue;
@@ -216,6 +237,7 @@ DrainReport Sink::DrainWhile(const std::function<bool()>& more) {
     for (;;) {
       std::unique_ptr<Job> job = TakeDue(std::chrono::milliseconds(5));
       if (!job) {
+        if (stopping_) return;
         if (more()) continue;
         job = TakeDue(std::chrono::milliseconds(0));  // submitted just before more() turned false
         if (!job) return;
@@ -256,7 +278,7 @@ Clock::time_point Sink::NextDue() const {
 
 DrainReport Sink::Drain(size_t max_rounds) {
   DrainReport total;
-  for (size_t i = 0; i < max_rounds;) {
+  for (size_t i = 0; i < max_rounds && !stopping_;) {
     Clock::time_point next = NextDue();
     if (next == Clock::time_point::max()) {
       // Nothing pending, but another drain (the tier's background round) may still hold jobs
@@ -267,7 +289,10 @@ DrainReport Sink::Drain(size_t max_rounds) {
       continue;
     }
     Clock::time_point latest = Clock::now() + std::chrono::milliseconds(limits_.backoff_max_ms);
-    std::this_thread::sleep_until(std::min(next, latest));
+    {
+      MutexLock lock(mu_);  // a backoff may be 10 s: Stop() ends the wait
+      stopped_.wait_until(mu_, std::min(next, latest), [this] { return stopping_.load(); });
+    }
     DrainReport r = DrainRound();
     if (r.attempted == 0) continue;  // another drain took the due jobs
     i++;

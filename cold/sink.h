@@ -19,6 +19,11 @@
 // outage that ends heals without an operator and a lasting one costs a bounded request rate.
 // A permanent error (403, other 4xx) waits for an operator (Retry or Drop).
 //
+// Stopping: after Stop() no job is started or continued: a drain returns once the steps in
+// flight end (the daemon then aborts them: S3Client::AbortTransfers), and every job it did
+// not finish goes back to the queue where it was, to be lost with the daemon as after a crash
+// (its blocks have no locator; the next backfill packs them again).
+//
 // Accounting: at every moment, under one lock,
 //   submitted = uploaded + pending + in_flight + failed_now + dropped
 // (Stats() reads all of them at once; jobs refused at admission are counted apart).
@@ -31,6 +36,7 @@
 // Thread safety: every method may be called from any thread; one drain runs at a time.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -137,6 +143,8 @@ class Sink {
   DrainReport DrainWhile(const std::function<bool()>& more);
   // Moves due, temporarily failed jobs back to the queue (see "Healing" above). Returns how many.
   size_t Redrive();
+  // The daemon is stopping (see "Stopping" above). Irreversible; returns at once.
+  void Stop();
 
   std::vector<FailedJob> Failed() const;
   // Moves a failed job back to the pending tail with a fresh attempt count. False if unknown.
@@ -146,7 +154,8 @@ class Sink {
 
  private:
   struct Job;
-  enum class Outcome : uint8_t { kUploaded, kRequeue, kFail };
+  // kStopped: cut short by Stop(), back to the queue as it was (not the job's failure).
+  enum class Outcome : uint8_t { kUploaded, kRequeue, kFail, kStopped };
   Outcome Attempt(Job& job);
   ObjectResult<Done> Upload(size_t step, const std::string& key, std::span<const uint8_t> body,
                             const PackedPair& p);
@@ -156,6 +165,8 @@ class Sink {
   // The first pending job that is due, now in flight; null if none (after waiting up to
   // `wait` for a submission).
   std::unique_ptr<Job> TakeDue(std::chrono::milliseconds wait);
+  // Jobs a round took and, stopping, never attempted: back to the queue.
+  void Unclaim(std::deque<std::unique_ptr<Job>>& jobs);
 
   ObjectStore& store_;
   const std::string prefix_;
@@ -164,12 +175,14 @@ class Sink {
   Mutex drain_mu_;  // one drain at a time; never held with mu_ across I/O
   mutable Mutex mu_;
   std::condition_variable_any submitted_;  // a job entered the queue
+  std::condition_variable_any stopped_;    // Stop() was called
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
   std::deque<std::unique_ptr<Job>> pending_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Job>> failed_ GUARDED_BY(mu_);
   size_t in_flight_ GUARDED_BY(mu_) = 0;
   SinkStats stats_ GUARDED_BY(mu_);
   std::mt19937_64 jitter_ GUARDED_BY(mu_);
+  std::atomic<bool> stopping_{false};
   std::function<void(const PackedPair&)> uploaded_hook_;
 };
 

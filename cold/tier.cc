@@ -33,14 +33,15 @@ ColdTier::ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions opti
 }
 
 ColdTier::~ColdTier() {
-  async_.Shutdown();  // a running refill uses the members below: let it finish first
+  // Stop first: a running pack or refill then has its requests aborted and starts nothing
+  // more, so waiting for it is short; the ops use the members below, which outlive the wait.
   Stop();
+  async_.Shutdown();
 }
 
 void ColdTier::Start() {
   MutexLock lock(mu_);
-  if (thread_.joinable()) return;
-  stop_ = false;
+  if (thread_.joinable() || stop_) return;
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -49,8 +50,15 @@ void ColdTier::Stop() {
     MutexLock lock(mu_);
     stop_ = true;
   }
+  sink_.Stop();  // first: a job whose request the hook aborts goes back to the queue, not failed
+  if (abort_requests_) abort_requests_();
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+}
+
+bool ColdTier::Stopping() const {
+  MutexLock lock(mu_);
+  return stop_;
 }
 
 void ColdTier::OnCommitted(const BlockAddress& address) {
@@ -70,6 +78,8 @@ void ColdTier::Run() {
     wake_.wait_for(mu_, std::chrono::milliseconds(options_.flush_interval_ms));
     if (stop_) break;
     lock.Unlock();
+    // Once stopping each returns soon: PackQueued looks at no other block, a round takes no
+    // other job (Sink::Stop).
     PackQueued();
     sink_.Redrive();  // heals what an outage that has ended left in the failed queue
     // A running pack uploads everything the sink holds and reports it: a round here could take
@@ -98,6 +108,7 @@ void ColdTier::PackQueued() {
     builder.Reserve(options_.pack.target_bytes);
   };
   for (const BlockAddress& a : batch) {
+    if (Stopping()) return;  // the rest is lost with the daemon, as after a crash
     if (KnownCold(a)) continue;
     if (ColdOps::AddBlock(store_, a, builder) != StatusCode::kOk) continue;
     if (builder.payload_bytes() >= options_.pack.target_bytes ||
@@ -159,10 +170,13 @@ BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
   std::thread drainer([&] { streamed = sink_.DrainWhile([&] { return reading.load(); }); });
   PackOptions pack = options_.pack;
   pack.wait_for_room_ms = 60'000;
-  BackfillReport r = ops_.Backfill(store_, sink_, tenant, byte_budget, pack, [&](const BackfillReport& b) {
-    packed_++;
-    if (progress) progress(b);
-  });
+  BackfillReport r = ops_.Backfill(
+      store_, sink_, tenant, byte_budget, pack,
+      [&](const BackfillReport& b) {
+        packed_++;
+        if (progress) progress(b);
+      },
+      [this] { return Stopping(); });
   reading = false;
   drainer.join();
   Accumulate(streamed, sink_.Drain());

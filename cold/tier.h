@@ -64,9 +64,18 @@ class ColdTier {
            std::shared_ptr<SealKeys> keys);
   ~ColdTier();
 
-  // Starts the background thread (write-back and draining). Idempotent.
+  // Starts the background thread (write-back and draining). Idempotent; nothing after Stop().
   void Start();
+  // Stops the tier for good: no job, pack or block is started after it, the stop hook ends the
+  // requests in flight, a running pack or drain returns, and the background thread is joined.
+  // What was not uploaded stays queued or failed, lost with the daemon as after a crash; the
+  // next backfill packs those blocks again. (systemd's TimeoutStopSec is 30 s, and the hot
+  // store writes its INDEX only after the tier stopped.) The destructor calls it.
   void Stop();
+  // Run by Stop() once nothing new starts and before it waits for what runs: ends the object
+  // store's requests in flight (the daemon's: S3Client::AbortTransfers); without it Stop waits
+  // for them. The store is borrowed, so its owner says how. REQUIRES: set before Start().
+  void SetStopHook(std::function<void()> abort_requests) { abort_requests_ = std::move(abort_requests); }
 
   // The store's commit observer: queues the address for write-back. Cheap, never blocks on I/O.
   void OnCommitted(const BlockAddress& address);
@@ -106,6 +115,7 @@ class ColdTier {
 
  private:
   void Run();
+  bool Stopping() const;
   void OnUploaded(const PackedPair& pair);
   bool KnownCold(const BlockAddress& a);
   RefillResult Download(const LocatedBlock& block, std::span<const uint8_t> identity, Owner owner);
@@ -130,6 +140,7 @@ class ColdTier {
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
   std::function<void(const BlockAddress&)> refilled_;
+  std::function<void()> abort_requests_;
   Mutex pack_mu_;  // one backfill at a time: two would read and pack the same blocks
   std::atomic<uint64_t> overflow_{0}, packed_{0}, refills_{0}, hits_{0}, missing_{0}, refused_{0},
       known_hits_{0}, known_fallbacks_{0};

@@ -48,6 +48,10 @@ std::unique_ptr<DaemonCold> DaemonCold::Create(const cold::ColdOptions& c, Block
   d->keyring_file_ = c.keyring_file;
   d->keys_ = std::make_shared<cold::SealKeys>(keyring);
   d->tier_ = std::make_unique<cold::ColdTier>(store, *d->client_, c.tier, d->keys_);
+  // Nothing waits on S3 once the daemon stops: a stalled transfer would hold the stop past
+  // systemd's TimeoutStopSec (30 s), and the hot store writes its INDEX only after the tier.
+  cold::S3Client* s3_client = d->client_.get();
+  d->tier_->SetStopHook([s3_client] { s3_client->AbortTransfers(); });
   spdlog::info("cold tier: {} bucket {} prefix '{}', write-back {}, sealing with key {}",
                s3.endpoint, s3.bucket, c.tier.prefix, cold::ToString(c.tier.write_back),
                keyring->current());
@@ -55,7 +59,7 @@ std::unique_ptr<DaemonCold> DaemonCold::Create(const cold::ColdOptions& c, Block
 }
 
 DaemonCold::~DaemonCold() {
-  if (tier_) tier_->Stop();
+  if (tier_) tier_->Stop();  // aborts the S3 transfers in flight (the stop hook set in Create)
 }
 
 void DaemonCold::Wire(Filesystem& fs, BlockStore& store) {

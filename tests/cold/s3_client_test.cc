@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "cold/digest.h"
@@ -268,6 +269,32 @@ TEST_CASE("S3Client: a stalled server times out as kTemporary, ambiguous for Put
   CHECK(put.error().code == "CURLE_OPERATION_TIMEDOUT");
   CHECK(put.error().ambiguous);
   CHECK(elapsed < std::chrono::seconds(5));
+}
+
+// Regression (review, 2026-12-06): nothing could end a transfer in flight, so a daemon that
+// stopped while S3 stalled waited out transfer_timeout (30 s) per request, past systemd's
+// TimeoutStopSec, and was killed before the hot store wrote its INDEX.
+TEST_CASE("S3Client: AbortTransfers ends a stalled transfer and fails later requests unsent") {
+  CannedHttpServer server;
+  server.Push({Step::kStall, ""});
+  S3Options o = OptionsFor(server.endpoint());
+  o.transfer_timeout_ms = 120'000;  // neither timeout ends this transfer within the test
+  o.low_speed_time_s = 120;
+  auto client = MakeClient(o);
+  auto put = std::async(std::launch::async, [&] { return client->Put("k", Bytes("data")); });
+  while (server.requests().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  client->AbortTransfers();  // the server holds the request and will never answer
+  REQUIRE(put.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  auto r = put.get();
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().kind == ObjectErrorKind::kTemporary);
+  CHECK(r.error().code == "Stopped");
+  CHECK(r.error().ambiguous);  // the server had the request: it may have stored it
+  auto head = client->Head("k");
+  REQUIRE_FALSE(head.ok());
+  CHECK(head.error().code == "Stopped");
+  CHECK_FALSE(head.error().ambiguous);
+  CHECK(server.requests().size() == 1);  // the later request was never sent
 }
 
 TEST_CASE("S3Client: a refused connection is kTemporary and not ambiguous") {

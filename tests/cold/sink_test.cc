@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <chrono>
+#include <future>
 #include <map>
 #include <random>
 #include <thread>
@@ -472,6 +473,57 @@ TEST_CASE("Sink: Drain waits for jobs another drain holds in flight") {
   CHECK(st.uploaded == 1);
   opener.join();
   background.join();
+}
+
+// Regression (review, 2026-12-06): a drain round attempted every due job however long the
+// daemon had been stopping (256 jobs at 4 at a time, 30 s each against a stalled S3), past
+// systemd's TimeoutStopSec: the daemon was killed before the hot store wrote its INDEX.
+TEST_CASE("Sink: Stop ends a round after the step in flight; what it did not finish stays pending") {
+  MemoryObjectStore s3;
+  Sink* sink = nullptr;
+  s3.SetFault([&](const MemoryObjectStore::Request& q) -> std::optional<ObjectError> {
+    if (q.verb != "PUT" || q.key.find("/manifests/") == std::string::npos) return std::nullopt;
+    sink->Stop();  // the daemon stops while the first job's manifest is on its way ...
+    return ObjectError{ObjectErrorKind::kTemporary, 0, "Stopped", "", true};  // ... and aborts it
+  });
+  SinkLimits limits = Fast();
+  limits.concurrency = 1;
+  Sink s(s3, kPrefix, limits);
+  sink = &s;
+  for (int i = 0; i < 5; i++) REQUIRE(s.Submit(MakePack(10 * i, 2)).admission == Admission::kAccepted);
+  DrainReport r = s.DrainRound();
+  CHECK(s3.Count("PUT") == 2);  // the first job's object and manifest: no other job started
+  CHECK(r.newly_failed == 0);   // cut short by the stop: not the job's failure
+  SinkStats st = s.Stats();
+  CHECK(st.pending == 5);
+  CHECK(st.in_flight == 0);
+  CHECK(st.failed_now == 0);
+  CHECK(st.Balanced());
+  CHECK(s.Drain().attempted == 0);  // nothing is started after Stop
+  CHECK(s.DrainWhile([] { return true; }).attempted == 0);
+  CHECK(s3.Count("PUT") == 2);
+  CHECK(s.Stats().Balanced());
+}
+
+TEST_CASE("Sink: Stop ends a Drain that waits out a job's backoff") {
+  MemoryObjectStore s3;
+  int faults = 1;
+  s3.SetFault([&](const MemoryObjectStore::Request& q) -> std::optional<ObjectError> {
+    if (q.verb == "PUT" && faults > 0) return faults--, Temporary();
+    return std::nullopt;
+  });
+  SinkLimits limits = Fast();
+  limits.backoff_base_ms = limits.backoff_max_ms = 120'000;  // due again in a minute or two
+  Sink sink(s3, kPrefix, limits);
+  REQUIRE(sink.Submit(MakePack(0, 1)).admission == Admission::kAccepted);
+  REQUIRE(sink.DrainRound().requeued == 1);
+  auto drain = std::async(std::launch::async, [&] { return sink.Drain(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // (let it start waiting)
+  sink.Stop();
+  REQUIRE(drain.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  CHECK(drain.get().attempted == 0);
+  CHECK(sink.Stats().pending == 1);
+  CHECK(sink.Stats().Balanced());
 }
 
 }  // namespace gpucache::cold
