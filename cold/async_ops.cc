@@ -41,17 +41,21 @@ size_t AsyncOps::UnfinishedOfLocked(const std::string& key) const {
   return n;
 }
 
-uint64_t AsyncOps::Submit(uint32_t owner_uid, std::function<std::string()> work, const std::string& quota_key) {
+uint64_t AsyncOps::Submit(uint32_t owner_uid, std::function<std::string()> work, const std::string& quota_key,
+                          Lane lane) {
   MutexLock lock(mu_);
   if (stop_) return 0;
   EvictFinishedLocked();
   if (ops_.size() >= max_ops_) return 0;
   if (!quota_key.empty() && UnfinishedOfLocked(quota_key) >= ShareOfOneKey()) return 0;
-  while (threads_.size() < workers_) threads_.emplace_back([this] { Run(); });
+  while (threads_.size() < workers_ + 1) {  // the workers, then the serial lane's thread
+    Lane runs = threads_.size() < workers_ ? Lane::kShared : Lane::kSerial;
+    threads_.emplace_back([this, runs] { Run(runs); });
+  }
   uint64_t id = next_id_++;
   ops_[id] = Op{owner_uid, State::kQueued, std::move(work), {}, quota_key, {}};
-  queue_.push_back(id);
-  wake_.notify_one();
+  queues_[static_cast<size_t>(lane)].push_back(id);
+  wake_.notify_all();  // the lanes share the condition: one woken thread may not be the lane's
   return id;
 }
 
@@ -87,13 +91,14 @@ size_t AsyncOps::held() const {
   return ops_.size();
 }
 
-void AsyncOps::Run() {
+void AsyncOps::Run(Lane lane) {
+  const size_t queue = static_cast<size_t>(lane);
   MutexLock lock(mu_);
   for (;;) {
-    while (!stop_ && queue_.empty()) wake_.wait(mu_);
+    while (!stop_ && queues_[queue].empty()) wake_.wait(mu_);
     if (stop_) return;
-    uint64_t id = queue_.front();
-    queue_.pop_front();
+    uint64_t id = queues_[queue].front();
+    queues_[queue].pop_front();
     auto it = ops_.find(id);
     if (it == ops_.end()) continue;
     it->second.state = State::kRunning;

@@ -10,15 +10,22 @@
 // the uid that submitted it (or an admin) once, then forgotten; a result nobody took for
 // kResultTtl is forgotten too.
 //
+// Two lanes: refills (Lane::kShared) run on `workers` threads, several at once; a pack
+// (Lane::kSerial), which may run for hours and of which only one can make progress at a time
+// (ColdTier::Pack), runs on one thread of its own, the next queued behind it without holding a
+// worker. So one tenant's packs never hold the workers another tenant's refills need.
+//
 // Shared fairly: the ops of one quota key (the submitter's tenants; a tenant's members share
 // it) may hold at most a quarter of `max_ops` unfinished at once, so one tenant that submits
 // and never polls cannot refuse everyone else's ops (issue 29).
 //
-// Thread safety: every method may be called from any thread. Workers start at the first
-// Submit (never before the daemon has detached: threads do not survive fork).
+// Thread safety: every method may be called from any thread. Workers (and the serial lane's
+// thread) start at the first Submit (never before the daemon has detached: threads do not
+// survive fork).
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -44,9 +51,13 @@ class AsyncOps {
   AsyncOps& operator=(const AsyncOps&) = delete;
 
   static constexpr std::chrono::seconds kResultTtl{300};
-  // Queues `work` (which returns the op's reply line); its op id, or 0 when the pool is full or
-  // `quota_key` holds its share of unfinished ops already.
-  uint64_t Submit(uint32_t owner_uid, std::function<std::string()> work, const std::string& quota_key = "");
+  // kShared: on one of the `workers` threads. kSerial: one at a time in the order submitted, on
+  // a thread of its own (see "Two lanes" above).
+  enum class Lane : uint8_t { kShared, kSerial };
+  // Queues `work` (which returns the op's reply line) in `lane`; its op id, or 0 when the pool
+  // is full or `quota_key` holds its share of unfinished ops already (both lanes count).
+  uint64_t Submit(uint32_t owner_uid, std::function<std::string()> work, const std::string& quota_key = "",
+                  Lane lane = Lane::kShared);
   // Unfinished ops of `quota_key` one key may hold.
   size_t ShareOfOneKey() const { return std::max<size_t>(1, max_ops_ / 4); }
 
@@ -75,7 +86,7 @@ class AsyncOps {
     std::chrono::steady_clock::time_point finished;  // kDone: when
   };
   size_t UnfinishedOfLocked(const std::string& key) const REQUIRES(mu_);
-  void Run();
+  void Run(Lane lane);
   void EvictFinishedLocked() REQUIRES(mu_);
 
   const size_t workers_;
@@ -87,7 +98,7 @@ class AsyncOps {
   bool stop_ GUARDED_BY(mu_) = false;
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
   std::map<uint64_t, Op> ops_ GUARDED_BY(mu_);  // by id, so the oldest finished op is found first
-  std::deque<uint64_t> queue_ GUARDED_BY(mu_);  // queued ids, in order
+  std::array<std::deque<uint64_t>, 2> queues_ GUARDED_BY(mu_);  // queued ids by lane, in order
   std::vector<std::thread> threads_;
 };
 

@@ -100,17 +100,18 @@ std::string QuotaKeyOf(const Principal& who) {
   return key.empty() ? "uid:" + std::to_string(who.uid) : key;
 }
 
-// {"op":"cold.refill"|"cold.pack", ..., "async": true}: queued on the tier's workers; the
-// reply is the op id at once, and {"op":"cold.op","op_id":N} answers "running" or the op's
+// {"op":"cold.refill"|"cold.pack", ..., "async": true}: queued on the tier's workers (a pack
+// on their serial lane: AsyncOps::Lane); the reply is the op id at once, and {"op":"cold.op","op_id":N} answers "running" or the op's
 // own reply (adr/0013-refill-off-the-control-file.md). Without "async" it runs here.
-std::string MaybeAsync(ColdTier& tier, const Principal& who, const json& req, Handler handler) {
+std::string MaybeAsync(ColdTier& tier, const Principal& who, const json& req, Handler handler,
+                       AsyncOps::Lane lane = AsyncOps::Lane::kShared) {
   if (!req.contains("async")) return handler(tier, who, req);
   if (!req["async"].is_boolean()) return Error(EINVAL, "async must be true or false");
   json sync = req;
   sync.erase("async");
   if (!req["async"].get<bool>()) return handler(tier, who, sync);
   uint64_t id = tier.async_ops().Submit(who.uid, [&tier, who, sync, handler] { return handler(tier, who, sync); },
-                                        QuotaKeyOf(who));
+                                        QuotaKeyOf(who), lane);
   if (id == 0) {
     return Error(EAGAIN, "too many cold operations in progress (at most " +
                              std::to_string(tier.async_ops().ShareOfOneKey()) +
@@ -203,7 +204,9 @@ std::string Pack(ColdTier& tier, const Principal& who, const json& req) {
     return Error(EINVAL, "budget must be a non-negative integer (bytes)");
   }
   if (req.contains("async") && !req["async"].is_boolean()) return Error(EINVAL, "async must be true or false");
-  return MaybeAsync(tier, who, req, RunPack);
+  // On the serial lane: a pack may run for hours, and packs run one at a time anyway
+  // (ColdTier::Pack), so a second one waits in the queue, not on a refill worker.
+  return MaybeAsync(tier, who, req, RunPack, AsyncOps::Lane::kSerial);
 }
 
 std::optional<Sha256> ManifestArg(const json& req) {

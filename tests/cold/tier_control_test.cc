@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -468,6 +469,25 @@ TEST_CASE("AsyncOps: a Take with a wait answers when the op is done, and only `w
   CHECK(ops.Take(a, 1000, false, std::chrono::seconds(1)).state == AsyncOps::State::kUnknown);  // answered once
 }
 
+TEST_CASE("AsyncOps: serial ops run one at a time on their own thread, never on a worker") {
+  AsyncOps ops(1, 16);
+  std::atomic<bool> release{false};
+  auto blocked = [&] {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return std::string("{\"ok\":true}\n");
+  };
+  uint64_t first = ops.Submit(1000, blocked, "", AsyncOps::Lane::kSerial);
+  uint64_t second = ops.Submit(1000, blocked, "", AsyncOps::Lane::kSerial);
+  REQUIRE(first != 0);
+  REQUIRE(second != 0);
+  uint64_t quick = ops.Submit(2000, [] { return std::string("{\"ok\":true}\n"); });
+  CHECK(ops.Take(quick, 2000, false, std::chrono::seconds(5)).state == AsyncOps::State::kDone);
+  CHECK(ops.Take(second, 1000, false).state == AsyncOps::State::kQueued);  // behind the first
+  release = true;
+  CHECK(ops.Take(first, 1000, false, std::chrono::seconds(5)).state == AsyncOps::State::kDone);
+  CHECK(ops.Take(second, 1000, false, std::chrono::seconds(5)).state == AsyncOps::State::kDone);
+}
+
 TEST_CASE("Cold control: cold.op checks wait_ms") {
   MemoryObjectStore s3;
   MemoryStore hot;
@@ -605,6 +625,83 @@ TEST_CASE("Cold tier: stopping ends a running async pack: no block read, no uplo
   while (puts == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // it uploads
   tier.reset();
   CHECK(puts.load() <= 6);  // before, the whole backfill: 30 packs of 3 PUTs each
+}
+
+namespace {
+// Forwards to a MemoryObjectStore, holding every PUT until Release() (at most 10 s): a pack
+// that uploads stays running, and nothing else waits behind the fake's lock meanwhile.
+class HeldPuts final : public ObjectStore {
+ public:
+  explicit HeldPuts(MemoryObjectStore& inner) : inner_(inner) {}
+  int held() const { return held_; }
+  void Release() {
+    std::lock_guard l(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  ObjectResult<Done> Put(std::string_view key, std::span<const uint8_t> body) override {
+    Hold();
+    return inner_.Put(key, body);
+  }
+  ObjectResult<Done> PutHashed(std::string_view key, std::span<const uint8_t> body, std::string_view sha) override {
+    Hold();
+    return inner_.PutHashed(key, body, sha);
+  }
+  ObjectResult<ObjectMeta> Head(std::string_view k) override { return inner_.Head(k); }
+  ObjectResult<std::vector<uint8_t>> GetRange(std::string_view k, uint64_t o, uint64_t n) override {
+    return inner_.GetRange(k, o, n);
+  }
+  ObjectResult<std::vector<uint8_t>> Get(std::string_view k, uint64_t m) override { return inner_.Get(k, m); }
+  ObjectResult<Done> Delete(std::string_view k) override { return inner_.Delete(k); }
+  ObjectResult<std::vector<ObjectMeta>> List(std::string_view p) override { return inner_.List(p); }
+
+ private:
+  void Hold() {
+    std::unique_lock l(mu_);
+    held_++;
+    cv_.wait_for(l, std::chrono::seconds(10), [&] { return released_; });
+  }
+  MemoryObjectStore& inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<int> held_{0};
+  bool released_ = false;
+};
+}  // namespace
+
+// Regression (review, 2026-12-06): an async cold.pack ran on the refill workers, and a second
+// one waited there for the first (packs run one at a time): one tenant's packs held every
+// worker, and other tenants' refills waited behind them for as long as the packs ran.
+TEST_CASE("Cold control: async packs never hold the refill workers: another tenant's refill runs") {
+  MemoryStore hot;
+  MemoryObjectStore s3;
+  HeldPuts held(s3);
+  ColdTierOptions o = OneBlockPacks();
+  o.refill_workers = 1;
+  ColdTier tier(hot, held, o, TestKeys());
+  for (int i = 1; i <= 4; i++) REQUIRE(CommitBlock(hot, NthIdentity(i), PayloadOf(i, 1000)) == StatusCode::kOk);
+  const Principal globex{.uid = 2000, .gid = 2000, .admin = false, .tenants = {"globex"}};
+  auto ctl = [&](const Principal& who, const json& req) {
+    return json::parse(HandleColdRequest(tier, who, req.dump()));
+  };
+  json packs[2];
+  for (json& p : packs) {
+    p = ctl(kAcme, {{"op", "cold.pack"}, {"tenant", "acme"}, {"async", true}});
+    REQUIRE(p["ok"] == true);
+  }
+  while (held.held() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the first uploads
+  json q = ctl(globex, {{"op", "cold.refill"}, {"async", true},
+                        {"identity", HexEncode(EncodePhysicalKey(NthIdentity(1, "globex")))}});
+  REQUIRE(q["ok"] == true);
+  json r = ctl(globex, {{"op", "cold.op"}, {"op_id", q["op_id"]}, {"wait_ms", 5000}});
+  CHECK(r["state"] == "done");  // before: "queued" behind the packs, for as long as they ran
+  CHECK(r["result"] == "missing");
+  held.Release();
+  for (const json& p : packs) {
+    json done = ctl(kAcme, {{"op", "cold.op"}, {"op_id", p["op_id"]}, {"wait_ms", 10000}});
+    CHECK(done["state"] == "done");
+    CHECK(done["complete"] == true);
+  }
 }
 
 }  // namespace gpucache::cold
