@@ -2,6 +2,7 @@
 
 #include "store/codec.h"
 
+#include <charconv>
 #include <cstring>
 #include <set>
 
@@ -199,6 +200,23 @@ std::string LocatorKey(std::string_view prefix, const BlockAddress& a) {
 }
 std::string RetentionKey(std::string_view prefix, const Sha256& d) {
   return std::string(prefix) + "retention/" + ToHex(d);
+}
+
+namespace {
+constexpr std::string_view kRetentionTag = "gpucache-retention 1 ";
+}  // namespace
+
+std::string EncodeRetention(uint64_t until) {
+  return std::string(kRetentionTag) + std::to_string(until) + "\n";
+}
+
+uint64_t DecodeRetention(std::string_view s) {
+  if (s.substr(0, kRetentionTag.size()) != kRetentionTag || s.empty() || s.back() != '\n') return UINT64_MAX;
+  s = s.substr(kRetentionTag.size(), s.size() - kRetentionTag.size() - 1);
+  uint64_t until = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), until);
+  if (ec != std::errc() || p != s.data() + s.size()) return UINT64_MAX;
+  return until;
 }
 
 std::optional<Sha256> ManifestDigestOfKey(std::string_view prefix, std::string_view key) {

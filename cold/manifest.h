@@ -98,6 +98,12 @@ std::string RetentionKey(std::string_view prefix, const Sha256& manifest_digest)
 inline std::string ManifestPrefix(std::string_view prefix) {
   return std::string(prefix) + "manifests/";
 }
+// The retention record (docs/cold-format.md): keep the manifest until `retain_until_unix_ns`.
+std::string EncodeRetention(uint64_t retain_until_unix_ns);
+// Its deadline; UINT64_MAX (keep forever, until fixed by hand) for a record that does not
+// parse: an unreadable record must not shorten retention.
+uint64_t DecodeRetention(std::string_view record);
+
 // The manifest digest a manifest key names, if `key` is one.
 std::optional<Sha256> ManifestDigestOfKey(std::string_view prefix, std::string_view key);
 

@@ -1,6 +1,5 @@
 #include "cold/ops.h"
 
-#include <charconv>
 #include <chrono>
 #include <thread>
 
@@ -10,8 +9,6 @@
 
 namespace gpucache::cold {
 namespace {
-
-constexpr std::string_view kRetentionTag = "gpucache-retention 1 ";
 
 uint64_t NowUnixNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -46,7 +43,7 @@ std::vector<std::string> TenantsOf(BlockStore& store, const std::string& only) {
 }  // namespace
 
 ObjectResult<Done> ColdOps::RecordRetention(const Sha256& manifest, uint64_t until) const {
-  std::string s = std::string(kRetentionTag) + std::to_string(until) + "\n";
+  std::string s = EncodeRetention(until);
   return objects_.Put(RetentionKey(prefix_, manifest), {reinterpret_cast<const uint8_t*>(s.data()), s.size()});
 }
 
@@ -56,16 +53,7 @@ ObjectResult<uint64_t> ColdOps::RetentionOf(const Sha256& manifest) const {
     if (r.error().kind == ObjectErrorKind::kNotFound) return uint64_t{0};
     return r.error();
   }
-  std::string_view s(reinterpret_cast<const char*>(r.value().data()), r.value().size());
-  uint64_t until = 0;
-  if (s.substr(0, kRetentionTag.size()) != kRetentionTag || s.empty() || s.back() != '\n') {
-    // An unreadable record must not shorten retention: keep forever until fixed by hand.
-    return UINT64_MAX;
-  }
-  s = s.substr(kRetentionTag.size(), s.size() - kRetentionTag.size() - 1);
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), until);
-  if (ec != std::errc() || p != s.data() + s.size()) return UINT64_MAX;
-  return until;
+  return DecodeRetention({reinterpret_cast<const char*>(r.value().data()), r.value().size()});
 }
 
 bool ColdOps::DeleteConfirmed(const std::string& key, ReclaimReport& report) const {

@@ -2,9 +2,26 @@
 
 #include <thread>
 
+#include "cold/manifest.h"
+
 namespace gpucache::cold {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+// A job's steps, in upload order; the locators follow, one per manifest entry.
+constexpr size_t kObjectStep = 0, kRetentionStep = 1, kManifestStep = 2, kFirstLocatorStep = 3;
+
+uint64_t NowUnixNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::span<const uint8_t> BytesOf(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+}  // namespace
 
 struct Sink::Job {
   uint64_t id = 0;
@@ -13,9 +30,9 @@ struct Sink::Job {
   int redrives = 0;             // times Redrive() moved it back from the failed queue
   Clock::time_point due{};      // not attempted before this (backoff)
   Clock::time_point redrive_at{};  // in the failed queue: not re-driven before this
-  size_t next_step = 0;  // 0 object, 1 manifest, 2 + i locator of entry i
+  size_t next_step = kObjectStep;  // then retention, manifest, locator of entry i at 3 + i
   JobError last_error;
-  size_t steps() const { return 2 + pair.decoded.entries.size(); }
+  size_t steps() const { return kFirstLocatorStep + pair.decoded.entries.size(); }
 };
 
 std::string_view ToString(Admission a) {
@@ -37,11 +54,12 @@ std::string JobError::Describe() const {
 }
 
 Sink::Sink(ObjectStore& store, std::string prefix, SinkLimits limits,
-           std::shared_ptr<LocatorLocks> locks)
+           std::shared_ptr<LocatorLocks> locks, uint64_t retention_ns)
     : store_(store),
       prefix_(std::move(prefix)),
       limits_(limits),
       locks_(std::move(locks)),
+      retention_ns_(retention_ns),
       jitter_(std::random_device{}()) {}
 
 Sink::~Sink() = default;
@@ -72,33 +90,43 @@ SubmitOutcome Sink::TrySubmit(PackedPair& pair) {
 }
 
 // One step's PUT. The object's SHA-256 is already known (its key; checked at admission): not
-// hashed again. A locator is written under its key's lock, so a reseal or reclaim that read
-// the older locator finishes its write first and this one replaces it (LocatorLocks).
-ObjectResult<Done> Sink::Upload(size_t step, const std::string& key,
-                                std::span<const uint8_t> body, const PackedPair& p) {
-  if (step == 0) return store_.PutHashed(key, body, ToHex(p.decoded.object_digest));
-  if (step == 1) return store_.Put(key, body);
+// hashed again. The retention deadline counts from this attempt, just before the manifest is
+// visible, however long the job waited. A locator is written under its key's lock, so a
+// reseal or reclaim that read the older locator finishes its write first and this one
+// replaces it (LocatorLocks).
+ObjectResult<Done> Sink::Upload(const Job& job, std::string& step) {
+  const PackedPair& p = job.pair;
+  switch (job.next_step) {
+    case kObjectStep:
+      step = "object";
+      return store_.PutHashed(p.object_key, p.object, ToHex(p.decoded.object_digest));
+    case kRetentionStep: {
+      step = "retention";
+      std::string record = EncodeRetention(NowUnixNs() + retention_ns_);
+      return store_.Put(RetentionKey(prefix_, p.manifest_digest), BytesOf(record));
+    }
+    case kManifestStep:
+      step = "manifest";
+      return store_.Put(p.manifest_key, p.manifest);
+  }
+  size_t entry = job.next_step - kFirstLocatorStep;
+  std::string key = LocatorKey(prefix_, p.decoded.entries[entry].address);
+  step = "locator";
   MutexLock locator(locks_->For(key));
-  return store_.Put(key, body);
+  return store_.Put(key, p.locators[entry]);
 }
 
 // Runs the job's remaining steps once; stops at the first error. No lock held: I/O.
 Sink::Outcome Sink::Attempt(Job& job) {
   job.attempts++;
-  const PackedPair& p = job.pair;
   while (job.next_step < job.steps()) {
     if (stopping_) return Outcome::kStopped;  // between steps: the rest waits, as after a crash
-    std::string step, key;
-    std::span<const uint8_t> body;
-    if (job.next_step == 0) {
-      step = "object", key = p.object_key, body = p.object;
-    } else if (job.next_step == 1) {
-      step = "manifest", key = p.manifest_key, body = p.manifest;
-    } else {
-      const ManifestEntry& e = p.decoded.entries[job.next_step - 2];
-      step = "locator", key = LocatorKey(prefix_, e.address), body = p.locators[job.next_step - 2];
+    if (job.next_step == kRetentionStep && retention_ns_ == 0) {
+      job.next_step++;  // no retention: no record
+      continue;
     }
-    ObjectResult<Done> r = Upload(job.next_step, key, body, p);
+    std::string step;
+    ObjectResult<Done> r = Upload(job, step);
     {
       MutexLock lock(mu_);
       stats_.requests++;

@@ -5,9 +5,11 @@
 // the limits. Nothing is ever admitted half.
 //
 // Draining: each round takes the pending jobs that are due and attempts each exactly once.
-// A job uploads the object, then the manifest, then one locator per block; a refill finds a
-// block only through its locator, so nothing is visible before everything it needs is. A job
-// resumes at the step that failed. A temporary error sends the job back to the queue, due
+// A job uploads the object, then (with a retention) the manifest's retention record, then the
+// manifest, then one locator per block; a refill finds a block only through its locator, so
+// nothing is visible before everything it needs is, and a manifest is never visible without
+// its retention record (a reclaim could delete it at once). A job resumes at the step that
+// failed (the record is retried like every other step). A temporary error sends the job back to the queue, due
 // again after an exponential backoff with jitter (backoff_base_ms, doubling per attempt up to
 // backoff_max_ms, each delay drawn from [d/2, d]), until it has been attempted `max_attempts`
 // times; a permanent or exhausted error moves it to the failed queue, whose entries can be
@@ -68,7 +70,7 @@ struct SubmitOutcome {
 
 struct JobError {
   uint64_t job_id = 0;
-  std::string step;  // "object", "manifest", "locator"
+  std::string step;  // "object", "retention", "manifest", "locator"
   ObjectError error;
   std::string Describe() const;
 };
@@ -118,8 +120,10 @@ class Sink {
  public:
   // `store` is borrowed and must outlive the sink. Each locator PUT holds its key's lock in
   // `locks`: share them with the ColdOps that reseals and reclaims (cold/locator_locks.h).
+  // `retention_ns` > 0: each manifest is kept that long from just before it is uploaded.
   Sink(ObjectStore& store, std::string prefix, SinkLimits limits,
-       std::shared_ptr<LocatorLocks> locks = std::make_shared<LocatorLocks>());
+       std::shared_ptr<LocatorLocks> locks = std::make_shared<LocatorLocks>(),
+       uint64_t retention_ns = 0);
   ~Sink();
 
   // Called on the draining thread after each job is fully uploaded (e.g. to record retention).
@@ -157,8 +161,8 @@ class Sink {
   // kStopped: cut short by Stop(), back to the queue as it was (not the job's failure).
   enum class Outcome : uint8_t { kUploaded, kRequeue, kFail, kStopped };
   Outcome Attempt(Job& job);
-  ObjectResult<Done> Upload(size_t step, const std::string& key, std::span<const uint8_t> body,
-                            const PackedPair& p);
+  // The job's next step, one PUT; `step` is named for a JobError.
+  ObjectResult<Done> Upload(const Job& job, std::string& step);
   void Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report);
   std::chrono::milliseconds Backoff(int attempts) REQUIRES(mu_);
   std::chrono::steady_clock::time_point NextDue() const;  // of the pending jobs; max() if none
@@ -172,6 +176,7 @@ class Sink {
   const std::string prefix_;
   const SinkLimits limits_;
   const std::shared_ptr<LocatorLocks> locks_;
+  const uint64_t retention_ns_;
   Mutex drain_mu_;  // one drain at a time; never held with mu_ across I/O
   mutable Mutex mu_;
   std::condition_variable_any submitted_;  // a job entered the queue

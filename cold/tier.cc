@@ -23,7 +23,7 @@ ColdTier::ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions opti
       options_(std::move(options)),
       keys_(std::move(keys)),
       locator_locks_(std::make_shared<LocatorLocks>()),
-      sink_(objects_, options_.prefix, options_.sink, locator_locks_),
+      sink_(objects_, options_.prefix, options_.sink, locator_locks_, options_.retention_ns),
       refiller_(objects_, options_.prefix, options_.retired_tenants, keys_,
                 options_.accept_unsealed),
       known_(options_.known_places),
@@ -132,10 +132,10 @@ bool ColdTier::KnownCold(const BlockAddress& a) {
   return info.ok() && ComputeSha256(info.value().canonical_identity) == place->range.identity_digest;
 }
 
-// A pack this node uploaded, everything it names now visible: its retention record, and each
-// block's place, values this node computed itself (so a refill of them is one range GET).
+// A pack this node uploaded, everything it names now visible (its retention record too: a
+// step of the sink's job, before the manifest): each block's place, values this node computed
+// itself (so a refill of them is one range GET).
 void ColdTier::OnUploaded(const PackedPair& p) {
-  if (options_.retention_ns > 0) ops_.RecordRetention(p.manifest_digest, NowUnixNs() + options_.retention_ns);
   for (const ManifestEntry& e : p.decoded.entries) {
     known_.Remember(e.address, {{p.decoded.object_digest, e.offset, e.length, e.checksum, e.identity_digest},
                                 p.manifest_digest});

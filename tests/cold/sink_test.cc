@@ -526,4 +526,44 @@ TEST_CASE("Sink: Stop ends a Drain that waits out a job's backoff") {
   CHECK(sink.Stats().Balanced());
 }
 
+// Regression (review, 2026-12-06): the retention record was one PUT after the upload, its
+// result ignored: after a single 503 a new manifest had no retention, and was visible (and
+// reclaimable) before its record even when that PUT worked.
+TEST_CASE("Sink: with a retention the record is a step before the manifest, retried like the others") {
+  const uint64_t hour = 3600ull * 1'000'000'000ull;
+  MemoryObjectStore s3;
+  int faults = 1;
+  s3.SetFault([&](const MemoryObjectStore::Request& q) -> std::optional<ObjectError> {
+    if (q.verb == "PUT" && q.key.find("/retention/") != std::string::npos && faults > 0) return faults--, Temporary();
+    return std::nullopt;
+  });
+  Sink sink(s3, kPrefix, Fast(), std::make_shared<LocatorLocks>(), hour);
+  PackedPair p = MakePack(0, 2);
+  const Sha256 manifest = p.manifest_digest;
+  const uint64_t before = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::system_clock::now().time_since_epoch()).count());
+  REQUIRE(sink.Submit(std::move(p)).admission == Admission::kAccepted);
+  DrainReport r = sink.Drain();
+  CHECK(r.uploaded == 1);
+  CHECK(r.requeued == 1);
+  REQUIRE(r.first_error);
+  CHECK(r.first_error->step == "retention");
+  std::vector<std::string> puts;  // what each PUT was, in order
+  for (const auto& q : s3.Log()) {
+    if (q.verb != "PUT") continue;
+    for (const char* kind : {"packs", "retention", "manifests", "locators"}) {
+      if (q.key.find(std::string("/") + kind + "/") != std::string::npos) puts.push_back(kind);
+    }
+  }
+  CHECK(puts == std::vector<std::string>{"packs", "retention", "retention", "manifests", "locators", "locators"});
+  auto record = s3.Objects().at(RetentionKey(kPrefix, manifest));
+  CHECK(DecodeRetention({reinterpret_cast<const char*>(record.data()), record.size()}) >= before + hour);
+
+  MemoryObjectStore plain;  // no retention: no record, no request for one
+  Sink without(plain, kPrefix, Fast());
+  REQUIRE(without.Submit(MakePack(0, 2)).admission == Admission::kAccepted);
+  CHECK(without.Drain().uploaded == 1);
+  CHECK(plain.Count("PUT") == 4);
+}
+
 }  // namespace gpucache::cold

@@ -704,4 +704,36 @@ TEST_CASE("Cold control: async packs never hold the refill workers: another tena
   }
 }
 
+// Regression (review, 2026-12-06): the tier recorded a new manifest's retention with one PUT
+// after the upload and ignored its result: after one 503 the manifest had no retention, and a
+// reclaim deleted it (and its pack) at once.
+TEST_CASE("Cold control: a retention PUT that fails is retried: the new manifest is retained") {
+  MemoryStore hot;
+  MemoryObjectStore s3;
+  ColdTierOptions o = OneBlockPacks();
+  o.retention_ns = 3600ull * 1'000'000'000ull;  // keep every new manifest an hour
+  ColdTier tier(hot, s3, o, TestKeys());
+  std::atomic<int> failed{0};
+  s3.SetFault([&](const MemoryObjectStore::Request& r) -> std::optional<ObjectError> {
+    if (r.verb == "PUT" && r.key.find("retention/") != std::string::npos && failed++ == 0) {
+      return ObjectError{ObjectErrorKind::kTemporary, 503, "SlowDown", "", true};
+    }
+    return std::nullopt;
+  });
+  REQUIRE(CommitBlock(hot, NthIdentity(1), PayloadOf(1, 1000)) == StatusCode::kOk);
+  BackfillReport b = tier.Pack("acme", UINT64_MAX);
+  REQUIRE(b.packs == 1);
+  std::string manifest;
+  for (const auto& [k, v] : s3.Objects()) {
+    if (k.rfind(std::string(kPrefix) + "manifests/", 0) == 0) manifest = k.substr(k.size() - 64);
+  }
+  REQUIRE(manifest.size() == 64);
+  auto until = tier.ops().RetentionOf(*Sha256FromHex(manifest));
+  REQUIRE(until.ok());
+  CHECK(until.value() > 0);  // before: no record, and nothing retried it
+  json r = json::parse(HandleColdRequest(tier, kAdmin, json{{"op", "cold.reclaim"}, {"manifest", manifest}}.dump()));
+  CHECK(r["errno"] == "EPERM");  // before: reclaimed at once
+  CHECK(r["error"].get<std::string>().find("retained until") != std::string::npos);
+}
+
 }  // namespace gpucache::cold
