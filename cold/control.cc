@@ -223,6 +223,7 @@ std::string Reclaim(ColdTier& tier, const Principal& who, const json& req) {
   json reply{{"refused", r.refused}, {"reason", r.reason}, {"deleted", r.deleted}, {"kept", r.kept}};
   if (r.error) reply["error_detail"] = r.error->message;
   if (r.absent) return Error(ENOENT, "no such manifest: " + ManifestKey(tier.options().prefix, *m));
+  if (r.busy) return Error(EBUSY, r.reason);
   if (r.refused) return Error(r.reason.rfind("not an owner", 0) == 0 ? EACCES : EPERM, r.reason);
   if (r.error) return Error(EIO, "reclaim stopped: " + r.error->message);
   return Ok(reply);

@@ -93,7 +93,7 @@ std::string ColdOps::LiveReference(const Sha256& self, const Sha256& object,
 }
 
 ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Principal& who,
-                               const std::function<void()>& allowed) const {
+                               const std::function<std::string()>& allowed) const {
   ReclaimReport r;
   auto refuse = [&r](std::string why) {
     r.refused = true;
@@ -128,7 +128,10 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Princ
     return refuse("retention record unreadable");
   }
   if (until.value() > now) return refuse("retained until " + std::to_string(until.value()));
-  if (allowed) allowed();
+  if (std::string busy = allowed ? allowed() : ""; !busy.empty()) {
+    r.busy = true;
+    return refuse(std::move(busy));
+  }
   for (const ManifestEntry& e : d.manifest.entries) {
     std::string lkey = LocatorKey(prefix_, e.address);
     // Read, decide and delete under the key's lock, which the sink's locator PUT holds too: a

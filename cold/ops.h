@@ -40,6 +40,7 @@ namespace gpucache::cold {
 struct ReclaimReport {
   bool refused = false;
   bool absent = false;                // refused because the manifest does not exist
+  bool busy = false;                  // refused by `allowed`: its upload is still in progress
   std::string reason;                 // why refused, or why something was kept
   std::vector<std::string> deleted;   // keys deleted and confirmed absent
   std::vector<std::string> kept;      // keys kept, each "key: why"
@@ -105,9 +106,10 @@ class ColdOps {
 
   // Deletes the manifest and what only it references, once it is checked (sealed, matching
   // its key), `who` owns every tenant it lists (checked before retention: a stranger learns
-  // nothing of it) and it is past retention; `allowed` runs then, before the first delete.
+  // nothing of it) and it is past retention; `allowed` runs then, before the first delete, and
+  // a reason it returns refuses the reclaim as `busy` ("" to go on).
   ReclaimReport Reclaim(const Sha256& manifest, uint64_t now_unix_ns, const Principal& who,
-                        const std::function<void()>& allowed = {}) const;
+                        const std::function<std::string()>& allowed = {}) const;
 
   // Packs committed blocks of the hot store (of `tenant`, or all when empty) that have no
   // locator yet and submits them to `sink`, stopping before `byte_budget` payload bytes.

@@ -82,6 +82,7 @@ SubmitOutcome Sink::TrySubmit(PackedPair& pair) {
   job->id = next_id_++;
   stats_.bytes_held += pair.bytes();
   job->pair = std::move(pair);
+  held_manifests_.insert(job->pair.manifest_key);
   out.job_id = job->id;
   pending_.push_back(std::move(job));
   stats_.submitted++;
@@ -163,6 +164,7 @@ void Sink::Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report
       report.uploaded++;
       stats_.uploaded++;
       stats_.bytes_held -= job->pair.bytes();
+      Release(job->pair.manifest_key);
       break;
     case Outcome::kRequeue:
       report.requeued++;
@@ -354,6 +356,16 @@ size_t Sink::Redrive() {
   return moved;
 }
 
+void Sink::Release(const std::string& manifest_key) {
+  auto it = held_manifests_.find(manifest_key);
+  if (it != held_manifests_.end()) held_manifests_.erase(it);  // one job's entry, not all
+}
+
+bool Sink::Holds(const std::string& manifest_key) const {
+  MutexLock lock(mu_);
+  return held_manifests_.count(manifest_key) > 0;
+}
+
 std::vector<FailedJob> Sink::Failed() const {
   MutexLock lock(mu_);
   std::vector<FailedJob> out;
@@ -384,6 +396,7 @@ bool Sink::Drop(uint64_t job_id) {
     if ((*it)->id != job_id) continue;
     stats_.bytes_held -= (*it)->pair.bytes();
     stats_.dropped++;
+    Release((*it)->pair.manifest_key);
     failed_.erase(it);
     return true;
   }

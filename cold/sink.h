@@ -48,6 +48,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,10 @@ class Sink {
   // The daemon is stopping (see "Stopping" above). Irreversible; returns at once.
   void Stop();
 
+  // Whether a job of this manifest is held (pending, in flight or failed): its steps may still
+  // write objects that name it. A reclaim must not delete it meanwhile (ColdTier::Reclaim).
+  bool Holds(const std::string& manifest_key) const;
+
   std::vector<FailedJob> Failed() const;
   // Moves a failed job back to the pending tail with a fresh attempt count. False if unknown.
   bool Retry(uint64_t job_id);
@@ -165,6 +170,7 @@ class Sink {
   ObjectResult<Done> Upload(const Job& job, std::string& step);
   void Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report);
   std::chrono::milliseconds Backoff(int attempts) REQUIRES(mu_);
+  void Release(const std::string& manifest_key) REQUIRES(mu_);  // its job left: uploaded or dropped
   std::chrono::steady_clock::time_point NextDue() const;  // of the pending jobs; max() if none
   // The first pending job that is due, now in flight; null if none (after waiting up to
   // `wait` for a submission).
@@ -185,6 +191,7 @@ class Sink {
   std::deque<std::unique_ptr<Job>> pending_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Job>> failed_ GUARDED_BY(mu_);
   size_t in_flight_ GUARDED_BY(mu_) = 0;
+  std::multiset<std::string> held_manifests_ GUARDED_BY(mu_);  // of every job admitted, until uploaded or dropped
   SinkStats stats_ GUARDED_BY(mu_);
   std::mt19937_64 jitter_ GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};

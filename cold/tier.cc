@@ -143,12 +143,21 @@ void ColdTier::OnUploaded(const PackedPair& p) {
 }
 
 ReclaimReport ColdTier::Reclaim(const Sha256& manifest, uint64_t now, const Principal& who) {
-  // Forgotten once the reclaim is allowed (a refused one, a stranger's, changes nothing here),
-  // before its first delete, and again after: a refill that raced it may have learned it again.
+  // Refused while this node's sink holds the manifest's job: its remaining steps would write
+  // locators (and the manifest) naming objects the reclaim deleted. Once the sink no longer
+  // holds it, nothing of this node writes them again (an uploaded or dropped job is gone).
+  // Known places are forgotten once the reclaim is allowed (a refused one, a stranger's,
+  // changes nothing here), before its first delete, and again after: a refill that raced it
+  // may have learned one again.
   bool allowed = false;
-  ReclaimReport r = ops_.Reclaim(manifest, now, who, [&] {
+  ReclaimReport r = ops_.Reclaim(manifest, now, who, [&]() -> std::string {
+    if (sink_.Holds(ManifestKey(options_.prefix, manifest))) {
+      return "its upload is still in progress on this node (pending, in flight or failed: "
+             "cold drain, or cold drop the job)";
+    }
     allowed = true;
     known_.ForgetManifest(manifest);
+    return "";
   });
   if (allowed) known_.ForgetManifest(manifest);
   return r;

@@ -88,7 +88,10 @@ TEST_CASE("ColdOps: retention, legacy manifests and non-owners are refused, chan
   // and past it "not an owner of tenant acme": whose blocks, and for how long. Ownership is
   // checked first, and the refusal names neither.
   bool allowed = false;
-  ReclaimReport early = ops.Reclaim(p.manifest_digest, kNow, globex, [&] { allowed = true; });
+  ReclaimReport early = ops.Reclaim(p.manifest_digest, kNow, globex, [&] {
+    allowed = true;
+    return std::string();
+  });
   CHECK(early.refused);
   CHECK(early.reason.rfind("not an owner", 0) == 0);
   CHECK(early.reason.find("acme") == std::string::npos);

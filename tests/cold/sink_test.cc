@@ -566,4 +566,29 @@ TEST_CASE("Sink: with a retention the record is a step before the manifest, retr
   CHECK(plain.Count("PUT") == 4);
 }
 
+TEST_CASE("Sink: a manifest is held from admission until its job is uploaded or dropped") {
+  MemoryObjectStore s3;
+  bool refuse = true;
+  s3.SetFault([&](const MemoryObjectStore::Request& q) -> std::optional<ObjectError> {
+    if (q.verb == "PUT" && q.key.find("/locators/") != std::string::npos && refuse) return Permanent();
+    return std::nullopt;
+  });
+  Sink sink(s3, kPrefix, Fast());
+  PackedPair a = MakePack(0, 1), b = MakePack(10, 1);
+  const std::string ka = a.manifest_key, kb = b.manifest_key;
+  REQUIRE(sink.Submit(std::move(a)).admission == Admission::kAccepted);
+  REQUIRE(sink.Submit(std::move(b)).admission == Admission::kAccepted);
+  CHECK(sink.Holds(ka));
+  sink.Drain();  // both fail at their locator, after their manifests went up
+  REQUIRE(sink.Failed().size() == 2);
+  CHECK(sink.Holds(ka));
+  CHECK(sink.Holds(kb));
+  REQUIRE(sink.Drop(sink.Failed()[0].id));
+  refuse = false;
+  REQUIRE(sink.Retry(sink.Failed()[0].id));
+  CHECK(sink.Drain().uploaded == 1);
+  CHECK_FALSE(sink.Holds(ka));
+  CHECK_FALSE(sink.Holds(kb));
+}
+
 }  // namespace gpucache::cold

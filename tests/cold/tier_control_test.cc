@@ -736,4 +736,44 @@ TEST_CASE("Cold control: a retention PUT that fails is retried: the new manifest
   CHECK(r["error"].get<std::string>().find("retained until") != std::string::npos);
 }
 
+// Regression (review, 2026-12-06): a reclaim of a manifest whose upload this node's sink still
+// held (a locator step failed: the job waited in the failed queue) deleted the manifest and its
+// pack; the job, retried, then wrote the remaining locator, naming objects that no longer
+// existed, and a backfill took that block for cold for good.
+TEST_CASE("Cold control: a manifest this node is still uploading is not reclaimed (EBUSY)") {
+  MemoryStore hot;
+  MemoryObjectStore s3;
+  ColdTierOptions o = OneBlockPacks();
+  o.pack.max_blocks = 2;
+  ColdTier tier(hot, s3, o, TestKeys());
+  for (int i = 1; i <= 2; i++) REQUIRE(CommitBlock(hot, NthIdentity(i), PayloadOf(i, 1000)) == StatusCode::kOk);
+  const std::string second = LocatorKey(kPrefix, AddressOf(NthIdentity(2)));
+  std::atomic<bool> refuse{true};
+  s3.SetFault([&](const MemoryObjectStore::Request& r) -> std::optional<ObjectError> {
+    if (r.verb == "PUT" && r.key == second && refuse) return ObjectError{ObjectErrorKind::kPermanent, 403, "AccessDenied", ""};
+    return std::nullopt;
+  });
+  REQUIRE(tier.Pack("acme", UINT64_MAX).packs == 1);
+  std::vector<FailedJob> failed = tier.sink().Failed();
+  REQUIRE(failed.size() == 1);  // object, manifest and the first locator are up; the second is not
+  const std::string manifest = failed[0].manifest_key.substr(failed[0].manifest_key.size() - 64);
+  auto locators = [&] {
+    size_t n = 0;
+    for (const auto& [k, v] : s3.Objects()) n += k.find("/locators/") != std::string::npos;
+    return n;
+  };
+  REQUIRE(locators() == 1);
+
+  json busy = json::parse(HandleColdRequest(tier, kAdmin, json{{"op", "cold.reclaim"}, {"manifest", manifest}}.dump()));
+  CHECK(busy["errno"] == "EBUSY");  // before: reclaimed, the job's objects deleted under it
+  CHECK(s3.Objects().count(failed[0].manifest_key) == 1);
+
+  refuse = false;
+  REQUIRE(tier.sink().Retry(failed[0].id));
+  REQUIRE(tier.DrainNow().uploaded == 1);
+  json done = json::parse(HandleColdRequest(tier, kAdmin, json{{"op", "cold.reclaim"}, {"manifest", manifest}}.dump()));
+  CHECK(done["ok"] == true);
+  CHECK(locators() == 0);  // before: the retried job's locator was left naming nothing
+}
+
 }  // namespace gpucache::cold
