@@ -50,6 +50,7 @@ json StatsJson(const ColdTierStats& s) {
               {"packed_blocks", s.packed_blocks}, {"refills", s.refills},
               {"refill_hits", s.refill_hits}, {"refill_missing", s.refill_missing},
               {"refill_refused", s.refill_refused},
+              {"refill_commit_failed", s.refill_commit_failed},
               {"refill_unsealed", s.seal_refusals.unsealed},
               {"refill_unknown_key", s.seal_refusals.unknown_key},
               {"refill_bad_seal", s.seal_refusals.bad_seal},
@@ -348,11 +349,13 @@ std::string RenderColdMetrics(const ColdTierStats& s) {
   counter("jobs_failed_now", "Pack jobs in the failed queue now.", s.sink.failed_now, "gauge");
   counter("bytes_held", "Bytes held by pending, in-flight and failed jobs.", s.sink.bytes_held, "gauge");
   counter("queue_overflow_total", "Commits not queued for write-back (queue full).", s.queue_overflow);
-  counter("packed_blocks_total", "Blocks packed (write-back and backfill).", s.packed_blocks);
+  counter("packed_blocks_total", "Blocks in packs the sink accepted (write-back and backfill).", s.packed_blocks);
   counter("refills_total", "Refill requests.", s.refills);
   counter("refill_hits_total", "Refills that returned a verified block.", s.refill_hits);
   counter("refill_missing_total", "Refills answered Missing.", s.refill_missing);
   counter("refill_refused_total", "Refills refused (tenant, retired, invalid).", s.refill_refused);
+  counter("refill_commit_failed_total", "Refills whose verified block the hot tier refused (EIO).",
+          s.refill_commit_failed);
   counter("refill_unsealed_total", "Refills refused: unsealed (v1 locator, v3 manifest).",
           s.seal_refusals.unsealed);
   counter("refill_unknown_key_total", "Refills refused: sealed under a key not in the keyring.",

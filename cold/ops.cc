@@ -208,6 +208,7 @@ BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::strin
   builder.Reserve(pack.target_bytes);
   auto flush = [&] {
     if (builder.count() == 0) return;
+    const size_t blocks = builder.count();
     PackedPair p = builder.Build(NowUnixNs());
     builder.Reserve(pack.target_bytes);
     SubmitOutcome s = sink.TrySubmit(p);
@@ -218,7 +219,12 @@ BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::strin
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       s = sink.TrySubmit(p);
     }
-    (s.admission == Admission::kAccepted ? rep.packs : rep.refused)++;
+    if (s.admission != Admission::kAccepted) {
+      rep.refused++;
+      return;
+    }
+    rep.packs++;
+    rep.packed_blocks += blocks;
   };
   for (const std::string& t : TenantsOf(store, tenant)) {
     if (IsRetired(t)) continue;

@@ -51,6 +51,7 @@ struct BackfillReport {
   size_t blocks = 0;         // blocks enqueued
   uint64_t bytes = 0;        // their payload bytes
   size_t packs = 0;          // jobs submitted
+  size_t packed_blocks = 0;  // blocks in those jobs (the blocks of refused packs are not)
   size_t skipped_cold = 0;   // already had a locator
   size_t skipped_unknown = 0;  // not packed: whether they are cold could not be learned
   size_t invalid_locators = 0;  // listed at a size no readable locator of it has: packed again

@@ -8,6 +8,12 @@
 namespace gpucache::cold {
 namespace {
 
+// A refill whose block is now in the hot tier (committed now, or already there).
+bool Committed(const RefillResult& r) {
+  return r.outcome.status == RefillStatus::kHit &&
+         (r.commit == StatusCode::kOk || r.commit == StatusCode::kExists);
+}
+
 uint64_t NowUnixNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -172,6 +178,13 @@ BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
                               const std::function<void(const BackfillReport&)>& progress,
                               DrainReport* drained) {
   MutexLock one_at_a_time(pack_mu_);
+  // Blocks count as packed once the sink accepted their pack (a refused pack's blocks stay for
+  // the next backfill); added as each pack is accepted, the last one after the backfill.
+  uint64_t counted = 0;
+  auto count_packed = [&](const BackfillReport& b) {
+    packed_ += b.packed_blocks - counted;
+    counted = b.packed_blocks;
+  };
   DrainReport streamed;
   // Streams: the sink's workers upload each pack while the backfill reads the next one, and
   // the backfill waits for room instead of refusing a pack while they make progress.
@@ -182,10 +195,11 @@ BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
   BackfillReport r = ops_.Backfill(
       store_, sink_, tenant, byte_budget, pack,
       [&](const BackfillReport& b) {
-        packed_++;
+        count_packed(b);
         if (progress) progress(b);
       },
       [this] { return Stopping(); });
+  count_packed(r);
   reading = false;
   drainer.join();
   Accumulate(streamed, sink_.Drain());
@@ -209,15 +223,18 @@ RefillResult ColdTier::Refill(const Principal& who, std::span<const uint8_t> ide
     if (block.ready()) {
       r = Download(block, identity, owner);
       // The sealed locator's place, verified by the bytes it named: the next refill is one GET.
-      bool verified = r.outcome.status == RefillStatus::kHit &&
-                      (r.commit == StatusCode::kOk || r.commit == StatusCode::kExists);
-      if (verified) known_.Remember(block.outcome.address, {block.range, block.manifest});
+      if (Committed(r)) known_.Remember(block.outcome.address, {block.range, block.manifest});
     } else {
       r.outcome = std::move(block.outcome);
     }
   }
   switch (r.outcome.status) {
     case RefillStatus::kHit:
+      // A hit is a block the caller now finds hot; one the hot tier refused is answered EIO.
+      if (!Committed(r)) {
+        commit_failed_++;
+        break;
+      }
       hits_++;
       if (r.commit == StatusCode::kOk && refilled_) refilled_(r.outcome.address);
       break;
@@ -231,7 +248,8 @@ bool ColdTier::RefillKnown(const LocatedBlock& known, std::span<const uint8_t> i
                            RefillResult& r) {
   r = Download(known, identity, owner);
   if (r.outcome.status == RefillStatus::kHit) {
-    known_hits_++;
+    // The place served the bytes; a hot tier that refused them would refuse the locator's too.
+    if (Committed(r)) known_hits_++;
     return true;
   }
   // Absent (reclaimed, perhaps by another node), short, damaged or unreachable: the place is
@@ -266,7 +284,9 @@ RefillResult ColdTier::Download(const LocatedBlock& block, std::span<const uint8
   bool verified = r.outcome.status == RefillStatus::kHit;
   StatusCode finished = FinishRefill(store_, rid.value(), verified);
   if (verified) r.commit = finished;
-  if (write != StatusCode::kOk) {  // the hot tier refused a piece: as a failed commit
+  // The hot tier refused a piece: answered as a failed commit (EIO), not as the transfer the
+  // refusal cut short (which would read "corrupt"); counted in refill_commit_failed.
+  if (write != StatusCode::kOk) {
     r.outcome.status = RefillStatus::kHit;
     r.outcome.reason = MissingReason::kNone;
     r.commit = write;
@@ -288,6 +308,7 @@ ColdTierStats ColdTier::Stats() const {
   s.refill_hits = hits_;
   s.refill_missing = missing_;
   s.refill_refused = refused_;
+  s.refill_commit_failed = commit_failed_;
   s.seal_refusals = refiller_.seal_refusals();
   s.refill_known = known_hits_;
   s.refill_known_fallbacks = known_fallbacks_;

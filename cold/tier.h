@@ -40,11 +40,12 @@ struct ColdTierStats {
   uint64_t requests = 0;         // every object store request of the tier (sink.requests: uploads)
   uint64_t queued = 0;           // commits waiting to be packed
   uint64_t queue_overflow = 0;   // commits not queued (queue full)
-  uint64_t packed_blocks = 0;    // blocks packed by write-back and backfill
+  uint64_t packed_blocks = 0;    // blocks in packs the sink accepted (write-back and backfill)
   uint64_t refills = 0;          // refill requests
   uint64_t refill_hits = 0;
   uint64_t refill_missing = 0;
   uint64_t refill_refused = 0;   // wrong tenant, retired, invalid
+  uint64_t refill_commit_failed = 0;  // verified, but the hot tier refused it (a limit): EIO
   uint64_t refill_known = 0;     // hits through a known place: one range GET, no locator
   uint64_t refill_known_fallbacks = 0;  // a known place that failed (then the locator decided)
   uint64_t known_places = 0;     // places remembered now (cold/known_places.h)
@@ -143,7 +144,7 @@ class ColdTier {
   std::function<void()> abort_requests_;
   Mutex pack_mu_;  // one backfill at a time: two would read and pack the same blocks
   std::atomic<uint64_t> overflow_{0}, packed_{0}, refills_{0}, hits_{0}, missing_{0}, refused_{0},
-      known_hits_{0}, known_fallbacks_{0};
+      commit_failed_{0}, known_hits_{0}, known_fallbacks_{0};
 };
 
 }  // namespace gpucache::cold

@@ -776,4 +776,46 @@ TEST_CASE("Cold control: a manifest this node is still uploading is not reclaime
   CHECK(locators() == 0);  // before: the retried job's locator was left naming nothing
 }
 
+// Regression (review, 2026-12-06): packed_blocks counted every block a backfill read, those
+// of the packs the sink refused (full) too, which are not packed and wait for the next one.
+TEST_CASE("Cold control: packed_blocks counts the blocks of the packs the sink accepted") {
+  MemoryStore hot;
+  MemoryObjectStore s3;
+  ColdTierOptions o = OneBlockPacks();
+  o.sink.max_jobs = 1;  // the first job, failed, holds the only place
+  s3.SetFault([](const MemoryObjectStore::Request& r) -> std::optional<ObjectError> {
+    if (r.verb == "PUT") return ObjectError{ObjectErrorKind::kPermanent, 403, "AccessDenied", ""};
+    return std::nullopt;
+  });
+  ColdTier tier(hot, s3, o, TestKeys());
+  for (int i = 1; i <= 3; i++) REQUIRE(CommitBlock(hot, NthIdentity(i), PayloadOf(i, 1000)) == StatusCode::kOk);
+  json r = json::parse(HandleColdRequest(tier, kAdmin, json{{"op", "cold.pack"}}.dump()));
+  REQUIRE(r["blocks"] == 3);
+  REQUIRE(r["packs"] == 1);
+  REQUIRE(r["refused_packs"] == 2);
+  CHECK(tier.Stats().packed_blocks == 1);  // before: 3
+}
+
+// Regression (review, 2026-12-06): a refill whose verified block the hot tier refused (a write
+// over a limit) was answered EIO but counted as a hit (through a known place, a known hit too).
+TEST_CASE("Cold control: a refill the hot tier refuses is counted as such, not as a hit") {
+  bool known = false;
+  SUBCASE("through a known place") { known = true; }
+  SUBCASE("through the locator") { known = false; }
+  TierFixture f({}, 2000, known ? 65536 : 0);
+  f.Commit(1);
+  REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == true);
+  REQUIRE(f.hot.Evict(AddressOf(NthIdentity(1))) == StatusCode::kOk);
+  ResourceLimits limits;
+  limits.tenants["acme"].max_block_bytes = 500;  // the 1000-byte block no longer fits
+  f.hot.SetLimits(limits);
+  CHECK(f.Refill(1)["errno"] == "EIO");
+  ColdTierStats st = f.tier->Stats();
+  CHECK(st.refills == 1);
+  CHECK(st.refill_hits == 0);  // before: 1
+  CHECK(st.refill_known == 0);
+  CHECK(st.refill_commit_failed == 1);
+  CHECK(st.refill_hits + st.refill_missing + st.refill_refused + st.refill_commit_failed == st.refills);
+}
+
 }  // namespace gpucache::cold
