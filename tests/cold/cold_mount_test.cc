@@ -9,6 +9,7 @@
 #include "cold/locator.h"
 #include "cold/manifest.h"
 #include "cold/s3_client.h"
+#include "tests/cold/canned_http_server.h"
 #include "tests/cold/rgw_support.h"
 #include "tests/mount/mount_helpers.h"
 
@@ -235,6 +236,25 @@ TEST_CASE("Cold: an unreachable object store is Missing quickly and the hot tier
   CHECK(packed["blocks"] == 0);
   CHECK(packed.contains("list_error"));
   CHECK(packed["complete"] == false);
+}
+
+// Regression (review, 2026-12-06): a stop waited for every upload of the round in progress,
+// each up to transfer_timeout against an object store that never answers: minutes past
+// systemd's TimeoutStopSec=30, then SIGKILL before the store wrote INDEX. A stop now aborts the
+// transfers and starts no other (the fixture's Stop gives the daemon 10 s; 12 stalled jobs at
+// 4 at a time and 5 s each took 15 s before).
+TEST_CASE("Cold: SIGTERM while the object store never answers ends the daemon cleanly at once") {
+  auto env = RgwEnv();
+  REQUIRE(!env.empty());
+  CannedHttpServer silent;
+  for (int i = 0; i < 64; i++) silent.Push({Step::kStall, ""});
+  ColdMount m(silent.endpoint(), "stopstall",
+              "write_back = \"after-commit\"\nflush_interval = 0.05\npack_max_blocks = 1\n");
+  for (int i = 0; i < 12; i++) m.Commit(i, 4096);
+  for (int i = 0; i < 500 && silent.requests().empty(); i++) ::usleep(10000);
+  REQUIRE_FALSE(silent.requests().empty());  // a transfer is stalled now
+  CHECK(m.fs->Stop() == 0);  // -1: not gone 10 s after SIGTERM, and killed
+  CHECK(m.fs->Log().find("unmounted") != std::string::npos);
 }
 
 }  // namespace gpucache::cold
