@@ -12,6 +12,7 @@ Call order (vLLM V1's scheduler, docs/engine-integration.md):
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -19,6 +20,8 @@ from .block_names import BlockNamer
 from .connector_types import (BlockOp, ConnectorConfig, LoadSpec, RequestView, SaveSpec, StepInfo,
                               StepMeta)
 from .vllm_hash import none_hash, request_block_hashes
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -47,11 +50,21 @@ class SchedulerCore:
         self._matches: Dict[str, _Match] = {}
         self._pending_loads: List[LoadSpec] = []
         self.external_tokens = 0  # tokens the engine was told to load from the mount (stats)
+        # Requests neither looked up nor saved, by reason (RequestView.uncacheable), counted
+        # once per allocation (on_alloc); each reason is logged once.
+        self.uncacheable: Dict[str, int] = {}
 
     # ---- get_num_new_matched_tokens ---------------------------------------------------
 
     def lookup(self, view: RequestView, num_computed_tokens: int) -> Tuple[int, bool]:
         """(tokens loadable beyond num_computed_tokens, whether they load asynchronously)."""
+        if view.uncacheable is not None:
+            if view.uncacheable not in self.uncacheable:
+                self.uncacheable[view.uncacheable] = 0
+                log.warning("gpucache: requests with %s are not cached (they match nothing and "
+                            "save nothing): their KV depends on more than the token ids",
+                            view.uncacheable)
+            return 0, False
         req = self._request(view)
         # At least one prompt token is always left to compute: the engine needs its logits.
         usable = min(len(req.chains), (len(view.prompt_token_ids) - 1) // self.geometry.block_tokens)
@@ -93,6 +106,10 @@ class SchedulerCore:
     # ---- update_state_after_alloc -----------------------------------------------------
 
     def on_alloc(self, view: RequestView, block_ids: List[int], num_external_tokens: int) -> None:
+        if view.uncacheable is not None:
+            # Never registered: build_meta plans no load and no save for it.
+            self.uncacheable[view.uncacheable] = self.uncacheable.get(view.uncacheable, 0) + 1
+            return
         req = self._request(view)
         req.block_ids = list(block_ids)
         match = self._matches.pop(view.req_id, None)

@@ -47,6 +47,10 @@ class RequestView:
     prompt_token_ids: Sequence[int]
     lora_name: Optional[str] = None
     cache_salt: Optional[str] = None
+    # Why the request's KV is not a function of what the identity covers (token ids, adapter,
+    # salt), e.g. "multimodal inputs" or "prompt embeddings": such a request matches nothing
+    # and saves nothing (None: cacheable).
+    uncacheable: Optional[str] = None
 
 
 @dataclasses.dataclass

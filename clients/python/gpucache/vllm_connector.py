@@ -117,6 +117,14 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
 
 def request_view(request: Any) -> RequestView:
     from .connector_types import RequestView
+    # The block hashes cover token ids, the LoRA adapter and the cache salt. Images, audio and
+    # video (mm_features) and prompt embeddings change the KV without changing the token ids
+    # (an image's placeholder tokens are the same for every image): such a request is not
+    # cached at all, rather than named like another request whose KV differs.
+    if getattr(request, "mm_features", None):
+        return RequestView(request.request_id, [], uncacheable="multimodal inputs")
+    if getattr(request, "prompt_embeds", None) is not None or request.prompt_token_ids is None:
+        return RequestView(request.request_id, [], uncacheable="prompt embeddings")
     lora = getattr(request, "lora_request", None)
     return RequestView(request.request_id, list(request.prompt_token_ids),
                        lora.lora_name if lora is not None else None,

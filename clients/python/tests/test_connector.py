@@ -140,6 +140,36 @@ class ConnectorLifecycleTest(unittest.TestCase):
             self.assertTrue(torch.equal(k[16:], ek[16:]) and torch.equal(v[16:], ev[16:]))
 
 
+class UncacheableRequestTest(unittest.TestCase):
+    """No mount: the scheduler core on a plain directory holding the prompt's blocks."""
+
+    # Regression (review, 2026-12-06): a request whose KV depends on more than its token ids
+    # (images, prompt embeddings) was named by its token ids alone, so it loaded the KV of
+    # another request with the same placeholder tokens (a different image) and saved its own
+    # under that request's names.
+    def test_an_uncacheable_request_matches_nothing_and_saves_nothing(self):
+        with tempfile.TemporaryDirectory() as root:
+            cfg = config(root)
+            tokens = prompt("mm", 3, tail=1)
+            for ident in identities(cfg, tokens):  # every block of the prompt is present
+                path = os.path.join(root, ident.relative_path())
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "wb").close()
+            h, _ = engine(cfg)
+            self.assertEqual(h.scheduler.lookup(Request("text", tokens).view(), 0), (3 * BLOCK, False))
+            view = dataclasses.replace(Request("image", tokens).view(), uncacheable="multimodal inputs")
+            with self.assertLogs("gpucache.connector_scheduler", "WARNING") as logs:
+                self.assertEqual(h.scheduler.lookup(view, 0), (0, False))
+                self.assertEqual(h.scheduler.lookup(view, 0), (0, False))
+            self.assertEqual(len(logs.output), 1)  # once per reason
+            ids = h.cache.allocate(3 * BLOCK // 16 + 1)
+            h.scheduler.on_alloc(view, ids, 0)
+            meta = h.scheduler.build_meta(StepInfo([ScheduledRequest("image", 0, len(tokens), ids, True)]))
+            self.assertEqual((meta.loads, meta.saves), ([], []))
+            self.assertEqual(h.scheduler.uncacheable, {"multimodal inputs": 1})
+            self.assertEqual(h.scheduler.on_finished("image"), (False, None))
+
+
 @unittest.skipUnless(BUILD_DIR, "set GPUCACHE_BUILD_DIR to the build directory to run")
 class TensorParallelTest(unittest.TestCase):
     """One scheduler, two workers (TP ranks 0 and 1): each names and stores its own shard."""

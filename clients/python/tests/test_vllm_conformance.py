@@ -99,5 +99,33 @@ class VllmConformanceTest(unittest.TestCase):
         self.assertIs(KVConnectorFactory.get_connector_class(config), GpucacheConnector)
 
 
+def vllm_request(req_id="r", tokens=None, **kw):
+    """A real vLLM Request (vllm.v1.request)."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.request import Request
+    return Request(request_id=req_id, prompt_token_ids=tokens, sampling_params=SamplingParams(max_tokens=1),
+                   pooling_params=None, **kw)
+
+
+class VllmRequestTest(unittest.TestCase):
+    """The shell's request_view on vLLM's own Request objects."""
+
+    # Regression (review, 2026-12-06): request_view ignored Request.mm_features and
+    # Request.prompt_embeds (two images, same paths; prompt_token_ids None raised TypeError).
+    @unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
+    def test_images_and_prompt_embeddings_make_a_request_uncacheable(self):
+        import torch
+        from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
+        tokens = [1, 2, 3, 4] + [151655] * 60 + [5, 6]
+        image = vllm_request("image", tokens, mm_features=[MultiModalFeatureSpec(
+            data=None, modality="image", identifier="cat-jpg", mm_position=PlaceholderRange(offset=4, length=60))])
+        embeds = vllm_request("embeds", None, prompt_embeds=torch.zeros(66, 8))
+        plain = vllm_request("plain", tokens)
+        self.assertEqual(vllm_connector.request_view(image).uncacheable, "multimodal inputs")
+        self.assertEqual(vllm_connector.request_view(embeds).uncacheable, "prompt embeddings")
+        view = vllm_connector.request_view(plain)
+        self.assertEqual((view.uncacheable, list(view.prompt_token_ids)), (None, tokens))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -125,6 +125,29 @@ class VllmShellTest(unittest.TestCase):
         finally:
             vllm_connector.attention_backends = original
 
+    # Regression (review, 2026-12-06): request_view read only the token ids, LoRA name and
+    # salt: two prompts with the same image placeholder tokens and different images got the
+    # same block paths (the second loaded the first image's KV), and a prompt given as
+    # embeddings (prompt_token_ids None) raised TypeError inside vLLM's scheduler.
+    def test_requests_with_images_or_prompt_embeddings_match_nothing_and_save_nothing(self):
+        tokens = [1, 2, 3, 4] + [151655] * 60 + [5, 6]  # an image's placeholder tokens
+        sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
+        image = request("cat", tokens)
+        image.mm_features = [NS(modality="image", identifier="cat-jpg", mm_position=NS(offset=4, length=60))]
+        embeds = request("embeds", None)
+        embeds.prompt_embeds = torch.zeros(66, 8)
+        mixed = request("mixed", tokens)
+        mixed.prompt_embeds = torch.zeros(66, 8)
+        for req in (image, embeds, mixed):
+            with self.subTest(req.request_id):
+                self.assertEqual(sched.get_num_new_matched_tokens(req, 0), (0, False))
+                sched.update_state_after_alloc(req, NS(get_block_ids=lambda: ([0, 1, 2, 3, 4],)), 0)
+                meta = sched.build_connector_meta(scheduler_output(req.request_id, tokens, [0, 1, 2, 3, 4], 0))
+                self.assertEqual((meta.step.loads, meta.step.saves), ([], []))
+                self.assertEqual(sched.request_finished(req, [0, 1, 2, 3, 4]), (False, None))
+        self.assertEqual(sched._scheduler.uncacheable, {"multimodal inputs": 1, "prompt embeddings": 2})
+        self.assertEqual(vllm_connector.request_view(request("text", tokens)).uncacheable, None)
+
     def save_then_load(self, kv, blocks_of, start_after_forward):
         tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
         sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
