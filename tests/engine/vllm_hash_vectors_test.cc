@@ -57,14 +57,18 @@ Bytes Sha256(const Bytes& in) {
 
 Bytes Hex(const json& j) { return HexDecode(j.get<std::string>()).value(); }
 
-// vLLM's extra keys for LoRA and cache salt: (lora_name?, cache_salt? on block 0 only) or null.
+// vLLM's extra keys for LoRA and cache salt, tagged: (("lora", name, path)?, ("cache_salt",
+// salt)? on block 0 only), or null when there is neither.
 void ExtraKeys(Cbor& c, const json& v, size_t block) {
-  std::vector<std::string> keys;
-  if (!v["lora_name"].is_null()) keys.push_back(v["lora_name"]);
-  if (block == 0 && !v["cache_salt"].is_null()) keys.push_back(v["cache_salt"]);
+  std::vector<std::vector<std::string>> keys;
+  if (!v["lora_name"].is_null()) keys.push_back({"lora", v["lora_name"], v["lora_path"]});
+  if (block == 0 && !v["cache_salt"].is_null()) keys.push_back({"cache_salt", v["cache_salt"]});
   if (keys.empty()) return c.Null();
   c.Array(keys.size());
-  for (const auto& k : keys) c.Text(k);
+  for (const auto& key : keys) {
+    c.Array(key.size());
+    for (const auto& k : key) c.Text(k);
+  }
 }
 
 // CBOR((parent, tuple(tokens), extra_keys)) of engine block `block`.
@@ -93,7 +97,9 @@ json LoadVectors() {
 }
 
 TEST_CASE("vLLM hash vectors: sha256_cbor block hashes match") {
-  for (const auto& v : LoadVectors()["cases"]) {
+  const json vectors = LoadVectors();  // a named object: the loop's range must outlive it
+  REQUIRE(vectors["cases"].size() >= 3);
+  for (const auto& v : vectors["cases"]) {
     CAPTURE(v["name"].get<std::string>());
     Cbor seed;
     seed.Text(v["seed"]);
@@ -107,7 +113,9 @@ TEST_CASE("vLLM hash vectors: sha256_cbor block hashes match") {
 }
 
 TEST_CASE("vLLM hash vectors: gpucache chains and paths derive from the block hashes") {
-  for (const auto& v : LoadVectors()["cases"]) {
+  const json vectors = LoadVectors();  // a named object: the loop's range must outlive it
+  REQUIRE(vectors["cases"].size() >= 3);
+  for (const auto& v : vectors["cases"]) {
     CAPTURE(v["name"].get<std::string>());
     size_t per = v["block_tokens"].get<size_t>() / v["engine_block_size"].get<size_t>();
     Bytes root = Hex(v["none_hash"]);

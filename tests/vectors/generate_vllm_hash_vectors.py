@@ -1,14 +1,18 @@
 """Regenerates tests/vectors/vllm_block_hashes.json (not run by the tests).
 
-    PYTHONPATH=clients/python /usr/bin/python3 tests/vectors/generate_vllm_hash_vectors.py > tests/vectors/vllm_block_hashes.json
+    PYTHONPATH=clients/python build/venv/bin/python tests/vectors/generate_vllm_hash_vectors.py \
+        > tests/vectors/vllm_block_hashes.json
 
-The hashes come from clients/python/gpucache/vllm_hash.py (vLLM's sha256_cbor block hashing);
-tests/engine/vllm_hash_vectors_test.cc recomputes every one with its own CBOR encoder and
-libcrypto's SHA-256, and clients/python/tests/test_vllm_hash.py with cbor2, so a change on
-either side that breaks agreement with the other fails a test.
+The block hashes come from vLLM itself (build/venv's pinned vLLM: its request block hasher with
+sha256_cbor, on real Request and LoRARequest objects), and the script stops unless
+clients/python/gpucache/vllm_hash.py computes the same ones. tests/engine/vllm_hash_vectors_test.cc
+recomputes every one with its own CBOR encoder and libcrypto's SHA-256, and
+clients/python/tests/test_vllm_hash.py with cbor2, so a change on either side that breaks
+agreement with vLLM or with the other fails a test.
 """
 
 import json
+import os
 import sys
 
 import cbor2
@@ -36,17 +40,42 @@ def tokens(n, salt):
 CASES = [
     dict(name="no extra keys", seed="0", engine_block_size=16, block_tokens=64, tokens=tokens(150, 1)),
     dict(name="lora and cache salt", seed="0", engine_block_size=16, block_tokens=64, tokens=tokens(130, 2),
-         lora_name="sql-lora", cache_salt="acme-salt-1"),
+         lora_name="sql-lora", lora_path="/adapters/sql-lora-2024-06", cache_salt="acme-salt-1"),
+    dict(name="the same lora name at another path", seed="0", engine_block_size=16, block_tokens=64,
+         tokens=tokens(130, 2), lora_name="sql-lora", lora_path="/adapters/sql-lora-2024-09"),
+    dict(name="cache salt only", seed="0", engine_block_size=16, block_tokens=64, tokens=tokens(70, 4),
+         cache_salt="acme-salt-2"),
     dict(name="seed 12345, 32-token engine blocks, 256-token gpucache blocks", seed="12345",
          engine_block_size=32, block_tokens=256, tokens=tokens(520, 3)),
 ]
 
 
+def vllm_block_hashes(c):
+    """request.block_hashes as the pinned vLLM computes them (sha256_cbor)."""
+    os.environ["PYTHONHASHSEED"] = c["seed"]
+    from vllm.lora.request import LoRARequest
+    from vllm.sampling_params import SamplingParams
+    from vllm.utils.hashing import sha256_cbor as vllm_sha256_cbor
+    from vllm.v1.core import kv_cache_utils
+    from vllm.v1.request import Request
+    kv_cache_utils.init_none_hash(vllm_sha256_cbor)
+    lora = LoRARequest(c["lora_name"], 1, c["lora_path"]) if c.get("lora_name") else None
+    request = Request(request_id="r", prompt_token_ids=c["tokens"], sampling_params=SamplingParams(max_tokens=1),
+                      pooling_params=None, lora_request=lora, cache_salt=c.get("cache_salt"))
+    hasher = kv_cache_utils.get_request_block_hasher(c["engine_block_size"], vllm_sha256_cbor)
+    return [bytes(h) for h in hasher(request)]
+
+
 def case(c):
-    lora, salt = c.get("lora_name"), c.get("cache_salt")
-    hashes = request_block_hashes(c["tokens"], c["engine_block_size"], c["seed"], lora_name=lora, cache_salt=salt)
+    lora, path, salt = c.get("lora_name"), c.get("lora_path"), c.get("cache_salt")
+    hashes = vllm_block_hashes(c)
+    ours = request_block_hashes(c["tokens"], c["engine_block_size"], c["seed"], lora_name=lora, lora_path=path,
+                                cache_salt=salt)
+    if ours != hashes:
+        sys.exit("gpucache/vllm_hash.py disagrees with vLLM on case %r" % c["name"])
     root = none_hash(c["seed"])
-    first = (root, tuple(c["tokens"][:c["engine_block_size"]]), extra_keys_for_block(0, lora, salt))
+    first = (root, tuple(c["tokens"][:c["engine_block_size"]]),
+             extra_keys_for_block(0, lora, salt, lora_path=path))
     geometry = KVGeometry(layers=32, kv_heads=8, head_dim=128, dtype=torch.bfloat16,
                           engine_block_size=c["engine_block_size"], block_tokens=c["block_tokens"])
     namer = BlockNamer(MODEL, geometry)
@@ -55,7 +84,7 @@ def case(c):
         ident = namer.identity(chain, lora or "")
         blocks.append({"chain": [h.hex() for h in chain], "identity": ident.to_json(),
                        "path": ident.relative_path()})
-    return {**c, "lora_name": lora, "cache_salt": salt, "none_hash": root.hex(),
+    return {**c, "lora_name": lora, "lora_path": path, "cache_salt": salt, "none_hash": root.hex(),
             "first_block_cbor": cbor2.dumps(first, canonical=True).hex(),
             "block_hashes": [h.hex() for h in hashes], "blocks": blocks}
 

@@ -86,7 +86,7 @@ class SchedulerCore:
         if req is None:
             hashes = request_block_hashes(list(view.prompt_token_ids), self.geometry.engine_block_size,
                                           self.config.seed(), lora_name=view.lora_name,
-                                          cache_salt=view.cache_salt)
+                                          lora_path=view.lora_path, cache_salt=view.cache_salt)
             req = _Request(view, self.namer.chains(hashes, self._root_hash))
             self._requests[view.req_id] = req
         return req

@@ -51,6 +51,9 @@ class RequestView:
     # salt), e.g. "multimodal inputs" or "prompt embeddings": such a request matches nothing
     # and saves nothing (None: cacheable).
     uncacheable: Optional[str] = None
+    # The LoRA adapter's path (vLLM's LoRARequest.lora_path): hashed with its name, as vLLM
+    # does, so a name re-pointed at other weights names other blocks.
+    lora_path: Optional[str] = None
 
 
 @dataclasses.dataclass

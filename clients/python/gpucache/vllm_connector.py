@@ -128,7 +128,8 @@ def request_view(request: Any) -> RequestView:
     lora = getattr(request, "lora_request", None)
     return RequestView(request.request_id, list(request.prompt_token_ids),
                        lora.lora_name if lora is not None else None,
-                       getattr(request, "cache_salt", None))
+                       getattr(request, "cache_salt", None),
+                       lora_path=lora.lora_path if lora is not None else None)
 
 
 def _group0(block_ids: Any) -> Optional[List[int]]:

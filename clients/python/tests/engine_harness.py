@@ -74,6 +74,7 @@ class Request:
     max_new_tokens: int = 1
     lora_name: Optional[str] = None
     cache_salt: Optional[str] = None
+    lora_path: Optional[str] = None
     num_computed: int = 0
     block_ids: List[int] = dataclasses.field(default_factory=list)
     status: str = "waiting"  # waiting, waiting_for_remote_kvs, running, finished
@@ -88,7 +89,8 @@ class Request:
         return self.prompt + self.output
 
     def view(self) -> RequestView:
-        return RequestView(self.req_id, self.prompt, self.lora_name, self.cache_salt)
+        return RequestView(self.req_id, self.prompt, self.lora_name, self.cache_salt,
+                           lora_path=self.lora_path)
 
 
 WaitLayer = Callable[[int], None]

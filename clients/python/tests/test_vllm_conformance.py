@@ -126,6 +126,37 @@ class VllmRequestTest(unittest.TestCase):
         view = vllm_connector.request_view(plain)
         self.assertEqual((view.uncacheable, list(view.prompt_token_ids)), (None, tokens))
 
+    # Regression (review, 2026-12-06): the connector hashed a LoRA adapter by its name only and
+    # the salt untagged, so its hashes were not vLLM's request.block_hashes (as documented)
+    # for LoRA or salted requests, and a LoRA name re-pointed at another path named the same
+    # blocks.
+    @unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
+    def test_the_schedulers_hashes_are_vllms_request_block_hashes(self):
+        import tempfile
+        from unittest import mock
+        from vllm.lora.request import LoRARequest
+        from vllm.utils.hashing import sha256_cbor
+        from vllm.v1.core import kv_cache_utils
+        from connector_support import config
+        from gpucache.connector_scheduler import SchedulerCore
+        with mock.patch.dict(os.environ, {"PYTHONHASHSEED": "0"}):
+            kv_cache_utils.init_none_hash(sha256_cbor)
+        hasher = kv_cache_utils.get_request_block_hasher(16, sha256_cbor)
+        tokens = [(i * 7919) % 128256 for i in range(200)]
+        seen = []
+        with tempfile.TemporaryDirectory() as root:
+            core = SchedulerCore(config(root))  # seed "0", 16-token engine blocks, 64-token blocks
+            for i, kw in enumerate(({}, {"cache_salt": "acme"}, {"lora_request": LoRARequest("sql", 1, "/a/sql-v1")},
+                                    {"lora_request": LoRARequest("sql", 1, "/a/sql-v2"), "cache_salt": "acme"})):
+                with self.subTest(kw=kw):
+                    request = vllm_request("r%d" % i, tokens, block_hasher=hasher, **kw)
+                    chains = core._request(vllm_connector.request_view(request)).chains
+                    ours = [h for chain in chains for h in chain[1:]]
+                    self.assertEqual(ours, [bytes(h) for h in request.block_hashes[:len(ours)]])
+                    self.assertEqual(len(ours), 12)
+                    seen.append(chains[0][1])
+        self.assertEqual(len(set(seen)), 4)
+
 
 if __name__ == "__main__":
     unittest.main()

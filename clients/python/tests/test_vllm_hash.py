@@ -4,6 +4,7 @@
 import json
 import os
 import unittest
+from unittest import mock
 
 import cbor2
 import torch
@@ -28,13 +29,14 @@ class VllmHashVectorsTest(unittest.TestCase):
             with self.subTest(v["name"]):
                 self.assertEqual(none_hash(v["seed"]).hex(), v["none_hash"])
                 hashes = request_block_hashes(v["tokens"], v["engine_block_size"], v["seed"],
-                                              lora_name=v["lora_name"], cache_salt=v["cache_salt"])
+                                              lora_name=v["lora_name"], lora_path=v["lora_path"],
+                                              cache_salt=v["cache_salt"])
                 self.assertEqual([h.hex() for h in hashes], v["block_hashes"])
 
     def test_first_block_preimage_is_the_canonical_cbor_of_vllms_tuple(self):
         for v in load_cases():
             with self.subTest(v["name"]):
-                extra = extra_keys_for_block(0, v["lora_name"], v["cache_salt"])
+                extra = extra_keys_for_block(0, v["lora_name"], v["cache_salt"], lora_path=v["lora_path"])
                 value = (bytes.fromhex(v["none_hash"]), tuple(v["tokens"][:v["engine_block_size"]]), extra)
                 self.assertEqual(cbor2.dumps(value, canonical=True).hex(), v["first_block_cbor"])
                 self.assertEqual(sha256_cbor(value).hex(), v["block_hashes"][0])
@@ -73,11 +75,78 @@ class VllmHashVectorsTest(unittest.TestCase):
     def test_salt_and_lora_change_every_hash_and_the_seed_the_root(self):
         tokens = list(range(64))
         plain = request_block_hashes(tokens, 16, "0")
-        for kw in ({"cache_salt": "s"}, {"lora_name": "l"}):
+        for kw in ({"cache_salt": "s"}, {"lora_name": "l", "lora_path": "/a/l"}):
             other = request_block_hashes(tokens, 16, "0", **kw)
             self.assertTrue(all(a != b for a, b in zip(plain, other)), kw)
         self.assertNotEqual(request_block_hashes(tokens, 16, "1")[0], plain[0])
         self.assertEqual(request_block_hashes(tokens + [1, 2], 16, "0"), plain)  # only full blocks
+
+    # Regression (review, 2026-12-06): an adapter was hashed by its name alone (vLLM hashes
+    # ("lora", name, path)): a LoRA name re-pointed at other weights named the same blocks and
+    # loaded KV computed with the old adapter, and no LoRA or salted hash equalled vLLM's.
+    def test_the_lora_path_is_hashed_with_the_name_as_tagged_keys(self):
+        tokens = list(range(64))
+        v1 = request_block_hashes(tokens, 16, "0", lora_name="sql", lora_path="/adapters/sql-v1")
+        v2 = request_block_hashes(tokens, 16, "0", lora_name="sql", lora_path="/adapters/sql-v2")
+        self.assertTrue(all(a != b for a, b in zip(v1, v2)))
+        self.assertEqual(extra_keys_for_block(0, "sql", "s", lora_path="/adapters/sql-v1"),
+                         (("lora", "sql", "/adapters/sql-v1"), ("cache_salt", "s")))
+        self.assertEqual(extra_keys_for_block(1, "sql", "s", lora_path="/p"), (("lora", "sql", "/p"),))
+        self.assertIsNone(extra_keys_for_block(1, None, "s"))
+        cases = {v["name"]: v for v in load_cases()}
+        self.assertNotEqual(cases["lora and cache salt"]["block_hashes"][1],
+                            cases["the same lora name at another path"]["block_hashes"][1])
+
+
+def vllm_hasher():
+    """The installed vLLM's request block hasher and Request builder, or None without vLLM."""
+    try:
+        from vllm.lora.request import LoRARequest
+        from vllm.sampling_params import SamplingParams
+        from vllm.utils.hashing import sha256_cbor as vllm_sha256_cbor
+        from vllm.v1.core import kv_cache_utils
+        from vllm.v1.request import Request
+    except ImportError:
+        return None
+
+    def hashes(tokens, block_size, seed, lora=None, cache_salt=None):
+        with mock.patch.dict(os.environ, {"PYTHONHASHSEED": seed}):
+            kv_cache_utils.init_none_hash(vllm_sha256_cbor)
+        request = Request(request_id="r", prompt_token_ids=list(tokens),
+                          sampling_params=SamplingParams(max_tokens=1), pooling_params=None,
+                          lora_request=LoRARequest(lora[0], 1, lora[1]) if lora else None,
+                          cache_salt=cache_salt)
+        return [bytes(h) for h in kv_cache_utils.get_request_block_hasher(block_size, vllm_sha256_cbor)(request)]
+    return hashes
+
+
+VLLM_HASHES = vllm_hasher()
+
+
+@unittest.skipIf(VLLM_HASHES is None, "vLLM is not installed")
+class AgainstInstalledVllmTest(unittest.TestCase):
+    """vllm_hash.py and the vectors against the installed vLLM's own hashing (build/venv)."""
+
+    # Regression (review, 2026-12-06): vLLM keys LoRA as ("lora", name, path) and the salt as
+    # ("cache_salt", salt); gpucache hashed the bare name and salt, so its "vLLM block hashes"
+    # differed from request.block_hashes for every LoRA or salted request.
+    def test_request_block_hashes_equal_vllms(self):
+        tokens = [(i * 7919) % 128256 for i in range(150)]
+        for seed, size, lora, salt in (("0", 16, None, None), ("0", 16, None, "salt"),
+                                       ("0", 16, ("sql", "/adapters/sql-v1"), None),
+                                       ("7", 32, ("sql", "/adapters/sql-v2"), "salt"),
+                                       ("0", 16, ("adaptér name", "/adapters/é"), "sel é")):
+            with self.subTest(seed=seed, lora=lora, salt=salt):
+                ours = request_block_hashes(tokens, size, seed, lora_name=lora and lora[0],
+                                            lora_path=lora and lora[1], cache_salt=salt)
+                self.assertEqual(ours, VLLM_HASHES(tokens, size, seed, lora, salt))
+
+    def test_the_vectors_are_vllms(self):
+        for v in load_cases():
+            with self.subTest(v["name"]):
+                lora = (v["lora_name"], v["lora_path"]) if v["lora_name"] is not None else None
+                hashes = VLLM_HASHES(v["tokens"], v["engine_block_size"], v["seed"], lora, v["cache_salt"])
+                self.assertEqual([h.hex() for h in hashes], v["block_hashes"])
 
 
 if __name__ == "__main__":
