@@ -34,6 +34,24 @@ class ModelIdentity:
     rope_scaling: str = "none"
     rope_factor: float = 1.0
     rope_original_max_positions: int = 0
+    # The identity's kv_dtype when the paged tensors' torch dtype does not say what their bytes
+    # are: vLLM stores an fp8 KV cache as uint8 ("fp8_e4m3", "fp8_e5m2"). None: the name of
+    # the geometry's dtype (kv_layout.DTYPE_NAMES).
+    kv_dtype: Optional[str] = None
+
+
+def kv_dtype_name(model: ModelIdentity, geometry: KVGeometry) -> str:
+    """The identity's kv_dtype: model.kv_dtype, which must agree with a float geometry dtype,
+    or the name of that dtype. Raises ValueError when neither names the bytes."""
+    known = DTYPE_NAMES.get(geometry.dtype)
+    if model.kv_dtype is None:
+        if known is None:
+            raise ValueError("KV dtype %s needs a name (ModelIdentity.kv_dtype)" % geometry.dtype)
+        return known
+    if known is not None and model.kv_dtype != known:
+        raise ValueError("ModelIdentity.kv_dtype %r contradicts the KV tensors' dtype %s"
+                         % (model.kv_dtype, geometry.dtype))
+    return model.kv_dtype
 
 
 def chain_of_block(hashes: Sequence[bytes], j: int, per: int, root: bytes) -> list[bytes]:
@@ -48,6 +66,7 @@ class BlockNamer:
     def __init__(self, model: ModelIdentity, geometry: KVGeometry):
         self.model = model
         self.geometry = geometry
+        self.kv_dtype = kv_dtype_name(model, geometry)
 
     def full_blocks(self, hashes: Sequence[bytes]) -> int:
         return len(hashes) // self.geometry.engine_blocks_per_block
@@ -62,7 +81,7 @@ class BlockNamer:
         return CacheIdentity(
             tenant=m.tenant, trust_domain=m.trust_domain, model_revision=m.model_revision,
             model_config_digest=m.model_config_digest, tokenizer_revision=m.tokenizer_revision,
-            adapter=adapter, chain=list(chain), kv_dtype=DTYPE_NAMES[g.dtype],
+            adapter=adapter, chain=list(chain), kv_dtype=self.kv_dtype,
             quant_format=m.quant_format, layout_abi=LAYOUT_ABI, tp_rank=m.tp_rank,
             tp_size=m.tp_size, pp_rank=m.pp_rank, pp_size=m.pp_size,
             position_encoding=m.position_encoding, rope_theta_bits=float_bits(m.rope_theta),

@@ -76,10 +76,61 @@ def _is_scheduler(role: Any) -> bool:
     return getattr(role, "name", str(role)).upper().endswith("SCHEDULER")
 
 
-def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, ModelIdentity]:
-    """The core's configuration from vLLM's config and kv_connector_extra_config."""
+# vLLM's --kv-cache-dtype values the connector copies correctly: the torch dtype of the paged
+# tensors (vLLM's STR_DTYPE_TO_TORCH_DTYPE, vllm/utils/torch_utils.py) and the identity's name
+# of their bytes. The fp8 ones are stored as uint8 and copied byte for byte ("fp8" is e4m3).
+# Others (fp8_inc, int8/int4/nvfp4 variants with per-token or block scales, MLA and turboquant
+# formats) keep scales or packed data beside or inside the tensors in ways the block layout does
+# not describe: refused.
+_FLOAT_KV_DTYPES = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16",
+                    "float32": "float32", "float": "float32"}
+_FP8_KV_DTYPES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+
+
+def kv_cache_dtype(cache_config: Any, model_config: Any) -> Tuple[Any, str]:
+    """(torch dtype of vLLM's paged KV tensors, the identity's kv_dtype) for --kv-cache-dtype.
+
+    Raises ValueError for a KV cache dtype the connector cannot copy correctly.
+    """
     import torch
 
+    from .kv_layout import DTYPE_NAMES
+    requested = cache_config.cache_dtype
+    if isinstance(requested, torch.dtype):  # older vLLM configs
+        requested = DTYPE_NAMES.get(requested, str(requested))
+    requested = str(requested)
+    if requested == "auto":  # the model's dtype
+        dtype = model_config.dtype
+        if dtype not in DTYPE_NAMES:
+            raise ValueError("GpucacheConnector: the model dtype %s is not a supported KV dtype" % dtype)
+        return dtype, DTYPE_NAMES[dtype]
+    if requested in _FLOAT_KV_DTYPES:
+        name = _FLOAT_KV_DTYPES[requested]
+        return next(d for d, n in DTYPE_NAMES.items() if n == name), name
+    if requested in _FP8_KV_DTYPES:
+        if getattr(cache_config, "kv_cache_dtype_skip_layers", None):
+            raise ValueError("GpucacheConnector: --kv-cache-dtype %s with --kv-cache-dtype-skip-layers "
+                             "mixes KV dtypes across layers, which a block cannot describe" % requested)
+        name = _FP8_KV_DTYPES[requested]
+        if name == "fp8_e4m3" and _platform_fp8_is_fnuz():
+            name = "fp8_e4m3fnuz"  # ROCm MI300: another encoding of the same bits
+        return torch.uint8, name
+    raise ValueError("GpucacheConnector: --kv-cache-dtype %s is not supported (supported: auto, %s)"
+                     % (requested, ", ".join(sorted(set(_FLOAT_KV_DTYPES) | set(_FP8_KV_DTYPES)))))
+
+
+def _platform_fp8_is_fnuz() -> bool:
+    if not HAVE_VLLM:
+        return False
+    try:
+        from vllm.platforms import current_platform
+        return "fnuz" in str(current_platform.fp8_dtype())
+    except Exception:  # no platform detected: vLLM's default, e4m3fn
+        return False
+
+
+def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, ModelIdentity]:
+    """The core's configuration from vLLM's config and kv_connector_extra_config."""
     from .block_names import ModelIdentity
     from .connector_types import ConnectorConfig
     from .kv_layout import KVGeometry
@@ -91,6 +142,7 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
     rope = getattr(hf, "rope_parameters", None) or getattr(hf, "rope_scaling", None) or {}
     rope_type = str(rope.get("rope_type", rope.get("type", "none")))
     tp = pc.tensor_parallel_size
+    dtype, kv_dtype = kv_cache_dtype(cc, mc)
     model = ModelIdentity(
         tenant=extra["tenant"], trust_domain=extra.get("trust_domain", "local"),
         model_revision="%s@%s" % (mc.model, mc.revision or "main"),
@@ -101,8 +153,8 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
         rope_theta=float(rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))),
         rope_scaling="none" if rope_type == "default" else rope_type,
         rope_factor=float(rope.get("factor", 1.0)),
-        rope_original_max_positions=int(rope.get("original_max_position_embeddings", 0)))
-    dtype = cc.cache_dtype if isinstance(cc.cache_dtype, torch.dtype) else mc.dtype
+        rope_original_max_positions=int(rope.get("original_max_position_embeddings", 0)),
+        kv_dtype=kv_dtype)
     geometry = KVGeometry(
         layers=mc.get_num_layers(pc), kv_heads=mc.get_num_kv_heads(pc), head_dim=mc.get_head_size(),
         dtype=dtype, engine_block_size=cc.block_size, block_tokens=int(extra.get("block_tokens", 256)))
@@ -233,6 +285,12 @@ class GpucacheConnector(KVConnectorBase_V1):
     def register_kv_caches(self, kv_caches: Dict[str, Any]) -> None:
         self._layer_index = {name: i for i, name in enumerate(kv_caches)}
         self._forms = _layer_forms(self._vllm_config, list(kv_caches))
+        dtype = self._worker_core().config.geometry.dtype
+        for name, layer in kv_caches.items():
+            for t in (layer if isinstance(layer, (tuple, list)) else (layer,)):
+                if t.dtype != dtype:  # the copies would convert values, not move bytes
+                    raise ValueError("GpucacheConnector: KV cache %s is %s, the connector expected %s "
+                                     "(--kv-cache-dtype)" % (name, t.dtype, dtype))
         self._worker_core().register([form(t) for form, t in zip(self._forms, kv_caches.values())])
 
     def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:

@@ -158,5 +158,27 @@ class VllmRequestTest(unittest.TestCase):
         self.assertEqual(len(set(seen)), 4)
 
 
+class VllmConfigTest(unittest.TestCase):
+    # Regression (review, 2026-12-06): --kv-cache-dtype was ignored; the connector's table of
+    # the KV dtypes it accepts must say what the installed vLLM allocates for each.
+    @unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
+    def test_the_accepted_kv_cache_dtypes_are_vllms(self):
+        import typing
+        from types import SimpleNamespace as NS
+        import torch
+        from vllm.config.cache import CacheDType
+        from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
+        model = NS(dtype=torch.bfloat16)
+        accepted = []
+        for name in typing.get_args(CacheDType):
+            try:
+                dtype, _ = vllm_connector.kv_cache_dtype(NS(cache_dtype=name), model)
+            except ValueError:
+                continue
+            accepted.append(name)
+            self.assertEqual(dtype, torch.bfloat16 if name == "auto" else STR_DTYPE_TO_TORCH_DTYPE[name], name)
+        self.assertEqual(sorted(accepted), ["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"])
+
+
 if __name__ == "__main__":
     unittest.main()

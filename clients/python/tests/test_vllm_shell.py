@@ -16,13 +16,13 @@ from gpucache import vllm_connector
 from gpucache.vllm_connector import GpucacheConnector, GpucacheConnectorMetadata
 
 
-def vllm_config(mount):
+def vllm_config(mount, cache_dtype="auto", **cache):
     hf = NS(rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 8.0,
                                                 "original_max_position_embeddings": 8192})
     model = NS(model="meta-llama/Llama-3.1-8B", revision="5206a32", tokenizer="meta-llama/Llama-3.1-8B",
                tokenizer_revision=None, quantization=None, dtype=torch.bfloat16, hf_config=hf,
                get_num_layers=lambda pc: 2, get_num_kv_heads=lambda pc: 2, get_head_size=lambda: 32)
-    return NS(model_config=model, cache_config=NS(block_size=16, cache_dtype="auto"),
+    return NS(model_config=model, cache_config=NS(block_size=16, cache_dtype=cache_dtype, **cache),
               parallel_config=NS(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0),
               kv_transfer_config=NS(kv_connector_extra_config={
                   "mount": mount, "tenant": "acme", "model_config_digest": "sha256:cfg",
@@ -147,6 +147,33 @@ class VllmShellTest(unittest.TestCase):
                 self.assertEqual(sched.request_finished(req, [0, 1, 2, 3, 4]), (False, None))
         self.assertEqual(sched._scheduler.uncacheable, {"multimodal inputs": 1, "prompt embeddings": 2})
         self.assertEqual(vllm_connector.request_view(request("text", tokens)).uncacheable, None)
+
+    # Regression (review, 2026-12-06): --kv-cache-dtype was ignored (a string in vLLM 0.32):
+    # an fp8 KV cache (uint8 tensors) was staged as the model's bfloat16, so saves converted
+    # byte values to floats, loads raised, and the identity named the blocks bfloat16.
+    def test_the_kv_cache_dtype_is_the_identitys_and_fp8_bytes_round_trip(self):
+        from gpucache.block_names import BlockNamer
+        from gpucache.vllm_connector import config_from_vllm
+        for cache_dtype, dtype, name in (("auto", torch.bfloat16, "bfloat16"), ("float16", torch.float16, "float16"),
+                                         ("fp8", torch.uint8, "fp8_e4m3"), ("fp8_e4m3", torch.uint8, "fp8_e4m3"),
+                                         ("fp8_e5m2", torch.uint8, "fp8_e5m2")):
+            with self.subTest(cache_dtype):
+                cfg, model = config_from_vllm(vllm_config(self.tmp.name, cache_dtype))
+                self.assertEqual(cfg.geometry.dtype, dtype)
+                self.assertEqual(BlockNamer(model, cfg.geometry).identity([b"\0" * 32]).kv_dtype, name)
+        for bad in ("fp8_inc", "nvfp4", "int8_per_token_head", "fp8_ds_mla", "turboquant_k8v4"):
+            with self.subTest(bad), self.assertRaisesRegex(ValueError, "kv-cache-dtype %s is not supported" % bad):
+                GpucacheConnector(vllm_config(self.tmp.name, bad), NS(name="SCHEDULER"))
+        with self.assertRaisesRegex(ValueError, "skip-layers"):
+            GpucacheConnector(vllm_config(self.tmp.name, "fp8", kv_cache_dtype_skip_layers=["0"]), NS(name="WORKER"))
+        worker = GpucacheConnector(vllm_config(self.tmp.name, "fp8"), NS(name="WORKER"))
+        with self.assertRaisesRegex(ValueError, "torch.bfloat16, the connector expected torch.uint8"):
+            worker.register_kv_caches({"layers.0.attn": torch.zeros(2, 16, 16, 2, 32, dtype=torch.bfloat16)})
+        worker.shutdown()
+        # fp8 bytes (every value 0-255, NaN patterns included) save and load bit for bit.
+        self.config = vllm_config(self.tmp.name, "fp8_e5m2")
+        self.save_then_load({"layers.%d.attn" % i: torch.randint(0, 256, (16, 2, 16, 64), dtype=torch.uint8)
+                             for i in range(2)}, lambda layer, ids: layer[ids], start_after_forward=True)
 
     def save_then_load(self, kv, blocks_of, start_after_forward):
         tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
