@@ -20,6 +20,10 @@ check against the real vLLM.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import re
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, cast
 
 # The core imports torch (the paged KV tensors), which `pip install ./clients/python` does not
@@ -129,6 +133,67 @@ def _platform_fp8_is_fnuz() -> bool:
         return False
 
 
+def local_weights_digest(path: str) -> str:
+    """A cheap fingerprint of a local model: names, sizes and mtimes of its files (a file, or
+    every file under a directory but hidden ones), not their contents."""
+    entries: List[Tuple[str, int, int]] = []
+    if os.path.isdir(path):
+        for top, dirs, files in os.walk(path, followlinks=True):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for f in files:
+                if not f.startswith("."):
+                    full = os.path.join(top, f)
+                    st = os.stat(full)  # through symlinks (Hugging Face snapshots link to blobs)
+                    entries.append((os.path.relpath(full, path), st.st_size, st.st_mtime_ns))
+    else:
+        st = os.stat(path)
+        entries.append((os.path.basename(path), st.st_size, st.st_mtime_ns))
+    entries.sort()
+    return "local-" + hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:32]
+
+
+def _hub_commit(repo_id: str, cache_dirs: Iterable[Optional[str]]) -> Optional[str]:
+    """The commit of the Hugging Face snapshot a revision-less repo id resolves to locally."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    for cache_dir in cache_dirs:
+        try:
+            found = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir)
+        except Exception:  # not a repo id, or an unreadable cache
+            continue
+        if isinstance(found, str):  # <cache>/models--org--name/snapshots/<commit>/config.json
+            commit = os.path.basename(os.path.dirname(found))
+            if re.fullmatch(r"[0-9a-f]{40}", commit):
+                return commit
+    return None
+
+
+def model_revision(vllm_config: Any, extra: Dict[str, Any]) -> str:
+    """The identity's model_revision: what the engine's weights are.
+
+    kv_connector_extra_config "model_revision" wins (used as is); then vLLM's --revision; for a
+    local model path without one, a digest of its files' names, sizes and mtimes; for a Hugging
+    Face repo id without one, the commit of its locally cached snapshot. Nothing else: a
+    moving name ("@main") would let blocks computed with old weights serve new ones.
+    """
+    mc = vllm_config.model_config
+    if extra.get("model_revision"):
+        return str(extra["model_revision"])
+    if mc.revision:
+        return "%s@%s" % (mc.model, mc.revision)
+    if os.path.exists(mc.model):
+        return "%s@%s" % (mc.model, local_weights_digest(mc.model))
+    download_dir = getattr(getattr(vllm_config, "load_config", None), "download_dir", None)
+    commit = _hub_commit(mc.model, [download_dir, None] if download_dir else [None])
+    if commit is not None:
+        return "%s@%s" % (mc.model, commit)
+    raise ValueError("GpucacheConnector: cannot tell which weights %r are: give vLLM --revision or "
+                     "kv_connector_extra_config \"model_revision\" (e.g. \"%s@<commit>\")"
+                     % (mc.model, mc.model))
+
+
 def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, ModelIdentity]:
     """The core's configuration from vLLM's config and kv_connector_extra_config."""
     from .block_names import ModelIdentity
@@ -145,7 +210,7 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
     dtype, kv_dtype = kv_cache_dtype(cc, mc)
     model = ModelIdentity(
         tenant=extra["tenant"], trust_domain=extra.get("trust_domain", "local"),
-        model_revision="%s@%s" % (mc.model, mc.revision or "main"),
+        model_revision=model_revision(vllm_config, extra),
         model_config_digest=extra["model_config_digest"],
         tokenizer_revision="%s@%s" % (mc.tokenizer, mc.tokenizer_revision or "main"),
         quant_format=str(mc.quantization or "none"), tp_rank=rank % tp, tp_size=tp,

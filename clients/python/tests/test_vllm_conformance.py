@@ -179,6 +179,24 @@ class VllmConfigTest(unittest.TestCase):
             self.assertEqual(dtype, torch.bfloat16 if name == "auto" else STR_DTYPE_TO_TORCH_DTYPE[name], name)
         self.assertEqual(sorted(accepted), ["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"])
 
+    # Regression (review, 2026-12-06): a repo id without --revision was named "<repo>@main",
+    # a moving name; it is now the commit of the snapshot in the Hugging Face cache.
+    @unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
+    def test_a_repo_id_without_a_revision_is_named_by_its_cached_commit(self):
+        import tempfile
+        from types import SimpleNamespace as NS
+        commit = "0123456789abcdef0123456789abcdef01234567"
+        with tempfile.TemporaryDirectory() as cache:
+            repo = os.path.join(cache, "models--acme--tiny")
+            os.makedirs(os.path.join(repo, "snapshots", commit))
+            os.makedirs(os.path.join(repo, "refs"))
+            with open(os.path.join(repo, "refs", "main"), "w") as f:
+                f.write(commit)
+            with open(os.path.join(repo, "snapshots", commit, "config.json"), "w") as f:
+                f.write("{}")
+            config = NS(model_config=NS(model="acme/tiny", revision=None), load_config=NS(download_dir=cache))
+            self.assertEqual(vllm_connector.model_revision(config, {}), "acme/tiny@" + commit)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -175,6 +175,51 @@ class VllmShellTest(unittest.TestCase):
         self.save_then_load({"layers.%d.attn" % i: torch.randint(0, 256, (16, 2, 16, 64), dtype=torch.uint8)
                              for i in range(2)}, lambda layer, ids: layer[ids], start_after_forward=True)
 
+    # Regression (review, 2026-12-06): with no --revision the model was named "<model>@main"
+    # whatever its weights: a local directory whose weights were replaced (a new fine-tune at
+    # the same path) kept naming the same blocks, and loaded KV of the old weights.
+    def test_a_local_model_without_a_revision_is_named_by_its_files(self):
+        from gpucache.vllm_connector import config_from_vllm
+        model_dir = os.path.join(self.tmp.name, "my-model")
+        os.mkdir(model_dir)
+        weights = os.path.join(model_dir, "model.safetensors")
+        for name, data in (("config.json", b"{}"), ("model.safetensors", b"v1 weights")):
+            with open(os.path.join(model_dir, name), "wb") as f:
+                f.write(data)
+        os.utime(weights, ns=(10**18, 10**18))
+
+        def revision(**extra):
+            config = vllm_config(self.tmp.name)
+            config.model_config.model = config.model_config.tokenizer = model_dir
+            config.model_config.revision = None
+            config.kv_transfer_config.kv_connector_extra_config.update(extra)
+            return config_from_vllm(config)[1].model_revision
+
+        first = revision()
+        self.assertTrue(first.startswith(model_dir + "@local-"), first)
+        self.assertEqual(revision(), first)  # the same files: the same name, on every rank
+        with open(weights, "wb") as f:
+            f.write(b"v2 weights")  # same size, new mtime
+        second = revision()
+        self.assertNotEqual(second, first)
+        os.utime(weights, ns=(10**18, 10**18))
+        with open(weights, "ab") as f:
+            f.write(b"!")
+        os.utime(weights, ns=(10**18, 10**18))  # same mtime, new size
+        self.assertNotIn(revision(), (first, second))
+        self.assertEqual(revision(model_revision="my-model@sha256:abc"), "my-model@sha256:abc")
+        self.assertEqual(config_from_vllm(self.config)[1].model_revision, "meta-llama/Llama-3.1-8B@5206a32")
+
+    # Regression (review, 2026-12-06): a repo id without --revision was named "@main", which
+    # moves; now its cached snapshot's commit, or a refusal at construction.
+    def test_a_repo_id_without_a_revision_and_no_cached_snapshot_is_refused(self):
+        config = vllm_config(self.tmp.name)
+        config.model_config.model = "acme/no-such-model-%d" % os.getpid()
+        config.model_config.revision = None
+        config.load_config = NS(download_dir=self.tmp.name)
+        with self.assertRaisesRegex(ValueError, "give vLLM --revision or kv_connector_extra_config"):
+            GpucacheConnector(config, NS(name="SCHEDULER"))
+
     def save_then_load(self, kv, blocks_of, start_after_forward):
         tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
         sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
