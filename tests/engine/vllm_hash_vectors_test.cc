@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -129,7 +130,12 @@ TEST_CASE("vLLM hash vectors: gpucache chains and paths derive from the block ha
       chain.insert(chain.end(), hashes.begin() + j * per, hashes.begin() + (j + 1) * per);
       CacheIdentity id = IdentityFromJson(b["identity"]);
       CHECK(id.chain == chain);
-      CHECK(id.adapter == (v["lora_name"].is_null() ? "" : v["lora_name"].get<std::string>()));
+      // The LoRA name as an identity name (docs/engine-integration.md, "Block hashes"): itself
+      // when it is printable ASCII without space or "%", escaped otherwise.
+      CHECK(id.adapter == v["adapter"].get<std::string>());
+      std::string lora = v["lora_name"].is_null() ? "" : v["lora_name"].get<std::string>();
+      bool plain = std::all_of(lora.begin(), lora.end(), [](char c) { return c > 0x20 && c < 0x7f && c != '%'; });
+      CHECK((id.adapter == lora) == plain);
       CHECK(id.block_capacity == v["block_tokens"].get<uint32_t>());
       CHECK(AddressOf(id).RelativePath() == b["path"].get<std::string>());
     }

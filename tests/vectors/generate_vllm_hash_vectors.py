@@ -18,7 +18,7 @@ import sys
 import cbor2
 import torch
 
-from gpucache.block_names import BlockNamer, ModelIdentity
+from gpucache.block_names import BlockNamer, ModelIdentity, identity_name
 from gpucache.kv_layout import KVGeometry
 from gpucache.vllm_hash import extra_keys_for_block, none_hash, request_block_hashes
 
@@ -43,6 +43,8 @@ CASES = [
          lora_name="sql-lora", lora_path="/adapters/sql-lora-2024-06", cache_salt="acme-salt-1"),
     dict(name="the same lora name at another path", seed="0", engine_block_size=16, block_tokens=64,
          tokens=tokens(130, 2), lora_name="sql-lora", lora_path="/adapters/sql-lora-2024-09"),
+    dict(name="a lora name with a space and non-ASCII characters", seed="0", engine_block_size=16,
+         block_tokens=64, tokens=tokens(70, 5), lora_name="sql adaptér 100%", lora_path="/adapters/sql adaptér"),
     dict(name="cache salt only", seed="0", engine_block_size=16, block_tokens=64, tokens=tokens(70, 4),
          cache_salt="acme-salt-2"),
     dict(name="seed 12345, 32-token engine blocks, 256-token gpucache blocks", seed="12345",
@@ -80,11 +82,13 @@ def case(c):
                           engine_block_size=c["engine_block_size"], block_tokens=c["block_tokens"])
     namer = BlockNamer(MODEL, geometry)
     blocks = []
+    adapter = identity_name(lora or "")  # the identity's adapter field
     for chain in namer.chains(hashes, root):
-        ident = namer.identity(chain, lora or "")
+        ident = namer.identity(chain, adapter)
         blocks.append({"chain": [h.hex() for h in chain], "identity": ident.to_json(),
                        "path": ident.relative_path()})
-    return {**c, "lora_name": lora, "lora_path": path, "cache_salt": salt, "none_hash": root.hex(),
+    return {**c, "lora_name": lora, "lora_path": path, "cache_salt": salt, "adapter": adapter,
+            "none_hash": root.hex(),
             "first_block_cbor": cbor2.dumps(first, canonical=True).hex(),
             "block_hashes": [h.hex() for h in hashes], "blocks": blocks}
 

@@ -9,6 +9,7 @@ of the block; two engines with the same seed, model and shard compute the same p
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Optional, Sequence
 
 from .identity import CacheIdentity, float_bits
@@ -38,6 +39,20 @@ class ModelIdentity:
     # are: vLLM stores an fp8 KV cache as uint8 ("fp8_e4m3", "fp8_e5m2"). None: the name of
     # the geometry's dtype (kv_layout.DTYPE_NAMES).
     kv_dtype: Optional[str] = None
+
+
+def identity_name(value: str) -> str:
+    """`value` (a LoRA name, a model path: any text) as an identity name (docs/identity-encoding.md:
+    at most 256 printable ASCII bytes, no space), one-to-one.
+
+    Each UTF-8 byte outside 0x21-0x7E, and "%", becomes "%XX" (upper-case hex), so a valid name
+    without "%" is itself. A result over 256 bytes is cut to 190 and followed by "%%" and the
+    SHA-256 of `value` in hex (64): "%%" never occurs in an uncut result.
+    """
+    out = "".join(chr(b) if 0x21 <= b <= 0x7E and b != 0x25 else "%%%02X" % b for b in value.encode("utf-8"))
+    if len(out) <= 256:
+        return out
+    return out[:190] + "%%" + hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
 def kv_dtype_name(model: ModelIdentity, geometry: KVGeometry) -> str:

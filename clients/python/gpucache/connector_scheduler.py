@@ -16,7 +16,7 @@ import logging
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from .block_names import BlockNamer
+from .block_names import BlockNamer, identity_name
 from .connector_types import (BlockOp, ConnectorConfig, LoadSpec, RequestView, SaveSpec, StepInfo,
                               StepMeta)
 from .vllm_hash import none_hash, request_block_hashes
@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 class _Request:
     view: RequestView
     chains: List[List[bytes]]  # of every full gpucache block of the prompt
+    adapter: str = ""  # the identity's adapter field: the LoRA name as an identity name
     block_ids: List[int] = dataclasses.field(default_factory=list)
     saved_upto: int = 0  # blocks [0, saved_upto) are stored or have been handed to a save
 
@@ -87,16 +88,17 @@ class SchedulerCore:
             hashes = request_block_hashes(list(view.prompt_token_ids), self.geometry.engine_block_size,
                                           self.config.seed(), lora_name=view.lora_name,
                                           lora_path=view.lora_path, cache_salt=view.cache_salt)
-            req = _Request(view, self.namer.chains(hashes, self._root_hash))
+            # Any LoRA name is usable: spaces or non-ASCII characters are escaped, not refused
+            # here, inside the engine's scheduler (the chain hashes the name itself anyway).
+            req = _Request(view, self.namer.chains(hashes, self._root_hash), identity_name(view.lora_name or ""))
             self._requests[view.req_id] = req
         return req
 
     def _probe(self, req: _Request, start: int, limit: int) -> int:
         """The end of the run of blocks present from `start` on (stat until the first miss;
         any error is a miss)."""
-        adapter = req.view.lora_name or ""
         for j in range(start, limit):
-            path = os.path.join(self.config.root, self.namer.identity(req.chains[j], adapter).relative_path())
+            path = os.path.join(self.config.root, self.namer.identity(req.chains[j], req.adapter).relative_path())
             try:
                 os.stat(path)
             except OSError:
@@ -130,7 +132,7 @@ class SchedulerCore:
 
     def _op(self, req: _Request, j: int) -> BlockOp:
         per = self.geometry.engine_blocks_per_block
-        return BlockOp(j, req.chains[j], req.view.lora_name or "", req.block_ids[j * per:(j + 1) * per])
+        return BlockOp(j, req.chains[j], req.adapter, req.block_ids[j * per:(j + 1) * per])
 
     # ---- build_connector_meta ---------------------------------------------------------
 

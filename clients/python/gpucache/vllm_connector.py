@@ -195,8 +195,14 @@ def model_revision(vllm_config: Any, extra: Dict[str, Any]) -> str:
 
 
 def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, ModelIdentity]:
-    """The core's configuration from vLLM's config and kv_connector_extra_config."""
-    from .block_names import ModelIdentity
+    """The core's configuration from vLLM's config and kv_connector_extra_config.
+
+    Text fields are made identity names (block_names.identity_name: a model path with a space
+    is escaped, not refused); what cannot be (a tenant outside [a-z0-9_-]) raises ValueError
+    here, when the connector is built, never per request in the scheduler.
+    """
+    from .block_names import BlockNamer, ModelIdentity, identity_name
+    from .identity import is_valid_tenant_name
     from .connector_types import ConnectorConfig
     from .kv_layout import KVGeometry
     extra: Dict[str, Any] = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
@@ -208,12 +214,15 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
     rope_type = str(rope.get("rope_type", rope.get("type", "none")))
     tp = pc.tensor_parallel_size
     dtype, kv_dtype = kv_cache_dtype(cc, mc)
+    if not is_valid_tenant_name(extra["tenant"]):
+        raise ValueError("GpucacheConnector: tenant %r: 1-64 of [a-z0-9_-], starting alphanumeric"
+                         % (extra["tenant"],))
     model = ModelIdentity(
-        tenant=extra["tenant"], trust_domain=extra.get("trust_domain", "local"),
-        model_revision=model_revision(vllm_config, extra),
-        model_config_digest=extra["model_config_digest"],
-        tokenizer_revision="%s@%s" % (mc.tokenizer, mc.tokenizer_revision or "main"),
-        quant_format=str(mc.quantization or "none"), tp_rank=rank % tp, tp_size=tp,
+        tenant=extra["tenant"], trust_domain=identity_name(str(extra.get("trust_domain", "local"))),
+        model_revision=identity_name(model_revision(vllm_config, extra)),
+        model_config_digest=identity_name(str(extra["model_config_digest"])),
+        tokenizer_revision=identity_name("%s@%s" % (mc.tokenizer, mc.tokenizer_revision or "main")),
+        quant_format=identity_name(str(mc.quantization or "none")), tp_rank=rank % tp, tp_size=tp,
         pp_rank=rank // tp, pp_size=pc.pipeline_parallel_size,
         rope_theta=float(rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))),
         rope_scaling="none" if rope_type == "default" else rope_type,
@@ -229,6 +238,10 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
         cold_refill=bool(extra.get("cold_refill", False)),
         cold_budget_bytes=int(extra.get("cold_budget_bytes", 256 << 20)),
         cold_deadline_s=float(extra.get("cold_deadline_s", 2.0)))
+    try:  # every field of every block but the chain and adapter is fixed now: check them once
+        BlockNamer(model, geometry).identity([bytes(32)]).validate()
+    except ValueError as e:
+        raise ValueError("GpucacheConnector: the block identity would be invalid: %s" % e) from e
     return config, model
 
 

@@ -170,6 +170,31 @@ class UncacheableRequestTest(unittest.TestCase):
             self.assertEqual(h.scheduler.on_finished("image"), (False, None))
 
 
+class AdapterNameTest(unittest.TestCase):
+    # Regression (review, 2026-12-06): a LoRA name with a space or a non-ASCII character made
+    # the block identity invalid, and lookup (vLLM's get_num_new_matched_tokens) raised
+    # ValueError inside the scheduler for every such request.
+    def test_any_lora_name_is_looked_up_saved_and_kept_apart(self):
+        with tempfile.TemporaryDirectory() as root:
+            cfg = config(root)
+            h, _ = engine(cfg)
+            tokens = prompt("lora", 3, tail=1)
+            adapters = set()
+            for name in ("sql-v1", "my adapter", "adaptér", "my%20adapter"):
+                with self.subTest(name):
+                    view = Request("r-" + name, tokens, lora_name=name, lora_path="/adapters/x").view()
+                    self.assertEqual(h.scheduler.lookup(view, 0), (0, False))
+                    ids = h.cache.allocate(3 * BLOCK // 16 + 1)
+                    h.scheduler.on_alloc(view, ids, 0)
+                    meta = h.scheduler.build_meta(StepInfo([ScheduledRequest(view.req_id, 0, len(tokens), ids, True)]))
+                    ops = meta.saves[0].blocks
+                    self.assertEqual(len(ops), 3)
+                    for op in ops:
+                        h.worker.namer.identity(op.chain, op.adapter).validate()
+                    adapters.add(ops[0].adapter)
+            self.assertEqual(adapters, {"sql-v1", "my%20adapter", "adapt%C3%A9r", "my%2520adapter"})
+
+
 @unittest.skipUnless(BUILD_DIR, "set GPUCACHE_BUILD_DIR to the build directory to run")
 class TensorParallelTest(unittest.TestCase):
     """One scheduler, two workers (TP ranks 0 and 1): each names and stores its own shard."""

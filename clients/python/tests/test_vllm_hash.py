@@ -5,11 +5,12 @@ import json
 import os
 import unittest
 from unittest import mock
+from urllib.parse import unquote
 
 import cbor2
 import torch
 
-from gpucache.block_names import BlockNamer, ModelIdentity
+from gpucache.block_names import BlockNamer, ModelIdentity, identity_name
 from gpucache.identity import CacheIdentity
 from gpucache.kv_layout import KVGeometry
 from gpucache.vllm_hash import extra_keys_for_block, none_hash, request_block_hashes, sha256_cbor
@@ -69,7 +70,8 @@ class VllmHashVectorsTest(unittest.TestCase):
                 namer = BlockNamer(model, g)
                 hashes = [bytes.fromhex(h) for h in v["block_hashes"]]
                 chains = namer.chains(hashes, bytes.fromhex(v["none_hash"]))
-                paths = [namer.identity(c, v["lora_name"] or "").relative_path() for c in chains]
+                self.assertEqual(identity_name(v["lora_name"] or ""), v["adapter"])
+                paths = [namer.identity(c, v["adapter"]).relative_path() for c in chains]
                 self.assertEqual(paths, [b["path"] for b in v["blocks"]])
 
     def test_salt_and_lora_change_every_hash_and_the_seed_the_root(self):
@@ -96,6 +98,26 @@ class VllmHashVectorsTest(unittest.TestCase):
         cases = {v["name"]: v for v in load_cases()}
         self.assertNotEqual(cases["lora and cache salt"]["block_hashes"][1],
                             cases["the same lora name at another path"]["block_hashes"][1])
+
+
+class IdentityNameTest(unittest.TestCase):
+    # Regression (review, 2026-12-06): a LoRA name (or model path) with a space or a non-ASCII
+    # character was put in the identity as is; validation raised ValueError inside vLLM's
+    # scheduler (get_num_new_matched_tokens) for every such request.
+    def test_any_text_becomes_a_valid_name_one_to_one(self):
+        samples = ["sql-v1", "my adapter", "adaptér", "100%", "%25", "a%%b", "", "x" * 256, "x" * 257,
+                   "é" * 200, "é" * 200 + "!", "/models/My Model@local-1", "\t\n\x7f~!"]
+        names = [identity_name(t) for t in samples]
+        self.assertEqual(len(set(names)), len(samples))
+        for text, name in zip(samples, names):
+            with self.subTest(text=text):
+                self.assertLessEqual(len(name), 256)
+                self.assertTrue(all("\x21" <= c <= "\x7e" for c in name), name)
+                if "%%" not in name:  # not cut: percent-decodes back to the text
+                    self.assertEqual(unquote(name, errors="strict"), text)
+        self.assertEqual(identity_name("sql-v1"), "sql-v1")  # valid names without % are unchanged
+        self.assertEqual(identity_name("my adaptér"), "my%20adapt%C3%A9r")
+        self.assertEqual(sum("%%" in n for n in names), 3)  # the three over 256 bytes encoded
 
 
 def vllm_hasher():

@@ -220,6 +220,29 @@ class VllmShellTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "give vLLM --revision or kv_connector_extra_config"):
             GpucacheConnector(config, NS(name="SCHEDULER"))
 
+    # Regression (review, 2026-12-06): a model path with a space or a non-ASCII character (or
+    # a LoRA name with one) made every block identity invalid, and get_num_new_matched_tokens
+    # raised ValueError inside vLLM's scheduler for every request.
+    def test_a_model_path_with_a_space_works_and_a_bad_tenant_is_refused_at_construction(self):
+        model_dir = os.path.join(self.tmp.name, "My Modèl")
+        os.mkdir(model_dir)
+        with open(os.path.join(model_dir, "model.safetensors"), "wb") as f:
+            f.write(b"weights")
+        config = vllm_config(self.tmp.name)
+        config.model_config.model = config.model_config.tokenizer = model_dir
+        config.model_config.revision = None
+        sched = GpucacheConnector(config, NS(name="SCHEDULER"))
+        self.assertIn("/My%20Mod%C3%A8l@local-", sched._scheduler.config.model.model_revision)
+        lora = request("lora", list(range(100)))
+        lora.lora_request = NS(lora_name="mon adaptateur é", lora_path="/adapters/é")
+        for req in (request("plain", list(range(100))), lora):
+            self.assertEqual(sched.get_num_new_matched_tokens(req, 0), (0, False))
+        for field, value in (("tenant", "Acme Corp"), ("model_config_digest", "")):
+            with self.subTest(field), self.assertRaisesRegex(ValueError, "GpucacheConnector: "):
+                config = vllm_config(self.tmp.name)
+                config.kv_transfer_config.kv_connector_extra_config[field] = value
+                GpucacheConnector(config, NS(name="SCHEDULER"))
+
     def save_then_load(self, kv, blocks_of, start_after_forward):
         tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
         sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
