@@ -16,6 +16,13 @@ from typing import Any, Optional
 
 import xxhash
 
+# Paths are XXH3-128 digests, which xxhash has from 2.0 on. pyproject.toml cannot say
+# "xxhash>=2.0": Debian 12's python3-xxhash declares its version as 0.0.0, and the bound
+# would refuse it. So an older xxhash is refused here, by what it lacks.
+if not hasattr(xxhash, "xxh3_128_hexdigest"):
+    raise ImportError("gpucache needs xxhash 2.0 or later (XXH3-128); this xxhash is %s"
+                      % getattr(xxhash, "VERSION", "older"))
+
 VERSION = 1
 
 # Bounds (store/identity.h). They keep an encoded identity a few KiB, far below the 64 KiB

@@ -234,10 +234,12 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
         dtype=dtype, engine_block_size=cc.block_size, block_tokens=int(extra.get("block_tokens", 256)))
     config = ConnectorConfig(
         root=extra["mount"], model=model, geometry=geometry, hash_seed=extra.get("hash_seed"),
-        io_threads=int(extra.get("io_threads", 4)), save_threads=int(extra.get("save_threads", 2)),
-        cold_refill=bool(extra.get("cold_refill", False)),
-        cold_budget_bytes=int(extra.get("cold_budget_bytes", 256 << 20)),
-        cold_deadline_s=float(extra.get("cold_deadline_s", 2.0)))
+        # Unset keys take ConnectorConfig's defaults (the documented ones).
+        io_threads=int(extra.get("io_threads", ConnectorConfig.io_threads)),
+        save_threads=int(extra.get("save_threads", ConnectorConfig.save_threads)),
+        cold_refill=bool(extra.get("cold_refill", ConnectorConfig.cold_refill)),
+        cold_budget_bytes=int(extra.get("cold_budget_bytes", ConnectorConfig.cold_budget_bytes)),
+        cold_deadline_s=float(extra.get("cold_deadline_s", ConnectorConfig.cold_deadline_s)))
     try:  # every field of every block but the chain and adapter is fixed now: check them once
         BlockNamer(model, geometry).identity([bytes(32)]).validate()
     except ValueError as e:

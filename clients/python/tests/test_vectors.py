@@ -7,6 +7,9 @@ implementations compute the same bytes and the same paths.
 import json
 import os
 import struct
+import subprocess
+import sys
+import tempfile
 import unittest
 
 from gpucache import CacheIdentity, Multimodal, decode_physical_key
@@ -179,6 +182,23 @@ class ValidationTest(unittest.TestCase):
         del missing["kv_dtype"]
         with self.assertRaisesRegex(ValueError, "kv_dtype"):
             CacheIdentity.from_json(missing)
+
+
+class DependencyTest(unittest.TestCase):
+    # Regression (review, 2026-12-06): pyproject.toml gave xxhash no lower bound, and an xxhash
+    # before 2.0 (no XXH3) imported fine and failed at the first path (AttributeError). The
+    # bound cannot be declared (Debian's python3-xxhash says 0.0.0): the import refuses it.
+    def test_an_xxhash_without_xxh3_is_refused_at_import(self):
+        package = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+        with tempfile.TemporaryDirectory() as fake:
+            with open(os.path.join(fake, "xxhash.py"), "w") as f:
+                f.write("VERSION = '1.4.4'\ndef xxh64_hexdigest(b): return '0'\n")
+            r = subprocess.run([sys.executable, "-c", "import gpucache"], capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": os.pathsep.join([fake, package])})
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("ImportError: gpucache needs xxhash 2.0 or later (XXH3-128); this xxhash is 1.4.4", r.stderr)
+        with open(os.path.join(package, "pyproject.toml")) as f:
+            self.assertIn("xxhash needs 2.0", f.read())
 
 
 if __name__ == "__main__":

@@ -243,6 +243,19 @@ class VllmShellTest(unittest.TestCase):
                 config.kv_transfer_config.kv_connector_extra_config[field] = value
                 GpucacheConnector(config, NS(name="SCHEDULER"))
 
+    # Regression (review, 2026-12-06): save_threads defaulted to 2 in the shell while the docs
+    # and ConnectorConfig said 4.
+    def test_unset_extra_config_keys_take_the_documented_defaults(self):
+        from gpucache.connector_types import ConnectorConfig
+        from gpucache.vllm_connector import config_from_vllm
+        cfg, _ = config_from_vllm(self.config)
+        for key, documented in (("io_threads", 4), ("save_threads", 4), ("cold_refill", False),
+                                ("cold_budget_bytes", 256 << 20), ("cold_deadline_s", 2.0)):
+            self.assertEqual(getattr(cfg, key), documented, key)
+            self.assertEqual(getattr(ConnectorConfig, key), documented, key)
+        self.config.kv_transfer_config.kv_connector_extra_config["save_threads"] = 3
+        self.assertEqual(config_from_vllm(self.config)[0].save_threads, 3)
+
     def save_then_load(self, kv, blocks_of, start_after_forward):
         tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
         sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
