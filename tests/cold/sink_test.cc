@@ -478,7 +478,7 @@ TEST_CASE("Sink: Drain waits for jobs another drain holds in flight") {
 // Regression (review, 2026-12-06): a drain round attempted every due job however long the
 // daemon had been stopping (256 jobs at 4 at a time, 30 s each against a stalled S3), past
 // systemd's TimeoutStopSec: the daemon was killed before the hot store wrote its INDEX.
-TEST_CASE("Sink: Stop ends a round after the step in flight; what it did not finish stays pending") {
+TEST_CASE("Sink: Stop ends a round after the step in flight, and what it did not finish stays pending") {
   MemoryObjectStore s3;
   Sink* sink = nullptr;
   s3.SetFault([&](const MemoryObjectStore::Request& q) -> std::optional<ObjectError> {

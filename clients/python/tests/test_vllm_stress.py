@@ -101,8 +101,11 @@ def engine_kwargs(model):
 def connector_config(mnt):
     return {"kv_connector": "GpucacheConnector", "kv_connector_module_path": "gpucache.vllm_connector",
             "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
+            # Two commit threads: the abort and two-engine cases hold exactly that many
+            # commits half way (wait_parts), and a block beyond the shared ones would be a third.
             "kv_connector_extra_config": {"mount": mnt, "tenant": "acme", "hash_seed": "0",
-                                          "model_config_digest": DIGEST, "block_tokens": BLOCK_TOKENS}}
+                                          "model_config_digest": DIGEST, "block_tokens": BLOCK_TOKENS,
+                                          "save_threads": 2}}
 
 
 def greedy():
