@@ -11,6 +11,14 @@
 #include "store/failpoint.h"
 
 namespace gpucache {
+namespace {
+
+// A fill being sealed, or whose payload the medium is still preparing (Reserve leaves the lock
+// for it with the address already claimed, and another caller may find the fill by its name
+// meanwhile), cannot be written, resized or committed yet.
+bool NotReady(const ReservationTable::Reservation& r) { return r.sealing || !r.payload; }
+
+}  // namespace
 
 StatusCode StoreFills::CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
   if (!IsValidTenantName(tenant) || !IsValidNamespaceName(ns)) return StatusCode::kInvalidArgument;
@@ -124,7 +132,7 @@ Result<size_t> StoreFills::Write(ReservationId id, uint64_t offset, std::span<co
     Reservation* r = reservations_.Find(id);
     if (!r) return StatusCode::kNotFound;
     if (r->fenced) return StatusCode::kFenced;
-    if (r->sealing) return StatusCode::kBusy;
+    if (NotReady(*r)) return StatusCode::kBusy;
     if (offset + data.size() < offset) return StatusCode::kTooLarge;
     if (StatusCode s = CreditLocked(*r, offset + data.size()); s != StatusCode::kOk) return s;
     if (r->info.state == BlockState::kReserved) MustTransition(r->info.state, BlockState::kWriting);
@@ -179,7 +187,7 @@ StatusCode StoreFills::Truncate(ReservationId id, uint64_t size) {
     Reservation* r = reservations_.Find(id);
     if (!r) return StatusCode::kNotFound;
     if (r->fenced) return StatusCode::kFenced;
-    if (r->sealing || r->writes_inflight) return StatusCode::kBusy;
+    if (NotReady(*r) || r->writes_inflight) return StatusCode::kBusy;
     if (StatusCode s = CreditLocked(*r, size); s != StatusCode::kOk) return s;
     // Setting the size is writing: a payload grown by truncate alone may be committed.
     if (r->info.state == BlockState::kReserved) MustTransition(r->info.state, BlockState::kWriting);
@@ -246,7 +254,7 @@ StatusCode StoreFills::Commit(ReservationId id) {
     Reservation* r = reservations_.Find(id);
     if (!r) return StatusCode::kNotFound;
     if (r->fenced) return StatusCode::kFenced;
-    if (r->sealing || r->writers > 0 || r->writes_inflight > 0) return StatusCode::kBusy;
+    if (NotReady(*r) || r->writers > 0 || r->writes_inflight > 0) return StatusCode::kBusy;
     auto identity = DecodePhysicalKey(r->identity);
     if (!identity.ok() || AddressOf(identity.value()) != r->info.address) {
       return StatusCode::kInvalidArgument;

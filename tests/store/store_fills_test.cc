@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -40,7 +41,13 @@ class GapInFill final : public EnvWrapper {
     kPartRename,  // before a rename out of tmp/: the seal's publication (then failed if
                   // `fail_part_rename`)
     kRemoveDir,   // before an rmdir (a namespace's removal)
+    kCreate,      // before a fill's payload file is created (Reserve's Prepare)
   };
+
+  int CreateExclusive(const std::string& path) override {
+    AtGap(Call::kCreate);
+    return EnvWrapper::CreateExclusive(path);
+  }
 
   StatusCode Allocate(int fd, uint64_t offset, uint64_t length) override {
     StatusCode s = EnvWrapper::Allocate(fd, offset, length);
@@ -184,6 +191,42 @@ TEST_CASE("Fills: a write in flight through a fence and its writer's close ends 
 // Regression (review, 2026-12-06): a commit was given room under max_retained_bytes, then
 // sealed without the lock, its bytes counted nowhere until indexed; a second commit in that gap
 // saw the same usage, and both were kept: 12,000 bytes under a limit of 10,000.
+// Regression (review, 2026-12-06): Reserve claims the address, then leaves the lock while the
+// medium makes the payload file; a caller who found the fill by its name meanwhile (a truncate,
+// a write through a reopen or a rename of the .part by the same uid) reached the medium with
+// no payload: a null dereference, the daemon down for every tenant.
+TEST_CASE("Fills: a fill found by its name while its file is being made is busy, not a crash") {
+  test::TempDir tmp;
+  GapInFill env;
+  StoreOptions o;
+  o.env = &env;
+  auto store = Open(tmp.path(), o);
+  BlockAddress a = AddressOf(Key());
+  REQUIRE(store->CreateNamespace(a.tenant, a.ns, kOwner) == StatusCode::kOk);
+  StatusCode truncated = StatusCode::kOk, written = StatusCode::kOk, committed = StatusCode::kOk;
+  env.at = GapInFill::Call::kCreate;
+  env.meanwhile = [&] {
+    std::optional<ReservationId> found = store->FindReservation(a);
+    REQUIRE(found);
+    truncated = store->Truncate(*found, 4096);
+    REQUIRE(store->OpenWriter(*found) == StatusCode::kOk);
+    written = store->Write(*found, 0, test::Payload(100)).status();
+    store->CloseWriter(*found);
+    committed = store->Commit(*found);
+  };
+  auto r = store->Reserve(a, kOwner);
+  env.Join();
+  REQUIRE(r.ok());
+  CHECK(truncated == StatusCode::kBusy);
+  CHECK(written == StatusCode::kBusy);
+  CHECK(committed == StatusCode::kBusy);
+  // The fill itself goes on as if nothing had happened.
+  REQUIRE(store->SetIdentity(r.value(), EncodePhysicalKey(Key())) == StatusCode::kOk);
+  REQUIRE(store->Write(r.value(), 0, test::Payload(5000)).ok());
+  CHECK(store->Commit(r.value()) == StatusCode::kOk);
+  CHECK(store->Stat(a).ok());
+}
+
 TEST_CASE("Fills: two commits sealing at once stay within max_retained_bytes, tenant or global") {
   struct Case {
     std::string limit;
