@@ -3,7 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <set>
+#include <functional>
 
 namespace gpucache {
 
@@ -187,50 +187,65 @@ uint64_t Admission::FairShare(std::string_view tenant, uint64_t total) const {
   return total / holders;
 }
 
+uint64_t Admission::AmountOf(const RoomRequest& req, Id id) const {
+  return req.count_blocks ? uint64_t{1} : index_.at(id).size;
+}
+
+Admission::Choice::Held& Admission::HeldBy(Choice& c, std::string_view owner) const {
+  auto it = c.others.find(owner);
+  if (it != c.others.end()) return it->second;
+  Usage u = UsageOf(std::string(owner));  // once per tenant and request
+  uint64_t held = c.req.count_blocks ? u.registrations() : u.retained_bytes();
+  return c.others.emplace(owner, Choice::Held{.held = held}).first->second;
+}
+
+bool Admission::MayGo(Choice& c, Id id, bool own_only) const {
+  eligibility_checks_++;
+  const BlockIndex::Record& r = index_.at(id);
+  if (r.pinned || index_.OpenReaders(id) != 0) return false;
+  if (c.req.device && !medium_.SharesDevice(*c.req.device, index_.StoredOf(id).get())) return false;
+  std::string_view owner = TenantOf(id);
+  if (owner == c.req.tenant) return true;
+  if (own_only) return false;
+  // Another tenant's block, only while that tenant keeps at least its fair share.
+  const Choice::Held& h = HeldBy(c, owner);
+  return h.held >= h.taken + AmountOf(c.req, id) + c.share;
+}
+
+bool Admission::Pick(Choice& c, bool own_only) {
+  std::optional<Id> v = policy_->Victim([&](Id id) { return MayGo(c, id, own_only); });
+  if (!v) return false;
+  // Out of the policy's order until the choice ends: the next pick sees its parent as a leaf
+  // if it was the last child, and never walks past it again.
+  policy_->SetAside(*v);
+  c.ids.push_back(*v);
+  uint64_t amount = AmountOf(c.req, *v);
+  std::string_view owner = TenantOf(*v);
+  if (owner == c.req.tenant) c.freed_own += amount;
+  else HeldBy(c, owner).taken += amount;
+  c.freed_shared += amount;
+  return true;
+}
+
 StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims) {
   if (!policy_sized_) {
     policy_->SetCapacity(index_.size());
     policy_sized_ = true;
   }
-  const uint64_t share = FairShare(req.tenant, req.shares_of);
   // Choose every victim first; evict only if they suffice, so a refusal changes nothing.
-  std::set<Id> chosen;
-  std::vector<Id> ids;
-  std::map<std::string_view, uint64_t> taken;  // per other tenant, what was chosen so far
-  uint64_t freed_own = 0, freed_shared = 0;
-  auto amount = [&](const BlockIndex::Record& r) { return req.count_blocks ? uint64_t{1} : r.size; };
-  auto may_go = [&](Id id, bool own_only) {
-    const BlockIndex::Record& r = index_.at(id);
-    if (r.pinned || index_.OpenReaders(id) != 0) return false;
-    if (req.device && !medium_.SharesDevice(*req.device, index_.StoredOf(id).get())) return false;
-    std::string_view owner = TenantOf(id);
-    if (owner == req.tenant) return true;
-    if (own_only) return false;
-    // Another tenant's block, only while that tenant keeps at least its fair share.
-    Usage held_by = UsageOf(std::string(owner));
-    uint64_t held = req.count_blocks ? held_by.registrations() : held_by.retained_bytes();
-    return held >= taken[owner] + amount(r) + share;
-  };
-  auto pick = [&](bool own_only) -> bool {
-    auto v = policy_->Victim([&](Id id) { return !chosen.count(id) && may_go(id, own_only); });
-    if (!v) return false;
-    chosen.insert(*v);
-    Id id = *v;
-    ids.push_back(id);
-    const BlockIndex::Record& r = index_.at(id);
-    std::string_view owner = TenantOf(id);
-    if (owner == req.tenant) freed_own += amount(r);
-    else taken[owner] += amount(r);
-    freed_shared += amount(r);
-    return true;
-  };
-  while (freed_own < req.own) {
-    if (!pick(true)) return req.own_refusal;
+  Choice c{.req = req, .share = FairShare(req.tenant, req.shares_of)};
+  StatusCode status = StatusCode::kOk;
+  while (status == StatusCode::kOk && c.freed_own < req.own) {
+    if (!Pick(c, true)) status = req.own_refusal;
   }
-  while (freed_shared < req.shared) {
-    if (!pick(false)) return req.shared_refusal;
+  while (status == StatusCode::kOk && c.freed_shared < req.shared) {
+    if (!Pick(c, false)) status = req.shared_refusal;
   }
-  for (Id id : ids) {
+  // Every block chosen goes back in its place: a refusal leaves the policy as it was, and the
+  // store removes the victims of a grant one by one (Unindexing) as it would any block.
+  policy_->PutBack();
+  if (status != StatusCode::kOk) return status;
+  for (Id id : c.ids) {
     Counters(TenantOf(id)).evictions++;
     victims.push_back(id);
   }

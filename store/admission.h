@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,6 +89,9 @@ class Admission {
   // The index was sized for `blocks` blocks: the policy's per-block arrays too.
   void Reserve(size_t blocks) { policy_->Reserve(blocks); }
   void Missed(PolicyKey key) { policy_->OnMiss(key); }
+  // How many times a block was asked whether it may go, since the start: what choosing
+  // victims costs (tests check that k victims cost O(k)).
+  uint64_t eligibility_checks() const { return eligibility_checks_; }
 
  private:
   // What eviction must free, decided whole before any block goes.
@@ -102,6 +106,26 @@ class Admission {
     StatusCode shared_refusal = StatusCode::kNoSpace;
   };
   StatusCode MakeRoom(const RoomRequest& req, std::vector<Id>& victims);
+  // One MakeRoom's choice: the victims so far and what they free. Asking about a block costs a
+  // few lookups and no allocation, as the policy may walk past many refused blocks per pick.
+  struct Choice {
+    const RoomRequest& req;
+    uint64_t share = 0;  // FairShare
+    std::vector<Id> ids;
+    uint64_t freed_own = 0, freed_shared = 0;
+    // Per other tenant met: what it retains (or registers), and what was chosen of it so far.
+    struct Held {
+      uint64_t held = 0, taken = 0;
+    };
+    std::map<std::string_view, Held, std::less<>> others;
+  };
+  Choice::Held& HeldBy(Choice& c, std::string_view owner) const;
+  // One more victim for `c` (only the tenant's own blocks if `own_only`); false if none may go.
+  bool Pick(Choice& c, bool own_only);
+  // Whether block `id` may go for `c`'s request: unpinned, unopened, on the device, and the
+  // tenant's own or (unless `own_only`) another's above its fair share.
+  bool MayGo(Choice& c, Id id, bool own_only) const;
+  uint64_t AmountOf(const RoomRequest& req, Id id) const;
   // The fair share of `total` for each tenant holding something (and `tenant`): eviction for
   // one tenant's fill never takes another below it (docs/eviction.md).
   uint64_t FairShare(std::string_view tenant, uint64_t total) const;
@@ -116,6 +140,7 @@ class Admission {
   std::unique_ptr<EvictionPolicy> policy_;
   bool policy_sized_ = false;  // told the capacity (the block count when it first filled)
   bool draining_ = false;
+  mutable uint64_t eligibility_checks_ = 0;
   std::map<std::string, TenantCounters> counters_;
 };
 

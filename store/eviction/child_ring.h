@@ -34,8 +34,16 @@ class ChildRing {
     if (last != kNone) next_sibling_[last] = slot;
     last_child_[parent] = slot;
   }
+  // How to undo a Detach (Reattach): where `slot` was in its parent's ring, and its children.
+  struct Detached {
+    Slot slot = kNone, parent = kNone;
+    Slot before = kNone;        // the sibling before it in the ring (itself: the only child)
+    bool was_newest = false;    // it was its parent's newest child
+    Slot newest_child = kNone;  // its own newest child (kNone: it was a leaf)
+  };
   // `slot` leaves the tree: its children become roots, and it leaves its parent's ring.
-  void Detach(Slot slot) {
+  Detached Detach(Slot slot) {
+    Detached d{.slot = slot, .parent = parent_[slot], .newest_child = last_child_[slot]};
     if (Slot last = last_child_[slot]; last != kNone) {
       Slot c = last;
       do {
@@ -47,6 +55,8 @@ class ChildRing {
     if (Slot p = parent_[slot]; p != kNone) {
       Slot before = last_child_[p];
       while (next_sibling_[before] != slot) before = next_sibling_[before];
+      d.before = before;
+      d.was_newest = last_child_[p] == slot;
       if (before == slot) {
         last_child_[p] = kNone;  // its only child
       } else {
@@ -55,6 +65,30 @@ class ChildRing {
       }
       parent_[slot] = kNone;
     }
+    return d;
+  }
+  // Undoes a Detach, in the same place of the ring and with the same children. REQUIRES: the
+  // tree is as that Detach left it (Detaches since are undone first, and nothing was attached:
+  // the children's ring links, which Detach leaves alone, are intact).
+  void Reattach(const Detached& d) {
+    if (d.newest_child != kNone) {
+      last_child_[d.slot] = d.newest_child;
+      Slot c = d.newest_child;
+      do {
+        c = next_sibling_[c];
+        parent_[c] = d.slot;
+      } while (c != d.newest_child);
+    }
+    parent_[d.slot] = d.parent;
+    if (d.parent == kNone) return;
+    if (d.before == d.slot) {
+      next_sibling_[d.slot] = d.slot;
+      last_child_[d.parent] = d.slot;
+      return;
+    }
+    next_sibling_[d.slot] = next_sibling_[d.before];
+    next_sibling_[d.before] = d.slot;
+    if (d.was_newest) last_child_[d.parent] = d.slot;
   }
   bool HasChildren(Slot slot) const { return last_child_[slot] != kNone; }
   Slot newest_child(Slot slot) const { return last_child_[slot]; }

@@ -67,6 +67,15 @@ class EvictionPolicy {
   virtual void OnRemove(Slot slot) = 0;
   // The block to evict next among those `eligible` accepts, or nullopt if none is.
   virtual std::optional<Slot> Victim(const EligibleFn& eligible) = 0;
+  // Several victims for one request: each block Victim named is set aside, out of the order as
+  // if it had left, so that the next Victim sees the parent it leaves childless as the leaf it
+  // would be, and walks past none of the blocks already chosen (k victims cost O(k), not
+  // O(k^2)). PutBack returns every block set aside since the last PutBack to where it was, as
+  // if none had been chosen; the caller then removes those it evicts (OnRemove), or none if
+  // the request was refused. Between the first SetAside and PutBack only Victim and SetAside
+  // are called.
+  virtual void SetAside(Slot slot) = 0;
+  virtual void PutBack() = 0;
 };
 
 // Names accepted by MakePolicy, the default first.

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "store/eviction/child_ring.h"
 #include "store/eviction/count_min_sketch.h"
@@ -29,6 +30,10 @@ class OrderedSet {
     order_.erase(it);
   }
   bool Contains(Slot key) const { return order_.count(key) != 0; }
+  std::optional<uint64_t> OrderOf(Slot key) const {
+    auto it = order_.find(key);
+    return it == order_.end() ? std::nullopt : std::optional(it->second);
+  }
   size_t size() const { return set_.size(); }
   std::optional<Slot> First(const EligibleFn& eligible) const {
     for (const auto& [order, key] : set_) {
@@ -48,6 +53,13 @@ class OrderedSet {
 
 std::optional<Slot> Found(Slot s) { return s == SlotList::kNone ? std::nullopt : std::optional(s); }
 
+// Empties a list of blocks set aside; one that a large eviction grew is not kept at that size.
+template <class T>
+void ClearAside(std::vector<T>& aside) {
+  aside.clear();
+  if (aside.capacity() > 4096) std::vector<T>().swap(aside);
+}
+
 // "oldest" (FIFO) and "lru": one recency list, 8 bytes a slot. FIFO never moves a block on use.
 class ListPolicy final : public EvictionPolicy {
  public:
@@ -64,10 +76,24 @@ class ListPolicy final : public EvictionPolicy {
     return Found(blocks_.FirstWhere(eligible));
   }
   void Reserve(size_t slots) override { blocks_.Reserve(slots); }
+  void SetAside(Slot slot) override {
+    if (!blocks_.Contains(slot)) return;
+    aside_.push_back({slot, blocks_.prev(slot)});
+    blocks_.Remove(slot);
+  }
+  void PutBack() override {
+    // Last first: each block goes back after the one before it when it left, there again.
+    for (auto it = aside_.rbegin(); it != aside_.rend(); ++it) blocks_.InsertAfter(it->slot, it->prev);
+    ClearAside(aside_);
+  }
 
  private:
+  struct Aside {
+    Slot slot, prev;
+  };
   const bool follow_use_;
   SlotList blocks_;  // least recently inserted (or used) first
+  std::vector<Aside> aside_;  // set aside for the request being made room for
 };
 
 // Least recently used leaf first; ancestors only when no leaf is eligible.
@@ -111,8 +137,29 @@ class PrefixLruPolicy final : public EvictionPolicy {
     partial_.reserve(slots);
     tree_.Reserve(slots);
   }
+  void SetAside(Slot slot) override {
+    if (!recency_.Contains(slot)) return;
+    Aside a{.slot = slot, .prev = recency_.prev(slot), .first_full = slot == first_full_};
+    Unlink(slot);
+    a.tree = tree_.Detach(slot);
+    aside_.push_back(a);
+  }
+  void PutBack() override {
+    // Last first, so that every block finds the list and the tree as it left them.
+    for (auto it = aside_.rbegin(); it != aside_.rend(); ++it) {
+      tree_.Reattach(it->tree);
+      recency_.InsertAfter(it->slot, it->prev);
+      if (it->first_full) first_full_ = it->slot;
+    }
+    ClearAside(aside_);
+  }
 
  private:
+  struct Aside {
+    Slot slot, prev;
+    bool first_full;
+    ChildRing::Detached tree;
+  };
   static constexpr Slot kNone = SlotList::kNone;
   void Resize(size_t n) {
     tree_.Resize(n);
@@ -138,6 +185,7 @@ class PrefixLruPolicy final : public EvictionPolicy {
   Slot first_full_ = kNone;
   std::vector<bool> partial_;
   ChildRing tree_;
+  std::vector<Aside> aside_;  // set aside for the request being made room for
 };
 
 // Ours: W-TinyLFU restricted to leaves.
@@ -206,6 +254,31 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
     if (auto now_leaf = tree_.Remove(key)) Reindex(static_cast<Slot>(*now_leaf));
   }
 
+  void SetAside(Slot key) override {
+    auto it = segment_.find(key);
+    if (it == segment_.end() || aside_keys_.count(key)) return;
+    Aside a{.key = key, .partial = partials_.OrderOf(key)};
+    segments_[it->second].Erase(key);
+    leaves_[it->second].Erase(key);
+    partials_.Erase(key);
+    aside_keys_.insert(key);
+    auto [node, now_leaf] = tree_.Take(key);
+    a.node = node;
+    if (now_leaf) Reindex(static_cast<Slot>(*now_leaf));
+    aside_.push_back(a);
+  }
+  void PutBack() override {
+    for (auto it = aside_.rbegin(); it != aside_.rend(); ++it) {
+      aside_keys_.erase(it->key);
+      if (auto no_longer_leaf = tree_.Restore(it->key, it->node)) {
+        Reindex(static_cast<Slot>(*no_longer_leaf));
+      }
+      Reindex(it->key);
+      if (it->partial) partials_.Put(it->key, *it->partial);
+    }
+    ClearAside(aside_);
+  }
+
   std::optional<Slot> Victim(const EligibleFn& eligible) override {
     if (auto p = partials_.First(eligible)) return p;
     std::optional<Slot> candidate;
@@ -266,7 +339,7 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
   // Puts `key` in its segment's recency order, and in the leaf order if it is a leaf.
   void Reindex(Slot key) {
     auto it = segment_.find(key);
-    if (it == segment_.end()) return;
+    if (it == segment_.end() || aside_keys_.count(key)) return;
     uint64_t t = last_[key];
     segments_[it->second].Put(key, t);
     if (tree_.IsLeaf(key)) leaves_[it->second].Put(key, t);
@@ -282,6 +355,14 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
   std::unordered_map<Slot, uint64_t> last_;
   std::vector<PolicyKey> digests_;  // per slot: what the sketch counts it by
   OrderedSet segments_[3], leaves_[3], partials_;
+  // Set aside for the request being made room for: what puts each back.
+  struct Aside {
+    Slot key;
+    std::optional<uint64_t> partial;  // its place among partial blocks
+    PrefixTracker::Node node;
+  };
+  std::vector<Aside> aside_;
+  std::unordered_set<Slot> aside_keys_;
 };
 
 

@@ -152,7 +152,28 @@ class PrefixReusePolicy final : public EvictionPolicy {
     return std::nullopt;
   }
 
+  void SetAside(Slot slot) override {
+    if (!Contains(slot)) return;
+    Aside a{.slot = slot, .prev = prev_[slot]};
+    Unlink(slot);
+    a.tree = tree_.Detach(slot);
+    aside_.push_back(a);
+  }
+  void PutBack() override {
+    // Last first, so that every block finds its list and the tree as it left them.
+    for (auto it = aside_.rbegin(); it != aside_.rend(); ++it) {
+      tree_.Reattach(it->tree);
+      LinkAfter(it->slot, it->prev);
+    }
+    aside_.clear();
+    if (aside_.capacity() > 4096) std::vector<Aside>().swap(aside_);
+  }
+
  private:
+  struct Aside {
+    Slot slot, prev;
+    ChildRing::Detached tree;
+  };
   struct Ghost {
     uint32_t time;    // of the block's last use
     uint8_t cls;
@@ -176,6 +197,15 @@ class PrefixReusePolicy final : public EvictionPolicy {
     next_[s] = kNone;
     (tail_[c] == kNone ? head_[c] : next_[tail_[c]]) = s;
     tail_[c] = s;
+  }
+  // Puts `s` back in its class's list after `after` (kNone: first), where it was.
+  void LinkAfter(Slot s, Slot after) {
+    int c = features_[s].Class();
+    Slot next = after == kNone ? head_[c] : next_[after];
+    prev_[s] = after;
+    next_[s] = next;
+    (after == kNone ? head_[c] : next_[after]) = s;
+    (next == kNone ? tail_[c] : prev_[next]) = s;
   }
   void Unlink(Slot s) {
     int c = features_[s].Class();
@@ -274,6 +304,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
   // Per slot.
   std::vector<Slot> prev_, next_;  // in its class's list, oldest first
   ChildRing tree_;  // as in prefix-lru
+  std::vector<Aside> aside_;  // set aside for the request being made room for
   std::vector<uint32_t> last_;     // clock at its last commit or use
   std::vector<Features> features_;
   // Per class.

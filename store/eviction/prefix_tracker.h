@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include "store/eviction/eviction_policy.h"
 
@@ -10,6 +11,13 @@ namespace gpucache {
 
 class PrefixTracker {
  public:
+  struct Node {
+    std::optional<PolicyKey> parent;
+    uint64_t serial = 0;         // which insert made it
+    uint64_t parent_serial = 0;  // the parent's, when this one came
+    uint32_t children = 0;
+  };
+
   // Returns the parent that stopped being a leaf, if any.
   std::optional<PolicyKey> Insert(PolicyKey key, std::optional<PolicyKey> parent) {
     Node& n = nodes_[key];
@@ -42,18 +50,26 @@ class PrefixTracker {
     }
     return std::nullopt;
   }
+  // Remove, undoable: the block's node, for Restore, and the parent that became a leaf.
+  std::pair<Node, std::optional<PolicyKey>> Take(PolicyKey key) {
+    auto it = nodes_.find(key);
+    Node n = it->second;
+    return {n, Remove(key)};
+  }
+  // Undoes a Take (undone last-first); returns the parent that stopped being a leaf, if any.
+  std::optional<PolicyKey> Restore(PolicyKey key, const Node& n) {
+    nodes_[key] = n;
+    if (!n.parent) return std::nullopt;
+    auto p = nodes_.find(*n.parent);
+    if (p == nodes_.end() || p->second.serial != n.parent_serial) return std::nullopt;
+    return p->second.children++ == 0 ? n.parent : std::nullopt;
+  }
   bool IsLeaf(PolicyKey key) const {
     auto it = nodes_.find(key);
     return it == nodes_.end() || it->second.children == 0;
   }
 
  private:
-  struct Node {
-    std::optional<PolicyKey> parent;
-    uint64_t serial = 0;         // which insert made it
-    uint64_t parent_serial = 0;  // the parent's, when this one came
-    uint32_t children = 0;
-  };
   std::unordered_map<PolicyKey, Node> nodes_;
   uint64_t serial_ = 0;
 };

@@ -36,6 +36,19 @@ class SlotList {
     (prev_[before] == kNone ? head_ : next_[prev_[before]]) = s;
     prev_[before] = s;
   }
+  // REQUIRES: !Contains(s) and `after` is kNone (s goes first) or Contains(after).
+  void InsertAfter(Slot s, Slot after) {
+    if (after == kNone) {
+      Grow(s);
+      prev_[s] = kNone;
+      next_[s] = head_;
+      (head_ == kNone ? tail_ : prev_[head_]) = s;
+      head_ = s;
+      return;
+    }
+    if (next_[after] == kNone) return PushBack(s);
+    InsertBefore(s, next_[after]);
+  }
   void Remove(Slot s) {
     if (!Contains(s)) return;
     (prev_[s] == kNone ? head_ : next_[prev_[s]]) = next_[s];

@@ -197,6 +197,19 @@ TEST_CASE("Policy: prefix-lru picks the victims of a plain model under random op
     auto but = [&](Slot x) { return x != refused; };
     REQUIRE(p->Victim(kAll) == m.Victim(kAll));
     REQUIRE(p->Victim(but) == m.Victim(but));
+    // Regression (review, 2026-12-06): several victims for one request are each the victim
+    // once those before them left (a parent whose last child was chosen is a leaf), and when
+    // they are put back (the request refused, or the store to remove them) nothing changed:
+    // the next step's checks find the model's order and tree.
+    Model after = m;
+    for (int i = 0; i < 3; ++i) {
+      std::optional<Slot> v = p->Victim(but);
+      REQUIRE(v == after.Victim(but));
+      if (!v) break;
+      p->SetAside(*v);
+      after.Remove(*v);
+    }
+    p->PutBack();
   }
 }
 
