@@ -115,6 +115,14 @@ void Admission::Indexed(Id id, std::optional<Id> parent, bool partial, PolicyKey
   u.blocks++;
   u.bytes += r.size;
   policy_->OnInsert(id, parent, partial, key);
+  AdoptChildren(id);
+}
+
+void Admission::AdoptChildren(Id parent) {
+  // A child's parent hash (its chain[0]) is its parent's tail (its last chain hash).
+  index_.ForEachWithParent(index_.NamespaceOf(parent), index_.at(parent).tail, [&](Id child) {
+    if (child != parent) policy_->OnChildFound(parent, child);  // a one-hash chain: itself
+  });
 }
 
 void Admission::Unindexing(Id id) {

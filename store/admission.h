@@ -106,6 +106,10 @@ class Admission {
     StatusCode shared_refusal = StatusCode::kNoSpace;
   };
   StatusCode MakeRoom(const RoomRequest& req, std::vector<Id>& victims);
+  // Blocks indexed before `parent` whose chain continues it (a batch's renames arrive in any
+  // order, a restart loads in INDEX order, a parent is recomputed after it was evicted) become
+  // its children in the policy, so that it is not taken for a leaf: O(its children).
+  void AdoptChildren(Id parent);
   // One MakeRoom's choice: the victims so far and what they free. Asking about a block costs a
   // few lookups and no allocation, as the policy may walk past many refused blocks per pick.
   struct Choice {

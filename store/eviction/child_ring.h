@@ -90,6 +90,13 @@ class ChildRing {
     next_sibling_[d.before] = d.slot;
     if (d.was_newest) last_child_[d.parent] = d.slot;
   }
+  // `slot`, a root, joins as `parent`'s newest child, with the children it has.
+  void Adopt(Slot slot, Slot parent) {
+    Slot children = last_child_[slot];
+    Attach(slot, parent);
+    last_child_[slot] = children;
+  }
+  Slot parent(Slot slot) const { return parent_[slot]; }
   bool HasChildren(Slot slot) const { return last_child_[slot] != kNone; }
   Slot newest_child(Slot slot) const { return last_child_[slot]; }
   // In the ring: the newest child's next sibling is the oldest.

@@ -58,6 +58,14 @@ class EvictionPolicy {
   // request with exactly those tokens can reuse it; the next turn of a conversation extends
   // the tail into a different, full block, which is why engines rarely share partial blocks.
   virtual void OnInsert(Slot slot, std::optional<Slot> parent, bool partial, PolicyKey key) = 0;
+  // `child`, resident and without a parent, continues the chain of `parent`, which became
+  // resident after it (a batch's blocks arrive in any order; a restart reloads in any order; a
+  // parent is recomputed after it was evicted): it becomes `parent`'s child, as if it had come
+  // second. Ignored if `child` has a parent already.
+  virtual void OnChildFound(Slot parent, Slot child) {
+    (void)parent;
+    (void)child;
+  }
   // A resident block was used.
   virtual void OnAccess(Slot slot) = 0;
   // A block was asked for and was not resident (frequency-aware policies count it).

@@ -118,6 +118,11 @@ class PrefixLruPolicy final : public EvictionPolicy {
     Unlink(slot);
     Link(slot);
   }
+  void OnChildFound(Slot parent, Slot child) override {
+    if (parent == child || !recency_.Contains(parent) || !recency_.Contains(child)) return;
+    // Not its own parent's parent: blocks with equal hashes (one-hash chains) are no loop.
+    if (tree_.parent(child) == kNone && tree_.parent(parent) != child) tree_.Adopt(child, parent);
+  }
   void OnRemove(Slot slot) override {
     if (!recency_.Contains(slot)) return;
     Unlink(slot);
@@ -236,6 +241,11 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
     }
     Touch(key);
     if (partials_.Contains(key)) partials_.Put(key, tick_);
+  }
+
+  void OnChildFound(Slot parent, Slot child) override {
+    if (parent == child || !segment_.count(parent) || !segment_.count(child)) return;
+    if (auto no_longer_leaf = tree_.Adopt(child, parent)) Reindex(static_cast<Slot>(*no_longer_leaf));
   }
 
   void OnMiss(PolicyKey key) override {

@@ -113,6 +113,12 @@ class PrefixReusePolicy final : public EvictionPolicy {
     Link(slot);
   }
 
+  void OnChildFound(Slot parent, Slot child) override {
+    if (parent == child || !Contains(parent) || !Contains(child)) return;
+    // Not its own parent's parent: blocks with equal hashes (one-hash chains) are no loop.
+    if (tree_.parent(child) == kNone && tree_.parent(parent) != child) tree_.Adopt(child, parent);
+  }
+
   void OnRemove(Slot slot) override {
     if (!Contains(slot)) return;
     const Features f = features_[slot];

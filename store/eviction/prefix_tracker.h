@@ -32,6 +32,17 @@ class PrefixTracker {
     }
     return std::nullopt;
   }
+  // `key`, without a parent, becomes `parent`'s child (both present); returns the parent if it
+  // stopped being a leaf.
+  std::optional<PolicyKey> Adopt(PolicyKey key, PolicyKey parent) {
+    auto it = nodes_.find(key), p = nodes_.find(parent);
+    if (it == nodes_.end() || p == nodes_.end() || HasParent(it->second)) return std::nullopt;
+    // Not its own parent's parent: blocks with equal hashes (one-hash chains) are no loop.
+    if (HasParent(p->second) && *p->second.parent == key) return std::nullopt;
+    it->second.parent = parent;
+    it->second.parent_serial = p->second.serial;
+    return p->second.children++ == 0 ? std::optional(parent) : std::nullopt;
+  }
   // Returns the parent that became a leaf, if any.
   std::optional<PolicyKey> Remove(PolicyKey key) {
     auto it = nodes_.find(key);
@@ -63,6 +74,12 @@ class PrefixTracker {
     auto p = nodes_.find(*n.parent);
     if (p == nodes_.end() || p->second.serial != n.parent_serial) return std::nullopt;
     return p->second.children++ == 0 ? n.parent : std::nullopt;
+  }
+  // A parent gone (and its key perhaps reused since) is no parent.
+  bool HasParent(const Node& n) const {
+    if (!n.parent) return false;
+    auto p = nodes_.find(*n.parent);
+    return p != nodes_.end() && p->second.serial == n.parent_serial;
   }
   bool IsLeaf(PolicyKey key) const {
     auto it = nodes_.find(key);

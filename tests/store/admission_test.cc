@@ -25,7 +25,11 @@ struct Parts {
 
   Id Add(const std::string& tenant, unsigned n, uint64_t size,
          std::optional<Id> parent = std::nullopt) {
-    std::optional<Id> id = index.Insert(test::Block(BlockNo(tenant, n), RecordOf(size), test::FullKeys(), Owner{}));
+    // Chain hashes that link a block to `parent` only (odd tails, even parents of roots).
+    IndexKeys keys = test::FullKeys();
+    keys.tail = 2 * uint64_t{n} + 1;
+    keys.parent = parent ? index.at(*parent).tail : 2 * uint64_t{n} + 2;
+    std::optional<Id> id = index.Insert(test::Block(BlockNo(tenant, n), RecordOf(size), keys, Owner{}));
     REQUIRE(id);
     admission.Indexed(*id, parent, false, PolicyKeyOf(BlockNo(tenant, n)));
     return *id;

@@ -189,6 +189,17 @@ TEST_CASE("Policy: prefix-lru picks the victims of a plain model under random op
           m.order.push_back(s);
         }
         break;
+      case 5: {  // a parent indexed after its child: the child (a root) becomes its child
+        if (m.order.empty()) break;
+        Slot parent = m.order[below(static_cast<uint32_t>(m.order.size()))];
+        p->OnChildFound(parent, s);
+        auto up = m.parent_of.find(parent);
+        bool loop = up != m.parent_of.end() && up->second == s;
+        if (m.Has(s) && m.Has(parent) && s != parent && !m.parent_of.count(s) && !loop) {
+          m.parent_of[s] = parent;
+        }
+        break;
+      }
       default:
         p->OnRemove(s);
         m.Remove(s);

@@ -256,6 +256,31 @@ TEST_CASE("Eviction: prefix-aware default evicts a leaf before its ancestors") {
   CHECK_FALSE(Present(s, child));
 }
 
+// Regression (review, 2026-12-06): a block was linked to its parent only when the child was
+// indexed, so a parent committed after its child (vLLM's connector renames a batch on 4
+// threads; a restart loads in INDEX order) counted as a leaf and was evicted before it.
+TEST_CASE("Eviction: a parent committed after its child is not taken for a leaf") {
+  for (std::string policy : {"prefix-lru", "prefix-reuse", "prefix-tinylfu"}) {
+    CAPTURE(policy);
+    StoreOptions o = WithTenantQuota(3000);
+    o.eviction_policy = policy;
+    MemoryStore s(o);
+    CacheIdentity parent = Block("acme", 1);
+    CacheIdentity child = parent;
+    child.chain = {parent.chain.back(), test::Hash(50)};  // continues the parent's chain
+    child.valid_length = child.block_capacity;
+    REQUIRE(Commit(s, child, 1000) == StatusCode::kOk);  // the child's rename came first
+    REQUIRE(Commit(s, parent, 1000) == StatusCode::kOk);
+    REQUIRE(Commit(s, Block("acme", 2), 1000) == StatusCode::kOk);
+    s.Open(AddressOf(child));
+    s.Open(AddressOf(Block("acme", 2)));
+    // The parent is the least recently used block, but it has a resident child: the child goes.
+    REQUIRE(Commit(s, Block("acme", 3), 1000) == StatusCode::kOk);
+    CHECK(Present(s, parent));
+    CHECK_FALSE(Present(s, child));
+  }
+}
+
 TEST_CASE("Quarantine: an open block that is invalidated keeps its bytes until reclaimed") {
   MemoryStore s;
   CacheIdentity id = Block("acme", 1);
