@@ -187,7 +187,12 @@ uint64_t Admission::FairShare(std::string_view tenant, uint64_t total) const {
   uint64_t holders = 0;
   bool counted = false;
   for (const auto& [name, c] : counters_) {
-    if (c.usage.registrations() == 0 && c.usage.retained_bytes() == 0 && name != tenant) continue;
+    // Holding means blocks or their bytes, committed or quarantined: an open reservation (an
+    // empty .part) is not a share of the capacity, or creating some would lower every other
+    // tenant's protection.
+    const Usage& u = c.usage;
+    bool holds = u.blocks + u.quarantined_blocks != 0 || u.retained_bytes() != 0;
+    if (!holds && name != tenant) continue;
     holders++;
     counted |= name == tenant;
   }

@@ -130,8 +130,8 @@ class Admission {
   // tenant's own or (unless `own_only`) another's above its fair share.
   bool MayGo(Choice& c, Id id, bool own_only) const;
   uint64_t AmountOf(const RoomRequest& req, Id id) const;
-  // The fair share of `total` for each tenant holding something (and `tenant`): eviction for
-  // one tenant's fill never takes another below it (docs/eviction.md).
+  // The fair share of `total` for each tenant holding blocks (and `tenant`): eviction for one
+  // tenant's fill never takes another below it (docs/eviction.md).
   uint64_t FairShare(std::string_view tenant, uint64_t total) const;
   Usage UsageOf(const std::string& tenant) const;
   const std::string& TenantOf(Id id) const {

@@ -159,6 +159,21 @@ TEST_CASE("Admission: another tenant's blocks go only down to its fair share") {
   CHECK(victims.empty());
 }
 
+// Regression (review, 2026-12-06): the fair share counted tenants with open reservations and
+// no bytes, so any tenant could lower every other's protection by creating empty .part files.
+TEST_CASE("Admission: tenants holding no bytes do not divide the fair share") {
+  Parts p;
+  p.limits.global.max_retained_bytes = 400;
+  for (unsigned i = 0; i < 4; ++i) p.Add("acme", i, 100);
+  for (const char* idle : {"initech", "umbrella"}) p.admission.ReservationAdmitted(idle);
+  std::vector<Id> victims;
+  // Two tenants hold bytes (acme, and globex once it commits): acme keeps 200 of 400.
+  CHECK(p.admission.RoomForCommit("globex", 300, victims) == StatusCode::kNoSpace);
+  CHECK(victims.empty());
+  REQUIRE(p.admission.RoomForCommit("globex", 200, victims) == StatusCode::kOk);
+  CHECK(victims.size() == 2);
+}
+
 TEST_CASE("Admission: registrations are made room for like bytes") {
   Parts p;
   p.limits.global.max_registrations = 2;
