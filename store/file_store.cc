@@ -316,17 +316,24 @@ std::shared_ptr<StoredPayload> FileMedium::Quarantine(
   // Open handles keep reading the same inode; the name is freed for a new commit.
   if (env_.Rename(from, to) == StatusCode::kOk) return std::make_shared<QuarantinedFile>(to);
   // Left under its name, the block would be indexed again at the next start. Unlinking it
-  // keeps the same promise (open handles still hold the inode until reclaim's unlink fails
-  // harmlessly); if even that fails, reclaim will try the name again.
+  // keeps the same promise (open handles still hold the inode); reclaim then has no name to
+  // remove: the block's name is free for a new commit at this address as soon as Finish
+  // returns, and removing it at reclaim would delete that block's file. If even the unlink
+  // fails, reclaim tries the name again (a new commit's rename over it is then the hazard:
+  // counted twice in the medium's errors).
   CountError();
   StatusCode removed = env_.Remove(from);
-  if (removed != StatusCode::kOk && removed != StatusCode::kNotFound) CountError();
+  if (removed == StatusCode::kOk || removed == StatusCode::kNotFound) {
+    return std::make_shared<QuarantinedFile>(std::string());
+  }
+  CountError();
   return std::make_shared<QuarantinedFile>(from);
 }
 
 void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
   auto* q = dynamic_cast<QuarantinedFile*>(stored.get());
   size_t dev = DeviceOf(stored);  // a quarantined file is on device 0's paths or its own
+  if (q && q->path.empty()) return;  // unlinked when quarantined (its rename failed)
   std::string path = q ? q->path : PathIn(dev, info.address);
   if (!q) JournalRemoval(dev, info.address);
   StatusCode s = env_.Remove(path);

@@ -18,7 +18,8 @@ class Located final : public StoredPayload {
   const size_t dev;
 };
 
-// A block moved out of the namespace into quarantine/.
+// A block moved out of the namespace into quarantine/ (path empty: unlinked instead, when the
+// move failed; nothing is left to remove).
 class QuarantinedFile final : public StoredPayload {
  public:
   explicit QuarantinedFile(std::string p) : path(std::move(p)) {}

@@ -11,6 +11,7 @@
 
 #include "store/memory_store.h"
 #include "tests/support/commit_block.h"
+#include "tests/support/fault_env.h"
 #include "tests/support/sample_identity.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tmpfs.h"
@@ -257,6 +258,33 @@ TEST_CASE("FileStore: a header naming another block is refused by Open") {
   std::vector<std::string> kept = DamagedFiles(tmp.path());
   REQUIRE(kept.size() == 1);
   CHECK(kept[0].ends_with("-" + AddressOf(a).block));
+}
+
+// Regression (review, 2026-12-06): when the rename of an open block into quarantine/ failed,
+// the file was unlinked but the quarantine entry kept the block's live name; a new commit at
+// that address then renamed its file there, and the reclaim removed it: the index listed a
+// block whose file was gone.
+TEST_CASE("FileStore: a quarantine whose rename failed never reclaims the name's next block") {
+  test::TempDir dir;
+  test::FaultEnv env;
+  StoreOptions options;
+  options.env = &env;
+  std::string error;
+  auto s = OpenFileStore(dir.path(), options, nullptr, &error);
+  REQUIRE(s);
+  CacheIdentity id = SampleIdentity("acme", 16);
+  Commit(*s, id, Payload(5000, 1));
+  auto reader = s->Open(AddressOf(id));
+  REQUIRE(reader.ok());
+  uint64_t region = reader.value()->info().region_id;
+  env.FailNext(test::FaultEnv::Op::kRename, test::FaultEnv::Fault::kIoError);
+  REQUIRE(s->Invalidate(AddressOf(id)) == StatusCode::kOk);  // open: quarantined
+  Commit(*s, id, Payload(5000, 2));  // the same address again, its file at the same name
+  reader.value().reset();
+  REQUIRE(s->ReclaimDrained(region) == StatusCode::kOk);
+  Result<Bytes> back = ReadBack(*s, id);
+  REQUIRE(back.ok());
+  CHECK(back.value() == Payload(5000, 2));
 }
 
 TEST_CASE("FileStore: the block file is self-describing") {
