@@ -106,4 +106,12 @@ class ChildRing {
   std::vector<Slot> parent_, last_child_, next_sibling_;
 };
 
+// Empties a policy's list of blocks set aside (EvictionPolicy::SetAside, with the ChildRing
+// records that undo them); one that a large eviction grew is not kept at that size.
+template <class T>
+void ClearAside(std::vector<T>& aside) {
+  aside.clear();
+  if (aside.capacity() > 4096) std::vector<T>().swap(aside);
+}
+
 }  // namespace gpucache

@@ -53,13 +53,6 @@ class OrderedSet {
 
 std::optional<Slot> Found(Slot s) { return s == SlotList::kNone ? std::nullopt : std::optional(s); }
 
-// Empties a list of blocks set aside; one that a large eviction grew is not kept at that size.
-template <class T>
-void ClearAside(std::vector<T>& aside) {
-  aside.clear();
-  if (aside.capacity() > 4096) std::vector<T>().swap(aside);
-}
-
 // "oldest" (FIFO) and "lru": one recency list, 8 bytes a slot. FIFO never moves a block on use.
 class ListPolicy final : public EvictionPolicy {
  public:

@@ -171,8 +171,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
       tree_.Reattach(it->tree);
       LinkAfter(it->slot, it->prev);
     }
-    aside_.clear();
-    if (aside_.capacity() > 4096) std::vector<Aside>().swap(aside_);
+    ClearAside(aside_);
   }
 
  private:

@@ -25,11 +25,7 @@ namespace fs = std::filesystem;
 constexpr Owner kOwner{1000, 1000};
 
 // Block k of one namespace (k = 0 unless a case needs two).
-CacheIdentity Key(int k = 0) {
-  CacheIdentity id = test::SampleIdentity("acme");
-  if (k != 0) id.chain[1] = test::Hash(static_cast<uint8_t>(100 + k));
-  return id;
-}
+CacheIdentity Key(int k = 0) { return test::SampleBlock(k); }
 
 StatusCode CommitPayload(IndexedStore& s, const Bytes& payload, int k = 0) {
   BlockAddress a = AddressOf(Key(k));

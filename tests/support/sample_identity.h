@@ -39,6 +39,14 @@ inline CacheIdentity SampleIdentity(std::string tenant = "acme", size_t units = 
   return id;
 }
 
+// Block k of SampleIdentity("acme")'s namespace (k = 0: SampleIdentity itself), told apart by
+// its first unit hash.
+inline CacheIdentity SampleBlock(int k = 0) {
+  CacheIdentity id = SampleIdentity("acme");
+  if (k != 0) id.chain[1] = Hash(static_cast<uint8_t>(100 + k));
+  return id;
+}
+
 inline Bytes Payload(size_t size, uint8_t seed = 7) {
   Bytes b(size);
   uint32_t x = seed * 2654435761u + 1;
