@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cold/keyring.h"
+#include "common/cold_options.h"
 #include "cold/pack.h"
 #include "store/block_store.h"
 #include "store/layout.h"
@@ -59,6 +60,20 @@ inline StatusCode CommitBlock(BlockStore& store, const CacheIdentity& id, const 
   store.SetIdentity(r.value(), gpck);
   store.Write(r.value(), 0, payload);
   return store.Commit(r.value());
+}
+
+// A manually written-back tier that packs one block per pack and uploads one at a time, with
+// short backoffs and no re-drive: each job is one block, in order.
+inline ColdTierOptions OneBlockPacks() {
+  ColdTierOptions o;
+  o.prefix = kPrefix;
+  o.write_back = WriteBack::kManual;
+  o.pack.max_blocks = 1;
+  o.sink.concurrency = 1;
+  o.sink.backoff_base_ms = 1;
+  o.sink.backoff_max_ms = 2;
+  o.sink.redrive_interval_ms = 0;
+  return o;
 }
 
 }  // namespace gpucache::cold::testing

@@ -1,0 +1,102 @@
+// AsyncOps (cold/async_ops.h): the pool that runs asynchronous cold requests: bounded, shared
+// fairly between tenants, waited on with a bound, and a serial lane that never takes a worker.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "cold/async_ops.h"
+
+namespace gpucache::cold {
+
+TEST_CASE("AsyncOps: bounded: live ops fill it and refuse more, finished ones are forgotten first") {
+  AsyncOps ops(1, 2);
+  std::atomic<bool> release{false};
+  auto blocked = [&] {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return std::string("{\"ok\":true}\n");
+  };
+  uint64_t a = ops.Submit(1000, blocked), b = ops.Submit(1000, blocked);
+  REQUIRE(a != 0);
+  REQUIRE(b != 0);
+  CHECK(ops.Submit(1000, blocked) == 0);  // both held ops are live
+  CHECK(ops.Take(a, 1001, false).state == AsyncOps::State::kUnknown);  // not the owner
+  release = true;
+  for (int i = 0; i < 2000 && ops.Take(b, 0, true).state != AsyncOps::State::kUnknown; i++) {
+    // (an admin's Take of a finished op answers it; poll b until it has been answered)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  uint64_t c = ops.Submit(1000, [] { return std::string("{\"ok\":true}\n"); });
+  CHECK(c != 0);  // room: b was taken, and a finished one goes before a refusal
+  uint64_t d = ops.Submit(1000, [] { return std::string("{\"ok\":true}\n"); });
+  CHECK(d != 0);
+  CHECK(ops.held() <= 2);
+}
+
+TEST_CASE("AsyncOps: one tenant's unpolled ops take at most its share, and another tenant's are still taken") {
+  AsyncOps ops(1, 8);  // a share is 2 unfinished ops
+  std::atomic<bool> release{false};
+  auto blocked = [&] {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return std::string("{\"ok\":true}\n");
+  };
+  // Four processes of acme submit and never poll: two are taken, the rest refused.
+  int acme_taken = 0;
+  for (int i = 0; i < 6; i++) acme_taken += ops.Submit(1000 + i % 4, blocked, "acme,") != 0;
+  CHECK(acme_taken == 2);
+  // globex's ops are not refused because of acme's (before: the pool was one shared bound).
+  CHECK(ops.Submit(2000, blocked, "globex,") != 0);
+  CHECK(ops.Submit(2000, blocked, "globex,") != 0);
+  CHECK(ops.Submit(2000, blocked, "globex,") == 0);
+  release = true;
+}
+
+TEST_CASE("AsyncOps: a Take with a wait answers when the op is done, and only `workers` callers wait") {
+  AsyncOps ops(1, 8);
+  std::atomic<bool> release{false};
+  uint64_t a = ops.Submit(1000, [&] {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return std::string("{\"ok\":true,\"result\":\"hit\"}\n");
+  });
+  REQUIRE(a != 0);
+  AsyncOps::Poll waited;
+  std::atomic<bool> waiting{false};
+  std::thread waiter([&] {
+    waiting = true;
+    waited = ops.Take(a, 1000, false, std::chrono::seconds(60));
+  });
+  while (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // (let it start waiting)
+  // One worker: a second caller is not made to wait, it gets the state at once.
+  AsyncOps::Poll other = ops.Take(a, 1000, false, std::chrono::seconds(2));
+  CHECK(other.state != AsyncOps::State::kDone);
+  CHECK(other.state != AsyncOps::State::kUnknown);
+  release = true;
+  waiter.join();
+  CHECK(waited.state == AsyncOps::State::kDone);  // it waited for the op, not for its bound
+  CHECK(waited.reply.find("hit") != std::string::npos);
+  CHECK(ops.Take(a, 1000, false, std::chrono::seconds(1)).state == AsyncOps::State::kUnknown);  // answered once
+}
+
+TEST_CASE("AsyncOps: serial ops run one at a time on their own thread, never on a worker") {
+  AsyncOps ops(1, 16);
+  std::atomic<bool> release{false};
+  auto blocked = [&] {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return std::string("{\"ok\":true}\n");
+  };
+  uint64_t first = ops.Submit(1000, blocked, "", AsyncOps::Lane::kSerial);
+  uint64_t second = ops.Submit(1000, blocked, "", AsyncOps::Lane::kSerial);
+  REQUIRE(first != 0);
+  REQUIRE(second != 0);
+  uint64_t quick = ops.Submit(2000, [] { return std::string("{\"ok\":true}\n"); });
+  CHECK(ops.Take(quick, 2000, false, std::chrono::seconds(5)).state == AsyncOps::State::kDone);
+  CHECK(ops.Take(second, 1000, false).state == AsyncOps::State::kQueued);  // behind the first
+  release = true;
+  CHECK(ops.Take(first, 1000, false, std::chrono::seconds(5)).state == AsyncOps::State::kDone);
+  CHECK(ops.Take(second, 1000, false, std::chrono::seconds(5)).state == AsyncOps::State::kDone);
+}
+
+}  // namespace gpucache::cold
