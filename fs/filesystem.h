@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/commit_frame.h"
 #include "fs/access.h"
 #include "fs/caller_slots.h"
 #include "fs/config.h"
@@ -51,10 +52,24 @@ struct AttrReply {
   double timeout = 0;
 };
 
+// A frame being received through `.gpucache/commit` (adr/0022): one block, committed by the
+// write that brings its last byte.
+struct FrameState {
+  std::vector<uint8_t> head;  // the header's bytes while it is incomplete
+  uint64_t received = 0;      // bytes of the frame taken so far
+  commit_frame::Header header;
+  bool parsed = false;        // header is complete and checked
+  ReservationId fill = 0;     // the reservation the payload goes to (0: none)
+  bool writing = false;       // fill counted as an open writer in the store
+  BlockAddress address;
+  bool done = false;                    // committed: only a new frame (offset 0) may follow
+  StatusCode failed = StatusCode::kOk;  // the frame's answer once it failed
+};
+
 // An open file: a verified reader of a committed block, a reservation being written, a
-// snapshot of a virtual file, or a control-channel exchange.
+// snapshot of a virtual file, a control-channel exchange, or a channel for commit frames.
 struct Handle {
-  enum class Kind : uint8_t { kBlock, kPart, kText, kControl };
+  enum class Kind : uint8_t { kBlock, kPart, kText, kControl, kCommit };
   Kind kind = Kind::kText;
   std::shared_ptr<BlockReader> reader;  // kBlock: held for passthrough opens too (adr/0020)
   uint64_t ino = 0;                     // kBlock: the inode opened
@@ -72,6 +87,7 @@ struct Handle {
   // who wrote it; empty once answered.
   std::string deferred_request GUARDED_BY(mu);
   Principal deferred_caller GUARDED_BY(mu);
+  FrameState frame GUARDED_BY(mu);  // kCommit
 };
 
 struct OpenReply {
@@ -80,6 +96,9 @@ struct OpenReply {
   bool direct_io = false;   // generated contents: bypass the page cache
   bool noflush = false;     // nothing to do on close(): spare the FLUSH round trip
   int backing_id = 0;       // > 0: the kernel reads this open from a RAM copy (passthrough)
+  // Writes through this open may run side by side (FOPEN_PARALLEL_DIRECT_WRITES): the commit
+  // channel, whose frames on different opens are independent.
+  bool parallel_direct_writes = false;
 };
 
 struct DirEntry {
@@ -139,8 +158,12 @@ class Filesystem {
   BlockStore& store() { return store_; }
   // A block committed behind the kernel's back (a cold-tier refill): the kernel may hold a
   // negative dentry for it. The session installs the handler that invalidates it.
-  void BlockAppeared(const BlockAddress& a);
-  void SetAppearedHandler(std::function<void(const BlockAddress&)> handler);
+  // `now`: the kernel has heard of it when this returns. The notification takes the namespace
+  // directory's lock, which a LOOKUP or CREATE there holds while it waits for one of the
+  // daemon's threads, so callers on those threads must be few at once (CommitFrame). false:
+  // queued to the invalidator's thread. Calls run side by side.
+  void BlockAppeared(const BlockAddress& a, bool now = true);
+  void SetAppearedHandler(std::function<void(const BlockAddress&, bool now)> handler);
   // The RAM tier (adr/0020), set at start-up before the mount serves; null: off.
   void UseRam(std::unique_ptr<RamServing> ram);
   RamServing* ram() { return ram_.get(); }
@@ -198,6 +221,19 @@ class Filesystem {
   // What a write through `h` hears once its reservation is gone.
   StatusCode GoneFill(const Handle& h);
   void AnswerDeferred(Handle& h);
+  // The commit channel (fs/filesystem_commit.cc, adr/0022): a write of frame bytes at `offset`.
+  Result<size_t> WriteFrame(const Principal& c, Handle& h, uint64_t offset, std::span<const uint8_t> data);
+  StatusCode TakeFrameBytes(const Principal& c, FrameState& f, std::span<const uint8_t> data);
+  StatusCode OpenFrameFill(const Principal& c, FrameState& f);
+  StatusCode TakeFramePayload(FrameState& f, std::span<const uint8_t> data);
+  StatusCode CommitFrame(FrameState& f);
+  StatusCode FailFrame(FrameState& f, StatusCode s);
+  void TellKernelOf(const BlockAddress& address);
+  // libfuse runs at most 10 FUSE threads: 4 waiting for a directory's lock leave 6 to answer
+  // the request that holds it.
+  static constexpr int kMaxFramesTellingNow = 4;
+  // Gives back the fill of an unfinished frame (a new frame, a failure, the last close).
+  void AbandonFrame(FrameState& f);
   // Control requests answered on read that one non-admin uid may have running at once.
   static constexpr int kMaxDeferredPerCaller = 2;
   CallerSlots deferred_slots_{kMaxDeferredPerCaller};
@@ -207,8 +243,12 @@ class Filesystem {
   void LogInvalidCommit(const BlockAddress& address, ReservationId id);
   Mutex invalid_log_mu_;
   std::map<std::string, std::unique_ptr<LogLimiter>> invalid_log_ GUARDED_BY(invalid_log_mu_);
-  Mutex appeared_mu_;
-  std::function<void(const BlockAddress&)> appeared_ GUARDED_BY(appeared_mu_);
+  // Shared by the calls (a notification may wait for a directory's lock: one must not hold up
+  // the others), exclusive to replace the handler.
+  SharedMutex appeared_mu_;
+  std::function<void(const BlockAddress&, bool)> appeared_ GUARDED_BY(appeared_mu_);
+  // Frames whose commit is telling the kernel right now, from a FUSE thread (CommitFrame).
+  std::atomic<int> frame_notices_{0};
   Metrics metrics_;
   std::unique_ptr<RamServing> ram_;  // set once before serving
   const uint64_t mount_time_ns_;  // times shown for directories and virtual files

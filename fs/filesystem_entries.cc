@@ -15,6 +15,8 @@ namespace gpucache {
 namespace {
 
 constexpr double kPartAttrTimeout = 1.0;  // seconds
+// The commit channel's size: past any frame's end, and a sane number in `ls -l` (adr/0022).
+constexpr uint64_t kCommitFileSize = uint64_t{1} << 62;
 
 bool IsDynamicTenantNode(NodeKind k) {
   return k == NodeKind::kNamespace || k == NodeKind::kBlock || k == NodeKind::kPart;
@@ -120,6 +122,11 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
     // The effective configuration: admins only (with kernel checks admins are root).
     case NodeKind::kConfigFile: return AttrReply{MakeAttr(ino, S_IFREG | 0400, 0, 0, 0), long_ttl};
     case NodeKind::kCtlFile: return AttrReply{MakeAttr(ino, S_IFREG | 0666, 0, 0, 0), long_ttl};
+    // Write-only for everyone (the daemon authorizes each frame by its writer). Its size says
+    // no frame write ever passes its end: the kernel runs writes past a file's end one at a time
+    // per inode, and writes of different commits through this one file must run side by side.
+    case NodeKind::kCommitFile:
+      return AttrReply{MakeAttr(ino, S_IFREG | 0222, 0, 0, kCommitFileSize), long_ttl};
     case NodeKind::kTenant: {
       std::optional<TenantConfig> t = access_.Tenant(n.tenant);  // as of the last reload
       if (!t) return StatusCode::kNotFound;
@@ -231,6 +238,7 @@ Result<EntryReply> Filesystem::Lookup(const Principal& c, uint64_t parent, std::
       else if (name == "quarantine") child = Node{NodeKind::kQuarantineFile};
       else if (name == "metrics") child = Node{NodeKind::kMetricsFile};
       else if (name == "config") child = Node{NodeKind::kConfigFile};
+      else if (name == "commit") child = Node{NodeKind::kCommitFile};
       else return StatusCode::kNotFound;
       break;
     case NodeKind::kTenant:
@@ -339,6 +347,7 @@ StatusCode Filesystem::Access(const Principal& c, uint64_t ino, int mask) {
                    n->kind == NodeKind::kMetricsFile || n->kind == NodeKind::kConfigFile ||
                    n->kind == NodeKind::kControlDir;
   if ((mask & W_OK) && read_only) return StatusCode::kAccessDenied;
+  if ((mask & R_OK) && n->kind == NodeKind::kCommitFile) return StatusCode::kAccessDenied;  // 0222
   return StatusCode::kOk;
 }
 

@@ -147,6 +147,14 @@ Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags, 
       h.kind = Handle::Kind::kControl;
       r.direct_io = true;
       return r;
+    case NodeKind::kCommitFile:
+      // Frames are written, never read back: each write's answer is its return (adr/0022).
+      if ((flags & O_ACCMODE) == O_RDONLY) return StatusCode::kAccessDenied;
+      h.kind = Handle::Kind::kCommit;
+      r.direct_io = true;  // every write reaches the daemon, in the writer's context
+      r.noflush = true;    // the last close's RELEASE gives back an unfinished frame's fill
+      r.parallel_direct_writes = true;
+      return r;
     default: return StatusCode::kBusy;  // directories are opened with opendir
   }
 }
@@ -175,6 +183,7 @@ Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> o
       return n;
     }
     case Handle::Kind::kPart: return StatusCode::kBusy;
+    case Handle::Kind::kCommit: return size_t{0};  // opened read-write: nothing to read
     case Handle::Kind::kText: {
       MutexLock lock(h.mu);
       if (offset >= h.text.size()) return size_t{0};
@@ -216,6 +225,7 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
     h.reply_cursor = 0;
     return data.size();
   }
+  if (h.kind == Handle::Kind::kCommit) return WriteFrame(c, h, offset, data);
   if (h.kind != Handle::Kind::kPart) return StatusCode::kImmutable;
   Metrics::NoteTenant(h.address.tenant);
   {
@@ -292,6 +302,10 @@ void Filesystem::Flush(Handle& h) {
 
 void Filesystem::Release(Handle& h, BackingFiles* backing) {
   Flush(h);
+  if (h.kind == Handle::Kind::kCommit) {
+    MutexLock lock(h.mu);
+    AbandonFrame(h.frame);
+  }
   if (ram_ && h.kind == Handle::Kind::kBlock && h.backing_id >= 0) {
     ram_->Release(h.ino, h.backing_id, h.reader->info(), OrNone(backing));
     h.backing_id = -1;
@@ -308,13 +322,13 @@ void Filesystem::BlockLeft(const BlockAddress& a) {
   if (ram_) ram_->Forget(a);
 }
 
-void Filesystem::BlockAppeared(const BlockAddress& a) {
-  MutexLock lock(appeared_mu_);
-  if (appeared_) appeared_(a);
+void Filesystem::BlockAppeared(const BlockAddress& a, bool now) {
+  ReaderLock lock(appeared_mu_);
+  if (appeared_) appeared_(a, now);
 }
 
-void Filesystem::SetAppearedHandler(std::function<void(const BlockAddress&)> handler) {
-  MutexLock lock(appeared_mu_);
+void Filesystem::SetAppearedHandler(std::function<void(const BlockAddress&, bool)> handler) {
+  WriterLock lock(appeared_mu_);
   appeared_ = std::move(handler);
 }
 
@@ -334,7 +348,7 @@ Result<std::vector<DirEntry>> Filesystem::ReadDir(const Principal& c, uint64_t i
       }
       return out;
     case NodeKind::kControlDir:
-      for (const char* f : {"stats", "epoch", "quarantine", "metrics", "ctl", "config"}) {
+      for (const char* f : {"stats", "epoch", "quarantine", "metrics", "ctl", "config", "commit"}) {
         out.push_back({f, S_IFREG});
       }
       return out;

@@ -156,6 +156,7 @@ void SetOpenFlags(fuse_file_info* fi, OpenReply& r) {
   fi->keep_cache = r.keep_cache;
   fi->direct_io = r.direct_io;
   fi->noflush = r.noflush;
+  fi->parallel_direct_writes = r.parallel_direct_writes;
   fi->backing_id = r.backing_id;  // > 0: FOPEN_PASSTHROUGH, the kernel reads the RAM copy
   fi->fh = reinterpret_cast<uint64_t>(r.handle.release());
 }

@@ -16,6 +16,7 @@ std::optional<Node> InodeTable::FixedLocked(uint64_t ino) const {
     case kQuarantineIno: return Node{NodeKind::kQuarantineFile};
     case kMetricsIno: return Node{NodeKind::kMetricsFile};
     case kConfigIno: return Node{NodeKind::kConfigFile};
+    case kCommitIno: return Node{NodeKind::kCommitFile};
   }
   if (ino >= kFirstTenantIno && ino < kFirstTenantIno + tenants_.size()) {
     return Node{NodeKind::kTenant, tenants_[ino - kFirstTenantIno]};
@@ -33,6 +34,7 @@ std::optional<uint64_t> InodeTable::FixedIno(const Node& node) const {
     case NodeKind::kQuarantineFile: return kQuarantineIno;
     case NodeKind::kMetricsFile: return kMetricsIno;
     case NodeKind::kConfigFile: return kConfigIno;
+    case NodeKind::kCommitFile: return kCommitIno;
     case NodeKind::kTenant: {
       auto it = std::lower_bound(tenants_.begin(), tenants_.end(), node.tenant);
       if (it != tenants_.end() && *it == node.tenant) return kFirstTenantIno + (it - tenants_.begin());

@@ -30,6 +30,7 @@ enum class NodeKind : uint8_t {
   kQuarantineFile,  // .gpucache/quarantine
   kMetricsFile,     // .gpucache/metrics
   kConfigFile,      // .gpucache/config
+  kCommitFile,      // .gpucache/commit (adr/0022)
   kTenant,
   kNamespace,
   kBlock,       // committed block: <block>
@@ -54,6 +55,7 @@ inline constexpr uint64_t kCtlIno = 5;
 inline constexpr uint64_t kQuarantineIno = 6;
 inline constexpr uint64_t kMetricsIno = 7;
 inline constexpr uint64_t kConfigIno = 8;
+inline constexpr uint64_t kCommitIno = 9;
 inline constexpr uint64_t kFirstTenantIno = 16;
 inline constexpr uint64_t kFirstDynamicIno = 1 << 20;
 

@@ -96,13 +96,16 @@ void WatchRemovals(Filesystem& fs, Invalidator& inval) {
   // A block that appeared without a rename through the mount (a cold-tier refill, from the
   // control channel or its workers): the kernel may hold a miss for the block and, if the
   // namespace did not exist when it was probed, for the namespace too (issue 13, defect 7).
-  fs.SetAppearedHandler([&fs, &inval](const BlockAddress& a) {
+  // A block committed through the commit channel (adr/0022): the same, queued (Filesystem::BlockAppeared).
+  fs.SetAppearedHandler([&fs, &inval](const BlockAddress& a, bool now) {
+    auto send = [&](uint64_t dir, const std::string& name) {
+      if (now) inval.Now(dir, name, 0);
+      else inval.Push(dir, name, 0);
+    };
     if (auto tenant = fs.inodes().Find(Node{NodeKind::kTenant, a.tenant})) {
-      if (!fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns})) inval.Now(*tenant, a.ns, 0);
+      if (!fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns})) send(*tenant, a.ns);
     }
-    if (auto dir = fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns})) {
-      inval.Now(*dir, a.block, 0);
-    }
+    if (auto dir = fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns})) send(*dir, a.block);
   });
 }
 
@@ -206,6 +209,8 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(cfg, 1);
   fuse_loop_cfg_set_idle_threads(cfg, 10);
+  // libfuse's default, made explicit: Filesystem::kMaxFramesTellingNow is counted against it.
+  fuse_loop_cfg_set_max_threads(cfg, 10);
   blocked.Restore();  // a signal that came since is delivered here and ends the loop at once
   int rc = fuse_session_loop_mt(se.get(), cfg);
   fuse_loop_cfg_destroy(cfg);

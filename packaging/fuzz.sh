@@ -9,9 +9,9 @@ packaging/install-deps.sh test
 seconds=${FUZZ_SECONDS:-60}
 clang=$(packaging/clang-version.sh)
 CC=clang-$clang CXX=clang++-$clang cmake -S . -B build-fuzz -DGPUCACHE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_identity fuzz_block_header fuzz_control fuzz_config fuzz_manifest fuzz_index
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_identity fuzz_block_header fuzz_control fuzz_config fuzz_manifest fuzz_index fuzz_commit_frame
 passed=0
-for target in identity block_header control config manifest index; do
+for target in identity block_header control config manifest index commit_frame; do
   seeds=tests/fuzz/corpus/$target
   work=build-fuzz/corpus/$target
   mkdir -p "$work"

@@ -1,0 +1,148 @@
+// Filesystem: the commit channel, `.gpucache/commit` (adr/0022, docs/control-protocol.md).
+//
+// A frame (common/commit_frame.h) is a whole block: its path, its identity and its payload. The
+// daemon runs the commit protocol on the writer's behalf with the store's own steps (Reserve,
+// SetIdentity, Write, Commit), so everything a `.part` and its rename promise holds: the same
+// single-flight, quotas, eviction, fencing and identity checks, the same errnos. A frame of up
+// to the mount's max_write is one FUSE request; the kernel splits a longer one into requests in
+// order, and the write that brings the last byte commits. Any failure abandons the fill, and
+// the frame's later writes hear the same errno (a write loop that retries a short write hears
+// why); a write at offset 0 starts a new frame.
+#include <algorithm>
+
+#include "fs/filesystem.h"
+#include "store/identity.h"
+#include "store/layout.h"
+
+namespace gpucache {
+namespace {
+
+// As the clients do: from this size a fill declares its size first, so that a block that cannot
+// fit is refused before any of it is written (docs/eviction.md, "A full disk").
+constexpr uint64_t kDeclareSizeFrom = 1 << 20;
+
+}  // namespace
+
+Result<size_t> Filesystem::WriteFrame(const Principal& c, Handle& h, uint64_t offset,
+                                      std::span<const uint8_t> data) {
+  MutexLock lock(h.mu);
+  FrameState& f = h.frame;
+  if (offset == 0) {
+    AbandonFrame(f);
+    f = FrameState{};
+  } else if (f.failed != StatusCode::kOk) {
+    return f.failed;
+  } else if (f.done || f.received == 0 || offset != f.received) {
+    // Frames are written in order, one at a time per open file (not with AIO, which may send
+    // a write's pieces out of order).
+    return FailFrame(f, StatusCode::kInvalidArgument);
+  }
+  if (data.empty()) return size_t{0};
+  if (StatusCode s = TakeFrameBytes(c, f, data); s != StatusCode::kOk) return FailFrame(f, s);
+  return data.size();
+}
+
+StatusCode Filesystem::TakeFrameBytes(const Principal& c, FrameState& f, std::span<const uint8_t> data) {
+  if (!f.parsed) {
+    // The header may come in pieces; no more of it is kept than the largest header can be.
+    const size_t take = std::min(data.size(), commit_frame::kMaxHeaderBytes - f.head.size());
+    const size_t before = f.head.size();
+    f.head.insert(f.head.end(), data.begin(), data.begin() + static_cast<ptrdiff_t>(take));
+    commit_frame::Parse p = commit_frame::ParseHeader(f.head, f.header);
+    if (p == commit_frame::Parse::kInvalid) return StatusCode::kInvalidArgument;
+    if (p == commit_frame::Parse::kNeedMore) {
+      f.received += data.size();  // take == data.size(): a header never needs more than the bound
+      return StatusCode::kOk;
+    }
+    f.parsed = true;
+    const size_t header_in_data = f.header.header_bytes - before;
+    f.received += header_in_data;
+    data = data.subspan(header_in_data);
+    f.head = {};
+    if (StatusCode s = OpenFrameFill(c, f); s != StatusCode::kOk) return s;
+  }
+  return TakeFramePayload(f, data);
+}
+
+// The frame's header is complete: the caller's right to its tenant, the names' shape, then the
+// fill, as a CREATE of `<block>.part` and the identity's setxattr would make it.
+StatusCode Filesystem::OpenFrameFill(const Principal& c, FrameState& f) {
+  std::optional<commit_frame::PathParts> parts = commit_frame::SplitPath(f.header.path);
+  if (!parts || !IsValidTenantName(parts->tenant) || !IsValidNamespaceName(parts->ns) ||
+      !IsValidBlockName(parts->block)) {
+    return StatusCode::kInvalidArgument;
+  }
+  if (!access_.IsTenant(parts->tenant)) return StatusCode::kNotFound;
+  Metrics::NoteTenant(parts->tenant);
+  if (!access_.MayUseTenant(c, parts->tenant)) return StatusCode::kAccessDenied;
+  f.address = BlockAddress{std::string(parts->tenant), std::string(parts->ns), std::string(parts->block)};
+  Result<ReservationId> id = store_.Reserve(f.address, Owner{c.uid, c.gid});
+  if (!id.ok()) return id.status();
+  f.fill = id.value();
+  if (StatusCode s = store_.OpenWriter(f.fill); s != StatusCode::kOk) return FillAnswer(s, f.address);
+  f.writing = true;
+  if (StatusCode s = store_.SetIdentity(f.fill, f.header.identity); s != StatusCode::kOk) {
+    return FillAnswer(s, f.address);
+  }
+  if (f.header.payload_bytes >= kDeclareSizeFrom) {
+    if (StatusCode s = store_.Truncate(f.fill, f.header.payload_bytes); s != StatusCode::kOk) {
+      return FillAnswer(s, f.address);
+    }
+  }
+  return StatusCode::kOk;
+}
+
+StatusCode Filesystem::TakeFramePayload(FrameState& f, std::span<const uint8_t> data) {
+  const uint64_t at = f.received - f.header.header_bytes;
+  if (data.size() > f.header.payload_bytes - at) return StatusCode::kInvalidArgument;  // past its end
+  if (!data.empty()) {
+    Result<size_t> n = store_.Write(f.fill, at, data);
+    if (!n.ok()) return FillAnswer(n.status(), f.address);
+    if (n.value() != data.size()) return StatusCode::kIoError;
+    metrics_.RecordWrite(f.address.tenant, n.value());
+    f.received += data.size();
+  }
+  return at + data.size() == f.header.payload_bytes ? CommitFrame(f) : StatusCode::kOk;
+}
+
+StatusCode Filesystem::CommitFrame(FrameState& f) {
+  store_.CloseWriter(f.fill);
+  f.writing = false;
+  if (StatusCode s = store_.Commit(f.fill); s != StatusCode::kOk) {
+    if (s == StatusCode::kInvalidArgument) LogInvalidCommit(f.address, f.fill);
+    return FillAnswer(s, f.address);
+  }
+  f.fill = 0;
+  f.done = true;
+  if (ram_) ram_->Committed(f.address);
+  TellKernelOf(f.address);
+  return StatusCode::kOk;
+}
+
+// The kernel may cache a miss for the name (a probe before the block was computed) and saw no
+// rename, so it is told before the write returns, as a rename would have left it: the writer's
+// next stat finds the block. The notification may wait for the namespace directory's lock,
+// which a LOOKUP or CREATE there holds until one of the daemon's threads answers it; so at most
+// kMaxFramesTellingNow frames tell it from their own FUSE threads at once, and past that the
+// notice is queued to the invalidator's thread, which lands it moments later (adr/0022).
+void Filesystem::TellKernelOf(const BlockAddress& address) {
+  const bool now = frame_notices_.fetch_add(1, std::memory_order_relaxed) < kMaxFramesTellingNow;
+  BlockAppeared(address, now);
+  frame_notices_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+StatusCode Filesystem::FailFrame(FrameState& f, StatusCode s) {
+  AbandonFrame(f);
+  f.failed = s;
+  return s;
+}
+
+void Filesystem::AbandonFrame(FrameState& f) {
+  if (f.fill == 0) return;
+  if (f.writing) store_.CloseWriter(f.fill);
+  f.writing = false;
+  store_.Abort(f.fill);  // a fill a fence already ended answers kNotFound: nothing to give back
+  f.fill = 0;
+}
+
+}  // namespace gpucache
