@@ -3,9 +3,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <atomic>
+
+#include "common/commit_frame.h"
 #include "store/layout.h"
 
 namespace gpucache {
@@ -33,13 +37,81 @@ int WriteAll(int fd, std::span<const uint8_t> data) {
   return 0;
 }
 
+// The whole frame, header then payload, from one pwritev per FUSE request's worth; a short
+// write continues where it stopped (the daemon answers the frame's errno to the rest).
+int WriteFrame(int fd, std::span<const uint8_t> head, std::span<const uint8_t> payload) {
+  const uint64_t total = head.size() + payload.size();
+  uint64_t done = 0;
+  while (done < total) {
+    iovec iov[2];
+    int n_iov = 0;
+    if (done < head.size()) {
+      iov[n_iov++] = {const_cast<uint8_t*>(head.data() + done), head.size() - done};
+    }
+    const uint64_t in_payload = done > head.size() ? done - head.size() : 0;
+    if (in_payload < payload.size()) {
+      iov[n_iov++] = {const_cast<uint8_t*>(payload.data() + in_payload), payload.size() - in_payload};
+    }
+    ssize_t n = ::pwritev(fd, iov, n_iov, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    done += static_cast<uint64_t>(n);
+  }
+  return 0;
+}
+
 }  // namespace
+
+// The commit channel is opened for each frame and closed after it, never kept: a descriptor
+// held open on the mount keeps a lazily unmounted gpucachefs alive (the unit's ExecStopPost=
+// would wait for the engine to exit), and would outlive the daemon it was opened on.
+class MountClient::Channel {
+ public:
+  explicit Channel(std::string path) : path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+  // Set once the daemon turned out to have no commit channel (an older gpucachefs).
+  bool absent() const { return absent_.load(std::memory_order_relaxed); }
+  void set_absent() { absent_.store(true, std::memory_order_relaxed); }
+
+ private:
+  const std::string path_;
+  std::atomic<bool> absent_{false};
+};
+
+MountClient::MountClient(std::string mountpoint)
+    : mount_(std::move(mountpoint)), channel_(std::make_shared<Channel>(mount_ + "/.gpucache/commit")) {}
 
 std::string MountClient::PathOf(const CacheIdentity& id) const {
   return mount_ + "/" + AddressOf(id).RelativePath();
 }
 
 int MountClient::Commit(const CacheIdentity& id, std::span<const uint8_t> payload) const {
+  if (channel_->absent()) return CommitByRename(id, payload);
+  int err = CommitFrame(id, payload);
+  if (err == ENOENT) {
+    // The namespace does not exist yet (or the tenant does not: then mkdir says so).
+    BlockAddress a = AddressOf(id);
+    if (::mkdir((mount_ + "/" + a.tenant + "/" + a.ns).c_str(), 0770) != 0 && errno != EEXIST) return errno;
+    err = CommitFrame(id, payload);
+  }
+  return err;
+}
+
+int MountClient::CommitFrame(const CacheIdentity& id, std::span<const uint8_t> payload) const {
+  int fd = ::open(channel_->path().c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) return errno;
+    channel_->set_absent();
+    return CommitByRename(id, payload);
+  }
+  Bytes canonical = EncodePhysicalKey(id);
+  std::vector<uint8_t> head = commit_frame::EncodeHeader(AddressOf(id).RelativePath(), canonical, payload.size());
+  int err = WriteFrame(fd, head, payload);
+  ::close(fd);  // no FLUSH (the daemon said noflush); the RELEASE is not waited for
+  return err;
+}
+
+int MountClient::CommitByRename(const CacheIdentity& id, std::span<const uint8_t> payload) const {
   BlockAddress a = AddressOf(id);
   std::string dir = mount_ + "/" + a.tenant + "/" + a.ns;
   std::string final_path = dir + "/" + a.block;

@@ -22,7 +22,8 @@
 // V is the median of the passes; ratio is of the medians, gpucache/direct for throughputs
 // (GB/s, ops/s) and direct/gpucache for latencies (us): above 1 means gpucache does better;
 // ratio_spread is the lowest and highest ratio of one pass against the same pass's direct
-// side. Reads are timed with 1 MiB read calls and with one call of the whole block. Needs root (mounts; cold cases drop the page cache).
+// side. Commits are timed through the commit channel (`commit_`, adr/0022) and through the
+// `.part` and rename protocol (`commit_rename_`), against the same passes' direct side. Reads are timed with 1 MiB read calls and with one call of the whole block. Needs root (mounts; cold cases drop the page cache).
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <signal.h>
@@ -291,6 +292,13 @@ class Bench {
             Parallel(writers, per_pass, [&](int i) { client_.Commit(Numbered(base + i), payload); });
           });
         };
+        auto renamed = [&] {
+          uint32_t base = next_;
+          next_ += per_pass;
+          return per_pass / Seconds([&] {
+            Parallel(writers, per_pass, [&](int i) { client_.CommitByRename(Numbered(base + i), payload); });
+          });
+        };
         auto direct = [&] {
           uint32_t base = next_;
           next_ += per_pass;
@@ -298,22 +306,28 @@ class Bench {
             Parallel(writers, per_pass, [&](int i) { DirectCommit(base + i, payload); });
           });
         };
-        std::vector<std::vector<double>> r = Passes({mounted, direct}, false);
-        Line{"commit_" + std::to_string(kib) + "KiB_" + std::to_string(writers) + "writers", r[0], r[1],
-             "ops/s"}.Print();
+        std::vector<std::vector<double>> r = Passes({mounted, renamed, direct}, false);
+        const std::string shape = std::to_string(kib) + "KiB_" + std::to_string(writers) + "writers";
+        Line{"commit_" + shape, r[0], r[2], "ops/s"}.Print();
+        Line{"commit_rename_" + shape, r[1], r[2], "ops/s"}.Print();
       }
-      ProfileOneWriter(kib, payload);
+      ProfileOneWriter(kib, payload, false);
+      ProfileOneWriter(kib, payload, true);
     }
   }
 
   // Where a commit's time goes: the FUSE requests one commit sends, and how long the daemon
   // spent in each (from its own latency histograms), printed as a comment line.
-  void ProfileOneWriter(uint64_t kib, const Bytes& payload) {
+  void ProfileOneWriter(uint64_t kib, const Bytes& payload, bool by_rename) {
     constexpr int kCommits = 50;
     std::map<std::string, std::pair<double, double>> before = OpTotals();
-    for (int i = 0; i < kCommits; ++i) client_.Commit(Numbered(next_++), payload);
+    for (int i = 0; i < kCommits; ++i) {
+      if (by_rename) client_.CommitByRename(Numbered(next_++), payload);
+      else client_.Commit(Numbered(next_++), payload);
+    }
     std::map<std::string, std::pair<double, double>> after = OpTotals();
-    std::printf("# commit_%lluKiB per commit, requests (daemon us):", static_cast<unsigned long long>(kib));
+    std::printf("# commit%s_%lluKiB per commit, requests (daemon us):", by_rename ? "_rename" : "",
+                static_cast<unsigned long long>(kib));
     double total_us = 0;
     for (const auto& [op, a] : after) {
       double n = a.first - before[op].first, secs = a.second - before[op].second;

@@ -111,9 +111,9 @@ TEST_CASE("Mount fence: an in-flight writer gets ESTALE on write and on commit")
   CHECK(Fill(m, open_fill) == "fenced");
   CHECK(ReadText(m.mnt() + "/.gpucache/stats").find(" reservations=0 ") != std::string::npos);
   // For one lease the fenced name answers ESTALE; then the block is filled again.
-  CHECK(client.Commit(closed_fill, Payload(10)) == ESTALE);
+  CHECK(client.CommitByRename(closed_fill, Payload(10)) == ESTALE);
   ::usleep(600000);
-  CHECK(client.Commit(closed_fill, Payload(10)) == 0);
+  CHECK(client.CommitByRename(closed_fill, Payload(10)) == 0);
 }
 
 TEST_CASE("Mount single flight: a joiner learns pending, finished, failed without the bytes") {
