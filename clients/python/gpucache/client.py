@@ -1,7 +1,7 @@
 """MountClient: commit, read, probe and look up blocks through a gpucachefs mount.
 
 A port of clients/cpp/mount_client.cc. It speaks plain POSIX to the mount (plus the
-`.gpucache/ctl` request file for lookup); the daemon enforces tenancy, the commit checks and
+`.gpucache/ctl` request file for lookup, and `.gpucache/commit` for commits); the daemon enforces tenancy, the commit checks and
 checksums, so nothing here needs to be trusted by anyone else.
 
 Errors are raised as OSError with the errno of the step that failed; see the package
@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import struct
 from typing import TYPE_CHECKING, Any, Iterable, List, Union
 
 from .identity import CacheIdentity
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 
 IDENTITY_XATTR = "user.gpucache.identity"
 PART_SUFFIX = ".part"
+# The commit channel (docs/control-protocol.md, "commit"): a block committed in one write.
+COMMIT_CHANNEL = os.path.join(".gpucache", "commit")
+_FRAME_HEADER = struct.Struct("<4sHHIIQ")  # magic, version, flags, path, identity, payload lengths
 _IOV_MAX = os.sysconf("SC_IOV_MAX")
 
 _PathLike = Union[str, "os.PathLike[str]"]
@@ -37,7 +41,7 @@ _DECLARE_SIZE_FROM = 1 << 20
 
 def _declare_size(fd: int, payload: Payload) -> None:
     """fallocate(2) the whole payload (one buffer or a list) before writing it."""
-    size = sum(memoryview(b).nbytes for b in (payload if isinstance(payload, list) else [payload]))
+    size = _payload_bytes(payload)
     if size < _DECLARE_SIZE_FROM:
         return
     try:
@@ -63,6 +67,38 @@ def _write_all(fd: int, data: Payload) -> None:
             views[0] = views[0][n:]
 
 
+def _frame_header(relative_path: str, gpck: bytes, payload_bytes: int) -> bytes:
+    path = relative_path.encode()
+    return _FRAME_HEADER.pack(b"GPCF", 1, 0, len(path), len(gpck), payload_bytes) + path + gpck
+
+
+def _write_frame(fd: int, header: bytes, payload: Payload) -> None:
+    """The whole frame from offset 0 (the header, then the payload's buffers)."""
+    buffers = payload if isinstance(payload, list) else [payload]
+    _pwrite_all(fd, [memoryview(header)] + [memoryview(b).cast("B") for b in buffers], 0)
+
+
+def _pwrite_all(fd: int, views: List[memoryview], offset: int) -> None:
+    """Writes `views` in order from `offset` of the file, one pwritev per at most IOV_MAX; a
+    short write continues at its offset (a commit channel answers a failed frame's errno to the
+    rest of it)."""
+    views = [v for v in views if v.nbytes]
+    while views:
+        n = os.pwritev(fd, views[:_IOV_MAX], offset)
+        if n <= 0:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        offset += n
+        while n and n >= views[0].nbytes:
+            n -= views[0].nbytes
+            views.pop(0)
+        if n:
+            views[0] = views[0][n:]
+
+
+def _payload_bytes(payload: Payload) -> int:
+    return sum(memoryview(b).nbytes for b in (payload if isinstance(payload, list) else [payload]))
+
+
 def _read_all(fd: int, size_hint: int = 0) -> bytes:
     chunks: List[bytes] = []
     chunk = max(size_hint, 1 << 16)
@@ -74,10 +110,12 @@ def _read_all(fd: int, size_hint: int = 0) -> bytes:
 
 
 class MountClient:
-    """Engine-side helper for one mountpoint. Stateless apart from the path: thread-safe."""
+    """Engine-side helper for one mountpoint. Stateless apart from the path and whether the
+    daemon has a commit channel: thread-safe."""
 
     def __init__(self, mountpoint: _PathLike):
         self.mountpoint = os.fspath(mountpoint)
+        self._no_channel = False  # set once a daemon turned out to have no commit channel
 
     def path_of(self, identity: CacheIdentity) -> str:
         """<mount>/<tenant>/<namespace>/<block>"""
@@ -86,6 +124,46 @@ class MountClient:
     def commit(self, identity: CacheIdentity, payload: Payload) -> None:
         """Publishes payload (any C-contiguous buffer, or a list of them written in order) as
         the block named by identity.
+
+        One frame written to <mount>/.gpucache/commit (docs/control-protocol.md, "commit"):
+        one FUSE request up to 1 MiB. The daemon runs the commit protocol itself, with the same
+        checks and errnos as commit_by_rename; a missing namespace is made and the frame sent
+        again. A daemon without the channel gets commit_by_rename. The channel is opened per
+        frame and closed after it: a descriptor held on the mount would keep a stopping daemon
+        mounted. OSError with the errno of the commit (EEXIST: another writer holds the block
+        or it is already committed).
+        """
+        gpck = identity.encode_physical_key()  # validates before touching the mount
+        if not self._no_channel:
+            header = _frame_header(identity.relative_path(), gpck, _payload_bytes(payload))
+            try:
+                sent = self._send_frame(header, payload)
+            except FileNotFoundError:
+                directory = os.path.join(self.mountpoint, identity.tenant, identity.namespace_name())
+                try:
+                    os.mkdir(directory, 0o770)
+                except FileExistsError:
+                    pass
+                sent = self._send_frame(header, payload)
+            if sent:
+                return
+            self._no_channel = True
+        self.commit_by_rename(identity, payload)
+
+    def _send_frame(self, header: bytes, payload: Payload) -> bool:
+        """Writes one frame; False if the daemon has no commit channel."""
+        try:
+            fd = os.open(os.path.join(self.mountpoint, COMMIT_CHANNEL), os.O_WRONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            _write_frame(fd, header, payload)
+        finally:
+            os.close(fd)  # no FLUSH (the daemon answers the open noflush)
+        return True
+
+    def commit_by_rename(self, identity: CacheIdentity, payload: Payload) -> None:
+        """The commit protocol in plain POSIX.
 
         Create <block>.part with O_EXCL (making the namespace directory first if it is
         missing), set the

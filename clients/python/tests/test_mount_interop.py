@@ -9,10 +9,12 @@ import json
 import os
 import random
 import subprocess
+import tempfile
 import unittest
 
 from daemon import BUILD_DIR, Daemon
 from gpucache import CacheIdentity, MountClient, Multimodal
+from gpucache.client import IDENTITY_XATTR
 
 VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                        "..", "..", "..", "tests", "vectors", "identity.json")
@@ -50,6 +52,15 @@ class MountInteropTest(unittest.TestCase):
 
     def hash(self):
         return self.rng.randbytes(16)
+
+    def op_count(self, op):
+        """FUSE requests of kind `op` the daemon has answered (its own metrics)."""
+        series = 'gpucache_fuse_op_seconds_count{op="%s"} ' % op
+        with open(os.path.join(self.mnt, ".gpucache", "metrics")) as f:
+            for line in f:
+                if line.startswith(series):
+                    return float(line[len(series):])
+        return 0.0
 
     def identity(self, chain, **changes):
         return self.base.replace(chain=chain, **changes)
@@ -156,11 +167,39 @@ class MountInteropTest(unittest.TestCase):
     def test_failed_commit_removes_part_and_releases_block(self):
         ident = self.identity([self.hash()])
         with self.assertRaises(TypeError):  # fails after the create: not a buffer
-            self.client.commit(ident, 12345)
+            self.client.commit_by_rename(ident, 12345)
         directory = os.path.dirname(self.client.path_of(ident))
         self.assertEqual(os.listdir(directory), [])
         self.client.commit(ident, b"retry")  # the abandoned reservation is gone
         self.assertEqual(self.client.read(ident), b"retry")
+
+    def test_commit_is_one_frame_through_the_commit_channel(self):
+        first = self.identity([self.hash()])
+        self.client.commit(first, b"makes the namespace")  # a frame, ENOENT, mkdir, the frame again
+        ident = self.identity([self.hash()])
+        renames, writes = self.op_count("rename"), self.op_count("write")
+        payload = [b"k" * 70000, memoryview(b"v" * 70000), bytearray(b"pad")]
+        self.client.commit(ident, payload)  # a list of buffers: one frame
+        self.assertEqual(self.client.read(ident), b"".join(bytes(b) for b in payload))
+        self.assertEqual(self.op_count("rename"), renames)
+        self.assertEqual(self.op_count("write"), writes + 1)
+        with self.assertRaises(FileExistsError):
+            self.client.commit(ident, b"second")
+        with self.assertRaises(TypeError):  # not a buffer: refused before the mount is touched
+            self.client.commit(self.identity([self.hash()]), 12345)
+        self.assertEqual(sorted(os.listdir(os.path.dirname(self.client.path_of(ident)))),
+                         sorted([first.block_name(), ident.block_name()]))
+
+    def test_commit_without_a_commit_channel_renames(self):
+        # A directory that is not a gpucachefs mount stands in for a daemon without the channel.
+        with tempfile.TemporaryDirectory() as plain:
+            client = MountClient(plain)
+            ident = self.identity([self.hash()])
+            os.mkdir(os.path.join(plain, ident.tenant))
+            client.commit(ident, b"by rename")
+            with open(client.path_of(ident), "rb") as f:
+                self.assertEqual(f.read(), b"by rename")
+            self.assertEqual(os.getxattr(client.path_of(ident), IDENTITY_XATTR), ident.encode_physical_key())
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ save: that is the evidence each case checks.
      loaded; same tokens as the reference; a later lone run of one prompt loads all 4 blocks.
   3. abort while saving: through the LLMEngine API (add_request / step / abort_request), a
      330-token prompt is stepped until its first 3 blocks have been gathered and handed to
-     commits, which (a wrapper around gpucache.client._write_all) stop half way through their
-     payload: 2 .part files half written (the fill "pending", no block name yet), 1 commit queued.
+     commits, which (a wrapper around gpucache.client._write_frame) stop half way through their
+     payload: 2 fills (listed as .part files) half written (the fill "pending", no block name yet), 1 commit queued.
      The request is aborted there; the engine blocks it held are overwritten with noise (as
      their next user would), then the commits resume while a reader thread reads each of the
      prompt's block names as it appears. Then: exactly those 3 blocks are committed, none was
@@ -41,7 +41,7 @@ save: that is the evidence each case checks.
   4. two engines: two more processes (this file run with --child), each a vLLM with the
      connector on the same mount, generate prompts sharing a 200-token prefix at the same time,
      commits held until both have generated (both miss). Engine 0's commits are released first
-     and stopped after their writes, so its first blocks' .part files are in flight (the fill
+     and stopped before their frames' last byte, so its first blocks' fills (.part) are in flight (the fill
      reads "pending", the block name does not exist yet); then engine 1's are released: it meets
      those fills (EEXIST, skipped, not an error) and commits the other blocks; then engine 0's
      finish (EEXIST for the block engine 1 committed). Each block is committed once: the
@@ -81,6 +81,34 @@ import gpucache.client  # noqa: E402
 from gpucache import vllm_connector  # noqa: E402
 from gpucache.connector_types import RequestView  # noqa: E402
 from gpucache.client import IDENTITY_XATTR, PART_SUFFIX  # noqa: E402
+
+
+def frame_views(header, payload):
+    """A commit frame's bytes as the client writes them: the header, then the payload's buffers."""
+    buffers = payload if isinstance(payload, list) else [payload]
+    return [memoryview(header)] + [memoryview(b).cast("B") for b in buffers]
+
+
+def views_between(views, start, end):
+    """The bytes [start, end) of `views` laid end to end, as views."""
+    out, at = [], 0
+    for v in views:
+        lo, hi = max(start - at, 0), min(end - at, v.nbytes)
+        if lo < hi:
+            out.append(v[lo:hi])
+        at += v.nbytes
+    return out
+
+
+def write_frame_in_two(fd, header, payload, split, between):
+    """Writes a frame's bytes before `split` (negative: from the end), runs `between`, then
+    writes the rest at its offset: a commit held with its fill in flight."""
+    views = frame_views(header, payload)
+    size = sum(v.nbytes for v in views)
+    split = split % size
+    gpucache.client._pwrite_all(fd, views_between(views, 0, split), 0)
+    between()
+    gpucache.client._pwrite_all(fd, views_between(views, split, size), split)
 from gpucache.kv_layout import halves  # noqa: E402
 
 MAX_BATCHED = 96  # tokens a step: chunked prefill, chunks ending mid gpucache block
@@ -246,15 +274,14 @@ def child_main(args_path):
         open(os.path.join(sync, "%s-%d" % (name, me)), "w").close()
     try:
         if a["hold"]:
-            # This engine's commits stop after writing, before close and rename (their .part in
-            # flight), until the test creates the file `hold` names.
+            # This engine's commits stop before the last byte of their frame (their fill, listed
+            # as a .part, in flight), until the test creates the file `hold` names.
             import gpucache.client
-            write_all = gpucache.client._write_all
+            write_frame = gpucache.client._write_frame
 
-            def held_write_all(fd, data):
-                write_all(fd, data)
-                wait_for(a["hold"])
-            gpucache.client._write_all = held_write_all
+            def held_write_frame(fd, header, payload):
+                write_frame_in_two(fd, header, payload, -1, lambda: wait_for(a["hold"]))
+            gpucache.client._write_frame = held_write_frame
         llm = LLM(**engine_kwargs(a["model"]), kv_transfer_config=connector_config(a["mount"]))
         worker, sched = connector_halves(llm)
         worker.commit_gate.clear()  # phase 1: commits held until both engines have generated
@@ -501,15 +528,14 @@ class VllmStressTest(unittest.TestCase):
         engine = self.llm.llm_engine
         before = self.counters()
         mark = self.log.mark()
-        # Commits write the first half of a block's payload, then wait for `resume`.
-        write_all, resume = gpucache.client._write_all, threading.Event()
+        # Commits write their frame's header and the first half of the block's payload, then
+        # wait for `resume`.
+        write_frame, resume = gpucache.client._write_frame, threading.Event()
 
-        def half_then_wait(fd, data):
-            views = data if isinstance(data, list) else [data]
-            write_all(fd, views[:len(views) // 2])
-            resume.wait(120)
-            write_all(fd, views[len(views) // 2:])
-        gpucache.client._write_all = half_then_wait
+        def half_then_wait(fd, header, payload):
+            split = len(header) + self.geometry.payload_bytes // 2
+            write_frame_in_two(fd, header, payload, split, lambda: resume.wait(120))
+        gpucache.client._write_frame = half_then_wait
         seen, torn, stop, t = set(), [], threading.Event(), None
         try:
             rid = engine.add_request("abort-me", {"prompt_token_ids": p}, greedy())
@@ -557,7 +583,7 @@ class VllmStressTest(unittest.TestCase):
             time.sleep(0.02)
         finally:
             resume.set()
-            gpucache.client._write_all = write_all
+            gpucache.client._write_frame = write_frame
             stop.set()
             if t is not None:
                 t.join()
@@ -634,7 +660,7 @@ class VllmStressTest(unittest.TestCase):
         self.wait_children("generated")  # both computed their prompt; their commits are held
         # Engine 0 commits first and holds its .part files open; engine 1 commits meanwhile.
         open(os.path.join(self.sync, "release-0"), "w").close()
-        parts = self.wait_parts(self.worker.config.save_threads, self.geometry.payload_bytes)
+        parts = self.wait_parts(self.worker.config.save_threads, self.geometry.payload_bytes - 1)
         shared = {self.block_path(c) for c in self.chains(p["two1"][0])[:3]}
         for part, _ in parts:
             final = part[:-len(PART_SUFFIX)]
