@@ -1,6 +1,6 @@
 #include "cold/pack.h"
 
-#include <xxhash.h>
+#include "store/fast_hash.h"
 
 #include <cstring>
 

@@ -1,6 +1,6 @@
 #include "store/block_file.h"
 
-#include <xxhash.h>
+#include "store/fast_hash.h"
 
 #include <algorithm>
 

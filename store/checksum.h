@@ -5,7 +5,7 @@
 // the whole block; the whole-payload sum names the content (xattr, cold-tier manifests).
 #pragma once
 
-#include <xxhash.h>
+#include "store/fast_hash.h"
 
 #include <cstdint>
 #include <memory>

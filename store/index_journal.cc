@@ -1,6 +1,6 @@
 #include "store/index_journal.h"
 
-#include <xxhash.h>
+#include "store/fast_hash.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,6 +1,6 @@
 #include "store/index_keys.h"
 
-#include <xxhash.h>
+#include "store/fast_hash.h"
 
 #include <array>
 #include <cstdint>

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include <xxhash.h>
+#include "store/fast_hash.h"
 
 
 namespace gpucache {

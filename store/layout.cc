@@ -1,6 +1,6 @@
 #include "store/layout.h"
 
-#include <xxhash.h>
+#include "store/fast_hash.h"
 
 namespace gpucache {
 namespace {

@@ -1,6 +1,6 @@
 #include "store/placement.h"
 
-#include <xxhash.h>
+#include "store/fast_hash.h"
 
 #include <cmath>
 

@@ -1,7 +1,7 @@
 // StoreReads: namespaces and committed blocks: listings, stat, open, lookup.
 #include "store/store_reads.h"
 
-#include <xxhash.h>
+#include "store/fast_hash.h"
 
 #include <algorithm>
 
