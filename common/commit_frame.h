@@ -33,7 +33,7 @@ inline constexpr uint16_t kVersion = 1;
 inline constexpr size_t kFixedBytes = 24;
 inline constexpr uint32_t kMaxFramePath = 1024;       // three names of at most NAME_MAX, with room
 inline constexpr uint32_t kMaxFrameIdentity = 64 * 1024;  // a GPCK identity is a few hundred bytes
-// The most header bytes a frame can have: what a parser may buffer before it knows the frame.
+// The longest header a frame can have (it must be whole in the frame's first write).
 inline constexpr size_t kMaxHeaderBytes = kFixedBytes + kMaxFramePath + kMaxFrameIdentity;
 
 struct Header {

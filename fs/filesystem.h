@@ -55,7 +55,6 @@ struct AttrReply {
 // A frame being received through `.gpucache/commit` (adr/0022): one block, committed by the
 // write that brings its last byte.
 struct FrameState {
-  std::vector<uint8_t> head;  // the header's bytes while it is incomplete
   uint64_t received = 0;      // bytes of the frame taken so far
   commit_frame::Header header;
   bool parsed = false;        // header is complete and checked

@@ -5,7 +5,7 @@
 // SetIdentity, Write, Commit), so everything a `.part` and its rename promise holds: the same
 // single-flight, quotas, eviction, fencing and identity checks, the same errnos. A frame of up
 // to the mount's max_write is one FUSE request; the kernel splits a longer one into requests in
-// order, and the write that brings the last byte commits. Any failure abandons the fill, and
+// order (the header always whole in the first), and the write that brings the last byte commits. Any failure abandons the fill, and
 // the frame's later writes hear the same errno (a write loop that retries a short write hears
 // why); a write at offset 0 starts a new frame.
 #include <algorithm>
@@ -42,23 +42,18 @@ Result<size_t> Filesystem::WriteFrame(const Principal& c, Handle& h, uint64_t of
   return data.size();
 }
 
+// The header must be whole in the frame's first write, so that no open holds a header's bytes
+// between writes (one open per process fd, each buffering up to kMaxHeaderBytes, would let one
+// caller pin the daemon's memory). A write of at least the header's length always is: the
+// kernel cuts a write into requests of up to max_write (1 MiB), and a header is at most 66 KiB.
 StatusCode Filesystem::TakeFrameBytes(const Principal& c, FrameState& f, std::span<const uint8_t> data) {
   if (!f.parsed) {
-    // The header may come in pieces; no more of it is kept than the largest header can be.
-    const size_t take = std::min(data.size(), commit_frame::kMaxHeaderBytes - f.head.size());
-    const size_t before = f.head.size();
-    f.head.insert(f.head.end(), data.begin(), data.begin() + static_cast<ptrdiff_t>(take));
-    commit_frame::Parse p = commit_frame::ParseHeader(f.head, f.header);
-    if (p == commit_frame::Parse::kInvalid) return StatusCode::kInvalidArgument;
-    if (p == commit_frame::Parse::kNeedMore) {
-      f.received += data.size();  // take == data.size(): a header never needs more than the bound
-      return StatusCode::kOk;
+    if (commit_frame::ParseHeader(data, f.header) != commit_frame::Parse::kOk) {
+      return StatusCode::kInvalidArgument;
     }
     f.parsed = true;
-    const size_t header_in_data = f.header.header_bytes - before;
-    f.received += header_in_data;
-    data = data.subspan(header_in_data);
-    f.head = {};
+    f.received = f.header.header_bytes;
+    data = data.subspan(f.header.header_bytes);
     if (StatusCode s = OpenFrameFill(c, f); s != StatusCode::kOk) return s;
   }
   return TakeFramePayload(f, data);

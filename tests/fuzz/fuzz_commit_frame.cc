@@ -3,8 +3,8 @@
 //
 // Input: byte 0 says how the rest is written: its low bit picks raw frames (the rest as it is)
 // or a valid frame header for an acme block followed by the rest as its payload, with the byte at
-// position input[1] of the whole frame flipped when input[1] is odd; its high bits pick the size
-// of the writes (1 to 128 bytes, or all at once). A write whose offset the fuzzer takes from the
+// position input[1] / 2 of the whole frame flipped when input[1] is odd; its high bits pick the
+// size of the writes (64 bytes to 8 KiB, or all at once; a header cut across writes is refused). A write whose offset the fuzzer takes from the
 // frame's own progress, with every 7th restarting at offset 0, covers new frames after old ones.
 //
 // Properties: nothing crashes; once the open is released no fill is left in any tenant; no
@@ -56,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const uint8_t> rest(data + 1, size - 1);
   Bytes frame = (how & 1) ? ValidFrame(rest.subspan(1)) : Bytes(rest.begin(), rest.end());
   if ((how & 1) && (rest[0] & 1) && rest[0] / 2 < frame.size()) frame[rest[0] / 2] ^= 0x5a;
-  const size_t piece = (how >> 1) == 0 ? frame.size() : (how >> 1);
+  const size_t piece = (how >> 1) == 0 ? frame.size() : static_cast<size_t>(how >> 1) * 64;
   uint64_t offset = 0;
   for (size_t at = 0, n = 0; at < frame.size(); at += piece, ++n) {
     std::span<const uint8_t> bytes(frame.data() + at, std::min(piece, frame.size() - at));

@@ -87,7 +87,12 @@ TEST_CASE("Commit channel: one frame commits the block its writer sent, verified
 TEST_CASE("Commit channel: a frame in many writes, and a frame of many FUSE requests") {
   MountedFs m;
   MountClient client(m.mnt());
-  for (auto [index, bytes, piece] : {std::tuple{2, size_t{5000}, size_t{7}},  // the header in pieces too
+  // The header must be whole in the first write: no open holds part of one between writes.
+  CacheIdentity split = SampleIdentity("acme", 1);
+  ::mkdir(NsDir(m, split).c_str(), 0770);
+  CHECK(WriteFrame(m, FrameFor(split, Payload(5000)), 7) == EINVAL);
+  CheckNothingLeft(m, split);
+  for (auto [index, bytes, piece] : {std::tuple{2, size_t{5000}, size_t{700}},
                                      std::tuple{3, size_t{3} << 20, size_t{100000}},
                                      std::tuple{4, (size_t{3} << 20) + 17, SIZE_MAX}}) {
     CAPTURE(bytes);
@@ -147,9 +152,10 @@ TEST_CASE("Commit channel: hostile frames are refused and change nothing") {
     CHECK(WriteFrame(m, longer) == EINVAL);
     int fd = ::open(Channel(m).c_str(), O_WRONLY);
     REQUIRE(fd >= 0);
-    REQUIRE(::pwrite(fd, frame.data(), 100, 0) == 100);
-    CHECK(Errno(::pwrite(fd, frame.data() + 200, 100, 200)) == EINVAL);
-    CHECK(Errno(::pwrite(fd, frame.data() + 100, frame.size() - 100, 100)) == EINVAL);  // the frame failed
+    const size_t first = frame.size() - payload.size() + 100;  // the header and 100 bytes
+    REQUIRE(::pwrite(fd, frame.data(), first, 0) == static_cast<ssize_t>(first));
+    CHECK(Errno(::pwrite(fd, frame.data() + first + 100, 100, first + 100)) == EINVAL);
+    CHECK(Errno(::pwrite(fd, frame.data() + first, frame.size() - first, first)) == EINVAL);  // the frame failed
     ::close(fd);
   }
   SUBCASE("a frame left half-written: the last close gives its fill back") {

@@ -10,6 +10,7 @@ import os
 import random
 import subprocess
 import tempfile
+import time
 import unittest
 
 from daemon import BUILD_DIR, Daemon
@@ -52,6 +53,16 @@ class MountInteropTest(unittest.TestCase):
 
     def hash(self):
         return self.rng.randbytes(16)
+
+    def settled_op_count(self, op):
+        """op_count once it stopped moving: the daemon counts a request after its reply."""
+        last = self.op_count(op)
+        while True:
+            time.sleep(0.05)
+            now = self.op_count(op)
+            if now == last:
+                return now
+            last = now
 
     def op_count(self, op):
         """FUSE requests of kind `op` the daemon has answered (its own metrics)."""
@@ -177,12 +188,12 @@ class MountInteropTest(unittest.TestCase):
         first = self.identity([self.hash()])
         self.client.commit(first, b"makes the namespace")  # a frame, ENOENT, mkdir, the frame again
         ident = self.identity([self.hash()])
-        renames, writes = self.op_count("rename"), self.op_count("write")
+        renames, writes = self.settled_op_count("rename"), self.settled_op_count("write")
         payload = [b"k" * 70000, memoryview(b"v" * 70000), bytearray(b"pad")]
         self.client.commit(ident, payload)  # a list of buffers: one frame
         self.assertEqual(self.client.read(ident), b"".join(bytes(b) for b in payload))
-        self.assertEqual(self.op_count("rename"), renames)
-        self.assertEqual(self.op_count("write"), writes + 1)
+        self.assertEqual(self.settled_op_count("rename"), renames)
+        self.assertEqual(self.settled_op_count("write"), writes + 1)
         with self.assertRaises(FileExistsError):
             self.client.commit(ident, b"second")
         with self.assertRaises(TypeError):  # not a buffer: refused before the mount is touched
