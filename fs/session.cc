@@ -60,6 +60,11 @@ void OnInit(void* userdata, fuse_conn_info* conn) {
   // EIO of a corrupt block into the ENOENT of a vanished one.
   // (libfuse 3.17 keeps 64 bits of flags in want_ext: the flag functions, not conn->want.)
   fuse_unset_feature_flag(conn, FUSE_CAP_AUTO_INVAL_DATA);
+  // No shared mmap of direct-I/O files: the kernel writes a mapping's dirty pages back with no
+  // caller's credentials (uid 0), and `.gpucache/ctl` and `.gpucache/commit` authorize each
+  // write by its writer: a mapped write would arrive as root. Off in libfuse 3.17; said here
+  // so that a libfuse that turns it on by default cannot.
+  fuse_unset_feature_flag(conn, FUSE_CAP_DIRECT_IO_ALLOW_MMAP);
 }
 
 // Sends kernel invalidations for blocks that disappear behind the kernel's back, and logs the

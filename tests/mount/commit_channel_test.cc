@@ -2,6 +2,7 @@
 // one write, and hostile frames that change nothing.
 #include <doctest/doctest.h>
 #include <errno.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 
 #include <atomic>
@@ -167,8 +168,17 @@ TEST_CASE("Commit channel: hostile frames are refused and change nothing") {
     // RELEASE is asynchronous: wait for it.
     for (int i = 0; i < 200 && Stats(m).find(" reservations=0 ") == std::string::npos; ++i) ::usleep(10000);
   }
-  SUBCASE("the channel cannot be read") {
+  SUBCASE("the channel cannot be read, nor mapped shared") {
     CHECK(Errno(::open(Channel(m).c_str(), O_RDONLY)) == EACCES);
+    // The kernel writes a shared mapping back with no caller's credentials (uid 0): a mapped
+    // frame would be authorized as root. Such a mapping is refused.
+    int fd = ::open(Channel(m).c_str(), O_RDWR);
+    REQUIRE(fd >= 0);
+    void* p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(p == MAP_FAILED);
+    CHECK(errno == ENODEV);
+    if (p != MAP_FAILED) ::munmap(p, 4096);
+    ::close(fd);
   }
   CheckNothingLeft(m, id);
   // And the block can then be committed.
