@@ -7,7 +7,7 @@
 //   4       2     version, 1 (little-endian, as every field)
 //   6       2     flags, 0 (reserved: a frame with any bit set is refused)
 //   8       4     path length P, 1..kMaxFramePath: "<tenant>/<namespace>/<block>"
-//   12      4     identity length I, 1..kMaxFrameIdentity: the canonical identity (GPCK), as the
+//   12      4     identity length I, 1..kMaxFrameIdentity (16 KiB): the canonical identity (GPCK), as the
 //                 `user.gpucache.identity` xattr would carry it
 //   16      8     payload length N
 //   24      P     path
@@ -32,7 +32,9 @@ inline constexpr char kMagic[4] = {'G', 'P', 'C', 'F'};
 inline constexpr uint16_t kVersion = 1;
 inline constexpr size_t kFixedBytes = 24;
 inline constexpr uint32_t kMaxFramePath = 1024;       // three names of at most NAME_MAX, with room
-inline constexpr uint32_t kMaxFrameIdentity = 64 * 1024;  // a GPCK identity is a few hundred bytes
+// A GPCK identity is a few hundred bytes; the store refuses more than 16 KiB
+// (store/block_file.h, kMaxIdentityBytes: fs/filesystem_commit.cc checks the two agree).
+inline constexpr uint32_t kMaxFrameIdentity = 16 * 1024;
 // The longest header a frame can have (it must be whole in the frame's first write).
 inline constexpr size_t kMaxHeaderBytes = kFixedBytes + kMaxFramePath + kMaxFrameIdentity;
 

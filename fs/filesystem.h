@@ -56,7 +56,7 @@ struct AttrReply {
 // write that brings its last byte.
 struct FrameState {
   uint64_t received = 0;      // bytes of the frame taken so far
-  commit_frame::Header header;
+  commit_frame::Header header;  // its identity is dropped once the fill holds it
   bool parsed = false;        // header is complete and checked
   ReservationId fill = 0;     // the reservation the payload goes to (0: none)
   bool writing = false;       // fill counted as an open writer in the store
@@ -87,6 +87,7 @@ struct Handle {
   std::string deferred_request GUARDED_BY(mu);
   Principal deferred_caller GUARDED_BY(mu);
   FrameState frame GUARDED_BY(mu);  // kCommit
+  uint32_t opener_uid = 0;          // kCommit: who opened it (frames must be written by the same uid)
 };
 
 struct OpenReply {
@@ -159,8 +160,9 @@ class Filesystem {
   // negative dentry for it. The session installs the handler that invalidates it.
   // `now`: the kernel has heard of it when this returns. The notification takes the namespace
   // directory's lock, which a LOOKUP or CREATE there holds while it waits for one of the
-  // daemon's threads, so callers on those threads must be few at once (CommitFrame). false:
-  // queued to the invalidator's thread. Calls run side by side.
+  // daemon's threads: so at most kMaxNoticesNow are sent at once this way, the rest queued to
+  // the invalidator's thread (as with `now` false), and callers hold no lock a FUSE request may
+  // wait for. Calls run side by side.
   void BlockAppeared(const BlockAddress& a, bool now = true);
   void SetAppearedHandler(std::function<void(const BlockAddress&, bool now)> handler);
   // The RAM tier (adr/0020), set at start-up before the mount serves; null: off.
@@ -227,10 +229,9 @@ class Filesystem {
   StatusCode TakeFramePayload(FrameState& f, std::span<const uint8_t> data);
   StatusCode CommitFrame(FrameState& f);
   StatusCode FailFrame(FrameState& f, StatusCode s);
-  void TellKernelOf(const BlockAddress& address);
-  // libfuse runs at most 10 FUSE threads: 4 waiting for a directory's lock leave 6 to answer
-  // the request that holds it.
-  static constexpr int kMaxFramesTellingNow = 4;
+  // libfuse runs at most 10 FUSE threads: 4 waiting for a directory's lock in BlockAppeared
+  // leave 6 to answer the request that holds it.
+  static constexpr int kMaxNoticesNow = 4;
   // Gives back the fill of an unfinished frame (a new frame, a failure, the last close).
   void AbandonFrame(FrameState& f);
   // Control requests answered on read that one non-admin uid may have running at once.
@@ -246,8 +247,8 @@ class Filesystem {
   // the others), exclusive to replace the handler.
   SharedMutex appeared_mu_;
   std::function<void(const BlockAddress&, bool)> appeared_ GUARDED_BY(appeared_mu_);
-  // Frames whose commit is telling the kernel right now, from a FUSE thread (CommitFrame).
-  std::atomic<int> frame_notices_{0};
+  // Notices being sent to the kernel at once by BlockAppeared(now = true).
+  std::atomic<int> notices_now_{0};
   Metrics metrics_;
   std::unique_ptr<RamServing> ram_;  // set once before serving
   const uint64_t mount_time_ns_;  // times shown for directories and virtual files

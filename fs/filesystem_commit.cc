@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "fs/filesystem.h"
+#include "store/block_file.h"
 #include "store/identity.h"
 #include "store/layout.h"
 
@@ -21,31 +22,48 @@ namespace {
 // fit is refused before any of it is written (docs/eviction.md, "A full disk").
 constexpr uint64_t kDeclareSizeFrom = 1 << 20;
 
+// A frame may carry no identity the store would refuse anyway: none is held for nothing.
+static_assert(commit_frame::kMaxFrameIdentity == kMaxIdentityBytes);
+
 }  // namespace
 
 Result<size_t> Filesystem::WriteFrame(const Principal& c, Handle& h, uint64_t offset,
                                       std::span<const uint8_t> data) {
-  MutexLock lock(h.mu);
-  FrameState& f = h.frame;
-  if (offset == 0) {
-    AbandonFrame(f);
-    f = FrameState{};
-  } else if (f.failed != StatusCode::kOk) {
-    return f.failed;
-  } else if (f.done || f.received == 0 || offset != f.received) {
-    // Frames are written in order, one at a time per open file (not with AIO, which may send
-    // a write's pieces out of order).
-    return FailFrame(f, StatusCode::kInvalidArgument);
+  // Frames are authorized by their writer, who must also be the opener: a descriptor handed to
+  // a more privileged process (a root helper writing into a caller's fd) commits nothing.
+  if (c.uid != h.opener_uid) return StatusCode::kAccessDenied;
+  std::optional<BlockAddress> committed;
+  {
+    MutexLock lock(h.mu);
+    FrameState& f = h.frame;
+    if (offset == 0) {
+      AbandonFrame(f);
+      f = FrameState{};
+    } else if (f.failed != StatusCode::kOk) {
+      return f.failed;
+    } else if (f.done || f.received == 0 || offset != f.received) {
+      // Frames are written in order, one at a time per open file (not with AIO, which may send
+      // a write's pieces out of order).
+      return FailFrame(f, StatusCode::kInvalidArgument);
+    }
+    if (data.empty()) return size_t{0};
+    if (StatusCode s = TakeFrameBytes(c, f, data); s != StatusCode::kOk) return FailFrame(f, s);
+    if (f.done) committed = f.address;
   }
-  if (data.empty()) return size_t{0};
-  if (StatusCode s = TakeFrameBytes(c, f, data); s != StatusCode::kOk) return FailFrame(f, s);
+  // The kernel may cache a miss for the name (a probe before the block was computed) and saw no
+  // rename: it is told before the write returns, as a rename would have left it, so the writer's
+  // next stat finds the block. Not under the handle's lock: the notice may wait for the
+  // namespace directory's lock, which a LOOKUP there holds until one of the daemon's threads
+  // answers it, and other writes of this open may be waiting for the handle meanwhile
+  // (Filesystem::BlockAppeared bounds how many wait at once).
+  if (committed) BlockAppeared(*committed, /*now=*/true);
   return data.size();
 }
 
 // The header must be whole in the frame's first write, so that no open holds a header's bytes
 // between writes (one open per process fd, each buffering up to kMaxHeaderBytes, would let one
 // caller pin the daemon's memory). A write of at least the header's length always is: the
-// kernel cuts a write into requests of up to max_write (1 MiB), and a header is at most 66 KiB.
+// kernel cuts a write into requests of up to max_write (1 MiB), and a header is at most 17 KiB.
 StatusCode Filesystem::TakeFrameBytes(const Principal& c, FrameState& f, std::span<const uint8_t> data) {
   if (!f.parsed) {
     if (commit_frame::ParseHeader(data, f.header) != commit_frame::Parse::kOk) {
@@ -79,6 +97,7 @@ StatusCode Filesystem::OpenFrameFill(const Principal& c, FrameState& f) {
   if (StatusCode s = store_.SetIdentity(f.fill, f.header.identity); s != StatusCode::kOk) {
     return FillAnswer(s, f.address);
   }
+  f.header.identity = {};  // the fill holds it now
   if (f.header.payload_bytes >= kDeclareSizeFrom) {
     if (StatusCode s = store_.Truncate(f.fill, f.header.payload_bytes); s != StatusCode::kOk) {
       return FillAnswer(s, f.address);
@@ -109,25 +128,14 @@ StatusCode Filesystem::CommitFrame(FrameState& f) {
   }
   f.fill = 0;
   f.done = true;
+  f.header = {};
   if (ram_) ram_->Committed(f.address);
-  TellKernelOf(f.address);
   return StatusCode::kOk;
-}
-
-// The kernel may cache a miss for the name (a probe before the block was computed) and saw no
-// rename, so it is told before the write returns, as a rename would have left it: the writer's
-// next stat finds the block. The notification may wait for the namespace directory's lock,
-// which a LOOKUP or CREATE there holds until one of the daemon's threads answers it; so at most
-// kMaxFramesTellingNow frames tell it from their own FUSE threads at once, and past that the
-// notice is queued to the invalidator's thread, which lands it moments later (adr/0022).
-void Filesystem::TellKernelOf(const BlockAddress& address) {
-  const bool now = frame_notices_.fetch_add(1, std::memory_order_relaxed) < kMaxFramesTellingNow;
-  BlockAppeared(address, now);
-  frame_notices_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 StatusCode Filesystem::FailFrame(FrameState& f, StatusCode s) {
   AbandonFrame(f);
+  f.header = {};  // a failed frame keeps nothing but its answer
   f.failed = s;
   return s;
 }

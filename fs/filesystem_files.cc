@@ -151,6 +151,7 @@ Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags, 
       // Frames are written, never read back: each write's answer is its return (adr/0022).
       if ((flags & O_ACCMODE) == O_RDONLY) return StatusCode::kAccessDenied;
       h.kind = Handle::Kind::kCommit;
+      h.opener_uid = c.uid;  // a descriptor handed to another uid cannot commit as that uid
       r.direct_io = true;  // every write reaches the daemon, in the writer's context
       r.noflush = true;    // the last close's RELEASE gives back an unfinished frame's fill
       r.parallel_direct_writes = true;
@@ -323,8 +324,13 @@ void Filesystem::BlockLeft(const BlockAddress& a) {
 }
 
 void Filesystem::BlockAppeared(const BlockAddress& a, bool now) {
-  ReaderLock lock(appeared_mu_);
-  if (appeared_) appeared_(a, now);
+  const bool counted = now;
+  if (now && notices_now_.fetch_add(1, std::memory_order_relaxed) >= kMaxNoticesNow) now = false;
+  {
+    ReaderLock lock(appeared_mu_);
+    if (appeared_) appeared_(a, now);
+  }
+  if (counted) notices_now_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Filesystem::SetAppearedHandler(std::function<void(const BlockAddress&, bool)> handler) {

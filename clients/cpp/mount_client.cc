@@ -101,7 +101,10 @@ int MountClient::CommitFrame(const CacheIdentity& id, std::span<const uint8_t> p
   int fd = ::open(channel_->path().c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno != ENOENT) return errno;
-    channel_->set_absent();
+    // No channel: a daemon that has none (it has the control file: remembered), or no daemon
+    // here right now (a plain directory, or a mountpoint while its daemon restarts: asked
+    // again next time). Either way this block goes by rename.
+    if (::access((mount_ + "/.gpucache/ctl").c_str(), F_OK) == 0) channel_->set_absent();
     return CommitByRename(id, payload);
   }
   Bytes canonical = EncodePhysicalKey(id);

@@ -14,7 +14,7 @@ import errno
 import json
 import os
 import struct
-from typing import TYPE_CHECKING, Any, Iterable, List, Union
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Union
 
 from .identity import CacheIdentity
 
@@ -147,15 +147,21 @@ class MountClient:
                 sent = self._send_frame(header, payload)
             if sent:
                 return
-            self._no_channel = True
+            if sent is False:
+                self._no_channel = True
         self.commit_by_rename(identity, payload)
 
-    def _send_frame(self, header: bytes, payload: Payload) -> bool:
-        """Writes one frame; False if the daemon has no commit channel."""
+    def _send_frame(self, header: bytes, payload: Payload) -> Optional[bool]:
+        """Writes one frame. False: the daemon has no commit channel (an older gpucachefs: it
+        has the control file). None: no daemon here right now (a plain directory, or a
+        mountpoint while its daemon restarts), so this block goes by rename and the channel is
+        tried again next time."""
         try:
             fd = os.open(os.path.join(self.mountpoint, COMMIT_CHANNEL), os.O_WRONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            return False
+            if os.path.exists(os.path.join(self.mountpoint, ".gpucache", "ctl")):
+                return False
+            return None
         try:
             _write_frame(fd, header, payload)
         finally:

@@ -8,6 +8,7 @@ Each test gets a fresh daemon, data directory and mountpoint.
 import json
 import os
 import random
+import signal
 import subprocess
 import tempfile
 import time
@@ -201,12 +202,30 @@ class MountInteropTest(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(os.path.dirname(self.client.path_of(ident)))),
                          sorted([first.block_name(), ident.block_name()]))
 
+    def test_commit_channel_is_used_again_after_the_daemon_restarts(self):
+        # Found by review: one ENOENT from opening the channel (no daemon mounted during a
+        # restart) made the client use the rename for the rest of its life.
+        self.client.commit(self.identity([self.hash()]), b"before")
+        self.daemon.proc.send_signal(signal.SIGTERM)
+        self.daemon.proc.wait(timeout=10)
+        with self.assertRaises(FileNotFoundError):
+            self.client.commit(self.identity([self.hash()]), b"while stopped")
+        self.daemon.start()
+        ident = self.identity([self.hash()])
+        self.client.commit(ident, b"after")
+        self.assertEqual(self.client.read(ident), b"after")
+        self.assertEqual(self.settled_op_count("rename"), 0)
+        self.assertEqual(self.settled_op_count("write"), 1)
+
     def test_commit_without_a_commit_channel_renames(self):
-        # A directory that is not a gpucachefs mount stands in for a daemon without the channel.
+        # A plain directory with a control file and no commit channel stands in for an older
+        # daemon.
         with tempfile.TemporaryDirectory() as plain:
             client = MountClient(plain)
             ident = self.identity([self.hash()])
             os.mkdir(os.path.join(plain, ident.tenant))
+            os.mkdir(os.path.join(plain, ".gpucache"))
+            open(os.path.join(plain, ".gpucache", "ctl"), "w").close()
             client.commit(ident, b"by rename")
             with open(client.path_of(ident), "rb") as f:
                 self.assertEqual(f.read(), b"by rename")
