@@ -3,6 +3,7 @@
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
+#include <set>
 #include <stdexcept>
 #include <toml++/toml.h>
 
@@ -68,6 +69,26 @@ CacheIdentity Build(Getter& g) {
   return id;
 }
 
+// The keys an identity file may hold (docs/identity-encoding.md), and those of its [multimodal]
+// table. Anything else is refused: a misspelt key (`tp_rnak = 1`) would otherwise leave its
+// field at the default and name another engine's block, which a put would then call "already
+// present" and a get would serve.
+const std::set<std::string, std::less<>> kIdentityKeys = {
+    "tenant", "trust_domain", "model_revision", "model_config_digest", "tokenizer_revision",
+    "adapter", "chain", "multimodal", "kv_dtype", "quant_format", "layout_abi", "tp_rank",
+    "tp_size", "pp_rank", "pp_size", "position_encoding", "rope_theta", "rope_theta_bits",
+    "rope_scaling", "rope_factor", "rope_factor_bits", "rope_original_max_positions",
+    "block_capacity", "valid_length"};
+const std::set<std::string, std::less<>> kMultimodalKeys = {"processor", "input_digest"};
+
+void RejectUnknownKeys(const toml::table& t, const std::set<std::string, std::less<>>& known,
+                       const std::string& prefix) {
+  for (const auto& [key, node] : t) {
+    (void)node;
+    if (!known.contains(key.str())) Fail(prefix + std::string(key.str()), "unknown key");
+  }
+}
+
 struct TomlGetter {
   const toml::table& t;
   std::string Str(const char* key, bool required) {
@@ -94,23 +115,28 @@ struct TomlGetter {
   uint32_t U32(const char* key, uint32_t def) {
     auto node = t[key];
     if (!node) return def;
-    auto v = node.value<int64_t>();
+    // is_integer: value<int64_t>() would also take `true` as 1.
+    auto v = node.is_integer() ? node.value<int64_t>() : std::nullopt;
     if (!v || *v < 0 || *v > UINT32_MAX) Fail(key, "must be an integer 0..4294967295");
     return static_cast<uint32_t>(*v);
   }
   uint64_t Bits(const std::string& key) {
     if (auto bits = t[key + "_bits"]) {
+      if (t[key]) Fail(key, "given twice (as " + key + " and " + key + "_bits): give one");
       auto s = bits.value<std::string>();
       if (!s) Fail(key + "_bits", "must be a string \"0x...\"");
       return BitsFromHex(key + "_bits", *s);
     }
-    auto v = t[key].value<double>();
-    if (!v) Fail(key, "missing (give a float, or " + key + "_bits)");
+    if (!t[key]) Fail(key, "missing (give a float, or " + key + "_bits)");
+    auto v = t[key].is_number() ? t[key].value<double>() : std::nullopt;
+    if (!v) Fail(key, "must be a number");
     return std::bit_cast<uint64_t>(*v);
   }
   std::optional<gpucache::Multimodal> Multimodal() {
+    if (!t["multimodal"]) return std::nullopt;
     const toml::table* mm = t["multimodal"].as_table();
-    if (!mm) return std::nullopt;
+    if (!mm) Fail("multimodal", "must be a table ([multimodal] with processor and input_digest)");
+    RejectUnknownKeys(*mm, kMultimodalKeys, "multimodal.");
     TomlGetter g{*mm};
     return gpucache::Multimodal{g.Str("processor", true),
                                 Hex("multimodal.input_digest", g.Str("input_digest", true))};
@@ -168,6 +194,7 @@ CacheIdentity IdentityFromTomlString(const std::string& text) {
   } catch (const toml::parse_error& e) {
     throw std::runtime_error(std::string("identity TOML: ") + std::string(e.description()));
   }
+  RejectUnknownKeys(t, kIdentityKeys, "");
   TomlGetter g{t};
   return Build(g);
 }
@@ -179,6 +206,7 @@ CacheIdentity IdentityFromTomlFile(const std::string& path) {
   } catch (const toml::parse_error& e) {
     throw std::runtime_error(path + ": " + std::string(e.description()));
   }
+  RejectUnknownKeys(t, kIdentityKeys, "");
   TomlGetter g{t};
   return Build(g);
 }
