@@ -4,15 +4,17 @@
 //   gpucache-client get MOUNT IDENTITY.toml [OUT]    write the block to OUT (default stdout)
 //
 // Exit status: 0 on success (a put of a block already committed included), 1 on a miss
-// (ENOENT), 2 on any other error, 64 on bad usage or an invalid identity file.
+// (ENOENT), 2 on any other error (no gpucachefs mounted at MOUNT included), 64 on bad usage or
+// an invalid identity file.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
-#include <iterator>
+#include <variant>
 
 #include "clients/cpp/identity_file.h"
 #include "clients/cpp/mount_client.h"
@@ -31,13 +33,37 @@ int Usage() {
   return 64;
 }
 
+// The whole of `file`, or the errno that stopped reading it (a directory reads EISDIR).
+std::variant<gpucache::Bytes, int> ReadWhole(const char* file) {
+  int fd = ::open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  gpucache::Bytes data;
+  uint8_t buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return err;
+    }
+    if (n == 0) break;
+    data.insert(data.end(), buf, buf + n);
+  }
+  ::close(fd);
+  return data;
+}
+
+// Whether `mount` has a gpucachefs on it now (its control file), to tell a miss from no daemon.
+bool IsMounted(const std::string& mount) { return ::access((mount + "/.gpucache/ctl").c_str(), F_OK) == 0; }
+
 int Put(const gpucache::MountClient& client, const gpucache::CacheIdentity& id, const char* file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    std::cerr << "gpucache-client: cannot read " << file << ": " << std::strerror(errno) << "\n";
+  auto read = ReadWhole(file);
+  if (auto* err = std::get_if<int>(&read)) {
+    std::cerr << "gpucache-client: cannot read " << file << ": " << std::strerror(*err) << "\n";
     return 2;
   }
-  gpucache::Bytes data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const gpucache::Bytes& data = std::get<gpucache::Bytes>(read);
   std::string path = client.PathOf(id);
   int err = client.Commit(id, data);
   struct stat st;
@@ -57,9 +83,14 @@ int Put(const gpucache::MountClient& client, const gpucache::CacheIdentity& id, 
   return 0;
 }
 
-int Get(const gpucache::MountClient& client, const gpucache::CacheIdentity& id, const char* out) {
+int Get(const gpucache::MountClient& client, const std::string& mount, const gpucache::CacheIdentity& id,
+        const char* out) {
   auto r = client.Read(id);
   if (auto* err = std::get_if<int>(&r)) {
+    if (*err == ENOENT && !IsMounted(mount)) {  // not a miss: nothing answers there
+      std::cerr << "gpucache-client: " << mount << ": not a gpucachefs mount (is gpucachefs mounted there?)\n";
+      return 2;
+    }
     std::cerr << "gpucache-client: " << client.PathOf(id) << ": " << std::strerror(*err) << "\n";
     return *err == ENOENT ? 1 : 2;
   }
@@ -102,5 +133,5 @@ int main(int argc, char** argv) {
     return 64;
   }
   if (put) return Put(client, id, argv[4]);
-  return Get(client, id, argc == 5 ? argv[4] : nullptr);
+  return Get(client, argv[2], id, argc == 5 ? argv[4] : nullptr);
 }

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "clients/cpp/identity_file.h"
+#include "store/block_file.h"
+#include "store/checksum.h"
 #include "tests/mount/mount_helpers.h"
 
 namespace gpucache {
@@ -344,8 +346,41 @@ TEST_CASE("cli: gpucache-client put of a block already committed succeeds and sa
   Run no_file = Client("put " + m.mnt() + " " + toml + " " + m.scratch() + "/absent.bin");
   CHECK(no_file.rc == 2);
   CHECK(no_file.err.find("No such file or directory") != std::string::npos);
+  // No gpucachefs at MOUNT is an error, as gpucachectl says it, not a miss (found by review: a
+  // script saw "cache miss" where gpucache was down).
   Run no_mount = Client("get " + m.scratch() + " " + toml);
-  CHECK(no_mount.rc == 1);  // nothing there: a miss
+  CHECK(no_mount.rc == 2);
+  CHECK(Has(no_mount.err, "not a gpucachefs mount"));
+}
+
+TEST_CASE("cli: gpucache-client put of a FILE it cannot read says so and exits 2") {
+  // Found by review: a directory (EISDIR on read) threw out of main: abort, exit 134.
+  MountedFs m;
+  std::string toml = WriteIdentityToml(m.scratch(), SampleIdentity());
+  Run dir = Client("put " + m.mnt() + " " + toml + " " + m.scratch());
+  CHECK(dir.rc == 2);
+  CHECK(Has(dir.err, "cannot read " + m.scratch() + ": Is a directory"));
+}
+
+TEST_CASE("cli: inspect --verify reads a block file in bounded pieces whatever its header says") {
+  // Found by review: the header's chunk size (up to 4 GiB; its seal anyone can recompute) sized
+  // the read buffer: 4 GiB resident, or bad_alloc and an abort under a memory limit.
+  TempDir tmp;
+  const Bytes payload = Payload(100);
+  BlockHeader h;
+  h.payload_length = payload.size();
+  h.identity = EncodePhysicalKey(SampleIdentity());
+  h.checksums = ComputeChecksums(payload);
+  h.checksums.chunk_size = 0xffffffffu;  // one chunk all the same
+  Bytes file = EncodeBlockHeader(h);
+  file.resize(h.data_offset);
+  file.insert(file.end(), payload.begin(), payload.end());
+  const std::string path = tmp.path() + "/crafted";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(file.data()),
+                                              static_cast<std::streamsize>(file.size()));
+  Run r = Exec("ulimit -v 1000000; " + std::string(GPUCACHECTL_BIN), "inspect --verify " + path);
+  CHECK(r.rc == 0);
+  CHECK(Has(r.out, "verified: ok"));
 }
 
 }  // namespace
