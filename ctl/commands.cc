@@ -94,6 +94,27 @@ void PrintReport(const json& j, bool as_json) {
   for (auto& [k, v] : j.items()) std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
 }
 
+// The report of an inspect, and for a failure what failed: with --json, "ok": false, "error" and
+// "exit_code" beside the report's fields (docs/gpucachectl.md: every failure carries them);
+// without, the message on stderr as well. Exit 2 for a failure, else 0.
+int InspectReport(json j, bool as_json, const std::string& failure) {
+  if (!failure.empty() && as_json) {
+    j["ok"] = false;
+    j["error"] = failure;
+    j["exit_code"] = 2;
+  }
+  PrintReport(j, as_json);
+  if (failure.empty()) return 0;
+  if (!as_json) std::cerr << "gpucachectl: " << failure << "\n";
+  return 2;
+}
+
+// An xattr's decimal text as a number in the report (as inspect of a backing file gives it).
+json NumberOrText(const std::string& v) {
+  bool digits = !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return digits ? json(std::stoull(v)) : json(v);
+}
+
 // A path that cannot be opened: exit 1 when it does not exist (the block asked about is absent),
 // 2 for any other error.
 int Absent(const std::string& path, int err) {
@@ -104,15 +125,19 @@ int InspectMounted(const std::string& path, bool verify, bool as_json) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return Absent(path, errno);
   json j{{"path", path}, {"size", st.st_size}, {"owner_uid", st.st_uid}, {"owner_gid", st.st_gid}};
-  for (const char* key : {"state", "identity_text", "checksum", "epoch", "region", "valid_length"}) {
+  for (const char* key : {"state", "identity_text", "checksum"}) {
     if (auto v = Xattr(path, key)) j[key] = *v;
   }
+  for (const char* key : {"epoch", "region", "valid_length"}) {
+    if (auto v = Xattr(path, key)) j[key] = NumberOrText(*v);
+  }
+  std::string failure;
   if (verify) {
     int err = VerifyThroughMount(path);
     j["verified"] = err == 0 ? "ok" : std::string("failed: ") + std::strerror(err);
+    if (err) failure = path + ": verification failed: " + std::strerror(err);
   }
-  PrintReport(j, as_json);
-  return j.contains("verified") && j["verified"] != "ok" ? 2 : 0;
+  return InspectReport(j, as_json, failure);
 }
 
 int InspectFile(const std::string& path, bool verify, bool as_json) {
@@ -145,13 +170,14 @@ int InspectFile(const std::string& path, bool verify, bool as_json) {
   } else {
     j["identity_text"] = "<invalid identity>";
   }
+  std::string failure = id.ok() ? "" : path + ": its identity does not decode";
   if (verify) {
     long bad = FirstBadChunk(fd, h.value());
     j["verified"] = bad < 0 ? std::string("ok") : "chunk " + std::to_string(bad) + " does not match";
+    if (bad >= 0 && failure.empty()) failure = path + ": verification failed: chunk " + std::to_string(bad) + " does not match";
   }
   ::close(fd);
-  PrintReport(j, as_json);
-  return (!id.ok() || (j.contains("verified") && j["verified"] != "ok")) ? 2 : 0;
+  return InspectReport(j, as_json, failure);
 }
 
 // What is wrong with `rel` as TENANT/NAMESPACE/BLOCK; empty when nothing is.

@@ -381,6 +381,36 @@ TEST_CASE("cli: inspect --verify reads a block file in bounded pieces whatever i
   Run r = Exec("ulimit -v 1000000; " + std::string(GPUCACHECTL_BIN), "inspect --verify " + path);
   CHECK(r.rc == 0);
   CHECK(Has(r.out, "verified: ok"));
+
+  // The same file damaged: with --json the failure carries "ok", "error" and "exit_code" like
+  // every other (found by review: the report alone, exit 2).
+  file.back() ^= 1;
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(file.data()),
+                                              static_cast<std::streamsize>(file.size()));
+  Run bad = Ctl("inspect --verify --json " + path);
+  CHECK(bad.rc == 2);
+  json j = JsonOf(bad);
+  CHECK(j["ok"] == false);
+  CHECK(j["exit_code"] == 2);
+  CHECK(j["verified"] == "chunk 0 does not match");
+  CHECK(Has(j.value("error", ""), "verification failed"));
+  Run text = Ctl("inspect --verify " + path);
+  CHECK(text.rc == 2);
+  CHECK(Has(text.err, "verification failed: chunk 0 does not match"));
+}
+
+TEST_CASE("cli: inspect --json gives epoch, region and valid_length as numbers, mounted or offline") {
+  MountedFs m;
+  CacheIdentity id = SampleIdentity();
+  REQUIRE(MountClient(m.mnt()).Commit(id, Payload(1000)) == 0);
+  json mounted = JsonOf(Ctl("inspect --json " + MountClient(m.mnt()).PathOf(id)));
+  json offline = JsonOf(Ctl("inspect --json " + m.data() + "/blocks/" + AddressOf(id).RelativePath()));
+  for (const char* key : {"epoch", "region"}) {
+    CAPTURE(key);
+    CHECK(mounted[key].is_number());
+    CHECK(mounted[key] == offline[key]);
+  }
+  CHECK(mounted["valid_length"] == id.valid_length);
 }
 
 }  // namespace
