@@ -42,6 +42,13 @@ int Fail(const std::string& message, int exit_code, int err) {
 }
 
 int Refused(const json& reply) {
+  // A refusal names its errno and why (docs/control-protocol.md); anything else is no reply of a
+  // gpucachefs this tool knows (found by review: "gpucachectl: : ").
+  if (!reply.is_object() || !reply.contains("error") || !reply["error"].is_string()) {
+    return Fail("the reply is not one of a gpucachefs this gpucachectl understands: " +
+                    reply.dump(-1, ' ', false, json::error_handler_t::replace),
+                2);
+  }
   if (json_output) {
     json j = reply;
     j["exit_code"] = 2;

@@ -240,24 +240,35 @@ int main(int argc, char** argv) {
   if (!cold_args.mountpoint.empty()) {
     cold_args.mountpoint = gpucache::ctl::ResolveMount(cold_args.mountpoint);
   }
-  if (*path) return gpucache::ctl::Path(identity, json);
-  if (*lookup) return gpucache::ctl::Lookup(mountpoint, identity, json);
-  if (*status) return gpucache::ctl::Status(mountpoint, json);
-  if (*inspect) return gpucache::ctl::Inspect(block, verify, json);
-  if (*fence) return gpucache::ctl::Fence(mountpoint, json);
-  if (*reclaim) return gpucache::ctl::Reclaim(mountpoint, fenced_epoch, drained_region, json);
-  if (*quarantine) return gpucache::ctl::Quarantine(mountpoint, json);
-  if (*drain) {
-    if (finish && rollback) return gpucache::ctl::Fail("drain takes --finish or --rollback, not both", 64);
-    return gpucache::ctl::Drain(mountpoint, finish ? "finish" : rollback ? "rollback" : "start", json);
+  auto dispatch = [&]() -> int {
+    if (*path) return gpucache::ctl::Path(identity, json);
+    if (*lookup) return gpucache::ctl::Lookup(mountpoint, identity, json);
+    if (*status) return gpucache::ctl::Status(mountpoint, json);
+    if (*inspect) return gpucache::ctl::Inspect(block, verify, json);
+    if (*fence) return gpucache::ctl::Fence(mountpoint, json);
+    if (*reclaim) return gpucache::ctl::Reclaim(mountpoint, fenced_epoch, drained_region, json);
+    if (*quarantine) return gpucache::ctl::Quarantine(mountpoint, json);
+    if (*drain) {
+      if (finish && rollback) return gpucache::ctl::Fail("drain takes --finish or --rollback, not both", 64);
+      return gpucache::ctl::Drain(mountpoint, finish ? "finish" : rollback ? "rollback" : "start", json);
+    }
+    if (*isolate) return gpucache::ctl::Isolate(mountpoint, dir, json);
+    if (*discover) return gpucache::ctl::Discover(sysfs, proc, dev, json);
+    for (auto& [name, sub] : cold_ops) {
+      if (*sub) return gpucache::ctl::Cold(name, cold_args, json);
+    }
+    for (auto& [name, sub] : block_ops) {
+      if (*sub) return gpucache::ctl::BlockOp(mountpoint, name, block, json);
+    }
+    return 64;
+  };
+  // A reply that lacks a field a command reads (a gpucachefs of another version, or something
+  // else answering at .gpucache/ctl) is an error to report, not an abort.
+  try {
+    return dispatch();
+  } catch (const nlohmann::json::exception& e) {
+    return gpucache::ctl::Fail(std::string("a reply this gpucachectl does not understand (") + e.what() +
+                                   "); is a gpucachefs of another version mounted there?",
+                               2);
   }
-  if (*isolate) return gpucache::ctl::Isolate(mountpoint, dir, json);
-  if (*discover) return gpucache::ctl::Discover(sysfs, proc, dev, json);
-  for (auto& [name, sub] : cold_ops) {
-    if (*sub) return gpucache::ctl::Cold(name, cold_args, json);
-  }
-  for (auto& [name, sub] : block_ops) {
-    if (*sub) return gpucache::ctl::BlockOp(mountpoint, name, block, json);
-  }
-  return 64;
 }

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 #include <stdexcept>
 #include <toml++/toml.h>
@@ -200,11 +201,15 @@ CacheIdentity IdentityFromTomlString(const std::string& text) {
 }
 
 CacheIdentity IdentityFromTomlFile(const std::string& path) {
+  // toml++ reads a directory as an empty table, which would then report its first missing key.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw std::runtime_error(path + ": a directory, not an identity file");
   toml::table t;
   try {
     t = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
-    throw std::runtime_error(path + ": " + std::string(e.description()));
+    throw std::runtime_error(path + ":" + std::to_string(e.source().begin.line) + ": " +
+                             std::string(e.description()));
   }
   RejectUnknownKeys(t, kIdentityKeys, "");
   TomlGetter g{t};

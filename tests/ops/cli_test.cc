@@ -399,6 +399,25 @@ TEST_CASE("cli: inspect --verify reads a block file in bounded pieces whatever i
   CHECK(Has(text.err, "verification failed: chunk 0 does not match"));
 }
 
+TEST_CASE("cli: a reply that is not a gpucachefs's, and identity files that are not files, are named") {
+  // Found by review: "gpucachectl: : " for a reply with no errno and error; "identity key
+  // 'tenant': missing" for a directory given as the identity file; no line for a TOML error.
+  TempDir tmp;
+  REQUIRE(::mkdir((tmp.path() + "/.gpucache").c_str(), 0755) == 0);
+  std::ofstream(tmp.path() + "/.gpucache/ctl") << "";  // a plain file answers with the request
+  std::string toml = WriteIdentityToml(tmp.path(), SampleIdentity());
+  Run odd = Ctl("lookup " + tmp.path() + " " + toml);
+  CHECK(odd.rc == 2);
+  CHECK(Has(odd.err, "not one of a gpucachefs this gpucachectl understands"));
+  Run dir = Ctl("path " + tmp.path());
+  CHECK(dir.rc == 64);
+  CHECK(Has(dir.err, tmp.path() + ": a directory, not an identity file"));
+  std::ofstream(tmp.path() + "/broken.toml") << "tenant = \"acme\"\nchain = [\n";
+  Run broken = Ctl("path " + tmp.path() + "/broken.toml");
+  CHECK(broken.rc == 64);
+  CHECK(Has(broken.err, "broken.toml:2:"));
+}
+
 TEST_CASE("cli: inspect --json gives epoch, region and valid_length as numbers, mounted or offline") {
   MountedFs m;
   CacheIdentity id = SampleIdentity();
