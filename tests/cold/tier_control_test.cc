@@ -1,63 +1,20 @@
 // The cold tier's control requests and metrics over an in-memory object store: the operations
 // defects of issue 16 (errno of a missing manifest, a truncated pack, requests counted, metric
-// names, purge of a retired tenant, listing instead of HEADs, asynchronous refills).
+// names, purge of a retired tenant, listing instead of HEADs). Asynchronous requests:
+// async_control_test.cc.
 #include <doctest/doctest.h>
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <set>
-#include <thread>
 
-#include "cold/control.h"
 #include "cold/locator.h"
-#include "cold/tier.h"
-#include "store/memory_store.h"
-#include "tests/cold/cold_test_util.h"
-#include "tests/support/memory_object_store.h"
+#include "tests/cold/tier_fixture.h"
 
 namespace gpucache::cold {
 using namespace testing;
 using nlohmann::json;
-
-namespace {
-
-const Principal kAdmin{.uid = 0, .gid = 0, .admin = true};
-const Principal kAcme{.uid = 1000, .gid = 1000, .admin = false, .tenants = {"acme"}};
-
-struct TierFixture {
-  MemoryStore hot;
-  MemoryObjectStore s3;
-  std::unique_ptr<ColdTier> tier;
-  explicit TierFixture(std::set<std::string> retired = {}, uint64_t flush_interval_ms = 2000,
-                       size_t known_places = 65536) {
-    ColdTierOptions o;
-    o.known_places = known_places;
-    o.flush_interval_ms = flush_interval_ms;
-    o.prefix = kPrefix;
-    o.write_back = WriteBack::kManual;
-    o.retired_tenants = std::move(retired);
-    o.sink.backoff_base_ms = 1;
-    o.sink.backoff_max_ms = 2;
-    o.sink.redrive_interval_ms = 0;
-    tier = std::make_unique<ColdTier>(hot, s3, o, TestKeys());
-  }
-  json Ctl(const Principal& who, const json& req) {
-    return json::parse(HandleColdRequest(*tier, who, req.dump()));
-  }
-  void Commit(int i, std::string tenant = "acme", size_t size = 1000) {
-    REQUIRE(CommitBlock(hot, NthIdentity(i, tenant), PayloadOf(i, size)) == StatusCode::kOk);
-  }
-  json Refill(int i, std::string tenant = "acme") {
-    return Ctl(kAdmin, {{"op", "cold.refill"}, {"identity", HexEncode(EncodePhysicalKey(NthIdentity(i, tenant)))}});
-  }
-};
-
-}  // namespace
 
 TEST_CASE("Cold control: reclaiming a manifest that does not exist is ENOENT") {
   TierFixture f;
@@ -313,121 +270,6 @@ TEST_CASE("Cold control: purge_tenant deletes a retired tenant's objects and kee
   CHECK(f.Refill(0, "acme")["result"] == "hit");
 }
 
-TEST_CASE("Cold control: an async refill returns an op id at once, its owner polls the answer") {
-  TierFixture f;
-  f.Commit(3);
-  f.Ctl(kAdmin, {{"op", "cold.pack"}});
-  REQUIRE(f.hot.Evict(AddressOf(NthIdentity(3))) == StatusCode::kOk);
-  std::string id = HexEncode(EncodePhysicalKey(NthIdentity(3)));
-  json queued = f.Ctl(kAcme, {{"op", "cold.refill"}, {"identity", id}, {"async", true}});
-  REQUIRE(queued["ok"] == true);
-  REQUIRE(queued.contains("op_id"));
-  // Another user learns nothing of it.
-  Principal other{.uid = 2000, .gid = 2000, .admin = false, .tenants = {"globex"}};
-  CHECK(f.Ctl(other, {{"op", "cold.op"}, {"op_id", queued["op_id"]}})["errno"] == "ENOENT");
-  json done;
-  for (int i = 0; i < 2000; i++) {
-    done = f.Ctl(kAcme, {{"op", "cold.op"}, {"op_id", queued["op_id"]}});
-    if (done["state"] == "done") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  CHECK(done["state"] == "done");
-  CHECK(done["result"] == "hit");
-  // Answered once, then forgotten.
-  CHECK(f.Ctl(kAcme, {{"op", "cold.op"}, {"op_id", queued["op_id"]}})["errno"] == "ENOENT");
-  // A refusal comes back the same way.
-  json denied = f.Ctl(other, {{"op", "cold.refill"}, {"identity", id}, {"async", true}});
-  json answer;
-  for (int i = 0; i < 2000; i++) {
-    answer = f.Ctl(other, {{"op", "cold.op"}, {"op_id", denied["op_id"]}});
-    if (answer.value("state", "") == "done") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  CHECK(answer["errno"] == "EACCES");
-}
-
-TEST_CASE("Cold control: an async pack runs on the workers and answers through its op id") {
-  TierFixture f;
-  for (int i = 0; i < 5; i++) f.Commit(i);
-  // While the pack's first upload is held up, the control request has already been answered.
-  std::timed_mutex gate;  // timed: a pack that runs inside the request must not hang the test
-  gate.lock();
-  f.s3.SetFault([&](const MemoryObjectStore::Request& r) -> std::optional<ObjectError> {
-    if (r.verb == "PUT" && r.key.find("/packs/") != std::string::npos) {
-      if (gate.try_lock_for(std::chrono::seconds(5))) gate.unlock();  // until the test saw the op
-    }
-    return std::nullopt;
-  });
-  json queued = f.Ctl(kAcme, {{"op", "cold.pack"}, {"tenant", "acme"}, {"async", true}});
-  REQUIRE(queued["ok"] == true);
-  REQUIRE(queued.contains("op_id"));
-  CHECK_FALSE(queued.contains("blocks"));  // not the pack's report: it has not run yet
-  json polled = f.Ctl(kAcme, {{"op", "cold.op"}, {"op_id", queued["op_id"]}});
-  CHECK(polled["ok"] == true);
-  CHECK(polled["state"] != "done");
-  gate.unlock();
-  json done;
-  for (int i = 0; i < 2000; i++) {
-    done = f.Ctl(kAcme, {{"op", "cold.op"}, {"op_id", queued["op_id"]}});
-    if (done.value("state", "") == "done") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  CHECK(done["state"] == "done");
-  CHECK(done["blocks"] == 5);
-  CHECK(done["complete"] == true);
-  // Refusals are answered at once, without an op: a non-member, a bad "async".
-  CHECK(f.Ctl(kAcme, {{"op", "cold.pack"}, {"async", true}})["errno"] == "EACCES");
-  CHECK(f.Ctl(kAdmin, {{"op", "cold.pack"}, {"async", 1}})["errno"] == "EINVAL");
-}
-
-TEST_CASE("Cold control: two async packs do not pack the same blocks twice") {
-  TierFixture f;
-  for (int i = 0; i < 6; i++) f.Commit(i);
-  json a = f.Ctl(kAdmin, {{"op", "cold.pack"}, {"async", true}});
-  json b = f.Ctl(kAdmin, {{"op", "cold.pack"}, {"async", true}});
-  auto wait = [&](const json& q) {
-    json r;
-    for (int i = 0; i < 2000; i++) {
-      r = f.Ctl(kAdmin, {{"op", "cold.op"}, {"op_id", q["op_id"]}});
-      if (r.value("state", "") == "done") break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return r;
-  };
-  json ra = wait(a), rb = wait(b);
-  CHECK(ra["blocks"].get<int>() + rb["blocks"].get<int>() == 6);  // each block packed once
-  CHECK(ra["skipped_cold"].get<int>() + rb["skipped_cold"].get<int>() == 6);
-  CHECK(f.tier->Stats().sink.submitted == ra["packs"].get<uint64_t>() + rb["packs"].get<uint64_t>());
-}
-
-TEST_CASE("Cold control: cold.op checks wait_ms") {
-  MemoryObjectStore s3;
-  MemoryStore hot;
-  ColdTierOptions options;
-  options.prefix = kPrefix;
-  options.write_back = WriteBack::kManual;
-  ColdTier tier(hot, s3, options, TestKeys());
-  Principal admin{.uid = 0, .gid = 0, .admin = true};
-  CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.op","op_id":1,"wait_ms":-1})").find("EINVAL") != std::string::npos);
-  CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.op","op_id":1,"wait_ms":10001})").find("EINVAL") != std::string::npos);
-  CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.op","op_id":1,"wait_ms":5})").find("ENOENT") != std::string::npos);
-}
-
-TEST_CASE("Cold control: a pack reports the uploads of its own packs while background rounds run") {
-  // Background write-back rounds every millisecond: before the fix they took a running pack's
-  // jobs, and the pack said "uploaded": 0 for a pack that was in S3 (a flaky mount test).
-  TierFixture f({}, /*flush_interval_ms=*/1);
-  f.tier->Start();
-  for (int i = 0; i < 30; i++) {
-    f.Commit(i);
-    json r = f.Ctl(kAdmin, {{"op", "cold.pack"}, {"tenant", "acme"}});
-    CAPTURE(r.dump());
-    REQUIRE(r["blocks"] == 1);
-    CHECK(r["drain"]["uploaded"] == 1);
-  }
-  f.tier->Stop();
-}
-
 // Regression (review, 2026-12-06): packing read each block through Open, a client's read, so
 // every block written back (and every commit of a block with a known place) got a use no client
 // made: the cold tier moved blocks up the eviction order and the hot tier evicted what clients
@@ -465,83 +307,6 @@ TEST_CASE("Cold tier: packing a block is not a use of it: the eviction order sta
   CHECK_FALSE(hot.Stat(first).ok());
   CHECK(hot.Stat(AddressOf(NthIdentity(2))).ok());
   CHECK(hot.Stat(AddressOf(NthIdentity(3))).ok());
-}
-
-namespace {
-// Forwards to a MemoryObjectStore, holding every PUT until Release() (at most 10 s): a pack
-// that uploads stays running, and nothing else waits behind the fake's lock meanwhile.
-class HeldPuts final : public ObjectStore {
- public:
-  explicit HeldPuts(MemoryObjectStore& inner) : inner_(inner) {}
-  int held() const { return held_; }
-  void Release() {
-    std::lock_guard l(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-  ObjectResult<Done> Put(std::string_view key, std::span<const uint8_t> body) override {
-    Hold();
-    return inner_.Put(key, body);
-  }
-  ObjectResult<Done> PutHashed(std::string_view key, std::span<const uint8_t> body, std::string_view sha) override {
-    Hold();
-    return inner_.PutHashed(key, body, sha);
-  }
-  ObjectResult<ObjectMeta> Head(std::string_view k) override { return inner_.Head(k); }
-  ObjectResult<std::vector<uint8_t>> GetRange(std::string_view k, uint64_t o, uint64_t n) override {
-    return inner_.GetRange(k, o, n);
-  }
-  ObjectResult<std::vector<uint8_t>> Get(std::string_view k, uint64_t m) override { return inner_.Get(k, m); }
-  ObjectResult<Done> Delete(std::string_view k) override { return inner_.Delete(k); }
-  ObjectResult<std::vector<ObjectMeta>> List(std::string_view p) override { return inner_.List(p); }
-
- private:
-  void Hold() {
-    std::unique_lock l(mu_);
-    held_++;
-    cv_.wait_for(l, std::chrono::seconds(10), [&] { return released_; });
-  }
-  MemoryObjectStore& inner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::atomic<int> held_{0};
-  bool released_ = false;
-};
-}  // namespace
-
-// Regression (review, 2026-12-06): an async cold.pack ran on the refill workers, and a second
-// one waited there for the first (packs run one at a time): one tenant's packs held every
-// worker, and other tenants' refills waited behind them for as long as the packs ran.
-TEST_CASE("Cold control: async packs never hold the refill workers: another tenant's refill runs") {
-  MemoryStore hot;
-  MemoryObjectStore s3;
-  HeldPuts held(s3);
-  ColdTierOptions o = OneBlockPacks();
-  o.refill_workers = 1;
-  ColdTier tier(hot, held, o, TestKeys());
-  for (int i = 1; i <= 4; i++) REQUIRE(CommitBlock(hot, NthIdentity(i), PayloadOf(i, 1000)) == StatusCode::kOk);
-  const Principal globex{.uid = 2000, .gid = 2000, .admin = false, .tenants = {"globex"}};
-  auto ctl = [&](const Principal& who, const json& req) {
-    return json::parse(HandleColdRequest(tier, who, req.dump()));
-  };
-  json packs[2];
-  for (json& p : packs) {
-    p = ctl(kAcme, {{"op", "cold.pack"}, {"tenant", "acme"}, {"async", true}});
-    REQUIRE(p["ok"] == true);
-  }
-  while (held.held() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the first uploads
-  json q = ctl(globex, {{"op", "cold.refill"}, {"async", true},
-                        {"identity", HexEncode(EncodePhysicalKey(NthIdentity(1, "globex")))}});
-  REQUIRE(q["ok"] == true);
-  json r = ctl(globex, {{"op", "cold.op"}, {"op_id", q["op_id"]}, {"wait_ms", 5000}});
-  CHECK(r["state"] == "done");  // before: "queued" behind the packs, for as long as they ran
-  CHECK(r["result"] == "missing");
-  held.Release();
-  for (const json& p : packs) {
-    json done = ctl(kAcme, {{"op", "cold.op"}, {"op_id", p["op_id"]}, {"wait_ms", 10000}});
-    CHECK(done["state"] == "done");
-    CHECK(done["complete"] == true);
-  }
 }
 
 // Regression (review, 2026-12-06): the tier recorded a new manifest's retention with one PUT
