@@ -6,9 +6,7 @@
 // Exit status: 0 on success (a put of a block already committed included), 1 on a miss
 // (ENOENT), 2 on any other error (no gpucachefs mounted at MOUNT included), 64 on bad usage or
 // an invalid identity file.
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -33,32 +31,8 @@ int Usage() {
   return 64;
 }
 
-// The whole of `file`, or the errno that stopped reading it (a directory reads EISDIR).
-std::variant<gpucache::Bytes, int> ReadWhole(const char* file) {
-  int fd = ::open(file, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  gpucache::Bytes data;
-  uint8_t buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return err;
-    }
-    if (n == 0) break;
-    data.insert(data.end(), buf, buf + n);
-  }
-  ::close(fd);
-  return data;
-}
-
-// Whether `mount` has a gpucachefs on it now (its control file), to tell a miss from no daemon.
-bool IsMounted(const std::string& mount) { return ::access((mount + "/.gpucache/ctl").c_str(), F_OK) == 0; }
-
 int Put(const gpucache::MountClient& client, const gpucache::CacheIdentity& id, const char* file) {
-  auto read = ReadWhole(file);
+  auto read = gpucache::ReadWholeFile(file);
   if (auto* err = std::get_if<int>(&read)) {
     std::cerr << "gpucache-client: cannot read " << file << ": " << std::strerror(*err) << "\n";
     return 2;
@@ -87,7 +61,7 @@ int Get(const gpucache::MountClient& client, const std::string& mount, const gpu
         const char* out) {
   auto r = client.Read(id);
   if (auto* err = std::get_if<int>(&r)) {
-    if (*err == ENOENT && !IsMounted(mount)) {  // not a miss: nothing answers there
+    if (*err == ENOENT && !client.HasDaemon()) {  // not a miss: nothing answers there
       std::cerr << "gpucache-client: " << mount << ": not a gpucachefs mount (is gpucachefs mounted there?)\n";
       return 2;
     }

@@ -104,7 +104,7 @@ int MountClient::CommitFrame(const CacheIdentity& id, std::span<const uint8_t> p
     // No channel: a daemon that has none (it has the control file: remembered), or no daemon
     // here right now (a plain directory, or a mountpoint while its daemon restarts: asked
     // again next time). Either way this block goes by rename.
-    if (::access((mount_ + "/.gpucache/ctl").c_str(), F_OK) == 0) channel_->set_absent();
+    if (HasDaemon()) channel_->set_absent();
     return CommitByRename(id, payload);
   }
   Bytes canonical = EncodePhysicalKey(id);
@@ -137,8 +137,12 @@ int MountClient::CommitByRename(const CacheIdentity& id, std::span<const uint8_t
   return err;
 }
 
-std::variant<Bytes, int> MountClient::Read(const CacheIdentity& id) const {
-  int fd = ::open(PathOf(id).c_str(), O_RDONLY | O_CLOEXEC);
+std::variant<Bytes, int> MountClient::Read(const CacheIdentity& id) const { return ReadWholeFile(PathOf(id)); }
+
+bool MountClient::HasDaemon() const { return ::access((mount_ + "/.gpucache/ctl").c_str(), F_OK) == 0; }
+
+std::variant<Bytes, int> ReadWholeFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno;
   Bytes out;
   struct stat st;

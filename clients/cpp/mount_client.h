@@ -16,6 +16,9 @@
 
 namespace gpucache {
 
+// The whole of the file at `path`, or the errno that stopped reading it (EISDIR for a directory).
+std::variant<Bytes, int> ReadWholeFile(const std::string& path);
+
 class MountClient {
  public:
   explicit MountClient(std::string mountpoint);
@@ -36,6 +39,10 @@ class MountClient {
 
   // The whole block, or the errno (ENOENT on a miss, EIO on corruption).
   std::variant<Bytes, int> Read(const CacheIdentity& id) const;
+
+  // Whether a gpucachefs is mounted there now (it has its control file): tells a miss, or a
+  // missing commit channel, from no daemon at all.
+  bool HasDaemon() const;
 
   // How many leading blocks of `blocks` are committed (stat until the first miss).
   size_t ProbePrefix(std::span<const CacheIdentity> blocks) const;
