@@ -17,7 +17,6 @@
 // Header-only; the standard library only.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -35,8 +34,6 @@ inline constexpr uint32_t kMaxFramePath = 1024;       // three names of at most 
 // A GPCK identity is a few hundred bytes; the store refuses more than 16 KiB
 // (store/block_file.h, kMaxIdentityBytes: fs/filesystem_commit.cc checks the two agree).
 inline constexpr uint32_t kMaxFrameIdentity = 16 * 1024;
-// The longest header a frame can have (it must be whole in the frame's first write).
-inline constexpr size_t kMaxHeaderBytes = kFixedBytes + kMaxFramePath + kMaxFrameIdentity;
 
 struct Header {
   std::string path;                // "<tenant>/<namespace>/<block>", not yet checked
@@ -44,9 +41,6 @@ struct Header {
   uint64_t payload_bytes = 0;
   size_t header_bytes = 0;  // where the payload starts in the frame
 };
-
-// What a parser makes of the frame's first bytes.
-enum class Parse : uint8_t { kNeedMore, kInvalid, kOk };
 
 namespace detail {
 template <typename T>
@@ -61,28 +55,22 @@ void StoreLe(uint8_t* p, T v) {
 }
 }  // namespace detail
 
-// Parses the header at the start of `bytes` (a frame's first bytes; more may follow). kNeedMore
-// while the header is incomplete; kInvalid for a wrong magic, version or flags, or a length out
-// of bounds, which no more bytes can mend.
-inline Parse ParseHeader(std::span<const uint8_t> bytes, Header& out) {
+// Parses the whole header at the start of `bytes` (a frame's first write; the payload may follow).
+// False for a header cut short, a wrong magic, version or flags, or a length out of bounds.
+inline bool ParseHeader(std::span<const uint8_t> bytes, Header& out) {
   const uint8_t* p = bytes.data();
-  // Judge what has arrived as early as it can be judged: a wrong magic is wrong at byte 1.
-  size_t have = std::min(bytes.size(), sizeof kMagic);
-  if (std::memcmp(p, kMagic, have) != 0) return Parse::kInvalid;
-  if (bytes.size() < kFixedBytes) return Parse::kNeedMore;
+  if (bytes.size() < kFixedBytes || std::memcmp(p, kMagic, sizeof kMagic) != 0) return false;
   const uint16_t version = detail::LoadLe<uint16_t>(p + 4), flags = detail::LoadLe<uint16_t>(p + 6);
   const uint32_t path_len = detail::LoadLe<uint32_t>(p + 8), id_len = detail::LoadLe<uint32_t>(p + 12);
-  if (version != kVersion || flags != 0) return Parse::kInvalid;
-  if (path_len == 0 || path_len > kMaxFramePath || id_len == 0 || id_len > kMaxFrameIdentity) {
-    return Parse::kInvalid;
-  }
+  if (version != kVersion || flags != 0) return false;
+  if (path_len == 0 || path_len > kMaxFramePath || id_len == 0 || id_len > kMaxFrameIdentity) return false;
   const size_t header = kFixedBytes + path_len + id_len;
-  if (bytes.size() < header) return Parse::kNeedMore;
+  if (bytes.size() < header) return false;
   out.path.assign(reinterpret_cast<const char*>(p + kFixedBytes), path_len);
   out.identity.assign(p + kFixedBytes + path_len, p + header);
   out.payload_bytes = detail::LoadLe<uint64_t>(p + 16);
   out.header_bytes = header;
-  return Parse::kOk;
+  return true;
 }
 
 // The header of a frame for `path`, `identity` and a payload of `payload_bytes`; the payload

@@ -55,9 +55,8 @@ struct AttrReply {
 // A frame being received through `.gpucache/commit` (adr/0022): one block, committed by the
 // write that brings its last byte.
 struct FrameState {
-  uint64_t received = 0;      // bytes of the frame taken so far
+  uint64_t received = 0;      // bytes of the frame taken so far; 0 until its header was read
   commit_frame::Header header;  // its identity is dropped once the fill holds it
-  bool parsed = false;        // header is complete and checked
   ReservationId fill = 0;     // the reservation the payload goes to (0: none)
   bool writing = false;       // fill counted as an open writer in the store
   BlockAddress address;

@@ -60,16 +60,14 @@ Result<size_t> Filesystem::WriteFrame(const Principal& c, Handle& h, uint64_t of
   return data.size();
 }
 
-// The header must be whole in the frame's first write, so that no open holds a header's bytes
-// between writes (one open per process fd, each buffering up to kMaxHeaderBytes, would let one
-// caller pin the daemon's memory). A write of at least the header's length always is: the
-// kernel cuts a write into requests of up to max_write (1 MiB), and a header is at most 17 KiB.
+// The header must be whole in the frame's first write (received is 0 until it was), so that no
+// open holds a header's bytes between writes (one open per process fd, each buffering a part of
+// a header, would let one caller pin the daemon's memory). A write of at least the header's
+// length always is: the kernel cuts a write into requests of up to max_write (1 MiB), and a
+// header is at most 17 KiB.
 StatusCode Filesystem::TakeFrameBytes(const Principal& c, FrameState& f, std::span<const uint8_t> data) {
-  if (!f.parsed) {
-    if (commit_frame::ParseHeader(data, f.header) != commit_frame::Parse::kOk) {
-      return StatusCode::kInvalidArgument;
-    }
-    f.parsed = true;
+  if (f.received == 0) {
+    if (!commit_frame::ParseHeader(data, f.header)) return StatusCode::kInvalidArgument;
     f.received = f.header.header_bytes;
     data = data.subspan(f.header.header_bytes);
     if (StatusCode s = OpenFrameFill(c, f); s != StatusCode::kOk) return s;
