@@ -319,21 +319,36 @@ std::shared_ptr<StoredPayload> FileMedium::Quarantine(
   // keeps the same promise (open handles still hold the inode); reclaim then has no name to
   // remove: the block's name is free for a new commit at this address as soon as Finish
   // returns, and removing it at reclaim would delete that block's file. If even the unlink
-  // fails, reclaim tries the name again (a new commit's rename over it is then the hazard:
-  // counted twice in the medium's errors).
+  // fails, reclaim tries the name again, but only while it holds this block's inode (a new
+  // commit's rename may have put another block there since). Counted twice in the medium's
+  // errors.
   CountError();
   StatusCode removed = env_.Remove(from);
   if (removed == StatusCode::kOk || removed == StatusCode::kNotFound) {
     return std::make_shared<QuarantinedFile>(std::string());
   }
   CountError();
-  return std::make_shared<QuarantinedFile>(from);
+  Result<FileStat> st = env_.StatAt(-1, from);
+  auto kept = std::make_shared<QuarantinedFile>(from, st.ok() ? st.value().inode : 0);
+  kept->kept_live_name = true;
+  return kept;
+}
+
+// A quarantined block still under its live name (Quarantine could neither move nor unlink
+// it): removed only if the name still holds its inode. Another inode is a block committed at
+// the address since, and an unknown one (the stat failed too) is left for the next start, which
+// indexes it again and whose first read finds it corrupt once more.
+bool FileMedium::StillUnderLiveName(const QuarantinedFile& q) {
+  if (q.live_inode == 0) return false;
+  Result<FileStat> st = env_.StatAt(-1, q.path);
+  return st.ok() && st.value().inode == q.live_inode;
 }
 
 void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
   auto* q = dynamic_cast<QuarantinedFile*>(stored.get());
   size_t dev = DeviceOf(stored);  // a quarantined file is on device 0's paths or its own
   if (q && q->path.empty()) return;  // unlinked when quarantined (its rename failed)
+  if (q && q->kept_live_name && !StillUnderLiveName(*q)) return;
   std::string path = q ? q->path : PathIn(dev, info.address);
   if (!q) JournalRemoval(dev, info.address);
   StatusCode s = env_.Remove(path);

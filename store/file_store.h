@@ -45,6 +45,7 @@
 #include "store/index_log.h"
 #include "store/index_snapshot.h"
 #include "store/indexed_store.h"
+#include "store/located_file.h"
 #include "store/posix_io.h"
 #include "store/mutex.h"
 
@@ -118,6 +119,7 @@ class FileMedium final : public Medium {
 
  private:
   const StoreOptions options_;
+  bool StillUnderLiveName(const QuarantinedFile& q);
   // Index files: INDEX (store/index_snapshot.h) and the journal (store/index_journal.h), each
   // device's IndexLog. A start reads them (FileLoader); commits and removals append to the
   // journal (file_store_journal.cc); a clean close writes INDEX from memory and empties it.

@@ -19,11 +19,15 @@ class Located final : public StoredPayload {
 };
 
 // A block moved out of the namespace into quarantine/ (path empty: unlinked instead, when the
-// move failed; nothing is left to remove).
+// move failed; nothing is left to remove). When the unlink failed too, `path` is the block's
+// live name and `live_inode` the inode the block had under it (0: unknown): reclaim removes
+// the name only while it still holds that inode, not a block committed there since.
 class QuarantinedFile final : public StoredPayload {
  public:
-  explicit QuarantinedFile(std::string p) : path(std::move(p)) {}
+  explicit QuarantinedFile(std::string p, uint64_t inode = 0) : path(std::move(p)), live_inode(inode) {}
   std::string path;
+  uint64_t live_inode = 0;
+  bool kept_live_name = false;
 };
 
 inline size_t DeviceOf(const StoredPayload* stored) {

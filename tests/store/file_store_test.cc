@@ -287,6 +287,64 @@ TEST_CASE("FileStore: a quarantine whose rename failed never reclaims the name's
   CHECK(back.value() == Payload(5000, 2));
 }
 
+// Regression (stop 41's note, left open): when both the rename into quarantine/ and the unlink
+// that replaces it failed, the entry kept the block's live name, and the reclaim removed
+// whatever file was under it by then: the next block committed at the address.
+TEST_CASE("FileStore: a quarantine whose rename and unlink failed never reclaims the name's next block") {
+  test::TempDir dir;
+  test::FaultEnv env;
+  StoreOptions options;
+  options.env = &env;
+  std::string error;
+  auto s = OpenFileStore(dir.path(), options, nullptr, &error);
+  REQUIRE(s);
+  CacheIdentity id = SampleIdentity("acme", 16);
+  Commit(*s, id, Payload(5000, 1));
+  auto reader = s->Open(AddressOf(id));
+  REQUIRE(reader.ok());
+  uint64_t region = reader.value()->info().region_id;
+  env.FailNext(test::FaultEnv::Op::kRename, test::FaultEnv::Fault::kIoError);
+  env.FailNext(test::FaultEnv::Op::kRemove, test::FaultEnv::Fault::kIoError);
+  REQUIRE(s->Invalidate(AddressOf(id)) == StatusCode::kOk);  // open: quarantined, name kept
+  Commit(*s, id, Payload(5000, 2));  // the same address again: its file replaces the name
+  reader.value().reset();
+  REQUIRE(s->ReclaimDrained(region) == StatusCode::kOk);
+  Result<Bytes> back = ReadBack(*s, id);
+  REQUIRE(back.ok());
+  CHECK(back.value() == Payload(5000, 2));
+  // And the next start still finds it.
+  s.reset();
+  s = OpenFileStore(dir.path(), options, nullptr, &error);
+  REQUIRE(s);
+  back = ReadBack(*s, id);
+  REQUIRE(back.ok());
+  CHECK(back.value() == Payload(5000, 2));
+}
+
+TEST_CASE("FileStore: a quarantine whose rename and unlink failed is removed by reclaim if still there") {
+  test::TempDir dir;
+  test::FaultEnv env;
+  StoreOptions options;
+  options.env = &env;
+  std::string error;
+  auto s = OpenFileStore(dir.path(), options, nullptr, &error);
+  REQUIRE(s);
+  CacheIdentity id = SampleIdentity("acme", 16);
+  Commit(*s, id, Payload(5000, 1));
+  auto reader = s->Open(AddressOf(id));
+  REQUIRE(reader.ok());
+  uint64_t region = reader.value()->info().region_id;
+  env.FailNext(test::FaultEnv::Op::kRename, test::FaultEnv::Fault::kIoError);
+  env.FailNext(test::FaultEnv::Op::kRemove, test::FaultEnv::Fault::kIoError);
+  REQUIRE(s->Invalidate(AddressOf(id)) == StatusCode::kOk);
+  reader.value().reset();
+  REQUIRE(s->ReclaimDrained(region) == StatusCode::kOk);
+  s.reset();
+  s = OpenFileStore(dir.path(), options, nullptr, &error);
+  REQUIRE(s);
+  CHECK(ReadBack(*s, id).status() == StatusCode::kNotFound);  // not indexed again
+}
+
 TEST_CASE("FileStore: the block file is self-describing") {
   test::TempDir tmp;
   auto s = OpenStore(tmp.path());

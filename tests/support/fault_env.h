@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -52,10 +53,11 @@ class FaultEnv final : public Env {
     std::lock_guard l(mu_);
     crash_at_ = calls_ + n;
   }
-  // Fails the next call of kind `op` (whenever it comes) with `fault`.
+  // Fails the next call of kind `op` (whenever it comes) with `fault`. Armed for several kinds
+  // at once (one call each), every one fails with the last `fault` given.
   void FailNext(Op op, Fault fault) {
     std::lock_guard l(mu_);
-    fail_op_ = op;
+    fail_ops_.push_back(op);
     fault_ = fault;
   }
   uint64_t calls() const {
@@ -264,9 +266,10 @@ class FaultEnv final : public Env {
     uint64_t n = calls_++;
     ops_.push_back(op);
     if (crash_at_ && n >= *crash_at_) return StatusCode::kIoError;
-    if ((fail_at_ && n == *fail_at_) || (fail_op_ && *fail_op_ == op)) {
-      fail_at_.reset();
-      fail_op_.reset();
+    auto armed = std::find(fail_ops_.begin(), fail_ops_.end(), op);
+    if ((fail_at_ && n == *fail_at_) || armed != fail_ops_.end()) {
+      if (fail_at_ && n == *fail_at_) fail_at_.reset();
+      else fail_ops_.erase(armed);
       switch (fault_) {
         case Fault::kNoSpace: return StatusCode::kNoSpace;
         case Fault::kIoError: return StatusCode::kIoError;
@@ -286,7 +289,7 @@ class FaultEnv final : public Env {
   mutable std::mutex mu_;
   uint64_t calls_ = 0;
   std::optional<uint64_t> fail_at_, crash_at_;
-  std::optional<Op> fail_op_;
+  std::vector<Op> fail_ops_;  // armed by FailNext, one call of each
   std::vector<Op> ops_;
   Fault fault_ = Fault::kNoSpace;
   std::map<int, std::string> paths_;   // open descriptors of tracked files
