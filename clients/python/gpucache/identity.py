@@ -162,8 +162,9 @@ class CacheIdentity:
     def from_json(cls, obj: dict[str, Any]) -> "CacheIdentity":
         """Parses the JSON/TOML form used by identity files and the test vectors.
 
-        Mirrors clients/cpp/identity_file.cc: same keys, same defaults, unknown keys ignored;
-        the result is validated. Raises ValueError naming the key at fault.
+        Mirrors clients/cpp/identity_file.cc: same keys, same defaults, unknown keys refused
+        (a misspelt key would leave its field at the default and name another engine's
+        blocks); the result is validated. Raises ValueError naming the key at fault.
         """
         return _from_mapping(obj)
 
@@ -470,9 +471,26 @@ def _hex(key: str, s: Any) -> bytes:
     return bytes.fromhex(s)
 
 
+# The keys an identity may hold (docs/identity-encoding.md), as kIdentityKeys in C++.
+_IDENTITY_KEYS = frozenset((
+    "tenant", "trust_domain", "model_revision", "model_config_digest", "tokenizer_revision",
+    "adapter", "chain", "multimodal", "kv_dtype", "quant_format", "layout_abi", "tp_rank",
+    "tp_size", "pp_rank", "pp_size", "position_encoding", "rope_theta", "rope_theta_bits",
+    "rope_scaling", "rope_factor", "rope_factor_bits", "rope_original_max_positions",
+    "block_capacity", "valid_length"))
+_MULTIMODAL_KEYS = frozenset(("processor", "input_digest"))
+
+
+def _reject_unknown_keys(obj: dict[str, Any], known: frozenset[str], prefix: str) -> None:
+    for key in obj:
+        if key not in known:
+            raise ValueError("identity key '%s%s': unknown key" % (prefix, key))
+
+
 def _from_mapping(obj: Any) -> CacheIdentity:
     if not isinstance(obj, dict):
         raise ValueError("identity: expected a JSON object")
+    _reject_unknown_keys(obj, _IDENTITY_KEYS, "")
 
     def s(key: str, required: bool = True, src: dict[str, Any] = obj, prefix: str = "") -> str:
         if key not in src:
@@ -520,6 +538,7 @@ def _from_mapping(obj: Any) -> CacheIdentity:
     if mm_obj is not None:
         if not isinstance(mm_obj, dict):
             raise ValueError("identity key 'multimodal': must be an object")
+        _reject_unknown_keys(mm_obj, _MULTIMODAL_KEYS, "multimodal.")
         mm = Multimodal(s("processor", src=mm_obj, prefix="multimodal."),
                         _hex("multimodal.input_digest",
                              s("input_digest", src=mm_obj, prefix="multimodal.")))

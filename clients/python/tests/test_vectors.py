@@ -183,6 +183,17 @@ class ValidationTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "kv_dtype"):
             CacheIdentity.from_json(missing)
 
+    # Regression: from_json ignored keys it did not know, unlike the C++ client's identity
+    # files: a misspelt key ("tp_rnak") left its field at the default and named another
+    # engine's blocks, which a load would then have read.
+    def test_from_json_refuses_unknown_keys(self):
+        base = self.ident.to_json()
+        with self.assertRaisesRegex(ValueError, "tp_rnak"):
+            CacheIdentity.from_json(dict(base, tp_rnak=1))
+        mm = dict(base, multimodal={"processor": "p", "input_digest": "01" * 8, "extra": 1})
+        with self.assertRaisesRegex(ValueError, "multimodal.extra"):
+            CacheIdentity.from_json(mm)
+
 
 class DependencyTest(unittest.TestCase):
     # Regression (review, 2026-12-06): pyproject.toml gave xxhash no lower bound, and an xxhash
