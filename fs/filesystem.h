@@ -167,8 +167,9 @@ class Filesystem {
   // The RAM tier (adr/0020), set at start-up before the mount serves; null: off.
   void UseRam(std::unique_ptr<RamServing> ram);
   RamServing* ram() { return ram_.get(); }
-  // A committed block left the namespace (evicted, invalidated, corrupt, lost): its RAM copy goes.
-  void BlockLeft(const BlockAddress& a);
+  // A committed block left the namespace (evicted, invalidated, corrupt, lost): its RAM copy
+  // goes, and its name no longer leads to its inode (InodeTable::Unmap), which is returned.
+  std::optional<uint64_t> BlockLeft(const BlockAddress& a);
   // Control-channel extensions are registered here at start-up (fs/control.h).
   ControlPlane& control() { return control_; }
 

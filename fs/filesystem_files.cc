@@ -84,7 +84,9 @@ Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags, 
       h.kind = Handle::Kind::kBlock;
       h.reader = std::move(reader.value());
       metrics_.RecordBlockOpen(n->tenant);
-      r.keep_cache = true;  // committed bytes never change under this name
+      // Committed bytes never change under a name, but a name may come back as another block;
+      // pages cached by an open of another stored block under this inode are dropped.
+      r.keep_cache = inodes_.KeepCache(ino, h.reader->info().region_id);
       r.noflush = true;     // a reader's close has nothing to flush
       ServeFromRam(ino, h, r, backing);
       return r;
@@ -319,8 +321,11 @@ void Filesystem::UseRam(std::unique_ptr<RamServing> ram) {
   metrics_.SetRamSource([serving] { return serving->Metrics(); });
 }
 
-void Filesystem::BlockLeft(const BlockAddress& a) {
+std::optional<uint64_t> Filesystem::BlockLeft(const BlockAddress& a) {
   if (ram_) ram_->Forget(a);
+  // A block committed under the name later gets a new inode, and never this one's cached pages
+  // (a reader that still holds this one open refills them with the bytes that left).
+  return inodes_.Unmap(Node{NodeKind::kBlock, a.tenant, a.ns, a.block});
 }
 
 void Filesystem::BlockAppeared(const BlockAddress& a, bool now) {

@@ -91,6 +91,26 @@ void InodeTable::Rename(uint64_t ino, const Node& to) {
   by_key_[KeyOf(to)] = ino;  // a stale inode of an earlier block of that name keeps its number
 }
 
+std::optional<uint64_t> InodeTable::Unmap(const Node& node) {
+  if (FixedIno(node)) return std::nullopt;
+  MutexLock lock(mu_);
+  auto k = by_key_.find(KeyOf(node));
+  if (k == by_key_.end()) return std::nullopt;
+  uint64_t ino = k->second;
+  by_key_.erase(k);
+  return ino;
+}
+
+bool InodeTable::KeepCache(uint64_t ino, uint64_t region) {
+  MutexLock lock(mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end()) return false;
+  // A first open finds nothing cached: an inode number is never reused within a mount.
+  bool same = it->second.served_region == 0 || it->second.served_region == region;
+  it->second.served_region = region;
+  return same;
+}
+
 size_t InodeTable::DynamicCount() {
   MutexLock lock(mu_);
   return by_ino_.size();

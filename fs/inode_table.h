@@ -71,6 +71,15 @@ class InodeTable {
   void Forget(uint64_t ino, uint64_t nlookup);
   // A reservation became a committed block: the same inode now names the block.
   void Rename(uint64_t ino, const Node& to);
+  // `node` left the namespace (a block evicted, invalidated, quarantined): its name no longer
+  // leads to its inode, so the next block committed under the name gets a new inode and none
+  // of the old one's cached pages. The inode stays for the kernel's references (an open file)
+  // until it is forgotten. Returns the inode the name had, if any.
+  std::optional<uint64_t> Unmap(const Node& node);
+  // Whether the kernel may keep the pages it cached for `ino`: false if its last open served
+  // another stored block than `region` (a name that came back as another block while the
+  // kernel still held its old entry); this open's block is recorded.
+  bool KeepCache(uint64_t ino, uint64_t region);
   size_t DynamicCount();
 
  private:
@@ -82,6 +91,7 @@ class InodeTable {
   struct Entry {
     Node node;
     uint64_t nlookup = 0;
+    uint64_t served_region = 0;  // the stored block its last open served (0: none yet)
   };
   const std::vector<std::string> tenants_;
   Mutex mu_;

@@ -79,10 +79,11 @@ void WatchRemovals(Filesystem& fs, Invalidator& inval) {
     } else {
       spdlog::debug("{}: {}", ToString(why), a.RelativePath());
     }
-    fs.BlockLeft(a);  // its RAM copy goes; passthrough files already open keep theirs
+    // Its RAM copy goes (passthrough files already open keep theirs), and its name no longer
+    // leads to its inode.
+    std::optional<uint64_t> ino = fs.BlockLeft(a);
     auto dir = fs.inodes().Find(Node{NodeKind::kNamespace, a.tenant, a.ns});
     if (!dir) return;  // the kernel never saw the directory: nothing cached
-    auto ino = fs.inodes().Find(Node{NodeKind::kBlock, a.tenant, a.ns, a.block});
     // Corruption is found by a reader (open, read, getxattr: none holds the directory's lock),
     // and its EIO must not be followed by a stat that still succeeds from the cache (issue 13).
     // Evictions and invalidations come from commits and unlinks in the same directory: queued.
