@@ -49,6 +49,22 @@ uint32_t HeaderLengthFromPrefix(std::span<const uint8_t> prefix) {
   return r.ok() ? len : 0;
 }
 
+namespace {
+
+// Payloads above this would need chunks of more than 2^31 bytes (ChunkSizeFor) to stay within
+// kMaxChunkCount: far past any block, and past what a 32-bit chunk size holds.
+constexpr uint64_t kMaxPayloadBytes = uint64_t{kMaxChunkCount} << 31;
+
+// The header's lengths as the format defines them (docs/block-format.md): the chunk size is the
+// one ChunkSizeFor gives the payload, and the chunk count covers the payload exactly. Computed
+// without wrapping: the fields are a file's, not ours.
+bool LengthsAgree(uint64_t payload_length, uint32_t chunk_size, uint32_t chunk_count) {
+  if (payload_length > kMaxPayloadBytes || chunk_size != ChunkSizeFor(payload_length)) return false;
+  return chunk_count == payload_length / chunk_size + (payload_length % chunk_size != 0);
+}
+
+}  // namespace
+
 Result<BlockHeader> DecodeBlockHeader(std::span<const uint8_t> bytes, uint64_t file_size) {
   constexpr auto kBad = StatusCode::kInvalidArgument;
   ByteReader r(bytes);
@@ -73,9 +89,8 @@ Result<BlockHeader> DecodeBlockHeader(std::span<const uint8_t> bytes, uint64_t f
   h.owner_gid = r.U32();
   h.commit_time_ns = r.U64();
   uint32_t identity_length = r.U32();
-  if (!r.ok() || identity_length > kMaxIdentityBytes || h.checksums.chunk_size == 0 ||
-      chunk_count > kMaxChunkCount || h.data_offset % 4096 != 0 || h.data_offset < header_length ||
-      chunk_count != (h.payload_length + h.checksums.chunk_size - 1) / h.checksums.chunk_size ||
+  if (!r.ok() || identity_length > kMaxIdentityBytes || !LengthsAgree(h.payload_length, h.checksums.chunk_size, chunk_count) ||
+      h.data_offset % 4096 != 0 || h.data_offset < header_length ||
       header_length != kFixedHeaderBytes + identity_length + uint64_t{chunk_count} * 8 + 24) {
     return kBad;
   }
@@ -85,7 +100,9 @@ Result<BlockHeader> DecodeBlockHeader(std::span<const uint8_t> bytes, uint64_t f
   for (auto& c : h.checksums.chunks) c = r.U64();
   h.checksums.digest_hex = HexEncode(r.Raw(16));
   if (!r.ok()) return kBad;
-  if (file_size != 0 && file_size != h.data_offset + h.payload_length) return kBad;
+  if (file_size != 0 && (file_size < h.data_offset || file_size - h.data_offset != h.payload_length)) {
+    return kBad;
+  }
   return h;
 }
 

@@ -21,6 +21,10 @@ Result<size_t> VerifyingReader::Read(uint64_t offset, std::span<uint8_t> out) {
   uint64_t first = offset / cs, last = (end - 1) / cs;
   uint64_t span_start = first * cs;
   uint64_t span_end = std::min<uint64_t>(info_.size, (last + 1) * cs);
+  if (last >= sums_.chunks.size()) {  // the header's sums do not cover the size it was given
+    store_.ReportCorrupt(info_.address, info_.region_id, "chunk " + std::to_string(last) + " has no checksum");
+    return StatusCode::kChecksumMismatch;
+  }
   thread_local std::vector<uint8_t> buf;
   buf.resize(span_end - span_start);
   if (StatusCode s = src_->ReadRaw(span_start, buf); s != StatusCode::kOk) return s;

@@ -64,6 +64,30 @@ TEST_CASE("BlockFile: a truncated or extended file is refused") {
   }
 }
 
+// Regression (review, 2026-12-06): the chunk count and the file-size check were computed in
+// 64 bits that wrap, so a sealed header with payload_length 2^64 - 4096 and no chunks passed:
+// the block was indexed at a start with a size of ~16 EiB (quota counters wrapped), and its first
+// read sized a buffer by the chunk size (4 GiB) or read past the chunk sums.
+TEST_CASE("BlockFile: lengths that wrap 64 bits, or a chunk size not the format's, are refused") {
+  BlockHeader h = SampleHeader(1);
+  h.payload_length = ~uint64_t{0} - 4095;  // 2^64 - 4096
+  for (uint32_t cs : {65536u, 0xFFFFFFFFu}) {
+    CAPTURE(cs);
+    h.checksums.chunk_size = cs;
+    h.checksums.chunks.clear();  // (len + cs - 1) / cs wraps to 0
+    Bytes enc = EncodeBlockHeader(h);
+    CHECK_FALSE(DecodeBlockHeader(enc, kBlockDataOffset - 4096).ok());  // offset + len wraps
+    CHECK_FALSE(DecodeBlockHeader(enc, 0).ok());
+  }
+  // A well-formed 1 MiB block whose one chunk is the whole payload: every 4 KiB read would
+  // read and hash all of it. The format's chunk size for 1 MiB is 64 KiB.
+  BlockHeader big = SampleHeader(1 << 20);
+  Bytes payload = test::Payload(1 << 20);
+  big.checksums.chunk_size = 1u << 20;
+  big.checksums.chunks = {ChunkChecksum(payload, 0)};
+  CHECK_FALSE(DecodeBlockHeader(EncodeBlockHeader(big), kBlockDataOffset + (1 << 20)).ok());
+}
+
 TEST_CASE("BlockFile: the largest header fits before the data offset") {
   BlockHeader h = SampleHeader(1);
   h.identity.assign(kMaxIdentityBytes, 0);
