@@ -85,6 +85,8 @@ struct Handle {
   // who wrote it; empty once answered.
   std::string deferred_request GUARDED_BY(mu);
   Principal deferred_caller GUARDED_BY(mu);
+  bool deferred_running GUARDED_BY(mu) = false;  // kControl: a read is answering it now
+  uint64_t requests_written GUARDED_BY(mu) = 0;  // kControl: a reply is kept only for the latest
   FrameState frame GUARDED_BY(mu);  // kCommit
   uint32_t opener_uid = 0;          // kCommit: who opened it (frames must be written by the same uid)
 };
@@ -221,7 +223,7 @@ class Filesystem {
   void ServeFromRam(uint64_t ino, Handle& h, OpenReply& r, BackingFiles* backing);
   // What a write through `h` hears once its reservation is gone.
   StatusCode GoneFill(const Handle& h);
-  void AnswerDeferred(Handle& h);
+  StatusCode AnswerDeferred(Handle& h);
   // The commit channel (fs/filesystem_commit.cc, adr/0022): a write of frame bytes at `offset`.
   Result<size_t> WriteFrame(const Principal& c, Handle& h, uint64_t offset, std::span<const uint8_t> data);
   StatusCode TakeFrameBytes(const Principal& c, FrameState& f, std::span<const uint8_t> data);

@@ -195,7 +195,7 @@ Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> o
       return n;
     }
     case Handle::Kind::kControl: {
-      AnswerDeferred(h);
+      if (StatusCode s = AnswerDeferred(h); s != StatusCode::kOk) return s;
       // A reply is a stream: reads continue where the last one stopped, whatever the file
       // offset (after write() it points past the request, and pread callers pass 0).
       MutexLock lock(h.mu);
@@ -215,6 +215,7 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
     std::string_view request(reinterpret_cast<const char*>(data.data()), data.size());
     if (ControlPlane::AnswersOnRead(request)) {  // it may wait: not while holding the write lock
       MutexLock lock(h.mu);
+      ++h.requests_written;
       h.deferred_request = std::string(request);
       h.deferred_caller = c.Detached();  // its groups read while the request is alive
       h.text.clear();
@@ -223,6 +224,7 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
     }
     std::string reply = control_.Handle(c, request);
     MutexLock lock(h.mu);
+    ++h.requests_written;
     h.deferred_request.clear();
     h.text = std::move(reply);
     h.reply_cursor = 0;
@@ -250,27 +252,47 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
 
 // Runs a request written to `h` that waits for its answer (ControlPlane::AnswersOnRead), on
 // the thread of the read() that wants the reply: reads of one file are not serialized the way
-// its writes are, so the wait holds up no other control request. The handle's lock is held
-// throughout, so a second read of the same handle waits for the reply instead of seeing none.
+// its writes are, so the wait holds up no other control request.
 //
 // Each such request holds one of the daemon's FUSE threads while it runs: a caller that is not
 // an admin runs at most kMaxDeferredPerCaller of them at once (EAGAIN past that, with a hint
-// to use "async"), so one tenant cannot take every thread and stall the others.
-void Filesystem::AnswerDeferred(Handle& h) {
-  MutexLock lock(h.mu);
-  if (h.deferred_request.empty()) return;
-  const Principal c = h.deferred_caller;  // a copy: the analysis follows no reference to a guarded member
-  const bool limited = !access_.Establish(c).admin;
-  if (limited && !deferred_slots_.TryTake(c.uid)) {
-    h.text = control_protocol::Error(EAGAIN, std::to_string(kMaxDeferredPerCaller) +
-                                                 " control requests of this uid are already running; "
-                                                 "wait for one, or send cold requests with \"async\": true");
-  } else {
-    h.text = control_.Handle(c, h.deferred_request);
-    if (limited) deferred_slots_.Give(c.uid);
+// to use "async"), so one tenant cannot take every thread and stall the others. For the same
+// reason no thread waits for a request another read of the same file is running: that read
+// answers kExhausted (EAGAIN) at once (a flush returns), and the reply is there to read once the
+// request ends. The handle's lock is not held while the request runs.
+StatusCode Filesystem::AnswerDeferred(Handle& h) {
+  std::string request;
+  std::optional<Principal> caller;
+  uint64_t written = 0;
+  bool limited = false;
+  {
+    MutexLock lock(h.mu);
+    if (h.deferred_running) return StatusCode::kExhausted;
+    if (h.deferred_request.empty()) return StatusCode::kOk;
+    caller = h.deferred_caller;
+    limited = !access_.Establish(*caller).admin;
+    if (limited && !deferred_slots_.TryTake(caller->uid)) {
+      h.text = control_protocol::Error(EAGAIN, std::to_string(kMaxDeferredPerCaller) +
+                                                   " control requests of this uid are already running; "
+                                                   "wait for one, or send cold requests with \"async\": true");
+      h.deferred_request.clear();
+      h.reply_cursor = 0;
+      return StatusCode::kOk;
+    }
+    request = std::move(h.deferred_request);
+    h.deferred_request.clear();
+    h.deferred_running = true;
+    written = h.requests_written;
   }
-  h.deferred_request.clear();
-  h.reply_cursor = 0;
+  std::string reply = control_.Handle(*caller, request);
+  if (limited) deferred_slots_.Give(caller->uid);
+  MutexLock lock(h.mu);
+  h.deferred_running = false;
+  if (h.requests_written == written) {  // not replaced by a request written meanwhile
+    h.text = std::move(reply);
+    h.reply_cursor = 0;
+  }
+  return StatusCode::kOk;
 }
 
 // A write handle whose reservation is gone: committed (the block is read-only), fenced (ESTALE
@@ -296,7 +318,7 @@ StatusCode Filesystem::Allocate(Handle& h, int mode, uint64_t offset, uint64_t l
 void Filesystem::Flush(Handle& h) {
   // A request written and never read (write, then close) still runs, as it did when every
   // request ran inside write(): at close, which the kernel does not serialize per file.
-  if (h.kind == Handle::Kind::kControl) AnswerDeferred(h);
+  if (h.kind == Handle::Kind::kControl) (void)AnswerDeferred(h);  // running elsewhere: it ends there
   if (h.kind != Handle::Kind::kPart) return;
   MutexLock lock(h.mu);
   if (h.writing) store_.CloseWriter(h.reservation);

@@ -2,6 +2,9 @@
 // without an operator, a refill stalled on S3 does not hold up other control requests, and
 // the accounting identity holds across a restart.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -168,6 +171,51 @@ TEST_CASE("Cold: a member's synchronous refills stalled on S3 hold up no other t
   CHECK(third == 0);
   CHECK(finished == 0);  // so none of the above waited for them
   for (std::thread& t : members) t.join();
+}
+
+// Regression (review, 2026-12-06): the reads of one control file that wanted its reply waited
+// for the handle's lock while the first ran the request, each holding a FUSE thread before any
+// per-uid slot was counted: one member with one descriptor and 12 threads reading it, behind a
+// refill stalled on S3, took all 10 threads, and every tenant's stat waited for the stall.
+// Now a read that finds the request running elsewhere answers EAGAIN at once.
+TEST_CASE("Cold: readers of one control file behind a stalled refill hold no FUSE thread") {
+  auto env = RgwEnv();
+  REQUIRE_MESSAGE(!env.empty(), "GPUCACHE_S3_ENV_FILE: run through ctest (fixture cold_rgw)");
+  LoggedProxy proxy(env["GPUCACHE_S3_ENDPOINT"], 1.0, "stall", /*stall_seconds=*/6);
+  REQUIRE(proxy.ready());
+  HealMount m(proxy.endpoint(), "onefd", "");
+  const std::string ctl = m.fs->mnt() + "/.gpucache/ctl";
+  const std::string request =
+      json{{"op", "cold.refill"}, {"identity", HexEncode(EncodePhysicalKey(NthIdentity(0)))}}.dump();
+  constexpr int kReaders = 12;  // more than the daemon's FUSE threads
+  std::atomic<bool> started{false};
+  std::thread member([&] {
+    // Exit code: the number of reads that answered EAGAIN at once (the others got the reply).
+    int eagain = test::AsUser(1000, 1000, [&] {
+      int fd = ::open(ctl.c_str(), O_RDWR);
+      if (fd < 0 || ::write(fd, request.data(), request.size()) != ssize_t(request.size())) return 255;
+      std::atomic<int> refused{0};
+      std::vector<std::thread> readers;
+      for (int i = 0; i < kReaders; i++) {
+        readers.emplace_back([&] {
+          char buf[4096];
+          if (::pread(fd, buf, sizeof buf, 0) < 0 && errno == EAGAIN) refused++;
+        });
+      }
+      for (std::thread& t : readers) t.join();
+      ::close(fd);
+      return refused.load();
+    });
+    CHECK(eagain == kReaders - 1);  // one ran the refill; the others were told to come back
+    started = true;
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // Another tenant is served while the refill still waits on S3 (a control request: OPEN,
+  // WRITE and READ, each needing a FUSE thread).
+  int status = test::AsUser(2000, 2000, [&] { return Ctl(*m.fs, {{"op", "status"}})["ok"] == true ? 0 : 1; });
+  CHECK(status == 0);
+  CHECK_FALSE(started.load());  // answered before the stalled refill ended
+  member.join();
 }
 
 TEST_CASE("Cold: across a restart the identity holds, and a backfill packs what the old daemon left") {
