@@ -31,13 +31,37 @@ int Usage() {
   return 64;
 }
 
-int Put(const gpucache::MountClient& client, const gpucache::CacheIdentity& id, const char* file) {
+// No gpucachefs answers at MOUNT: not a miss, and nothing is written there (a plain directory
+// would take the block and a later get would serve it unchecked).
+int NotMounted(const std::string& mount) {
+  std::cerr << "gpucache-client: " << mount << ": not a gpucachefs mount (is gpucachefs mounted there?)\n";
+  return 2;
+}
+
+// An ENOENT from a mount whose daemon answers but has no such tenant: a typo or a tenant removed
+// from the configuration, which no recomputation fixes.
+bool NoSuchTenant(const std::string& mount, const gpucache::CacheIdentity& id) {
+  struct stat st;
+  if (::stat((mount + "/" + id.tenant).c_str(), &st) == 0) return false;
+  std::cerr << "gpucache-client: " << mount << ": no tenant '" << id.tenant
+            << "' on this mount (see gpucachectl status)\n";
+  return true;
+}
+
+int Put(const gpucache::MountClient& client, const std::string& mount, const gpucache::CacheIdentity& id,
+        const char* file) {
+  if (!client.HasDaemon()) return NotMounted(mount);
   auto read = gpucache::ReadWholeFile(file);
   if (auto* err = std::get_if<int>(&read)) {
-    std::cerr << "gpucache-client: cannot read " << file << ": " << std::strerror(*err) << "\n";
+    std::cerr << "gpucache-client: cannot read " << file << ": "
+              << (*err == ENOMEM ? "too large to hold in memory" : std::strerror(*err)) << "\n";
     return 2;
   }
   const gpucache::Bytes& data = std::get<gpucache::Bytes>(read);
+  if (data.empty()) {
+    std::cerr << "gpucache-client: " << file << " is empty: a block holds at least one byte\n";
+    return 2;
+  }
   std::string path = client.PathOf(id);
   int err = client.Commit(id, data);
   struct stat st;
@@ -48,6 +72,8 @@ int Put(const gpucache::MountClient& client, const gpucache::CacheIdentity& id, 
   } else if (err == EEXIST) {
     std::cerr << "gpucache-client: " << path << ": another writer is filling this block now "
                  "(EEXIST); not written twice (docs/single-flight.md)\n";
+    return 2;
+  } else if (err == ENOENT && NoSuchTenant(mount, id)) {
     return 2;
   } else if (err) {
     std::cerr << "gpucache-client: commit failed: " << path << ": " << std::strerror(err) << "\n";
@@ -61,10 +87,8 @@ int Get(const gpucache::MountClient& client, const std::string& mount, const gpu
         const char* out) {
   auto r = client.Read(id);
   if (auto* err = std::get_if<int>(&r)) {
-    if (*err == ENOENT && !client.HasDaemon()) {  // not a miss: nothing answers there
-      std::cerr << "gpucache-client: " << mount << ": not a gpucachefs mount (is gpucachefs mounted there?)\n";
-      return 2;
-    }
+    if (*err == ENOENT && !client.HasDaemon()) return NotMounted(mount);  // not a miss
+    if (*err == ENOENT && NoSuchTenant(mount, id)) return 2;
     std::cerr << "gpucache-client: " << client.PathOf(id) << ": " << std::strerror(*err) << "\n";
     return *err == ENOENT ? 1 : 2;
   }
@@ -106,6 +130,6 @@ int main(int argc, char** argv) {
     std::cerr << "gpucache-client: " << e.what() << "\n";
     return 64;
   }
-  if (put) return Put(client, id, argv[4]);
+  if (put) return Put(client, argv[2], id, argv[4]);
   return Get(client, argv[2], id, argc == 5 ? argv[4] : nullptr);
 }

@@ -1,6 +1,7 @@
 #include "clients/cpp/identity_file.h"
 
 #include <bit>
+#include <cmath>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
@@ -131,6 +132,9 @@ struct TomlGetter {
     if (!t[key]) Fail(key, "missing (give a float, or " + key + "_bits)");
     auto v = t[key].is_number() ? t[key].value<double>() : std::nullopt;
     if (!v) Fail(key, "must be a number");
+    // TOML parsers do not agree on a NaN's sign and payload bits: no single path. Its bits
+    // must be given exactly.
+    if (std::isnan(*v)) Fail(key, "is NaN, which has no single encoding: give " + key + "_bits");
     return std::bit_cast<uint64_t>(*v);
   }
   std::optional<gpucache::Multimodal> Multimodal() {

@@ -1,5 +1,8 @@
 #include "clients/cpp/mount_client.h"
 
+#include <new>
+#include <stdexcept>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -141,9 +144,11 @@ std::variant<Bytes, int> MountClient::Read(const CacheIdentity& id) const { retu
 
 bool MountClient::HasDaemon() const { return ::access((mount_ + "/.gpucache/ctl").c_str(), F_OK) == 0; }
 
-std::variant<Bytes, int> ReadWholeFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
+namespace {
+
+// The bytes of `fd` until its end, or an errno: ENOMEM for a file larger than the memory that
+// can hold it (an errno, as the caller's contract promises, not an exception).
+std::variant<Bytes, int> ReadAll(int fd) try {
   Bytes out;
   struct stat st;
   if (::fstat(fd, &st) == 0) out.reserve(static_cast<size_t>(st.st_size));
@@ -151,16 +156,24 @@ std::variant<Bytes, int> ReadWholeFile(const std::string& path) {
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return err;
-    }
-    if (n == 0) break;
+    if (n < 0) return errno;
+    if (n == 0) return out;
     out.insert(out.end(), buf, buf + n);
   }
+} catch (const std::bad_alloc&) {
+  return ENOMEM;
+} catch (const std::length_error&) {
+  return ENOMEM;
+}
+
+}  // namespace
+
+std::variant<Bytes, int> ReadWholeFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  std::variant<Bytes, int> r = ReadAll(fd);
   ::close(fd);
-  return out;
+  return r;
 }
 
 size_t MountClient::ProbePrefix(std::span<const CacheIdentity> blocks) const {

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -362,6 +363,69 @@ TEST_CASE("cli: gpucache-client put of a FILE it cannot read says so and exits 2
   CHECK(Has(dir.err, "cannot read " + m.scratch() + ": Is a directory"));
 }
 
+// Found by review (2026-12-06): a FILE larger than memory (an 8 TB sparse file) aborted put
+// (bad_alloc out of the reserve: exit 134), an empty FILE was a bare "Invalid argument", a put
+// with no gpucachefs at MOUNT wrote into the plain directory when it had the tenant's folder,
+// and an unknown tenant was a miss (exit 1), so a script recomputed forever.
+TEST_CASE("cli: gpucache-client names an empty or huge FILE, a missing daemon and an unknown tenant") {
+  MountedFs m;
+  CacheIdentity id = SampleIdentity();
+  std::string toml = WriteIdentityToml(m.scratch(), id);
+
+  std::string empty = m.scratch() + "/empty.bin";
+  std::ofstream(empty).close();
+  Run put_empty = Client("put " + m.mnt() + " " + toml + " " + empty);
+  CHECK(put_empty.rc == 2);
+  CHECK(Has(put_empty.err, "is empty"));
+
+  std::string huge = m.scratch() + "/huge.bin";
+  { std::ofstream(huge).close(); }
+  REQUIRE(::truncate(huge.c_str(), off_t{1} << 43) == 0);  // 8 TiB, a hole
+  Run put_huge = Client("put " + m.mnt() + " " + toml + " " + huge);
+  CHECK(put_huge.rc == 2);
+  CHECK(Has(put_huge.err, "too large"));
+
+  // A plain directory that has the tenant's and namespace's folders: nothing is written there.
+  std::string plain = m.scratch() + "/plain";
+  BlockAddress a = AddressOf(id);
+  REQUIRE(::mkdir(plain.c_str(), 0755) == 0);
+  REQUIRE(::mkdir((plain + "/" + a.tenant).c_str(), 0755) == 0);
+  std::string payload = m.scratch() + "/kv.bin";
+  std::ofstream(payload) << std::string(5000, 'k');
+  Run put_plain = Client("put " + plain + " " + toml + " " + payload);
+  CHECK(put_plain.rc == 2);
+  CHECK(Has(put_plain.err, "not a gpucachefs mount"));
+  struct stat st;
+  CHECK(::stat((plain + "/" + a.tenant + "/" + a.ns).c_str(), &st) != 0);
+
+  CacheIdentity stranger = SampleIdentity("zzz");
+  std::string stranger_dir = m.scratch() + "/stranger";
+  REQUIRE(::mkdir(stranger_dir.c_str(), 0700) == 0);
+  std::string stranger_toml = WriteIdentityToml(stranger_dir, stranger);
+  Run get_unknown = Client("get " + m.mnt() + " " + stranger_toml);
+  CHECK(get_unknown.rc == 2);
+  CHECK(Has(get_unknown.err, "no tenant 'zzz'"));
+  Run put_unknown = Client("put " + m.mnt() + " " + stranger_toml + " " + payload);
+  CHECK(put_unknown.rc == 2);
+  CHECK(Has(put_unknown.err, "no tenant 'zzz'"));
+}
+
+// Found by review (2026-12-06): `rope_theta = -nan` gave gpucache-client and the Python client
+// different paths (toml++ drops a NaN's sign; Python's tomllib keeps it).
+TEST_CASE("cli: an identity file with a NaN float is refused, naming the _bits form") {
+  MountedFs m;
+  std::string toml = WriteIdentityToml(m.scratch(), SampleIdentity());
+  std::string text = ReadText(toml);
+  size_t at = text.find("rope_theta_bits = ");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, text.find('\n', at) - at, "rope_theta = -nan");
+  std::ofstream(toml) << text;
+  Run get = Client("get " + m.mnt() + " " + toml);
+  CHECK(get.rc == 64);
+  CHECK(Has(get.err, "rope_theta_bits"));
+  CHECK(Has(get.err, "NaN"));
+}
+
 TEST_CASE("cli: inspect --verify reads a block file in bounded pieces whatever its header says") {
   // Found by review: the header's chunk size (up to 4 GiB; its seal anyone can recompute) sized
   // the read buffer: 4 GiB resident, or bad_alloc and an abort under a memory limit.
@@ -379,11 +443,17 @@ TEST_CASE("cli: inspect --verify reads a block file in bounded pieces whatever i
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(file.data()),
                                               static_cast<std::streamsize>(file.size()));
   Run r = Exec("ulimit -v 1000000; " + std::string(GPUCACHECTL_BIN), "inspect --verify " + path);
-  CHECK(r.rc == 0);
-  CHECK(Has(r.out, "verified: ok"));
+  // Since the block format refuses a chunk size other than ChunkSizeFor's, such a header is
+  // damaged: said without reading (or allocating) anything of the payload.
+  CHECK(r.rc == 2);
+  CHECK_FALSE(Has(r.out, "verified: ok"));
 
-  // The same file damaged: with --json the failure carries "ok", "error" and "exit_code" like
-  // every other (found by review: the report alone, exit 2).
+  // A well-formed file damaged: with --json the failure carries "ok", "error" and "exit_code"
+  // like every other (found by review: the report alone, exit 2).
+  h.checksums = ComputeChecksums(payload);
+  file = EncodeBlockHeader(h);
+  file.resize(h.data_offset);
+  file.insert(file.end(), payload.begin(), payload.end());
   file.back() ^= 1;
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(file.data()),
                                               static_cast<std::streamsize>(file.size()));

@@ -9,6 +9,7 @@ nothing here without regenerating the vectors.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import struct
 from dataclasses import dataclass, field
@@ -525,6 +526,9 @@ def _from_mapping(obj: Any) -> CacheIdentity:
         v = obj.get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError("identity key '%s': missing (give a number or %s_bits)" % (key, key))
+        if math.isnan(v):  # parsers disagree on a NaN's sign and payload: no single path
+            raise ValueError("identity key '%s': is NaN, which has no single encoding: give %s_bits"
+                             % (key, key))
         return float_bits(v)
 
     chain = obj.get("chain")

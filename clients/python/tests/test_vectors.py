@@ -194,6 +194,15 @@ class ValidationTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "multimodal.extra"):
             CacheIdentity.from_json(mm)
 
+    # Regression (review, 2026-12-06): a NaN RoPE value gave C++ and Python different paths
+    # (toml++ drops a NaN's sign, tomllib keeps it): refused, its bits must be given.
+    def test_from_json_refuses_nan_floats(self):
+        base = self.ident.to_json()
+        del base["rope_theta_bits"]
+        for nan in (float("nan"), -float("nan")):
+            with self.assertRaisesRegex(ValueError, "rope_theta.*NaN"):
+                CacheIdentity.from_json(dict(base, rope_theta=nan))
+
 
 class DependencyTest(unittest.TestCase):
     # Regression (review, 2026-12-06): pyproject.toml gave xxhash no lower bound, and an xxhash
