@@ -158,6 +158,9 @@ struct StoreOptions {
   std::function<void(const MediumReport&)> walk_finished;
   // Tests: runs between two slices of a listing's pass (ListEntries), outside the lock.
   std::function<void()> between_list_slices;
+  // Tests: how many fills one epoch gives region ids to before the store fences itself into the
+  // next (0: ReservationTable::kRegionSequenceLimit, about 4 billion).
+  uint64_t region_ids_per_epoch = 0;
 };
 
 // What a single-flight joiner can learn about a fill it did not lead.

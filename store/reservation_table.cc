@@ -17,6 +17,10 @@ ReservationTable::Reservation& ReservationTable::Add(const BlockAddress& address
   r.info.owner = owner;
   r.info.state = BlockState::kAbsent;
   MustTransition(r.info.state, BlockState::kReserved);
+  if (epoch != region_epoch_) {  // a new epoch's ids cannot meet an older one's
+    region_epoch_ = epoch;
+    next_region_seq_ = 0;
+  }
   r.info.region_id = (epoch << 32) | ++next_region_seq_;
   r.info.epoch = epoch;
   r.info.create_time_ns = now_ns;

@@ -87,6 +87,15 @@ class ReservationTable {
   // about to commit, and must hear ESTALE.
   bool RecentlyFenced(const BlockAddress& address, uint64_t now_ns, uint64_t lease_ns) const;
   size_t size() const { return reservations_.size(); }
+  // Region ids are `epoch << 32 | sequence`, the sequence counted per epoch: true once epoch
+  // `epoch` gave out `limit` of them, after which the store moves to the next epoch before it
+  // adds another (StoreFills::Reserve), so that no id is ever given twice.
+  bool RegionIdsUsedUp(uint64_t epoch, uint64_t limit) const {
+    return epoch == region_epoch_ && next_region_seq_ >= limit;
+  }
+  // The sequence's limit: 2^32 less room for the reservations that may pass the check above
+  // while the store's lock is released (a few per thread).
+  static constexpr uint64_t kRegionSequenceLimit = (uint64_t{1} << 32) - (uint64_t{1} << 20);
 
  private:
   struct FillOutcome {
@@ -98,6 +107,7 @@ class ReservationTable {
 
   ReservationId next_id_ = 1;
   uint64_t next_region_seq_ = 0;
+  uint64_t region_epoch_ = 0;  // the epoch next_region_seq_ counts in
   std::map<ReservationId, Reservation> reservations_;
   std::map<BlockAddress, ReservationId> by_address_;
   std::map<BlockAddress, FillOutcome> outcomes_;

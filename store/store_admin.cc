@@ -76,7 +76,9 @@ StatusCode StoreAdmin::IsolateDomain(const std::string& path) {
   return s;
 }
 
-Result<uint64_t> StoreAdmin::Fence() {
+Result<uint64_t> StoreAdmin::Fence() { return AdvanceEpoch(); }
+
+Result<uint64_t> StoreCore::AdvanceEpoch() {
   MutexLock fence_lock(fence_mu_);
   uint64_t next = epoch_.load() + 1;
   // Persist first: a fence the daemon acknowledged survives a crash.

@@ -112,6 +112,13 @@ class StoreCore {
   Departure RemoveLocked(BlockId id, const char* reason) REQUIRES(mu_);
   // Medium work for departures, outside the lock; then tells the observer.
   void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) EXCLUDES(mu_);
+  // Moves to the next epoch (BlockAdmin::Fence): persisted first, then every fill of an older
+  // epoch fenced. Returns the new epoch.
+  Result<uint64_t> AdvanceEpoch() EXCLUDES(fence_mu_, mu_);
+  // How many region ids one epoch gives (StoreOptions::region_ids_per_epoch).
+  uint64_t RegionIdsPerEpoch() const {
+    return options_.region_ids_per_epoch ? options_.region_ids_per_epoch : ReservationTable::kRegionSequenceLimit;
+  }
 
   // Lock order: fs's Handle::mu -> fence_mu_ -> mu_ -> the medium's own locks. mu_ is never
   // held across medium I/O, an observer or a reply to the kernel (docs/architecture.md).

@@ -71,6 +71,15 @@ Result<ReservationId> StoreFills::Reserve(const BlockAddress& address, Owner own
   std::vector<Departure> evicted;  // blocks that gave up their registration for this one
   {
     MutexLock lock(mu_);
+    // The epoch gave out its region ids (about 4 billion fills since the start or the last
+    // fence): the store fences itself into the next, as `gpucachectl fence` would, so that no id
+    // is given twice (the fills still open hear ESTALE at commit, as at any fence).
+    while (reservations_.RegionIdsUsedUp(epoch_.load(), RegionIdsPerEpoch())) {
+      lock.Unlock();
+      Result<uint64_t> next = AdvanceEpoch();
+      lock.Lock();
+      if (!next.ok()) return next.status();
+    }
     if (!index_.namespaces().Find(address.tenant, address.ns)) return StatusCode::kNotFound;
     // A block of this address is leaving and its file is not gone yet: the new one waits for
     // the path (the wait is a file removal or rename long).

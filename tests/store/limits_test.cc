@@ -1,6 +1,8 @@
 // ResourceLimits, eviction, quarantine, fencing, drain and leases, on the reference store.
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include "store/eviction/eviction_policy.h"
 #include "store/file_store.h"
 #include "store/memory_store.h"
@@ -355,6 +357,49 @@ TEST_CASE("Fence: in-flight reservations fail with kFenced and their credits ret
   // A new fill of the same block starts cleanly in the new epoch.
   CHECK(Commit(s, id, 100) == StatusCode::kOk);
   CHECK(s.FillOutcome(a) == FillState::kFinished);
+}
+
+// Regression (review, 2026-12-06): region ids were epoch << 32 | a sequence that never reset
+// nor stopped, so past 2^32 fills in one run (about 10 days at 5,000 fills a second) it ran
+// into the epoch's bits and ids repeated: a quarantine rename replaced another quarantined
+// block's file, and a reclaim of one removed the other's bytes. Now each epoch counts its own,
+// and one that used them up moves the store to the next epoch (a fence) first.
+TEST_CASE("Fence: an epoch that gave out its region ids fences the store into the next, ids never repeat") {
+  StoreOptions options;
+  options.region_ids_per_epoch = 3;
+  MemoryStore s(options);
+  const uint64_t first = s.Epoch();
+  std::set<uint64_t> regions;
+  auto region_of = [&](const CacheIdentity& id) {
+    auto reader = s.Open(AddressOf(id));
+    REQUIRE(reader.ok());
+    return reader.value()->info().region_id;
+  };
+  for (int i = 1; i <= 2; i++) {
+    REQUIRE(Commit(s, Block("acme", i), 100) == StatusCode::kOk);
+    regions.insert(region_of(Block("acme", i)));
+  }
+  // The epoch's third id goes to a fill still open when the fourth is asked for.
+  CacheIdentity open_id = Block("acme", 3);
+  BlockAddress open_a = AddressOf(open_id);
+  auto open_fill = s.Reserve(open_a, kOwner);
+  REQUIRE(open_fill.ok());
+  REQUIRE(s.OpenWriter(open_fill.value()) == StatusCode::kOk);
+  REQUIRE(s.SetIdentity(open_fill.value(), EncodePhysicalKey(open_id)) == StatusCode::kOk);
+  REQUIRE(s.Write(open_fill.value(), 0, Payload(100)).ok());
+  CHECK(s.Epoch() == first);
+  REQUIRE(Commit(s, Block("acme", 4), 100) == StatusCode::kOk);  // the store fenced itself first
+  CHECK(s.Epoch() == first + 1);
+  CHECK(s.Write(open_fill.value(), 100, Payload(10)).status() == StatusCode::kFenced);  // as at any fence
+  s.CloseWriter(open_fill.value());
+  regions.insert(region_of(Block("acme", 4)));
+  for (int i = 5; i <= 9; i++) {
+    REQUIRE(Commit(s, Block("acme", i), 100) == StatusCode::kOk);
+    regions.insert(region_of(Block("acme", i)));
+  }
+  CHECK(s.Epoch() == first + 2);  // 3 ids an epoch: 1-2 and the fenced fill, 4-6, 7-9
+  CHECK(regions.size() == 8);     // every committed block its own id
+  for (uint64_t r : regions) CHECK((r >> 32) >= first);
 }
 
 TEST_CASE("FillFor: a fill is its filler's and any admin's, and none once fenced or finished") {
