@@ -12,7 +12,9 @@ bool QuarantineSet::Add(Entry entry) {
 
 void QuarantineSet::SetStored(uint64_t region_id, std::shared_ptr<StoredPayload> stored) {
   auto it = by_region_.find(region_id);
-  if (it != by_region_.end()) it->second.stored = std::move(stored);
+  if (it == by_region_.end()) return;
+  it->second.stored = std::move(stored);
+  it->second.moving = false;
 }
 
 void QuarantineSet::ReaderClosed(uint64_t region_id) {
@@ -47,7 +49,7 @@ std::optional<QuarantineInfo> QuarantineSet::Stat(uint64_t region_id) const {
 StatusCode QuarantineSet::TakeDrained(uint64_t region_id, Entry& out) {
   auto it = by_region_.find(region_id);
   if (it == by_region_.end()) return StatusCode::kNotFound;
-  if (it->second.open_readers > 0) return StatusCode::kBusy;  // we still see a handle
+  if (it->second.open_readers > 0 || it->second.moving) return StatusCode::kBusy;  // a handle, or the move
   out = std::move(it->second);
   by_region_.erase(it);
   MustTransition(out.info.state, BlockState::kAbsent);
@@ -57,8 +59,8 @@ StatusCode QuarantineSet::TakeDrained(uint64_t region_id, Entry& out) {
 std::vector<QuarantineSet::Entry> QuarantineSet::TakeBefore(uint64_t epoch) {
   std::vector<Entry> out;
   for (auto it = by_region_.begin(); it != by_region_.end();) {
-    if (it->second.since_epoch >= epoch) {
-      ++it;  // quarantined after that fence: it needs a fence of its own
+    if (it->second.since_epoch >= epoch || it->second.moving) {
+      ++it;  // quarantined after that fence (it needs a fence of its own), or still moving
       continue;
     }
     out.push_back(std::move(it->second));

@@ -29,6 +29,9 @@ class QuarantineSet {
     int open_readers = 0;
     std::string reason;       // "evicted", "invalidated", "restart"
     uint64_t since_epoch = 0;
+    // The medium is still moving the bytes (Medium::Quarantine, outside the store's lock):
+    // `stored` is where they were, and no reclaim may take the entry until SetStored.
+    bool moving = false;
   };
 
   // Adds a block leaving the namespace (state EVICTING), moving it to QUARANTINED. False, and
@@ -43,9 +46,10 @@ class QuarantineSet {
   std::vector<QuarantineInfo> List() const;
   std::optional<QuarantineInfo> Stat(uint64_t region_id) const;
   // A drained attestation: takes the entry out (state ABSENT). kNotFound, or kBusy while a
-  // reader of this process still has it open.
+  // reader of this process still has it open or its bytes are still moving.
   StatusCode TakeDrained(uint64_t region_id, Entry& out);
-  // A fenced reclaim: takes out every entry quarantined before `epoch` (state ABSENT).
+  // A fenced reclaim: takes out every entry quarantined before `epoch` (state ABSENT), but
+  // those whose bytes are still moving (a later reclaim takes them).
   std::vector<Entry> TakeBefore(uint64_t epoch);
   size_t size() const { return by_region_.size(); }
 

@@ -75,7 +75,7 @@ Departure StoreCore::RemoveLocked(BlockId id, const char* reason) {
     // drained attestation or a fenced reclaim.
     admission_.Quarantined(d.info.address.tenant, d.info.size);
     admission_.Counters(d.info.address.tenant).quarantined++;
-    quarantine_.Add({d.info, d.stored, open, reason, epoch_.load()});
+    quarantine_.Add({d.info, d.stored, open, reason, epoch_.load(), /*moving=*/true});
   }
   return d;
 }
