@@ -209,9 +209,13 @@ void FileLoader::LoadNamespace(size_t dev, const std::string& tenant, const std:
       entry = EntryOfBlock(info.value(), info->checksum, dir.get(), name);
       b = std::move(info.value());
     }
-    // The same block in two directories: keep the first one found.
+    // The same block in two directories: keep the first one found, and remove the other (one
+    // identity names the same bytes). Left in place, it would be uncounted disk space, and bring
+    // the block back at a start after the copy kept was invalidated or evicted.
     if (devices_.size() > 1 && !found_names_.insert(relative.assign(relative_prefix).append(name)).second) {
-      report.problems.push_back("skipped " + path + ": a duplicate of a block already loaded");
+      StatusCode removed = env_.Remove(path);
+      report.problems.push_back("skipped " + path + ": a duplicate of a block already loaded" +
+                                (removed == StatusCode::kOk ? "; removed" : "; could not be removed"));
       report.blocks_skipped++;
       continue;
     }

@@ -602,6 +602,14 @@ TEST_CASE("FileStore: a block found in two data directories is loaded once, from
     CHECK(report.problems[0].find(first_damaged ? "corrupt" : "a duplicate") != std::string::npos);
     CHECK(ReadBack(*s, Numbered(7)).value() == Payload(100, 7));
     CHECK(s->BackingPath(AddressOf(Numbered(7))) == (first_damaged ? dirs[1] : dirs[0]) + relative);
+    // Regression (review, 2026-12-06): the copy not loaded stayed under its name, uncounted;
+    // once the loaded one was invalidated, the next start brought the block back.
+    CHECK_FALSE(fs::exists((first_damaged ? dirs[0] : dirs[1]) + relative));
+    REQUIRE(s->Invalidate(AddressOf(Numbered(7))) == StatusCode::kOk);
+    s.reset();
+    s = OpenFileStore(dirs, {}, nullptr, &error);
+    REQUIRE_MESSAGE(s, error);
+    CHECK(ReadBack(*s, Numbered(7)).status() == StatusCode::kNotFound);
   }
 }
 
