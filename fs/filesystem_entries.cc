@@ -60,10 +60,12 @@ TenantMode TenantModeOf(const TenantConfig& t, mode_t owner_bits = 0700) {
   return m;
 }
 
+// The root and everything in .gpucache/ (the control and commit files included, though anyone
+// may write them): nobody changes their attributes or xattrs.
 bool IsRootOwnedVirtual(NodeKind k) {
   return k == NodeKind::kRoot || k == NodeKind::kControlDir || k == NodeKind::kStatsFile ||
          k == NodeKind::kEpochFile || k == NodeKind::kQuarantineFile || k == NodeKind::kMetricsFile ||
-         k == NodeKind::kConfigFile;
+         k == NodeKind::kConfigFile || k == NodeKind::kCtlFile || k == NodeKind::kCommitFile;
 }
 
 }  // namespace
@@ -325,7 +327,9 @@ Result<AttrReply> Filesystem::SetAttr(const Principal& c, uint64_t ino, const st
     return owner_only ? StatusCode::kImmutable : StatusCode::kAccessDenied;
   }
   if (n->kind != NodeKind::kPart) return StatusCode::kImmutable;
-  if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+  // A .part's owner, mode and times are the daemon's (its filler's, and the fill's own times).
+  if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_ATIME |
+                FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)) {
     return StatusCode::kImmutable;
   }
   if (to_set & FUSE_SET_ATTR_SIZE) {
@@ -336,7 +340,7 @@ Result<AttrReply> Filesystem::SetAttr(const Principal& c, uint64_t ino, const st
       return FillAnswer(s, address);
     }
   }
-  return AttrOf(ino, n.value());  // times are accepted and ignored
+  return AttrOf(ino, n.value());
 }
 
 StatusCode Filesystem::Access(const Principal& c, uint64_t ino, int mask) {
