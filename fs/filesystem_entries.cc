@@ -327,9 +327,7 @@ Result<AttrReply> Filesystem::SetAttr(const Principal& c, uint64_t ino, const st
     return owner_only ? StatusCode::kImmutable : StatusCode::kAccessDenied;
   }
   if (n->kind != NodeKind::kPart) return StatusCode::kImmutable;
-  // A .part's owner, mode and times are the daemon's (its filler's, and the fill's own times).
-  if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_ATIME |
-                FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)) {
+  if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
     return StatusCode::kImmutable;
   }
   if (to_set & FUSE_SET_ATTR_SIZE) {
@@ -340,7 +338,7 @@ Result<AttrReply> Filesystem::SetAttr(const Principal& c, uint64_t ino, const st
       return FillAnswer(s, address);
     }
   }
-  return AttrOf(ino, n.value());
+  return AttrOf(ino, n.value());  // times are accepted and ignored: touch works on a .part
 }
 
 StatusCode Filesystem::Access(const Principal& c, uint64_t ino, int mask) {
