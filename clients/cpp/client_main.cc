@@ -7,6 +7,7 @@
 // (ENOENT), 2 on any other error (no gpucachefs mounted at MOUNT included), 64 on bad usage or
 // an invalid identity file.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -83,6 +84,45 @@ int Put(const gpucache::MountClient& client, const std::string& mount, const gpu
   return 0;
 }
 
+// Writes `bytes` to `f` and flushes it: 0 or an errno.
+int WriteStream(FILE* f, const gpucache::Bytes& bytes) {
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  return std::fflush(f) == 0 && ok ? 0 : (errno ? errno : EIO);
+}
+
+// Writes `bytes` as the file `out`: a regular file (or a new one) is replaced whole, by a
+// temporary beside it renamed over it, so a failed write (a full disk) leaves `out` as it was;
+// anything else (a FIFO, /dev/stdout) is written in place. 0 or an errno.
+int WriteOut(const std::string& out, const gpucache::Bytes& bytes) {
+  struct stat st;
+  bool exists = ::stat(out.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
+    FILE* f = std::fopen(out.c_str(), "wb");
+    if (!f) return errno;
+    int err = WriteStream(f, bytes);
+    if (std::fclose(f) != 0 && !err) err = errno;
+    return err;
+  }
+  std::string tmp = out + ".gpucache-client.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return errno;
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  int err = 0;
+  if (::fchmod(fd, exists ? (st.st_mode & 07777) : (0666 & ~mask)) != 0) err = errno;
+  for (size_t at = 0; !err && at < bytes.size();) {
+    ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    else at += static_cast<size_t>(n);
+  }
+  if (!err && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err && ::rename(tmp.c_str(), out.c_str()) != 0) err = errno;
+  if (err) ::unlink(tmp.c_str());
+  return err;
+}
+
 int Get(const gpucache::MountClient& client, const std::string& mount, const gpucache::CacheIdentity& id,
         const char* out) {
   auto r = client.Read(id);
@@ -93,16 +133,10 @@ int Get(const gpucache::MountClient& client, const std::string& mount, const gpu
     return *err == ENOENT ? 1 : 2;
   }
   const auto& bytes = std::get<gpucache::Bytes>(r);
-  const char* name = out ? out : "standard output";
-  FILE* f = out ? std::fopen(out, "wb") : stdout;
-  if (!f) {
-    std::cerr << "gpucache-client: cannot write " << name << ": " << std::strerror(errno) << "\n";
-    return 2;
-  }
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = (out ? std::fclose(f) : std::fflush(f)) == 0 && ok;
-  if (!ok) {
-    std::cerr << "gpucache-client: cannot write " << name << ": " << std::strerror(errno) << "\n";
+  int err = out ? WriteOut(out, bytes) : WriteStream(stdout, bytes);
+  if (err) {
+    std::cerr << "gpucache-client: cannot write " << (out ? out : "standard output") << ": "
+              << std::strerror(err) << "\n";
     return 2;
   }
   return 0;

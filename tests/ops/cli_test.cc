@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "store/block_file.h"
 #include "store/checksum.h"
 #include "tests/mount/mount_helpers.h"
+#include "tests/support/tmpfs.h"
 
 namespace gpucache {
 namespace {
@@ -424,6 +426,32 @@ TEST_CASE("cli: an identity file with a NaN float is refused, naming the _bits f
   CHECK(get.rc == 64);
   CHECK(Has(get.err, "rope_theta_bits"));
   CHECK(Has(get.err, "NaN"));
+}
+
+// Found by review (2026-12-06): get wrote OUT in place (fopen "wb" empties it first), so a write
+// that failed (ENOSPC) left a truncated OUT where a whole file had been, with exit 2.
+TEST_CASE("cli: gpucache-client get that cannot write OUT leaves OUT as it was") {
+  MountedFs m;
+  CacheIdentity id = SampleIdentity();
+  std::string toml = WriteIdentityToml(m.scratch(), id);
+  REQUIRE(MountClient(m.mnt()).Commit(id, Payload(200000)) == 0);
+  Tmpfs small(m.scratch() + "/small", "64k");
+  REQUIRE(small.mounted());
+  std::string out = small.path() + "/out.bin";
+  std::ofstream(out) << "the previous contents";
+  Run full = Client("get " + m.mnt() + " " + toml + " " + out);
+  CHECK(full.rc == 2);
+  CHECK(Has(full.err, "cannot write"));
+  CHECK(ReadText(out) == "the previous contents");
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(small.path())) files += e.is_regular_file();
+  CHECK(files == 1);  // OUT, and no temporary left behind
+  // Where it fits, OUT is replaced whole.
+  std::string roomy = m.scratch() + "/out.bin";
+  std::ofstream(roomy) << "old";
+  Run ok = Client("get " + m.mnt() + " " + toml + " " + roomy);
+  CHECK(ok.rc == 0);
+  CHECK(ReadText(roomy).size() == 200000);
 }
 
 TEST_CASE("cli: inspect --verify reads a block file in bounded pieces whatever its header says") {
