@@ -134,7 +134,14 @@ ActionLog LogLevelOf(const std::string& op) {
 
 std::string ControlPlane::Handle(const Principal& c, std::string_view request) {
   json req = json::parse(request, nullptr, /*allow_exceptions=*/false);
-  std::string reply = Dispatch(c, req, request);
+  std::string reply;
+  try {
+    reply = Dispatch(c, req, request);
+  } catch (const json::exception& e) {
+    // A field of a type its handler did not check for: refused, never the daemon's end (each
+    // handler checks what it changes state on before changing it; this is the net under them).
+    reply = Error(EINVAL, std::string("malformed request: ") + e.what());
+  }
   if (!req.is_object() || !req.contains("op") || !req["op"].is_string()) return reply;
   ActionLog level = LogLevelOf(req["op"].get<std::string>());
   if (level == ActionLog::kNone) return reply;
@@ -273,7 +280,11 @@ std::string ControlPlane::Reclaim(const Principal& c, const json& req) {
 
 std::string ControlPlane::Drain(const Principal& c, const json& req) {
   if (!access_.IsAdmin(c)) return Error(EACCES, kNotAdmin);
-  std::string action = req.value("action", std::string("start"));
+  // No default: a drain changes state, so a request that does not say which is refused.
+  if (!req.contains("action") || !req["action"].is_string()) {
+    return Error(EINVAL, "drain needs \"action\": \"start\", \"finish\" or \"rollback\"");
+  }
+  std::string action = req["action"].get<std::string>();
   DrainAction a;
   if (action == "start") a = DrainAction::kStart;
   else if (action == "finish") a = DrainAction::kFinish;

@@ -43,6 +43,24 @@ TEST_CASE("Control: admin requests from a member are refused and change nothing"
   CHECK(p.Ask(0, R"({"op":"fence"})")["epoch"] == epoch + 1);
 }
 
+// Regression (review, 2026-12-06): {"op":"drain","action":5} threw nlohmann's type_error out of
+// Handle (the daemon terminated: one request took the node down), and {"op":"drain"} with no
+// action started a drain. Every field of the wrong type is now an EINVAL that changes nothing.
+TEST_CASE("Control: a drain without a string action is refused and changes nothing") {
+  Plane p;
+  uint64_t epoch = p.store.Epoch();
+  for (const char* req : {R"({"op":"drain"})", R"({"op":"drain","action":5})", R"({"op":"drain","action":null})",
+                          R"({"op":"drain","action":["start"]})", R"({"op":"drain","action":{}})"}) {
+    CAPTURE(req);
+    nlohmann::json reply = p.Ask(0, req);
+    CHECK(reply["ok"] == false);
+    CHECK(reply["errno"] == "EINVAL");
+  }
+  CHECK_FALSE(p.store.Stats().draining);
+  CHECK(p.store.Epoch() == epoch);
+  CHECK(p.Ask(0, R"({"op":"drain","action":"start"})")["draining"] == true);
+}
+
 // Regression (issue 17): on a mount without the cold tier, `gpucachectl cold ...` answered
 // "unknown op 'cold.report'"; the reply now says the tier is not enabled.
 TEST_CASE("Control: a cold op on a daemon without the cold tier says it is not enabled") {
