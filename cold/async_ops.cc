@@ -24,15 +24,29 @@ void AsyncOps::Shutdown() {
   for (std::thread& t : threads) t.join();
 }
 
-void AsyncOps::EvictFinishedLocked() {
+void AsyncOps::EvictExpiredLocked() {
   const auto expired = std::chrono::steady_clock::now() - kResultTtl;
   for (auto it = ops_.begin(); it != ops_.end();) {  // results nobody came for
     bool stale = it->second.state == State::kDone && it->second.finished < expired;
     it = stale ? ops_.erase(it) : std::next(it);
   }
-  for (auto it = ops_.begin(); it != ops_.end() && ops_.size() >= max_ops_;) {
-    it = it->second.state == State::kDone ? ops_.erase(it) : std::next(it);
+}
+
+// Forgets the oldest finished result of `key` (ids grow with time); false if it has none.
+bool AsyncOps::EvictOldestDoneOfLocked(const std::string& key) {
+  for (auto it = ops_.begin(); it != ops_.end(); ++it) {
+    if (it->second.state == State::kDone && it->second.quota_key == key) {
+      ops_.erase(it);
+      return true;
+    }
   }
+  return false;
+}
+
+size_t AsyncOps::HeldByLocked(const std::string& key) const {
+  size_t n = 0;
+  for (const auto& [id, op] : ops_) n += op.quota_key == key;
+  return n;
 }
 
 size_t AsyncOps::UnfinishedOfLocked(const std::string& key) const {
@@ -45,9 +59,16 @@ uint64_t AsyncOps::Submit(uint32_t owner_uid, std::function<std::string()> work,
                           Lane lane) {
   MutexLock lock(mu_);
   if (stop_) return 0;
-  EvictFinishedLocked();
-  if (ops_.size() >= max_ops_) return 0;
-  if (!quota_key.empty() && UnfinishedOfLocked(quota_key) >= ShareOfOneKey()) return 0;
+  EvictExpiredLocked();
+  // A key's results wait for it (up to kResultTtl): room is only ever made from the submitter's
+  // own finished results, never another caller's. And a key holds at most its share of the pool,
+  // finished results included, so no key can fill it for the others.
+  if (!quota_key.empty()) {
+    if (UnfinishedOfLocked(quota_key) >= ShareOfOneKey()) return 0;
+    while (HeldByLocked(quota_key) >= ShareOfOneKey() && EvictOldestDoneOfLocked(quota_key)) {
+    }
+  }
+  if (ops_.size() >= max_ops_ && !EvictOldestDoneOfLocked(quota_key)) return 0;
   while (threads_.size() < workers_ + 1) {  // the workers, then the serial lane's thread
     Lane runs = threads_.size() < workers_ ? Lane::kShared : Lane::kSerial;
     threads_.emplace_back([this, runs] { Run(runs); });

@@ -4,11 +4,12 @@
 // so a refill that waited on a slow S3 inside write() stalled every control request on the
 // node; now the write() returns an op id at once and the caller polls it.
 //
-// Bounded: at most `max_ops` ops are held (queued, running, or finished and not yet taken);
-// when full, the oldest finished ones are forgotten first, and a new op is refused (Submit
-// returns 0) only when every held op is still queued or running. An op's result is given to
-// the uid that submitted it (or an admin) once, then forgotten; a result nobody took for
-// kResultTtl is forgotten too.
+// Bounded: at most `max_ops` ops are held (queued, running, or finished and not yet taken).
+// Room for a new op is made only from its own quota key's finished results, oldest first,
+// never from another key's (one caller's flood of quick ops once erased another tenant's
+// result before it was polled); past that, a new op is refused (Submit returns 0). An op's
+// result is given to the uid that submitted it (or an admin) once, then forgotten; a result
+// nobody took for kResultTtl is forgotten too.
 //
 // Two lanes: refills (Lane::kShared) run on `workers` threads, several at once; a pack
 // (Lane::kSerial), which may run for hours and of which only one can make progress at a time
@@ -16,8 +17,9 @@
 // worker. So one tenant's packs never hold the workers another tenant's refills need.
 //
 // Shared fairly: the ops of one quota key (the submitter's tenants; a tenant's members share
-// it) may hold at most a quarter of `max_ops` unfinished at once, so one tenant that submits
-// and never polls cannot refuse everyone else's ops (issue 29).
+// it) may hold at most a quarter of `max_ops` at once, unfinished or finished and not taken
+// (its own oldest finished results make room for its next op), so one tenant that submits and
+// never polls cannot refuse everyone else's ops (issue 29).
 //
 // Thread safety: every method may be called from any thread. Workers (and the serial lane's
 // thread) start at the first Submit (never before the daemon has detached: threads do not
@@ -55,7 +57,8 @@ class AsyncOps {
   // a thread of its own (see "Two lanes" above).
   enum class Lane : uint8_t { kShared, kSerial };
   // Queues `work` (which returns the op's reply line) in `lane`; its op id, or 0 when the pool
-  // is full or `quota_key` holds its share of unfinished ops already (both lanes count).
+  // is full of other keys' ops or `quota_key` holds its share of unfinished ops already (both
+  // lanes count).
   uint64_t Submit(uint32_t owner_uid, std::function<std::string()> work, const std::string& quota_key = "",
                   Lane lane = Lane::kShared);
   // Unfinished ops of `quota_key` one key may hold.
@@ -87,7 +90,9 @@ class AsyncOps {
   };
   size_t UnfinishedOfLocked(const std::string& key) const REQUIRES(mu_);
   void Run(Lane lane);
-  void EvictFinishedLocked() REQUIRES(mu_);
+  void EvictExpiredLocked() REQUIRES(mu_);
+  bool EvictOldestDoneOfLocked(const std::string& key) REQUIRES(mu_);
+  size_t HeldByLocked(const std::string& key) const REQUIRES(mu_);
 
   const size_t workers_;
   const size_t max_ops_;

@@ -53,6 +53,29 @@ TEST_CASE("AsyncOps: one tenant's unpolled ops take at most its share, and anoth
   release = true;
 }
 
+// Regression (review, 2026-12-06): a full pool forgot the oldest finished result whoever it
+// belonged to, and only unfinished ops counted against a key's share: another caller's flood of
+// ops that fail at once erased a tenant's refill result before the tenant polled it.
+TEST_CASE("AsyncOps: another key's flood never erases a result its owner has not taken") {
+  AsyncOps ops(1, 8);  // a share is 2
+  auto quick = [] { return std::string("{\"ok\":true}\n"); };
+  uint64_t mine = ops.Submit(1000, quick, "acme,");
+  REQUIRE(mine != 0);
+  // It finishes and waits for its owner (a Take would answer and forget it).
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  int accepted = 0;
+  for (int i = 0; i < 40; i++) {
+    uint64_t id = ops.Submit(3000, quick, "uid:3000");
+    accepted += id != 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  CHECK(accepted > 0);
+  CHECK(ops.held() <= 8);
+  AsyncOps::Poll p = ops.Take(mine, 1000, false, std::chrono::milliseconds(1000));
+  CHECK(p.state == AsyncOps::State::kDone);
+  CHECK(p.reply == "{\"ok\":true}\n");
+}
+
 TEST_CASE("AsyncOps: a Take with a wait answers when the op is done, and only `workers` callers wait") {
   AsyncOps ops(1, 8);
   std::atomic<bool> release{false};
