@@ -78,8 +78,9 @@ StatusCode StoreAdmin::IsolateDomain(const std::string& path) {
 
 Result<uint64_t> StoreAdmin::Fence() { return AdvanceEpoch(); }
 
-Result<uint64_t> StoreCore::AdvanceEpoch() {
+Result<uint64_t> StoreCore::AdvanceEpoch(std::optional<uint64_t> from) {
   MutexLock fence_lock(fence_mu_);
+  if (from && epoch_.load() != *from) return epoch_.load();  // another fence came first
   uint64_t next = epoch_.load() + 1;
   // Persist first: a fence the daemon acknowledged survives a crash.
   if (StatusCode s = medium_->PersistEpoch(next); s != StatusCode::kOk) return s;

@@ -113,8 +113,9 @@ class StoreCore {
   // Medium work for departures, outside the lock; then tells the observer.
   void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) EXCLUDES(mu_);
   // Moves to the next epoch (BlockAdmin::Fence): persisted first, then every fill of an older
-  // epoch fenced. Returns the new epoch.
-  Result<uint64_t> AdvanceEpoch() EXCLUDES(fence_mu_, mu_);
+  // epoch fenced. Returns the new epoch. With `from`, only if the epoch is still `from` (two
+  // fills that both found it used up fence once, not twice); else the current epoch.
+  Result<uint64_t> AdvanceEpoch(std::optional<uint64_t> from = std::nullopt) EXCLUDES(fence_mu_, mu_);
   // How many region ids one epoch gives (StoreOptions::region_ids_per_epoch).
   uint64_t RegionIdsPerEpoch() const {
     return options_.region_ids_per_epoch ? options_.region_ids_per_epoch : ReservationTable::kRegionSequenceLimit;

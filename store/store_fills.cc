@@ -75,8 +75,9 @@ Result<ReservationId> StoreFills::Reserve(const BlockAddress& address, Owner own
     // fence): the store fences itself into the next, as `gpucachectl fence` would, so that no id
     // is given twice (the fills still open hear ESTALE at commit, as at any fence).
     while (reservations_.RegionIdsUsedUp(epoch_.load(), RegionIdsPerEpoch())) {
+      const uint64_t used_up = epoch_.load();
       lock.Unlock();
-      Result<uint64_t> next = AdvanceEpoch();
+      Result<uint64_t> next = AdvanceEpoch(used_up);
       lock.Lock();
       if (!next.ok()) return next.status();
     }

@@ -2,6 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <set>
+#include <vector>
+#include <thread>
+#include <atomic>
 
 #include "store/eviction/eviction_policy.h"
 #include "store/file_store.h"
@@ -400,6 +403,32 @@ TEST_CASE("Fence: an epoch that gave out its region ids fences the store into th
   CHECK(s.Epoch() == first + 2);  // 3 ids an epoch: 1-2 and the fenced fill, 4-6, 7-9
   CHECK(regions.size() == 8);     // every committed block its own id
   for (uint64_t r : regions) CHECK((r >> 32) >= first);
+}
+
+// Found by review of the fix above: two fills that both found the epoch used up both fenced,
+// so the second fence also fenced the fill the first had just admitted in the new epoch.
+TEST_CASE("Fence: fills racing past a used-up epoch fence it once") {
+  StoreOptions options;
+  options.region_ids_per_epoch = 1;  // every fill after the first ends its epoch
+  MemoryStore s(options);
+  const uint64_t first = s.Epoch();
+  constexpr int kThreads = 4, kEach = 150;
+  s.CreateNamespace("acme", AddressOf(Block("acme", 0)).ns, kOwner);
+  std::atomic<int> reserved{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; i++) {
+        CacheIdentity id = Block("acme", 0);
+        id.chain.back()[0] = static_cast<uint8_t>(t);
+        id.chain.back()[1] = static_cast<uint8_t>(i);
+        if (s.Reserve(AddressOf(id), kOwner).ok()) reserved++;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  REQUIRE(reserved == kThreads * kEach);
+  CHECK(s.Epoch() - first == uint64_t(reserved - 1));  // one fence per used-up epoch, no more
 }
 
 TEST_CASE("FillFor: a fill is its filler's and any admin's, and none once fenced or finished") {
