@@ -236,9 +236,12 @@ class Filesystem {
   static constexpr int kMaxNoticesNow = 4;
   // Gives back the fill of an unfinished frame (a new frame, a failure, the last close).
   void AbandonFrame(FrameState& f);
-  // Control requests answered on read that one non-admin uid may have running at once.
+  // Control requests answered on read that one non-admin uid may have running at once, and
+  // all non-admin uids together: of libfuse's 10 threads, 4 may wait in BlockAppeared
+  // (kMaxNoticesNow) and 4 here, which leaves 2 for every other request of every tenant.
   static constexpr int kMaxDeferredPerCaller = 2;
-  CallerSlots deferred_slots_{kMaxDeferredPerCaller};
+  static constexpr int kMaxDeferredInAll = 4;
+  CallerSlots deferred_slots_{kMaxDeferredPerCaller, kMaxDeferredInAll};
   // ESTALE for a `.part` whose reservation a recent fence took, else ENOENT (adr/0006).
   StatusCode PartGone(const BlockAddress& address);
   // A commit refused with EINVAL is logged with its reason, at most once a second per tenant.

@@ -255,8 +255,9 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
 // its writes are, so the wait holds up no other control request.
 //
 // Each such request holds one of the daemon's FUSE threads while it runs: a caller that is not
-// an admin runs at most kMaxDeferredPerCaller of them at once (EAGAIN past that, with a hint
-// to use "async"), so one tenant cannot take every thread and stall the others. For the same
+// an admin runs at most kMaxDeferredPerCaller of them at once, and all such callers together
+// kMaxDeferredInAll (EAGAIN past that, with a hint to use "async"), so no tenant, nor several
+// together, can take every thread and stall the others. For the same
 // reason no thread waits for a request another read of the same file is running: that read
 // answers kExhausted (EAGAIN) at once (a flush returns), and the reply is there to read once the
 // request ends. The handle's lock is not held while the request runs.
@@ -272,9 +273,10 @@ StatusCode Filesystem::AnswerDeferred(Handle& h) {
     caller = h.deferred_caller;
     limited = !access_.Establish(*caller).admin;
     if (limited && !deferred_slots_.TryTake(caller->uid)) {
-      h.text = control_protocol::Error(EAGAIN, std::to_string(kMaxDeferredPerCaller) +
-                                                   " control requests of this uid are already running; "
-                                                   "wait for one, or send cold requests with \"async\": true");
+      h.text = control_protocol::Error(
+          EAGAIN, "too many control requests are running (at most " + std::to_string(kMaxDeferredPerCaller) +
+                      " of one uid, " + std::to_string(kMaxDeferredInAll) +
+                      " of all members); wait for one, or send cold requests with \"async\": true");
       h.deferred_request.clear();
       h.reply_cursor = 0;
       return StatusCode::kOk;
