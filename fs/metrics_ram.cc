@@ -26,6 +26,10 @@ void RenderRamMetrics(MetricsWriter& w, const RamMetrics& ram) {
       {"gpucache_ram_promotions_skipped_total", "counter",
        "Blocks not queued for a copy because the queue was full (their next open asks again).",
        double(ram.promotions_skipped)},
+      {"gpucache_ram_promotions_skipped_memory_total", "counter",
+       "Block copies not made because the machine's available memory would have fallen below the "
+       "floor (1/32 of its memory, at least 256 MiB); the block is served from disk.",
+       double(ram.promotions_skipped_memory)},
       {"gpucache_ram_promotions_total", "counter", "Block copies made and kept.", double(t.promotions)},
       {"gpucache_ram_page_drops_total", "counter",
        "Times the kernel was told to drop the pages daemon-served reads cached for a block now in RAM.",

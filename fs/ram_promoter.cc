@@ -2,7 +2,42 @@
 
 #include "fs/log.h"
 
+#include <algorithm>
+#include <fstream>
+#include <string_view>
+
 namespace gpucache {
+namespace {
+
+// A line of /proc/meminfo in bytes ("MemAvailable:"), or nullopt.
+std::optional<uint64_t> MemInfoBytes(std::string_view key) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> name >> kib) {
+    std::getline(in, unit);
+    if (name == key) return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+// Unknown (no /proc): no gate, as before.
+uint64_t MemAvailableBytes() { return MemInfoBytes("MemAvailable:").value_or(UINT64_MAX); }
+
+uint64_t DefaultMemoryFloor() {
+  return std::max<uint64_t>(uint64_t{256} << 20, MemInfoBytes("MemTotal:").value_or(0) / 32);
+}
+
+}  // namespace
+
+RamPromoter::RamPromoter(BlockReads& store, RamTier& tier, size_t max_queued)
+    : store_(store),
+      tier_(tier),
+      max_queued_(max_queued),
+      max_queued_bytes_(tier.Stats().budget_bytes),
+      available_(MemAvailableBytes),
+      memory_floor_(DefaultMemoryFloor()) {}
 
 void RamPromoter::Start() {
   MutexLock lock(mu_);
@@ -57,6 +92,11 @@ uint64_t RamPromoter::Skipped() const {
   return skipped_;
 }
 
+uint64_t RamPromoter::SkippedForMemory() const {
+  MutexLock lock(mu_);
+  return skipped_memory_;
+}
+
 void RamPromoter::Run() {
   MutexLock lock(mu_);
   for (;;) {
@@ -76,6 +116,12 @@ void RamPromoter::Run() {
 
 void RamPromoter::PromoteOne(const Item& item) {
   if (item.region_id && tier_.Holds(item.address, *item.region_id)) return;
+  // The machine's memory first: the block stays served from disk, and its next open asks again.
+  if (uint64_t available = available_(); available < memory_floor_ || available - memory_floor_ < item.bytes) {
+    MutexLock lock(mu_);
+    ++skipped_memory_;
+    return;
+  }
   Result<std::shared_ptr<BlockReader>> reader = store_.OpenForCopy(item.address);  // not a use: eviction order stays the readers'
   if (!reader.ok()) return;  // left
   const uint64_t region_id = reader.value()->info().region_id;

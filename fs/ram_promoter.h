@@ -35,8 +35,7 @@ class RamPromoter {
   // blocks of several engines' loads at once.
   static constexpr size_t kMaxQueued = 1024;
 
-  RamPromoter(BlockReads& store, RamTier& tier, size_t max_queued = kMaxQueued)
-      : store_(store), tier_(tier), max_queued_(max_queued), max_queued_bytes_(tier.Stats().budget_bytes) {}
+  RamPromoter(BlockReads& store, RamTier& tier, size_t max_queued = kMaxQueued);
   ~RamPromoter() { Stop(); }
   RamPromoter(const RamPromoter&) = delete;
   RamPromoter& operator=(const RamPromoter&) = delete;
@@ -59,6 +58,15 @@ class RamPromoter {
   size_t Pending() const EXCLUDES(mu_);
   // Asks not queued because the queue was full (blocks or bytes), since start.
   uint64_t Skipped() const EXCLUDES(mu_);
+  // Copies not made because the machine's available memory would have fallen below the floor.
+  uint64_t SkippedForMemory() const EXCLUDES(mu_);
+  // The machine's available memory and the floor a copy must leave (defaults: MemAvailable
+  // from /proc/meminfo, and 1/32 of MemTotal, at least 256 MiB). Tests give their own.
+  // REQUIRES: the worker is not running.
+  void SetMemoryGauge(std::function<uint64_t()> available, uint64_t floor) {
+    available_ = std::move(available);
+    memory_floor_ = floor;
+  }
 
  private:
   struct Item {
@@ -75,6 +83,10 @@ class RamPromoter {
   const size_t max_queued_;
   const uint64_t max_queued_bytes_;
   std::function<void(uint64_t)> copied_;  // set while the worker is not running
+  // A tmpfs copy is memory no reclaim frees (without swap): a tier set near MemTotal would end
+  // in the OOM killer. Set while the worker is not running.
+  std::function<uint64_t()> available_;
+  uint64_t memory_floor_;
   mutable Mutex mu_;
   std::condition_variable_any wake_;
   std::deque<Item> queue_ GUARDED_BY(mu_);
@@ -82,6 +94,7 @@ class RamPromoter {
   std::unordered_set<std::string> queued_ GUARDED_BY(mu_);
   uint64_t queued_bytes_ GUARDED_BY(mu_) = 0;  // of the blocks in queued_
   uint64_t skipped_ GUARDED_BY(mu_) = 0;
+  uint64_t skipped_memory_ GUARDED_BY(mu_) = 0;
   bool running_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

@@ -74,6 +74,7 @@ RamMetrics RamServing::Metrics() const {
   m.opens = table_.counts();
   m.promotions_pending = promoter_.Pending();
   m.promotions_skipped = promoter_.Skipped();
+  m.promotions_skipped_memory = promoter_.SkippedForMemory();
   m.page_drops = page_drops_.load(std::memory_order_relaxed);
   return m;
 }

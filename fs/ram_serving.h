@@ -26,6 +26,7 @@ struct RamMetrics {
   PassthroughTable::Counts opens;
   size_t promotions_pending = 0;
   uint64_t promotions_skipped = 0;
+  uint64_t promotions_skipped_memory = 0;
   uint64_t page_drops = 0;  // times SetDropPagesHandler's handler was called
 };
 

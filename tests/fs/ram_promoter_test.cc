@@ -133,6 +133,31 @@ TEST_CASE("RamPromoter: a burst of asks while the worker copies is queued whole,
   promoter.Stop();
 }
 
+// Regression (review, 2026-12-06): nothing kept the tier from taking memory the machine did not
+// have free: with `[ram] bytes` near MemTotal, each promotion allocated more tmpfs (unreclaimable
+// without swap) until the kernel OOM-killed a process, likely an engine. A copy is now made only
+// while MemAvailable stays above a floor after it; skipped otherwise (counted), the block served
+// from disk as before.
+TEST_CASE("RamPromoter: no copy while the machine's available memory is below the floor") {
+  PromoterHarness<MemoryStore> h;
+  uint64_t available = 100 << 20;
+  {
+    RamPromoter promoter(h.store, h.tier);
+    promoter.SetMemoryGauge([&] { return available; }, /*floor=*/100 << 20);
+    promoter.Start();
+    REQUIRE(promoter.Enqueue(h.address, std::nullopt, 10000));
+    WaitUntilIdle(promoter);
+    CHECK(h.tier.Stats().copies == 0);
+    CHECK(promoter.SkippedForMemory() == 1);
+    available = 200 << 20;  // room again: the next ask is copied
+    REQUIRE(promoter.Enqueue(h.address, std::nullopt, 10000));
+    WaitUntilIdle(promoter);
+    CHECK(h.tier.Stats().copies == 1);
+    CHECK(promoter.SkippedForMemory() == 1);
+    promoter.Stop();
+  }
+}
+
 TEST_CASE("RamTier: a Forget of one region leaves the copy of another at the same address") {
   PromoterHarness<MemoryStore> h;
   h.PromoteAndWait();
