@@ -107,6 +107,17 @@ AsyncOps::Poll AsyncOps::Take(uint64_t id, uint32_t uid, bool admin,
   return p;
 }
 
+AsyncOps::State AsyncOps::Peek(uint64_t id) const {
+  MutexLock lock(mu_);
+  auto it = ops_.find(id);
+  return it == ops_.end() ? State::kUnknown : it->second.state;
+}
+
+size_t AsyncOps::waiting() const {
+  MutexLock lock(mu_);
+  return waiting_;
+}
+
 size_t AsyncOps::held() const {
   MutexLock lock(mu_);
   return ops_.size();

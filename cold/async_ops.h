@@ -78,6 +78,10 @@ class AsyncOps {
             std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 
   size_t held() const;
+  // The state of op `id` without taking its result (kUnknown: none, or another uid's). Tests.
+  State Peek(uint64_t id) const;
+  // Callers waiting in Take now. Tests.
+  size_t waiting() const;
 
  private:
   struct Op {
