@@ -66,7 +66,7 @@ if [ "${GPUCACHE_LIBFUSE_FORCE_BUILD:-0}" != 1 ]; then
   if [ -n "$cand" ] && [ "$cand" != "(none)" ] && dpkg --compare-versions "$cand" ge "$MIN_VER"; then
     if [ "${NO_APT_INSTALL:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then
       log "installing the distro's libfuse3-dev $cand"
-      apt-get install -y -qq --no-install-recommends libfuse3-dev pkgconf >&2
+      apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends libfuse3-dev pkgconf >&2
       sysver=$(sys_pc --modversion fuse3) && use_system "$sysver"
     fi
     die "apt has libfuse3-dev $cand: run 'apt-get install libfuse3-dev' (or GPUCACHE_LIBFUSE_FORCE_BUILD=1)"
@@ -102,7 +102,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     die "missing build deps; run: apt-get install --no-install-recommends ${need_pkgs[*]}"
   fi
   log "installing build deps: ${need_pkgs[*]}"
-  apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >&2
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need_pkgs[@]}" >&2
   [ -x /usr/bin/meson ] && [ "$MESON" = meson ] && MESON=/usr/bin/meson
 fi
 log "meson $("$MESON" --version), ninja $(ninja --version)"

