@@ -143,6 +143,9 @@ def vllm_hasher():
 
 
 VLLM_HASHES = vllm_hasher()
+if VLLM_HASHES is None and os.environ.get("GPUCACHE_REQUIRE_VLLM"):
+    # ctest python_vllm_hash_in_venv: build/venv has vLLM, so its absence is a failure there.
+    raise RuntimeError("GPUCACHE_REQUIRE_VLLM is set but vLLM cannot be imported")
 
 
 @unittest.skipIf(VLLM_HASHES is None, "vLLM is not installed")
