@@ -188,7 +188,13 @@ TEST_CASE("Cold: readers of one control file behind a stalled refill hold no FUS
   const std::string request =
       json{{"op", "cold.refill"}, {"identity", HexEncode(EncodePhysicalKey(NthIdentity(0)))}}.dump();
   constexpr int kReaders = 12;  // more than the daemon's FUSE threads
-  std::atomic<bool> started{false};
+  // Markers the member's process leaves (it runs as another uid, in a child): all the readers
+  // that were refused have returned (the refill is running: a refusal means so), and the
+  // refill's own read has returned.
+  test::TempDir markers;
+  ::chmod(markers.path().c_str(), 0777);  // the member's process writes them as uid 1000
+  const std::string refused_all = markers.path() + "/refused", refill_done = markers.path() + "/done";
+  auto exists = [](const std::string& p) { return ::access(p.c_str(), F_OK) == 0; };
   std::thread member([&] {
     // Exit code: the number of reads that answered EAGAIN at once (the others got the reply).
     int eagain = test::AsUser(1000, 1000, [&] {
@@ -199,7 +205,11 @@ TEST_CASE("Cold: readers of one control file behind a stalled refill hold no FUS
       for (int i = 0; i < kReaders; i++) {
         readers.emplace_back([&] {
           char buf[4096];
-          if (::pread(fd, buf, sizeof buf, 0) < 0 && errno == EAGAIN) refused++;
+          if (::pread(fd, buf, sizeof buf, 0) < 0 && errno == EAGAIN) {
+            if (++refused == kReaders - 1) std::ofstream(refused_all) << "\n";
+          } else {
+            std::ofstream(refill_done) << "\n";
+          }
         });
       }
       for (std::thread& t : readers) t.join();
@@ -207,14 +217,18 @@ TEST_CASE("Cold: readers of one control file behind a stalled refill hold no FUS
       return refused.load();
     });
     CHECK(eagain == kReaders - 1);  // one ran the refill; the others were told to come back
-    started = true;
   });
-  std::this_thread::sleep_for(std::chrono::seconds(1));
-  // Another tenant is served while the refill still waits on S3 (a control request: OPEN,
+  // Once every refused reader is back (no sleep: before, they waited on a daemon thread each and
+  // came back only when the refill ended, so this wait ends after the refill then)...
+  for (int i = 0; i < 12000 && !exists(refused_all) && !exists(refill_done); i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // (a member that failed: 60 s)
+  }
+  CHECK(exists(refused_all));
+  // ...another tenant is served while the refill still waits on S3 (a control request: OPEN,
   // WRITE and READ, each needing a FUSE thread).
   int status = test::AsUser(2000, 2000, [&] { return Ctl(*m.fs, {{"op", "status"}})["ok"] == true ? 0 : 1; });
   CHECK(status == 0);
-  CHECK_FALSE(started.load());  // answered before the stalled refill ended
+  CHECK_FALSE(exists(refill_done));  // answered before the stalled refill ended
   member.join();
 }
 
