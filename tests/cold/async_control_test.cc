@@ -28,24 +28,14 @@ TEST_CASE("Cold control: an async refill returns an op id at once, its owner pol
   // Another user learns nothing of it.
   Principal other{.uid = 2000, .gid = 2000, .admin = false, .tenants = {"globex"}};
   CHECK(f.Ctl(other, {{"op", "cold.op"}, {"op_id", queued["op_id"]}})["errno"] == "ENOENT");
-  json done;
-  for (int i = 0; i < 2000; i++) {
-    done = f.Ctl(kAcme, {{"op", "cold.op"}, {"op_id", queued["op_id"]}});
-    if (done["state"] == "done") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  json done = f.WaitForOp(kAcme, queued["op_id"]);
   CHECK(done["state"] == "done");
   CHECK(done["result"] == "hit");
   // Answered once, then forgotten.
   CHECK(f.Ctl(kAcme, {{"op", "cold.op"}, {"op_id", queued["op_id"]}})["errno"] == "ENOENT");
   // A refusal comes back the same way.
   json denied = f.Ctl(other, {{"op", "cold.refill"}, {"identity", id}, {"async", true}});
-  json answer;
-  for (int i = 0; i < 2000; i++) {
-    answer = f.Ctl(other, {{"op", "cold.op"}, {"op_id", denied["op_id"]}});
-    if (answer.value("state", "") == "done") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  json answer = f.WaitForOp(other, denied["op_id"]);
   CHECK(answer["errno"] == "EACCES");
 }
 
@@ -69,12 +59,7 @@ TEST_CASE("Cold control: an async pack runs on the workers and answers through i
   CHECK(polled["ok"] == true);
   CHECK(polled["state"] != "done");
   gate.unlock();
-  json done;
-  for (int i = 0; i < 2000; i++) {
-    done = f.Ctl(kAcme, {{"op", "cold.op"}, {"op_id", queued["op_id"]}});
-    if (done.value("state", "") == "done") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  json done = f.WaitForOp(kAcme, queued["op_id"]);
   CHECK(done["state"] == "done");
   CHECK(done["blocks"] == 5);
   CHECK(done["complete"] == true);
@@ -88,32 +73,17 @@ TEST_CASE("Cold control: two async packs do not pack the same blocks twice") {
   for (int i = 0; i < 6; i++) f.Commit(i);
   json a = f.Ctl(kAdmin, {{"op", "cold.pack"}, {"async", true}});
   json b = f.Ctl(kAdmin, {{"op", "cold.pack"}, {"async", true}});
-  auto wait = [&](const json& q) {
-    json r;
-    for (int i = 0; i < 2000; i++) {
-      r = f.Ctl(kAdmin, {{"op", "cold.op"}, {"op_id", q["op_id"]}});
-      if (r.value("state", "") == "done") break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return r;
-  };
-  json ra = wait(a), rb = wait(b);
+  json ra = f.WaitForOp(kAdmin, a["op_id"]), rb = f.WaitForOp(kAdmin, b["op_id"]);
   CHECK(ra["blocks"].get<int>() + rb["blocks"].get<int>() == 6);  // each block packed once
   CHECK(ra["skipped_cold"].get<int>() + rb["skipped_cold"].get<int>() == 6);
   CHECK(f.tier->Stats().sink.submitted == ra["packs"].get<uint64_t>() + rb["packs"].get<uint64_t>());
 }
 
 TEST_CASE("Cold control: cold.op checks wait_ms") {
-  MemoryObjectStore s3;
-  MemoryStore hot;
-  ColdTierOptions options;
-  options.prefix = kPrefix;
-  options.write_back = WriteBack::kManual;
-  ColdTier tier(hot, s3, options, TestKeys());
-  Principal admin{.uid = 0, .gid = 0, .admin = true};
-  CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.op","op_id":1,"wait_ms":-1})").find("EINVAL") != std::string::npos);
-  CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.op","op_id":1,"wait_ms":10001})").find("EINVAL") != std::string::npos);
-  CHECK(HandleColdRequest(tier, admin, R"({"op":"cold.op","op_id":1,"wait_ms":5})").find("ENOENT") != std::string::npos);
+  TierFixture f;
+  CHECK(f.Ctl(kAdmin, {{"op", "cold.op"}, {"op_id", 1}, {"wait_ms", -1}})["errno"] == "EINVAL");
+  CHECK(f.Ctl(kAdmin, {{"op", "cold.op"}, {"op_id", 1}, {"wait_ms", 10001}})["errno"] == "EINVAL");
+  CHECK(f.Ctl(kAdmin, {{"op", "cold.op"}, {"op_id", 1}, {"wait_ms", 5}})["errno"] == "ENOENT");
 }
 
 TEST_CASE("Cold control: a pack reports the uploads of its own packs while background rounds run") {
@@ -134,9 +104,9 @@ TEST_CASE("Cold control: a pack reports the uploads of its own packs while backg
 namespace {
 // Forwards to a MemoryObjectStore, holding every PUT until Release() (at most 10 s): a pack
 // that uploads stays running, and nothing else waits behind the fake's lock meanwhile.
-class HeldPuts final : public ObjectStore {
+class HeldPuts final : public ForwardingObjectStore {
  public:
-  explicit HeldPuts(MemoryObjectStore& inner) : inner_(inner) {}
+  explicit HeldPuts(MemoryObjectStore& inner) : ForwardingObjectStore(inner) {}
   int held() const { return held_; }
   void Release() {
     std::lock_guard l(mu_);
@@ -151,13 +121,6 @@ class HeldPuts final : public ObjectStore {
     Hold();
     return inner_.PutHashed(key, body, sha);
   }
-  ObjectResult<ObjectMeta> Head(std::string_view k) override { return inner_.Head(k); }
-  ObjectResult<std::vector<uint8_t>> GetRange(std::string_view k, uint64_t o, uint64_t n) override {
-    return inner_.GetRange(k, o, n);
-  }
-  ObjectResult<std::vector<uint8_t>> Get(std::string_view k, uint64_t m) override { return inner_.Get(k, m); }
-  ObjectResult<Done> Delete(std::string_view k) override { return inner_.Delete(k); }
-  ObjectResult<std::vector<ObjectMeta>> List(std::string_view p) override { return inner_.List(p); }
 
  private:
   void Hold() {
@@ -165,7 +128,6 @@ class HeldPuts final : public ObjectStore {
     held_++;
     cv_.wait_for(l, std::chrono::seconds(10), [&] { return released_; });
   }
-  MemoryObjectStore& inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<int> held_{0};

@@ -28,10 +28,10 @@ namespace {
 // Forwards to a MemoryObjectStore; the first GET of `trigger_key` reads it, then runs
 // `between` on another thread and waits (up to a bound) for it to finish before answering
 // with what it read, as a slow reply would.
-class RacingStore final : public ObjectStore {
+class RacingStore final : public ForwardingObjectStore {
  public:
   RacingStore(MemoryObjectStore& inner, std::string trigger_key)
-      : inner_(inner), trigger_key_(std::move(trigger_key)) {}
+      : ForwardingObjectStore(inner), trigger_key_(std::move(trigger_key)) {}
   ~RacingStore() override {
     if (thread_.joinable()) thread_.join();
   }
@@ -40,11 +40,6 @@ class RacingStore final : public ObjectStore {
     if (thread_.joinable()) thread_.join();
   }
 
-  ObjectResult<Done> Put(std::string_view k, std::span<const uint8_t> b) override { return inner_.Put(k, b); }
-  ObjectResult<ObjectMeta> Head(std::string_view k) override { return inner_.Head(k); }
-  ObjectResult<std::vector<uint8_t>> GetRange(std::string_view k, uint64_t o, uint64_t n) override {
-    return inner_.GetRange(k, o, n);
-  }
   ObjectResult<std::vector<uint8_t>> Get(std::string_view k, uint64_t max) override {
     auto r = inner_.Get(k, max);
     if (k != trigger_key_ || triggered_.exchange(true)) return r;
@@ -59,11 +54,8 @@ class RacingStore final : public ObjectStore {
     cv_.wait_for(l, std::chrono::milliseconds(500), [&] { return done_; });
     return r;
   }
-  ObjectResult<Done> Delete(std::string_view k) override { return inner_.Delete(k); }
-  ObjectResult<std::vector<ObjectMeta>> List(std::string_view p) override { return inner_.List(p); }
 
  private:
-  MemoryObjectStore& inner_;
   const std::string trigger_key_;
   std::function<void()> between_;
   std::atomic<bool> triggered_{false};

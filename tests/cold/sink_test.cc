@@ -362,9 +362,9 @@ namespace {
 // Forwards to a MemoryObjectStore; each pack object PUT waits (up to 5 s) until `target`
 // of them are in flight at once, and the most seen together is recorded. A sink that
 // uploads one job at a time sees 1 (after the waits time out).
-class GateStore final : public ObjectStore {
+class GateStore final : public ForwardingObjectStore {
  public:
-  GateStore(MemoryObjectStore& inner, int target) : inner_(inner), target_(target) {}
+  GateStore(MemoryObjectStore& inner, int target) : ForwardingObjectStore(inner), target_(target) {}
   int max_in_flight() const { return max_; }
   void Release() {
     std::lock_guard l(mu_);
@@ -383,16 +383,8 @@ class GateStore final : public ObjectStore {
     }
     return inner_.Put(key, body);
   }
-  ObjectResult<ObjectMeta> Head(std::string_view k) override { return inner_.Head(k); }
-  ObjectResult<std::vector<uint8_t>> GetRange(std::string_view k, uint64_t o, uint64_t n) override {
-    return inner_.GetRange(k, o, n);
-  }
-  ObjectResult<std::vector<uint8_t>> Get(std::string_view k, uint64_t m) override { return inner_.Get(k, m); }
-  ObjectResult<Done> Delete(std::string_view k) override { return inner_.Delete(k); }
-  ObjectResult<std::vector<ObjectMeta>> List(std::string_view p) override { return inner_.List(p); }
 
  private:
-  MemoryObjectStore& inner_;
   const int target_;
   std::mutex mu_;
   std::condition_variable cv_;

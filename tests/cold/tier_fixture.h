@@ -5,10 +5,12 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "cold/control.h"
 #include "cold/tier.h"
@@ -40,6 +42,16 @@ struct TierFixture {
   }
   nlohmann::json Ctl(const Principal& who, const nlohmann::json& req) {
     return nlohmann::json::parse(HandleColdRequest(*tier, who, req.dump()));
+  }
+  // Polls cold.op for `op_id` as `who` until it is done (10 s at most): its last answer.
+  nlohmann::json WaitForOp(const Principal& who, const nlohmann::json& op_id) {
+    nlohmann::json answer;
+    for (int i = 0; i < 2000; i++) {
+      answer = Ctl(who, {{"op", "cold.op"}, {"op_id", op_id}});
+      if (answer.value("state", "") == "done") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return answer;
   }
   void Commit(int i, std::string tenant = "acme", size_t size = 1000) {
     REQUIRE(CommitBlock(hot, NthIdentity(i, tenant), PayloadOf(i, size)) == StatusCode::kOk);

@@ -113,4 +113,23 @@ class MemoryObjectStore final : public ObjectStore {
   FaultFn fault_;
 };
 
+// Forwards every request to another store: a test's store derives from it and overrides only
+// the calls it holds up or watches. PutHashed and GetRangeInto keep ObjectStore's defaults,
+// which go through Put and GetRange, so an override of those sees them too.
+class ForwardingObjectStore : public ObjectStore {
+ public:
+  explicit ForwardingObjectStore(ObjectStore& inner) : inner_(inner) {}
+  ObjectResult<Done> Put(std::string_view k, std::span<const uint8_t> b) override { return inner_.Put(k, b); }
+  ObjectResult<ObjectMeta> Head(std::string_view k) override { return inner_.Head(k); }
+  ObjectResult<std::vector<uint8_t>> GetRange(std::string_view k, uint64_t o, uint64_t n) override {
+    return inner_.GetRange(k, o, n);
+  }
+  ObjectResult<std::vector<uint8_t>> Get(std::string_view k, uint64_t m) override { return inner_.Get(k, m); }
+  ObjectResult<Done> Delete(std::string_view k) override { return inner_.Delete(k); }
+  ObjectResult<std::vector<ObjectMeta>> List(std::string_view p) override { return inner_.List(p); }
+
+ protected:
+  ObjectStore& inner_;
+};
+
 }  // namespace gpucache::cold::testing
