@@ -1,5 +1,7 @@
 #include "fs/config.h"
 
+#include "fs/meminfo.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -117,16 +119,7 @@ accept_unsealed = false          # refill objects written before seals (v3); see
 )";
 
 // MemTotal from /proc/meminfo in bytes; 0 if it cannot be read.
-uint64_t MemTotalBytes() {
-  std::ifstream in("/proc/meminfo");
-  for (std::string key, unit; in >> key;) {
-    uint64_t kib = 0;
-    if (!(in >> kib)) return 0;
-    std::getline(in, unit);
-    if (key == "MemTotal:") return kib * 1024;
-  }
-  return 0;
-}
+uint64_t MemTotalBytes() { return MemInfoBytes("MemTotal:").value_or(0); }
 
 class Reader {
  public:

@@ -263,7 +263,7 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
 // request ends. The handle's lock is not held while the request runs.
 StatusCode Filesystem::AnswerDeferred(Handle& h) {
   std::string request;
-  std::optional<Principal> caller;
+  Principal caller;
   uint64_t written = 0;
   bool limited = false;
   {
@@ -271,8 +271,8 @@ StatusCode Filesystem::AnswerDeferred(Handle& h) {
     if (h.deferred_running) return StatusCode::kExhausted;
     if (h.deferred_request.empty()) return StatusCode::kOk;
     caller = h.deferred_caller;
-    limited = !access_.Establish(*caller).admin;
-    if (limited && !deferred_slots_.TryTake(caller->uid)) {
+    limited = !access_.Establish(caller).admin;
+    if (limited && !deferred_slots_.TryTake(caller.uid)) {
       h.text = control_protocol::Error(
           EAGAIN, "too many control requests are running (at most " + std::to_string(kMaxDeferredPerCaller) +
                       " of one uid, " + std::to_string(kMaxDeferredInAll) +
@@ -286,8 +286,8 @@ StatusCode Filesystem::AnswerDeferred(Handle& h) {
     h.deferred_running = true;
     written = h.requests_written;
   }
-  std::string reply = control_.Handle(*caller, request);
-  if (limited) deferred_slots_.Give(caller->uid);
+  std::string reply = control_.Handle(caller, request);
+  if (limited) deferred_slots_.Give(caller.uid);
   MutexLock lock(h.mu);
   h.deferred_running = false;
   if (h.requests_written == written) {  // not replaced by a request written meanwhile

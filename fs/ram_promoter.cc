@@ -1,26 +1,12 @@
 #include "fs/ram_promoter.h"
 
-#include "fs/log.h"
-
 #include <algorithm>
-#include <fstream>
-#include <string_view>
+
+#include "fs/log.h"
+#include "fs/meminfo.h"
 
 namespace gpucache {
 namespace {
-
-// A line of /proc/meminfo in bytes ("MemAvailable:"), or nullopt.
-std::optional<uint64_t> MemInfoBytes(std::string_view key) {
-  std::ifstream in("/proc/meminfo");
-  std::string name;
-  uint64_t kib = 0;
-  std::string unit;
-  while (in >> name >> kib) {
-    std::getline(in, unit);
-    if (name == key) return kib * 1024;
-  }
-  return std::nullopt;
-}
 
 // Unknown (no /proc): no gate, as before.
 uint64_t MemAvailableBytes() { return MemInfoBytes("MemAvailable:").value_or(UINT64_MAX); }

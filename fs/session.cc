@@ -215,7 +215,8 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(cfg, 1);
   fuse_loop_cfg_set_idle_threads(cfg, 10);
-  // libfuse's default, made explicit: Filesystem::kMaxFramesTellingNow is counted against it.
+  // libfuse's default, made explicit: Filesystem::kMaxNoticesNow and kMaxDeferredInAll are
+  // counted against it.
   fuse_loop_cfg_set_max_threads(cfg, 10);
   blocked.Restore();  // a signal that came since is delivered here and ends the loop at once
   int rc = fuse_session_loop_mt(se.get(), cfg);

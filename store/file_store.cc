@@ -329,9 +329,7 @@ std::shared_ptr<StoredPayload> FileMedium::Quarantine(
   }
   CountError();
   Result<FileStat> st = env_.StatAt(-1, from);
-  auto kept = std::make_shared<QuarantinedFile>(from, st.ok() ? st.value().inode : 0);
-  kept->kept_live_name = true;
-  return kept;
+  return std::make_shared<QuarantinedFile>(from, /*live_name=*/true, st.ok() ? st.value().inode : 0);
 }
 
 // A quarantined block still under its live name (Quarantine could neither move nor unlink

@@ -24,10 +24,11 @@ class Located final : public StoredPayload {
 // the name only while it still holds that inode, not a block committed there since.
 class QuarantinedFile final : public StoredPayload {
  public:
-  explicit QuarantinedFile(std::string p, uint64_t inode = 0) : path(std::move(p)), live_inode(inode) {}
+  explicit QuarantinedFile(std::string p, bool live_name = false, uint64_t inode = 0)
+      : path(std::move(p)), kept_live_name(live_name), live_inode(inode) {}
   std::string path;
-  uint64_t live_inode = 0;
   bool kept_live_name = false;
+  uint64_t live_inode = 0;
 };
 
 inline size_t DeviceOf(const StoredPayload* stored) {

@@ -108,14 +108,8 @@ int WriteOut(const std::string& out, const gpucache::Bytes& bytes) {
   if (fd < 0) return errno;
   mode_t mask = ::umask(0);
   ::umask(mask);
-  int err = 0;
-  if (::fchmod(fd, exists ? (st.st_mode & 07777) : (0666 & ~mask)) != 0) err = errno;
-  for (size_t at = 0; !err && at < bytes.size();) {
-    ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) err = errno;
-    else at += static_cast<size_t>(n);
-  }
+  int err = ::fchmod(fd, exists ? (st.st_mode & 07777) : (0666 & ~mask)) != 0 ? errno : 0;
+  if (!err) err = gpucache::WriteAll(fd, bytes);
   if (!err && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && !err) err = errno;
   if (!err && ::rename(tmp.c_str(), out.c_str()) != 0) err = errno;

@@ -30,15 +30,6 @@ int DeclareSize(int fd, size_t size) {
   return errno == EOPNOTSUPP || errno == ENOSYS ? 0 : errno;
 }
 
-int WriteAll(int fd, std::span<const uint8_t> data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n < 0 ? errno : EIO;
-    data = data.subspan(static_cast<size_t>(n));
-  }
-  return 0;
-}
 
 // The whole frame, header then payload, from one pwritev per FUSE request's worth; a short
 // write continues where it stopped (the daemon answers the frame's errno to the rest).
@@ -167,6 +158,16 @@ std::variant<Bytes, int> ReadAll(int fd) try {
 }
 
 }  // namespace
+
+int WriteAll(int fd, std::span<const uint8_t> data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    data = data.subspan(static_cast<size_t>(n));
+  }
+  return 0;
+}
 
 std::variant<Bytes, int> ReadWholeFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

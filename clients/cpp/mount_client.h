@@ -18,6 +18,8 @@ namespace gpucache {
 
 // The whole of the file at `path`, or the errno that stopped reading it (EISDIR for a directory).
 std::variant<Bytes, int> ReadWholeFile(const std::string& path);
+// Writes all of `data` to `fd` (short writes and EINTR continued): 0 or the errno.
+int WriteAll(int fd, std::span<const uint8_t> data);
 
 class MountClient {
  public:
