@@ -3,12 +3,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 namespace gpucache {
-namespace {
-
 // An INDEX (153 bytes a block) or PINS (a path a pinned block) longer than a quarter of the
 // machine's memory names more blocks than the index could hold (a block costs about as much in
 // memory): damaged or planted.
@@ -18,8 +17,6 @@ uint64_t MostMetadataBytes() {
   if (pages <= 0 || page <= 0) return uint64_t{1} << 30;
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4;
 }
-
-}  // namespace
 
 std::optional<Bytes> ReadBounded(Env& env, const std::string& path) {
   int opened = env.OpenRead(path);
@@ -67,8 +64,16 @@ IndexLog::JournalRead IndexLog::ReplayJournal(JournalReplay& replay, bool old) {
     }
     offset += n.value();
     have += n.value();
-    size_t used = replay.Add({buffer.data(), have});
+    // Every record replayed is an entry in memory until the start ends: a planted JOURNAL of
+    // valid records must not decide what a start allocates. Past the bound the rest is unknown,
+    // as after a read error, and the start checks every file instead.
+    size_t room = static_cast<size_t>(std::min<uint64_t>(have, most_replayed_ - read.valid_bytes));
+    size_t used = replay.Add({buffer.data(), room});
     read.valid_bytes += used;
+    if (room < have) {  // bytes past the bound, whatever they hold
+      read.readable = false;
+      return read;
+    }
     std::memmove(buffer.data(), buffer.data() + used, have - used);
     have -= used;
     // The end of the file (what is left is a torn record), or a damaged record that fills the

@@ -24,6 +24,11 @@
 
 namespace gpucache {
 
+// A quarter of the machine's memory: an INDEX, PINS or journal longer than this names more
+// blocks than the index could hold (a block costs about as much in memory), so it is damaged or
+// planted.
+uint64_t MostMetadataBytes();
+
 // The bytes of `path` (INDEX, PINS, EPOCH), or nothing if it cannot be read whole or is longer
 // than a quarter of the machine's memory: a damaged or planted file can be any size, and its
 // size must not decide what a start allocates.
@@ -31,7 +36,11 @@ std::optional<Bytes> ReadBounded(Env& env, const std::string& path);
 
 class IndexLog {
  public:
-  IndexLog(Env& env, DataDir dir) : env_(env), dir_(std::move(dir)) {}
+  // `most_replayed`: the whole records a start replays from one journal before it calls the
+  // journal unreadable (default a quarter of the machine's memory, as for INDEX: each record
+  // becomes an entry in memory); a test passes a small one.
+  IndexLog(Env& env, DataDir dir, uint64_t most_replayed = MostMetadataBytes())
+      : env_(env), dir_(std::move(dir)), most_replayed_(most_replayed) {}
 
   // --- Start-up.
   // INDEX, decoded; nothing if it is missing, unreadable or fails its checks.
@@ -39,7 +48,8 @@ class IndexLog {
   // What replaying one journal file found.
   struct JournalRead {
     bool exists = false;
-    bool readable = true;      // false: an error other than "not there" cut the read short
+    bool readable = true;      // false: an error other than "not there", or more whole records
+                               // than a start replays (most_replayed), cut the read short
     uint64_t valid_bytes = 0;  // the whole records at its start
     bool torn = false;         // something after them
   };
@@ -77,6 +87,7 @@ class IndexLog {
  private:
   Env& env_;
   const DataDir dir_;
+  const uint64_t most_replayed_;
   mutable Mutex mu_;
   Fd fd_ GUARDED_BY(mu_);               // JOURNAL, for appending
   uint64_t bytes_ GUARDED_BY(mu_) = 0;  // appended since it was last emptied

@@ -118,6 +118,31 @@ TEST_CASE("IndexLog: replaying an empty journal leaves INDEX's entries where the
   CHECK(index.entries.data() == before);  // not copied
 }
 
+// Each replayed record is an entry in memory until the start ends, so a planted or runaway
+// JOURNAL of valid records must not decide what a start allocates: past the bound (a quarter
+// of memory; here three records' worth) the replay stops and calls the journal unreadable, so
+// the start checks every file rather than trusting INDEX, and keeps no part of the journal.
+TEST_CASE("IndexLog: a journal longer than a start replays is cut at the bound and unreadable") {
+  test::TempDir tmp;
+  uint64_t record_bytes = EncodeJournalRecord(Record(0)).size();
+  {
+    IndexLog writer(Env::Posix(), DataDir(tmp.path()));
+    writer.Empty();
+    for (uint8_t k = 0; k < 10; ++k) REQUIRE(writer.Append(Record(k)) == StatusCode::kOk);
+  }
+  IndexLog log(Env::Posix(), DataDir(tmp.path()), /*most_replayed=*/3 * record_bytes + 7);
+  IndexLog::JournalRead read;
+  CHECK(Replayed(log, /*old=*/false, &read) == 3);
+  CHECK(read.exists);
+  CHECK_FALSE(read.readable);
+  CHECK(read.valid_bytes == 3 * record_bytes);
+  // Within the bound, the same journal replays whole.
+  IndexLog roomy(Env::Posix(), DataDir(tmp.path()), /*most_replayed=*/10 * record_bytes);
+  CHECK(Replayed(roomy, /*old=*/false, &read) == 10);
+  CHECK(read.readable);
+  CHECK_FALSE(read.torn);
+}
+
 // ReadIndex takes INDEX whole through Env::ReadWhole: the POSIX Env maps it, another Env (here
 // one that injects faults) gets the default copy through its own Read, so its faults reach it.
 TEST_CASE("IndexLog: INDEX reads the same mapped or copied, and an INDEX that cannot be read is none") {
