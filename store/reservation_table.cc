@@ -27,6 +27,7 @@ ReservationTable::Reservation& ReservationTable::Add(const BlockAddress& address
   r.info.modify_time_ns = now_ns;
   r.last_activity_ns = now_ns;
   by_address_[address] = r.info.id;
+  fenced_since_.erase(address);  // a new fill: what a joiner or the xattr learns is its outcome
   RecordOutcome(address, FillState::kPending, now_ns);
   return reservations_[r.info.id] = std::move(r);
 }
@@ -39,6 +40,8 @@ ReservationTable::Reservation* ReservationTable::Find(ReservationId id) {
 std::optional<ReservationId> ReservationTable::Holder(const BlockAddress& address) const {
   auto it = by_address_.find(address);
   if (it == by_address_.end()) return std::nullopt;
+  auto r = reservations_.find(it->second);
+  if (r != reservations_.end() && r->second.fenced) return std::nullopt;  // a fenced seal's claim
   return it->second;
 }
 
@@ -74,7 +77,12 @@ void ReservationTable::End(ReservationId id, FillState outcome, BlockState to, u
   reservations_.erase(it);
 }
 
-void ReservationTable::Forget(ReservationId id) { reservations_.erase(id); }
+void ReservationTable::ForgetFencedSeal(ReservationId id) {
+  auto it = reservations_.find(id);
+  if (it == reservations_.end()) return;
+  Unclaim(it->second);
+  reservations_.erase(it);
+}
 
 std::shared_ptr<PendingPayload> ReservationTable::ForgetIfFencedIdle(ReservationId id) {
   auto it = reservations_.find(id);
@@ -94,8 +102,12 @@ void ReservationTable::FenceAll(uint64_t now_ns,
       continue;
     }
     released(r);
-    Unclaim(r);
+    // A sealing fill may be publishing its file under the block's name this moment: the
+    // address stays claimed until its commit has removed that file again, or a new fill of
+    // the same block could commit first and lose its file to that removal.
+    if (!r.sealing) Unclaim(r);
     RecordOutcome(r.info.address, FillState::kFenced, now_ns);
+    fenced_since_[r.info.address] = now_ns;
     MustTransition(r.info.state, BlockState::kAbsent);
     r.fenced = true;
     if (r.idle()) {
@@ -111,6 +123,7 @@ size_t ReservationTable::ExpireIdle(uint64_t now_ns, uint64_t lease_ns,
                                     const std::function<void(const Reservation&)>& released,
                                     std::vector<std::shared_ptr<PendingPayload>>& discard) {
   size_t expired = 0;
+  std::erase_if(fenced_since_, [&](const auto& f) { return now_ns >= f.second + lease_ns; });
   for (auto it = reservations_.begin(); it != reservations_.end();) {
     Reservation& r = it->second;
     if (r.fenced && r.idle()) {  // released at the fence: only its payload is left
@@ -144,6 +157,7 @@ void ReservationTable::RecordOutcome(const BlockAddress& address, FillState stat
 }
 
 std::optional<FillState> ReservationTable::Outcome(const BlockAddress& address) const {
+  if (fenced_since_.contains(address)) return FillState::kFenced;
   auto it = outcomes_.find(address);
   if (it == outcomes_.end()) return std::nullopt;
   return it->second.state;
@@ -151,9 +165,8 @@ std::optional<FillState> ReservationTable::Outcome(const BlockAddress& address) 
 
 bool ReservationTable::RecentlyFenced(const BlockAddress& address, uint64_t now_ns,
                                       uint64_t lease_ns) const {
-  auto it = outcomes_.find(address);
-  return it != outcomes_.end() && it->second.state == FillState::kFenced &&
-         now_ns < it->second.since_ns + lease_ns;
+  auto it = fenced_since_.find(address);
+  return it != fenced_since_.end() && now_ns < it->second + lease_ns;
 }
 
 }  // namespace gpucache

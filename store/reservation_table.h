@@ -50,6 +50,10 @@ class ReservationTable {
   Reservation* Find(ReservationId id);
   // The reservation holding `address`, if any (fenced ones hold none).
   std::optional<ReservationId> Holder(const BlockAddress& address) const;
+  // Whether `address` is claimed: by a holder, or by a fill fenced while it was sealing, whose
+  // file is published or about to be until its commit ends (no new fill may start there
+  // before that commit has removed it).
+  bool Claimed(const BlockAddress& address) const { return by_address_.contains(address); }
   // Whether a reservation holds an address in (tenant, ns), and the `.part` names there.
   bool AnyIn(std::string_view tenant, std::string_view ns) const;
   std::vector<std::string> PartNamesIn(std::string_view tenant, std::string_view ns) const;
@@ -58,8 +62,9 @@ class ReservationTable {
   // `outcome`, its state moves to `to` (COMMITTED or ABSENT), and it is forgotten. A fenced
   // one was released at the fence and is only forgotten.
   void End(ReservationId id, FillState outcome, BlockState to, uint64_t now_ns);
-  // Forgets a reservation (fenced, or whose commit was fenced) without a new outcome.
-  void Forget(ReservationId id);
+  // Forgets a reservation whose commit was fenced, without a new outcome, and gives up its
+  // address (FenceAll kept it claimed while it was sealing).
+  void ForgetFencedSeal(ReservationId id);
   // A fenced reservation nobody holds any more (idle()) is forgotten, and its payload, if it
   // has one, is handed back for the medium to discard. Every call that lets go of a fenced
   // reservation (a writer closing, a write, truncate or commit ending) ends with this one:
@@ -68,23 +73,27 @@ class ReservationTable {
   std::shared_ptr<PendingPayload> ForgetIfFencedIdle(ReservationId id);
 
   // Fences every reservation not yet fenced: `released` is called for each (its credits go),
-  // its fill's outcome is fenced and its state ABSENT; idle ones are forgotten, their payloads
-  // added to `discard`. Busy ones stay until the last call holding them lets go
-  // (ForgetIfFencedIdle).
+  // its fill's outcome is fenced and its state ABSENT, and its address is remembered as fenced
+  // for one lease (RecentlyFenced); idle ones are forgotten, their payloads added to `discard`.
+  // Busy ones stay until the last call holding them lets go (ForgetIfFencedIdle); a sealing
+  // one keeps its address claimed until its commit ends (ForgetFencedSeal).
   void FenceAll(uint64_t now_ns, const std::function<void(const Reservation&)>& released,
                 std::vector<std::shared_ptr<PendingPayload>>& discard);
   // Abandons idle, unfenced reservations whose last activity is over `lease_ns` before
   // `now_ns`, as End(kFailed) does; `released` is called for each first. Returns how many.
   // A fenced one found idle (its credits went at the fence) is forgotten too, its payload
   // discarded: none should be left (ForgetIfFencedIdle), and one that was would otherwise
-  // hold its file and descriptor outside every limit until the daemon stops.
+  // hold its file and descriptor outside every limit until the daemon stops. Fenced addresses
+  // older than a lease are forgotten.
   size_t ExpireIdle(uint64_t now_ns, uint64_t lease_ns,
                     const std::function<void(const Reservation&)>& released,
                     std::vector<std::shared_ptr<PendingPayload>>& discard);
 
   std::optional<FillState> Outcome(const BlockAddress& address) const;
   // A fill of `address` fenced less than `lease_ns` before `now_ns`: its writer may still be
-  // about to commit, and must hear ESTALE.
+  // about to commit, and must hear ESTALE, and no new fill may take the address meanwhile
+  // (adr/0006). Kept apart from the bounded outcomes, so that no number of later fills makes
+  // it forget a fence within the lease.
   bool RecentlyFenced(const BlockAddress& address, uint64_t now_ns, uint64_t lease_ns) const;
   size_t size() const { return reservations_.size(); }
   // Region ids are `epoch << 32 | sequence`, the sequence counted per epoch: true once epoch
@@ -112,6 +121,9 @@ class ReservationTable {
   std::map<BlockAddress, ReservationId> by_address_;
   std::map<BlockAddress, FillOutcome> outcomes_;
   std::deque<BlockAddress> outcome_order_;  // oldest first, for the bound
+  // Addresses fenced, with the fence's time: as many as reservations were open at a fence,
+  // each forgotten one lease later (ExpireIdle) or when a new fill takes the address.
+  std::map<BlockAddress, uint64_t> fenced_since_;
 };
 
 }  // namespace gpucache

@@ -145,7 +145,7 @@ void StoreCore::WalkUnnamed(const MediumUpkeep::WalkItem& item, MediumUpkeep::Wa
     MutexLock lock(mu_);
     // Indexed: committed since the start, its file is not the walk's to judge. Reserved: a seal
     // will publish its own file there. Leaving: a departed block's file, about to be removed.
-    if (index_.Find(address) || reservations_.Holder(address) || leaving_.Contains(address)) return;
+    if (index_.Find(address) || reservations_.Claimed(address) || leaving_.Contains(address)) return;
     leaving_.Leaving(address);  // as a departure: a Reserve of the address waits for Left
   }
   Result<BlockInfo> info = medium_->upkeep().ReadWalkItem(item);  // file I/O: without the lock

@@ -85,7 +85,13 @@ Result<ReservationId> StoreFills::Reserve(const BlockAddress& address, Owner own
     // A block of this address is leaving and its file is not gone yet: the new one waits for
     // the path (the wait is a file removal or rename long).
     leaving_.WaitWhileLeaving(address, mu_);
-    if (index_.Find(address) || reservations_.Holder(address)) return StatusCode::kExists;
+    // For one lease after a fence a fenced block's writer may still commit: it must hear
+    // ESTALE, so no new fill takes the address meanwhile (adr/0006), whatever the entry point
+    // (a CREATE, the commit channel, a cold refill).
+    if (reservations_.RecentlyFenced(address, NowNs(), options_.reservation_lease_ns)) {
+      return StatusCode::kFenced;
+    }
+    if (index_.Find(address) || reservations_.Claimed(address)) return StatusCode::kExists;
     // Every fill may become a block: refused here, never at the commit (store/id_table.h).
     if (index_.size() + reservations_.size() >= IdTable::kMaxIds) return StatusCode::kNoSpace;
     std::vector<BlockId> victims;
@@ -305,14 +311,16 @@ StatusCode StoreFills::Commit(ReservationId id) {
   if (r->fenced) {
     // Fenced while sealing: fenced is not success. Nothing else holds a sealing fill (no writer
     // may open, no write start), so it goes now, and its file with it: discarded if the seal
-    // failed, dropped again if it was published.
-    reservations_.Forget(id);
+    // failed, dropped again if it was published. Its address stayed claimed (FenceAll) and is
+    // given up only once a new fill of it would wait for the removal (Leaving).
     if (!sealed.ok()) {
+      reservations_.ForgetFencedSeal(id);
       lock.Unlock();
       medium_->Discard(*payload);
       return StatusCode::kFenced;
     }
     leaving_.Leaving(draft.address);
+    reservations_.ForgetFencedSeal(id);
     lock.Unlock();
     medium_->Drop(draft, sealed->stored);
     lock.Lock();

@@ -80,5 +80,20 @@ TEST_CASE("Filesystem frame: only the uid that opened the channel may write fram
   CHECK(committed());
 }
 
+// Review of stop 44: a frame has no lookup before it (a `.part` rename's ESTALE comes from the
+// kernel's lookup of the name), so a frame for a block fenced less than a lease ago started a
+// new fill at once and took the address from the fenced writer (adr/0006: ESTALE for a lease).
+TEST_CASE("Filesystem frame: a frame for a block fenced less than a lease ago is ESTALE") {
+  FsHarness h;
+  CacheIdentity id = SampleIdentity("acme");
+  h.WritePart(id, Payload(10));
+  REQUIRE(h.store.Fence().ok());
+  auto open = OpenChannel(h, kWriter);
+  CHECK(h.fs.Write(kWriter, *open, 0, Frame(id, EncodePhysicalKey(id), Payload(16))).status() ==
+        StatusCode::kFenced);
+  h.fs.Release(*open);
+  CHECK(ReplyToEntry(h.fs.Lookup(kWriter, h.Namespace(id), FsHarness::BlockName(id))).negative);
+}
+
 }  // namespace
 }  // namespace gpucache

@@ -1,6 +1,7 @@
 // ResourceLimits, eviction, quarantine, fencing, drain and leases, on the reference store.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <set>
 #include <vector>
 #include <thread>
@@ -357,7 +358,24 @@ TEST_CASE("Fence: in-flight reservations fail with kFenced and their credits ret
   s.CloseWriter(r.value());
   CHECK(s.Commit(r.value()) == StatusCode::kNotFound);  // gone with its last writer
   CHECK(s.Lookup(id).reason == MissReason::kFenced);
-  // A new fill of the same block starts cleanly in the new epoch.
+  // For one lease a new fill of the same block is ESTALE too (adr/0006): the fenced writer may
+  // still be about to commit.
+  CHECK(Commit(s, id, 100) == StatusCode::kFenced);
+  CHECK(s.FillOutcome(a) == FillState::kFenced);
+}
+
+TEST_CASE("Fence: after one lease a fenced block fills cleanly in the new epoch") {
+  StoreOptions o;
+  o.reservation_lease_ns = 1'000'000;  // 1 ms
+  MemoryStore s(o);
+  CacheIdentity id = Block("acme", 1);
+  BlockAddress a = AddressOf(id);
+  s.CreateNamespace("acme", a.ns, kOwner);
+  auto r = s.Reserve(a, kOwner);
+  REQUIRE(s.OpenWriter(r.value()) == StatusCode::kOk);
+  REQUIRE(s.Fence().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  s.CloseWriter(r.value());
   CHECK(Commit(s, id, 100) == StatusCode::kOk);
   CHECK(s.FillOutcome(a) == FillState::kFinished);
 }
@@ -445,8 +463,9 @@ TEST_CASE("FillFor: a fill is its filler's and any admin's, and none once fenced
   REQUIRE(s.Fence().ok());
   CHECK(s.FillFor(a, kOwner.uid).status() == StatusCode::kNotFound);
   CHECK(s.FillFor(a, std::nullopt).status() == StatusCode::kNotFound);
-  REQUIRE(Commit(s, Block("acme", 1), 10) == StatusCode::kOk);
-  CHECK(s.FillFor(a, kOwner.uid).status() == StatusCode::kNotFound);  // finished: a block now
+  CHECK(s.FillFor(AddressOf(Block("acme", 2)), kOwner.uid).status() == StatusCode::kNotFound);
+  REQUIRE(Commit(s, Block("acme", 2), 10) == StatusCode::kOk);
+  CHECK(s.FillFor(AddressOf(Block("acme", 2)), kOwner.uid).status() == StatusCode::kNotFound);  // finished: a block now
 }
 
 TEST_CASE("Fill outcomes: pending, finished, failed") {

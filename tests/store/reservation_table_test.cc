@@ -155,5 +155,44 @@ TEST_CASE("ReservationTable: remembered outcomes are bounded, the oldest forgott
   CHECK(t.Outcome(BlockNo("acme", ReservationTable::kMaxOutcomes)) == FillState::kFailed);
 }
 
+// Regression (review, 2026-12-06): a fence recorded its fenced outcomes in the bounded table at
+// the queue position of the fill's Add, so 65,536 other fills within the lease (13 s at 5,000
+// fills a second) made it forget the fence: the fenced writer's rename then heard ENOENT, not
+// ESTALE, and a new fill could take the address within the lease.
+TEST_CASE("ReservationTable: a fence is remembered for its lease, whatever number of fills follow") {
+  ReservationTable t;
+  ReservationId fenced = t.Add(BlockNo("acme", 0), kOwner, 1, 100).info.id;
+  t.Find(fenced)->writers = 1;
+  std::vector<std::shared_ptr<PendingPayload>> discard;
+  t.FenceAll(200, [](const ReservationTable::Reservation&) {}, discard);
+  for (unsigned i = 1; i <= ReservationTable::kMaxOutcomes + 1; ++i) {
+    ReservationId id = t.Add(BlockNo("acme", i), kOwner, 2, 300).info.id;
+    t.End(id, FillState::kFinished, BlockState::kCommitted, 300);
+  }
+  CHECK(t.RecentlyFenced(BlockNo("acme", 0), 400, kLease));
+  CHECK(t.Outcome(BlockNo("acme", 0)) == FillState::kFenced);
+  // A lease later the lease pass forgets it, and the address is an address like any other.
+  t.ExpireIdle(200 + kLease, kLease, [](const ReservationTable::Reservation&) {}, discard);
+  CHECK_FALSE(t.RecentlyFenced(BlockNo("acme", 0), 200 + kLease - 1, kLease));
+}
+
+// Regression (review, 2026-12-06): a fence released the address of a fill that was sealing, so
+// a new fill of the same block could commit (acknowledged) before the fenced seal removed the
+// file under the block's name, which was then the new block's.
+TEST_CASE("ReservationTable: a fill fenced while sealing keeps its address claimed until forgotten") {
+  ReservationTable t;
+  const BlockAddress a = BlockNo("acme", 1);
+  ReservationId sealing = t.Add(a, kOwner, 1, 100).info.id;
+  t.Find(sealing)->sealing = true;
+  std::vector<std::shared_ptr<PendingPayload>> discard;
+  t.FenceAll(200, [](const ReservationTable::Reservation&) {}, discard);
+  CHECK(t.Claimed(a));
+  CHECK_FALSE(t.Holder(a));  // no writer, lookup or xattr finds the fenced fill
+  t.Find(sealing)->sealing = false;
+  t.ForgetFencedSeal(sealing);
+  CHECK_FALSE(t.Claimed(a));
+  CHECK_FALSE(t.Find(sealing));
+}
+
 }  // namespace
 }  // namespace gpucache

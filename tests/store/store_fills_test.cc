@@ -162,6 +162,54 @@ TEST_CASE("Fills: a fence while a commit seals ends the fill even when the seal 
   CHECK_FALSE(store->Stat(AddressOf(Key())).ok());
 }
 
+// Regression (review of stop 44): a fence released the address of a commit that was sealing;
+// a new fill of the same block then reserved, wrote and committed (acknowledged) in that gap,
+// and the fenced seal, told of its fence, removed the file under the block's name: the new
+// block's. Its writer was told kOk and the block was gone, after a restart too. The lease
+// check (adr/0006) is off here (a lease of 0), so that only the claim is tested.
+TEST_CASE("Fills: a fence while a commit seals never costs a later commit of the same block its file") {
+  test::TempDir tmp;
+  GapInFill env;
+  StoreOptions o;
+  o.env = &env;
+  o.reservation_lease_ns = 0;
+  auto store = Open(tmp.path(), o);
+  ReservationId r = Reserve(*store);
+  REQUIRE(store->Write(r, 0, test::Payload(5000)).ok());
+  env.at = GapInFill::Call::kPartRename;
+  StatusCode meanwhile = StatusCode::kOk;
+  env.meanwhile = [&] {
+    REQUIRE(store->Fence().ok());
+    meanwhile = CommitPayload(*store, test::Payload(7000), 0);
+  };
+  CHECK(store->Commit(r) == StatusCode::kFenced);
+  env.Join();
+  CHECK(meanwhile != StatusCode::kOk);  // the address was still the fenced seal's
+  // Once the fenced commit has ended, the block can be committed again, and it stays.
+  REQUIRE(CommitPayload(*store, test::Payload(7000), 0) == StatusCode::kOk);
+  Result<BlockInfo> b = store->Stat(AddressOf(Key()));
+  REQUIRE(b.ok());
+  CHECK(b->size == 7000);
+}
+
+// adr/0006: for one lease after a fence, a new fill of a fenced block is ESTALE whatever the
+// entry point (here the store's Reserve, which CREATE, the commit channel and a cold refill
+// share), so that the fenced writer's late commit hears ESTALE and not another fill's EBUSY or
+// its bytes. Other blocks fill as usual.
+TEST_CASE("Fills: for one lease after a fence a fenced block cannot be filled again") {
+  test::TempDir tmp;
+  StoreOptions o;
+  auto store = Open(tmp.path(), o);
+  ReservationId r = Reserve(*store);
+  REQUIRE(store->OpenWriter(r) == StatusCode::kOk);  // held: fenced, not forgotten
+  REQUIRE(store->Fence().ok());
+  CHECK(store->Reserve(AddressOf(Key()), kOwner).status() == StatusCode::kFenced);
+  CHECK(store->FillOutcome(AddressOf(Key())) == FillState::kFenced);
+  CHECK(CommitPayload(*store, test::Payload(3000), 1) == StatusCode::kOk);
+  store->CloseWriter(r);
+  CHECK(store->Reserve(AddressOf(Key()), kOwner).status() == StatusCode::kFenced);
+}
+
 // Regression (review, 2026-12-06): a write in flight when a fence came and its handle's writer
 // role ended (another thread's close) kept the fill: the close left it to the write, and the
 // write only answered kFenced.
