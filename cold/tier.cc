@@ -126,16 +126,21 @@ void ColdTier::PackQueued() {
 }
 
 // Whether this node knows a place in the object store for the very block committed at `a` (the
-// same identity): a block it just refilled, or one it already wrote back. Such a commit is
-// not packed again. (A place made stale by another node's reclaim is not noticed here; the
-// next `gpucachectl cold pack`, which lists locators, packs the block again.)
+// same identity and the same payload): a block it just refilled, or one it already wrote back.
+// Such a commit is not packed again. A block invalidated and committed again with other bytes
+// under the same identity is packed: its known place holds the bytes it replaced, which a
+// refill after its eviction would otherwise bring back. (A place made stale by another node's
+// reclaim is not noticed here; the next `gpucachectl cold pack`, which lists locators, packs the
+// block again.)
 bool ColdTier::KnownCold(const BlockAddress& a) {
   std::optional<KnownPlace> place = known_.Find(a);
   if (!place) return false;
-  // Stat reads the identity from the block's header without opening it as a client would:
-  // asking is not a use of the block (nor a miss if it left), so it leaves eviction alone.
+  // Stat reads the identity and checksum from the block's header without opening it as a
+  // client would: asking is not a use of the block (nor a miss if it left), so it leaves
+  // eviction alone.
   Result<BlockInfo> info = store_.Stat(a);
-  return info.ok() && ComputeSha256(info.value().canonical_identity) == place->range.identity_digest;
+  return info.ok() && ComputeSha256(info.value().canonical_identity) == place->range.identity_digest &&
+         ChecksumFromText(info.value().checksum) == place->range.checksum;
 }
 
 // A pack this node uploaded, everything it names now visible (its retention record too: a

@@ -5,6 +5,7 @@
 // daemon's own `requests` counter (cold.report).
 #include <doctest/doctest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -251,6 +252,40 @@ TEST_CASE("Cold known places: with after-commit write-back a refilled block is n
   a.Commit(1);
   wait_for_locator(1);
   CHECK(a.Report()["packed_blocks"] == 2);  // block 0 once, block 1 once
+}
+
+// Review of stop 44: a block written back, then invalidated (unlinked) and committed again under
+// the same identity with other bytes, was taken for known cold (only the identity was
+// compared) and never packed; once evicted, a refill brought back the bytes it had replaced.
+TEST_CASE("Cold known places: a block committed again with other bytes is written back again") {
+  REQUIRE(!RgwEnv().empty());
+  Bucket bucket("known-recommit", "write_back = \"after-commit\"\nflush_interval = 0.05\n");
+  Node a(bucket.section);
+  auto wait_for_locator = [&](int i) {
+    std::string key = LocatorKey(bucket.prefix, AddressOf(KBlock(i)));
+    for (int t = 0; t < 600 && !bucket.s3->Head(key).ok(); t++) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    REQUIRE(bucket.s3->Head(key).ok());
+  };
+  a.Commit(0);
+  wait_for_locator(0);
+  const Locator first = bucket.LocatorOf(0);
+  MountClient client(a.fs->mnt());
+  REQUIRE(::unlink(client.PathOf(KBlock(0)).c_str()) == 0);  // "this block is wrong"
+  const Bytes replacement = KPayload(7);
+  REQUIRE(client.Commit(KBlock(0), replacement) == 0);
+  // Block 1 after it: once block 1 is in the bucket, the round that took block 0 has run.
+  a.Commit(1);
+  wait_for_locator(1);
+  CHECK(a.Report()["packed_blocks"] == 3);
+  CHECK(bucket.LocatorOf(0).checksum != first.checksum);
+  a.Evict(0);
+  json r = a.Refill(0);
+  REQUIRE(r["result"] == "hit");
+  auto got = client.Read(KBlock(0));
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == replacement);
 }
 
 }  // namespace gpucache::cold
