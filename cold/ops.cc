@@ -6,6 +6,7 @@
 #include "cold/locator.h"
 #include "cold/manifest.h"
 #include "cold/pack.h"
+#include "store/layout.h"
 
 namespace gpucache::cold {
 namespace {
@@ -187,10 +188,23 @@ StatusCode ColdOps::AddBlock(BlockStore& store, const BlockAddress& a, PackBuild
 }
 
 ObjectResult<std::map<std::string, uint64_t>> ColdOps::TenantLocators(const std::string& tenant) const {
-  auto keys = objects_.List(prefix_ + "locators/" + tenant + "/");
+  const std::string listed = prefix_ + "locators/" + tenant + "/";
+  auto keys = objects_.List(listed);
   if (!keys.ok()) return keys.error();
   std::map<std::string, uint64_t> out;
-  for (const ObjectMeta& m : keys.value()) out.emplace(m.key, m.size);
+  for (const ObjectMeta& m : keys.value()) {
+    // The listing is the object store's answer, not ours: a purge deletes what this returns,
+    // so a key is taken only if it is a locator key of this tenant's (its own prefix, then a
+    // valid namespace and block name), whatever a faulty or hostile store lists besides.
+    if (!m.key.starts_with(listed)) continue;
+    std::string_view rest = std::string_view(m.key).substr(listed.size());
+    size_t slash = rest.find('/');
+    if (slash == std::string_view::npos || !IsValidNamespaceName(rest.substr(0, slash)) ||
+        !IsValidBlockName(rest.substr(slash + 1))) {
+      continue;
+    }
+    out.emplace(m.key, m.size);
+  }
   return out;
 }
 

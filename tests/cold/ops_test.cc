@@ -110,6 +110,43 @@ TEST_CASE("ColdOps: retention, legacy manifests and non-owners are refused, chan
   CHECK(s3.Objects().count(p.object_key) == 1);
 }
 
+// Review of stop 44: a tenant's purge deleted every key the object store's listing of
+// locators/<tenant>/ returned, so a faulty or tampered listing (or an S3-compatible store that
+// ignores the prefix) had it delete other tenants' locators and packs.
+TEST_CASE("ColdOps: a purge deletes only the tenant's own locator keys, whatever the listing says") {
+  MemoryObjectStore s3;
+  PackedPair acme = Upload(s3, MakePack(0, 2));
+  PackedPair globex = Upload(s3, MakePack(10, 2, 4096, "globex"));
+  const std::string foreign_locator = LocatorKey(kPrefix, globex.decoded.entries[0].address);
+  class ListsMore final : public ForwardingObjectStore {
+   public:
+    ListsMore(ObjectStore& inner, std::vector<std::string> extra)
+        : ForwardingObjectStore(inner), extra_(std::move(extra)) {}
+    ObjectResult<std::vector<ObjectMeta>> List(std::string_view prefix) override {
+      auto listed = inner_.List(prefix);
+      if (listed.ok() && std::string_view(prefix).find("/locators/") != std::string_view::npos) {
+        for (const std::string& k : extra_) listed.value().push_back(ObjectMeta{.key = k, .size = 1});
+      }
+      return listed;
+    }
+   private:
+    std::vector<std::string> extra_;
+  } hostile(s3, {foreign_locator, globex.object_key, globex.manifest_key,
+                 std::string(kPrefix) + "locators/acme/../globex/x"});
+  // The tenant's blocks have no manifest left: only locators remain for the purge to delete.
+  REQUIRE(s3.Delete(acme.manifest_key).ok());
+  ColdOps ops(hostile, kPrefix, {"acme"}, TestKeys());
+  PurgeReport r = ops.PurgeTenant("acme", 100, kNow);
+  CHECK_FALSE(r.refused);
+  CHECK_FALSE(r.error);
+  CHECK(r.locators_deleted == 2);
+  auto objects = s3.Objects();
+  CHECK(objects.count(foreign_locator) == 1);
+  CHECK(objects.count(globex.object_key) == 1);
+  CHECK(objects.count(globex.manifest_key) == 1);
+  CHECK(objects.count(LocatorKey(kPrefix, acme.decoded.entries[0].address)) == 0);
+}
+
 TEST_CASE("ColdOps: backfill enqueues committed blocks and stops at the byte budget") {
   MemoryObjectStore s3;
   MemoryStore hot;
