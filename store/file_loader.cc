@@ -338,7 +338,9 @@ void FileLoader::StartJournal(size_t dev, uint64_t journal_rotate_bytes) {
   if (keep && KeepJournal(dev)) {
     // kept
   } else {
-    if (!index_current_) logs_[dev]->Write(Verified());
+    // What this start verified could not become INDEX: the old one goes, so that the next
+    // start, with the journal emptied here, checks every file instead of trusting it.
+    if (!index_current_ && !logs_[dev]->Write(Verified())) logs_[dev]->RemoveIndex();
     logs_[dev]->Empty();
   }
   loaded_ = IndexSnapshot{};  // used_ and the snapshot go with DropSnapshot, which follows

@@ -209,8 +209,11 @@ std::unique_ptr<IndexWriter> FileMedium::Close() {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     if (!devices_.Isolated(dev)) in_service.push_back(dev);
   }
-  return std::make_unique<SnapshotWriter>(logs_, in_service, [this] {
-    for (const auto& log : logs_) log->Empty();
+  return std::make_unique<SnapshotWriter>(logs_, in_service, [this, in_service](const std::vector<size_t>& written) {
+    // A device whose INDEX could not be written keeps its journals, as a crash leaves them:
+    // emptied, the next start would trust the old INDEX without what they hold.
+    for (size_t dev : written) logs_[dev]->Empty();
+    if (written.size() != in_service.size()) CountError();
   });
 }
 

@@ -131,7 +131,7 @@ class FileMedium final : public Medium {
   // SnapshotWriter of FoldJournal or EndWalk. REQUIRES: the start's walk is done (the INDEX
   // takes every indexed block as checked).
   bool RotateJournalPast(size_t dev, uint64_t limit);
-  void EndRotations(const std::vector<size_t>& devs);
+  void EndRotations(const std::vector<size_t>& devs, const std::vector<size_t>& written);
   std::atomic<bool> fold_due_{false};  // a journal passed journal_rotate_bytes_ (Append)
   // `fd`: the block file just published as `draft` (its stat gives what INDEX checks later).
   void JournalCommit(size_t dev, int fd, const BlockInfo& draft,

@@ -3,6 +3,7 @@
 // folded into INDEX when it grows. A start keeps or folds it (store/file_loader.cc).
 #include <malloc.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -33,7 +34,9 @@ std::unique_ptr<IndexWriter> FileMedium::Upkeep::FoldJournal() {
   }
   if (due.empty()) return nullptr;
   // Written on this thread: about a second per million blocks, once per 64 MiB of journal.
-  return std::make_unique<SnapshotWriter>(m_.logs_, due, [this, due] { m_.EndRotations(due); });
+  return std::make_unique<SnapshotWriter>(m_.logs_, due, [this, due](const std::vector<size_t>& written) {
+    m_.EndRotations(due, written);
+  });
 }
 
 bool FileMedium::RotateJournalPast(size_t dev, uint64_t limit) {
@@ -46,8 +49,14 @@ bool FileMedium::RotateJournalPast(size_t dev, uint64_t limit) {
   return false;
 }
 
-void FileMedium::EndRotations(const std::vector<size_t>& devs) {
-  for (size_t dev : devs) logs_[dev]->EndRotation();
+void FileMedium::EndRotations(const std::vector<size_t>& devs, const std::vector<size_t>& written) {
+  for (size_t dev : devs) {
+    // An INDEX that could not be written (a full disk) keeps JOURNAL.old, which holds what the
+    // old INDEX lacks; the next rotation writes INDEX again.
+    bool ok = std::find(written.begin(), written.end(), dev) != written.end();
+    if (!ok) CountError();
+    logs_[dev]->EndRotation(ok);
+  }
 }
 
 void FileMedium::JournalCommit(size_t dev, int fd, const BlockInfo& draft,
@@ -116,8 +125,9 @@ MediumUpkeep::WalkEnd FileMedium::Upkeep::EndWalk(bool completed, std::span<cons
   // the walk finds the journal folded. Appends may ask for a fold again once it is written.
   const size_t dev = m_.walk_dev_;
   if (completed && m_.RotateJournalPast(dev, m_.journal_rotate_bytes_ / 2)) {
-    end.index = std::make_unique<SnapshotWriter>(m_.logs_, std::vector<size_t>{dev}, [this, dev] {
-      m_.EndRotations({dev});
+    end.index = std::make_unique<SnapshotWriter>(m_.logs_, std::vector<size_t>{dev},
+                                                 [this, dev](const std::vector<size_t>& written) {
+      m_.EndRotations({dev}, written);
       m_.walk_over_.store(true, std::memory_order_release);
     });
   } else {

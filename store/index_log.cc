@@ -120,17 +120,32 @@ uint64_t IndexLog::JournalBytes() const {
 
 IndexLog::Rotation IndexLog::Rotate(uint64_t limit) {
   MutexLock lock(mu_);
-  if (!fd_.valid() || bytes_ <= limit) return Rotation::kNotDue;
+  if (rotation_ == RotationState::kWriting || !fd_.valid() || bytes_ <= limit) return Rotation::kNotDue;
+  if (rotation_ == RotationState::kUnwritten) {  // INDEX again; JOURNAL.old and JOURNAL stay
+    rotation_ = RotationState::kWriting;
+    return Rotation::kRotated;
+  }
   if (env_.Rename(dir_.File(kJournalFile), dir_.File(kOldJournalFile)) != StatusCode::kOk) {
     return Rotation::kFailed;
   }
+  rotation_ = RotationState::kWriting;
   int opened = env_.OpenAppend(dir_.File(kJournalFile), /*truncate=*/true);
   fd_ = Fd(opened >= 0 ? opened : -1);
   bytes_ = 0;
   return opened >= 0 ? Rotation::kRotated : Rotation::kNoJournal;
 }
 
-void IndexLog::StampAndWrite(IndexSnapshot index) {
+void IndexLog::EndRotation(bool written) {
+  MutexLock lock(mu_);
+  if (!written) {
+    rotation_ = RotationState::kUnwritten;
+    return;
+  }
+  env_.Remove(dir_.File(kOldJournalFile));
+  rotation_ = RotationState::kNone;
+}
+
+bool IndexLog::StampAndWrite(IndexSnapshot index) {
   std::string base = dir_.Blocks() + "/", path;
   size_t kept = 0;
   for (SnapshotEntry& e : index.entries) {
@@ -144,22 +159,26 @@ void IndexLog::StampAndWrite(IndexSnapshot index) {
     index.entries[kept++] = e;
   }
   index.entries.resize(kept);
-  Write(index);
+  return Write(index);
 }
 
-void IndexLog::Write(const IndexSnapshot& index) {
+bool IndexLog::Write(const IndexSnapshot& index) {
   const std::string path = dir_.File(kSnapshotFile);
   const std::string tmp = path + ".tmp";
   env_.Remove(tmp);  // left by a crash in mid-write
   int created = env_.CreateExclusive(tmp);
-  if (created < 0) return;
+  if (created < 0) return false;
   Fd fd(created);
   if (env_.Write(fd.get(), EncodeSnapshot(index), 0) != StatusCode::kOk) {
     env_.Remove(tmp);
-    return;
+    return false;
   }
   fd.Reset();
-  if (env_.Rename(tmp, path) != StatusCode::kOk) env_.Remove(tmp);
+  if (env_.Rename(tmp, path) != StatusCode::kOk) {
+    env_.Remove(tmp);
+    return false;
+  }
+  return true;
 }
 
 void IndexLog::Empty() {
@@ -167,6 +186,7 @@ void IndexLog::Empty() {
   int opened = env_.OpenAppend(dir_.File(kJournalFile), /*truncate=*/true);
   fd_ = Fd(opened >= 0 ? opened : -1);
   bytes_ = 0;
+  rotation_ = RotationState::kNone;
   env_.Remove(dir_.File(kOldJournalFile));
 }
 

@@ -69,18 +69,27 @@ class IndexLog {
   uint64_t JournalBytes() const;
   // Past `limit` bytes: JOURNAL becomes JOURNAL.old and appends go to a fresh JOURNAL; the
   // caller then writes INDEX (StampAndWrite) and calls EndRotation. JOURNAL.old is replayed
-  // before JOURNAL at a start until then. kNotDue (nothing done), kFailed (the rename failed:
-  // JOURNAL goes on growing, no record dropped), kNoJournal (rotated, but no fresh JOURNAL
-  // could be opened: none until the next start, whose INDEX check covers it).
+  // before JOURNAL at a start until then. kNotDue (nothing done; also while another rotation's
+  // INDEX is being written: a second rename would put JOURNAL over JOURNAL.old, whose records
+  // no INDEX holds yet), kFailed (the rename failed: JOURNAL goes on growing, no record
+  // dropped), kNoJournal (rotated, but no fresh JOURNAL could be opened: none until the next
+  // start, whose INDEX check covers it). After a rotation whose INDEX could not be written,
+  // the next call past the limit answers kRotated without a rename: JOURNAL.old still holds
+  // what the last INDEX lacks, and the caller writes INDEX again.
   enum class Rotation { kNotDue, kRotated, kNoJournal, kFailed };
   Rotation Rotate(uint64_t limit);
-  void EndRotation() { env_.Remove(dir_.File(kOldJournalFile)); }
+  // Ends the rotation: JOURNAL.old goes once INDEX was `written`; else it stays, replayed by
+  // a start, and the next rotation writes INDEX again.
+  void EndRotation(bool written);
   // Writes `index` as INDEX after taking each entry's file's stat (inode, size, ctime: what the
   // next start checks); entries whose file is gone are left out. Replaced by a rename, not
   // synced: a torn INDEX after a power cut fails its sum and costs one scan, nothing else.
-  void StampAndWrite(IndexSnapshot index);
-  // Writes `index` (entries stamped already) as INDEX.
-  void Write(const IndexSnapshot& index);
+  // False if INDEX could not be replaced (the old one stands).
+  [[nodiscard]] bool StampAndWrite(IndexSnapshot index);
+  // Writes `index` (entries stamped already) as INDEX; false as above.
+  [[nodiscard]] bool Write(const IndexSnapshot& index);
+  // Removes INDEX: the next start checks every file.
+  void RemoveIndex() { env_.Remove(dir_.File(kSnapshotFile)); }
   // Empties JOURNAL (and drops JOURNAL.old), appended to from now on.
   void Empty();
 
@@ -91,6 +100,9 @@ class IndexLog {
   mutable Mutex mu_;
   Fd fd_ GUARDED_BY(mu_);               // JOURNAL, for appending
   uint64_t bytes_ GUARDED_BY(mu_) = 0;  // appended since it was last emptied
+  // A rotation from Rotate to EndRotation (kWriting), or one whose INDEX failed (kUnwritten).
+  enum class RotationState { kNone, kWriting, kUnwritten };
+  RotationState rotation_ GUARDED_BY(mu_) = RotationState::kNone;
   // A journal is read at start in pieces of this size.
   static constexpr size_t kReplayPiece = 1 << 20;
 };

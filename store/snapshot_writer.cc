@@ -8,7 +8,7 @@
 namespace gpucache {
 
 SnapshotWriter::SnapshotWriter(const std::vector<std::unique_ptr<IndexLog>>& logs,
-                               const std::vector<size_t>& due, std::function<void()> after)
+                               const std::vector<size_t>& due, After after)
     : devices_(logs.size()), after_(std::move(after)) {
   for (size_t dev : due) devices_[dev].log = logs[dev].get();
 }
@@ -25,10 +25,13 @@ void SnapshotWriter::Add(const IndexedBlock& b, const StoredPayload* stored) {
 }
 
 void SnapshotWriter::Write() {
-  for (Device& d : devices_) {
-    if (d.log != nullptr) d.log->StampAndWrite(std::move(d.snapshot));  // the files are checked there
+  std::vector<size_t> written;
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    Device& d = devices_[dev];
+    // The files are checked there.
+    if (d.log != nullptr && d.log->StampAndWrite(std::move(d.snapshot))) written.push_back(dev);
   }
-  if (after_) after_();
+  if (after_) after_(written);
 }
 
 }  // namespace gpucache

@@ -20,9 +20,11 @@ namespace gpucache {
 class SnapshotWriter final : public IndexWriter {
  public:
   // `logs`: every device's IndexLog, by device; `due`: the devices whose INDEX is written;
-  // `after`: what the medium does once they are (end a rotation, empty the journals).
+  // `after`: what the medium does once they are (end a rotation, empty the journals), told
+  // which of the due devices' INDEX was written (a failed one keeps its journals).
+  using After = std::function<void(const std::vector<size_t>& written)>;
   SnapshotWriter(const std::vector<std::unique_ptr<IndexLog>>& logs, const std::vector<size_t>& due,
-                 std::function<void()> after);
+                 After after);
   void Add(const IndexedBlock& block, const StoredPayload* stored) override;
   void Write() override;
 
@@ -33,7 +35,7 @@ class SnapshotWriter final : public IndexWriter {
     std::map<std::string, uint32_t> ns_index;  // "tenant/ns" -> its place in snapshot.namespaces
   };
   std::vector<Device> devices_;
-  std::function<void()> after_;
+  After after_;
   std::string ns_name_;  // reused by Add
 };
 
