@@ -33,6 +33,11 @@
 
 namespace gpucache {
 
+// The last epoch a store may be in: region ids are `epoch << 32 | sequence` and the index keeps
+// a block's commit epoch in 32 bits, so a larger one would give ids an earlier epoch gave. At
+// a fence a second that is 136 years away; an EPOCH file that says more is damaged or planted.
+inline constexpr uint64_t kLastEpoch = (uint64_t{1} << 32) - 1;
+
 class Env;  // store/env.h
 
 struct Owner {
@@ -75,7 +80,7 @@ struct ReservationInfo {
   BlockState state = BlockState::kReserved;  // RESERVED or WRITING
   uint64_t size = 0;                         // highest byte written + 1
   uint64_t region_id = 0;
-  uint64_t epoch = 0;                        // epoch the reservation was admitted in
+  uint64_t epoch = 0;                        // epoch the reservation was admitted in (<= kLastEpoch)
   uint64_t create_time_ns = 0;
   uint64_t modify_time_ns = 0;  // the last write or truncate (the .part's mtime and ctime)
 };
@@ -326,7 +331,8 @@ class BlockAdmin {
   virtual StatusCode Evict(const BlockAddress& address) = 0;
   virtual StatusCode SetPinned(const BlockAddress& address, bool pinned) = 0;
   // Bumps and persists the epoch; every in-flight reservation is fenced: its next write or
-  // commit fails with kFenced, and its credits are released now. Returns the new epoch.
+  // commit fails with kFenced, and its credits are released now. Returns the new epoch, or
+  // kTooLarge past kLastEpoch (changing nothing).
   virtual Result<uint64_t> Fence() = 0;
   virtual std::vector<QuarantineInfo> ListQuarantine() = 0;
   virtual Result<QuarantineInfo> StatQuarantine(uint64_t region_id) = 0;

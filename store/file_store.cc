@@ -163,6 +163,7 @@ Result<uint64_t> FileMedium::ReadEpoch(const std::string& path) {
   uint64_t epoch = 0;
   auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), epoch);
   if (err != std::errc() || end == text.data()) return StatusCode::kInvalidArgument;
+  if (epoch >= kLastEpoch) return StatusCode::kTooLarge;  // no next epoch to start in
   return epoch;
 }
 
@@ -171,9 +172,12 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     Result<uint64_t> e = ReadEpoch(devices_.dir(dev).File("EPOCH"));
     if (!e.ok()) {
-      error = devices_.dir(dev).File("EPOCH") + (e.status() == StatusCode::kInvalidArgument
-                                         ? " does not hold a number; refusing to guess the epoch"
-                                         : " cannot be read; refusing to guess the epoch");
+      error = devices_.dir(dev).File("EPOCH") +
+              (e.status() == StatusCode::kInvalidArgument ? " does not hold a number; refusing to guess the epoch"
+               : e.status() == StatusCode::kTooLarge
+                   ? " holds an epoch of " + std::to_string(kLastEpoch) +
+                         " or more (damaged: region ids would repeat); refusing to guess the epoch"
+                   : " cannot be read; refusing to guess the epoch");
       return false;
     }
     epoch = std::max(epoch, e.value());

@@ -81,6 +81,7 @@ Result<uint64_t> StoreAdmin::Fence() { return AdvanceEpoch(); }
 Result<uint64_t> StoreCore::AdvanceEpoch(std::optional<uint64_t> from) {
   MutexLock fence_lock(fence_mu_);
   if (from && epoch_.load() != *from) return epoch_.load();  // another fence came first
+  if (epoch_.load() >= kLastEpoch) return StatusCode::kTooLarge;  // ids of an earlier epoch
   uint64_t next = epoch_.load() + 1;
   // Persist first: a fence the daemon acknowledged survives a crash.
   if (StatusCode s = medium_->PersistEpoch(next); s != StatusCode::kOk) return s;
