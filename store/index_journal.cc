@@ -7,6 +7,8 @@
 #include <tuple>
 
 #include "store/codec.h"
+#include "store/identity.h"
+#include "store/layout.h"
 #include "store/posix_io.h"
 
 namespace gpucache {
@@ -186,18 +188,27 @@ uint32_t EntryTable::Find(const Entries& entries, uint32_t ns, const BlockDigest
 }
 
 JournalReplay::JournalReplay(IndexSnapshot& snapshot) : snapshot_(snapshot) {
+  for (uint32_t i = 0; i < snapshot.namespaces.size(); ++i) ns_index_.emplace(snapshot.namespaces[i], i);
   const std::vector<SnapshotEntry>& entries = snapshot.entries;
   table_.Reserve(entries, entries.size());
   for (size_t i = 0; i < entries.size(); ++i) table_.Put(entries, static_cast<uint32_t>(i));
 }
 
-uint32_t JournalReplay::NamespaceIndex(std::string_view ns) {
+std::optional<uint32_t> JournalReplay::NamespaceIndex(std::string_view ns) {
   if (last_index_ != UINT32_MAX && ns == last_ns_) return last_index_;
-  auto& names = snapshot_.namespaces;
-  auto it = std::find(names.begin(), names.end(), ns);  // a handful of namespaces
-  if (it == names.end()) it = names.insert(names.end(), std::string(ns));
   last_ns_.assign(ns);
-  last_index_ = static_cast<uint32_t>(it - names.begin());
+  auto it = ns_index_.find(last_ns_);
+  if (it == ns_index_.end()) {
+    size_t slash = ns.find('/');
+    if (slash == std::string_view::npos || !IsValidTenantName(ns.substr(0, slash)) ||
+        !IsValidNamespaceName(ns.substr(slash + 1))) {
+      last_index_ = UINT32_MAX;
+      return std::nullopt;
+    }
+    it = ns_index_.emplace(last_ns_, static_cast<uint32_t>(snapshot_.namespaces.size())).first;
+    snapshot_.namespaces.push_back(last_ns_);
+  }
+  last_index_ = it->second;
   return last_index_;
 }
 
@@ -221,6 +232,8 @@ size_t JournalReplay::Add(std::span<const uint8_t> bytes) {
   for (;; ++records_) {
     RecordView v = ViewRecord(bytes.subspan(at));
     if (v.length == 0) break;
+    std::optional<uint32_t> ns = NamespaceIndex(v.ns);
+    if (!ns) break;  // damaged, or planted
     // Decoded in place: a commit's entry stays, a removal's is only its key.
     SnapshotEntry& e = entries.emplace_back();
     if (!ReadBody(v, e)) {
@@ -228,7 +241,7 @@ size_t JournalReplay::Add(std::span<const uint8_t> bytes) {
       break;
     }
     at += v.length;
-    e.ns = NamespaceIndex(v.ns);
+    e.ns = *ns;
     if (v.kind == kCommit) {
       table_.Put(entries, static_cast<uint32_t>(entries.size() - 1));
     } else {

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 JournalRecord Record(uint8_t k) {
   JournalRecord r;
-  r.ns = "acme/ns";
+  r.ns = "acme/ns-00000000000000000000000000000000";
   r.entry.block[0] = k;
   r.entry.size = 100u + k;
   return r;
@@ -106,15 +106,15 @@ TEST_CASE("IndexLog: an INDEX written from memory leaves out entries whose files
   test::TempDir tmp;
   IndexLog log(Env::Posix(), DataDir(tmp.path()));
   IndexSnapshot index;
-  index.namespaces = {"acme/ns"};
+  index.namespaces = {"acme/ns-00000000000000000000000000000000"};
   for (uint8_t k = 0; k < 2; ++k) {
     SnapshotEntry& e = index.entries.emplace_back();
     e.ns = 0;
     e.block[0] = k;
     e.size = 5;
   }
-  fs::create_directories(tmp.path() + "/blocks/acme/ns");
-  std::ofstream(tmp.path() + "/blocks/acme/ns/" + FormatBlockName(index.entries[0].block)) << "x";
+  fs::create_directories(tmp.path() + "/blocks/acme/ns-00000000000000000000000000000000");
+  std::ofstream(tmp.path() + "/blocks/acme/ns-00000000000000000000000000000000/" + FormatBlockName(index.entries[0].block)) << "x";
   REQUIRE(log.StampAndWrite(index));
   std::optional<IndexSnapshot> read = log.ReadIndex();
   REQUIRE(read);
@@ -131,7 +131,7 @@ TEST_CASE("IndexLog: replaying an empty journal leaves INDEX's entries where the
   IndexLog log(Env::Posix(), DataDir(tmp.path()));
   log.Empty();  // JOURNAL exists, 0 bytes
   IndexSnapshot index;
-  index.namespaces = {"acme/ns"};
+  index.namespaces = {"acme/ns-00000000000000000000000000000000"};
   index.entries.resize(1000);
   index.entries.shrink_to_fit();
   for (uint32_t i = 0; i < index.entries.size(); ++i) index.entries[i].block[0] = static_cast<uint8_t>(i);
@@ -173,7 +173,7 @@ TEST_CASE("IndexLog: a journal longer than a start replays is cut at the bound a
 TEST_CASE("IndexLog: INDEX reads the same mapped or copied, and an INDEX that cannot be read is none") {
   test::TempDir tmp;
   IndexSnapshot index;
-  index.namespaces = {"acme/ns", "globex/other"};
+  index.namespaces = {"acme/ns-00000000000000000000000000000000", "globex/other"};
   for (uint8_t k = 0; k < 200; ++k) {
     SnapshotEntry& e = index.entries.emplace_back();
     e.ns = k % 2;
