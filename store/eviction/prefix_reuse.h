@@ -10,7 +10,8 @@
 //     the request added before it (1, up to 7, more), and by how often the block it grew from
 //     was used (0..3).
 // For each class the policy learns P, the chance that a block of the class is used again within
-// tau events, from sampled blocks it follows through eviction and back (a ghost table), with
+// tau events (but within half the mean age at which blocks are evicted, if that is shorter: a
+// later reuse would be a miss in a cache this size), from sampled blocks it follows through eviction and back (a ghost table), with
 // counts that fade so that the estimate follows the workload. tau itself is learned: the mean
 // time a new block takes to be used again (its first reuse), among those that come back within
 // 4 tau. The clock counts events (blocks committed and opened), so ages are in units of cache

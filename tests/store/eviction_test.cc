@@ -1,6 +1,8 @@
 // Eviction policies in isolation, and the trace replay that measures them.
 #include <doctest/doctest.h>
 
+#include <deque>
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -331,7 +333,9 @@ TEST_CASE("Policy: prefix-reuse decides alike whether or not a few slots were re
 }
 
 // What it learns is the point: the same two kinds of block, once where new chains off a shared
-// prompt come back and chain ends do not, once the other way round; the victim follows.
+// prompt come back and chain ends do not, once the other way round; the victim follows. A
+// reuse counts when it comes within half the age blocks are evicted at (a later one would be a
+// miss in a cache this size): documents of their own, evicted old, set that age here.
 TEST_CASE("Policy: prefix-reuse learns which blocks come back, from blocks it evicted") {
   for (bool hub_children_return : {true, false}) {
     CAPTURE(hub_children_return);
@@ -339,8 +343,14 @@ TEST_CASE("Policy: prefix-reuse learns which blocks come back, from blocks it ev
     uint64_t n = 1;
     Slot hub = d.Insert(n++);
     for (int i = 0; i < 3; ++i) d.Insert(n++, hub);  // hub: a shared prompt with children
-    std::vector<std::pair<Slot, uint64_t>> evicted;  // (slot it had, its number)
+    Slot doc = d.Insert(n++);                        // never used: its pages are another class
+    std::deque<Slot> pages;                          // oldest first, evicted ~10 rounds old
     for (int round = 0; round < 400; ++round) {
+      for (int i = 0; i < 2; ++i) pages.push_back(d.Insert(n++, doc));
+      while (pages.size() > 20) {
+        d.Remove(pages.front());
+        pages.pop_front();
+      }
       d.p->OnAccess(hub);
       // A new conversation off the hub, and a chain that grows at its end.
       Slot off_hub = d.Insert(n++, hub);
