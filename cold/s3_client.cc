@@ -12,7 +12,11 @@ namespace gpucache::cold {
 namespace {
 
 constexpr size_t kMaxKeyBytes = 1024;                // S3's limit on key length
-constexpr uint64_t kMaxListBody = 32 * 1024 * 1024;  // one ListObjectsV2 page
+// One ListObjectsV2 page: at most 1,000 keys (S3's limit on max-keys) of at most 1,024 bytes,
+// about 1.4 MB with their metadata. Its parse builds a tree of about 24 times the bytes for a
+// page of empty elements, so the cap is also what one hostile page may cost.
+constexpr uint64_t kMaxListBody = 4 * 1024 * 1024;
+constexpr size_t kMostKeysPerPage = 1000;
 
 CURLcode GlobalInit() {
   static std::once_flag once;
@@ -295,6 +299,14 @@ ObjectResult<std::vector<ObjectMeta>> S3Client::List(std::string_view prefix) {
     if (!page) return Permanent("MalformedReply", "GET " + request.url + ": malformed XML");
     if (page->truncated && page->next_token == token) {
       return Permanent("MalformedReply", "GET " + request.url + ": continuation token repeats");
+    }
+    if (page->objects.size() > std::max<size_t>(kMostKeysPerPage, options_.list_page_size)) {
+      return Permanent("MalformedReply", "GET " + request.url + ": more keys in a page than max-keys");
+    }
+    if (objects.size() + page->objects.size() > options_.list_max_objects) {
+      return Permanent("ListingTooLarge", "GET " + request.url + ": more than " +
+                                              std::to_string(options_.list_max_objects) +
+                                              " keys under the prefix; refusing to hold them");
     }
     for (ObjectMeta& meta : page->objects) objects.push_back(std::move(meta));
     if (!page->truncated) return objects;

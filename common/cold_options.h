@@ -30,6 +30,9 @@ struct S3Options {
   uint32_t low_speed_bytes = 1024;       // a transfer slower than this ...
   uint32_t low_speed_time_s = 10;        // ... for this long is a stall (kTemporary)
   uint32_t list_page_size = 0;           // ListObjectsV2 max-keys; 0 = server default (1000)
+  // The most keys one listing (all its pages) may hold, so that a server that never stops
+  // paging cannot take the daemon's memory (about 200 B a key); not a configuration key.
+  uint64_t list_max_objects = 10'000'000;
   uint32_t max_idle_handles = 16;        // curl handles (and their connections) kept for reuse
 };
 

@@ -401,6 +401,30 @@ TEST_CASE("S3Client: a malformed listing is kPermanent") {
   CHECK(loop.error().kind == ObjectErrorKind::kPermanent);
 }
 
+// Review of stop 44: a listing had no bound but the body of one page (32 MiB, whose parse took
+// 778 MB for a page of empty elements): a server that kept answering "truncated" with a new
+// token each time, or one page of too many keys, could take the daemon's memory.
+TEST_CASE("S3Client: a listing past its key budget, or a page past max-keys, is kPermanent") {
+  CannedHttpServer server;
+  for (int page = 0; page < 3; ++page) {
+    std::string p = std::to_string(page);
+    server.Reply(HttpReply(200, ListPageXml({"k" + p + "a", "k" + p + "b"}, "token" + p)));
+  }
+  S3Options o = OptionsFor(server.endpoint());
+  o.list_max_objects = 5;
+  auto client = MakeClient(o);
+  auto endless = client->List("");
+  REQUIRE_FALSE(endless.ok());
+  CHECK(endless.error().kind == ObjectErrorKind::kPermanent);
+  CHECK(server.requests().size() == 3);  // refused at the page that passed the budget
+  std::vector<std::string> keys;
+  for (int i = 0; i < 1001; ++i) keys.push_back("k" + std::to_string(i));
+  server.Reply(HttpReply(200, ListPageXml(keys, "")));
+  auto wide = MakeClient(server.endpoint())->List("");
+  REQUIRE_FALSE(wide.ok());
+  CHECK(wide.error().kind == ObjectErrorKind::kPermanent);
+}
+
 TEST_CASE("S3Client: invalid keys are refused without a request") {
   CannedHttpServer server;
   auto client = MakeClient(server.endpoint());
