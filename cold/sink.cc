@@ -120,6 +120,10 @@ ObjectResult<Done> Sink::Upload(const Job& job, std::string& step) {
 // Runs the job's remaining steps once; stops at the first error. No lock held: I/O.
 Sink::Outcome Sink::Attempt(Job& job) {
   job.attempts++;
+  // A job that stopped at its manifest writes its retention record again first: the deadline
+  // counts from just before the manifest is visible, and an earlier attempt's (a backoff of
+  // minutes, or days until an operator's retry) would make the manifest reclaimable at once.
+  if (job.next_step == kManifestStep && retention_ns_ != 0) job.next_step = kRetentionStep;
   while (job.next_step < job.steps()) {
     if (stopping_) return Outcome::kStopped;  // between steps: the rest waits, as after a crash
     if (job.next_step == kRetentionStep && retention_ns_ == 0) {

@@ -558,6 +558,32 @@ TEST_CASE("Sink: with a retention the record is a step before the manifest, retr
   CHECK(plain.Count("PUT") == 4);
 }
 
+// Review of stop 44: a job that failed at its manifest resumed there, so its retention record
+// kept the first attempt's deadline; after a backoff (or days waiting for an operator's retry)
+// the manifest could be reclaimable the moment it became visible.
+TEST_CASE("Sink: a job resumed at its manifest writes its retention record again") {
+  const uint64_t hour = 3600ull * 1'000'000'000ull;
+  MemoryObjectStore s3;
+  bool deny_manifest = true;
+  s3.SetFault([&](const MemoryObjectStore::Request& q) -> std::optional<ObjectError> {
+    if (q.verb == "PUT" && q.key.find("/manifests/") != std::string::npos && deny_manifest) return Permanent();
+    return std::nullopt;
+  });
+  Sink sink(s3, kPrefix, Fast(), std::make_shared<LocatorLocks>(), hour);
+  PackedPair p = MakePack(0, 1);
+  const Sha256 manifest = p.manifest_digest;
+  REQUIRE(sink.Submit(std::move(p)).admission == Admission::kAccepted);
+  CHECK(sink.Drain().newly_failed == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  deny_manifest = false;
+  const uint64_t retried = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count());
+  REQUIRE(sink.Retry(sink.Failed().at(0).id));
+  CHECK(sink.Drain().uploaded == 1);
+  auto record = s3.Objects().at(RetentionKey(kPrefix, manifest));
+  CHECK(DecodeRetention({reinterpret_cast<const char*>(record.data()), record.size()}) >= retried + hour);
+}
+
 TEST_CASE("Sink: a manifest is held from admission until its job is uploaded or dropped") {
   MemoryObjectStore s3;
   bool refuse = true;
