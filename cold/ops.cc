@@ -74,23 +74,33 @@ bool ColdOps::DeleteConfirmed(const std::string& key, ReclaimReport& report) con
   return true;
 }
 
-std::string ColdOps::LiveReference(const Sha256& self, const Sha256& object,
-                                   ReclaimReport& r) const {
+ColdOps::Reference ColdOps::LiveReference(const Sha256& self, const Sha256& object,
+                                          ReclaimReport& r, std::string& why) const {
   auto keys = objects_.List(ManifestPrefix(prefix_));
   if (!keys.ok()) {
     r.error = keys.error();
-    return "cannot list manifests to prove the object unreferenced";
+    why = "cannot list manifests to prove the object unreferenced";
+    return Reference::kUnknown;
   }
   for (const ObjectMeta& meta : keys.value()) {
     std::optional<Sha256> digest = ManifestDigestOfKey(prefix_, meta.key);
     if (digest && *digest == self) continue;
     auto bytes = objects_.Get(meta.key, kMaxManifestBytes);
-    if (!bytes.ok()) return meta.key + " cannot be read";
+    if (!bytes.ok()) {
+      why = meta.key + " cannot be read";
+      return Reference::kUnknown;
+    }
     DecodedManifest d = DecodeManifest(bytes.value());
-    if (d.error != ManifestError::kNone) return meta.key + " is not a v3 or v4 manifest";
-    if (d.manifest.object_digest == object) return "referenced by " + meta.key;
+    if (d.error != ManifestError::kNone) {
+      why = meta.key + " is not a v3 or v4 manifest";
+      return Reference::kUnknown;
+    }
+    if (d.manifest.object_digest == object) {
+      why = "referenced by " + meta.key;
+      return Reference::kReferenced;
+    }
   }
-  return "";
+  return Reference::kNone;
 }
 
 ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Principal& who,
@@ -151,9 +161,19 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Princ
     }
     if (!DeleteConfirmed(lkey, r)) return r;
   }
-  if (!DeleteConfirmed(mkey, r)) return r;
+  // Whether the object may go is settled before the manifest goes: a manifest deleted with its
+  // object's fate unknown left the object with nothing naming it, for good (a second reclaim
+  // finds no manifest, and nothing else deletes packs).
   std::string okey = PackKey(prefix_, d.manifest.object_digest);
-  if (std::string why = LiveReference(manifest, d.manifest.object_digest, r); !why.empty()) {
+  std::string why;
+  Reference ref = LiveReference(manifest, d.manifest.object_digest, r, why);
+  if (ref == Reference::kUnknown) {
+    r.kept.push_back(mkey + ": kept, so that the reclaim can be run again: " + why);
+    r.kept.push_back(okey + ": " + why);
+    return r;
+  }
+  if (!DeleteConfirmed(mkey, r)) return r;
+  if (ref == Reference::kReferenced) {
     r.kept.push_back(okey + ": " + why);
     return r;
   }

@@ -144,8 +144,12 @@ class ColdOps {
   // The keys of `tenant`'s locators and their sizes (one listing), or the error that kept us
   // from knowing.
   ObjectResult<std::map<std::string, uint64_t>> TenantLocators(const std::string& tenant) const;
-  // "" when no manifest other than `self` references `object`; else why it must stay.
-  std::string LiveReference(const Sha256& self, const Sha256& object, ReclaimReport& r) const;
+  // Whether a manifest other than `self` references `object`: none, one does (`why` names
+  // it), or it cannot be known (a listing or read failed, a manifest of an older version that
+  // names no object: `why` says which).
+  enum class Reference { kNone, kReferenced, kUnknown };
+  Reference LiveReference(const Sha256& self, const Sha256& object, ReclaimReport& r,
+                          std::string& why) const;
   void ResealLocators(const Manifest& m, const Sha256& digest, const Keyring& keys,
                       ResealReport& r) const;
   void ResealLocator(const std::string& key, const Sha256& digest, const Keyring& keys,
