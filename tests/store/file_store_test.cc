@@ -410,7 +410,7 @@ TEST_CASE("FileStore: an unreadable epoch file stops start-up instead of guessin
 // Review of stop 44: an EPOCH of 2^64 - 1 wrapped to epoch 0 at the start's + 1, and any of
 // 2^32 or more made region ids (epoch << 32 | sequence) repeat an earlier epoch's, so a
 // quarantine rename could replace another quarantined block's file.
-TEST_CASE("FileStore: an EPOCH past the last epoch stops start-up; the last one still starts") {
+TEST_CASE("FileStore: an EPOCH past the last epoch stops start-up, the last one still starts") {
   for (uint64_t planted : {UINT64_MAX, uint64_t{1} << 32, kLastEpoch}) {
     CAPTURE(planted);
     test::TempDir tmp;
