@@ -207,9 +207,27 @@ uint64_t Admission::AmountOf(const RoomRequest& req, Id id) const {
 Admission::Choice::Held& Admission::HeldBy(Choice& c, std::string_view owner) const {
   auto it = c.others.find(owner);
   if (it != c.others.end()) return it->second;
-  Usage u = UsageOf(std::string(owner));  // once per tenant and request
-  uint64_t held = c.req.count_blocks ? u.registrations() : u.retained_bytes();
+  uint64_t held = 0;
+  if (c.on_device) {  // room on one device: what the tenant holds there, not everywhere
+    auto on = c.on_device->find(owner);
+    held = on == c.on_device->end() ? 0 : on->second;
+  } else {
+    Usage u = UsageOf(std::string(owner));  // once per tenant and request
+    held = c.req.count_blocks ? u.registrations() : u.retained_bytes();
+  }
   return c.others.emplace(owner, Choice::Held{.held = held}).first->second;
+}
+
+std::map<std::string_view, uint64_t, std::less<>> Admission::HeldOnDevice(const PendingPayload& device,
+                                                                         bool count_blocks) const {
+  // A pass over the index: only when a device is full (an ENOSPC that eviction may answer),
+  // not on the path of every commit.
+  std::map<std::string_view, uint64_t, std::less<>> held;
+  index_.ForEach([&](Id id) {
+    if (!medium_.SharesDevice(device, index_.StoredOf(id).get())) return;
+    held[TenantOf(id)] += count_blocks ? 1 : index_.at(id).size;
+  });
+  return held;
 }
 
 bool Admission::MayGo(Choice& c, Id id, bool own_only) const {
@@ -247,6 +265,14 @@ StatusCode Admission::MakeRoom(const RoomRequest& req, std::vector<Id>& victims)
   }
   // Choose every victim first; evict only if they suffice, so a refusal changes nothing.
   Choice c{.req = req, .share = FairShare(req.tenant, req.shares_of)};
+  if (req.device) {
+    // A full device is shared by the tenants holding blocks on it: each keeps its share of the
+    // device's size, counted in what it holds there (with several data directories a tenant's
+    // blocks elsewhere neither protect nor expose its blocks here).
+    c.on_device = HeldOnDevice(*req.device, req.count_blocks);
+    uint64_t holders = c.on_device->size() + (c.on_device->contains(req.tenant) ? 0 : 1);
+    c.share = req.shares_of / holders;
+  }
   StatusCode status = StatusCode::kOk;
   while (status == StatusCode::kOk && c.freed_own < req.own) {
     if (!Pick(c, true)) status = req.own_refusal;

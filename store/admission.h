@@ -122,7 +122,13 @@ class Admission {
       uint64_t held = 0, taken = 0;
     };
     std::map<std::string_view, Held, std::less<>> others;
+    // A request for room on one device: what each tenant holds on that device (one pass over
+    // the index), which is what its fair share of the device is measured against.
+    std::optional<std::map<std::string_view, uint64_t, std::less<>>> on_device;
   };
+  // What each tenant holds on `device` (bytes, or blocks if `count_blocks`).
+  std::map<std::string_view, uint64_t, std::less<>> HeldOnDevice(const PendingPayload& device,
+                                                                bool count_blocks) const;
   Choice::Held& HeldBy(Choice& c, std::string_view owner) const;
   // One more victim for `c` (only the tenant's own blocks if `own_only`); false if none may go.
   bool Pick(Choice& c, bool own_only);

@@ -260,5 +260,72 @@ TEST_CASE("Admission: choosing k victims asks about O(k) blocks, whatever the po
   }
 }
 
+// A medium of two devices, for the room a full one needs: a stored payload says which device
+// it is on, a pending one is on device 1.
+struct OnDevice final : StoredPayload {
+  explicit OnDevice(int d) : dev(d) {}
+  int dev;
+};
+struct PendingOnOne final : PendingPayload {};
+struct TwoDevices final : Medium {
+  MemoryMedium m;
+  bool Load(MediumReport& r, std::string& e) override { return m.Load(r, e); }
+  StatusCode CreateNamespace(std::string_view t, std::string_view n, Owner o) override { return m.CreateNamespace(t, n, o); }
+  StatusCode RemoveNamespace(std::string_view t, std::string_view n) override { return m.RemoveNamespace(t, n); }
+  Result<std::shared_ptr<PendingPayload>> Prepare(const ReservationInfo& i) override { return m.Prepare(i); }
+  Result<size_t> Write(PendingPayload& p, uint64_t o, std::span<const uint8_t> d) override { return m.Write(p, o, d); }
+  StatusCode Truncate(PendingPayload& p, uint64_t size) override { return m.Truncate(p, size); }
+  Result<Sealed> Seal(PendingPayload& p, const BlockInfo& d) override { return m.Seal(p, d); }
+  void Discard(PendingPayload& p) override { m.Discard(p); }
+  Result<Opened> Open(const BlockInfo& i, const std::shared_ptr<StoredPayload>& st) override { return m.Open(i, st); }
+  Result<Held> ReadHeld(const BlockInfo& i, const std::shared_ptr<StoredPayload>& st) override { return m.ReadHeld(i, st); }
+  std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& i, const std::shared_ptr<StoredPayload>& st) override {
+    return m.Quarantine(i, st);
+  }
+  void Drop(const BlockInfo& i, const std::shared_ptr<StoredPayload>& st) override { m.Drop(i, st); }
+  StatusCode PersistEpoch(uint64_t e) override { return m.PersistEpoch(e); }
+  void PersistPins(const std::vector<BlockAddress>& p) override { m.PersistPins(p); }
+  MediumIoStats IoStats() const override { return m.IoStats(); }
+  bool SharesDevice(const PendingPayload&, const StoredPayload* st) const override {
+    return static_cast<const OnDevice*>(st)->dev == 1;
+  }
+};
+
+// Review of stop 44: room on a full device weighed another tenant's fair share of that device
+// against all it held, on every device, so with two data directories a tenant's blocks on the
+// full one could all go while its blocks elsewhere made it look protected.
+TEST_CASE("Admission: a full device leaves each tenant its share of that device, whatever it holds elsewhere") {
+  ResourceLimits limits;
+  BlockIndex index;
+  TwoDevices medium;
+  Admission admission{limits, "lru", index, medium};
+  auto add = [&](const std::string& tenant, unsigned n, int dev) {
+    IndexKeys keys = test::FullKeys();
+    keys.tail = 2 * uint64_t{n} + 1;
+    keys.parent = 2 * uint64_t{n} + 2;
+    std::optional<Id> id = index.Insert(test::Block(BlockNo(tenant, n), RecordOf(1 << 20), keys, Owner{}),
+                                        std::make_shared<OnDevice>(dev));
+    REQUIRE(id);
+    admission.Indexed(*id, std::nullopt, false, PolicyKeyOf(BlockNo(tenant, n)));
+  };
+  // Device 1 (16 MiB, full): globex 10 MiB, acme 6 MiB. Device 2: globex 10 MiB more.
+  for (unsigned i = 0; i < 10; i++) add("globex", i, 1);
+  for (unsigned i = 10; i < 20; i++) add("globex", i, 2);
+  for (unsigned i = 0; i < 6; i++) add("acme", i, 1);
+  PendingOnOne pending;
+  const Medium::DeviceSpace full{.free = 0, .total = 16ull << 20};
+  std::vector<Id> victims;
+  // acme needs 10 MiB there: its own 6 MiB and globex's blocks above globex's share of the
+  // device (8 MiB of 16) are all that may go, 8 MiB: not enough, so nothing goes.
+  CHECK(admission.RoomOnDevice(pending, full, "acme", 10ull << 20, victims) == StatusCode::kNoSpace);
+  CHECK(victims.empty());
+  // 7 MiB (with the slack, 8 blocks) may: acme's 6 and 2 of globex's, which keeps its 8 MiB.
+  REQUIRE(admission.RoomOnDevice(pending, full, "acme", 7ull << 20, victims) == StatusCode::kOk);
+  size_t of_globex = 0;
+  for (Id v : victims) of_globex += index.namespaces().TenantOf(index.NamespaceOf(v)) == "globex";
+  CHECK(victims.size() == 8);
+  CHECK(of_globex == 2);
+}
+
 }  // namespace
 }  // namespace gpucache
