@@ -366,6 +366,16 @@ void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload
   }
 }
 
+StatusCode FileMedium::MakeRemovalDurable(const BlockInfo& info, const StoredPayload* stored) {
+  if (!options_.sync_commits) return StatusCode::kOk;  // as for commits: the page cache's pace
+  size_t dev = DeviceOf(stored);
+  std::string path = PathIn(dev, info.address);
+  // The namespace's directory (the name gone) and quarantine/ (the name it went to, if the
+  // block was open): a rename is durable once its target directory is synced.
+  if (StatusCode s = env_.SyncDir(path.substr(0, path.find_last_of('/'))); s != StatusCode::kOk) return s;
+  return env_.SyncDir(devices_.dir(dev).Quarantine());
+}
+
 std::string FileMedium::SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
   // Only indexed blocks are set aside: their file is under the block's name.
   size_t dev = DeviceOf(stored);

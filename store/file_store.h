@@ -94,6 +94,7 @@ class FileMedium final : public Medium {
   std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& info,
                                             const std::shared_ptr<StoredPayload>& stored) override;
   void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  StatusCode MakeRemovalDurable(const BlockInfo& info, const StoredPayload* stored) override;
   std::string SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
   StatusCode PersistEpoch(uint64_t epoch) override;
   void PersistPins(const std::vector<BlockAddress>& pinned) override;

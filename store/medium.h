@@ -283,6 +283,14 @@ class Medium {
                                                     const std::shared_ptr<StoredPayload>& stored) = 0;
   // Frees a block's bytes (committed or quarantined).
   virtual void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) = 0;
+  // After an invalidation took a committed block out (Drop or Quarantine): makes its name's
+  // removal survive a power cut where the medium promises that for commits (a block the
+  // engine called wrong must not come back as a hit). kOk where there is nothing to do.
+  virtual StatusCode MakeRemovalDurable(const BlockInfo& info, const StoredPayload* stored) {
+    (void)info;
+    (void)stored;
+    return StatusCode::kOk;
+  }
   // Takes a committed block's damaged bytes out of the namespace, kept for examination where
   // the medium can keep them (else dropped); says where they went, for the operator's log.
   virtual std::string SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {

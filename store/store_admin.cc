@@ -16,9 +16,12 @@ StatusCode StoreAdmin::Invalidate(const BlockAddress& address) {
     admission_.Counters(address.tenant).invalidations++;
     gone.push_back(RemoveLocked(*id, "invalidated"));
   }
+  const BlockInfo info = gone.back().info;
+  const std::shared_ptr<StoredPayload> stored = gone.back().stored;
   Finish(std::move(gone), std::nullopt);  // the kernel made this change itself (unlink)
   if (was_pinned) PersistPins();
-  return StatusCode::kOk;
+  // Acknowledged only once it holds as a commit would: with sync_commits, after a power cut.
+  return medium_->MakeRemovalDurable(info, stored.get());
 }
 
 StatusCode StoreAdmin::Evict(const BlockAddress& address) {

@@ -7,7 +7,8 @@
 //     as leveldb's FaultInjectionTestEnv does. Data is durable once SyncData ran on it; a
 //     created or renamed name once SyncDir ran on its directory. On PowerLoss() renames whose
 //     directory was not synced are undone, names never made durable disappear, and files keep
-//     only their last synced contents (none: empty).
+//     only their last synced contents (none: empty); a durable name removed comes back (with
+//     its synced contents) unless its directory was synced after the removal.
 // Only files made by CreateExclusive are tracked for power loss (block files, INDEX through
 // its INDEX.tmp): the journal (OpenAppend) and the files the store does not write through this
 // Env (EPOCH, PINS, LOCK) keep what was written. Every call is logged by kind (ops()), so a test can find the call it wants.
@@ -157,12 +158,16 @@ class FaultEnv final : public Env {
       if (DirOf(r.second) != dir) still.push_back(r);
     }
     renames_ = still;
+    std::erase_if(removed_, [&](const auto& r) { return DirOf(r.first) == dir; });
     return s;
   }
   StatusCode Remove(const std::string& path) override {
     std::lock_guard l(mu_);
     if (auto s = Begin(Op::kRemove)) return *s;
     StatusCode s = Env::Posix().Remove(path);
+    auto f = files_.find(path);
+    // A durable name removed comes back at a power loss until its directory is synced.
+    if (s == StatusCode::kOk && f != files_.end() && f->second.name_durable) removed_[path] = f->second;
     files_.erase(path);
     return s;
   }
@@ -231,6 +236,10 @@ class FaultEnv final : public Env {
   // REQUIRES: the store using this Env is destroyed (its descriptors closed).
   void PowerLoss() {
     std::lock_guard l(mu_);
+    for (const auto& [path, f] : removed_) {  // removals never made durable: undone
+      std::ofstream(path, std::ios::binary | std::ios::trunc) << f.synced.value_or("");
+    }
+    removed_.clear();
     for (auto it = renames_.rbegin(); it != renames_.rend(); ++it) {
       auto f = files_.find(it->second);
       if (f == files_.end()) continue;  // removed since: gone either way
@@ -295,6 +304,7 @@ class FaultEnv final : public Env {
   std::map<int, std::string> paths_;   // open descriptors of tracked files
   std::map<std::string, File> files_;  // tracked files by current name
   std::vector<std::pair<std::string, std::string>> renames_;  // not yet durable: from, to
+  std::map<std::string, File> removed_;  // durable names removed, not yet durable: by name
 };
 
 }  // namespace gpucache::test
