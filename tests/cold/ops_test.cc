@@ -157,6 +157,25 @@ TEST_CASE("ColdOps: a purge deletes only the tenant's own locator keys, whatever
   CHECK(objects.count(LocatorKey(kPrefix, acme.decoded.entries[0].address)) == 0);
 }
 
+// Review of stop 44: the purge's budget counted refused reclaims, so a retired tenant whose
+// first manifests (in listing order) were retained had every call spend its budget on them
+// and return before the rest: gpucachectl, seeing nothing deleted, gave up.
+TEST_CASE("ColdOps: a purge's budget is spent on manifests reclaimed, not on refused ones") {
+  MemoryObjectStore s3;
+  PackedPair a = Upload(s3, MakePack(0, 1));
+  PackedPair b = Upload(s3, MakePack(1, 1));
+  const bool a_first = a.manifest_key < b.manifest_key;
+  const PackedPair& retained = a_first ? a : b;
+  const PackedPair& other = a_first ? b : a;
+  ColdOps ops(s3, kPrefix, {"acme"}, TestKeys());
+  REQUIRE(ops.RecordRetention(retained.manifest_digest, kNow + 1000).ok());
+  PurgeReport r = ops.PurgeTenant("acme", 1, kNow);
+  CHECK_FALSE(r.error);
+  CHECK(r.manifests_deleted == 1);
+  CHECK(s3.Objects().count(other.manifest_key) == 0);
+  CHECK(s3.Objects().count(retained.manifest_key) == 1);
+}
+
 TEST_CASE("ColdOps: backfill enqueues committed blocks and stops at the byte budget") {
   MemoryObjectStore s3;
   MemoryStore hot;
