@@ -466,7 +466,7 @@ StatusCode Filesystem::RefuseNewEntry(const Principal& c, uint64_t parent, std::
 // A `.part` whose reservation is gone: ESTALE while it was fenced less than a lease ago (its
 // writer must hear the fence at its next step, adr/0006), else ENOENT.
 StatusCode Filesystem::PartGone(const BlockAddress& address) {
-  return store_.RecentlyFenced(address, NowNs()) ? StatusCode::kFenced : StatusCode::kNotFound;
+  return store_.RecentlyFenced(address, LeaseNowNs()) ? StatusCode::kFenced : StatusCode::kNotFound;
 }
 
 }  // namespace gpucache

@@ -1,5 +1,7 @@
 #include "fs/housekeeper.h"
 
+#include "store/clock.h"
+
 #include <time.h>
 
 #include <chrono>
@@ -26,9 +28,7 @@ void Housekeeper::Run() {
     }
     if (stop_) return;
     lock.Unlock();
-    timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);  // the store stamps activity with CLOCK_REALTIME
-    store_.ExpireReservations(uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec));
+    store_.ExpireReservations(LeaseNowNs());  // the clock the store stamps activity with
     lock.Lock();
   }
 }

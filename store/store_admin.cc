@@ -97,7 +97,7 @@ Result<uint64_t> StoreCore::AdvanceEpoch(std::optional<uint64_t> from) {
       admission_.ReservationReleased(r.info.address.tenant, r.credited_bytes);
       admission_.Counters(r.info.address.tenant).fenced++;
     };
-    reservations_.FenceAll(NowNs(), release, discard);
+    reservations_.FenceAll(LeaseNowNs(), release, discard);
   }
   for (auto& p : discard) medium_->Discard(*p);
   return next;

@@ -88,7 +88,7 @@ Result<ReservationId> StoreFills::Reserve(const BlockAddress& address, Owner own
     // For one lease after a fence a fenced block's writer may still commit: it must hear
     // ESTALE, so no new fill takes the address meanwhile (adr/0006), whatever the entry point
     // (a CREATE, the commit channel, a cold refill).
-    if (reservations_.RecentlyFenced(address, NowNs(), options_.reservation_lease_ns)) {
+    if (reservations_.RecentlyFenced(address, LeaseNowNs(), options_.reservation_lease_ns)) {
       return StatusCode::kFenced;
     }
     if (index_.Find(address) || reservations_.Claimed(address)) return StatusCode::kExists;
@@ -100,7 +100,9 @@ Result<ReservationId> StoreFills::Reserve(const BlockAddress& address, Owner own
     }
     for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
     // The address is claimed before the lock is left.
-    info = reservations_.Add(address, owner, epoch_.load(), NowNs()).info;
+    Reservation& added = reservations_.Add(address, owner, epoch_.load(), LeaseNowNs());
+    added.info.create_time_ns = added.info.modify_time_ns = NowNs();  // what the .part shows
+    info = added.info;
     TouchNamespaceLocked(address);  // a .part joins the listing
     admission_.ReservationAdmitted(address.tenant);
   }
@@ -128,7 +130,7 @@ StatusCode StoreFills::SetIdentity(ReservationId id, std::span<const uint8_t> ca
   if (r->fenced) return StatusCode::kFenced;
   if (r->sealing) return StatusCode::kBusy;
   r->identity.assign(canonical.begin(), canonical.end());
-  r->last_activity_ns = NowNs();
+  r->last_activity_ns = LeaseNowNs();
   GPUCACHE_FAILPOINT("identity.after_set");
   return StatusCode::kOk;
 }
@@ -166,7 +168,7 @@ Result<size_t> StoreFills::Write(ReservationId id, uint64_t offset, std::span<co
   Reservation* r = reservations_.Find(id);
   if (!r) return n;
   r->writes_inflight--;
-  r->last_activity_ns = NowNs();
+  r->last_activity_ns = LeaseNowNs();
   if (r->fenced) {
     // The fence left the fill to this write: if the writer role ended meanwhile, nobody else
     // will forget it, and its file would stay, outside every limit.
@@ -176,7 +178,7 @@ Result<size_t> StoreFills::Write(ReservationId id, uint64_t offset, std::span<co
     return StatusCode::kFenced;
   }
   if (n.ok()) {
-    r->info.modify_time_ns = r->last_activity_ns;
+    r->info.modify_time_ns = NowNs();
     r->info.size = std::max(r->info.size, offset + n.value());
   }
   SettleCreditLocked(*r);
@@ -254,7 +256,7 @@ void StoreFills::CloseWriter(ReservationId id) {
     Reservation* r = reservations_.Find(id);
     if (!r || r->writers == 0) return;
     r->writers--;
-    r->last_activity_ns = NowNs();
+    r->last_activity_ns = LeaseNowNs();
     // A fenced reservation lives only until its last holder lets go.
     discard = reservations_.ForgetIfFencedIdle(id);
   }

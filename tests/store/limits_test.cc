@@ -7,6 +7,7 @@
 #include <thread>
 #include <atomic>
 
+#include "store/clock.h"
 #include "store/eviction/eviction_policy.h"
 #include "store/file_store.h"
 #include "store/memory_store.h"
@@ -519,6 +520,34 @@ TEST_CASE("Lease: an idle reservation is abandoned, one with a writer is not") {
   CHECK(s.FindReservation(b).has_value());
   CHECK(s.Stats().tenants["acme"].expired == 1);
   (void)idle;
+}
+
+// Review of stop 44: leases were counted on the wall clock, so an NTP step back of hours kept a
+// crashed writer's reservation (its address, its quota bytes) for hours, and a step forward
+// expired every idle fill at once. They count on CLOCK_BOOTTIME, which no step moves: a lease
+// runs out a lease after the fill's last activity on that clock, whatever the wall clock says,
+// and so does a fence's window. The reservation still shows wall-clock times.
+TEST_CASE("Lease: reservations and fence windows run on the boot clock, not the wall clock") {
+  StoreOptions o;
+  o.reservation_lease_ns = 60ull * 1000 * 1000 * 1000;
+  MemoryStore s(o);
+  BlockAddress a = AddressOf(Block("acme", 1));
+  s.CreateNamespace("acme", a.ns, kOwner);
+  const uint64_t wall_before = NowNs();
+  auto r = s.Reserve(a, kOwner);
+  REQUIRE(r.ok());
+  Result<ReservationInfo> info = s.StatReservation(r.value());
+  REQUIRE(info.ok());
+  CHECK(info->create_time_ns >= wall_before);  // shown as the .part's times: the wall clock
+  CHECK(s.ExpireReservations(LeaseNowNs()) == 0);  // within its lease
+  CHECK(s.ExpireReservations(LeaseNowNs() + o.reservation_lease_ns + 1'000'000'000) == 1);
+  auto held = s.Reserve(AddressOf(Block("acme", 2)), kOwner);
+  REQUIRE(held.ok());
+  REQUIRE(s.OpenWriter(held.value()) == StatusCode::kOk);
+  REQUIRE(s.Fence().ok());
+  CHECK(s.RecentlyFenced(AddressOf(Block("acme", 2)), LeaseNowNs()));
+  CHECK_FALSE(s.RecentlyFenced(AddressOf(Block("acme", 2)), LeaseNowNs() + o.reservation_lease_ns + 1));
+  s.CloseWriter(held.value());
 }
 
 TEST_CASE("FileStore: quarantine and pins survive a restart") {
