@@ -308,6 +308,12 @@ void FileLoader::LoadQuarantine(size_t dev, MediumReport& report) {
   const DataDir& dir = devices_.dir(dev);
   for (const std::string& name : ListOrReport(dir.Quarantine(), report)) {
     std::string path = DataDir::In(dir.Quarantine(), name);
+    // Only names gpucache gives its quarantined files (a region id) are its to drop (adr/0017,
+    // decision 4): anything else there is left, with a line in the report.
+    if (name.empty() || name.size() > 20 || name.find_first_not_of("0123456789") != std::string::npos) {
+      report.problems.push_back("left quarantine/" + name + ": not a name gpucache gives its files");
+      continue;
+    }
     std::string why;
     Result<BlockInfo> info = ReadBlockInfo(env_, path, why);
     if (info.status() == StatusCode::kIoError) {  // kept for the next start or reclaim

@@ -96,11 +96,15 @@ TEST_CASE("Operator mistakes: a new or empty directory becomes a data directory,
   std::ofstream(dir + "/tmp/77.dropped") << "a parked file";
   std::ofstream(dir + "/tmp/README") << "put here by hand";
   std::ofstream(dir + "/spare/hand-made") << "put here by hand";
+  // quarantine/ too (review of stop 44: every file there that was not a block was deleted).
+  std::ofstream(dir + "/quarantine/notes.txt") << "put here by hand";
+  std::ofstream(dir + "/quarantine/12345") << "a quarantined block's file, damaged";
   FileStoreReport report;
   auto s = OpenFileStore(dir, {}, &report, &error);
   REQUIRE_MESSAGE(s, error);
   CHECK(NamesIn(dir + "/tmp") == std::set<std::string>{"README"});
   CHECK(fs::exists(dir + "/spare/hand-made"));
+  CHECK(NamesIn(dir + "/quarantine") == std::set<std::string>{"notes.txt"});
   CHECK(report.reservations_dropped == 2);
   CHECK(ReadAll(*s, "acme", 1) == PayloadOf("acme", 1));
 }
