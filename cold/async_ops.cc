@@ -1,5 +1,7 @@
 #include "cold/async_ops.h"
 
+#include <map>
+
 namespace gpucache::cold {
 
 std::string_view ToString(AsyncOps::State s) {
@@ -123,14 +125,43 @@ size_t AsyncOps::held() const {
   return ops_.size();
 }
 
+uint64_t AsyncOps::TakeNextLocked(std::deque<uint64_t>& queue) {
+  // The queue holds at most the pool's few hundred ops: a scan per op started.
+  auto best = queue.begin();
+  uint64_t best_start = UINT64_MAX;
+  for (auto it = queue.begin(); it != queue.end(); ++it) {
+    auto op = ops_.find(*it);
+    if (op == ops_.end()) continue;  // forgotten: Run skips it when it is taken
+    auto last = last_start_.find(op->second.quota_key);
+    uint64_t start = last == last_start_.end() ? 0 : last->second;
+    if (start < best_start) {  // strictly earlier: the oldest op of the least recent key
+      best = it;
+      best_start = start;
+      if (start == 0) break;
+    }
+  }
+  uint64_t id = *best;
+  queue.erase(best);
+  if (auto op = ops_.find(id); op != ops_.end()) {
+    if (last_start_.size() > 4096) last_start_.clear();  // keys are tenants: never in practice
+    last_start_[op->second.quota_key] = ++starts_;
+  }
+  return id;
+}
+
 void AsyncOps::Run(Lane lane) {
   const size_t queue = static_cast<size_t>(lane);
   MutexLock lock(mu_);
   for (;;) {
     while (!stop_ && queues_[queue].empty()) wake_.wait(mu_);
     if (stop_) return;
-    uint64_t id = queues_[queue].front();
-    queues_[queue].pop_front();
+    uint64_t id;
+    if (lane == Lane::kShared) {
+      id = TakeNextLocked(queues_[queue]);
+    } else {  // the serial lane keeps the order ops were submitted in
+      id = queues_[queue].front();
+      queues_[queue].pop_front();
+    }
     auto it = ops_.find(id);
     if (it == ops_.end()) continue;
     it->second.state = State::kRunning;

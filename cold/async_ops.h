@@ -93,6 +93,10 @@ class AsyncOps {
     std::chrono::steady_clock::time_point finished;  // kDone: when
   };
   size_t UnfinishedOfLocked(const std::string& key) const REQUIRES(mu_);
+  // Takes the next op of the shared lane's `queue` to run: the oldest of the key served least
+  // recently (round robin between keys), so that one key's full share of slow ops queued first
+  // does not hold up another key's behind all of them.
+  uint64_t TakeNextLocked(std::deque<uint64_t>& queue) REQUIRES(mu_);
   void Run(Lane lane);
   void EvictExpiredLocked() REQUIRES(mu_);
   bool EvictOldestDoneOfLocked(const std::string& key) REQUIRES(mu_);
@@ -108,6 +112,8 @@ class AsyncOps {
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
   std::map<uint64_t, Op> ops_ GUARDED_BY(mu_);  // by id, so the oldest finished op is found first
   std::array<std::deque<uint64_t>, 2> queues_ GUARDED_BY(mu_);  // queued ids by lane, in order
+  std::map<std::string, uint64_t, std::less<>> last_start_ GUARDED_BY(mu_);  // by key: its last op's start
+  uint64_t starts_ GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
 };
 

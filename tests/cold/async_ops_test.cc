@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cold/async_ops.h"
 
@@ -109,6 +110,36 @@ TEST_CASE("AsyncOps: a Take with a wait answers when the op is done, and only `w
   CHECK(waited.state == AsyncOps::State::kDone);  // it waited for the op, not for its bound
   CHECK(waited.reply.find("hit") != std::string::npos);
   CHECK(ops.Take(a, 1000, false, std::chrono::seconds(1)).state == AsyncOps::State::kUnknown);  // answered once
+}
+
+// Review of stop 44: the shared lane ran ops in the order they were queued, whoever's: one
+// tenant's share of slow refills (64 of them, up to a minute each on a slow pack) held every
+// other tenant's refill behind all of them. The next op is the oldest of the key with the
+// fewest running.
+TEST_CASE("AsyncOps: a key's queued ops do not hold up another key's op behind all of them") {
+  AsyncOps ops(1, 16);  // one worker; a share is 4 unfinished ops
+  std::atomic<bool> release{false};
+  std::atomic<int> acme_ran{0};
+  auto slow = [&] {
+    acme_ran++;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return std::string("{\"ok\":true}\n");
+  };
+  std::vector<uint64_t> acme;
+  for (int i = 0; i < 4; i++) acme.push_back(ops.Submit(1000, slow, "acme,"));
+  for (uint64_t id : acme) REQUIRE(id != 0);
+  for (int i = 0; i < 2000 && acme_ran == 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(acme_ran == 1);  // the first runs, three are queued
+  std::atomic<int> acme_before_globex{-1};
+  uint64_t globex = ops.Submit(2000, [&] {
+    acme_before_globex = acme_ran.load();
+    return std::string("{\"ok\":true}\n");
+  }, "globex,");
+  REQUIRE(globex != 0);
+  release = true;  // the running one ends; the next to run is globex's, not acme's second
+  AsyncOps::Poll p = ops.Take(globex, 2000, false, std::chrono::milliseconds(5000));
+  CHECK(p.state == AsyncOps::State::kDone);
+  CHECK(acme_before_globex == 1);
 }
 
 TEST_CASE("AsyncOps: serial ops run one at a time on their own thread, never on a worker") {
