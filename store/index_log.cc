@@ -67,11 +67,12 @@ IndexLog::JournalRead IndexLog::ReplayJournal(JournalReplay& replay, bool old) {
     // Every record replayed is an entry in memory until the start ends: a planted JOURNAL of
     // valid records must not decide what a start allocates. Past the bound the rest is unknown,
     // as after a read error, and the start checks every file instead.
-    size_t room = static_cast<size_t>(std::min<uint64_t>(have, most_replayed_ - read.valid_bytes));
+    size_t room = static_cast<size_t>(std::min<uint64_t>(have, most_replayed_ - replayed_ - read.valid_bytes));
     size_t used = replay.Add({buffer.data(), room});
     read.valid_bytes += used;
     if (room < have) {  // bytes past the bound, whatever they hold
       read.readable = false;
+      replayed_ += read.valid_bytes;
       return read;
     }
     std::memmove(buffer.data(), buffer.data() + used, have - used);
@@ -81,6 +82,7 @@ IndexLog::JournalRead IndexLog::ReplayJournal(JournalReplay& replay, bool old) {
     if (n.value() == 0 || (used == 0 && have == buffer.size())) break;
   }
   read.torn = have != 0 || offset != read.valid_bytes;
+  replayed_ += read.valid_bytes;
   return read;
 }
 

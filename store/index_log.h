@@ -36,9 +36,9 @@ std::optional<Bytes> ReadBounded(Env& env, const std::string& path);
 
 class IndexLog {
  public:
-  // `most_replayed`: the whole records a start replays from one journal before it calls the
-  // journal unreadable (default a quarter of the machine's memory, as for INDEX: each record
-  // becomes an entry in memory); a test passes a small one.
+  // `most_replayed`: the bytes of whole records a start replays from JOURNAL.old and JOURNAL
+  // together before it calls the rest unreadable (default a quarter of the machine's memory,
+  // as for INDEX: each record becomes an entry in memory); a test passes a small one.
   IndexLog(Env& env, DataDir dir, uint64_t most_replayed = MostMetadataBytes())
       : env_(env), dir_(std::move(dir)), most_replayed_(most_replayed) {}
 
@@ -97,6 +97,7 @@ class IndexLog {
   Env& env_;
   const DataDir dir_;
   const uint64_t most_replayed_;
+  uint64_t replayed_ = 0;  // by ReplayJournal so far, both files: start-up only, no lock
   mutable Mutex mu_;
   Fd fd_ GUARDED_BY(mu_);               // JOURNAL, for appending
   uint64_t bytes_ GUARDED_BY(mu_) = 0;  // appended since it was last emptied

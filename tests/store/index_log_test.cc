@@ -161,6 +161,18 @@ TEST_CASE("IndexLog: a journal longer than a start replays is cut at the bound a
   CHECK(read.exists);
   CHECK_FALSE(read.readable);
   CHECK(read.valid_bytes == 3 * record_bytes);
+  // The bound is of both files together (review of stop 44: each had its own quarter of
+  // memory): JOURNAL.old's records count against what JOURNAL may add.
+  fs::copy_file(tmp.path() + "/JOURNAL", tmp.path() + "/JOURNAL.old");  // 10 records each
+  IndexLog both(Env::Posix(), DataDir(tmp.path()), /*most_replayed=*/12 * record_bytes);
+  IndexSnapshot empty;
+  JournalReplay replay(empty);
+  IndexLog::JournalRead old_read = both.ReplayJournal(replay, /*old=*/true);
+  IndexLog::JournalRead new_read = both.ReplayJournal(replay, /*old=*/false);
+  CHECK(old_read.readable);
+  CHECK_FALSE(new_read.readable);
+  CHECK(replay.records() == 12);
+  fs::remove(tmp.path() + "/JOURNAL.old");
   // Within the bound, the same journal replays whole.
   IndexLog roomy(Env::Posix(), DataDir(tmp.path()), /*most_replayed=*/10 * record_bytes);
   CHECK(Replayed(roomy, /*old=*/false, &read) == 10);
