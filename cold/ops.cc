@@ -88,11 +88,14 @@ ColdOps::Reference ColdOps::LiveReference(const Sha256& self, const Sha256& obje
     auto bytes = objects_.Get(meta.key, kMaxManifestBytes);
     if (!bytes.ok()) {
       why = meta.key + " cannot be read";
+      r.error = bytes.error();
       return Reference::kUnknown;
     }
     DecodedManifest d = DecodeManifest(bytes.value());
     if (d.error != ManifestError::kNone) {
       why = meta.key + " is not a v3 or v4 manifest";
+      r.error = ObjectError{ObjectErrorKind::kPermanent, 0, "UnknownReference",
+                            why + ": the object's references cannot be proved"};
       return Reference::kUnknown;
     }
     if (d.manifest.object_digest == object) {
@@ -174,8 +177,13 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Princ
   }
   if (!DeleteConfirmed(mkey, r)) return r;
   if (ref == Reference::kReferenced) {
-    r.kept.push_back(okey + ": " + why);
-    return r;
+    // The other manifest may be going in a reclaim of its own this moment, which saw this
+    // one: asked again now that this one is gone, the last of the two sees neither.
+    std::string again;
+    if (LiveReference(manifest, d.manifest.object_digest, r, again) != Reference::kNone) {
+      r.kept.push_back(okey + ": " + (again.empty() ? why : again));
+      return r;
+    }
   }
   if (!DeleteConfirmed(okey, r)) return r;
   if (until.value() != 0) DeleteConfirmed(RetentionKey(prefix_, manifest), r);

@@ -398,7 +398,9 @@ StatusCode Filesystem::Unlink(const Principal& c, uint64_t parent, std::string_v
   BlockAddress address{dir->tenant, dir->ns, std::string(block)};
   if (!part) {  // the explicit client invalidation
     StatusCode s = store_.Invalidate(address);
-    if (s == StatusCode::kOk) BlockLeft(address);
+    // Any answer but "no such block" comes after the block left the index (an error then is
+    // its removal's durability, with sync_commits): its inode and RAM copy go either way.
+    if (s != StatusCode::kNotFound) BlockLeft(address);
     return s;
   }
   Result<ReservationId> id = OwnFill(c, address);

@@ -372,8 +372,14 @@ StatusCode FileMedium::MakeRemovalDurable(const BlockInfo& info, const StoredPay
   std::string path = PathIn(dev, info.address);
   // The namespace's directory (the name gone) and quarantine/ (the name it went to, if the
   // block was open): a rename is durable once its target directory is synced.
-  if (StatusCode s = env_.SyncDir(path.substr(0, path.find_last_of('/'))); s != StatusCode::kOk) return s;
-  return env_.SyncDir(devices_.dir(dev).Quarantine());
+  std::string dir = path.substr(0, path.find_last_of('/'));
+  StatusCode s = env_.SyncDir(dir);
+  // The namespace's directory went with its last block (an rmdir since): its tenant's
+  // directory holds that removal.
+  if (s == StatusCode::kNotFound) s = env_.SyncDir(dir.substr(0, dir.find_last_of('/')));
+  if (s == StatusCode::kOk) s = env_.SyncDir(devices_.dir(dev).Quarantine());
+  // Never "not found": the block did leave (Filesystem::Unlink tells the two apart).
+  return s == StatusCode::kOk ? s : StatusCode::kIoError;
 }
 
 std::string FileMedium::SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {

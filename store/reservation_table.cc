@@ -55,6 +55,8 @@ std::vector<std::string> ReservationTable::PartNamesIn(std::string_view tenant,
   std::vector<std::string> out;
   auto it = by_address_.lower_bound(BlockAddress{std::string(tenant), std::string(ns), ""});
   for (; it != by_address_.end() && InNamespace(it->first, tenant, ns); ++it) {
+    auto r = reservations_.find(it->second);
+    if (r != reservations_.end() && r->second.fenced) continue;  // a fenced seal: looked up, ESTALE
     out.push_back(it->first.block + std::string(kPartSuffix));
   }
   return out;

@@ -188,6 +188,7 @@ TEST_CASE("ReservationTable: a fill fenced while sealing keeps its address claim
   t.FenceAll(200, [](const ReservationTable::Reservation&) {}, discard);
   CHECK(t.Claimed(a));
   CHECK_FALSE(t.Holder(a));  // no writer, lookup or xattr finds the fenced fill
+  CHECK(t.PartNamesIn(a.tenant, a.ns).empty());  // nor a listing (its lookup says ESTALE)
   t.Find(sealing)->sealing = false;
   t.ForgetFencedSeal(sealing);
   CHECK_FALSE(t.Claimed(a));
