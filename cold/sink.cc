@@ -31,6 +31,7 @@ struct Sink::Job {
   Clock::time_point due{};      // not attempted before this (backoff)
   Clock::time_point redrive_at{};  // in the failed queue: not re-driven before this
   size_t next_step = kObjectStep;  // then retention, manifest, locator of entry i at 3 + i
+  bool retention_again = false;    // the retention step runs again, after a failed manifest
   JobError last_error;
   size_t steps() const { return kFirstLocatorStep + pair.decoded.entries.size(); }
 };
@@ -103,8 +104,20 @@ ObjectResult<Done> Sink::Upload(const Job& job, std::string& step) {
       return store_.PutHashed(p.object_key, p.object, ToHex(p.decoded.object_digest));
     case kRetentionStep: {
       step = "retention";
-      std::string record = EncodeRetention(NowUnixNs() + retention_ns_);
-      return store_.Put(RetentionKey(prefix_, p.manifest_digest), BytesOf(record));
+      const std::string key = RetentionKey(prefix_, p.manifest_digest);
+      uint64_t until = NowUnixNs() + retention_ns_;
+      if (job.retention_again) {
+        // Again after an earlier attempt: a manifest PUT that failed ambiguously may be
+        // visible, and an operator may have retained it longer meanwhile (cold.retain): a
+        // record already there is never shortened.
+        auto had = store_.Get(key, 128);
+        if (!had.ok() && had.error().kind != ObjectErrorKind::kNotFound) return had.error();
+        if (had.ok()) {
+          uint64_t kept = DecodeRetention({reinterpret_cast<const char*>(had.value().data()), had.value().size()});
+          if (kept >= until) return Done{};
+        }
+      }
+      return store_.Put(key, BytesOf(EncodeRetention(until)));
     }
     case kManifestStep:
       step = "manifest";
@@ -123,7 +136,10 @@ Sink::Outcome Sink::Attempt(Job& job) {
   // A job that stopped at its manifest writes its retention record again first: the deadline
   // counts from just before the manifest is visible, and an earlier attempt's (a backoff of
   // minutes, or days until an operator's retry) would make the manifest reclaimable at once.
-  if (job.next_step == kManifestStep && retention_ns_ != 0) job.next_step = kRetentionStep;
+  if (job.next_step == kManifestStep && retention_ns_ != 0) {
+    job.next_step = kRetentionStep;
+    job.retention_again = true;
+  }
   while (job.next_step < job.steps()) {
     if (stopping_) return Outcome::kStopped;  // between steps: the rest waits, as after a crash
     if (job.next_step == kRetentionStep && retention_ns_ == 0) {

@@ -584,6 +584,31 @@ TEST_CASE("Sink: a job resumed at its manifest writes its retention record again
   CHECK(DecodeRetention({reinterpret_cast<const char*>(record.data()), record.size()}) >= retried + hour);
 }
 
+// Review of the fix above: rewriting the record on a retry could shorten a longer retention an
+// operator set meanwhile (cold.retain) on a manifest whose failed PUT had landed after all.
+TEST_CASE("Sink: a retried job never shortens a retention record already there") {
+  const uint64_t hour = 3600ull * 1'000'000'000ull;
+  MemoryObjectStore s3;
+  bool deny_manifest = true;
+  s3.SetFault([&](const MemoryObjectStore::Request& q) -> std::optional<ObjectError> {
+    if (q.verb == "PUT" && q.key.find("/manifests/") != std::string::npos && deny_manifest) return Permanent();
+    return std::nullopt;
+  });
+  Sink sink(s3, kPrefix, Fast(), std::make_shared<LocatorLocks>(), hour);
+  PackedPair p = MakePack(0, 1);
+  const Sha256 manifest = p.manifest_digest;
+  REQUIRE(sink.Submit(std::move(p)).admission == Admission::kAccepted);
+  CHECK(sink.Drain().newly_failed == 1);
+  const uint64_t year = UINT64_MAX / 4;  // an operator's retain, far past the sink's hour
+  const std::string operators = EncodeRetention(year);
+  s3.Set(RetentionKey(kPrefix, manifest), std::vector<uint8_t>(operators.begin(), operators.end()));
+  deny_manifest = false;
+  REQUIRE(sink.Retry(sink.Failed().at(0).id));
+  CHECK(sink.Drain().uploaded == 1);
+  auto record = s3.Objects().at(RetentionKey(kPrefix, manifest));
+  CHECK(DecodeRetention({reinterpret_cast<const char*>(record.data()), record.size()}) == year);
+}
+
 TEST_CASE("Sink: a manifest is held from admission until its job is uploaded or dropped") {
   MemoryObjectStore s3;
   bool refuse = true;
