@@ -83,12 +83,23 @@ bool ReadBody(const RecordView& v, SnapshotEntry& e) {
 
 }  // namespace
 
+namespace {
+
+// A record's namespace: "tenant/namespace", each a valid name (anything else is damage).
+bool IsJournalNamespace(std::string_view ns) {
+  size_t slash = ns.find('/');
+  return slash != std::string_view::npos && IsValidTenantName(ns.substr(0, slash)) &&
+         IsValidNamespaceName(ns.substr(slash + 1));
+}
+
+}  // namespace
+
 std::vector<JournalRecord> DecodeJournal(std::span<const uint8_t> bytes) {
   std::vector<JournalRecord> out;
   for (size_t at = 0;;) {
     RecordView v = ViewRecord(bytes.subspan(at));
     JournalRecord r;
-    if (v.length == 0 || !ReadBody(v, r.entry)) break;
+    if (v.length == 0 || !IsJournalNamespace(v.ns) || !ReadBody(v, r.entry)) break;
     r.removal = v.kind == kRemoval;
     r.ns = std::string(v.ns);
     out.push_back(std::move(r));
@@ -199,9 +210,7 @@ std::optional<uint32_t> JournalReplay::NamespaceIndex(std::string_view ns) {
   last_ns_.assign(ns);
   auto it = ns_index_.find(last_ns_);
   if (it == ns_index_.end()) {
-    size_t slash = ns.find('/');
-    if (slash == std::string_view::npos || !IsValidTenantName(ns.substr(0, slash)) ||
-        !IsValidNamespaceName(ns.substr(slash + 1))) {
+    if (!IsJournalNamespace(ns)) {
       last_index_ = UINT32_MAX;
       return std::nullopt;
     }
