@@ -103,6 +103,14 @@ struct Bucket {
     return *l;
   }
   std::string PackOf(int i) { return PackKey(prefix, LocatorOf(i).object_digest); }
+  // Until block i's locator is in the bucket (a write-back round packed it), up to 30 s.
+  void WaitForLocator(int i) {
+    std::string key = LocatorKey(prefix, AddressOf(KBlock(i)));
+    for (int t = 0; t < 600 && !s3->Head(key).ok(); t++) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    REQUIRE(s3->Head(key).ok());
+  }
 };
 
 }  // namespace
@@ -235,22 +243,15 @@ TEST_CASE("Cold known places: with after-commit write-back a refilled block is n
   REQUIRE(!RgwEnv().empty());
   Bucket bucket("known-writeback", "write_back = \"after-commit\"\nflush_interval = 0.05\n");
   Node a(bucket.section);
-  auto wait_for_locator = [&](int i) {
-    std::string key = LocatorKey(bucket.prefix, AddressOf(KBlock(i)));
-    for (int t = 0; t < 600 && !bucket.s3->Head(key).ok(); t++) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    REQUIRE(bucket.s3->Head(key).ok());
-  };
   a.Commit(0);
-  wait_for_locator(0);
+  bucket.WaitForLocator(0);
   a.Evict(0);
   json r = a.Refill(0);
   REQUIRE(r["result"] == "hit");
   // Block 1 is committed after the refill: once it is in the bucket, every write-back round
   // that could have packed the refilled block 0 has run.
   a.Commit(1);
-  wait_for_locator(1);
+  bucket.WaitForLocator(1);
   CHECK(a.Report()["packed_blocks"] == 2);  // block 0 once, block 1 once
 }
 
@@ -261,15 +262,8 @@ TEST_CASE("Cold known places: a block committed again with other bytes is writte
   REQUIRE(!RgwEnv().empty());
   Bucket bucket("known-recommit", "write_back = \"after-commit\"\nflush_interval = 0.05\n");
   Node a(bucket.section);
-  auto wait_for_locator = [&](int i) {
-    std::string key = LocatorKey(bucket.prefix, AddressOf(KBlock(i)));
-    for (int t = 0; t < 600 && !bucket.s3->Head(key).ok(); t++) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    REQUIRE(bucket.s3->Head(key).ok());
-  };
   a.Commit(0);
-  wait_for_locator(0);
+  bucket.WaitForLocator(0);
   const Locator first = bucket.LocatorOf(0);
   MountClient client(a.fs->mnt());
   REQUIRE(::unlink(client.PathOf(KBlock(0)).c_str()) == 0);  // "this block is wrong"
@@ -277,7 +271,7 @@ TEST_CASE("Cold known places: a block committed again with other bytes is writte
   REQUIRE(client.Commit(KBlock(0), replacement) == 0);
   // Block 1 after it: once block 1 is in the bucket, the round that took block 0 has run.
   a.Commit(1);
-  wait_for_locator(1);
+  bucket.WaitForLocator(1);
   CHECK(a.Report()["packed_blocks"] == 3);
   CHECK(bucket.LocatorOf(0).checksum != first.checksum);
   a.Evict(0);

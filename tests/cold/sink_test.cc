@@ -13,24 +13,12 @@
 
 #include "cold/locator.h"
 #include "tests/cold/cold_test_util.h"
+#include "tests/cold/sink_test_util.h"
 #include "tests/support/memory_object_store.h"
 
 namespace gpucache::cold {
 using namespace testing;
 
-namespace {
-ObjectError Temporary() { return {ObjectErrorKind::kTemporary, 503, "SlowDown", "", true}; }
-ObjectError Permanent() { return {ObjectErrorKind::kPermanent, 403, "AccessDenied", ""}; }
-// Three attempts with backoffs of milliseconds, and no background re-drive: tests stay fast.
-SinkLimits Fast(int attempts = 3) {
-  SinkLimits l;
-  l.max_attempts = attempts;
-  l.backoff_base_ms = 2;
-  l.backoff_max_ms = 8;
-  l.redrive_interval_ms = 0;
-  return l;
-}
-}  // namespace
 
 TEST_CASE("Sink: a drained job uploads object, manifest and locators, and deletes nothing") {
   MemoryObjectStore s3;
@@ -516,97 +504,6 @@ TEST_CASE("Sink: Stop ends a Drain that waits out a job's backoff") {
   CHECK(drain.get().attempted == 0);
   CHECK(sink.Stats().pending == 1);
   CHECK(sink.Stats().Balanced());
-}
-
-// Regression (review, 2026-12-06): the retention record was one PUT after the upload, its
-// result ignored: after a single 503 a new manifest had no retention, and was visible (and
-// reclaimable) before its record even when that PUT worked.
-TEST_CASE("Sink: with a retention the record is a step before the manifest, retried like the others") {
-  const uint64_t hour = 3600ull * 1'000'000'000ull;
-  MemoryObjectStore s3;
-  int faults = 1;
-  s3.SetFault([&](const MemoryObjectStore::Request& q) -> std::optional<ObjectError> {
-    if (q.verb == "PUT" && q.key.find("/retention/") != std::string::npos && faults > 0) return faults--, Temporary();
-    return std::nullopt;
-  });
-  Sink sink(s3, kPrefix, Fast(), std::make_shared<LocatorLocks>(), hour);
-  PackedPair p = MakePack(0, 2);
-  const Sha256 manifest = p.manifest_digest;
-  const uint64_t before = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              std::chrono::system_clock::now().time_since_epoch()).count());
-  REQUIRE(sink.Submit(std::move(p)).admission == Admission::kAccepted);
-  DrainReport r = sink.Drain();
-  CHECK(r.uploaded == 1);
-  CHECK(r.requeued == 1);
-  REQUIRE(r.first_error);
-  CHECK(r.first_error->step == "retention");
-  std::vector<std::string> puts;  // what each PUT was, in order
-  for (const auto& q : s3.Log()) {
-    if (q.verb != "PUT") continue;
-    for (const char* kind : {"packs", "retention", "manifests", "locators"}) {
-      if (q.key.find(std::string("/") + kind + "/") != std::string::npos) puts.push_back(kind);
-    }
-  }
-  CHECK(puts == std::vector<std::string>{"packs", "retention", "retention", "manifests", "locators", "locators"});
-  auto record = s3.Objects().at(RetentionKey(kPrefix, manifest));
-  CHECK(DecodeRetention({reinterpret_cast<const char*>(record.data()), record.size()}) >= before + hour);
-
-  MemoryObjectStore plain;  // no retention: no record, no request for one
-  Sink without(plain, kPrefix, Fast());
-  REQUIRE(without.Submit(MakePack(0, 2)).admission == Admission::kAccepted);
-  CHECK(without.Drain().uploaded == 1);
-  CHECK(plain.Count("PUT") == 4);
-}
-
-// Review of stop 44: a job that failed at its manifest resumed there, so its retention record
-// kept the first attempt's deadline; after a backoff (or days waiting for an operator's retry)
-// the manifest could be reclaimable the moment it became visible.
-TEST_CASE("Sink: a job resumed at its manifest writes its retention record again") {
-  const uint64_t hour = 3600ull * 1'000'000'000ull;
-  MemoryObjectStore s3;
-  bool deny_manifest = true;
-  s3.SetFault([&](const MemoryObjectStore::Request& q) -> std::optional<ObjectError> {
-    if (q.verb == "PUT" && q.key.find("/manifests/") != std::string::npos && deny_manifest) return Permanent();
-    return std::nullopt;
-  });
-  Sink sink(s3, kPrefix, Fast(), std::make_shared<LocatorLocks>(), hour);
-  PackedPair p = MakePack(0, 1);
-  const Sha256 manifest = p.manifest_digest;
-  REQUIRE(sink.Submit(std::move(p)).admission == Admission::kAccepted);
-  CHECK(sink.Drain().newly_failed == 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  deny_manifest = false;
-  const uint64_t retried = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::system_clock::now().time_since_epoch()).count());
-  REQUIRE(sink.Retry(sink.Failed().at(0).id));
-  CHECK(sink.Drain().uploaded == 1);
-  auto record = s3.Objects().at(RetentionKey(kPrefix, manifest));
-  CHECK(DecodeRetention({reinterpret_cast<const char*>(record.data()), record.size()}) >= retried + hour);
-}
-
-// Review of the fix above: rewriting the record on a retry could shorten a longer retention an
-// operator set meanwhile (cold.retain) on a manifest whose failed PUT had landed after all.
-TEST_CASE("Sink: a retried job never shortens a retention record already there") {
-  const uint64_t hour = 3600ull * 1'000'000'000ull;
-  MemoryObjectStore s3;
-  bool deny_manifest = true;
-  s3.SetFault([&](const MemoryObjectStore::Request& q) -> std::optional<ObjectError> {
-    if (q.verb == "PUT" && q.key.find("/manifests/") != std::string::npos && deny_manifest) return Permanent();
-    return std::nullopt;
-  });
-  Sink sink(s3, kPrefix, Fast(), std::make_shared<LocatorLocks>(), hour);
-  PackedPair p = MakePack(0, 1);
-  const Sha256 manifest = p.manifest_digest;
-  REQUIRE(sink.Submit(std::move(p)).admission == Admission::kAccepted);
-  CHECK(sink.Drain().newly_failed == 1);
-  const uint64_t year = UINT64_MAX / 4;  // an operator's retain, far past the sink's hour
-  const std::string operators = EncodeRetention(year);
-  s3.Set(RetentionKey(kPrefix, manifest), std::vector<uint8_t>(operators.begin(), operators.end()));
-  deny_manifest = false;
-  REQUIRE(sink.Retry(sink.Failed().at(0).id));
-  CHECK(sink.Drain().uploaded == 1);
-  auto record = s3.Objects().at(RetentionKey(kPrefix, manifest));
-  CHECK(DecodeRetention({reinterpret_cast<const char*>(record.data()), record.size()}) == year);
 }
 
 TEST_CASE("Sink: a manifest is held from admission until its job is uploaded or dropped") {

@@ -398,37 +398,6 @@ TEST_CASE("FileStore: the block file is self-describing") {
   CHECK(fs::file_size(s->BackingPath(AddressOf(id))) == kBlockDataOffset + payload.size());
 }
 
-TEST_CASE("FileStore: an unreadable epoch file stops start-up instead of guessing") {
-  test::TempDir tmp;
-  { OpenStore(tmp.path()); }
-  std::ofstream(tmp.path() + "/EPOCH") << "garbage";
-  std::string error;
-  CHECK(OpenFileStore(tmp.path(), {}, nullptr, &error) == nullptr);
-  CHECK(error.find("EPOCH") != std::string::npos);
-}
-
-// Review of stop 44: an EPOCH of 2^64 - 1 wrapped to epoch 0 at the start's + 1, and any of
-// 2^32 or more made region ids (epoch << 32 | sequence) repeat an earlier epoch's, so a
-// quarantine rename could replace another quarantined block's file.
-TEST_CASE("FileStore: an EPOCH past the last epoch stops start-up, the last one still starts") {
-  for (uint64_t planted : {UINT64_MAX, uint64_t{1} << 32, kLastEpoch}) {
-    CAPTURE(planted);
-    test::TempDir tmp;
-    { OpenStore(tmp.path()); }
-    std::ofstream(tmp.path() + "/EPOCH") << planted << "\n";
-    std::string error;
-    CHECK(OpenFileStore(tmp.path(), {}, nullptr, &error) == nullptr);
-    CHECK(error.find("region ids would repeat") != std::string::npos);
-  }
-  test::TempDir tmp;
-  { OpenStore(tmp.path()); }
-  std::ofstream(tmp.path() + "/EPOCH") << kLastEpoch - 1 << "\n";
-  auto s = OpenStore(tmp.path());  // in the last epoch
-  CHECK(s->Stats().epoch == kLastEpoch);
-  CHECK(s->Fence().status() == StatusCode::kTooLarge);  // no epoch after it
-  CHECK(s->Stats().epoch == kLastEpoch);
-}
-
 // The metrics and the daemon's log see a store's reads only through Medium::IoStats: it must
 // say which path serves them and, with io_uring, count every read (whether the ring or its
 // pread fallback served it: the uring reader counts both).

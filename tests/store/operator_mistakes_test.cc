@@ -201,4 +201,46 @@ TEST_CASE("Operator mistakes: a second daemon on one data directory is refused, 
   CHECK(error.find("in use by another gpucachefs, pid " + std::to_string(::getpid())) != std::string::npos);
 }
 
+TEST_CASE("FileStore: an unreadable epoch file stops start-up instead of guessing") {
+  test::TempDir tmp;
+  {
+    std::string first;
+    REQUIRE_MESSAGE(TryOpen(tmp.path(), &first), first);
+  }
+  std::ofstream(tmp.path() + "/EPOCH") << "garbage";
+  std::string error;
+  CHECK(OpenFileStore(tmp.path(), {}, nullptr, &error) == nullptr);
+  CHECK(error.find("EPOCH") != std::string::npos);
+}
+
+// Review of stop 44: an EPOCH of 2^64 - 1 wrapped to epoch 0 at the start's + 1, and any of
+// 2^32 or more made region ids (epoch << 32 | sequence) repeat an earlier epoch's, so a
+// quarantine rename could replace another quarantined block's file.
+TEST_CASE("FileStore: an EPOCH past the last epoch stops start-up, the last one still starts") {
+  for (uint64_t planted : {UINT64_MAX, uint64_t{1} << 32, kLastEpoch}) {
+    CAPTURE(planted);
+    test::TempDir tmp;
+    {
+    std::string first;
+    REQUIRE_MESSAGE(TryOpen(tmp.path(), &first), first);
+  }
+    std::ofstream(tmp.path() + "/EPOCH") << planted << "\n";
+    std::string error;
+    CHECK(OpenFileStore(tmp.path(), {}, nullptr, &error) == nullptr);
+    CHECK(error.find("region ids would repeat") != std::string::npos);
+  }
+  test::TempDir tmp;
+  {
+    std::string first;
+    REQUIRE_MESSAGE(TryOpen(tmp.path(), &first), first);
+  }
+  std::ofstream(tmp.path() + "/EPOCH") << kLastEpoch - 1 << "\n";
+  std::string opened;
+  auto s = TryOpen(tmp.path(), &opened);  // in the last epoch
+  REQUIRE_MESSAGE(s, opened);
+  CHECK(s->Stats().epoch == kLastEpoch);
+  CHECK(s->Fence().status() == StatusCode::kTooLarge);  // no epoch after it
+  CHECK(s->Stats().epoch == kLastEpoch);
+}
+
 }  // namespace gpucache
