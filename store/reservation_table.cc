@@ -28,7 +28,7 @@ ReservationTable::Reservation& ReservationTable::Add(const BlockAddress& address
   r.last_activity_ns = now_ns;
   by_address_[address] = r.info.id;
   fenced_since_.erase(address);  // a new fill: what a joiner or the xattr learns is its outcome
-  RecordOutcome(address, FillState::kPending, now_ns);
+  RecordOutcome(address, FillState::kPending);
   return reservations_[r.info.id] = std::move(r);
 }
 
@@ -67,13 +67,13 @@ void ReservationTable::Unclaim(const Reservation& r) {
   if (it != by_address_.end() && it->second == r.info.id) by_address_.erase(it);
 }
 
-void ReservationTable::End(ReservationId id, FillState outcome, BlockState to, uint64_t now_ns) {
+void ReservationTable::End(ReservationId id, FillState outcome, BlockState to) {
   auto it = reservations_.find(id);
   if (it == reservations_.end()) return;
   Reservation& r = it->second;
   if (!r.fenced) {
     Unclaim(r);
-    RecordOutcome(r.info.address, outcome, now_ns);
+    RecordOutcome(r.info.address, outcome);
     MustTransition(r.info.state, to);
   }
   reservations_.erase(it);
@@ -108,7 +108,7 @@ void ReservationTable::FenceAll(uint64_t now_ns,
     // address stays claimed until its commit has removed that file again, or a new fill of
     // the same block could commit first and lose its file to that removal.
     if (!r.sealing) Unclaim(r);
-    RecordOutcome(r.info.address, FillState::kFenced, now_ns);
+    RecordOutcome(r.info.address, FillState::kFenced);
     fenced_since_[r.info.address] = now_ns;
     MustTransition(r.info.state, BlockState::kAbsent);
     r.fenced = true;
@@ -140,7 +140,7 @@ size_t ReservationTable::ExpireIdle(uint64_t now_ns, uint64_t lease_ns,
     released(r);
     if (r.payload) discard.push_back(std::move(r.payload));
     Unclaim(r);
-    RecordOutcome(r.info.address, FillState::kFailed, now_ns);
+    RecordOutcome(r.info.address, FillState::kFailed);
     MustTransition(r.info.state, BlockState::kAbsent);
     it = reservations_.erase(it);
     expired++;
@@ -148,8 +148,8 @@ size_t ReservationTable::ExpireIdle(uint64_t now_ns, uint64_t lease_ns,
   return expired;
 }
 
-void ReservationTable::RecordOutcome(const BlockAddress& address, FillState state, uint64_t now_ns) {
-  auto [it, inserted] = outcomes_.insert_or_assign(address, FillOutcome{state, now_ns});
+void ReservationTable::RecordOutcome(const BlockAddress& address, FillState state) {
+  auto [it, inserted] = outcomes_.insert_or_assign(address, state);
   if (!inserted) return;
   outcome_order_.push_back(address);
   if (outcome_order_.size() > kMaxOutcomes) {
@@ -162,7 +162,7 @@ std::optional<FillState> ReservationTable::Outcome(const BlockAddress& address) 
   if (fenced_since_.contains(address)) return FillState::kFenced;
   auto it = outcomes_.find(address);
   if (it == outcomes_.end()) return std::nullopt;
-  return it->second.state;
+  return it->second;
 }
 
 bool ReservationTable::RecentlyFenced(const BlockAddress& address, uint64_t now_ns,

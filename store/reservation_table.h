@@ -61,7 +61,7 @@ class ReservationTable {
   // Ends a reservation that is not fenced: its address is free again, its fill's outcome is
   // `outcome`, its state moves to `to` (COMMITTED or ABSENT), and it is forgotten. A fenced
   // one was released at the fence and is only forgotten.
-  void End(ReservationId id, FillState outcome, BlockState to, uint64_t now_ns);
+  void End(ReservationId id, FillState outcome, BlockState to);
   // Forgets a reservation whose commit was fenced, without a new outcome, and gives up its
   // address (FenceAll kept it claimed while it was sealing).
   void ForgetFencedSeal(ReservationId id);
@@ -107,19 +107,15 @@ class ReservationTable {
   static constexpr uint64_t kRegionSequenceLimit = (uint64_t{1} << 32) - (uint64_t{1} << 20);
 
  private:
-  struct FillOutcome {
-    FillState state;
-    uint64_t since_ns;
-  };
   void Unclaim(const Reservation& r);
-  void RecordOutcome(const BlockAddress& address, FillState state, uint64_t now_ns);
+  void RecordOutcome(const BlockAddress& address, FillState state);
 
   ReservationId next_id_ = 1;
   uint64_t next_region_seq_ = 0;
   uint64_t region_epoch_ = 0;  // the epoch next_region_seq_ counts in
   std::map<ReservationId, Reservation> reservations_;
   std::map<BlockAddress, ReservationId> by_address_;
-  std::map<BlockAddress, FillOutcome> outcomes_;
+  std::map<BlockAddress, FillState> outcomes_;
   std::deque<BlockAddress> outcome_order_;  // oldest first, for the bound
   // Addresses fenced, with the fence's time: as many as reservations were open at a fence,
   // each forgotten one lease later (ExpireIdle) or when a new fill takes the address.

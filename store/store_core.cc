@@ -14,7 +14,7 @@ void StoreCore::EndReservationLocked(ReservationId id, FillState outcome, BlockS
   if (!r) return;
   if (!r->fenced) admission_.ReservationReleased(r->info.address.tenant, r->credited_bytes);
   TouchNamespaceLocked(r->info.address);  // its .part leaves the listing
-  reservations_.End(id, outcome, to, LeaseNowNs());
+  reservations_.End(id, outcome, to);
 }
 
 BlockInfo StoreCore::AttributesOfLocked(BlockId id) const {

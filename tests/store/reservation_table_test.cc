@@ -36,7 +36,7 @@ TEST_CASE("ReservationTable: ending a reservation frees the address and records 
   ReservationTable t;
   ReservationId id = t.Add(BlockNo("acme", 1), kOwner, 1, 100).info.id;
   REQUIRE(Transition(t.Find(id)->info.state, BlockState::kWriting));
-  t.End(id, FillState::kFinished, BlockState::kCommitted, 200);
+  t.End(id, FillState::kFinished, BlockState::kCommitted);
   CHECK_FALSE(t.Find(id));
   CHECK_FALSE(t.Holder(BlockNo("acme", 1)));
   CHECK(t.Outcome(BlockNo("acme", 1)) == FillState::kFinished);
@@ -46,7 +46,7 @@ TEST_CASE("ReservationTable: ending a reservation frees the address and records 
   // with assertions stops there instead (MustTransition), so this half runs in release only.
   ReservationId other = t.Add(BlockNo("acme", 2), kOwner, 1, 100).info.id;
   uint64_t refused = RefusedTransitions();
-  t.End(other, FillState::kFinished, BlockState::kCommitted, 200);
+  t.End(other, FillState::kFinished, BlockState::kCommitted);
   CHECK(RefusedTransitions() == refused + 1);
 #endif
 }
@@ -78,7 +78,7 @@ TEST_CASE("ReservationTable: a fence releases every reservation, idle ones go, b
   t.FenceAll(400, [&](const ReservationTable::Reservation& r) { released.push_back(r.info.id); },
              discard);
   CHECK(released.empty());
-  t.End(busy, FillState::kFailed, BlockState::kAbsent, 500);
+  t.End(busy, FillState::kFailed, BlockState::kAbsent);
   CHECK_FALSE(t.Find(busy));
   CHECK(t.Outcome(BlockNo("acme", 2)) == FillState::kFenced);
 }
@@ -148,7 +148,7 @@ TEST_CASE("ReservationTable: remembered outcomes are bounded, the oldest forgott
   ReservationTable t;
   for (unsigned i = 0; i <= ReservationTable::kMaxOutcomes; ++i) {
     ReservationId id = t.Add(BlockNo("acme", i), kOwner, 1, 100).info.id;
-    t.End(id, FillState::kFailed, BlockState::kAbsent, 100);
+    t.End(id, FillState::kFailed, BlockState::kAbsent);
   }
   CHECK_FALSE(t.Outcome(BlockNo("acme", 0)));
   CHECK(t.Outcome(BlockNo("acme", 1)) == FillState::kFailed);
@@ -167,7 +167,7 @@ TEST_CASE("ReservationTable: a fence is remembered for its lease, whatever numbe
   t.FenceAll(200, [](const ReservationTable::Reservation&) {}, discard);
   for (unsigned i = 1; i <= ReservationTable::kMaxOutcomes + 1; ++i) {
     ReservationId id = t.Add(BlockNo("acme", i), kOwner, 2, 300).info.id;
-    t.End(id, FillState::kFinished, BlockState::kCommitted, 300);
+    t.End(id, FillState::kFinished, BlockState::kCommitted);
   }
   CHECK(t.RecentlyFenced(BlockNo("acme", 0), 400, kLease));
   CHECK(t.Outcome(BlockNo("acme", 0)) == FillState::kFenced);
