@@ -95,7 +95,8 @@ std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
   CLI::App app{
       "gpucachectl: inspect and drive a gpucache KV-block store.\n"
-      "Exit codes: 0 ok, 1 miss (or absent), 2 error, 64 bad usage or invalid identity file."};
+      "Exit codes: 0 ok, 1 miss (or absent), 2 error, 3 cold pack or purge-tenant not complete,\n"
+      "64 bad usage or invalid identity file."};
   app.set_version_flag("--version", "gpucachectl " GPUCACHE_VERSION);
   app.require_subcommand(1);
   bool json = false;

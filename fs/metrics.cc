@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/control_protocol.h"
 #include "fs/errno_map.h"
 
 namespace gpucache {
@@ -211,9 +212,8 @@ void Metrics::RenderRefusals(MetricsWriter& w, const MetricsViewer& viewer) {
     const auto& [tenant, code] = key;
     // A refusal before any tenant was named (the root, .gpucache) is the operator's business.
     if (tenant.empty() ? !viewer.operator_view : !viewer.show_tenant(tenant)) continue;
-    const char* name = strerrorname_np(ToErrno(code));
     w.Sample("gpucache_refusals_total",
-             TenantLabel(tenant) + "," + Label("errno", name ? name : "?") + "," +
+             TenantLabel(tenant) + "," + Label("errno", control_protocol::ErrnoName(ToErrno(code))) + "," +
                  Label("reason", std::string(ToString(code))),
              double(n));
   }
@@ -322,7 +322,7 @@ std::string Metrics::Render(BlockAdmin& store, const MetricsViewer& viewer) {
   RenderRefusals(w, viewer);
   RenderOps(w);
   w.Family("gpucache_log_lines_suppressed_total", "counter",
-           "Log lines not written because one caller repeated an event faster than once a second.");
+           "Log lines a rate limit left out: a member's actions past 10 a second per uid, or a repeated event within its interval.");
   w.Sample("gpucache_log_lines_suppressed_total", "", double(LogLinesSuppressed()));
   w.Family("gpucache_config_reloads_total", "counter",
            "Configuration reloads (SIGHUP) by result; a failed one changed nothing and logged why.");

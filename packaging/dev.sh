@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build gpucache on a Debian 12 or 13 machine (as root) and either mount it or test it.
 #   packaging/dev.sh run    mount at /mnt/gpucache with the built-in defaults until Ctrl-C
-#   packaging/dev.sh test   run every test (unit and mount)
+#   packaging/dev.sh test   run every test (unit, mount, cold tier against a local S3, Python and vLLM)
 #   packaging/dev.sh build  only build
 set -euo pipefail
 cd "$(dirname "$0")/.."

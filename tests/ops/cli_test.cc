@@ -83,7 +83,12 @@ TEST_CASE("cli: --version and --help exit 0 and say what they are") {
   CHECK(help.out.find("gpucache-client put MOUNT IDENTITY.toml FILE") != std::string::npos);
   CHECK(Client("").rc == 64);  // usage on stderr, as bad usage
   CHECK(Client("put only-two").rc == 64);
-  CHECK(Ctl("--help").rc == 0);
+  Run ctl_help = Ctl("--help");
+  CHECK(ctl_help.rc == 0);
+  // Every exit code of docs/gpucachectl.md's table, 3 (an incomplete cold pack) included.
+  for (const char* code : {"0 ok", "1 miss", "2 error", "3 cold pack", "64 bad usage"}) {
+    CHECK_MESSAGE(ctl_help.out.find(code) != std::string::npos, code);
+  }
 }
 
 TEST_CASE("cli: gpucachectl --json prints JSON for local failures too, with the documented codes") {

@@ -78,6 +78,8 @@ TEST_CASE("Metrics: promtool and the OpenMetrics parser accept both endpoints") 
   // Refusals of several kinds, so that their labelled series are there to be checked.
   CHECK(AsUser(2000, 2000, [&] { return client.Commit(SampleIdentity("acme", 3), Payload(10)); }) == EACCES);
   CHECK(Errno(::mkdir((m.mnt() + "/acme/not a namespace").c_str(), 0770)) != 0);
+  // Linux calls ENOTSUP's value EOPNOTSUPP; the label says ENOTSUP, as the protocol does.
+  CHECK(Errno(::removexattr((m.mnt() + "/acme").c_str(), "user.not.ours")) == ENOTSUP);
 
   std::string output;
   std::string text = Scrape(port, "");
@@ -113,6 +115,7 @@ TEST_CASE("Metrics: promtool and the OpenMetrics parser accept both endpoints") 
   CHECK(s["gpucache_data_dir_isolated{dir=\"" + m.data() + "\"}"] == 0);
   CHECK(s["gpucache_data_dir_free_bytes{dir=\"" + m.data() + "\"}"] > 0);
   CHECK(s["gpucache_refusals_total{tenant=\"acme\",errno=\"EACCES\",reason=\"access denied\"}"] >= 1);
+  CHECK(s["gpucache_refusals_total{tenant=\"acme\",errno=\"ENOTSUP\",reason=\"not supported\"}"] == 1);
   CHECK(s["gpucache_written_bytes_total{tenant=\"acme\"}"] == 100000);
   CHECK(s["gpucache_read_bytes_total{tenant=\"acme\"}"] == 100000);
   CHECK(s["gpucache_backing_reads_total{path=\"pread\"}"] >= 1);
