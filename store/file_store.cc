@@ -398,12 +398,18 @@ StatusCode FileMedium::PersistEpoch(uint64_t epoch) {
   return StatusCode::kOk;
 }
 
-void FileMedium::PersistPins(const std::vector<BlockAddress>& pinned) {
+StatusCode FileMedium::PersistPins(const std::vector<BlockAddress>& pinned) {
   std::string text;
   for (const BlockAddress& a : pinned) text += a.RelativePath() + "\n";
+  StatusCode result = StatusCode::kOk;
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    if (!devices_.Isolated(dev)) WriteFileAtomically(env_, devices_.dir(dev).File("PINS"), text);
+    if (devices_.Isolated(dev)) continue;
+    StatusCode s = WriteFileAtomically(env_, devices_.dir(dev).File("PINS"), text);
+    if (s == StatusCode::kOk) continue;
+    CountError();
+    if (result == StatusCode::kOk) result = s;
   }
+  return result;
 }
 
 }  // namespace gpucache

@@ -19,9 +19,12 @@ StatusCode StoreAdmin::Invalidate(const BlockAddress& address) {
   const BlockInfo info = gone.back().info;
   const std::shared_ptr<StoredPayload> stored = gone.back().stored;
   Finish(std::move(gone), std::nullopt);  // the kernel made this change itself (unlink)
-  if (was_pinned) PersistPins();
+  // A pin left in the saved set would pin what is committed at this path next, after a restart:
+  // the unlink is not acknowledged while it is.
+  StatusCode pins = was_pinned ? PersistPins() : StatusCode::kOk;
   // Acknowledged only once it holds as a commit would: with sync_commits, after a power cut.
-  return medium_->MakeRemovalDurable(info, stored.get());
+  StatusCode durable = medium_->MakeRemovalDurable(info, stored.get());
+  return durable != StatusCode::kOk ? durable : pins;
 }
 
 StatusCode StoreAdmin::Evict(const BlockAddress& address) {
@@ -41,15 +44,7 @@ StatusCode StoreAdmin::Evict(const BlockAddress& address) {
 
 StatusCode StoreAdmin::SetPinned(const BlockAddress& address, bool pinned) {
   VerifyBeforeUse(address);  // an answer about a block restored unchecked checks it first
-  {
-    MutexLock lock(mu_);
-    std::optional<BlockId> id = index_.Find(address);
-    if (!id) return StatusCode::kNotFound;
-    if (index_.at(*id).pinned == pinned) return StatusCode::kOk;
-    index_.at(*id).pinned = pinned;
-  }
-  PersistPins();
-  return StatusCode::kOk;
+  return ChangePinAndPersist(address, pinned);
 }
 
 StatusCode StoreAdmin::IsolateDomain(const std::string& path) {

@@ -144,8 +144,9 @@ void StoreCore::ReportCorrupt(const BlockAddress& address, uint64_t region_id, s
   Finish(std::move(gone), RemovalReason::kCorrupt);
   // The pin leaves with the block: a stale entry in the persisted pins would pin whatever is
   // committed at that path next, from the next restart on (found by the reliability suite's
-  // model tester, tests/reliability/model_test.cc).
-  if (was_pinned) PersistPins();
+  // model tester, tests/reliability/model_test.cc). A failed write is counted (medium errors);
+  // nobody waits on this answer.
+  if (was_pinned) (void)PersistPins();
 }
 
 std::shared_ptr<StoredPayload> StoreCore::StoredAt(const BlockAddress& address) {
@@ -172,16 +173,40 @@ void StoreCore::FoldJournalIfDue() {
   if (medium_->upkeep().JournalFoldDue()) WriteIndex(medium_->upkeep().FoldJournal());
 }
 
-void StoreCore::PersistPins() {
+StatusCode StoreCore::PersistPins() {
+  MutexLock write(pins_mu_);
+  return medium_->PersistPins(PinnedLocked());
+}
+
+std::vector<BlockAddress> StoreCore::PinnedLocked() {
   std::vector<BlockAddress> pinned;
+  MutexLock lock(mu_);
+  // The lambda runs under mu_ (the analysis checks it as a function of its own).
+  index_.ForEach([&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
+    if (index_.at(id).pinned) pinned.push_back(index_.AddressOf(id));
+  });
+  return pinned;
+}
+
+StatusCode StoreCore::ChangePinAndPersist(const BlockAddress& address, bool pinned) {
+  MutexLock write(pins_mu_);
+  uint64_t region_id;
   {
     MutexLock lock(mu_);
-    // The lambda runs under mu_ (the analysis checks it as a function of its own).
-    index_.ForEach([&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
-      if (index_.at(id).pinned) pinned.push_back(index_.AddressOf(id));
-    });
+    std::optional<BlockId> id = index_.Find(address);
+    if (!id) return StatusCode::kNotFound;
+    if (index_.at(*id).pinned == pinned) return StatusCode::kOk;
+    index_.at(*id).pinned = pinned;
+    region_id = index_.at(*id).region_id;
   }
-  medium_->PersistPins(pinned);
+  StatusCode s = medium_->PersistPins(PinnedLocked());
+  if (s == StatusCode::kOk) return s;
+  // Not saved: the pin is what was saved last, in memory as after a restart. pins_mu_ keeps
+  // every other pin change waiting; the block may have left (and another come) meanwhile.
+  MutexLock lock(mu_);
+  std::optional<BlockId> id = index_.Find(address);
+  if (id && index_.at(*id).region_id == region_id) index_.at(*id).pinned = !pinned;
+  return s;
 }
 
 }  // namespace gpucache

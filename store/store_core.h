@@ -66,8 +66,13 @@ class StoreCore {
   // Adds every committed block to the index a medium asked for (Medium::Close, FoldJournal,
   // EndWalk), then has it written without the lock; nothing if `index` is null.
   void WriteIndex(std::unique_ptr<IndexWriter> index) EXCLUDES(mu_);
-  // Saves which blocks are pinned (the medium keeps them across restarts).
-  void PersistPins() EXCLUDES(mu_);
+  // Saves which blocks are pinned (the medium keeps them across restarts). One at a time, so
+  // that the set written last is the newest (two writers could otherwise land an older set
+  // last, or share the temporary file).
+  [[nodiscard]] StatusCode PersistPins() EXCLUDES(mu_, pins_mu_);
+  // Pins or unpins `address` and saves the set; the change is undone if it cannot be saved.
+  StatusCode ChangePinAndPersist(const BlockAddress& address, bool pinned) EXCLUDES(mu_, pins_mu_);
+  std::vector<BlockAddress> PinnedLocked() REQUIRES(pins_mu_) EXCLUDES(mu_);
   // After a commit or a removal appended to the medium's journal: folds it if it grew too long.
   void FoldJournalIfDue() EXCLUDES(mu_);
   // Applies a verdict on the unverified block (`region_id`) at `address` on `stored`; nothing if
@@ -126,6 +131,7 @@ class StoreCore {
   StoreOptions options_;  // `limits` written under mu_ (SetLimits), read by admission_ under mu_
   const std::unique_ptr<Medium> medium_;  // called without mu_ (SharesDevice excepted)
   Mutex fence_mu_ ACQUIRED_BEFORE(mu_);   // serializes epoch bumps
+  Mutex pins_mu_ ACQUIRED_BEFORE(mu_);    // serializes the pinned set's writes
   Mutex mu_;
   std::atomic<uint64_t> epoch_{1};        // changed under fence_mu_ and mu_, read anywhere
   bool drain_finished_ GUARDED_BY(mu_) = false;

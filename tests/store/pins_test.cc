@@ -1,0 +1,136 @@
+// Pins kept across restarts (data_dir/PINS): what a pin's answer promises after a restart.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "store/file_store.h"
+#include "tests/support/commit_block.h"
+#include "tests/support/sample_identity.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpucache {
+namespace {
+
+using test::Payload;
+using test::SampleIdentity;
+
+bool IsPinsFile(const std::string& path) { return path.ends_with("/PINS"); }
+
+// Fails the rename that publishes PINS while `failing` is set.
+class FailingPinsEnv final : public EnvWrapper {
+ public:
+  StatusCode Rename(const std::string& from, const std::string& to) override {
+    if (failing && IsPinsFile(to)) return StatusCode::kIoError;
+    return EnvWrapper::Rename(from, to);
+  }
+  bool failing = false;
+};
+
+// Holds the first write of PINS (its temporary file's open) until Release.
+class HeldPinsEnv final : public EnvWrapper {
+ public:
+  int OpenAppend(const std::string& path, bool truncate) override {
+    if (path.ends_with("/PINS.tmp")) {
+      std::unique_lock l(mu_);
+      if (!held_) {
+        held_ = true;
+        cv_.notify_all();
+        cv_.wait(l, [&] { return released_; });
+      }
+    }
+    return EnvWrapper::OpenAppend(path, truncate);
+  }
+  void WaitHeld() {
+    std::unique_lock l(mu_);
+    cv_.wait(l, [&] { return held_; });
+  }
+  void Release() {
+    std::lock_guard l(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false, released_ = false;
+};
+
+std::unique_ptr<IndexedStore> Open(const std::string& dir, Env& env) {
+  StoreOptions options;
+  options.env = &env;
+  std::string error;
+  auto s = OpenFileStore(dir, options, nullptr, &error);
+  REQUIRE_MESSAGE(s, error);
+  return s;
+}
+
+// A pinned block refuses eviction (kBusy); an unpinned one goes (kOk).
+bool Pinned(IndexedStore& s, const CacheIdentity& id) {
+  return s.Evict(AddressOf(id)) == StatusCode::kBusy;
+}
+
+// Regression (observability review, 2026-12-06): the write of PINS was not checked, so a pin
+// answered OK was gone after a restart, and an unpin came back.
+TEST_CASE("FileStore: a pin change that cannot be saved is refused and undone") {
+  test::TempDir dir;
+  FailingPinsEnv env;
+  CacheIdentity kept = SampleIdentity("acme", 1), refused = SampleIdentity("acme", 2);
+  {
+    auto s = Open(dir.path(), env);
+    test::CommitBlock(*s, kept, Payload(4096, 1), {});
+    test::CommitBlock(*s, refused, Payload(4096, 2), {});
+    REQUIRE(s->SetPinned(AddressOf(kept), true) == StatusCode::kOk);
+    env.failing = true;
+    CHECK(s->SetPinned(AddressOf(refused), true) == StatusCode::kIoError);
+    CHECK(s->SetPinned(AddressOf(kept), false) == StatusCode::kIoError);
+    CHECK(s->Stats().medium_errors == 2);
+    env.failing = false;
+  }
+  // Memory and disk agree: as the last saved set says, before and after a restart.
+  auto s = Open(dir.path(), env);
+  CHECK(Pinned(*s, kept));
+  CHECK_FALSE(Pinned(*s, refused));
+}
+
+TEST_CASE("FileStore: an unsaved pin change is undone in memory at once") {
+  test::TempDir dir;
+  FailingPinsEnv env;
+  CacheIdentity id = SampleIdentity("acme", 3);
+  auto s = Open(dir.path(), env);
+  test::CommitBlock(*s, id, Payload(4096, 3), {});
+  env.failing = true;
+  REQUIRE(s->SetPinned(AddressOf(id), true) == StatusCode::kIoError);
+  CHECK_FALSE(Pinned(*s, id));
+}
+
+// Regression (2026-12-06): two pin changes wrote PINS at once, each with the set it saw, so the
+// older set could land last (and both shared PINS.tmp): a pin answered OK was gone after a
+// restart.
+TEST_CASE("FileStore: concurrent pin changes leave the newest set saved") {
+  test::TempDir dir;
+  HeldPinsEnv env;
+  CacheIdentity first = SampleIdentity("acme", 4), second = SampleIdentity("acme", 5);
+  {
+    auto s = Open(dir.path(), env);
+    test::CommitBlock(*s, first, Payload(4096, 4), {});
+    test::CommitBlock(*s, second, Payload(4096, 5), {});
+    std::thread t1([&] { CHECK(s->SetPinned(AddressOf(first), true) == StatusCode::kOk); });
+    env.WaitHeld();  // the first change has taken its set, {first}, and is about to write it
+    std::thread t2([&] { CHECK(s->SetPinned(AddressOf(second), true) == StatusCode::kOk); });
+    // Room for the second change to write {first, second} before the first lands, as it did.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    env.Release();
+    t1.join();
+    t2.join();
+  }
+  auto s = Open(dir.path(), env);
+  CHECK(Pinned(*s, first));
+  CHECK(Pinned(*s, second));
+}
+
+}  // namespace
+}  // namespace gpucache
