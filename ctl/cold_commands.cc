@@ -7,6 +7,7 @@
 
 #include "clients/cpp/identity_file.h"
 #include "ctl/channel.h"
+#include "ctl/cold_text.h"
 #include "ctl/progress.h"
 #include "store/identity.h"
 
@@ -33,25 +34,6 @@ uint64_t HotBlocks(const std::string& mountpoint) {
     for (auto& [name, t] : (*r)["tenants"].items()) n += Field(t, "blocks");
   }
   return n;
-}
-
-std::string PackSummary(const json& r) {
-  const json& d = r["drain"];
-  std::string s = "packed " + r["blocks"].dump() + " block(s), " + r["bytes"].dump() +
-                  " bytes, in " + r["packs"].dump() + " pack(s); " + r["skipped_cold"].dump() +
-                  " already cold" + (r.value("budget_reached", false) ? "; budget reached" : "") +
-                  "\nuploaded " + d["uploaded"].dump() + ", pending " + d["pending"].dump() +
-                  ", failed " + d["failed"].dump() + "\n";
-  if (Field(r, "skipped_unknown") > 0) {
-    s += r["skipped_unknown"].dump() + " block(s) not packed: listing failed (" +
-         r.value("list_error", std::string()) + ")\n";
-  }
-  if (Field(r, "refused_packs") > 0) s += r["refused_packs"].dump() + " pack(s) refused: sink full\n";
-  if (d.contains("first_error")) s += "first error: " + d["first_error"]["message"].get<std::string>() + "\n";
-  if (!r.value("complete", false)) {
-    s += "incomplete: see `gpucachectl cold failed`; temporary failures are retried in the background\n";
-  }
-  return s;
 }
 
 // An async cold op's reply: asks cold.op to answer when the op is done, waiting up to a
@@ -171,17 +153,6 @@ std::string ReportText(const json& r) {
   std::string out;
   for (auto& [k, v] : r["cold"].items()) out += k + ": " + v.dump() + "\n";
   return out;
-}
-
-std::string FailedText(const json& r) {
-  std::string out;
-  for (const auto& f : r["failed"]) {
-    out += "job=" + f["job"].dump() + " blocks=" + f["blocks"].dump() + " bytes=" +
-           f["bytes"].dump() + " attempts=" + f["attempts"].dump() + " step=" +
-           f["error"]["step"].get<std::string>() + " error=" + f["error"]["kind"].get<std::string>() +
-           " " + f["error"]["code"].get<std::string>() + "\n";
-  }
-  return out.empty() ? std::string("no failed jobs\n") : out;
 }
 
 int Reseal(const ColdArgs& a, bool as_json) {

@@ -1,0 +1,42 @@
+#include "ctl/cold_text.h"
+
+namespace gpucache::ctl {
+namespace {
+
+using nlohmann::json;
+
+uint64_t Field(const json& j, const char* key) { return j.value(key, uint64_t{0}); }
+
+}  // namespace
+
+std::string PackSummary(const json& r) {
+  const json& d = r["drain"];
+  std::string s = "packed " + r["blocks"].dump() + " block(s), " + r["bytes"].dump() +
+                  " bytes, in " + r["packs"].dump() + " pack(s); " + r["skipped_cold"].dump() +
+                  " already cold" + (r.value("budget_reached", false) ? "; budget reached" : "") +
+                  "\nuploaded " + d["uploaded"].dump() + ", pending " + d["pending"].dump() +
+                  ", failed " + d["failed"].dump() + "\n";
+  if (Field(r, "skipped_unknown") > 0) {
+    s += r["skipped_unknown"].dump() + " block(s) not packed: listing failed (" +
+         r.value("list_error", std::string()) + ")\n";
+  }
+  if (Field(r, "refused_packs") > 0) s += r["refused_packs"].dump() + " pack(s) refused: sink full\n";
+  if (d.contains("first_error")) s += "first error: " + d["first_error"]["message"].get<std::string>() + "\n";
+  if (!r.value("complete", false)) {
+    s += "incomplete: see `gpucachectl cold failed`; temporary failures are retried in the background\n";
+  }
+  return s;
+}
+
+std::string FailedText(const json& r) {
+  std::string out;
+  for (const auto& f : r["failed"]) {
+    out += "job=" + f["job"].dump() + " blocks=" + f["blocks"].dump() + " bytes=" +
+           f["bytes"].dump() + " attempts=" + f["attempts"].dump() + " step=" +
+           f["error"]["step"].get<std::string>() + " error=" + f["error"]["kind"].get<std::string>() +
+           " " + f["error"]["code"].get<std::string>() + "\n";
+  }
+  return out.empty() ? std::string("no failed jobs\n") : out;
+}
+
+}  // namespace gpucache::ctl
