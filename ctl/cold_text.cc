@@ -1,11 +1,17 @@
 #include "ctl/cold_text.h"
 
+#include "common/printable.h"
+
 namespace gpucache::ctl {
 namespace {
 
 using nlohmann::json;
 
 uint64_t Field(const json& j, const char* key) { return j.value(key, uint64_t{0}); }
+
+// Text the object store wrote (an error's message or code, through the daemon): escaped, so a
+// hostile or intercepted endpoint cannot forge lines or send escape sequences to the terminal.
+std::string FromObjectStore(const std::string& s) { return Printable(s, 512); }
 
 }  // namespace
 
@@ -18,10 +24,12 @@ std::string PackSummary(const json& r) {
                   ", failed " + d["failed"].dump() + "\n";
   if (Field(r, "skipped_unknown") > 0) {
     s += r["skipped_unknown"].dump() + " block(s) not packed: listing failed (" +
-         r.value("list_error", std::string()) + ")\n";
+         FromObjectStore(r.value("list_error", std::string())) + ")\n";
   }
   if (Field(r, "refused_packs") > 0) s += r["refused_packs"].dump() + " pack(s) refused: sink full\n";
-  if (d.contains("first_error")) s += "first error: " + d["first_error"]["message"].get<std::string>() + "\n";
+  if (d.contains("first_error")) {
+    s += "first error: " + FromObjectStore(d["first_error"]["message"].get<std::string>()) + "\n";
+  }
   if (!r.value("complete", false)) {
     s += "incomplete: see `gpucachectl cold failed`; temporary failures are retried in the background\n";
   }
@@ -34,7 +42,7 @@ std::string FailedText(const json& r) {
     out += "job=" + f["job"].dump() + " blocks=" + f["blocks"].dump() + " bytes=" +
            f["bytes"].dump() + " attempts=" + f["attempts"].dump() + " step=" +
            f["error"]["step"].get<std::string>() + " error=" + f["error"]["kind"].get<std::string>() +
-           " " + f["error"]["code"].get<std::string>() + "\n";
+           " " + FromObjectStore(f["error"]["code"].get<std::string>()) + "\n";
   }
   return out.empty() ? std::string("no failed jobs\n") : out;
 }

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/control_protocol.h"
+#include "common/printable.h"
 #include "fs/errno_map.h"
 #include "fs/log.h"
 
@@ -61,13 +62,6 @@ std::optional<BlockAddress> ParsePath(const json& req) {
     return std::nullopt;
   }
   return addr;
-}
-
-// At most `max` printable ASCII characters of something a caller sent, for an error message.
-std::string Printable(const std::string& s, size_t max = 64) {
-  std::string out;
-  for (char c : s.substr(0, max)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
-  return out;
 }
 
 // The refusal of a "path" that is missing or not TENANT/NAMESPACE/BLOCK, naming what was given.

@@ -1,0 +1,47 @@
+// gpucachectl's text for cold.* replies (ctl/cold_text.h), fed replies a hostile or intercepted
+// S3 endpoint could have shaped: its error message and code reach the reply as it sent them.
+#include "ctl/cold_text.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+namespace gpucache::ctl {
+namespace {
+
+using nlohmann::json;
+
+// What an endpoint would send to forge a line and colour the terminal.
+const std::string kForged = "denied\nfirst error: none\x1b[2K";
+const std::string kEscaped = "denied\\x0afirst error: none\\x1b[2K";
+
+json PackReply() {
+  return json{{"blocks", 1}, {"bytes", 10}, {"packs", 1}, {"skipped_cold", 0},
+              {"skipped_unknown", 2}, {"list_error", kForged}, {"refused_packs", 0},
+              {"complete", false},
+              {"drain", {{"uploaded", 0}, {"pending", 0}, {"failed", 1},
+                         {"first_error", {{"message", kForged}, {"code", kForged}}}}}};
+}
+
+size_t Lines(const std::string& s) { return std::count(s.begin(), s.end(), '\n'); }
+
+// Regression: the text of an S3 error was printed as it came, so "\n" in it forged a line of
+// gpucachectl's output and "\x1b" reached the terminal.
+TEST_CASE("Cold text: an S3 error's newline and escape are printed escaped, on their line") {
+  std::string pack = PackSummary(PackReply());
+  CAPTURE(pack);
+  CHECK(pack.find('\x1b') == std::string::npos);
+  CHECK(pack.find("listing failed (" + kEscaped + ")\n") != std::string::npos);
+  CHECK(pack.find("first error: " + kEscaped + "\n") != std::string::npos);
+  CHECK(Lines(pack) == 5);  // packed, uploaded, not packed, first error, incomplete
+
+  json failed{{"failed", json::array({{{"job", 7}, {"blocks", 1}, {"bytes", 10}, {"attempts", 3},
+                                       {"error", {{"step", "object"}, {"kind", "denied"},
+                                                  {"code", kForged}}}}})}};
+  std::string text = FailedText(failed);
+  CHECK(text == "job=7 blocks=1 bytes=10 attempts=3 step=object error=denied " + kEscaped + "\n");
+}
+
+}  // namespace
+}  // namespace gpucache::ctl
