@@ -1,5 +1,6 @@
 #include "cold/control.h"
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -326,6 +327,30 @@ std::string HandleColdRequest(ColdTier& tier, const Principal& who, std::string_
   return Retain(tier, req);
 }
 
+namespace {
+
+// The `reason` label of a Missing refill: its reason as cold.refill answers it, in snake_case
+// as Prometheus labels are ("unknown-key" is unknown_key), so it is as stable as the protocol.
+std::string ReasonLabel(MissingReason r) {
+  std::string label(ToString(r));
+  std::replace(label.begin(), label.end(), '-', '_');
+  return label;
+}
+
+// gpucache_cold_refill_missing_total{reason=...}: every reason a Missing can carry, from 0, so
+// increase() sees a reason's first refill. kNone is not one (it means found), and not exported.
+void RenderMissingByReason(const ColdTierStats& s, std::ostream& out) {
+  static_assert(static_cast<size_t>(MissingReason::kNone) == 0, "the loop below starts after kNone");
+  out << "# HELP gpucache_cold_refill_missing_total Refills answered Missing, by reason.\n"
+         "# TYPE gpucache_cold_refill_missing_total counter\n";
+  for (size_t i = 1; i < kMissingReasonCount; i++) {
+    out << "gpucache_cold_refill_missing_total{reason=\"" << ReasonLabel(static_cast<MissingReason>(i))
+        << "\"} " << s.refill_missing_by_reason[i] << "\n";
+  }
+}
+
+}  // namespace
+
 std::string RenderColdMetrics(const ColdTierStats& s) {
   std::ostringstream out;
   auto counter = [&](const char* name, const char* help, uint64_t v, const char* type = "counter") {
@@ -352,7 +377,7 @@ std::string RenderColdMetrics(const ColdTierStats& s) {
   counter("packed_blocks_total", "Blocks in packs the sink accepted (write-back and backfill).", s.packed_blocks);
   counter("refills_total", "Refill requests.", s.refills);
   counter("refill_hits_total", "Refills that returned a verified block.", s.refill_hits);
-  counter("refill_missing_total", "Refills answered Missing.", s.refill_missing);
+  RenderMissingByReason(s, out);
   counter("refill_refused_total", "Refills refused (tenant, retired, invalid).", s.refill_refused);
   counter("refill_commit_failed_total", "Refills whose verified block the hot tier refused (EIO).",
           s.refill_commit_failed);

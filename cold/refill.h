@@ -24,6 +24,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -55,6 +56,8 @@ enum class MissingReason : uint8_t {
   kUnknownKey,        // sealed under a key id the keyring does not hold
   kBadSeal,           // the seal does not verify: forged, damaged or another tenant's key
 };
+// How many MissingReason values there are (kBadSeal is the last): the size of a count per reason.
+inline constexpr size_t kMissingReasonCount = static_cast<size_t>(MissingReason::kBadSeal) + 1;
 std::string_view ToString(RefillStatus s);
 std::string_view ToString(MissingReason r);
 

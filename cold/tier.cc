@@ -243,7 +243,7 @@ RefillResult ColdTier::Refill(const Principal& who, std::span<const uint8_t> ide
       hits_++;
       if (r.commit == StatusCode::kOk && refilled_) refilled_(r.outcome.address);
       break;
-    case RefillStatus::kMissing: missing_++; break;
+    case RefillStatus::kMissing: missing_[static_cast<size_t>(r.outcome.reason)]++; break;
     default: refused_++; break;
   }
   return r;
@@ -311,7 +311,10 @@ ColdTierStats ColdTier::Stats() const {
   s.packed_blocks = packed_;
   s.refills = refills_;
   s.refill_hits = hits_;
-  s.refill_missing = missing_;
+  for (size_t i = 0; i < kMissingReasonCount; i++) {
+    s.refill_missing_by_reason[i] = missing_[i];
+    s.refill_missing += s.refill_missing_by_reason[i];
+  }
   s.refill_refused = refused_;
   s.refill_commit_failed = commit_failed_;
   s.seal_refusals = refiller_.seal_refusals();

@@ -11,6 +11,7 @@
 // Thread safety: every public method may be called from any thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -43,7 +44,8 @@ struct ColdTierStats {
   uint64_t packed_blocks = 0;    // blocks in packs the sink accepted (write-back and backfill)
   uint64_t refills = 0;          // refill requests
   uint64_t refill_hits = 0;
-  uint64_t refill_missing = 0;
+  uint64_t refill_missing = 0;   // the sum of refill_missing_by_reason
+  std::array<uint64_t, kMissingReasonCount> refill_missing_by_reason{};  // indexed by MissingReason
   uint64_t refill_refused = 0;   // wrong tenant, retired, invalid
   uint64_t refill_commit_failed = 0;  // verified, but the hot tier refused it (a limit): EIO
   uint64_t refill_known = 0;     // hits through a known place: one range GET, no locator
@@ -143,8 +145,10 @@ class ColdTier {
   std::function<void(const BlockAddress&)> refilled_;
   std::function<void()> abort_requests_;
   Mutex pack_mu_;  // one backfill at a time: two would read and pack the same blocks
-  std::atomic<uint64_t> overflow_{0}, packed_{0}, refills_{0}, hits_{0}, missing_{0}, refused_{0},
+  std::atomic<uint64_t> overflow_{0}, packed_{0}, refills_{0}, hits_{0}, refused_{0},
       commit_failed_{0}, known_hits_{0}, known_fallbacks_{0};
+  // Refills answered Missing, by reason: an S3 outage (kUnavailable) is told from cold misses.
+  std::array<std::atomic<uint64_t>, kMissingReasonCount> missing_{};
 };
 
 }  // namespace gpucache::cold

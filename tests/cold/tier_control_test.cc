@@ -8,6 +8,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
+#include <sstream>
+#include <string>
 
 #include "cold/locator.h"
 #include "tests/cold/tier_fixture.h"
@@ -147,6 +150,60 @@ TEST_CASE("Cold metrics: no gauge shares its name with a counter's family") {
     CAPTURE(name);
     CHECK(types.count(family) == 0);  // OpenMetrics: "x_total" is the sample of family "x"
   }
+}
+
+// gpucache_cold_refill_missing_total's series, by their reason label.
+std::map<std::string, uint64_t> MissingByReason(const ColdTier& tier) {
+  std::istringstream text(RenderColdMetrics(tier.Stats()));
+  std::map<std::string, uint64_t> series;
+  std::regex sample("gpucache_cold_refill_missing_total\\{reason=\"([a-z_]+)\"\\} (\\d+)");
+  std::smatch m;
+  for (std::string line; std::getline(text, line);) {
+    if (std::regex_match(line, m, sample)) series[m[1]] = std::stoull(m[2]);
+  }
+  return series;
+}
+
+// Regression (review): refills were counted Missing without their reason, so an object store
+// that failed every request (an outage) looked like blocks that were simply not in the bucket.
+TEST_CASE("Cold metrics: a refill that fails counts under its reason, an outage apart from a miss") {
+  const std::set<std::string> kReasons = {"absent", "legacy_manifest", "identity_mismatch",
+                                          "over_budget", "corrupt", "malformed", "unavailable",
+                                          "unsealed", "unknown_key", "bad_seal"};
+  TierFixture f({}, 2000, /*known_places=*/0);  // every refill reads its locator
+  f.Commit(0);
+  REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == true);
+  REQUIRE(f.hot.Evict(AddressOf(NthIdentity(0))) == StatusCode::kOk);
+  std::map<std::string, uint64_t> before = MissingByReason(*f.tier);
+  std::set<std::string> labels;
+  for (const auto& [reason, n] : before) {
+    labels.insert(reason);
+    CHECK(n == 0);
+  }
+  CHECK(labels == kReasons);  // every reason exported before its first refill
+
+  std::string expected;
+  int block = 0;
+  SUBCASE("the object store answers 503") {
+    f.s3.SetFault([](const MemoryObjectStore::Request&) -> std::optional<ObjectError> {
+      return ObjectError{ObjectErrorKind::kTemporary, 503, "ServiceUnavailable", "down"};
+    });
+    expected = "unavailable";
+  }
+  SUBCASE("no locator: the block was never packed") {
+    f.Commit(1);  // hot, not packed; evicted below
+    REQUIRE(f.hot.Evict(AddressOf(NthIdentity(1))) == StatusCode::kOk);
+    block = 1;
+    expected = "absent";
+  }
+  CAPTURE(expected);
+  CHECK(f.Refill(block)["reason"] == expected);  // cold.refill's reason, as the label spells it
+  std::map<std::string, uint64_t> after = MissingByReason(*f.tier);
+  for (const std::string& reason : kReasons) {
+    CAPTURE(reason);
+    CHECK(after[reason] - before[reason] == (reason == expected ? 1 : 0));
+  }
+  CHECK(f.tier->Stats().refill_missing == 1);  // the sum over reasons, as the total was
 }
 
 TEST_CASE("Cold control: pack finds cold blocks with one listing, not a HEAD per block") {
