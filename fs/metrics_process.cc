@@ -95,9 +95,11 @@ void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store,
                           uint64_t read_errors, bool operator_view) {
   StoreStats stats = store.Stats();
   w.Family("gpucache_backing_errors_total", "counter",
-           "Backing I/O that failed: payload reads (op=read), renames and unlinks of block files (op=remove).");
+           "Backing I/O that failed: payload reads (op=read), renames and unlinks of block files "
+           "(op=remove), writes of the journal, INDEX and PINS (op=metadata).");
   w.Sample("gpucache_backing_errors_total", "op=\"read\"", double(read_errors));
   w.Sample("gpucache_backing_errors_total", "op=\"remove\"", double(stats.medium_errors));
+  w.Sample("gpucache_backing_errors_total", "op=\"metadata\"", double(stats.metadata_errors));
 
   uint64_t via_uring = u ? u->uring_reads : 0;
   uint64_t via_cache = u ? u->page_cache_reads : 0;

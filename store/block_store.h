@@ -127,6 +127,7 @@ struct StoreStats {
   uint64_t blocks_unverified = 0;
   bool verify_walk_running = false;
   std::map<std::string, TenantCounters> tenants;
+  uint64_t metadata_errors = 0;  // writes of the journal, INDEX and PINS that failed
 };
 
 struct StoreOptions {

@@ -217,7 +217,7 @@ std::unique_ptr<IndexWriter> FileMedium::Close() {
     // A device whose INDEX could not be written keeps its journals, as a crash leaves them:
     // emptied, the next start would trust the old INDEX without what they hold.
     for (size_t dev : written) logs_[dev]->Empty();
-    if (written.size() != in_service.size()) CountError();
+    if (written.size() != in_service.size()) CountMetadataError();
   });
 }
 
@@ -406,7 +406,7 @@ StatusCode FileMedium::PersistPins(const std::vector<BlockAddress>& pinned) {
     if (devices_.Isolated(dev)) continue;
     StatusCode s = WriteFileAtomically(env_, devices_.dir(dev).File("PINS"), text);
     if (s == StatusCode::kOk) continue;
-    CountError();
+    CountMetadataError();
     if (result == StatusCode::kOk) result = s;
   }
   return result;

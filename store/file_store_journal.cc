@@ -17,7 +17,7 @@ namespace gpucache {
 
 void FileMedium::Append(size_t dev, const JournalRecord& record) {
   uint64_t journal_bytes = 0;
-  if (logs_[dev]->Append(record, &journal_bytes) != StatusCode::kOk) CountError();
+  if (logs_[dev]->Append(record, &journal_bytes) != StatusCode::kOk) CountMetadataError();
   // The store folds it (FoldJournal) after the commit or removal that appended. Not while the
   // start's walk runs (adr/0016): the INDEX a fold writes would take the unchecked blocks as
   // checked. The first append after the walk asks again.
@@ -42,8 +42,8 @@ std::unique_ptr<IndexWriter> FileMedium::Upkeep::FoldJournal() {
 bool FileMedium::RotateJournalPast(size_t dev, uint64_t limit) {
   switch (logs_[dev]->Rotate(limit)) {
     case IndexLog::Rotation::kNotDue: return false;
-    case IndexLog::Rotation::kFailed: CountError(); return false;  // the next append tries again
-    case IndexLog::Rotation::kNoJournal: CountError(); return true;  // the INDEX written covers it
+    case IndexLog::Rotation::kFailed: CountMetadataError(); return false;  // the next append tries again
+    case IndexLog::Rotation::kNoJournal: CountMetadataError(); return true;  // the INDEX written covers it
     case IndexLog::Rotation::kRotated: return true;
   }
   return false;
@@ -54,7 +54,7 @@ void FileMedium::EndRotations(const std::vector<size_t>& devs, const std::vector
     // An INDEX that could not be written (a full disk) keeps JOURNAL.old, which holds what the
     // old INDEX lacks; the next rotation writes INDEX again.
     bool ok = std::find(written.begin(), written.end(), dev) != written.end();
-    if (!ok) CountError();
+    if (!ok) CountMetadataError();
     logs_[dev]->EndRotation(ok);
   }
 }

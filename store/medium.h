@@ -324,15 +324,19 @@ class Medium {
   // How payload reads are served, read now (safe concurrently with reads).
   virtual MediumIoStats IoStats() const = 0;
 
-  // Renames and unlinks that failed where no caller could hear it (a move into quarantine,
-  // an unlink of an evicted block).
+  // Renames and unlinks of block files that failed where no caller could hear it (a move into
+  // quarantine, an unlink of an evicted block).
   uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
+  // Writes of the metadata a start reads (the journal, INDEX, PINS) that failed: the next start
+  // checks more files, or a pin change was refused.
+  uint64_t metadata_errors() const { return metadata_errors_.load(std::memory_order_relaxed); }
 
  protected:
   void CountError() { errors_.fetch_add(1, std::memory_order_relaxed); }
+  void CountMetadataError() { metadata_errors_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
-  std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> errors_{0}, metadata_errors_{0};
 };
 
 }  // namespace gpucache

@@ -160,6 +160,7 @@ StoreStats StoreAdmin::Stats() {
   MutexLock lock(mu_);
   StoreStats stats{epoch_.load(), admission_.draining(), medium_->errors(), unverified_.size(),
                    walking_.load() || !walk_done_.load(), admission_.counters()};
+  stats.metadata_errors = medium_->metadata_errors();
   return stats;
 }
 

@@ -120,6 +120,7 @@ TEST_CASE("Metrics: promtool and the OpenMetrics parser accept both endpoints") 
   CHECK(s["gpucache_read_bytes_total{tenant=\"acme\"}"] == 100000);
   CHECK(s["gpucache_backing_reads_total{path=\"pread\"}"] >= 1);
   CHECK(s["gpucache_backing_errors_total{op=\"read\"}"] == 0);
+  CHECK(s.count("gpucache_backing_errors_total{op=\"metadata\"}") == 1);
   // A tenant member's file shows neither other tenants nor the data directories.
   CHECK(AsUser(2000, 2000, [&] {
           std::string theirs = ReadText(m.mnt() + "/.gpucache/metrics");
