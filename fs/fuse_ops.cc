@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -118,6 +119,20 @@ fuse_entry_param ToEntry(const EntryReply& e) {
   return p;
 }
 
+// A refused fill is the operator's business (a quota or a limit to raise): one line per tenant
+// and reason per 10 s, with how many were left out. Tenants come from the configuration, so
+// the keys are few; two that share a hash share a line's budget, nothing worse.
+void LogRefusedFill(fuse_req_t req, StatusCode s) {
+  static BurstLimiter fills(1, std::chrono::seconds(10));
+  const std::string& tenant = Metrics::CurrentTenant();
+  uint32_t key = static_cast<uint32_t>(std::hash<std::string>{}(tenant) * 31 + static_cast<uint32_t>(s));
+  uint64_t suppressed = 0;
+  if (!fills.Allow(key, &suppressed)) return;
+  spdlog::warn("refused a fill of tenant '{}' (uid {}) with {} ({}); {} more such refusals of it "
+               "since the last line (gpucache_refusals_total; limits in docs/configuration.md)",
+               tenant, fuse_req_ctx(req)->uid, strerrorname_np(ToErrno(s)), ToString(s), suppressed);
+}
+
 // Every refusal is counted by reason. A miss (ENOENT: a name that is not there, which
 // gpucache_misses_total counts) is an answer, not a refusal; nor is an attribute `ls -la` or a
 // security module asks for and gpucache does not keep. A full fd table would otherwise look
@@ -126,18 +141,8 @@ void Refused(fuse_req_t req, StatusCode s) {
   // A miss and an attribute a node lacks are answers, not refusals.
   if (s == StatusCode::kOk || s == StatusCode::kNotFound || s == StatusCode::kNoAttribute) return;
   Fs(req).metrics().RecordRefusal(s);
-  // A refused fill is the operator's business (a quota or a limit to raise): one line per
-  // reason per 10 s, with how many were left out.
-  static LogLimiter quota(std::chrono::seconds(10)), large(std::chrono::seconds(10)),
-      space(std::chrono::seconds(10));
-  LogLimiter* fill = s == StatusCode::kTenantQuota ? &quota
-                     : s == StatusCode::kTooLarge  ? &large
-                     : s == StatusCode::kNoSpace   ? &space
-                                                   : nullptr;
-  if (fill && fill->Allow()) {
-    spdlog::warn("refused a fill of tenant '{}' with {} ({}); {} more such refusals since the last "
-                 "line (gpucache_refusals_total; limits in docs/configuration.md)",
-                 Metrics::CurrentTenant(), strerrorname_np(ToErrno(s)), ToString(s), fill->Suppressed());
+  if (s == StatusCode::kTenantQuota || s == StatusCode::kTooLarge || s == StatusCode::kNoSpace) {
+    LogRefusedFill(req, s);
   }
   static LogLimiter no_handles(std::chrono::seconds(10));
   if (s == StatusCode::kNoHandles && no_handles.Allow()) {

@@ -161,10 +161,21 @@ TEST_CASE("Metrics: refusals count refusals only, each tenant's limits are gauge
   // A fill over the quota is a refusal, counted and logged with its tenant and errno.
   CHECK(client.Commit(SampleIdentity("acme", 4), Payload(50000)) == EDQUOT);
   CHECK(refusals() > before);
-  CHECK(m.Log().find("refused a fill of tenant 'acme' with EDQUOT") != std::string::npos);
+  CHECK(m.Log().find("refused a fill of tenant 'acme' (uid 0) with EDQUOT") != std::string::npos);
   auto s = Samples(ReadText(m.mnt() + "/.gpucache/metrics"));
   CHECK(s["gpucache_limit{tenant=\"acme\",limit=\"max_retained_bytes\"}"] == 60000);
   CHECK(s["gpucache_limit{tenant=\"\",limit=\"max_block_bytes\"}"] > 0);  // the global one, for an admin
+}
+
+// Regression (observability review, 2026-12-06): one limiter per errno named only the first
+// tenant refused in each 10 s; another tenant refused the same way was only "N more".
+TEST_CASE("Metrics: refused fills of two tenants are logged for each, with the caller's uid") {
+  MountedFs m(TestConfig("", "max_retained_bytes = 60000", "max_retained_bytes = 60000"));
+  MountClient client(m.mnt());
+  CHECK(client.Commit(SampleIdentity("acme", 1), Payload(70000)) == EDQUOT);
+  CHECK(AsUser(2000, 2000, [&] { return client.Commit(SampleIdentity("globex", 1), Payload(70000)); }) == EDQUOT);
+  CHECK(m.Log().find("refused a fill of tenant 'acme' (uid 0) with EDQUOT") != std::string::npos);
+  CHECK(m.Log().find("refused a fill of tenant 'globex' (uid 2000) with EDQUOT") != std::string::npos);
 }
 
 TEST_CASE("Metrics: opens count every open, lookups and reads only what the kernel did not serve") {
