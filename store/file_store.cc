@@ -177,14 +177,17 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
                : e.status() == StatusCode::kTooLarge
                    ? " holds an epoch of " + std::to_string(kLastEpoch) +
                          " or more (damaged: region ids would repeat); refusing to guess the epoch"
-                   : " cannot be read; refusing to guess the epoch");
+                   : " cannot be read (a read error, or longer than a quarter of memory); refusing "
+                     "to guess the epoch");
       return false;
     }
     epoch = std::max(epoch, e.value());
   }
   report.epoch = epoch + 1;
-  if (PersistEpoch(report.epoch) != StatusCode::kOk) {
-    error = "cannot persist the epoch (EPOCH) in every data directory";
+  std::string failed;
+  if (StatusCode s = WriteEpochFiles(report.epoch, &failed); s != StatusCode::kOk) {
+    error = "cannot write the epoch to " + failed + " (" + std::string(ToString(s)) +
+            "; or its temporary file " + failed + ".tmp); refusing to start";
     return false;
   }
   const bool stat_ahead = options_.env == nullptr;  // a test Env sees its calls in order
@@ -389,11 +392,16 @@ std::string FileMedium::SetAside(const BlockInfo& info, const std::shared_ptr<St
   return SetAsideDamaged(env_, devices_.dir(dev), PathIn(dev, info.address));
 }
 
-StatusCode FileMedium::PersistEpoch(uint64_t epoch) {
+StatusCode FileMedium::PersistEpoch(uint64_t epoch) { return WriteEpochFiles(epoch, nullptr); }
+
+StatusCode FileMedium::WriteEpochFiles(uint64_t epoch, std::string* failed) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     if (devices_.Isolated(dev)) continue;
-    StatusCode s = WriteFileAtomically(env_, devices_.dir(dev).File("EPOCH"), std::to_string(epoch) + "\n");
-    if (s != StatusCode::kOk) return s;
+    const std::string path = devices_.dir(dev).File("EPOCH");
+    StatusCode s = WriteFileAtomically(env_, path, std::to_string(epoch) + "\n");
+    if (s == StatusCode::kOk) continue;
+    if (failed) *failed = path;
+    return s;
   }
   return StatusCode::kOk;
 }

@@ -144,6 +144,9 @@ class FileMedium final : public Medium {
   const uint64_t journal_rotate_bytes_;
   // The epoch in EPOCH: 0 if there is none (a new directory), an error if it cannot be read.
   Result<uint64_t> ReadEpoch(const std::string& path);
+  // Writes EPOCH in every data directory in service; on failure `failed` names the file that
+  // could not be written (the start's message says which device).
+  StatusCode WriteEpochFiles(uint64_t epoch, std::string* failed);
   std::string PathIn(size_t dev, const BlockAddress& address) const;
   // The payload's checksums: what its writes fed, and the rest read back.
   Result<PayloadChecksums> ChecksumsOf(PendingPayload& p, uint64_t size);

@@ -213,6 +213,20 @@ TEST_CASE("FileStore: an unreadable epoch file stops start-up instead of guessin
   CHECK(error.find("EPOCH") != std::string::npos);
 }
 
+// Regression (observability review, 2026-12-06): a start that could not write EPOCH said "in
+// every data directory", not which one, nor why.
+TEST_CASE("FileStore: an EPOCH that cannot be written stops start-up naming its file") {
+  test::TempDir tmp;
+  {
+    std::string first;
+    REQUIRE_MESSAGE(TryOpen(tmp.path(), &first), first);
+  }
+  std::filesystem::create_directory(tmp.path() + "/EPOCH.tmp");  // EISDIR for the write
+  std::string error;
+  CHECK(OpenFileStore(tmp.path(), {}, nullptr, &error) == nullptr);
+  CHECK_MESSAGE(error.find("cannot write the epoch to " + tmp.path() + "/EPOCH (I/O error") != std::string::npos, error);
+}
+
 // Review of stop 44: an EPOCH of 2^64 - 1 wrapped to epoch 0 at the start's + 1, and any of
 // 2^32 or more made region ids (epoch << 32 | sequence) repeat an earlier epoch's, so a
 // quarantine rename could replace another quarantined block's file.
