@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "fs/metrics.h"
@@ -118,25 +119,30 @@ void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store,
   }
   if (!operator_view) return;  // device paths are the operator's business
   std::vector<DomainInfo> domains = store.Domains();
-  w.Family("gpucache_data_dir_free_bytes", "gauge", "Bytes available to the daemon in each data directory.");
+  // One statvfs per directory; one that fails (the device gone, the path moved) has no sizes,
+  // and says so in gpucache_data_dir_statvfs_ok rather than by its series going missing.
+  std::vector<std::optional<struct statvfs>> space;
   for (const DomainInfo& d : domains) {
     struct statvfs s {};
-    if (::statvfs(d.path.c_str(), &s) != 0) continue;
-    w.Sample("gpucache_data_dir_free_bytes", Label("dir", d.path), double(s.f_bavail) * double(s.f_frsize));
+    space.push_back(::statvfs(d.path.c_str(), &s) == 0 ? std::optional(s) : std::nullopt);
   }
-  w.Family("gpucache_data_dir_size_bytes", "gauge", "Size of the filesystem holding each data directory.");
-  for (const DomainInfo& d : domains) {
-    struct statvfs s {};
-    if (::statvfs(d.path.c_str(), &s) != 0) continue;
-    w.Sample("gpucache_data_dir_size_bytes", Label("dir", d.path), double(s.f_blocks) * double(s.f_frsize));
+  w.Family("gpucache_data_dir_statvfs_ok", "gauge",
+           "1 if the data directory's filesystem answered statvfs at this scrape, 0 if not (its sizes are then missing).");
+  for (size_t i = 0; i < domains.size(); ++i) {
+    w.Sample("gpucache_data_dir_statvfs_ok", Label("dir", domains[i].path), space[i] ? 1 : 0);
   }
-  w.Family("gpucache_data_dir_free_files", "gauge",
-           "Inodes available in each data directory (each block is a file).");
-  for (const DomainInfo& d : domains) {
-    struct statvfs s {};
-    if (::statvfs(d.path.c_str(), &s) != 0) continue;
-    w.Sample("gpucache_data_dir_free_files", Label("dir", d.path), double(s.f_favail));
-  }
+  auto each = [&](const char* name, const char* help, auto value) {
+    w.Family(name, "gauge", help);
+    for (size_t i = 0; i < domains.size(); ++i) {
+      if (space[i]) w.Sample(name, Label("dir", domains[i].path), value(*space[i]));
+    }
+  };
+  each("gpucache_data_dir_free_bytes", "Bytes available to the daemon in each data directory.",
+       [](const struct statvfs& s) { return double(s.f_bavail) * double(s.f_frsize); });
+  each("gpucache_data_dir_size_bytes", "Size of the filesystem holding each data directory.",
+       [](const struct statvfs& s) { return double(s.f_blocks) * double(s.f_frsize); });
+  each("gpucache_data_dir_free_files", "Inodes available in each data directory (each block is a file).",
+       [](const struct statvfs& s) { return double(s.f_favail); });
   w.Family("gpucache_data_dir_isolated", "gauge", "1 once a data directory was taken out of service.");
   for (const DomainInfo& d : domains) {
     w.Sample("gpucache_data_dir_isolated", Label("dir", d.path), d.isolated ? 1 : 0);

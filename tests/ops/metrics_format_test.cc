@@ -167,6 +167,26 @@ TEST_CASE("Metrics: refusals count refusals only, each tenant's limits are gauge
   CHECK(s["gpucache_limit{tenant=\"\",limit=\"max_block_bytes\"}"] > 0);  // the global one, for an admin
 }
 
+// Regression (observability review, 2026-12-06): a data directory whose statvfs failed lost
+// its free-space series, so an alert on low free space resolved just as the device went.
+TEST_CASE("Metrics: a data directory that does not answer statvfs says so") {
+  int port = FreeLoopbackPort();
+  MountedFs m(WithPort(port));
+  const std::string dir = "gpucache_data_dir_statvfs_ok{dir=\"" + m.data() + "\"}";
+  const std::string free = "gpucache_data_dir_free_bytes{dir=\"" + m.data() + "\"}";
+  auto s = Samples(Body(Scrape(port, "")));
+  CHECK(s.count(dir) == 1);
+  CHECK(s[dir] == 1);
+  CHECK(s.count(free) == 1);
+  // The path moved away: statvfs fails (ENOENT) until it is back.
+  REQUIRE(::rename(m.data().c_str(), (m.data() + ".moved").c_str()) == 0);
+  s = Samples(Body(Scrape(port, "")));
+  REQUIRE(::rename((m.data() + ".moved").c_str(), m.data().c_str()) == 0);
+  CHECK(s.count(dir) == 1);
+  CHECK(s[dir] == 0);
+  CHECK(s.count(free) == 0);
+}
+
 // Regression (observability review, 2026-12-06): one limiter per errno named only the first
 // tenant refused in each 10 s; another tenant refused the same way was only "N more".
 TEST_CASE("Metrics: refused fills of two tenants are logged for each, with the caller's uid") {
