@@ -244,6 +244,9 @@ std::string Metrics::Render(BlockAdmin& store, const MetricsViewer& viewer) {
   RenderProcessMetrics(w);
   w.Family("gpucache_epoch", "gauge", "Current epoch (bumped at every start and fence).");
   w.Sample("gpucache_epoch", "", static_cast<double>(stats.epoch));
+  w.Family("gpucache_automatic_fences_total", "counter",
+           "Fences the daemon made itself, an epoch having given out its 4 billion region ids; its open fills heard ESTALE.");
+  w.Sample("gpucache_automatic_fences_total", "", static_cast<double>(stats.automatic_fences));
   w.Family("gpucache_draining", "gauge", "1 while new fills are refused for an upgrade.");
   w.Sample("gpucache_draining", "", stats.draining ? 1 : 0);
   w.Family("gpucache_blocks_unverified", "gauge",

@@ -128,6 +128,8 @@ struct StoreStats {
   bool verify_walk_running = false;
   std::map<std::string, TenantCounters> tenants;
   uint64_t metadata_errors = 0;  // writes of the journal, INDEX and PINS that failed
+  // Fences the store made itself, its epoch having given out its region ids (StoreFills::Reserve).
+  uint64_t automatic_fences = 0;
 };
 
 struct StoreOptions {

@@ -94,6 +94,7 @@ Result<uint64_t> StoreCore::AdvanceEpoch(std::optional<uint64_t> from) {
     };
     reservations_.FenceAll(LeaseNowNs(), release, discard);
   }
+  if (from) automatic_fences_.fetch_add(1, std::memory_order_relaxed);
   for (auto& p : discard) medium_->Discard(*p);
   return next;
 }
@@ -161,6 +162,7 @@ StoreStats StoreAdmin::Stats() {
   StoreStats stats{epoch_.load(), admission_.draining(), medium_->errors(), unverified_.size(),
                    walking_.load() || !walk_done_.load(), admission_.counters()};
   stats.metadata_errors = medium_->metadata_errors();
+  stats.automatic_fences = automatic_fences_.load(std::memory_order_relaxed);
   return stats;
 }
 

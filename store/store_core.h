@@ -134,6 +134,7 @@ class StoreCore {
   Mutex pins_mu_ ACQUIRED_BEFORE(mu_);    // serializes the pinned set's writes
   Mutex mu_;
   std::atomic<uint64_t> epoch_{1};        // changed under fence_mu_ and mu_, read anywhere
+  std::atomic<uint64_t> automatic_fences_{0};  // epochs that gave out their region ids
   bool drain_finished_ GUARDED_BY(mu_) = false;
   BlockIndex index_ GUARDED_BY(mu_);
   Admission admission_ GUARDED_BY(mu_);  // reads index_ and medium_: declared after them

@@ -422,6 +422,10 @@ TEST_CASE("Fence: an epoch that gave out its region ids fences the store into th
   CHECK(s.Epoch() == first + 2);  // 3 ids an epoch: 1-2 and the fenced fill, 4-6, 7-9
   CHECK(regions.size() == 8);     // every committed block its own id
   for (uint64_t r : regions) CHECK((r >> 32) >= first);
+  // Counted for the operator (gpucache_automatic_fences_total); an operator's fence is not.
+  CHECK(s.Stats().automatic_fences == 2);
+  REQUIRE(s.Fence().ok());
+  CHECK(s.Stats().automatic_fences == 2);
 }
 
 // Found by review of the fix above: two fills that both found the epoch used up both fenced,
