@@ -203,6 +203,7 @@ void FileLoader::LoadNamespace(size_t dev, const std::string& tenant, const std:
                                   (damaged ? "" : "; left in place for the next start"));
         report.blocks_skipped++;
         if (damaged) SetAsideDamaged(env_, devices_.dir(dev), path);
+        if (damaged && IsValidBlockName(name)) report.damaged[tenant]++;  // not a stray file
         continue;
       }
       info->pinned = pinned;

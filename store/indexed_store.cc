@@ -20,6 +20,7 @@ bool IndexedStore::Load(MediumReport& report, std::string& error) {
   bool loaded = medium_->Load(report, error);
   if (loaded) {
     epoch_.store(report.epoch);
+    CountDamagedAtLoad(report);
     Found part;
     while (medium_->upkeep().NextFound(part)) {
       size_t restored = Restore(part);
@@ -38,6 +39,13 @@ bool IndexedStore::Load(MediumReport& report, std::string& error) {
     if (!options_.defer_background_work) StartBackgroundWork();
   }
   return loaded;
+}
+
+// Blocks the load found damaged never reach the index, but they are checksum failures all the
+// same: gpucache_checksum_failures_total and its alert must hear of damage however it is found.
+void IndexedStore::CountDamagedAtLoad(const MediumReport& report) {
+  MutexLock lock(mu_);
+  for (const auto& [tenant, n] : report.damaged) admission_.Counters(tenant).checksum_failures += n;
 }
 
 size_t IndexedStore::Restore(const Found& part) {

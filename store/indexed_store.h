@@ -39,6 +39,7 @@ class IndexedStore : public StoreAdmin, public BlockStore {
  private:
   // Indexes a part of what the medium found at start-up; how many blocks it indexed.
   size_t Restore(const Found& part) EXCLUDES(mu_);
+  void CountDamagedAtLoad(const MediumReport& report) EXCLUDES(mu_);
 };
 
 }  // namespace gpucache

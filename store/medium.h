@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -53,6 +54,9 @@ struct MediumReport {
   uint64_t epoch = 0;
   uint64_t blocks_loaded = 0;
   uint64_t blocks_skipped = 0;        // corrupt or truncated, deleted
+  // Of blocks_skipped, per tenant: files under a block's name found damaged and set aside. The
+  // store counts each as a checksum failure of its tenant, as it counts one found by a read.
+  std::map<std::string, uint64_t> damaged;
   uint64_t reservations_dropped = 0;  // payloads of unfinished writes left by the previous run
   uint64_t quarantined = 0;           // quarantined blocks still awaiting reclaim
   uint64_t from_snapshot = 0;         // of blocks_loaded, known from an index snapshot
@@ -182,7 +186,8 @@ class MediumUpkeep {
   }
   // The item NextWalkItem just gave, named by no entry, its address held by the store so that
   // nothing else writes there: the block its file holds, read in full (`info` whole). A damaged
-  // file is set aside; one that cannot be read now is left for the next start.
+  // file is set aside (kInvalidArgument); one that cannot be read now is left for the next
+  // start (kIoError).
   virtual Result<BlockInfo> ReadWalkItem(const WalkItem& item) {
     (void)item;
     return StatusCode::kNotFound;

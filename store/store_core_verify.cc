@@ -7,6 +7,7 @@
 // go one way: the store asks, the medium answers.
 #include <chrono>
 
+#include "store/layout.h"
 #include "store/store_core.h"
 
 namespace gpucache {
@@ -53,6 +54,9 @@ void StoreCore::Settle(const BlockAddress& address, const StoredPayload* stored,
       case Verdict::Kind::kDamaged: {
         // Never served: it leaves and its file is set aside in damaged/, as an eager start does.
         // No reader has it open (every open checks first), so nothing goes to quarantine.
+        // Counted as a read's checksum failure is (ReportCorrupt), once: the first to settle
+        // it wins, and its file leaves for damaged/.
+        admission_.Counters(address.tenant).checksum_failures++;
         damaged.push_back(DepartLocked(*id, false));
         damaged.back().damage = "its first use's verification";
         break;
@@ -66,7 +70,10 @@ void StoreCore::Settle(const BlockAddress& address, const StoredPayload* stored,
     }
   }
   // Not a removal the kernel can have seen: it never had the block's attributes (every answer
-  // about it waited for this check), so no observer is told.
+  // about it waited for this check), so no observer is told. Telling it kCorrupt would do harm:
+  // the daemon's observer invalidates the block's entry at once (fs/session.cc), which takes
+  // the directory's lock, and this check runs inside a LOOKUP that holds it. The damage is
+  // counted above and named in the walk's report.
   Finish(std::move(damaged), std::nullopt);
 }
 
@@ -152,6 +159,10 @@ void StoreCore::WalkUnnamed(const MediumUpkeep::WalkItem& item, MediumUpkeep::Wa
   if (!info.ok()) {
     counts.skipped++;
     MutexLock lock(mu_);
+    // A damaged file under a block's name was set aside: counted as an eager start counts it.
+    if (info.status() == StatusCode::kInvalidArgument && IsValidBlockName(address.block)) {
+      admission_.Counters(address.tenant).checksum_failures++;
+    }
     leaving_.Left(address);
     return;
   }
