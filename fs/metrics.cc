@@ -138,7 +138,6 @@ void Metrics::RecordBlockRead(const std::string& tenant, uint64_t bytes) {
   TenantIo& io = Of(tenant);
   io.reads.fetch_add(1, kRelaxed);
   io.read_bytes.fetch_add(bytes, kRelaxed);
-  block_reads_.fetch_add(1, kRelaxed);
 }
 
 void Metrics::NoteTenant(std::string_view tenant) { t_request_tenant.assign(tenant); }
@@ -255,8 +254,8 @@ std::string Metrics::Render(BlockAdmin& store, const MetricsViewer& viewer) {
   w.Sample("gpucache_blocks_unverified", "", double(stats.blocks_unverified));
   w.Family("gpucache_verify_walk_running", "gauge", "1 while the start's background walk runs.");
   w.Sample("gpucache_verify_walk_running", "", stats.verify_walk_running ? 1 : 0);
-  RenderBackingMetrics(w, store, backing_io_stats_ ? backing_io_stats_() : std::nullopt,
-                       block_reads_.load(), read_errors_.load(), viewer.operator_view);
+  RenderBackingMetrics(w, store, backing_io_stats_ ? backing_io_stats_() : MediumIoStats{},
+                       read_errors_.load(), viewer.operator_view);
   RenderRamMetrics(w, ram_source_ ? ram_source_() : RamMetrics{});
 
   struct Series {

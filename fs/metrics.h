@@ -26,7 +26,7 @@
 #include "fs/ram_serving.h"
 #include "store/block_store.h"
 #include "store/limits.h"
-#include "store/io/uring_reader.h"
+#include "store/medium.h"
 #include "store/mutex.h"
 
 namespace gpucache {
@@ -57,8 +57,8 @@ struct MetricsViewer {
 
 // The backing I/O in use ("posix ..." or the io_uring reader's status line), for the log.
 std::string BackingIoDescription(IndexedStore& store);
-// The io_uring reader's counters when the store reads through it (wiring for Metrics).
-std::optional<UringReaderStats> BackingIoStatsOf(IndexedStore& store);
+// How the store's medium reads block files, with its counters (wiring for Metrics).
+MediumIoStats BackingIoStatsOf(IndexedStore& store);
 
 class Metrics {
  public:
@@ -90,8 +90,8 @@ class Metrics {
 
   std::string Render(BlockAdmin& store, const MetricsViewer& viewer);
   // Where the backing reads' counters come from (set once at start-up by the daemon's wiring;
-  // none: every read is a pread).
-  using BackingIoStats = std::function<std::optional<UringReaderStats>()>;
+  // none: no backing reads are known, every series is 0).
+  using BackingIoStats = std::function<MediumIoStats()>;
   void SetBackingIoStats(BackingIoStats stats) { backing_io_stats_ = std::move(stats); }
   // The limits in force (the configuration as last reloaded), for gpucache_limit: set once by
   // the Filesystem that owns these metrics.
@@ -121,7 +121,7 @@ class Metrics {
   void RenderOps(class MetricsWriter& w);
 
   std::array<Histogram, kFuseOpCount> ops_;
-  std::atomic<uint64_t> block_reads_{0}, read_errors_{0};
+  std::atomic<uint64_t> read_errors_{0};
   std::atomic<uint64_t> reloads_ok_{0}, reloads_failed_{0};
   mutable Mutex mu_;
   std::map<std::string, std::unique_ptr<TenantIo>, std::less<>> io_ GUARDED_BY(mu_);
@@ -162,8 +162,7 @@ std::string Label(const char* name, const std::string& value);
 void RenderProcessMetrics(MetricsWriter& w);
 // fs/metrics_ram.cc: the RAM tier and its passthrough opens (adr/0020).
 void RenderRamMetrics(MetricsWriter& w, const RamMetrics& ram);
-void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store,
-                          const std::optional<UringReaderStats>& uring, uint64_t block_reads,
+void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store, const MediumIoStats& io,
                           uint64_t read_errors, bool operator_view);
 
 }  // namespace gpucache

@@ -62,9 +62,7 @@ size_t OpenFds() {
 
 std::string BackingIoDescription(IndexedStore& store) { return store.medium().IoStats().description; }
 
-std::optional<UringReaderStats> BackingIoStatsOf(IndexedStore& store) {
-  return store.medium().IoStats().uring;
-}
+MediumIoStats BackingIoStatsOf(IndexedStore& store) { return store.medium().IoStats(); }
 
 void RenderProcessMetrics(MetricsWriter& w) {
   std::vector<std::string> f = StatFields();
@@ -91,8 +89,7 @@ void RenderProcessMetrics(MetricsWriter& w) {
   w.Sample("gpucache_build_info", Label("version", GPUCACHE_VERSION), 1);
 }
 
-void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store,
-                          const std::optional<UringReaderStats>& u, uint64_t block_reads,
+void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store, const MediumIoStats& io,
                           uint64_t read_errors, bool operator_view) {
   StoreStats stats = store.Stats();
   w.Family("gpucache_backing_errors_total", "counter",
@@ -102,12 +99,16 @@ void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store,
   w.Sample("gpucache_backing_errors_total", "op=\"remove\"", double(stats.medium_errors));
   w.Sample("gpucache_backing_errors_total", "op=\"metadata\"", double(stats.metadata_errors));
 
+  // Each series is a counter of the reader that did the reads, as it counted them: never one
+  // worked out from others (a difference of counters that count different reads, at different
+  // moments, can go down, and Prometheus takes a decrease for a restart).
+  const std::optional<UringReaderStats>& u = io.uring;
   uint64_t via_uring = u ? u->uring_reads : 0;
   uint64_t via_cache = u ? u->page_cache_reads : 0;
-  // Every block read is one payload read of its file; what io_uring did not serve was a pread.
-  uint64_t via_pread = block_reads - std::min(block_reads, via_uring + via_cache);
+  uint64_t via_pread = u ? u->pread_reads : io.pread_reads;
   w.Family("gpucache_backing_reads_total", "counter",
-           "Payload reads of block files, by the path that served them.");
+           "Payload reads of block files (clients' reads and RAM-tier copies), by the path that "
+           "served them.");
   w.Sample("gpucache_backing_reads_total", "path=\"io_uring\"", double(via_uring));
   w.Sample("gpucache_backing_reads_total", "path=\"page_cache\"", double(via_cache));
   w.Sample("gpucache_backing_reads_total", "path=\"pread\"", double(via_pread));

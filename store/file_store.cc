@@ -24,9 +24,11 @@ namespace {
 
 class FileSource final : public RawSource {
  public:
-  FileSource(Env& env, Fd fd, uint64_t data_offset)
-      : env_(env), fd_(std::move(fd)), data_offset_(data_offset) {}
+  // `preads` (borrowed) counts this source's reads, as the io_uring reader counts its own.
+  FileSource(Env& env, Fd fd, uint64_t data_offset, std::atomic<uint64_t>& preads)
+      : env_(env), fd_(std::move(fd)), data_offset_(data_offset), preads_(preads) {}
   StatusCode ReadRaw(uint64_t offset, std::span<uint8_t> out) override {
+    preads_.fetch_add(1, std::memory_order_relaxed);
     return env_.Read(fd_.get(), out, data_offset_ + offset);
   }
 
@@ -34,6 +36,7 @@ class FileSource final : public RawSource {
   Env& env_;
   Fd fd_;
   const uint64_t data_offset_;
+  std::atomic<uint64_t>& preads_;
 };
 
 
@@ -114,6 +117,7 @@ MediumIoStats FileMedium::IoStats() const {
     io.description = io.uring->status;
   } else {
     io.description = "posix (pread through the page cache)";
+    io.pread_reads = pread_reads_.load(std::memory_order_relaxed);
   }
   io.read_back_bytes = read_back_bytes_.load(std::memory_order_relaxed);
   return io;
@@ -304,7 +308,7 @@ Result<Medium::Opened> FileMedium::Open(const BlockInfo& info,
   if (uring_) {
     source = std::make_unique<UringSource>(*uring_, std::move(fd), data_offset);
   } else {
-    source = std::make_unique<FileSource>(env_, std::move(fd), data_offset);
+    source = std::make_unique<FileSource>(env_, std::move(fd), data_offset, pread_reads_);
   }
   return Opened{std::move(source), std::move(header.checksums), std::move(header.identity)};
 }

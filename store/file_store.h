@@ -166,6 +166,9 @@ class FileMedium final : public Medium {
   std::unique_ptr<UringReader> uring_;
   std::unique_ptr<SparePool> spares_;  // started by Load over the POSIX Env
   std::atomic<uint64_t> read_back_bytes_{0};
+  // Payload reads served by pread (backing_io "posix"): counted by each FileSource, which
+  // never outlives this medium.
+  std::atomic<uint64_t> pread_reads_{0};
 
   // MediumUpkeep over this medium's state: the start's hand-over and walk go to the loader,
   // what they read in full goes into the journal.

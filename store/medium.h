@@ -82,6 +82,10 @@ struct Verdict {
 struct MediumIoStats {
   std::string description;                // one line: what serves payload reads, and why
   std::optional<UringReaderStats> uring;  // the io_uring reader's counters, when it serves them
+  // Payload reads of block files served by pread when no io_uring reader serves them (else
+  // uring->pread_reads counts its own): every read, a client's, a RAM-tier copy's or one whose
+  // bytes then fail their checksum.
+  uint64_t pread_reads = 0;
   uint64_t read_back_bytes = 0;  // payload bytes seals read back: the writes could not feed their checksums
 };
 
