@@ -107,7 +107,7 @@ void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store, const MediumIoSta
   uint64_t via_cache = u ? u->page_cache_reads : 0;
   uint64_t via_pread = u ? u->pread_reads : io.pread_reads;
   w.Family("gpucache_backing_reads_total", "counter",
-           "Payload reads of block files (clients' reads and RAM-tier copies), by the path that "
+           "Payload reads of block files (clients' reads, RAM-tier copies, cold packing), by the path that "
            "served them.");
   w.Sample("gpucache_backing_reads_total", "path=\"io_uring\"", double(via_uring));
   w.Sample("gpucache_backing_reads_total", "path=\"page_cache\"", double(via_cache));

@@ -19,12 +19,10 @@ StatusCode StoreAdmin::Invalidate(const BlockAddress& address) {
   const BlockInfo info = gone.back().info;
   const std::shared_ptr<StoredPayload> stored = gone.back().stored;
   Finish(std::move(gone), std::nullopt);  // the kernel made this change itself (unlink)
-  // A pin left in the saved set would pin what is committed at this path next, after a restart:
-  // the unlink is not acknowledged while it is.
-  StatusCode pins = was_pinned ? PersistPins() : StatusCode::kOk;
+  // A failed write of the set is counted (metadata errors): see ChangePinAndPersist.
+  if (was_pinned) (void)PersistPins();
   // Acknowledged only once it holds as a commit would: with sync_commits, after a power cut.
-  StatusCode durable = medium_->MakeRemovalDurable(info, stored.get());
-  return durable != StatusCode::kOk ? durable : pins;
+  return medium_->MakeRemovalDurable(info, stored.get());
 }
 
 StatusCode StoreAdmin::Evict(const BlockAddress& address) {

@@ -144,7 +144,7 @@ void StoreCore::ReportCorrupt(const BlockAddress& address, uint64_t region_id, s
   Finish(std::move(gone), RemovalReason::kCorrupt);
   // The pin leaves with the block: a stale entry in the persisted pins would pin whatever is
   // committed at that path next, from the next restart on (found by the reliability suite's
-  // model tester, tests/reliability/model_test.cc). A failed write is counted (medium errors);
+  // model tester, tests/reliability/model_test.cc). A failed write is counted (metadata errors);
   // nobody waits on this answer.
   if (was_pinned) (void)PersistPins();
 }
@@ -190,23 +190,19 @@ std::vector<BlockAddress> StoreCore::PinnedLocked() {
 
 StatusCode StoreCore::ChangePinAndPersist(const BlockAddress& address, bool pinned) {
   MutexLock write(pins_mu_);
-  uint64_t region_id;
   {
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);
     if (!id) return StatusCode::kNotFound;
     if (index_.at(*id).pinned == pinned) return StatusCode::kOk;
     index_.at(*id).pinned = pinned;
-    region_id = index_.at(*id).region_id;
   }
-  StatusCode s = medium_->PersistPins(PinnedLocked());
-  if (s == StatusCode::kOk) return s;
-  // Not saved: the pin is what was saved last, in memory as after a restart. pins_mu_ keeps
-  // every other pin change waiting; the block may have left (and another come) meanwhile.
-  MutexLock lock(mu_);
-  std::optional<BlockId> id = index_.Find(address);
-  if (id && index_.at(*id).region_id == region_id) index_.at(*id).pinned = !pinned;
-  return s;
+  // A set that cannot be saved (a full or failing device) is counted as a metadata error and
+  // the change holds until the next restart, which applies the set saved last. It is not
+  // refused: on a full disk of pinned blocks an unpin is how the operator makes room, and
+  // PINS cannot be rewritten there (docs/operations.md, "Pins").
+  (void)medium_->PersistPins(PinnedLocked());
+  return StatusCode::kOk;
 }
 
 }  // namespace gpucache

@@ -70,7 +70,7 @@ class StoreCore {
   // that the set written last is the newest (two writers could otherwise land an older set
   // last, or share the temporary file).
   [[nodiscard]] StatusCode PersistPins() EXCLUDES(mu_, pins_mu_);
-  // Pins or unpins `address` and saves the set; the change is undone if it cannot be saved.
+  // Pins or unpins `address` and saves the set (best effort: see the definition).
   StatusCode ChangePinAndPersist(const BlockAddress& address, bool pinned) EXCLUDES(mu_, pins_mu_);
   std::vector<BlockAddress> PinnedLocked() REQUIRES(pins_mu_) EXCLUDES(mu_);
   // After a commit or a removal appended to the medium's journal: folds it if it grew too long.

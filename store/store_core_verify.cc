@@ -30,6 +30,7 @@ void StoreCore::VerifyBeforeUse(const BlockAddress& address) {
 void StoreCore::Settle(const BlockAddress& address, const StoredPayload* stored,
                           uint64_t region_id, Verdict verdict) {
   std::vector<Departure> damaged;
+  bool was_pinned = false;
   {
     MutexLock lock(mu_);
     std::optional<BlockId> id = index_.Find(address);
@@ -57,6 +58,7 @@ void StoreCore::Settle(const BlockAddress& address, const StoredPayload* stored,
         // Counted as a read's checksum failure is (ReportCorrupt), once: the first to settle
         // it wins, and its file leaves for damaged/.
         admission_.Counters(address.tenant).checksum_failures++;
+        was_pinned = index_.at(*id).pinned;
         damaged.push_back(DepartLocked(*id, false));
         damaged.back().damage = "its first use's verification";
         break;
@@ -75,6 +77,9 @@ void StoreCore::Settle(const BlockAddress& address, const StoredPayload* stored,
   // the directory's lock, and this check runs inside a LOOKUP that holds it. The damage is
   // counted above and named in the walk's report.
   Finish(std::move(damaged), std::nullopt);
+  // The pin leaves with the block, as in ReportCorrupt: a stale entry in PINS would pin what
+  // is committed at this path next, from the next restart on.
+  if (was_pinned) (void)PersistPins();
 }
 
 void StoreCore::StartBackgroundWork() {

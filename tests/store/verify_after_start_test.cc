@@ -311,6 +311,28 @@ TEST_CASE("Verify after start: damage a first use finds is counted once, not aga
   CHECK(ReadAll(*s, 0) == PayloadOf(0));
 }
 
+// Regression (review of stop 45's diff): a pinned block a verify-later start found damaged left
+// its pin in PINS, so a block committed at its path later came back pinned after a restart.
+TEST_CASE("Verify after start: a damaged pinned block takes its pin with it") {
+  test::TempDir tmp;
+  {
+    auto s = Open(tmp.path(), {});
+    Commit(*s, 1, PayloadOf(1));
+    REQUIRE(s->SetPinned(AddressOf(Key(1)), true) == StatusCode::kOk);
+  }
+  DamageHeader(PathOf(tmp.path(), 1));
+  {
+    std::latch release(1);
+    auto s = Open(tmp.path(), HeldWalk(release));
+    CHECK_FALSE(s->Open(AddressOf(Key(1))).ok());  // its first use finds the damage
+    release.count_down();
+    s->WaitForVerification();
+    Commit(*s, 1, OtherPayloadOf(1));  // a new block at the same path, never pinned
+  }
+  auto s = Open(tmp.path(), {});
+  CHECK(s->Evict(AddressOf(Key(1))) == StatusCode::kOk);  // not pinned: evictable
+}
+
 TEST_CASE("Verify after start: a damaged file no entry names is counted when the walk finds it") {
   test::TempDir tmp, other;
   {
