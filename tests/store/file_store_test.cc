@@ -15,6 +15,7 @@
 #include "store/memory_store.h"
 #include "tests/support/commit_block.h"
 #include "tests/support/fault_env.h"
+#include "tests/support/gate.h"
 #include "tests/support/sample_identity.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tmpfs.h"
@@ -325,28 +326,12 @@ TEST_CASE("FileStore: a quarantine whose rename and unlink failed is removed by 
 class HeldQuarantineEnv final : public EnvWrapper {
  public:
   StatusCode Rename(const std::string& from, const std::string& to) override {
-    if (to.find("/quarantine/") != std::string::npos) {
-      std::unique_lock l(mu_);
-      held_ = true;
-      cv_.notify_all();
-      cv_.wait(l, [&] { return released_; });
-    }
+    if (to.find("/quarantine/") != std::string::npos) gate.Hold();
     return EnvWrapper::Rename(from, to);
   }
-  void WaitHeld() {
-    std::unique_lock l(mu_);
-    cv_.wait(l, [&] { return held_; });
-  }
-  void Release() {
-    std::lock_guard l(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool held_ = false, released_ = false;
+  void WaitHeld() { gate.WaitHeld(); }
+  void Release() { gate.Release(); }
+  test::Gate gate;
 };
 
 // Regression (review, 2026-12-06): a reclaim that came while the medium was still moving a

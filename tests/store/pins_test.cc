@@ -2,12 +2,11 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "store/file_store.h"
 #include "tests/support/commit_block.h"
+#include "tests/support/gate.h"
 #include "tests/support/sample_identity.h"
 #include "tests/support/temp_dir.h"
 
@@ -33,30 +32,10 @@ class FailingPinsEnv final : public EnvWrapper {
 class HeldPinsEnv final : public EnvWrapper {
  public:
   int OpenAppend(const std::string& path, bool truncate) override {
-    if (path.ends_with("/PINS.tmp")) {
-      std::unique_lock l(mu_);
-      if (!held_) {
-        held_ = true;
-        cv_.notify_all();
-        cv_.wait(l, [&] { return released_; });
-      }
-    }
+    if (path.ends_with("/PINS.tmp")) gate.Hold(/*once=*/true);
     return EnvWrapper::OpenAppend(path, truncate);
   }
-  void WaitHeld() {
-    std::unique_lock l(mu_);
-    cv_.wait(l, [&] { return held_; });
-  }
-  void Release() {
-    std::lock_guard l(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool held_ = false, released_ = false;
+  test::Gate gate;
 };
 
 std::unique_ptr<IndexedStore> Open(const std::string& dir, Env& env) {
@@ -110,11 +89,11 @@ TEST_CASE("FileStore: concurrent pin changes leave the newest set saved") {
     test::CommitBlock(*s, first, Payload(4096, 4), {});
     test::CommitBlock(*s, second, Payload(4096, 5), {});
     std::thread t1([&] { CHECK(s->SetPinned(AddressOf(first), true) == StatusCode::kOk); });
-    env.WaitHeld();  // the first change has taken its set, {first}, and is about to write it
+    env.gate.WaitHeld();  // the first change has taken its set, {first}, and is about to write it
     std::thread t2([&] { CHECK(s->SetPinned(AddressOf(second), true) == StatusCode::kOk); });
     // Room for the second change to write {first, second} before the first lands, as it did.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    env.Release();
+    env.gate.Release();
     t1.join();
     t2.join();
   }
