@@ -47,6 +47,15 @@ std::unique_ptr<IndexedStore> Open(const std::string& dir, Env& env) {
   return s;
 }
 
+// A store over `dir` holding two committed blocks, `a` and `b`.
+std::unique_ptr<IndexedStore> OpenWith(const std::string& dir, Env& env, const CacheIdentity& a,
+                                       const CacheIdentity& b) {
+  auto s = Open(dir, env);
+  test::CommitBlock(*s, a, Payload(4096, 1), {});
+  test::CommitBlock(*s, b, Payload(4096, 2), {});
+  return s;
+}
+
 // A pinned block refuses eviction (kBusy); an unpinned one goes (kOk).
 bool Pinned(IndexedStore& s, const CacheIdentity& id) {
   return s.Evict(AddressOf(id)) == StatusCode::kBusy;
@@ -59,9 +68,7 @@ TEST_CASE("FileStore: a pin change that cannot be saved holds until a restart, a
   FailingPinsEnv env;
   CacheIdentity saved = SampleIdentity("acme", 1), unsaved = SampleIdentity("acme", 2);
   {
-    auto s = Open(dir.path(), env);
-    test::CommitBlock(*s, saved, Payload(4096, 1), {});
-    test::CommitBlock(*s, unsaved, Payload(4096, 2), {});
+    auto s = OpenWith(dir.path(), env, saved, unsaved);
     REQUIRE(s->SetPinned(AddressOf(saved), true) == StatusCode::kOk);
     env.failing = true;
     // Not refused: on a full disk an unpin is how room is made (docs/operations.md, "Pins").
@@ -85,9 +92,7 @@ TEST_CASE("FileStore: concurrent pin changes leave the newest set saved") {
   HeldPinsEnv env;
   CacheIdentity first = SampleIdentity("acme", 4), second = SampleIdentity("acme", 5);
   {
-    auto s = Open(dir.path(), env);
-    test::CommitBlock(*s, first, Payload(4096, 4), {});
-    test::CommitBlock(*s, second, Payload(4096, 5), {});
+    auto s = OpenWith(dir.path(), env, first, second);
     std::thread t1([&] { CHECK(s->SetPinned(AddressOf(first), true) == StatusCode::kOk); });
     env.gate.WaitHeld();  // the first change has taken its set, {first}, and is about to write it
     std::thread t2([&] { CHECK(s->SetPinned(AddressOf(second), true) == StatusCode::kOk); });
