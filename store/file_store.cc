@@ -410,18 +410,15 @@ StatusCode FileMedium::WriteEpochFiles(uint64_t epoch, std::string* failed) {
   return StatusCode::kOk;
 }
 
-StatusCode FileMedium::PersistPins(const std::vector<BlockAddress>& pinned) {
+void FileMedium::PersistPins(const std::vector<BlockAddress>& pinned) {
   std::string text;
   for (const BlockAddress& a : pinned) text += a.RelativePath() + "\n";
-  StatusCode result = StatusCode::kOk;
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     if (devices_.Isolated(dev)) continue;
-    StatusCode s = WriteFileAtomically(env_, devices_.dir(dev).File("PINS"), text);
-    if (s == StatusCode::kOk) continue;
-    CountMetadataError();
-    if (result == StatusCode::kOk) result = s;
+    if (WriteFileAtomically(env_, devices_.dir(dev).File("PINS"), text) != StatusCode::kOk) {
+      CountMetadataError();
+    }
   }
-  return result;
 }
 
 }  // namespace gpucache

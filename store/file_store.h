@@ -97,7 +97,7 @@ class FileMedium final : public Medium {
   StatusCode MakeRemovalDurable(const BlockInfo& info, const StoredPayload* stored) override;
   std::string SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
   StatusCode PersistEpoch(uint64_t epoch) override;
-  StatusCode PersistPins(const std::vector<BlockAddress>& pinned) override;
+  void PersistPins(const std::vector<BlockAddress>& pinned) override;
   StatusCode IsolateDomain(const std::string& path, StoredTest& lost) override;
   std::vector<DomainInfo> Domains() override;
   // Where a committed block's file is (or where a new one would be placed).

@@ -308,9 +308,9 @@ class Medium {
   }
 
   virtual StatusCode PersistEpoch(uint64_t epoch) = 0;
-  // Saves the pinned set in every data directory in service; an error if any write failed
-  // (counted as a medium error), the previous set then staying where it was not replaced.
-  [[nodiscard]] virtual StatusCode PersistPins(const std::vector<BlockAddress>& pinned) = 0;
+  // Saves the pinned set in every data directory in service; a write that fails is counted
+  // (metadata_errors), the previous set then staying where it was not replaced.
+  virtual void PersistPins(const std::vector<BlockAddress>& pinned) = 0;
 
   // Fault domains (data directories), for media that have several. IsolateDomain takes the
   // one at `path` out of service and sets `lost` to tell the blocks stored there, which the

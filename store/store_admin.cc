@@ -20,7 +20,7 @@ StatusCode StoreAdmin::Invalidate(const BlockAddress& address) {
   const std::shared_ptr<StoredPayload> stored = gone.back().stored;
   Finish(std::move(gone), std::nullopt);  // the kernel made this change itself (unlink)
   // A failed write of the set is counted (metadata errors): see ChangePinAndPersist.
-  if (was_pinned) (void)PersistPins();
+  if (was_pinned) PersistPins();
   // Acknowledged only once it holds as a commit would: with sync_commits, after a power cut.
   return medium_->MakeRemovalDurable(info, stored.get());
 }

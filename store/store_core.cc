@@ -146,7 +146,7 @@ void StoreCore::ReportCorrupt(const BlockAddress& address, uint64_t region_id, s
   // committed at that path next, from the next restart on (found by the reliability suite's
   // model tester, tests/reliability/model_test.cc). A failed write is counted (metadata errors);
   // nobody waits on this answer.
-  if (was_pinned) (void)PersistPins();
+  if (was_pinned) PersistPins();
 }
 
 std::shared_ptr<StoredPayload> StoreCore::StoredAt(const BlockAddress& address) {
@@ -173,12 +173,12 @@ void StoreCore::FoldJournalIfDue() {
   if (medium_->upkeep().JournalFoldDue()) WriteIndex(medium_->upkeep().FoldJournal());
 }
 
-StatusCode StoreCore::PersistPins() {
+void StoreCore::PersistPins() {
   MutexLock write(pins_mu_);
-  return medium_->PersistPins(PinnedLocked());
+  medium_->PersistPins(PinnedSet());
 }
 
-std::vector<BlockAddress> StoreCore::PinnedLocked() {
+std::vector<BlockAddress> StoreCore::PinnedSet() {
   std::vector<BlockAddress> pinned;
   MutexLock lock(mu_);
   // The lambda runs under mu_ (the analysis checks it as a function of its own).
@@ -201,7 +201,7 @@ StatusCode StoreCore::ChangePinAndPersist(const BlockAddress& address, bool pinn
   // the change holds until the next restart, which applies the set saved last. It is not
   // refused: on a full disk of pinned blocks an unpin is how the operator makes room, and
   // PINS cannot be rewritten there (docs/operations.md, "Pins").
-  (void)medium_->PersistPins(PinnedLocked());
+  medium_->PersistPins(PinnedSet());
   return StatusCode::kOk;
 }
 

@@ -79,7 +79,7 @@ void StoreCore::Settle(const BlockAddress& address, const StoredPayload* stored,
   Finish(std::move(damaged), std::nullopt);
   // The pin leaves with the block, as in ReportCorrupt: a stale entry in PINS would pin what
   // is committed at this path next, from the next restart on.
-  if (was_pinned) (void)PersistPins();
+  if (was_pinned) PersistPins();
 }
 
 void StoreCore::StartBackgroundWork() {
