@@ -180,14 +180,13 @@ void FileLoader::LoadNamespace(size_t dev, const std::string& tenant, const std:
   for (size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
     path.assign(ns_path).append("/").append(name);
-    bool pinned = false;
-    if (!pins_.empty()) pinned = Pinned(relative.assign(relative_prefix).append(name));
     const SnapshotEntry* known = FromSnapshot(dir.get(), path, snapshot_ns, name, ahead.Get(i));
     std::optional<SnapshotEntry> entry;  // of a block read in full
     if (known) {
       FillFromEntry(b, *known);
       b.address.block = name;
-      b.pinned = pinned;
+      b.pinned = !pins_.empty() &&
+                 pins_.Pinned(relative.assign(relative_prefix).append(name), b.commit_time_ns);
     } else {
       relative.assign(relative_prefix).append(name);
       std::string why;
@@ -206,7 +205,7 @@ void FileLoader::LoadNamespace(size_t dev, const std::string& tenant, const std:
         if (damaged && IsValidBlockName(name)) report.damaged[tenant]++;  // not a stray file
         continue;
       }
-      info->pinned = pinned;
+      info->pinned = pins_.Pinned(relative, info->commit_time_ns);
       entry = EntryOfBlock(info.value(), info->checksum, dir.get(), name);
       b = std::move(info.value());
     }
@@ -381,18 +380,12 @@ bool FileLoader::NextFound(Found& part) {
   return NextUnverified(part);
 }
 
-std::set<std::string> FileLoader::LoadPins() {
-  std::set<std::string> pins;
+PinsFile FileLoader::LoadPins() {
+  PinsFile pins;
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     std::optional<Bytes> bytes = ReadBounded(env_, devices_.dir(dev).File("PINS"));
     if (!bytes) continue;  // none yet (an unreadable one costs the pins, never a block)
-    std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
-    while (!text.empty()) {
-      size_t end = text.find('\n');
-      std::string_view line = text.substr(0, end);
-      if (!line.empty()) pins.emplace(line);
-      text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
-    }
+    pins.TakeNewer(PinsFile::Decode({reinterpret_cast<const char*>(bytes->data()), bytes->size()}));
   }
   return pins;
 }

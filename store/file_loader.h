@@ -37,6 +37,7 @@
 #include "store/index_snapshot.h"
 #include "store/medium.h"
 #include "store/mutex.h"
+#include "store/pins_file.h"
 #include "store/posix_io.h"
 
 namespace gpucache {
@@ -75,11 +76,13 @@ class FileLoader {
   // entries read in full, the parts not handed over): none once the walk ended or an eager
   // load was handed over, so that what a daemon keeps resident is its index alone.
   size_t HeldBytes() const;
+  // The generation of the PINS this start applied: the next write of the set is newer.
+  uint64_t PinsGeneration() const { return pins_.generation(); }
 
  private:
   // Start-up (file_loader.cc).
   uint64_t DropLeftovers(MediumReport& report);
-  std::set<std::string> LoadPins();
+  PinsFile LoadPins();
   void LoadSnapshot(size_t dev);
   void LoadBlocks(size_t dev, MediumReport& report);
   void LoadNamespace(size_t dev, const std::string& tenant, const std::string& ns, MediumReport& report);
@@ -112,7 +115,6 @@ class FileLoader {
   void NoteLoaded(uint32_t ns, const SnapshotEntry& e, bool from_snapshot);
   // What this start verified, as an INDEX.
   IndexSnapshot Verified() const;
-  bool Pinned(const std::string& relative) const { return !pins_.empty() && pins_.count(relative) != 0; }
   // The part that blocks found by LoadNamespace go to.
   Found& FoundPart(size_t dev);
 
@@ -141,7 +143,7 @@ class FileLoader {
   const std::span<const std::shared_ptr<StoredPayload>> located_;
   const std::span<const std::unique_ptr<IndexLog>> logs_;
   const bool stat_ahead_;
-  std::set<std::string> pins_;  // relative paths pinned at start-up
+  PinsFile pins_;  // the newest PINS of the data directories
 
   // The snapshot of the directory being loaded and its journals' commits, in the order read,
   // and which of them is each block's. Kept (read-only) for the walk until EndWalk.

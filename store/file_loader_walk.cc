@@ -91,8 +91,9 @@ bool FileLoader::NextUnverified(Found& part) {
     b.address.ns = tn->second;
     FormatBlockNameInto(e.block, b.address.block);
     b.pinned = !pins_.empty() &&
-               pins_.count(c.relative.assign(tn->first).append("/").append(tn->second).append("/").append(
-                   b.address.block)) != 0;
+               pins_.Pinned(c.relative.assign(tn->first).append("/").append(tn->second).append("/").append(
+                                b.address.block),
+                            b.commit_time_ns);
   }
   return true;
 }
@@ -119,7 +120,7 @@ Verdict FileLoader::Check(int dir_fd, const std::string& path, const BlockAddres
     problems.push_back("skipped " + relative + ": " + why + (damaged ? "" : "; left in place for the next start"));
     return {damaged ? Verdict::Kind::kDamaged : Verdict::Kind::kGone, {}};
   }
-  info->pinned = Pinned(relative);
+  info->pinned = pins_.Pinned(relative, info->commit_time_ns);
   // Named in the journal from now on, with the file's stat: the next start trusts it.
   if (std::optional<SnapshotEntry> entry = EntryOfBlock(info.value(), info->checksum, dir_fd,
                                                                  dir_fd >= 0 ? address.block : path)) {
@@ -219,7 +220,7 @@ Result<BlockInfo> FileLoader::ReadWalkItem(const MediumUpkeep::WalkItem& item) {
     if (damaged) SetAsideDamaged(env_, devices_.dir(walk_dev_), c.path);
     return info.status();
   }
-  info->pinned = Pinned(relative);
+  info->pinned = pins_.Pinned(relative, info->commit_time_ns);
   c.found = EntryOfBlock(info.value(), info->checksum, c.dir.get(),
                          c.dir.valid() ? name : c.path);
   return info;

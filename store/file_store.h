@@ -6,7 +6,8 @@
 // by their free bytes (store/placement.h): reads of many blocks spread over the devices, a
 // fuller device takes fewer new blocks, and isolating one moves only the blocks it held (which
 // become misses). A committed block stays where it was published; the index knows where. Every directory has the layout below;
-// EPOCH and PINS are written to all of them and read as the maximum / the union.
+// EPOCH and PINS are written to all of them and read as the maximum / the newest copy
+// (store/pins_file.h).
 //
 //   <data_dir>/LOCK                       flock()ed while a daemon owns the directory
 //   <data_dir>/EPOCH                      decimal epoch, bumped and rewritten at every open
@@ -14,7 +15,7 @@
 //   <data_dir>/spare/<n>                  files made ahead for reservations, and their payloads
 //   <data_dir>/blocks/<tenant>/<ns>/<blk> committed block files (docs/block-format.md)
 //   <data_dir>/quarantine/<region>        quarantined blocks (same format), kept until reclaimed
-//   <data_dir>/PINS                       relative paths of pinned blocks, one per line
+//   <data_dir>/PINS                       pinned blocks: path and commit time (store/pins_file.h)
 //
 // A reservation takes a spare file (store/spare_pool.h) and is written in place. Its
 // checksums are computed as the bytes are written in order; commit reads back only what they
@@ -97,7 +98,7 @@ class FileMedium final : public Medium {
   StatusCode MakeRemovalDurable(const BlockInfo& info, const StoredPayload* stored) override;
   std::string SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
   StatusCode PersistEpoch(uint64_t epoch) override;
-  void PersistPins(const std::vector<BlockAddress>& pinned) override;
+  void PersistPins(const std::vector<PinnedBlock>& pinned) override;
   StatusCode IsolateDomain(const std::string& path, StoredTest& lost) override;
   std::vector<DomainInfo> Domains() override;
   // Where a committed block's file is (or where a new one would be placed).
@@ -155,6 +156,8 @@ class FileMedium final : public Medium {
 
   // What a start finds, and the walk after it (adr/0016): store/file_loader.h.
   std::unique_ptr<FileLoader> loader_;
+  // The generation of the PINS last written (or applied at start): each write is one newer.
+  std::atomic<uint64_t> pins_generation_{0};
   size_t walk_dev_ = 0;  // the device the start's walk covers (one: adr/0016)
   std::atomic<bool> walk_over_{true};  // no walk, or EndWalk ran (Append may rotate again)
   bool walk_started_ = false, walk_completed_ = false;  // set by Load and EndWalk

@@ -26,6 +26,7 @@
 #include "store/checksum.h"
 #include "store/index_keys.h"
 #include "store/io/uring_reader.h"
+#include "store/pins_file.h"
 
 namespace gpucache {
 
@@ -309,8 +310,9 @@ class Medium {
 
   virtual StatusCode PersistEpoch(uint64_t epoch) = 0;
   // Saves the pinned set in every data directory in service; a write that fails is counted
-  // (metadata_errors), the previous set then staying where it was not replaced.
-  virtual void PersistPins(const std::vector<BlockAddress>& pinned) = 0;
+  // (metadata_errors), the previous set then staying where it was not replaced (a start
+  // applies the newest set saved: store/pins_file.h).
+  virtual void PersistPins(const std::vector<PinnedBlock>& pinned) = 0;
 
   // Fault domains (data directories), for media that have several. IsolateDomain takes the
   // one at `path` out of service and sets `lost` to tell the blocks stored there, which the

@@ -178,12 +178,12 @@ void StoreCore::PersistPins() {
   medium_->PersistPins(PinnedSet());
 }
 
-std::vector<BlockAddress> StoreCore::PinnedSet() {
-  std::vector<BlockAddress> pinned;
+std::vector<PinnedBlock> StoreCore::PinnedSet() {
+  std::vector<PinnedBlock> pinned;
   MutexLock lock(mu_);
   // The lambda runs under mu_ (the analysis checks it as a function of its own).
   index_.ForEach([&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
-    if (index_.at(id).pinned) pinned.push_back(index_.AddressOf(id));
+    if (index_.at(id).pinned) pinned.push_back({index_.AddressOf(id), index_.at(id).commit_time_ns});
   });
   return pinned;
 }

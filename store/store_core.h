@@ -72,7 +72,7 @@ class StoreCore {
   void PersistPins() EXCLUDES(mu_, pins_mu_);
   // Pins or unpins `address` and saves the set (best effort: see the definition).
   StatusCode ChangePinAndPersist(const BlockAddress& address, bool pinned) EXCLUDES(mu_, pins_mu_);
-  std::vector<BlockAddress> PinnedSet() REQUIRES(pins_mu_) EXCLUDES(mu_);
+  std::vector<PinnedBlock> PinnedSet() REQUIRES(pins_mu_) EXCLUDES(mu_);
   // After a commit or a removal appended to the medium's journal: folds it if it grew too long.
   void FoldJournalIfDue() EXCLUDES(mu_);
   // Applies a verdict on the unverified block (`region_id`) at `address` on `stored`; nothing if

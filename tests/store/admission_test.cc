@@ -284,7 +284,7 @@ struct TwoDevices final : Medium {
   }
   void Drop(const BlockInfo& i, const std::shared_ptr<StoredPayload>& st) override { m.Drop(i, st); }
   StatusCode PersistEpoch(uint64_t e) override { return m.PersistEpoch(e); }
-  void PersistPins(const std::vector<BlockAddress>& p) override { m.PersistPins(p); }
+  void PersistPins(const std::vector<PinnedBlock>& p) override { m.PersistPins(p); }
   MediumIoStats IoStats() const override { return m.IoStats(); }
   bool SharesDevice(const PendingPayload&, const StoredPayload* st) const override {
     return static_cast<const OnDevice*>(st)->dev == 1;

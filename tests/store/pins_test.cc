@@ -18,14 +18,15 @@ using test::SampleIdentity;
 
 bool IsPinsFile(const std::string& path) { return path.ends_with("/PINS"); }
 
-// Fails the rename that publishes PINS while `failing` is set.
+// Fails the rename that publishes PINS while `failing` is set (in `only_under`, if not empty).
 class FailingPinsEnv final : public EnvWrapper {
  public:
   StatusCode Rename(const std::string& from, const std::string& to) override {
-    if (failing && IsPinsFile(to)) return StatusCode::kIoError;
+    if (failing && IsPinsFile(to) && to.starts_with(only_under)) return StatusCode::kIoError;
     return EnvWrapper::Rename(from, to);
   }
   bool failing = false;
+  std::string only_under;
 };
 
 // Holds the first write of PINS (its temporary file's open) until Release.
@@ -38,13 +39,16 @@ class HeldPinsEnv final : public EnvWrapper {
   test::Gate gate;
 };
 
-std::unique_ptr<IndexedStore> Open(const std::string& dir, Env& env) {
+std::unique_ptr<IndexedStore> Open(const std::vector<std::string>& dirs, Env& env) {
   StoreOptions options;
   options.env = &env;
   std::string error;
-  auto s = OpenFileStore(dir, options, nullptr, &error);
+  auto s = OpenFileStore(dirs, options, nullptr, &error);
   REQUIRE_MESSAGE(s, error);
   return s;
+}
+std::unique_ptr<IndexedStore> Open(const std::string& dir, Env& env) {
+  return Open(std::vector<std::string>{dir}, env);
 }
 
 // A store over `dir` holding two committed blocks, `a` and `b`.
@@ -105,6 +109,61 @@ TEST_CASE("FileStore: concurrent pin changes leave the newest set saved") {
   auto s = Open(dir.path(), env);
   CHECK(Pinned(*s, first));
   CHECK(Pinned(*s, second));
+}
+
+
+// Regression (2026-12-07): PINS is written to every data directory and was read as the union of
+// them, so an unpin whose write failed in one directory came back there after a restart.
+TEST_CASE("FileStore: an unpin saved in one of two data directories holds after a restart") {
+  test::TempDir a, b;
+  FailingPinsEnv env;
+  const std::vector<std::string> dirs{a.path(), b.path()};
+  CacheIdentity id = SampleIdentity("acme", 6);
+  {
+    auto s = Open(dirs, env);
+    test::CommitBlock(*s, id, Payload(4096, 1), {});
+    REQUIRE(s->SetPinned(AddressOf(id), true) == StatusCode::kOk);
+    env.failing = true;
+    env.only_under = b.path() + "/";
+    REQUIRE(s->SetPinned(AddressOf(id), false) == StatusCode::kOk);
+    CHECK(s->Stats().metadata_errors == 1);  // saved in a, not in b
+    env.failing = false;
+  }
+  auto s = Open(dirs, env);
+  CHECK_FALSE(Pinned(*s, id));
+}
+
+// Regression (2026-12-07): a pin left in PINS by an unpin whose write failed pinned whatever was
+// committed at its path next, from the next restart on.
+TEST_CASE("FileStore: a pin that could not be removed from PINS does not pin the next commit at its path") {
+  test::TempDir dir;
+  FailingPinsEnv env;
+  CacheIdentity id = SampleIdentity("acme", 7);
+  {
+    auto s = Open(dir.path(), env);
+    test::CommitBlock(*s, id, Payload(4096, 1), {});
+    REQUIRE(s->SetPinned(AddressOf(id), true) == StatusCode::kOk);
+    env.failing = true;
+    REQUIRE(s->SetPinned(AddressOf(id), false) == StatusCode::kOk);  // PINS still names it
+    env.failing = false;
+    REQUIRE(s->Invalidate(AddressOf(id)) == StatusCode::kOk);
+    test::CommitBlock(*s, id, Payload(4096, 2), {});  // another block at the same path
+  }
+  auto s = Open(dir.path(), env);
+  CHECK_FALSE(Pinned(*s, id));
+}
+
+// A pin still holds across restarts, and a PINS of the first format (paths alone) still reads.
+TEST_CASE("FileStore: pins of the first PINS format still apply") {
+  test::TempDir dir;
+  FailingPinsEnv env;
+  CacheIdentity pinned = SampleIdentity("acme", 8), other = SampleIdentity("acme", 9);
+  { OpenWith(dir.path(), env, pinned, other); }
+  REQUIRE(WriteFileAtomically(env, dir.path() + "/PINS", AddressOf(pinned).RelativePath() + "\n") ==
+          StatusCode::kOk);
+  auto s = Open(dir.path(), env);
+  CHECK(Pinned(*s, pinned));
+  CHECK_FALSE(Pinned(*s, other));
 }
 
 }  // namespace
