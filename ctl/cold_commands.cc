@@ -108,7 +108,7 @@ int PurgeTenant(const ColdArgs& a, bool as_json) {
     uint64_t deleted = Field(r, "manifests_deleted") + Field(r, "locators_deleted");
     total["manifests_deleted"] = Field(total, "manifests_deleted") + Field(r, "manifests_deleted");
     total["locators_deleted"] = Field(total, "locators_deleted") + Field(r, "locators_deleted");
-    total["kept"] = r["kept"];
+    total["kept"] = r.value("kept", json::array());
     total["complete"] = r.value("complete", false);
     if (total["complete"] == true || deleted == 0) break;
   }
@@ -117,7 +117,7 @@ int PurgeTenant(const ColdArgs& a, bool as_json) {
   } else {
     std::cout << "purged tenant " << a.tenant << ": " << total["manifests_deleted"].dump()
               << " manifest(s), " << total["locators_deleted"].dump() << " locator(s)\n";
-    for (const auto& k : total["kept"]) std::cout << "kept " << k.get<std::string>() << "\n";
+    std::cout << KeyLines("kept", total["kept"]);
   }
   return total["complete"] == true ? 0 : 3;
 }
@@ -159,18 +159,7 @@ int Reseal(const ColdArgs& a, bool as_json) {
   json req{{"op", "cold.reseal"}};
   if (a.budget) req["budget"] = *a.budget;
   if (!a.after.empty()) req["after"] = a.after;
-  return Send(a.mountpoint, req, as_json, [](const json& r) {
-    std::string out = "scanned " + r["manifests_scanned"].dump() + " manifest(s): resealed " +
-                      r["manifests_resealed"].dump() + ", already current " +
-                      r["manifests_current"].dump() + "; locators resealed " +
-                      r["locators_resealed"].dump() + ", already current " +
-                      r["locators_current"].dump() + "; " + r["bytes"].dump() + " bytes\n";
-    for (const auto& k : r["refused"]) out += "refused " + k.get<std::string>() + "\n";
-    if (r.value("budget_reached", false)) {
-      out += "budget reached; continue with --after " + r["resume_after"].get<std::string>() + "\n";
-    }
-    return out;
-  });
+  return Send(a.mountpoint, req, as_json, ResealText);
 }
 
 }  // namespace
@@ -195,10 +184,8 @@ int Cold(const std::string& action, const ColdArgs& a, bool as_json) {
   }
   if (action == "reclaim") {
     return Send(m, {{"op", "cold.reclaim"}, {"manifest", a.manifest}}, as_json, [](const json& r) {
-      std::string out;
-      for (const auto& k : r["deleted"]) out += "deleted " + k.get<std::string>() + "\n";
-      for (const auto& k : r["kept"]) out += "kept " + k.get<std::string>() + "\n";
-      return out;
+      return KeyLines("deleted", r.value("deleted", json::array())) +
+             KeyLines("kept", r.value("kept", json::array()));
     });
   }
   if (action == "reseal") return Reseal(a, as_json);

@@ -13,6 +13,11 @@ uint64_t Field(const json& j, const char* key) { return j.value(key, uint64_t{0}
 // hostile or intercepted endpoint cannot forge lines or send escape sequences to the terminal.
 std::string FromObjectStore(const std::string& s) { return Printable(s, 512); }
 
+// A key of a reply's list: escaped; anything but a string as JSON (never an exception).
+std::string KeyText(const json& key) {
+  return key.is_string() ? FromObjectStore(key.get<std::string>()) : key.dump();
+}
+
 }  // namespace
 
 std::string PackSummary(const json& r) {
@@ -45,6 +50,26 @@ std::string FailedText(const json& r) {
            " " + FromObjectStore(f["error"]["code"].get<std::string>()) + "\n";
   }
   return out.empty() ? std::string("no failed jobs\n") : out;
+}
+
+std::string KeyLines(const std::string& label, const json& keys) {
+  std::string out;
+  if (!keys.is_array()) return out;
+  for (const auto& k : keys) out += label + " " + KeyText(k) + "\n";
+  return out;
+}
+
+std::string ResealText(const json& r) {
+  std::string out = "scanned " + r["manifests_scanned"].dump() + " manifest(s): resealed " +
+                    r["manifests_resealed"].dump() + ", already current " +
+                    r["manifests_current"].dump() + "; locators resealed " +
+                    r["locators_resealed"].dump() + ", already current " +
+                    r["locators_current"].dump() + "; " + r["bytes"].dump() + " bytes\n";
+  out += KeyLines("refused", r.value("refused", json::array()));
+  if (r.value("budget_reached", false)) {
+    out += "budget reached; continue with --after " + KeyText(r.value("resume_after", json())) + "\n";
+  }
+  return out;
 }
 
 }  // namespace gpucache::ctl

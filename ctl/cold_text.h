@@ -13,4 +13,11 @@ std::string PackSummary(const nlohmann::json& reply);
 // cold.failed's reply: one line per failed job, or "no failed jobs".
 std::string FailedText(const nlohmann::json& reply);
 
+// One line per object key of `keys` (a reply's list), each after `label` and a space: keys come
+// from the object store's listings and manifests, so they are escaped like its error text.
+std::string KeyLines(const std::string& label, const nlohmann::json& keys);
+
+// cold.reseal's reply: the counts, the keys refused, and where to continue.
+std::string ResealText(const nlohmann::json& reply);
+
 }  // namespace gpucache::ctl

@@ -43,5 +43,24 @@ TEST_CASE("Cold text: an S3 error's newline and escape are printed escaped, on t
   CHECK(text == "job=7 blocks=1 bytes=10 attempts=3 step=object error=denied " + kEscaped + "\n");
 }
 
+// Regression (2026-12-07): object keys (reclaim's deleted and kept, purge-tenant's kept,
+// reseal's refused and where to resume) were printed as the listing or manifest gave them.
+TEST_CASE("Cold text: object keys from a listing are printed escaped, one per line") {
+  json keys = json::array({"packs/ok", kForged, 42});
+  CHECK(KeyLines("kept", keys) == "kept packs/ok\nkept " + kEscaped + "\nkept 42\n");
+  CHECK(KeyLines("kept", json()).empty());  // no list: no lines, no exception
+
+  json reseal{{"manifests_scanned", 2}, {"manifests_resealed", 1}, {"manifests_current", 0},
+              {"locators_resealed", 0}, {"locators_current", 0}, {"bytes", 5},
+              {"refused", json::array({kForged})}, {"budget_reached", true},
+              {"resume_after", kForged}};
+  std::string text = ResealText(reseal);
+  CAPTURE(text);
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK(text.find("refused " + kEscaped + "\n") != std::string::npos);
+  CHECK(text.find("continue with --after " + kEscaped + "\n") != std::string::npos);
+  CHECK(Lines(text) == 3);
+}
+
 }  // namespace
 }  // namespace gpucache::ctl
