@@ -10,6 +10,7 @@
 //   user.gpucache.valid_length   tokens in the block
 //   user.gpucache.pinned         "1" or "0"; a tenant member may set it (pinned: never evicted)
 //   user.gpucache.owner          uid:gid of the committer
+//   user.gpucache.open_handles   handles open on it now (an open block is never evicted)
 // On a reservation (<block>.part): identity (writable by its owner until commit), state,
 // epoch, region, and fill ("pending").
 // On a namespace directory: user.gpucache.fill.<block> is the outcome of that block's latest
@@ -23,7 +24,8 @@ namespace {
 constexpr std::string_view kPrefix = "user.gpucache.";
 constexpr std::string_view kIdentity = "identity";
 const std::vector<std::string> kBlockKeys = {"identity", "identity_text", "state", "checksum",
-                                             "epoch", "region", "valid_length", "pinned", "owner"};
+                                             "epoch", "region", "valid_length", "pinned", "owner",
+                                             "open_handles"};
 const std::vector<std::string> kPartKeys = {"identity", "state", "epoch", "region", "fill"};
 constexpr std::string_view kFillPrefix = "fill.";
 
@@ -57,6 +59,7 @@ Result<std::string> Filesystem::BlockXattr(const Node& n, std::string_view key) 
   if (key == "valid_length") return std::to_string(b->identity.valid_length);
   if (key == "pinned") return std::string(b->pinned ? "1" : "0");
   if (key == "owner") return std::to_string(b->owner.uid) + ":" + std::to_string(b->owner.gid);
+  if (key == "open_handles") return std::to_string(b->open_handles);
   return StatusCode::kNoAttribute;
 }
 

@@ -68,6 +68,7 @@ struct BlockInfo : IndexedBlock {
   Bytes canonical_identity;  // GPCK bytes, as set through the identity xattr
   std::string checksum;      // "xxh3-128:<hex>" of the whole payload (Stat, Open only)
   BlockState state = BlockState::kCommitted;
+  uint32_t open_handles = 0;  // readers holding it open, which keep it from eviction (Stat, StatAttributes)
 };
 
 using ReservationId = uint64_t;

@@ -270,7 +270,7 @@ TEST_CASE("Filesystem: xattrs: listing a block's names reads its header once") {
   const uint64_t before = h.store.TEST_HeldReads();
   Result<std::vector<std::string>> names = h.fs.ListXattr(kMember, block);
   REQUIRE(names.ok());
-  CHECK(names->size() == 9);
+  CHECK(names->size() == 10);
   CHECK(h.store.TEST_HeldReads() == before + 1);  // not once per key that needs the header
   // A block that left since its lookup is missing (ENOENT), as its stat says; its names are
   // not missing attributes (ENODATA for a getxattr).
@@ -278,6 +278,28 @@ TEST_CASE("Filesystem: xattrs: listing a block's names reads its header once") {
   CHECK(h.fs.ListXattr(kMember, block).status() == StatusCode::kNotFound);
   CHECK(ReplyXattrErrno(h.fs.GetXattr(kMember, block, "user.gpucache.checksum")) == ENOENT);
   CHECK(ReplyXattrErrno(h.fs.GetXattr(kMember, block, "user.gpucache.state")) == ENOENT);
+}
+
+// How an operator (and gpucache-replay --mount, which waits for the kernel's asynchronous
+// RELEASE before its next commit) sees why a block is not evicted: it is open.
+TEST_CASE("Filesystem: xattrs: open_handles counts the handles open on a block") {
+  FsHarness h;
+  CacheIdentity id = SampleIdentity("acme");
+  h.Commit(id, Payload(10));
+  uint64_t block = h.Ino(h.Namespace(id), FsHarness::BlockName(id));
+  auto handles = [&] { return h.fs.GetXattr(kMember, block, "user.gpucache.open_handles").value(); };
+  CHECK(handles() == "0");
+  Reply first = ReplyToOpen(h.fs.Open(kMember, block, O_RDONLY));
+  Reply second = ReplyToOpen(h.fs.Open(kMember, block, O_RDONLY));
+  REQUIRE(first.err == 0);
+  REQUIRE(second.err == 0);
+  CHECK(handles() == "2");
+  h.fs.Release(*first.handle);
+  first.handle.reset();  // as fuse_ops' RELEASE does: the reader closes with its handle
+  CHECK(handles() == "1");
+  h.fs.Release(*second.handle);
+  second.handle.reset();
+  CHECK(handles() == "0");
 }
 
 TEST_CASE("Filesystem: xattrs: a block lists what it is, a .part what it has so far") {
@@ -291,7 +313,8 @@ TEST_CASE("Filesystem: xattrs: a block lists what it is, a .part what it has so 
                              "user.gpucache.identity", "user.gpucache.identity_text",
                              "user.gpucache.state", "user.gpucache.checksum", "user.gpucache.epoch",
                              "user.gpucache.region", "user.gpucache.valid_length",
-                             "user.gpucache.pinned", "user.gpucache.owner"});
+                             "user.gpucache.pinned", "user.gpucache.owner",
+                             "user.gpucache.open_handles"});
   CHECK(h.fs.GetXattr(kMember, block, "user.gpucache.valid_length").value() ==
         std::to_string(id.valid_length));
   CHECK(h.fs.GetXattr(kMember, block, "user.gpucache.checksum").value().starts_with("xxh3-128:"));
