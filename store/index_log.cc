@@ -108,7 +108,12 @@ StatusCode IndexLog::Append(const JournalRecord& record, uint64_t* journal_bytes
   gpucache::Bytes bytes = EncodeJournalRecord(record);
   MutexLock lock(mu_);
   if (journal_bytes) *journal_bytes = 0;
-  if (!fd_.valid()) return StatusCode::kOk;
+  // A JOURNAL that an emptying or a rotation could not open is tried again at every record
+  // rather than left off for the daemon's life: the open is one call where the commit made
+  // several, and each record it cannot write is an error for the caller to count.
+  if (!fd_.valid()) {
+    if (int failed = OpenEmpty(); failed < 0) return StatusFromErrno(-failed);
+  }
   StatusCode s = env_.Append(fd_.get(), bytes);
   bytes_ += bytes.size();
   if (journal_bytes) *journal_bytes = bytes_;
@@ -131,10 +136,7 @@ IndexLog::Rotation IndexLog::Rotate(uint64_t limit) {
     return Rotation::kFailed;
   }
   rotation_ = RotationState::kWriting;
-  int opened = env_.OpenAppend(dir_.File(kJournalFile), /*truncate=*/true);
-  fd_ = Fd(opened >= 0 ? opened : -1);
-  bytes_ = 0;
-  return opened >= 0 ? Rotation::kRotated : Rotation::kNoJournal;
+  return OpenEmpty() >= 0 ? Rotation::kRotated : Rotation::kNoJournal;
 }
 
 void IndexLog::EndRotation(bool written) {
@@ -185,11 +187,16 @@ bool IndexLog::Write(const IndexSnapshot& index) {
 
 void IndexLog::Empty() {
   MutexLock lock(mu_);
+  OpenEmpty();  // if it fails, the next Append tries again
+  rotation_ = RotationState::kNone;
+  env_.Remove(dir_.File(kOldJournalFile));
+}
+
+int IndexLog::OpenEmpty() {
   int opened = env_.OpenAppend(dir_.File(kJournalFile), /*truncate=*/true);
   fd_ = Fd(opened >= 0 ? opened : -1);
   bytes_ = 0;
-  rotation_ = RotationState::kNone;
-  env_.Remove(dir_.File(kOldJournalFile));
+  return opened;
 }
 
 }  // namespace gpucache

@@ -61,9 +61,11 @@ class IndexLog {
 
   // --- Any time.
   // One record, one write (O_APPEND): a crash leaves whole records and at most one torn one.
-  // kOk also when no JOURNAL is open (none started, or a rotation could not reopen one: INDEX
-  // is checked at the next start anyway). `journal_bytes`, if given: JournalBytes() after it,
-  // under the same lock (a commit asks whether a fold is due).
+  // With no JOURNAL open (an emptying or a rotation could not open one) a fresh one is opened
+  // first; if that fails too, the record is not written and the open's error is returned, for
+  // the caller to count. (No block is lost either way: a start finds the files no record names
+  // by listing their directories and reads them in full.) `journal_bytes`, if given:
+  // JournalBytes() after it, under the same lock (a commit asks whether a fold is due).
   StatusCode Append(const JournalRecord& record, uint64_t* journal_bytes = nullptr);
   // Bytes appended to JOURNAL since it was last emptied.
   uint64_t JournalBytes() const;
@@ -72,10 +74,10 @@ class IndexLog {
   // before JOURNAL at a start until then. kNotDue (nothing done; also while another rotation's
   // INDEX is being written: a second rename would put JOURNAL over JOURNAL.old, whose records
   // no INDEX holds yet), kFailed (the rename failed: JOURNAL goes on growing, no record
-  // dropped), kNoJournal (rotated, but no fresh JOURNAL could be opened: none until the next
-  // start, whose INDEX check covers it). After a rotation whose INDEX could not be written,
-  // the next call past the limit answers kRotated without a rename: JOURNAL.old still holds
-  // what the last INDEX lacks, and the caller writes INDEX again.
+  // dropped), kNoJournal (rotated, but no fresh JOURNAL could be opened: the next Append tries
+  // again). After a rotation whose INDEX could not be written, the next call past the limit
+  // answers kRotated without a rename: JOURNAL.old still holds what the last INDEX lacks, and
+  // the caller writes INDEX again.
   enum class Rotation { kNotDue, kRotated, kNoJournal, kFailed };
   Rotation Rotate(uint64_t limit);
   // Ends the rotation: JOURNAL.old goes once INDEX was `written`; else it stays, replayed by
@@ -90,10 +92,15 @@ class IndexLog {
   [[nodiscard]] bool Write(const IndexSnapshot& index);
   // Removes INDEX: the next start checks every file.
   void RemoveIndex() { env_.Remove(dir_.File(kSnapshotFile)); }
-  // Empties JOURNAL (and drops JOURNAL.old), appended to from now on.
+  // Empties JOURNAL (and drops JOURNAL.old), appended to from now on; if it cannot be opened,
+  // the next Append tries again.
   void Empty();
 
  private:
+  // Opens JOURNAL emptied as fd_ (invalid if that failed), nothing appended yet: the
+  // descriptor, or -errno.
+  int OpenEmpty() REQUIRES(mu_);
+
   Env& env_;
   const DataDir dir_;
   const uint64_t most_replayed_;

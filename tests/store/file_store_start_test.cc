@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -96,6 +97,17 @@ class RotationFaults final : public EnvWrapper {
  private:
   const bool fail_rename_;
   bool rotations_started_ = false;
+};
+
+// Fails every open of JOURNAL for appending while `failing` is set (a full descriptor table,
+// a directory gone read-only).
+class JournalUnopenable final : public EnvWrapper {
+ public:
+  int OpenAppend(const std::string& path, bool truncate) override {
+    if (failing && path.ends_with("/JOURNAL")) return -EIO;
+    return EnvWrapper::OpenAppend(path, truncate);
+  }
+  std::atomic<bool> failing{false};
 };
 
 // Fails every open of one file with EIO, as a failing sector under its inode would.
@@ -357,6 +369,52 @@ TEST_CASE("Index journal: a rotation that cannot rename or reopen loses no block
     if (fail_rename) CHECK(report.from_snapshot == 20);
     for (int k = 0; k < 20; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
   }
+}
+
+// Regression: a start (or a rotation) that could not open JOURNAL left the journal off for the
+// daemon's life, and the commits after it were neither journaled nor counted. No block was
+// lost by it: after a crash, a start finds the files no record names by listing the namespace
+// and reads them in full (an eager start before it opens; one that verifies later only when
+// its walk reaches them, a miss until then). Now each such commit counts as a metadata error,
+// and the next commit opens JOURNAL again.
+TEST_CASE("Index journal: commits while JOURNAL cannot be opened are counted, and the journal comes back") {
+  test::TempDir tmp;
+  REQUIRE(InCrashingChild([&] {
+            JournalUnopenable env;
+            env.failing = true;  // the start's emptying of JOURNAL fails
+            FileStoreReport report;
+            auto s = Open(tmp.path(), &env, report).release();  // never closed
+            for (int k = 0; k < 3; k++) {
+              if (!Commit(*s, k)) return 1;
+            }
+            if (s->Stats().metadata_errors != 3) return 2;  // one per commit not journaled
+            env.failing = false;
+            for (int k = 3; k < 5; k++) {
+              if (!Commit(*s, k)) return 1;
+            }
+            return s->Stats().metadata_errors == 3 ? 0 : 3;  // journaled again
+          }) == 0);
+  fs::copy(tmp.path(), tmp.path() + "-later", fs::copy_options::recursive);
+  {  // Verifying later, the commits the journal names are there at once, the others once the
+     // walk found their files.
+    std::latch release(1);
+    StoreOptions options;
+    options.verify_in_background = true;
+    options.before_walk = [&release] { release.wait(); };
+    FileStoreReport report;
+    auto s = Open(tmp.path() + "-later", nullptr, report, 0, options);
+    for (int k = 0; k < 3; k++) CHECK(ReadAll(*s, k).empty());
+    for (int k = 3; k < 5; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
+    release.count_down();
+    s->WaitForVerification();
+    for (int k = 0; k < 5; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
+  }
+  fs::remove_all(tmp.path() + "-later");
+  FileStoreReport report;
+  auto s = Open(tmp.path(), nullptr, report);
+  CHECK(report.blocks_loaded == 5);
+  CHECK(report.from_snapshot == 2);  // the journal's; the other three read in full
+  for (int k = 0; k < 5; k++) CHECK(ReadAll(*s, k) == PayloadOf(k));
 }
 
 // A rotation writes INDEX from the index and removes the journal it replaced. The fold used to

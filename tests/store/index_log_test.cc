@@ -180,6 +180,30 @@ TEST_CASE("IndexLog: a journal longer than a start replays is cut at the bound a
   CHECK_FALSE(read.torn);
 }
 
+// Regression: a JOURNAL that Empty or a rotation could not open
+// stayed closed for the daemon's life, and every Append after it answered kOk having written
+// nothing: no error counted, no record for the next start. Now each Append opens it again
+// first, and a record it cannot write is an error.
+TEST_CASE("IndexLog: a JOURNAL that could not be opened is opened by the next append; a record not written is an error") {
+  using Op = test::FaultEnv::Op;
+  test::TempDir tmp;
+  test::FaultEnv env;
+  IndexLog log(env, DataDir(tmp.path()));
+  env.FailNext(Op::kOpenAppend, test::FaultEnv::Fault::kIoError);  // Empty's open
+  env.FailNext(Op::kOpenAppend, test::FaultEnv::Fault::kIoError);  // the first append's
+  log.Empty();
+  CHECK(log.Append(Record(0)) == StatusCode::kIoError);
+  CHECK(log.Append(Record(1)) == StatusCode::kOk);  // opened again
+  CHECK(Replayed(log, /*old=*/false) == 1);
+  CHECK(log.JournalBytes() == EncodeJournalRecord(Record(1)).size());
+  // The same after a rotation that could not open a fresh JOURNAL.
+  env.FailNext(Op::kOpenAppend, test::FaultEnv::Fault::kNoSpace);
+  REQUIRE(log.Rotate(0) == IndexLog::Rotation::kNoJournal);
+  log.EndRotation(/*written=*/true);
+  CHECK(log.Append(Record(2)) == StatusCode::kOk);
+  CHECK(Replayed(log, /*old=*/false) == 1);
+}
+
 // ReadIndex takes INDEX whole through Env::ReadWhole: the POSIX Env maps it, another Env (here
 // one that injects faults) gets the default copy through its own Read, so its faults reach it.
 TEST_CASE("IndexLog: INDEX reads the same mapped or copied, and an INDEX that cannot be read is none") {
