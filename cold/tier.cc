@@ -91,8 +91,9 @@ void ColdTier::Run() {
     // A running pack uploads everything the sink holds and reports it: a round here could take
     // its jobs, and their uploads would be missing from that pack's report.
     if (pack_mu_.TryLock()) {
-      sink_.DrainRound();
+      DrainReport round = sink_.DrainRound();
       pack_mu_.Unlock();
+      if (drained_) drained_(round);
     }
     lock.Lock();
   }

@@ -109,6 +109,10 @@ class ColdTier {
   // Told (on the refilling thread) of each block a refill committed to the hot store.
   // REQUIRES: set before Start() and before any refill.
   void SetRefilledHook(std::function<void(const BlockAddress&)> hook) { refilled_ = std::move(hook); }
+  // Told (on the background thread, one round at a time) what each of its drain rounds did:
+  // cold/ logs nothing itself, and an upload that fails there has no caller to answer (the
+  // daemon logs it: daemon/cold_upload_log.h). REQUIRES: set before Start().
+  void SetDrainedHook(std::function<void(const DrainReport&)> hook) { drained_ = std::move(hook); }
 
   Sink& sink() { return sink_; }
   AsyncOps& async_ops() { return async_; }
@@ -143,6 +147,7 @@ class ColdTier {
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
   std::function<void(const BlockAddress&)> refilled_;
+  std::function<void(const DrainReport&)> drained_;
   std::function<void()> abort_requests_;
   Mutex pack_mu_;  // one backfill at a time: two would read and pack the same blocks
   std::atomic<uint64_t> overflow_{0}, packed_{0}, refills_{0}, hits_{0}, refused_{0},

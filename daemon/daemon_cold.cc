@@ -52,6 +52,8 @@ std::unique_ptr<DaemonCold> DaemonCold::Create(const cold::ColdOptions& c, Block
   // systemd's TimeoutStopSec (30 s), and the hot store writes its INDEX only after the tier.
   cold::S3Client* s3_client = d->client_.get();
   d->tier_->SetStopHook([s3_client] { s3_client->AbortTransfers(); });
+  ColdUploadLog* upload_log = &d->upload_log_;
+  d->tier_->SetDrainedHook([upload_log](const cold::DrainReport& r) { upload_log->Note(r); });
   spdlog::info("cold tier: {} bucket {} prefix '{}', write-back {}, sealing with key {}",
                s3.endpoint, s3.bucket, c.tier.prefix, cold::ToString(c.tier.write_back),
                keyring->current());

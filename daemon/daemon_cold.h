@@ -14,6 +14,7 @@
 #include "cold/keyring.h"
 #include "cold/s3_client.h"
 #include "cold/tier.h"
+#include "daemon/cold_upload_log.h"
 #include "fs/config.h"
 #include "fs/filesystem.h"
 
@@ -49,6 +50,8 @@ class DaemonCold {
   std::unique_ptr<cold::S3Client> client_;
   std::string keyring_file_;
   std::shared_ptr<cold::SealKeys> keys_;
+  // The tier's background drains, as log lines: declared before the tier, whose thread uses it.
+  ColdUploadLog upload_log_;
   std::unique_ptr<cold::ColdTier> tier_;
   // Read by CheckCredentials on the reload thread, applied by ApplyCredentials.
   std::optional<cold::S3Options> checked_;

@@ -44,6 +44,13 @@ struct HealMount {
   json Report() { return Ctl(*fs, {{"op", "cold.report"}})["cold"]; }
 };
 
+// How many times `needle` occurs in `text`.
+size_t Occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) n++;
+  return n;
+}
+
 bool Balanced(const json& r) {
   return r["submitted"].get<uint64_t>() == r["uploaded"].get<uint64_t>() + r["pending"].get<uint64_t>() +
                                                r["in_flight"].get<uint64_t>() + r["failed"].get<uint64_t>() +
@@ -91,6 +98,50 @@ TEST_CASE("Cold: after-commit write-back heals once an outage ends, without an o
   int rc = -1;
   Run(std::string(GPUCACHECTL_BIN) + " cold pack " + m.fs->mnt() + " --json", &rc);
   CHECK(rc == 0);
+}
+
+// Regression: the background thread dropped what each drain round did, so an object store
+// that started failing uploads wrote nothing to the daemon's log; only the metrics moved. Now
+// an outage is a warning of each kind (jobs failed for good, attempts requeued), however many
+// attempts it fails within a minute, and its end is a line too.
+TEST_CASE("Cold: an upload outage is logged once, not once per attempt, and so is its end") {
+  auto env = RgwEnv();
+  REQUIRE_MESSAGE(!env.empty(), "GPUCACHE_S3_ENV_FILE: run through ctest (fixture cold_rgw)");
+  test::TempDir dir;
+  std::string outage = dir.path() + "/outage";
+  std::ofstream(outage) << "down\n";
+  LoggedProxy proxy(env["GPUCACHE_S3_ENDPOINT"], 0.0, "", 2, 1, outage);
+  REQUIRE(proxy.ready());
+  HealMount m(proxy.endpoint(), "outagelog",
+              "write_back = \"after-commit\"\nflush_interval = 0.1\nredrive_interval = 0.2\n"
+              "max_attempts = 2\nretry_base_delay = 0.05\nretry_max_delay = 0.1\n");
+  for (int i = 0; i < 4; i++) {
+    REQUIRE(MountClient(m.fs->mnt()).Commit(NthIdentity(i), PayloadOf(i, 4096)) == 0);
+  }
+  json r;
+  for (int i = 0; i < 600; i++) {  // until jobs failed, were re-driven and failed again
+    r = m.Report();
+    if (r["failed_entries_total"].get<uint64_t>() >= 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(r["failed_entries_total"].get<uint64_t>() >= 3);
+  const std::string failed_line = "upload job(s) moved to the failed queue";
+  const std::string requeued_line = "failed with a temporary error";
+  std::string log = m.fs->Log();
+  CAPTURE(log);
+  CHECK(Occurrences(log, failed_line) == 1);
+  CHECK(Occurrences(log, requeued_line) == 1);
+  CHECK(log.find("first error: job ") != std::string::npos);
+
+  std::remove(outage.c_str());  // the outage ends
+  const std::string recovered_line = "cold tier: uploads succeed again";
+  for (int i = 0; i < 600 && Occurrences(m.fs->Log(), recovered_line) == 0; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  log = m.fs->Log();
+  CHECK(Occurrences(log, recovered_line) == 1);
+  CHECK(log.find(recovered_line) > log.rfind(failed_line));
+  CHECK(Occurrences(log, failed_line) == 1);  // still within the minute: no second warning
 }
 
 TEST_CASE("Cold: refills stalled on S3 do not hold up other control requests") {
