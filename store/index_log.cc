@@ -115,6 +115,14 @@ StatusCode IndexLog::Append(const JournalRecord& record, uint64_t* journal_bytes
     if (int failed = OpenEmpty(); failed < 0) return StatusFromErrno(-failed);
   }
   StatusCode s = env_.Append(fd_.get(), bytes);
+  if (s != StatusCode::kOk) {
+    // A record torn part-way ends what a start replays: every later record would be lost to
+    // it. Cut it off; if that fails too, the next record starts a fresh JOURNAL (the records
+    // before it are then read in full at the next start, as for a journal never written).
+    if (env_.Truncate(fd_.get(), bytes_) != StatusCode::kOk) fd_ = Fd(-1);
+    if (journal_bytes) *journal_bytes = bytes_;
+    return s;
+  }
   bytes_ += bytes.size();
   if (journal_bytes) *journal_bytes = bytes_;
   return s;

@@ -184,7 +184,7 @@ TEST_CASE("IndexLog: a journal longer than a start replays is cut at the bound a
 // stayed closed for the daemon's life, and every Append after it answered kOk having written
 // nothing: no error counted, no record for the next start. Now each Append opens it again
 // first, and a record it cannot write is an error.
-TEST_CASE("IndexLog: a JOURNAL that could not be opened is opened by the next append; a record not written is an error") {
+TEST_CASE("IndexLog: a JOURNAL that could not be opened is opened by the next append, and a record not written is an error") {
   using Op = test::FaultEnv::Op;
   test::TempDir tmp;
   test::FaultEnv env;
@@ -202,6 +202,33 @@ TEST_CASE("IndexLog: a JOURNAL that could not be opened is opened by the next ap
   log.EndRotation(/*written=*/true);
   CHECK(log.Append(Record(2)) == StatusCode::kOk);
   CHECK(Replayed(log, /*old=*/false) == 1);
+}
+
+// Regression (2026-12-07): an append that failed part-way (a full device) left a torn record in
+// JOURNAL, where a start's replay stops, so every record appended after it was lost to the next
+// start as well, with only the first failure counted.
+TEST_CASE("IndexLog: a record torn by a failed append is cut off, and the records after it replay") {
+  using Op = test::FaultEnv::Op;
+  test::TempDir tmp;
+  test::FaultEnv env;
+  IndexLog log(env, DataDir(tmp.path()));
+  log.Empty();
+  REQUIRE(log.Append(Record(0)) == StatusCode::kOk);
+  env.FailNext(Op::kAppend, test::FaultEnv::Fault::kShortWrite);  // half the record written
+  CHECK(log.Append(Record(1)) == StatusCode::kNoSpace);
+  CHECK(log.Append(Record(2)) == StatusCode::kOk);
+  IndexLog::JournalRead read;
+  CHECK(Replayed(log, /*old=*/false, &read) == 2);
+  CHECK_FALSE(read.torn);
+  CHECK(log.JournalBytes() ==
+        EncodeJournalRecord(Record(0)).size() + EncodeJournalRecord(Record(2)).size());
+  // And if the torn record cannot be cut off, the next record starts a fresh JOURNAL.
+  env.FailNext(Op::kAppend, test::FaultEnv::Fault::kShortWrite);
+  env.FailNext(Op::kTruncate, test::FaultEnv::Fault::kShortWrite);
+  CHECK(log.Append(Record(3)) == StatusCode::kNoSpace);
+  CHECK(log.Append(Record(4)) == StatusCode::kOk);
+  CHECK(Replayed(log, /*old=*/false, &read) == 1);
+  CHECK_FALSE(read.torn);
 }
 
 // ReadIndex takes INDEX whole through Env::ReadWhole: the POSIX Env maps it, another Env (here
