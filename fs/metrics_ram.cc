@@ -34,9 +34,6 @@ void RenderRamMetrics(MetricsWriter& w, const RamMetrics& ram) {
       {"gpucache_ram_page_drops_total", "counter",
        "Times the kernel was told to drop the pages daemon-served reads cached for a block now in RAM.",
        double(ram.page_drops)},
-      {"gpucache_ram_promotion_failures_total", "counter",
-       "Block copies begun and not kept (a checksum or I/O failure, a full tmpfs, the block left).",
-       double(t.promotion_failures)},
       {"gpucache_ram_too_large_total", "counter", "Blocks never copied: larger than the whole tier.",
        double(t.too_large)},
       {"gpucache_ram_hits_total", "counter", "Opens that found a copy in the RAM tier.", double(t.hits)},
@@ -55,6 +52,13 @@ void RenderRamMetrics(MetricsWriter& w, const RamMetrics& ram) {
   for (const Series& s : series) {
     w.Family(s.name, s.type, s.help);
     w.Sample(s.name, "", s.value);
+  }
+  w.Family("gpucache_ram_promotion_failures_total", "counter",
+           "Block copies begun and not kept, by why: checksum (damaged on disk), io, no_space (the "
+           "tmpfs full), left (the block left while it was copied).");
+  for (auto [reason, n] : {std::pair{"checksum", t.failed_by.checksum}, std::pair{"io", t.failed_by.io},
+                           std::pair{"no_space", t.failed_by.no_space}, std::pair{"left", t.failed_by.left}}) {
+    w.Sample("gpucache_ram_promotion_failures_total", std::string("reason=\"") + reason + "\"", double(n));
   }
   w.Family("gpucache_ram_open_handles", "gauge",
            "Open handles of committed blocks while passthrough is on, by who serves their reads.");

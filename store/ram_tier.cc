@@ -28,6 +28,15 @@ RamTier::RamTier(Fd dir, uint64_t budget_bytes, Env& env, size_t max_copies)
   stats_.budget_bytes = budget_;
 }
 
+void RamPromotionFailures::Count(StatusCode why) {
+  switch (why) {
+    case StatusCode::kChecksumMismatch: checksum++; break;
+    case StatusCode::kNoSpace: no_space++; break;
+    case StatusCode::kNotFound: left++; break;
+    default: io++; break;
+  }
+}
+
 StatusCode RamTier::Promote(const BlockAddress& address, uint64_t region_id, BlockReader& reader) {
   const std::string key = address.RelativePath();
   const uint64_t size = reader.info().size;
@@ -39,7 +48,7 @@ StatusCode RamTier::Promote(const BlockAddress& address, uint64_t region_id, Blo
   MutexLock lock(mu_);
   if (!fd.ok()) {
     EndLocked(key, nullptr);
-    stats_.promotion_failures++;
+    stats_.failed_by.Count(fd.status());
     return fd.status();
   }
   return EndLocked(key, std::make_shared<const RamCopy>(std::move(fd.value()), size, region_id));
@@ -91,7 +100,7 @@ StatusCode RamTier::EndLocked(const std::string& key, std::shared_ptr<const RamC
   in_flight_bytes_ -= done.bytes;
   if (!copy) return StatusCode::kOk;  // the caller says why
   if (done.forgotten) {
-    stats_.promotion_failures++;
+    stats_.failed_by.Count(StatusCode::kNotFound);
     return StatusCode::kNotFound;
   }
   lru_.push_front(key);

@@ -47,12 +47,21 @@ class RamCopy {
   const uint64_t region_id_;
 };
 
+// Why copies begun were not kept: a chunk that failed its checksum (the block is damaged on
+// disk), an I/O error, the tmpfs full (its size below [ram] bytes, or memory short), the block
+// left while it was copied. An operator acts on each differently.
+struct RamPromotionFailures {
+  uint64_t checksum = 0, io = 0, no_space = 0, left = 0;
+  uint64_t total() const { return checksum + io + no_space + left; }
+  void Count(StatusCode why);
+};
+
 struct RamTierStats {
   uint64_t budget_bytes = 0;
   uint64_t bytes_held = 0;          // what the copies the tier holds take: whole 4 KiB pages
   uint64_t copies = 0;              // copies the tier holds
   uint64_t promotions = 0;          // copies made and kept
-  uint64_t promotion_failures = 0;  // copies begun and not kept (a checksum, I/O, a full tmpfs)
+  RamPromotionFailures failed_by;   // copies begun and not kept, by why
   uint64_t too_large = 0;           // blocks never copied: larger than the whole budget
   uint64_t hits = 0;                // Find calls that returned a copy
   uint64_t evictions = 0;           // copies dropped to make room

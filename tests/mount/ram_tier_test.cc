@@ -110,6 +110,9 @@ TEST_CASE("RAM tier: the second open of a block is served by the kernel from its
   REQUIRE(WaitUntil([&] { return Promoted(m); }));
   CHECK(Metric(m, "gpucache_ram_bytes") >= double(b.payload.size()));
   CHECK(Metric(m, "gpucache_ram_promotions_total") == 1);
+  for (const char* reason : {"checksum", "io", "no_space", "left"}) {  // every series, from 0
+    CHECK(Metric(m, std::string("gpucache_ram_promotion_failures_total{reason=\"") + reason + "\"}") == 0);
+  }
   const double daemon_reads = Metric(m, kDaemonReads);
   REQUIRE(daemon_reads > 0);
 

@@ -97,7 +97,7 @@ TEST_CASE("RamTier: a promoted block is found with its verified bytes, in a file
   CHECK(s.bytes_held == 200704);  // whole pages: what the copy takes of the tmpfs
   CHECK(s.promotions == 1);
   CHECK(s.hits == 1);
-  CHECK(s.promotion_failures == 0);
+  CHECK(s.failed_by.total() == 0);
 }
 
 // Every file operation of the tier goes through its Env: a tmpfs that cannot make the file,
@@ -116,7 +116,9 @@ TEST_CASE("RamTier: its files go through Env, and a failing one costs only the c
     CHECK(h.Promote(1) == expected);
     CHECK(h.Find(1) == nullptr);
   }
-  CHECK(h.tier.Stats().promotion_failures == 3);
+  CHECK(h.tier.Stats().failed_by.total() == 3);
+  CHECK(h.tier.Stats().failed_by.io == 2);  // the create and the write
+  CHECK(h.tier.Stats().failed_by.no_space == 1);
   const uint64_t before = env.calls();
   REQUIRE(h.Promote(1) == StatusCode::kOk);
   std::vector<Op> ops = env.ops();
@@ -222,7 +224,8 @@ TEST_CASE("RamTier: a block with a flipped byte is never promoted, and nothing i
   CHECK(s.copies == 0);
   CHECK(s.bytes_held == 0);
   CHECK(s.promotions == 0);
-  CHECK(s.promotion_failures == 1);
+  CHECK(s.failed_by.total() == 1);
+  CHECK(s.failed_by.checksum == 1);
   // The reader dropped the block as it does for any read of bad bytes.
   CHECK(h.store.Stats().tenants["acme"].checksum_failures == 1);
   CHECK(NamesIn(h.dir.path()) == 0);
@@ -259,7 +262,8 @@ TEST_CASE("RamTier: a block forgotten while it is copied is not kept") {
   RamTierStats s = h.tier.Stats();
   CHECK(s.copies == 0);
   CHECK(s.bytes_held == 0);
-  CHECK(s.promotion_failures == 1);
+  CHECK(s.failed_by.total() == 1);
+  CHECK(s.failed_by.left == 1);
 }
 
 // Regression (2026-12-06): a mount whose kernel refuses backing files turned passthrough off
