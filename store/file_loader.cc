@@ -385,7 +385,7 @@ PinsFile FileLoader::LoadPins() {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     std::optional<Bytes> bytes = ReadBounded(env_, devices_.dir(dev).File("PINS"));
     if (!bytes) continue;  // none yet (an unreadable one costs the pins, never a block)
-    pins.TakeNewer(PinsFile::Decode({reinterpret_cast<const char*>(bytes->data()), bytes->size()}));
+    pins.Merge(PinsFile::Decode({reinterpret_cast<const char*>(bytes->data()), bytes->size()}));
   }
   return pins;
 }

@@ -76,8 +76,6 @@ class FileLoader {
   // entries read in full, the parts not handed over): none once the walk ended or an eager
   // load was handed over, so that what a daemon keeps resident is its index alone.
   size_t HeldBytes() const;
-  // The generation of the PINS this start applied: the next write of the set is newer.
-  uint64_t PinsGeneration() const { return pins_.generation(); }
 
  private:
   // Start-up (file_loader.cc).
@@ -143,7 +141,7 @@ class FileLoader {
   const std::span<const std::shared_ptr<StoredPayload>> located_;
   const std::span<const std::unique_ptr<IndexLog>> logs_;
   const bool stat_ahead_;
-  PinsFile pins_;  // the newest PINS of the data directories
+  PinsFile pins_;  // the pins of every data directory
 
   // The snapshot of the directory being loaded and its journals' commits, in the order read,
   // and which of them is each block's. Kept (read-only) for the walk until EndWalk.

@@ -201,7 +201,6 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
     walk_over_.store(false, std::memory_order_release);
     walk_dev_ = *walk;
   }
-  pins_generation_.store(loader_->PinsGeneration(), std::memory_order_relaxed);
   if (!options_.env) {  // filled from now on, off the start's path
     std::vector<std::string> spare_dirs;
     for (size_t dev = 0; dev < devices_.size(); ++dev) spare_dirs.push_back(devices_.dir(dev).Spare());
@@ -412,10 +411,13 @@ StatusCode FileMedium::WriteEpochFiles(uint64_t epoch, std::string* failed) {
 }
 
 void FileMedium::PersistPins(const std::vector<PinnedBlock>& pinned) {
-  const uint64_t generation = pins_generation_.fetch_add(1, std::memory_order_relaxed) + 1;
-  const std::string text = PinsFile::Encode(generation, pinned);
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
-    if (devices_.Isolated(dev)) continue;
+    if (devices_.Isolated(dev)) continue;  // its PINS stays as it was, for when it comes back
+    std::vector<const PinnedBlock*> here;
+    for (const PinnedBlock& p : pinned) {
+      if (DeviceOf(p.stored) == dev) here.push_back(&p);
+    }
+    const std::string text = PinsFile::Encode(here);
     if (WriteFileAtomically(env_, devices_.dir(dev).File("PINS"), text) != StatusCode::kOk) {
       CountMetadataError();
     }

@@ -6,8 +6,8 @@
 // by their free bytes (store/placement.h): reads of many blocks spread over the devices, a
 // fuller device takes fewer new blocks, and isolating one moves only the blocks it held (which
 // become misses). A committed block stays where it was published; the index knows where. Every directory has the layout below;
-// EPOCH and PINS are written to all of them and read as the maximum / the newest copy
-// (store/pins_file.h).
+// EPOCH is written to all of them and read as the maximum; each one's PINS names the pinned
+// blocks it holds (store/pins_file.h).
 //
 //   <data_dir>/LOCK                       flock()ed while a daemon owns the directory
 //   <data_dir>/EPOCH                      decimal epoch, bumped and rewritten at every open
@@ -156,8 +156,6 @@ class FileMedium final : public Medium {
 
   // What a start finds, and the walk after it (adr/0016): store/file_loader.h.
   std::unique_ptr<FileLoader> loader_;
-  // The generation of the PINS last written (or applied at start): each write is one newer.
-  std::atomic<uint64_t> pins_generation_{0};
   size_t walk_dev_ = 0;  // the device the start's walk covers (one: adr/0016)
   std::atomic<bool> walk_over_{true};  // no walk, or EndWalk ran (Append may rotate again)
   bool walk_started_ = false, walk_completed_ = false;  // set by Load and EndWalk

@@ -309,9 +309,9 @@ class Medium {
   }
 
   virtual StatusCode PersistEpoch(uint64_t epoch) = 0;
-  // Saves the pinned set in every data directory in service; a write that fails is counted
-  // (metadata_errors), the previous set then staying where it was not replaced (a start
-  // applies the newest set saved: store/pins_file.h).
+  // Saves the pinned set, each data directory in service the pins of the blocks it holds; a
+  // write that fails is counted (metadata_errors), that directory's previous set then staying
+  // (store/pins_file.h).
   virtual void PersistPins(const std::vector<PinnedBlock>& pinned) = 0;
 
   // Fault domains (data directories), for media that have several. IsolateDomain takes the

@@ -1,19 +1,20 @@
-// PINS: the pinned blocks a start applies (docs/operations.md, "Pins"). Written whole to every
-// data directory on each change; a write can fail on one directory and not another (a full or
-// failing device), so each copy carries a generation and a start takes the newest copy, not
-// the union (a union brought back an unpin that one directory missed). Each pin names the
+// PINS: the pinned blocks a start applies (docs/operations.md, "Pins"). Each data directory's
+// PINS names the pinned blocks stored in that directory, and a start takes the union: a write
+// that fails on one directory (a full or failing device) then only keeps that directory's
+// last saved pins, and an isolated directory's pins come back with it. Each pin names the
 // commit it was made on: an entry left by a write that failed must not pin another block
 // committed at the same path later.
 //
-//   gpucache-pins 2 <generation>
+//   gpucache-pins 2
 //   <tenant>/<namespace>/<block> <commit_time_ns>
 //
-// The first format, a relative path per line and no header, still reads: generation 0, each
-// path pinned whatever its commit.
+// The first format (every pin in every directory, a relative path per line, no header) still
+// reads: each path pinned whatever its commit.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,27 +23,28 @@
 
 namespace gpucache {
 
+class StoredPayload;  // store/medium.h
+
 struct PinnedBlock {
   BlockAddress address;
   uint64_t commit_time_ns = 0;
+  std::shared_ptr<StoredPayload> stored;  // where the medium keeps it (its data directory)
 };
 
 class PinsFile {
  public:
-  static std::string Encode(uint64_t generation, const std::vector<PinnedBlock>& pinned);
+  static std::string Encode(const std::vector<const PinnedBlock*>& pinned);
   // Malformed lines are skipped: a damaged PINS costs its pins, never a block.
   static PinsFile Decode(std::string_view text);
 
-  // Of the copies in several data directories: the newer generation; both if equal.
-  void TakeNewer(PinsFile other);
-  uint64_t generation() const { return generation_; }
+  // Adds the pins of another data directory's PINS.
+  void Merge(PinsFile other) { pins_.merge(other.pins_); }
   bool empty() const { return pins_.empty(); }
   // Whether the block at `relative` committed at `commit_time_ns` is pinned.
   bool Pinned(const std::string& relative, uint64_t commit_time_ns) const;
 
  private:
   static constexpr uint64_t kAnyCommit = 0;  // an entry of the first format
-  uint64_t generation_ = 0;
   std::multimap<std::string, uint64_t, std::less<>> pins_;  // relative path -> its commit
 };
 

@@ -184,7 +184,9 @@ std::vector<PinnedBlock> StoreCore::PinnedSet() {
   MutexLock lock(mu_);
   // The lambda runs under mu_ (the analysis checks it as a function of its own).
   index_.ForEach([&](BlockId id) NO_THREAD_SAFETY_ANALYSIS {
-    if (index_.at(id).pinned) pinned.push_back({index_.AddressOf(id), index_.at(id).commit_time_ns});
+    if (index_.at(id).pinned) {
+      pinned.push_back({index_.AddressOf(id), index_.at(id).commit_time_ns, index_.StoredOf(id)});
+    }
   });
   return pinned;
 }

@@ -44,10 +44,11 @@ void StoreCore::Settle(const BlockAddress& address, const StoredPayload* stored,
         return;
       case Verdict::Kind::kReplaced: {
         // Another block file under the name (read in full): it replaces the entry's block, as
-        // an eager start would have indexed it. Its file stays: it is the one indexed now.
+        // an eager start would have indexed it. Its file stays: it is the one indexed now. Its
+        // pin is its own commit's (set by the check from PINS), not the entry's: a pin names a
+        // commit (store/pins_file.h), and none changed since the start (pins verify first).
         std::shared_ptr<StoredPayload> keep = index_.StoredOf(*id);
         IndexedBlock fresh = std::move(verdict.info);
-        fresh.pinned = index_.at(*id).pinned;
         ForgetLocked(*id);
         IndexLocked(fresh, std::move(keep));
         return;

@@ -2,6 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <optional>
+#include <tuple>
 #include <thread>
 
 #include "store/file_store.h"
@@ -112,16 +115,38 @@ TEST_CASE("FileStore: concurrent pin changes leave the newest set saved") {
 }
 
 
-// Regression (2026-12-07): PINS is written to every data directory and was read as the union of
-// them, so an unpin whose write failed in one directory came back there after a restart.
-TEST_CASE("FileStore: an unpin saved in one of two data directories holds after a restart") {
+// The data directory of `dirs` whose blocks/ holds the block of `id`.
+std::string DirHolding(const std::vector<std::string>& dirs, const CacheIdentity& id) {
+  for (const std::string& d : dirs) {
+    if (std::filesystem::exists(d + "/blocks/" + AddressOf(id).RelativePath())) return d;
+  }
+  FAIL("no directory holds the block");
+  return {};
+}
+
+// Blocks committed until one is in each of the two directories: {in dirs[0], in dirs[1]}.
+std::pair<CacheIdentity, CacheIdentity> OnePerDir(IndexedStore& s, const std::vector<std::string>& dirs) {
+  std::optional<CacheIdentity> first, second;
+  for (int i = 10; i < 200 && !(first && second); ++i) {
+    CacheIdentity id = SampleIdentity("acme", i);
+    test::CommitBlock(s, id, Payload(4096, static_cast<uint8_t>(i)), {});
+    (DirHolding(dirs, id) == dirs[0] ? first : second) = id;
+  }
+  REQUIRE((first && second));
+  return {*first, *second};
+}
+
+// Regression (2026-12-07): PINS held every pin in every data directory and was read as the union
+// of them, so an unpin whose write failed in a directory other than the block's came back after
+// a restart.
+TEST_CASE("FileStore: an unpin saved where its block is holds after a restart, whatever another directory missed") {
   test::TempDir a, b;
   FailingPinsEnv env;
   const std::vector<std::string> dirs{a.path(), b.path()};
-  CacheIdentity id = SampleIdentity("acme", 6);
+  CacheIdentity id;
   {
     auto s = Open(dirs, env);
-    test::CommitBlock(*s, id, Payload(4096, 1), {});
+    id = OnePerDir(*s, dirs).first;  // in a
     REQUIRE(s->SetPinned(AddressOf(id), true) == StatusCode::kOk);
     env.failing = true;
     env.only_under = b.path() + "/";
@@ -131,6 +156,25 @@ TEST_CASE("FileStore: an unpin saved in one of two data directories holds after 
   }
   auto s = Open(dirs, env);
   CHECK_FALSE(Pinned(*s, id));
+}
+
+// Regression (review of the above, 2026-12-07): with the newest copy of the whole set applied
+// instead, a directory isolated (and its blocks forgotten) lost its pins when it came back.
+TEST_CASE("FileStore: the pins of an isolated data directory come back with it") {
+  test::TempDir a, b;
+  FailingPinsEnv env;
+  const std::vector<std::string> dirs{a.path(), b.path()};
+  CacheIdentity in_a, in_b;
+  {
+    auto s = Open(dirs, env);
+    std::tie(in_a, in_b) = OnePerDir(*s, dirs);
+    REQUIRE(s->SetPinned(AddressOf(in_b), true) == StatusCode::kOk);
+    REQUIRE(s->IsolateDomain(b.path()) == StatusCode::kOk);
+    REQUIRE(s->SetPinned(AddressOf(in_a), true) == StatusCode::kOk);  // PINS written in a only
+  }
+  auto s = Open(dirs, env);
+  CHECK(Pinned(*s, in_a));
+  CHECK(Pinned(*s, in_b));
 }
 
 // Regression (2026-12-07): a pin left in PINS by an unpin whose write failed pinned whatever was
@@ -151,6 +195,64 @@ TEST_CASE("FileStore: a pin that could not be removed from PINS does not pin the
   }
   auto s = Open(dir.path(), env);
   CHECK_FALSE(Pinned(*s, id));
+}
+
+// A store over `dir` that verifies in the background (or before it opens, if not `background`).
+std::unique_ptr<IndexedStore> OpenVerifying(const std::string& dir, Env& env, bool background) {
+  StoreOptions options;
+  options.env = &env;
+  options.verify_in_background = background;
+  std::string error;
+  auto s = OpenFileStore(std::vector<std::string>{dir}, options, nullptr, &error);
+  REQUIRE_MESSAGE(s, error);
+  return s;
+}
+
+TEST_CASE("FileStore: a pin holds across a start that verifies in the background") {
+  test::TempDir dir;
+  FailingPinsEnv env;
+  CacheIdentity id = SampleIdentity("acme", 8), other = SampleIdentity("acme", 9);
+  {
+    auto s = OpenWith(dir.path(), env, id, other);
+    REQUIRE(s->SetPinned(AddressOf(id), true) == StatusCode::kOk);
+  }
+  auto s = OpenVerifying(dir.path(), env, /*background=*/true);
+  s->WaitForVerification();
+  CHECK(Pinned(*s, id));
+  CHECK_FALSE(Pinned(*s, other));
+}
+
+// Regression (review, 2026-12-07): INDEX and PINS naming a block whose file was since replaced
+// by another commit (their updates lost): an eager start read the file and left it unpinned, a
+// start verifying in the background copied the old entry's pin onto it.
+TEST_CASE("FileStore: a replaced file found at start is pinned by its own commit, verified before or after") {
+  namespace fs = std::filesystem;
+  test::TempDir dir;
+  FailingPinsEnv env;
+  CacheIdentity id = SampleIdentity("acme", 11);
+  {
+    auto s = Open(dir.path(), env);
+    test::CommitBlock(*s, id, Payload(4096, 1), {});
+    REQUIRE(s->SetPinned(AddressOf(id), true) == StatusCode::kOk);
+  }
+  fs::copy_file(dir.path() + "/INDEX", dir.path() + "/INDEX.saved");
+  fs::copy_file(dir.path() + "/PINS", dir.path() + "/PINS.saved");
+  {
+    auto s = Open(dir.path(), env);
+    REQUIRE(s->Invalidate(AddressOf(id)) == StatusCode::kOk);
+    test::CommitBlock(*s, id, Payload(4096, 2), {});
+  }
+  for (bool background : {false, true}) {
+    CAPTURE(background);
+    test::TempDir copy;
+    fs::copy(dir.path(), copy.path(), fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    fs::rename(copy.path() + "/INDEX.saved", copy.path() + "/INDEX");
+    fs::rename(copy.path() + "/PINS.saved", copy.path() + "/PINS");
+    fs::remove(copy.path() + "/JOURNAL");
+    auto s = OpenVerifying(copy.path(), env, background);
+    s->WaitForVerification();
+    CHECK_FALSE(Pinned(*s, id));
+  }
 }
 
 // A pin still holds across restarts, and a PINS of the first format (paths alone) still reads.
