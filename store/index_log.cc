@@ -88,6 +88,9 @@ IndexLog::JournalRead IndexLog::ReplayJournal(JournalReplay& replay, bool old) {
 
 bool IndexLog::Keep(const JournalRead& read, std::span<const JournalRecord> records) {
   MutexLock lock(mu_);
+  // If this fails, the next Append opens JOURNAL again keeping what is whole so far.
+  reopen_empty_ = false;
+  bytes_ = read.valid_bytes;
   int opened = env_.OpenAppend(dir_.File(kJournalFile), /*truncate=*/false);
   if (opened < 0) return false;
   Fd fd(opened);
@@ -98,6 +101,7 @@ bool IndexLog::Keep(const JournalRead& read, std::span<const JournalRecord> reco
     gpucache::Bytes record = EncodeJournalRecord(r);
     if (env_.Append(fd.get(), record) != StatusCode::kOk) return false;
     bytes += record.size();
+    bytes_ = bytes;
   }
   fd_ = std::move(fd);
   bytes_ = bytes;
@@ -112,14 +116,21 @@ StatusCode IndexLog::Append(const JournalRecord& record, uint64_t* journal_bytes
   // rather than left off for the daemon's life: the open is one call where the commit made
   // several, and each record it cannot write is an error for the caller to count.
   if (!fd_.valid()) {
-    if (int failed = OpenEmpty(); failed < 0) return StatusFromErrno(-failed);
+    if (!reopen_empty_) {
+      if (StatusCode s = OpenKept(); s != StatusCode::kOk) return s;
+    } else if (int failed = OpenEmpty(); failed < 0) {
+      return StatusFromErrno(-failed);
+    }
   }
   StatusCode s = env_.Append(fd_.get(), bytes);
   if (s != StatusCode::kOk) {
     // A record torn part-way ends what a start replays: every later record would be lost to
     // it. Cut it off; if that fails too, the next record starts a fresh JOURNAL (the records
     // before it are then read in full at the next start, as for a journal never written).
-    if (env_.Truncate(fd_.get(), bytes_) != StatusCode::kOk) fd_ = Fd(-1);
+    if (env_.Truncate(fd_.get(), bytes_) != StatusCode::kOk) {
+      fd_ = Fd(-1);
+      reopen_empty_ = false;
+    }
     if (journal_bytes) *journal_bytes = bytes_;
     return s;
   }
@@ -204,7 +215,17 @@ int IndexLog::OpenEmpty() {
   int opened = env_.OpenAppend(dir_.File(kJournalFile), /*truncate=*/true);
   fd_ = Fd(opened >= 0 ? opened : -1);
   bytes_ = 0;
+  reopen_empty_ = true;
   return opened;
+}
+
+StatusCode IndexLog::OpenKept() {
+  int opened = env_.OpenAppend(dir_.File(kJournalFile), /*truncate=*/false);
+  if (opened < 0) return StatusFromErrno(-opened);
+  Fd fd(opened);
+  if (StatusCode s = env_.Truncate(fd.get(), bytes_); s != StatusCode::kOk) return s;
+  fd_ = std::move(fd);
+  return StatusCode::kOk;
 }
 
 }  // namespace gpucache

@@ -100,6 +100,9 @@ class IndexLog {
   // Opens JOURNAL emptied as fd_ (invalid if that failed), nothing appended yet: the
   // descriptor, or -errno.
   int OpenEmpty() REQUIRES(mu_);
+  // Opens JOURNAL again as fd_ keeping its first bytes_ (whole records; a torn tail after them
+  // is cut): OK, or why not (fd_ then stays invalid).
+  StatusCode OpenKept() REQUIRES(mu_);
 
   Env& env_;
   const DataDir dir_;
@@ -108,6 +111,10 @@ class IndexLog {
   mutable Mutex mu_;
   Fd fd_ GUARDED_BY(mu_);               // JOURNAL, for appending
   uint64_t bytes_ GUARDED_BY(mu_) = 0;  // appended since it was last emptied
+  // With no JOURNAL open: whether the next Append starts an empty one (after an emptying or a
+  // rotation that could not open it) or keeps the bytes_ of records it holds (after a Keep or a
+  // cut of a torn record that failed: a later start still needs them).
+  bool reopen_empty_ GUARDED_BY(mu_) = true;
   // A rotation from Rotate to EndRotation (kWriting), or one whose INDEX failed (kUnwritten).
   enum class RotationState { kNone, kWriting, kUnwritten };
   RotationState rotation_ GUARDED_BY(mu_) = RotationState::kNone;

@@ -222,13 +222,38 @@ TEST_CASE("IndexLog: a record torn by a failed append is cut off, and the record
   CHECK_FALSE(read.torn);
   CHECK(log.JournalBytes() ==
         EncodeJournalRecord(Record(0)).size() + EncodeJournalRecord(Record(2)).size());
-  // And if the torn record cannot be cut off, the next record starts a fresh JOURNAL.
+  // And if the torn record cannot be cut off, the next record opens JOURNAL again and cuts it
+  // then, keeping the records before it (a later start needs them).
   env.FailNext(Op::kAppend, test::FaultEnv::Fault::kShortWrite);
   env.FailNext(Op::kTruncate, test::FaultEnv::Fault::kShortWrite);
   CHECK(log.Append(Record(3)) == StatusCode::kNoSpace);
   CHECK(log.Append(Record(4)) == StatusCode::kOk);
-  CHECK(Replayed(log, /*old=*/false, &read) == 1);
+  CHECK(Replayed(log, /*old=*/false, &read) == 3);
   CHECK_FALSE(read.torn);
+}
+
+// Regression (review, 2026-12-07): a start that verifies in the background keeps JOURNAL
+// (Keep); when that failed, the next append opened JOURNAL emptied, dropping the records INDEX
+// lacks, so a start after a crash read those blocks in full (misses until its walk got there).
+TEST_CASE("IndexLog: a journal that could not be kept is opened again with its records") {
+  using Op = test::FaultEnv::Op;
+  test::TempDir tmp;
+  {
+    IndexLog log(Env::Posix(), DataDir(tmp.path()));
+    log.Empty();
+    for (uint8_t k = 0; k < 3; ++k) REQUIRE(log.Append(Record(k)) == StatusCode::kOk);
+  }
+  std::ofstream(tmp.path() + "/JOURNAL", std::ios::app) << "torn";
+  test::FaultEnv env;
+  IndexLog log(env, DataDir(tmp.path()));
+  IndexLog::JournalRead read;
+  REQUIRE(Replayed(log, false, &read) == 3);
+  env.FailNext(Op::kOpenAppend, test::FaultEnv::Fault::kIoError);
+  CHECK_FALSE(log.Keep(read, {}));
+  CHECK(log.Append(Record(4)) == StatusCode::kOk);
+  IndexLog::JournalRead again;
+  CHECK(Replayed(log, false, &again) == 4);  // the 3 kept (the torn tail cut), one after
+  CHECK_FALSE(again.torn);
 }
 
 // ReadIndex takes INDEX whole through Env::ReadWhole: the POSIX Env maps it, another Env (here
