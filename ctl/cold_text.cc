@@ -60,14 +60,16 @@ std::string KeyLines(const std::string& label, const json& keys) {
 }
 
 std::string ResealText(const json& r) {
-  std::string out = "scanned " + r["manifests_scanned"].dump() + " manifest(s): resealed " +
-                    r["manifests_resealed"].dump() + ", already current " +
-                    r["manifests_current"].dump() + "; locators resealed " +
-                    r["locators_resealed"].dump() + ", already current " +
-                    r["locators_current"].dump() + "; " + r["bytes"].dump() + " bytes\n";
+  auto n = [&](const char* key) { return std::to_string(Field(r, key)); };
+  std::string out = "scanned " + n("manifests_scanned") + " manifest(s): resealed " +
+                    n("manifests_resealed") + ", already current " + n("manifests_current") +
+                    "; locators resealed " + n("locators_resealed") + ", already current " +
+                    n("locators_current") + "; " + n("bytes") + " bytes\n";
   out += KeyLines("refused", r.value("refused", json::array()));
   if (r.value("budget_reached", false)) {
-    out += "budget reached; continue with --after " + KeyText(r.value("resume_after", json())) + "\n";
+    // Escaped here; --json gives the key exactly, to pass back as it is.
+    out += "budget reached; continue with --after " + KeyText(r.value("resume_after", json())) +
+           " (the exact key: --json's resume_after)\n";
   }
   return out;
 }

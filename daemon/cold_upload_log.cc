@@ -25,8 +25,11 @@ void ColdUploadLog::Unlogged::Add(size_t n, const std::optional<cold::JobError>&
 void ColdUploadLog::Note(const cold::DrainReport& round) {
   failed_.Add(round.newly_failed, round.first_error);
   requeued_.Add(round.requeued, round.first_error);
-  if (failed_.jobs != 0 && failed_lines_.Allow()) LogFailed(round.failed_now);
-  if (requeued_.jobs != 0 && requeued_lines_.Allow()) LogRequeued();
+  // Asked only for rounds that add jobs: each refusal counts as a suppressed line
+  // (gpucache_log_lines_suppressed_total). Jobs left unlogged when failures stop are in the
+  // line that says uploads succeed again.
+  if (round.newly_failed != 0 && failed_lines_.Allow()) LogFailed(round.failed_now);
+  if (round.requeued != 0 && requeued_lines_.Allow()) LogRequeued();
   // A round that uploaded and failed nothing: the object store takes uploads again.
   if (warned_ && round.uploaded != 0 && round.newly_failed == 0 && round.requeued == 0) {
     LogRecovered(round.uploaded);

@@ -43,14 +43,22 @@ bool ReadAll(const std::string& path) {
 // open is not evictable: without this wait a commit right after a read could find the block
 // just read still open and evict another one instead, so the replay through the mount decided
 // unlike the one in process (seldom, and mostly under "oldest", which never moves a block that
-// was read to the back). Waits until the daemon counts no handle on the block (at most 10 s).
-void AwaitReleased(const std::string& path) {
+// was read to the back). Waits until the daemon counts no handle on the block (at most 10 s);
+// false, with what went wrong in `error`, if it does not.
+bool AwaitReleased(const std::string& path, std::string& error) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   char value[32];
   for (;;) {
     ssize_t n = ::getxattr(path.c_str(), "user.gpucache.open_handles", value, sizeof value - 1);
-    if (n <= 0 || std::string_view(value, static_cast<size_t>(n)) == "0") return;
-    if (std::chrono::steady_clock::now() > deadline) return;
+    if (n < 0) {
+      error = "getxattr open_handles of " + path + ": " + std::strerror(errno);
+      return false;
+    }
+    if (std::string_view(value, static_cast<size_t>(n)) == "0") return true;
+    if (std::chrono::steady_clock::now() > deadline) {
+      error = path + " still open in the daemon 10 s after it was read and closed";
+      return false;
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
@@ -95,7 +103,10 @@ MountResult ReplayThroughMount(const std::vector<Request>& trace, const std::str
         std::string path = client.PathOf(id);
         struct stat st;
         bool present = ::stat(path.c_str(), &st) == 0 && ReadAll(path);
-        if (present) AwaitReleased(path);
+        if (present && !AwaitReleased(path, result.error)) {
+          result.ok = false;
+          break;
+        }
         if (present && leading) result.score.hit_tokens += TokensInBlock(r, i);
         leading = leading && present;
         if (present) continue;
