@@ -9,6 +9,7 @@
 
 #include "store/clock.h"
 #include "fs/filesystem.h"
+#include "fs/store_events.h"
 #include "store/entry_name.h"
 
 namespace gpucache {
@@ -85,6 +86,8 @@ Filesystem::Filesystem(const Config& config, BlockStore& store)
       control_(store, access_),
       mount_time_ns_(static_cast<uint64_t>(time(nullptr)) * 1000000000ull) {
   metrics_.SetLimitsSource([this] { return ResourceLimitsOf(*effective_.load()); });
+  // Holds nothing of this Filesystem: the store may outlive it.
+  store_.SetAutomaticFenceObserver(LogAutomaticFence);
 }
 
 Result<Node> Filesystem::Resolve(const Principal& c, uint64_t ino) {

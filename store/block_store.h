@@ -215,6 +215,17 @@ using RemovalObserver = std::function<void(const BlockAddress&, RemovalReason, s
 // Called (without any store lock held, on the committing thread) after a block is published.
 // Must be cheap: it delays the writer's commit reply (the cold tier only queues the address).
 using CommitObserver = std::function<void(const BlockAddress&)>;
+// A fence the store made itself because its epoch gave out its region ids (StoreFills::Reserve):
+// the daemon logs it, as the fills it fenced hear ESTALE with no operator's fence to explain it.
+struct AutomaticFence {
+  uint64_t from_epoch = 0;
+  uint64_t epoch = 0;                 // the new one
+  uint64_t fills_fenced = 0;          // fills open at the fence: their writers hear ESTALE
+  uint64_t region_ids_per_epoch = 0;  // what the old epoch gave out
+};
+// Called on the thread whose fill found the ids used up, with no store lock held but the one
+// that serializes fences: it must not fence.
+using AutomaticFenceObserver = std::function<void(const AutomaticFence&)>;
 
 // An open committed block. Reads are verified chunk by chunk before any byte is returned.
 class BlockReader {
@@ -368,6 +379,7 @@ class BlockAdmin {
   virtual void SetRemovalObserver(RemovalObserver observer) = 0;
   // REQUIRES: called before the store is shared between threads (start-up wiring).
   virtual void SetCommitObserver(CommitObserver observer) = 0;
+  virtual void SetAutomaticFenceObserver(AutomaticFenceObserver observer) = 0;
 };
 
 class BlockStore : public virtual BlockFills,

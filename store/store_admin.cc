@@ -82,6 +82,8 @@ Result<uint64_t> StoreCore::AdvanceEpoch(std::optional<uint64_t> from) {
   // Persist first: a fence the daemon acknowledged survives a crash.
   if (StatusCode s = medium_->PersistEpoch(next); s != StatusCode::kOk) return s;
   std::vector<std::shared_ptr<PendingPayload>> discard;
+  AutomaticFence fence{next - 1, next, 0, RegionIdsPerEpoch()};  // told only when automatic
+  AutomaticFenceObserver observer;
   {
     MutexLock lock(mu_);
     epoch_.store(next);
@@ -89,11 +91,17 @@ Result<uint64_t> StoreCore::AdvanceEpoch(std::optional<uint64_t> from) {
     auto release = [&](const Reservation& r) NO_THREAD_SAFETY_ANALYSIS {
       admission_.ReservationReleased(r.info.address.tenant, r.credited_bytes);
       admission_.Counters(r.info.address.tenant).fenced++;
+      fence.fills_fenced++;
     };
     reservations_.FenceAll(LeaseNowNs(), release, discard);
+    if (from) observer = fence_observer_;
   }
-  if (from) automatic_fences_.fetch_add(1, std::memory_order_relaxed);
   for (auto& p : discard) medium_->Discard(*p);
+  if (from) {
+    automatic_fences_.fetch_add(1, std::memory_order_relaxed);
+    // Nothing else tells the operator why fills hear ESTALE: the daemon logs it.
+    if (observer) observer(fence);
+  }
   return next;
 }
 
@@ -174,6 +182,11 @@ void StoreAdmin::SetLimits(ResourceLimits limits) {
 void StoreAdmin::SetRemovalObserver(RemovalObserver observer) {
   MutexLock lock(mu_);
   observer_ = std::move(observer);
+}
+
+void StoreAdmin::SetAutomaticFenceObserver(AutomaticFenceObserver observer) {
+  MutexLock lock(mu_);
+  fence_observer_ = std::move(observer);
 }
 
 }  // namespace gpucache

@@ -25,6 +25,7 @@ class StoreAdmin : public StoreReads, public virtual BlockAdmin {
   StoreStats Stats() override;
   void SetLimits(ResourceLimits limits) override;
   void SetRemovalObserver(RemovalObserver observer) override;
+  void SetAutomaticFenceObserver(AutomaticFenceObserver observer) override;
   void SetCommitObserver(CommitObserver observer) override {
     commit_observer_ = std::move(observer);
   }

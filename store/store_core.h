@@ -141,6 +141,7 @@ class StoreCore {
   ReservationTable reservations_ GUARDED_BY(mu_);
   QuarantineSet quarantine_ GUARDED_BY(mu_);
   RemovalObserver observer_ GUARDED_BY(mu_);
+  AutomaticFenceObserver fence_observer_ GUARDED_BY(mu_);
   LeavingSet leaving_ GUARDED_BY(mu_);  // departed blocks whose files Finish has yet to move
   NamespaceClaims namespace_claims_ GUARDED_BY(mu_);  // mkdirs and rmdirs under way
   CommitObserver commit_observer_;  // set once at start-up, then read-only
