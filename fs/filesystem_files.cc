@@ -6,6 +6,7 @@
 
 #include "common/control_protocol.h"
 #include "fs/filesystem.h"
+#include "fs/store_events.h"
 #include "store/entry_name.h"
 
 namespace gpucache {
@@ -182,7 +183,10 @@ Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> o
       Metrics::NoteTenant(info.address.tenant);
       Result<size_t> n = h.reader->Read(offset, out);
       if (n.ok() && n.value() > 0) metrics_.RecordBlockRead(info.address.tenant, n.value());
-      if (!n.ok() && n.status() == StatusCode::kIoError) metrics_.RecordBackingReadError();
+      if (!n.ok() && n.status() == StatusCode::kIoError) {
+        metrics_.RecordBackingReadError();
+        LogBackingReadError(info.address, h.reader->Location(), n.status());
+      }
       return n;
     }
     case Handle::Kind::kPart: return StatusCode::kBusy;

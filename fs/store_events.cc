@@ -2,6 +2,9 @@
 
 #include <chrono>
 
+#include "common/control_protocol.h"
+#include "common/printable.h"
+#include "fs/errno_map.h"
 #include "fs/log.h"
 
 namespace gpucache {
@@ -20,6 +23,22 @@ void LogAutomaticFence(const AutomaticFence& fence) {
       fence.from_epoch, fence.region_ids_per_epoch, fence.epoch, fence.fills_fenced,
       unlogged ? fmt::format(" ({} more automatic fence(s) since the last such line)", unlogged) : "",
       fence.epoch);
+}
+
+void LogBackingReadError(const BlockAddress& address, const BlockLocation& where, StatusCode code) {
+  // Every read of a failing device fails: a line or three per device, the rest counted.
+  static BurstLimiter limiter(3, std::chrono::minutes(1));
+  uint64_t unlogged = 0;
+  if (!limiter.Allow(static_cast<uint32_t>(where.device), &unlogged)) return;
+  const std::string dir = where.data_dir.empty() ? "(none: in memory)" : Printable(where.data_dir, 256);
+  spdlog::warn(
+      "backing read error: {} reading block {} (file {}) in data directory {}{}. The device may be "
+      "failing: check its kernel log (dmesg) and SMART data; if it is, and another data directory is "
+      "in service, take this one out with `gpucachectl isolate MNT {}` (its blocks become misses)",
+      control_protocol::ErrnoName(ToErrno(code)), Printable(address.RelativePath(), 256),
+      Printable(where.file, 512), dir,
+      unlogged ? fmt::format(" ({} more read errors there not logged since the last line)", unlogged) : "",
+      dir);
 }
 
 }  // namespace gpucache

@@ -227,11 +227,21 @@ struct AutomaticFence {
 // that serializes fences: it must not fence.
 using AutomaticFenceObserver = std::function<void(const AutomaticFence&)>;
 
+// Where an open block's bytes are read from: for the log line of a read that failed, so that
+// the operator learns which device fails.
+struct BlockLocation {
+  size_t device = 0;     // the data directory's place in the configuration (0: the only one)
+  std::string data_dir;  // empty: not on a data directory (in memory)
+  std::string file;      // the block file as it was opened
+};
+
 // An open committed block. Reads are verified chunk by chunk before any byte is returned.
 class BlockReader {
  public:
   virtual ~BlockReader() = default;
   virtual const BlockInfo& info() const = 0;
+  // Worked out when asked (a read failed), not at each open.
+  virtual BlockLocation Location() const { return {}; }
   // Reads up to out.size() bytes at `offset` (short at the end of the payload). On a checksum
   // mismatch returns kChecksumMismatch, counts it, and removes the block from the namespace.
   virtual Result<size_t> Read(uint64_t offset, std::span<uint8_t> out) = 0;

@@ -251,6 +251,11 @@ std::string FileMedium::PathOf(const BlockAddress& a, const StoredPayload* store
   return PathIn(stored ? DeviceOf(stored) : devices_.PlaceFor(a), a);
 }
 
+BlockLocation FileMedium::LocationOf(const BlockAddress& a, const StoredPayload* stored) {
+  const size_t dev = DeviceOf(stored);
+  return {dev, devices_.dir(dev).root(), PathIn(dev, a)};
+}
+
 // Namespaces exist in every directory in service, so that any placement can publish there.
 StatusCode FileMedium::CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {

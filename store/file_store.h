@@ -103,6 +103,7 @@ class FileMedium final : public Medium {
   std::vector<DomainInfo> Domains() override;
   // Where a committed block's file is (or where a new one would be placed).
   std::string PathOf(const BlockAddress& address, const StoredPayload* stored) override;
+  BlockLocation LocationOf(const BlockAddress& address, const StoredPayload* stored) override;
   // backing_io "uring": the reader's status line and counters; "posix": pread, no counters.
   // Also the bytes seals read back.
   MediumIoStats IoStats() const override;

@@ -332,6 +332,14 @@ class Medium {
     return {};
   }
 
+  // The data directory and file of a committed block (`stored`: its medium state); empty
+  // strings where the medium has none. Safe concurrently with anything.
+  virtual BlockLocation LocationOf(const BlockAddress& address, const StoredPayload* stored) {
+    (void)address;
+    (void)stored;
+    return {};
+  }
+
   // How payload reads are served, read now (safe concurrently with reads).
   virtual MediumIoStats IoStats() const = 0;
 

@@ -50,7 +50,7 @@ class StoreCore {
   StoreCore(StoreOptions options, std::unique_ptr<Medium> medium);
   ~StoreCore() = default;
 
-  friend class VerifyingReader;  // the readers Open hands out call the two below
+  friend class VerifyingReader;  // the readers Open hands out call the two below, and medium_
   // The bytes of `address` at `region_id` failed their checksums (`what`: a chunk, the
   // header). If it is still indexed there: set aside, counted, the observer told.
   void ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what);

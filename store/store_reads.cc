@@ -193,7 +193,8 @@ Result<std::shared_ptr<BlockReader>> StoreReads::OpenReader(const BlockAddress& 
     return status;
   }
   return std::shared_ptr<BlockReader>(std::make_shared<VerifyingReader>(
-      *this, std::move(info), std::move(opened->source), std::move(opened->checksums), client));
+      *this, std::move(info), std::move(stored), std::move(opened->source), std::move(opened->checksums),
+      client));
 }
 
 std::optional<LookupResult> StoreReads::PrefixHitLocked(const CacheIdentity& want,

@@ -12,6 +12,10 @@ VerifyingReader::~VerifyingReader() {
   if (holds_block_) store_.ReaderClosed(info_.address, info_.region_id);
 }
 
+BlockLocation VerifyingReader::Location() const {
+  return store_.medium_->LocationOf(info_.address, stored_.get());
+}
+
 // Reads whole chunks (the unit a checksum covers) and checks each before copying out the
 // bytes asked for.
 Result<size_t> VerifyingReader::Read(uint64_t offset, std::span<uint8_t> out) {

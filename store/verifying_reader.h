@@ -23,18 +23,20 @@ class StoreCore;
 // from what it opened.
 class VerifyingReader final : public BlockReader {
  public:
-  VerifyingReader(StoreCore& store, BlockInfo info, std::unique_ptr<RawSource> src,
-                  PayloadChecksums sums, bool holds_block)
-      : store_(store), info_(std::move(info)), src_(std::move(src)), sums_(std::move(sums)),
-        holds_block_(holds_block) {}
+  VerifyingReader(StoreCore& store, BlockInfo info, std::shared_ptr<StoredPayload> stored,
+                  std::unique_ptr<RawSource> src, PayloadChecksums sums, bool holds_block)
+      : store_(store), info_(std::move(info)), stored_(std::move(stored)), src_(std::move(src)),
+        sums_(std::move(sums)), holds_block_(holds_block) {}
   ~VerifyingReader() override;
 
   const BlockInfo& info() const override { return info_; }
   Result<size_t> Read(uint64_t offset, std::span<uint8_t> out) override;
+  BlockLocation Location() const override;
 
  private:
   StoreCore& store_;
   const BlockInfo info_;
+  const std::shared_ptr<StoredPayload> stored_;  // where it was when opened (Location)
   std::unique_ptr<RawSource> src_;
   const PayloadChecksums sums_;
   const bool holds_block_;  // counted among the block's open readers

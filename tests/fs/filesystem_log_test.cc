@@ -5,9 +5,13 @@
 #include <memory>
 #include <string>
 
+#include "store/file_store.h"
 #include "store/memory_store.h"
+#include "tests/support/commit_block.h"
+#include "tests/support/fault_env.h"
 #include "tests/support/fs_harness.h"
 #include "tests/support/log_capture.h"
+#include "tests/support/temp_dir.h"
 
 namespace gpucache {
 namespace {
@@ -46,6 +50,70 @@ TEST_CASE("Filesystem log: an automatic fence names the new epoch and the fills 
   CHECK(text.find("into epoch " + std::to_string(first + 1)) != std::string::npos);
   CHECK(text.find("2 fill(s) open then hear ESTALE") != std::string::npos);
   for (Reply* r : {&open1, &open2, &third}) h.Close(*r->handle);
+}
+
+size_t CountOf(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+  return n;
+}
+
+// A Filesystem over a file store whose every file operation goes through a FaultEnv.
+struct FaultyFileFs {
+  FaultyFileFs() : config(ParseConfig(FsConfigText("daemon"), "filesystem_test.toml")) {
+    StoreOptions options = StoreOptionsOf(config);
+    options.env = &env;
+    std::string error;
+    store = OpenFileStore(data_dir, options, nullptr, &error);
+    REQUIRE_MESSAGE(store, error);
+    fs = std::make_unique<Filesystem>(config, *store);
+  }
+
+  // Opens the committed block `id` as root; REQUIREs every step.
+  std::unique_ptr<Handle> OpenBlock(const CacheIdentity& id) {
+    uint64_t ino = kRootIno;
+    for (const std::string& name : {id.tenant, AddressOf(id).ns, AddressOf(id).block}) {
+      Reply entry = ReplyToEntry(fs->Lookup(kRoot, ino, name));
+      REQUIRE(entry.err == 0);
+      ino = entry.ino;
+    }
+    Reply open = ReplyToOpen(fs->Open(kRoot, ino, O_RDONLY));
+    REQUIRE(open.err == 0);
+    return std::move(open.handle);
+  }
+
+  TempDir tmp;
+  const std::string data_dir = tmp.path() + "/data";
+  FaultEnv env;
+  Config config;
+  std::unique_ptr<IndexedStore> store;
+  std::unique_ptr<Filesystem> fs;
+};
+
+TEST_CASE("Filesystem log: a backing read error names the data directory, the block and the errno") {
+  FaultyFileFs f;
+  const CacheIdentity id = SampleIdentity("acme");
+  CommitBlock(*f.store, id, Payload(5000), Owner{1000, 1000});
+  std::unique_ptr<Handle> h = f.OpenBlock(id);
+  LogCapture log;
+  f.env.FailNext(FaultEnv::Op::kRead, FaultEnv::Fault::kIoError);  // the payload's read
+  Bytes out(5000);
+  CHECK(f.fs->Read(*h, 0, out).status() == StatusCode::kIoError);
+
+  // A failing device fails every read: a few lines a minute for it, not one a read.
+  for (int i = 0; i < 4; i++) {
+    f.env.FailNext(FaultEnv::Op::kRead, FaultEnv::Fault::kIoError);
+    CHECK(f.fs->Read(*h, 0, out).status() == StatusCode::kIoError);
+  }
+  f.fs->Release(*h);
+
+  const std::string text = log.text();
+  CAPTURE(text);
+  CHECK(text.find("warning: backing read error: EIO reading block " + AddressOf(id).RelativePath()) !=
+        std::string::npos);
+  CHECK(text.find("in data directory " + f.data_dir) != std::string::npos);
+  CHECK(text.find("gpucachectl isolate MNT " + f.data_dir) != std::string::npos);
+  CHECK(CountOf(text, "backing read error") == 3);
 }
 
 }  // namespace
