@@ -20,7 +20,6 @@ void StoreCore::EndReservationLocked(ReservationId id, FillState outcome, BlockS
 BlockInfo StoreCore::AttributesOfLocked(BlockId id) const {
   BlockInfo info = BlockInfoOf(index_.Read(id));
   info.state = index_.at(id).state();
-  info.open_handles = index_.OpenReaders(id);
   return info;
 }
 

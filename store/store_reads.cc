@@ -100,7 +100,9 @@ Result<BlockInfo> StoreReads::StatAttributes(const BlockAddress& address) {
   MutexLock lock(mu_);
   std::optional<BlockId> id = index_.Find(address);
   if (!id) return StatusCode::kNotFound;
-  return AttributesOfLocked(*id);
+  BlockInfo info = AttributesOfLocked(*id);
+  info.open_handles = index_.OpenReaders(*id);  // here only: opens and probes never need it
+  return info;
 }
 
 Result<BlockInfo> StoreReads::Stat(const BlockAddress& address) {
@@ -112,6 +114,7 @@ Result<BlockInfo> StoreReads::Stat(const BlockAddress& address) {
     std::optional<BlockId> id = index_.Find(address);
     if (!id) return StatusCode::kNotFound;
     info = AttributesOfLocked(*id);
+    info.open_handles = index_.OpenReaders(*id);
     stored = index_.StoredOf(*id);
   }
   Result<Medium::Held> held = medium_->ReadHeld(info, stored);

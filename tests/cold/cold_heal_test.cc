@@ -57,32 +57,48 @@ bool Balanced(const json& r) {
                                                r["dropped"].get<uint64_t>();
 }
 
+// An object store that is down (the proxy fails every request) until End().
+struct Outage {
+  explicit Outage(const std::string& endpoint) : proxy(endpoint, 0.0, "", 2, 1, Down(dir)) {}
+  void End() { std::remove((dir.path() + "/outage").c_str()); }
+  static std::string Down(const test::TempDir& d) {
+    std::string file = d.path() + "/outage";
+    std::ofstream(file) << "down\n";
+    return file;
+  }
+  test::TempDir dir;
+  LoggedProxy proxy;
+};
+
+// The sink's report once `n` jobs have entered the failed queue (or after 30 s).
+json AwaitFailedEntries(HealMount& m, uint64_t n) {
+  json r;
+  for (int i = 0; i < 600; i++) {
+    r = m.Report();
+    if (r["failed_entries_total"].get<uint64_t>() >= n) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("Cold: after-commit write-back heals once an outage ends, without an operator") {
   auto env = RgwEnv();
   REQUIRE_MESSAGE(!env.empty(), "GPUCACHE_S3_ENV_FILE: run through ctest (fixture cold_rgw)");
-  test::TempDir dir;
-  std::string outage = dir.path() + "/outage";
-  std::ofstream(outage) << "down\n";
-  LoggedProxy proxy(env["GPUCACHE_S3_ENDPOINT"], 0.0, "", 2, 1, outage);
-  REQUIRE(proxy.ready());
-  HealMount m(proxy.endpoint(), "heal",
+  Outage outage(env["GPUCACHE_S3_ENDPOINT"]);
+  REQUIRE(outage.proxy.ready());
+  HealMount m(outage.proxy.endpoint(), "heal",
               "write_back = \"after-commit\"\nflush_interval = 0.1\nredrive_interval = 0.3\n");
   for (int i = 0; i < 6; i++) {
     REQUIRE(MountClient(m.fs->mnt()).Commit(NthIdentity(i), PayloadOf(i, 4096)) == 0);
   }
-  json r;
-  for (int i = 0; i < 600; i++) {  // until the outage has failed at least one job
-    r = m.Report();
-    if (r["failed_entries_total"].get<uint64_t>() > 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  json r = AwaitFailedEntries(m, 1);  // the outage has failed at least one job
   REQUIRE(r["failed_entries_total"].get<uint64_t>() > 0);
   CHECK(r["uploaded"] == 0);
   CHECK(Balanced(r));
 
-  std::remove(outage.c_str());  // the outage ends
+  outage.End();
   for (int i = 0; i < 1200; i++) {
     r = m.Report();
     if (r["uploaded"] == r["submitted"] && r["pending"] == 0 && r["failed"] == 0) break;
@@ -107,23 +123,15 @@ TEST_CASE("Cold: after-commit write-back heals once an outage ends, without an o
 TEST_CASE("Cold: an upload outage is logged once, not once per attempt, and so is its end") {
   auto env = RgwEnv();
   REQUIRE_MESSAGE(!env.empty(), "GPUCACHE_S3_ENV_FILE: run through ctest (fixture cold_rgw)");
-  test::TempDir dir;
-  std::string outage = dir.path() + "/outage";
-  std::ofstream(outage) << "down\n";
-  LoggedProxy proxy(env["GPUCACHE_S3_ENDPOINT"], 0.0, "", 2, 1, outage);
-  REQUIRE(proxy.ready());
-  HealMount m(proxy.endpoint(), "outagelog",
+  Outage outage(env["GPUCACHE_S3_ENDPOINT"]);
+  REQUIRE(outage.proxy.ready());
+  HealMount m(outage.proxy.endpoint(), "outagelog",
               "write_back = \"after-commit\"\nflush_interval = 0.1\nredrive_interval = 0.2\n"
               "max_attempts = 2\nretry_base_delay = 0.05\nretry_max_delay = 0.1\n");
   for (int i = 0; i < 4; i++) {
     REQUIRE(MountClient(m.fs->mnt()).Commit(NthIdentity(i), PayloadOf(i, 4096)) == 0);
   }
-  json r;
-  for (int i = 0; i < 600; i++) {  // until jobs failed, were re-driven and failed again
-    r = m.Report();
-    if (r["failed_entries_total"].get<uint64_t>() >= 3) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  json r = AwaitFailedEntries(m, 3);  // jobs failed, were re-driven and failed again
   REQUIRE(r["failed_entries_total"].get<uint64_t>() >= 3);
   const std::string failed_line = "upload job(s) moved to the failed queue";
   const std::string requeued_line = "failed with a temporary error";
@@ -133,7 +141,7 @@ TEST_CASE("Cold: an upload outage is logged once, not once per attempt, and so i
   CHECK(Occurrences(log, requeued_line) == 1);
   CHECK(log.find("first error: job ") != std::string::npos);
 
-  std::remove(outage.c_str());  // the outage ends
+  outage.End();
   const std::string recovered_line = "cold tier: uploads succeed again";
   for (int i = 0; i < 600 && Occurrences(m.fs->Log(), recovered_line) == 0; i++) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

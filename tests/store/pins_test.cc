@@ -42,9 +42,11 @@ class HeldPinsEnv final : public EnvWrapper {
   test::Gate gate;
 };
 
-std::unique_ptr<IndexedStore> Open(const std::vector<std::string>& dirs, Env& env) {
+// `background`: the store verifies its blocks after it opens (verify_blocks = "background").
+std::unique_ptr<IndexedStore> Open(const std::vector<std::string>& dirs, Env& env, bool background = false) {
   StoreOptions options;
   options.env = &env;
+  options.verify_in_background = background;
   std::string error;
   auto s = OpenFileStore(dirs, options, nullptr, &error);
   REQUIRE_MESSAGE(s, error);
@@ -60,6 +62,14 @@ std::unique_ptr<IndexedStore> OpenWith(const std::string& dir, Env& env, const C
   auto s = Open(dir, env);
   test::CommitBlock(*s, a, Payload(4096, 1), {});
   test::CommitBlock(*s, b, Payload(4096, 2), {});
+  return s;
+}
+
+// A store over `dir` with `id` committed and pinned.
+std::unique_ptr<IndexedStore> OpenPinned(const std::string& dir, Env& env, const CacheIdentity& id) {
+  auto s = Open(dir, env);
+  test::CommitBlock(*s, id, Payload(4096, 1), {});
+  REQUIRE(s->SetPinned(AddressOf(id), true) == StatusCode::kOk);
   return s;
 }
 
@@ -184,9 +194,7 @@ TEST_CASE("FileStore: a pin that could not be removed from PINS does not pin the
   FailingPinsEnv env;
   CacheIdentity id = SampleIdentity("acme", 7);
   {
-    auto s = Open(dir.path(), env);
-    test::CommitBlock(*s, id, Payload(4096, 1), {});
-    REQUIRE(s->SetPinned(AddressOf(id), true) == StatusCode::kOk);
+    auto s = OpenPinned(dir.path(), env, id);
     env.failing = true;
     REQUIRE(s->SetPinned(AddressOf(id), false) == StatusCode::kOk);  // PINS still names it
     env.failing = false;
@@ -197,17 +205,6 @@ TEST_CASE("FileStore: a pin that could not be removed from PINS does not pin the
   CHECK_FALSE(Pinned(*s, id));
 }
 
-// A store over `dir` that verifies in the background (or before it opens, if not `background`).
-std::unique_ptr<IndexedStore> OpenVerifying(const std::string& dir, Env& env, bool background) {
-  StoreOptions options;
-  options.env = &env;
-  options.verify_in_background = background;
-  std::string error;
-  auto s = OpenFileStore(std::vector<std::string>{dir}, options, nullptr, &error);
-  REQUIRE_MESSAGE(s, error);
-  return s;
-}
-
 TEST_CASE("FileStore: a pin holds across a start that verifies in the background") {
   test::TempDir dir;
   FailingPinsEnv env;
@@ -216,7 +213,7 @@ TEST_CASE("FileStore: a pin holds across a start that verifies in the background
     auto s = OpenWith(dir.path(), env, id, other);
     REQUIRE(s->SetPinned(AddressOf(id), true) == StatusCode::kOk);
   }
-  auto s = OpenVerifying(dir.path(), env, /*background=*/true);
+  auto s = Open({dir.path()}, env, /*background=*/true);
   s->WaitForVerification();
   CHECK(Pinned(*s, id));
   CHECK_FALSE(Pinned(*s, other));
@@ -230,11 +227,7 @@ TEST_CASE("FileStore: a replaced file found at start is pinned by its own commit
   test::TempDir dir;
   FailingPinsEnv env;
   CacheIdentity id = SampleIdentity("acme", 11);
-  {
-    auto s = Open(dir.path(), env);
-    test::CommitBlock(*s, id, Payload(4096, 1), {});
-    REQUIRE(s->SetPinned(AddressOf(id), true) == StatusCode::kOk);
-  }
+  { OpenPinned(dir.path(), env, id); }
   fs::copy_file(dir.path() + "/INDEX", dir.path() + "/INDEX.saved");
   fs::copy_file(dir.path() + "/PINS", dir.path() + "/PINS.saved");
   {
@@ -249,7 +242,7 @@ TEST_CASE("FileStore: a replaced file found at start is pinned by its own commit
     fs::rename(copy.path() + "/INDEX.saved", copy.path() + "/INDEX");
     fs::rename(copy.path() + "/PINS.saved", copy.path() + "/PINS");
     fs::remove(copy.path() + "/JOURNAL");
-    auto s = OpenVerifying(copy.path(), env, background);
+    auto s = Open({copy.path()}, env, background);
     s->WaitForVerification();
     CHECK_FALSE(Pinned(*s, id));
   }
