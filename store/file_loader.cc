@@ -51,10 +51,7 @@ std::optional<size_t> FileLoader::Load(MediumReport& report, bool verify_later,
     if (background && CanVerifyLater()) {
       RestoreFromIndex(dev, report);
       LoadQuarantine(dev, report);
-      // The journal stays as it is (its torn tail cut), appended to from now on: what the walk
-      // finds is appended too, so INDEX and the journal stay as after a crash until the walk
-      // finished.
-      KeepJournal(dev);
+      KeepJournalForWalk(dev, report);
       {
         WriterLock lock(walk_state_mu_);  // before the store is shared: uncontended
         walk_state_ = true;
@@ -350,6 +347,21 @@ void FileLoader::StartJournal(size_t dev, uint64_t journal_rotate_bytes) {
     logs_[dev]->Empty();
   }
   loaded_ = IndexSnapshot{};  // used_ and the snapshot go with DropSnapshot, which follows
+}
+
+// The journal stays as it is (its torn tail cut), appended to from now on: what the walk finds
+// is appended too, so INDEX and the journal stay as after a crash until the walk finished.
+// INDEX cannot be written instead (nothing is verified yet). When the journal cannot be kept,
+// the next record opens it again keeping its whole records; no block is lost (a later start
+// reads in full the files no record names), but the operator hears of it, as of a journal
+// write that failed.
+void FileLoader::KeepJournalForWalk(size_t dev, MediumReport& report) {
+  if (KeepJournal(dev)) return;
+  metadata_errors_++;
+  report.problems.push_back("cannot keep " + devices_.dir(dev).File(kJournalFile) +
+                            " (it could not be opened, cut or appended to: check the device); the "
+                            "next record tries again, and the next start reads in full the block "
+                            "files the journal and INDEX do not name");
 }
 
 bool FileLoader::KeepJournal(size_t dev) {

@@ -75,6 +75,9 @@ class FileLoader {
   // entries read in full, the parts not handed over): none once the walk ended or an eager
   // load was handed over, so that what a daemon keeps resident is its index alone.
   size_t HeldBytes() const;
+  // Writes of the metadata a start reads that this start could not make (a JOURNAL it could not
+  // keep): the medium counts them (Medium::metadata_errors).
+  uint64_t MetadataErrors() const { return metadata_errors_; }
 
  private:
   // Start-up (file_loader.cc).
@@ -86,6 +89,8 @@ class FileLoader {
   void LoadQuarantine(size_t dev, MediumReport& report);
   // Keeps the journal or writes INDEX from what this start verified (see the .cc).
   void StartJournal(size_t dev, uint64_t journal_rotate_bytes);
+  // The journal of a start that verifies later, kept; if it cannot be, counted and reported.
+  void KeepJournalForWalk(size_t dev, MediumReport& report);
   // Keeps JOURNAL as the start found it (its torn tail cut) and appends the entries read in
   // full; false if that failed (then INDEX is written instead).
   bool KeepJournal(size_t dev);
@@ -141,6 +146,7 @@ class FileLoader {
   const std::span<const std::unique_ptr<IndexLog>> logs_;
   const bool stat_ahead_;
   PinsFile pins_;  // the pins of every data directory
+  uint64_t metadata_errors_ = 0;  // Load's thread only
 
   // The snapshot of the directory being loaded and its journals' commits, in the order read,
   // and which of them is each block's. Kept (read-only) for the walk until EndWalk.

@@ -201,6 +201,7 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
     walk_over_.store(false, std::memory_order_release);
     walk_dev_ = *walk;
   }
+  for (uint64_t i = 0; i < loader_->MetadataErrors(); i++) CountMetadataError();
   if (!options_.env) {  // filled from now on, off the start's path
     std::vector<std::string> spare_dirs;
     for (size_t dev = 0; dev < devices_.size(); ++dev) spare_dirs.push_back(devices_.dir(dev).Spare());

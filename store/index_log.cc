@@ -125,8 +125,8 @@ StatusCode IndexLog::Append(const JournalRecord& record, uint64_t* journal_bytes
   StatusCode s = env_.Append(fd_.get(), bytes);
   if (s != StatusCode::kOk) {
     // A record torn part-way ends what a start replays: every later record would be lost to
-    // it. Cut it off; if that fails too, the next record starts a fresh JOURNAL (the records
-    // before it are then read in full at the next start, as for a journal never written).
+    // it. Cut it off; if that fails too, the next record opens JOURNAL again and cuts it there
+    // (OpenKept), keeping the whole records before it.
     if (env_.Truncate(fd_.get(), bytes_) != StatusCode::kOk) {
       fd_ = Fd(-1);
       reopen_empty_ = false;

@@ -196,6 +196,59 @@ TEST_CASE("Verify after start: a close that cannot write INDEX keeps the journal
   CHECK(ReadAll(*s, 3) == PayloadOf(3));
 }
 
+// Which call of a start on `dir` (counted from its first, through a test Env: one order) cuts
+// JOURNAL's torn tail, the last Truncate before the store opens: found by a start on a copy.
+uint64_t CallCuttingJournal(const std::string& dir) {
+  test::TempDir copy;
+  fs::copy(dir, copy.path(), fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  test::FaultEnv env;
+  std::latch release(1);
+  StoreOptions o = HeldWalk(release);
+  o.env = &env;
+  auto s = Open(copy.path(), o);
+  const std::vector<test::FaultEnv::Op> ops = env.ops();  // the walk is held: the start's alone
+  release.count_down();
+  auto last = std::find(ops.rbegin(), ops.rend(), test::FaultEnv::Op::kTruncate);
+  REQUIRE(last != ops.rend());
+  return static_cast<uint64_t>(ops.rend() - last - 1);
+}
+
+// A start that verifies later keeps the journal as it is; when it could not (here: its torn tail
+// could not be cut), the next record started an empty JOURNAL, dropping records INDEX lacks, and
+// nothing was counted or reported.
+TEST_CASE("Verify after start: a journal the start cannot keep is counted and reported") {
+  test::TempDir tmp;
+  test::FaultEnv env;
+  {
+    StoreOptions o;
+    o.env = &env;
+    Open(tmp.path(), o);
+  }  // an INDEX, empty
+  {
+    StoreOptions o;
+    o.env = &env;
+    auto s = Open(tmp.path(), o);
+    Commit(*s, 1, PayloadOf(1));
+    env.FailNext(test::FaultEnv::Op::kRename, test::FaultEnv::Fault::kIoError);  // INDEX.tmp
+  }  // the journal names block 1, INDEX does not
+  const std::string journal = tmp.path() + "/JOURNAL";
+  std::ofstream(journal, std::ios::app | std::ios::binary) << "torn";  // a record cut short
+  const uint64_t cut = CallCuttingJournal(tmp.path());
+  std::latch release(1);
+  StoreOptions o = HeldWalk(release);
+  o.env = &env;
+  env.FailCall(cut, test::FaultEnv::Fault::kIoError);
+  FileStoreReport report;
+  auto s = Open(tmp.path(), o, &report);
+  CHECK(s->Stats().metadata_errors == 1);
+  const auto reported = std::find_if(report.problems.begin(), report.problems.end(),
+                                     [&](const std::string& p) { return p.starts_with("cannot keep " + journal); });
+  CHECK(reported != report.problems.end());
+  release.count_down();
+  s->WaitForVerification();
+  CHECK(ReadAll(*s, 1) == PayloadOf(1));  // no block is lost: read in full
+}
+
 TEST_CASE("Verify after start: several data directories are checked before the store opens") {
   test::TempDir a, b;
   {
