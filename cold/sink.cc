@@ -188,6 +188,7 @@ void Sink::Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report
       break;
     case Outcome::kRequeue:
       report.requeued++;
+      if (!report.first_requeued_error) report.first_requeued_error = job->last_error;
       job->due = Clock::now() + Backoff(job->attempts);
       pending_.push_back(std::move(job));
       break;
@@ -197,6 +198,7 @@ void Sink::Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report
       break;
     case Outcome::kFail: {
       report.newly_failed++;
+      if (!report.first_failed_error) report.first_failed_error = job->last_error;
       stats_.failed_entries++;
       uint64_t ms = limits_.redrive_interval_ms << std::min(job->redrives, 4);
       job->redrive_at = Clock::now() + std::chrono::milliseconds(ms);
@@ -317,6 +319,8 @@ void Accumulate(DrainReport& total, const DrainReport& r) {
   total.pending = r.pending;
   total.failed_now = r.failed_now;
   if (!total.first_error) total.first_error = r.first_error;
+  if (!total.first_requeued_error) total.first_requeued_error = r.first_requeued_error;
+  if (!total.first_failed_error) total.first_failed_error = r.first_failed_error;
 }
 
 Clock::time_point Sink::NextDue() const {

@@ -94,6 +94,10 @@ struct DrainReport {
   size_t pending = 0;    // after the drain
   size_t failed_now = 0;  // the failed queue after the drain
   std::optional<JobError> first_error;  // the first job error seen, if any
+  // The first error of a job requeued, and of a job moved to the failed queue: the log lines
+  // of each kind (daemon/cold_upload_log.h) name their own, not a temporary error for a
+  // permanent failure or the other way round.
+  std::optional<JobError> first_requeued_error, first_failed_error;
 };
 
 // Adds the counts of `r` to `total` (pending and failed_now are taken from `r`: they are

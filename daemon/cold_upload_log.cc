@@ -23,8 +23,8 @@ void ColdUploadLog::Unlogged::Add(size_t n, const std::optional<cold::JobError>&
 }
 
 void ColdUploadLog::Note(const cold::DrainReport& round) {
-  failed_.Add(round.newly_failed, round.first_error);
-  requeued_.Add(round.requeued, round.first_error);
+  failed_.Add(round.newly_failed, round.first_failed_error);
+  requeued_.Add(round.requeued, round.first_requeued_error);
   // Asked only for rounds that add jobs: each refusal counts as a suppressed line
   // (gpucache_log_lines_suppressed_total). Jobs left unlogged when failures stop are in the
   // line that says uploads succeed again.

@@ -5,8 +5,8 @@
 //
 // A dead or hostile object store fails every upload of every round, so each warning is
 // logged at most once per `interval` and says how many jobs it stands for (counted since the
-// last line of its kind), with the first error among them, escaped (common/printable.h: the
-// code and message come from the object store). The line that says uploads succeed again
+// last line of its kind), with the first error of that kind among them, escaped
+// (common/printable.h: the code and message come from the object store). The line that says uploads succeed again
 // follows only a warning, so there are never more of it than of them.
 //
 // Thread safety: Note is called by one thread at a time (the tier's background thread).
