@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from .block_names import BlockNamer, ModelIdentity
 from .cold_refill import RefillRun
 from .connector_types import ConnectorConfig, LoadSpec, SaveSpec, StepMeta, WorkerStats
-from .kv_layout import PagedLayer
+from .kv_layout import PagedLayer, check_paged_layers
 from .layer_load import LayerwiseLoad
 from .layer_save import SaveBatch
 from .staging import StagingPool
@@ -55,8 +55,13 @@ class WorkerCore:
         # attended to garbage (written under _lock by the async loads too)
         self._failed_from: Dict[str, int] = {}
 
-    def register(self, layers: Sequence[PagedLayer]) -> None:
-        """The paged cache, one entry per layer in forward order."""
+    def register(self, layers: Sequence[PagedLayer], names: Optional[Sequence[str]] = None) -> None:
+        """The paged cache, one entry per layer in forward order (`names` for the errors).
+
+        ValueError unless there is one layer per layer of the geometry, each of its block size,
+        KV heads and head size (kv_layout.check_paged_layers): refused here, at start-up,
+        rather than failing or misplacing bytes in the forward pass."""
+        check_paged_layers(self.config.geometry, layers, names)
         self.layers = list(layers)
 
     # ---- loading ----------------------------------------------------------------------

@@ -22,7 +22,7 @@ same whichever backend wrote it; the copies then go through torch's strided inde
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, List, Sequence, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, Union, cast
 
 import torch
 
@@ -148,6 +148,38 @@ def halves(layer: PagedLayer) -> Tuple[torch.Tensor, torch.Tensor]:
         both = layer.view(blocks, heads, 2, block_size, two_dim // 2)
         return both[:, :, 0].transpose(1, 2), both[:, :, 1].transpose(1, 2)
     return (layer[0], layer[1])
+
+
+def check_paged_layers(geometry: KVGeometry, layers: Sequence[PagedLayer],
+                       names: Optional[Sequence[str]] = None) -> None:
+    """ValueError unless `layers` is one paged layer per layer of `geometry`, each of its block
+    size, KV heads and head size: the staging, the block payload and the identity are sized by
+    the geometry, so a layer past its count (a speculative-decoding drafter's) would be indexed
+    past the staging in the forward pass, and a layer of another shape copied misplaced."""
+    g = geometry
+    label = list(names) if names is not None else ["layer %d" % i for i in range(len(layers))]
+    if len(layers) != g.layers:
+        extra = label[g.layers:]
+        raise ValueError(
+            "gpucache: the engine has KV caches for %d layers, the model (the connector's "
+            "geometry) %d%s: speculative decoding with a drafter that has KV caches of its own "
+            "(EAGLE, MTP, a draft model) is not supported, nor a model whose layers are not all "
+            "attention layers with a KV cache of their own"
+            % (len(layers), g.layers, " (the extra ones: %s)" % ", ".join(extra) if extra else ""))
+    expected = (g.engine_block_size, g.kv_heads, g.head_dim)
+    for name, layer in zip(label, layers):
+        try:
+            k, v = halves(layer)
+            shapes = [tuple(k.shape), tuple(v.shape)]
+        except (RuntimeError, ValueError, IndexError, TypeError) as e:
+            raise ValueError("gpucache: KV cache %s is not a paged layer the connector can read: %s"
+                             % (name, e)) from e
+        if any(len(s) != 4 or s[1:] != expected for s in shapes) or shapes[0] != shapes[1]:
+            raise ValueError(
+                "gpucache: KV cache %s holds K and V as %s and %s [blocks, block_size, kv_heads, "
+                "head_dim], the connector expected [blocks, %d, %d, %d] (vLLM's block_size, the "
+                "model's KV heads on this TP rank, its head size)"
+                % (name, list(shapes[0]), list(shapes[1]), *expected))
 
 
 def scatter(layer: PagedLayer, ids: torch.Tensor, staging: torch.Tensor) -> None:

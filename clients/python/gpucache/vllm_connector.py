@@ -371,7 +371,10 @@ class GpucacheConnector(KVConnectorBase_V1):
                 if t.dtype != dtype:  # the copies would convert values, not move bytes
                     raise ValueError("GpucacheConnector: KV cache %s is %s, the connector expected %s "
                                      "(--kv-cache-dtype)" % (name, t.dtype, dtype))
-        self._worker_core().register([form(t) for form, t in zip(self._forms, kv_caches.values())])
+        # One layer per layer of the model, each of its block size, KV heads and head size, or
+        # a refusal now (a drafter's layers would be saved past the staging mid-forward).
+        self._worker_core().register([form(t) for form, t in zip(self._forms, kv_caches.values())],
+                                     list(kv_caches))
 
     def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:
         # The step's plan reaches the worker core here, first thing in the step: vLLM calls

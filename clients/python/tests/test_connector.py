@@ -314,5 +314,43 @@ class PagedRoundTripTest(unittest.TestCase):
             self.round_trip(GEOMETRY, root, False, False)
 
 
+class RegisterTest(unittest.TestCase):
+    """The worker takes only a paged cache of the geometry's layers and shape (no mount)."""
+
+    # Regression (review, 2026-12-08): register took any list of layers. With a speculative-
+    # decoding drafter vLLM registers the drafter's attention layers too (more than the
+    # geometry's), and save_layer(<past the geometry>) raised IndexError out of the staging
+    # in the engine's forward pass; a layer of another block size, KV head count or head size
+    # was copied misplaced.
+    def test_only_the_geometrys_layers_of_its_shape_are_accepted(self):
+        g = GEOMETRY
+        with tempfile.TemporaryDirectory() as root:
+            worker = WorkerCore(config(root))
+            try:
+                ok = PagedCache(g, 8).layers
+                cpu = [torch.zeros(8, g.kv_heads, g.engine_block_size, 2 * g.head_dim, dtype=g.dtype)
+                       for _ in range(g.layers)]
+                for layers in (ok, PagedCache(g, 8, kv_tuple=True).layers, cpu):
+                    worker.register(layers)
+                    self.assertEqual(len(worker.layers), g.layers)
+
+                def first_of(**changed):
+                    return [PagedCache(dataclasses.replace(g, **changed), 8).layers[0]] + ok[1:]
+
+                for layers, message in (
+                        (ok + ok[:1], "KV caches for 5 layers, the model .* 4 \\(the extra ones: layer 4\\)"),
+                        (ok[:3], "KV caches for 3 layers, the model .* 4: "),
+                        (first_of(kv_heads=4), "KV cache layer 0 holds K and V as \\[8, 16, 4, 64\\]"),
+                        (first_of(head_dim=32), "KV cache layer 0 holds"),
+                        (first_of(engine_block_size=32), "KV cache layer 0 holds"),
+                        (ok[:3] + [torch.zeros(8, 4, 16, 128, dtype=g.dtype)], "KV cache layer 3 holds"),
+                        (ok[:3] + [torch.zeros(8, 2, 16, 127, dtype=g.dtype)], "KV cache layer 3 is not a paged layer")):
+                    with self.subTest(message), self.assertRaisesRegex(ValueError, message):
+                        worker.register(layers)
+                    self.assertIs(worker.layers[0], cpu[0])  # the last accepted cache stays
+            finally:
+                worker.close()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -256,6 +256,30 @@ class VllmShellTest(unittest.TestCase):
         self.config.kv_transfer_config.kv_connector_extra_config["save_threads"] = 3
         self.assertEqual(config_from_vllm(self.config)[0].save_threads, 3)
 
+    # Regression (review, 2026-12-08): register_kv_caches took every KV cache vLLM gave and
+    # checked only its dtype. With a speculative-decoding drafter (EAGLE) vLLM gives the
+    # drafter's layers KV caches too: save_kv_layer(<a drafter layer>) indexed past the
+    # staging and an IndexError escaped into vLLM's forward pass; a cache of another block
+    # size, KV head count or head size would have been copied misplaced.
+    def test_kv_caches_other_than_the_models_layers_are_refused_at_registration(self):
+        def caches(n, shape=(2, 16, 16, 2, 32)):
+            return {"model.layers.%d.self_attn.attn" % i: torch.zeros(shape, dtype=torch.bfloat16)
+                    for i in range(n)}
+        eagle = caches(2)
+        eagle["drafter.layers.0.self_attn.attn"] = torch.zeros(2, 16, 16, 2, 32, dtype=torch.bfloat16)
+        cases = [(eagle, "KV caches for 3 layers, the model .* 2 \\(the extra ones: "
+                         "drafter.layers.0.self_attn.attn\\): speculative decoding"),
+                 (caches(1), "KV caches for 1 layers, the model .* 2: ")]
+        for shape in ((2, 16, 32, 2, 32), (2, 16, 16, 4, 32), (2, 16, 16, 2, 64), (16, 4, 16, 64)):
+            cases.append((caches(2, shape), "KV cache model.layers.0.self_attn.attn holds K and V as .* "
+                                            "expected \\[blocks, 16, 2, 32\\]"))
+        for kv, message in cases:
+            with self.subTest(message):
+                worker = GpucacheConnector(self.config, NS(name="WORKER"))
+                with self.assertRaisesRegex(ValueError, message):
+                    worker.register_kv_caches(kv)
+                worker.shutdown()
+
     def save_then_load(self, kv, blocks_of, start_after_forward):
         tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
         sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
