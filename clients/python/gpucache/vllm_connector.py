@@ -152,43 +152,71 @@ def local_weights_digest(path: str) -> str:
     return "local-" + hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:32]
 
 
-def _hub_commit(repo_id: str, cache_dirs: Iterable[Optional[str]]) -> Optional[str]:
-    """The commit of the Hugging Face snapshot a revision-less repo id resolves to locally."""
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def _hub_commit(repo_id: str, cache_dirs: Iterable[Optional[str]], revision: Optional[str] = None) -> Optional[str]:
+    """The commit of the Hugging Face snapshot `revision` (None: main) of a repo id resolves to
+    in the local cache (its refs/)."""
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return None
     for cache_dir in cache_dirs:
         try:
-            found = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir)
+            found = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir, revision=revision)
         except Exception:  # not a repo id, or an unreadable cache
             continue
         if isinstance(found, str):  # <cache>/models--org--name/snapshots/<commit>/config.json
             commit = os.path.basename(os.path.dirname(found))
-            if re.fullmatch(r"[0-9a-f]{40}", commit):
+            if _COMMIT.fullmatch(commit):
                 return commit
+    return None
+
+
+def _resolved_commit(revision: Any) -> Optional[str]:
+    """The commit a vLLM revision names for sure, if any.
+
+    vLLM 0.32 resolves --revision against the hub (or the local refs/ cache) and keeps
+    huggingface_hub's ResolvedRevision: a str whose value is the name asked for ("main" when
+    none was) and whose .resolved is the commit. Without that, only a full commit hash pins
+    the weights: a branch or tag name ("main", "v1") can move to other weights.
+    """
+    resolved = getattr(revision, "resolved", None)
+    if isinstance(resolved, str) and _COMMIT.fullmatch(resolved):
+        return resolved
+    if isinstance(revision, str) and _COMMIT.fullmatch(revision):
+        return str(revision)
     return None
 
 
 def model_revision(vllm_config: Any, extra: Dict[str, Any]) -> str:
     """The identity's model_revision: what the engine's weights are.
 
-    kv_connector_extra_config "model_revision" wins (used as is); then vLLM's --revision; for a
-    local model path without one, a digest of its files' names, sizes and mtimes; for a Hugging
-    Face repo id without one, the commit of its locally cached snapshot. Nothing else: a
-    moving name ("@main") would let blocks computed with old weights serve new ones.
+    kv_connector_extra_config "model_revision" wins (used as is); then the commit vLLM's
+    --revision resolved to, or --revision itself if it is a full commit hash; for a local
+    model path, a digest of its files' names, sizes and mtimes; for a Hugging Face repo id, the
+    commit its revision (main without one) has in the local cache. Nothing else: a moving name
+    ("@main") would let blocks computed with old weights serve new ones.
     """
     mc = vllm_config.model_config
     if extra.get("model_revision"):
         return str(extra["model_revision"])
-    if mc.revision:
-        return "%s@%s" % (mc.model, mc.revision)
-    if os.path.exists(mc.model):
-        return "%s@%s" % (mc.model, local_weights_digest(mc.model))
-    download_dir = getattr(getattr(vllm_config, "load_config", None), "download_dir", None)
-    commit = _hub_commit(mc.model, [download_dir, None] if download_dir else [None])
+    commit = _resolved_commit(mc.revision)
     if commit is not None:
         return "%s@%s" % (mc.model, commit)
+    if os.path.exists(mc.model):  # a revision name does not say which files a directory holds
+        return "%s@%s" % (mc.model, local_weights_digest(mc.model))
+    requested = str(mc.revision) if mc.revision else None
+    download_dir = getattr(getattr(vllm_config, "load_config", None), "download_dir", None)
+    commit = _hub_commit(mc.model, [download_dir, None] if download_dir else [None], requested)
+    if commit is not None:
+        return "%s@%s" % (mc.model, commit)
+    if requested is not None:
+        raise ValueError("GpucacheConnector: --revision %r of %r is not a commit, and neither vLLM nor the "
+                         "local Hugging Face cache resolved it to one (a branch or tag can move to other "
+                         "weights): give vLLM --revision <40-hex commit> or kv_connector_extra_config "
+                         "\"model_revision\"" % (requested, mc.model))
     raise ValueError("GpucacheConnector: cannot tell which weights %r are: give vLLM --revision or "
                      "kv_connector_extra_config \"model_revision\" (e.g. \"%s@<commit>\")"
                      % (mc.model, mc.model))

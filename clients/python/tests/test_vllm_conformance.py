@@ -197,6 +197,46 @@ class VllmConfigTest(unittest.TestCase):
             config = NS(model_config=NS(model="acme/tiny", revision=None), load_config=NS(download_dir=cache))
             self.assertEqual(vllm_connector.model_revision(config, {}), "acme/tiny@" + commit)
 
+    # Regression (review, 2026-12-08): vLLM 0.32's ModelConfig keeps the revision as
+    # huggingface_hub's ResolvedRevision, whose str value is "main" when none was given; the
+    # connector named the model "<repo>@main", a branch that moves to other weights. The
+    # revision here is the one vLLM's resolve_revision makes, from a local cache.
+    @unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
+    def test_vllms_resolved_revision_names_the_commit_not_the_branch(self):
+        import tempfile
+        from types import SimpleNamespace as NS
+        from huggingface_hub import HfApi
+        main, tag = "0123456789abcdef0123456789abcdef01234567", "89abcdef0123456789abcdef0123456789abcdef"
+        with tempfile.TemporaryDirectory() as cache:
+            repo = os.path.join(cache, "models--acme--tiny")
+            for commit in (main, tag):
+                os.makedirs(os.path.join(repo, "snapshots", commit))
+                with open(os.path.join(repo, "snapshots", commit, "config.json"), "w") as f:
+                    f.write("{}")
+            os.makedirs(os.path.join(repo, "refs"))
+            with open(os.path.join(repo, "refs", "main"), "w") as f:
+                f.write(main)
+            with open(os.path.join(repo, "refs", "v1"), "w") as f:
+                f.write(tag)
+
+            def named(revision):
+                config = NS(model_config=NS(model="acme/tiny", revision=revision), load_config=NS(download_dir=None))
+                return vllm_connector.model_revision(config, {})
+
+            api = HfApi()
+            for requested, commit in ((None, main), ("main", main), ("v1", tag), (tag, tag)):
+                with self.subTest(requested):
+                    revision = api.resolve_revision("acme/tiny", revision=requested, cache_dir=cache,
+                                                    local_files_only=True)
+                    self.assertEqual(str(revision), requested or "main")  # what the old code named
+                    self.assertEqual(named(revision), "acme/tiny@" + commit)
+            # Not resolved (vLLM falls back to the name when it cannot): the cache's refs, or refused.
+            config = NS(model_config=NS(model="acme/tiny", revision="v1"), load_config=NS(download_dir=cache))
+            self.assertEqual(vllm_connector.model_revision(config, {}), "acme/tiny@" + tag)
+            config.model_config.revision = "v2"
+            with self.assertRaisesRegex(ValueError, "'v2' of 'acme/tiny' is not a commit"):
+                vllm_connector.model_revision(config, {})
+
 
 if __name__ == "__main__":
     unittest.main()

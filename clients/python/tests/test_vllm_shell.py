@@ -16,10 +16,23 @@ from gpucache import vllm_connector
 from gpucache.vllm_connector import GpucacheConnector, GpucacheConnectorMetadata
 
 
+COMMIT = "5206a32e1c2d6b8d9a7f0e3b4c5d6e7f8a9b0c1d"
+
+
+class Resolved(str):
+    """huggingface_hub's ResolvedRevision as vLLM 0.32's ModelConfig keeps it: the name asked
+    for ("main" when none was), the commit it resolved to in .resolved."""
+
+    def __new__(cls, resolved, initial=None):
+        revision = super().__new__(cls, initial if initial is not None else "main")
+        revision.resolved = resolved
+        return revision
+
+
 def vllm_config(mount, cache_dtype="auto", **cache):
     hf = NS(rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 8.0,
                                                 "original_max_position_embeddings": 8192})
-    model = NS(model="meta-llama/Llama-3.1-8B", revision="5206a32", tokenizer="meta-llama/Llama-3.1-8B",
+    model = NS(model="meta-llama/Llama-3.1-8B", revision=COMMIT, tokenizer="meta-llama/Llama-3.1-8B",
                tokenizer_revision=None, quantization=None, dtype=torch.bfloat16, hf_config=hf,
                get_num_layers=lambda pc: 2, get_num_kv_heads=lambda pc: 2, get_head_size=lambda: 32)
     return NS(model_config=model, cache_config=NS(block_size=16, cache_dtype=cache_dtype, **cache),
@@ -208,7 +221,7 @@ class VllmShellTest(unittest.TestCase):
         os.utime(weights, ns=(10**18, 10**18))  # same mtime, new size
         self.assertNotIn(revision(), (first, second))
         self.assertEqual(revision(model_revision="my-model@sha256:abc"), "my-model@sha256:abc")
-        self.assertEqual(config_from_vllm(self.config)[1].model_revision, "meta-llama/Llama-3.1-8B@5206a32")
+        self.assertEqual(config_from_vllm(self.config)[1].model_revision, "meta-llama/Llama-3.1-8B@" + COMMIT)
 
     # Regression (review, 2026-12-06): a repo id without --revision was named "@main", which
     # moves; now its cached snapshot's commit, or a refusal at construction.
@@ -255,6 +268,23 @@ class VllmShellTest(unittest.TestCase):
             self.assertEqual(getattr(ConnectorConfig, key), documented, key)
         self.config.kv_transfer_config.kv_connector_extra_config["save_threads"] = 3
         self.assertEqual(config_from_vllm(self.config)[0].save_threads, 3)
+
+    # Regression (review, 2026-12-08): vLLM 0.32 keeps --revision as huggingface_hub's
+    # ResolvedRevision, a str whose value is "main" when no revision was given (the commit is
+    # in .resolved); the connector named the model "<repo>@main", a moving name: once the repo's
+    # main moved to new weights, engines loaded blocks computed with the old ones.
+    def test_a_resolved_revision_names_its_commit_and_a_moving_name_is_refused(self):
+        from gpucache.vllm_connector import config_from_vllm
+        config = vllm_config(self.tmp.name)
+        config.load_config = NS(download_dir=self.tmp.name)  # a Hugging Face cache without the repo
+        for revision in (Resolved(COMMIT), Resolved(COMMIT, "v1.0"), Resolved(COMMIT, COMMIT), COMMIT):
+            with self.subTest(repr(revision)):
+                config.model_config.revision = revision
+                self.assertEqual(config_from_vllm(config)[1].model_revision, "meta-llama/Llama-3.1-8B@" + COMMIT)
+        for revision in ("main", "v1.0", COMMIT[:7], Resolved("not-a-commit")):
+            with self.subTest(revision), self.assertRaisesRegex(ValueError, "is not a commit"):
+                config.model_config.revision = revision
+                GpucacheConnector(config, NS(name="SCHEDULER"))
 
     # Regression (review, 2026-12-08): register_kv_caches took every KV cache vLLM gave and
     # checked only its dtype. With a speculative-decoding drafter (EAGLE) vLLM gives the
