@@ -222,6 +222,13 @@ def model_revision(vllm_config: Any, extra: Dict[str, Any]) -> str:
                      % (mc.model, mc.model))
 
 
+def parallel_ranks(parallel_config: Any, rank: int) -> Tuple[int, int]:
+    """(tp_rank, pp_rank) of global rank `rank`: vLLM's rank layout is DP x PP x TP
+    (ModelConfig.get_layers_start_end_indices), so ranks past TP x PP are other DP replicas."""
+    tp = parallel_config.tensor_parallel_size
+    return rank % tp, (rank // tp) % parallel_config.pipeline_parallel_size
+
+
 def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, ModelIdentity]:
     """The core's configuration from vLLM's config and kv_connector_extra_config.
 
@@ -235,12 +242,22 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
     from .kv_layout import KVGeometry
     extra: Dict[str, Any] = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
     mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
+    # Decode (prefill) context parallelism splits a block's tokens across ranks: a scheduler
+    # block id covers block_size x DCP tokens and each rank keeps every DCP-th of them, which
+    # the block layout does not describe.
+    for key, flag in (("decode_context_parallel_size", "--decode-context-parallel-size"),
+                      ("prefill_context_parallel_size", "--prefill-context-parallel-size")):
+        size = getattr(pc, key, 1) or 1
+        if size > 1:
+            raise ValueError("GpucacheConnector: %s %d is not supported (context parallelism splits "
+                             "each block's tokens across ranks)" % (flag, size))
     hf = mc.hf_config
     # transformers 5 keeps RoPE in `rope_parameters` (theta included, type "default" for plain
     # RoPE); older ones in `rope_theta` and `rope_scaling` (None for plain RoPE).
     rope = getattr(hf, "rope_parameters", None) or getattr(hf, "rope_scaling", None) or {}
     rope_type = str(rope.get("rope_type", rope.get("type", "none")))
-    tp = pc.tensor_parallel_size
+    tp, pp = pc.tensor_parallel_size, pc.pipeline_parallel_size
+    tp_rank, pp_rank = parallel_ranks(pc, rank)
     dtype, kv_dtype = kv_cache_dtype(cc, mc)
     if not is_valid_tenant_name(extra["tenant"]):
         raise ValueError("GpucacheConnector: tenant %r: 1-64 of [a-z0-9_-], starting alphanumeric"
@@ -250,8 +267,8 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
         model_revision=identity_name(model_revision(vllm_config, extra)),
         model_config_digest=identity_name(str(extra["model_config_digest"])),
         tokenizer_revision=identity_name("%s@%s" % (mc.tokenizer, mc.tokenizer_revision or "main")),
-        quant_format=identity_name(str(mc.quantization or "none")), tp_rank=rank % tp, tp_size=tp,
-        pp_rank=rank // tp, pp_size=pc.pipeline_parallel_size,
+        quant_format=identity_name(str(mc.quantization or "none")), tp_rank=tp_rank, tp_size=tp,
+        pp_rank=pp_rank, pp_size=pp,
         rope_theta=float(rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))),
         rope_scaling="none" if rope_type == "default" else rope_type,
         rope_factor=float(rope.get("factor", 1.0)),

@@ -237,6 +237,27 @@ class VllmConfigTest(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "'v2' of 'acme/tiny' is not a commit"):
                 vllm_connector.model_revision(config, {})
 
+    # Regression (review, 2026-12-08): context parallelism was not refused and pp_rank was
+    # rank // tp. The fields read are vLLM's, and the ranks are those its layer split uses.
+    @unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
+    def test_the_parallel_fields_and_rank_layout_are_vllms(self):
+        import dataclasses
+        from types import SimpleNamespace as NS
+        from vllm.config import ModelConfig, ParallelConfig
+        from vllm.distributed.utils import get_pp_indices
+        fields = {f.name for f in dataclasses.fields(ParallelConfig)}
+        for key in ("tensor_parallel_size", "pipeline_parallel_size", "rank", "decode_context_parallel_size",
+                    "prefill_context_parallel_size"):
+            self.assertIn(key, fields)
+        default = ParallelConfig()
+        self.assertEqual((default.decode_context_parallel_size, default.prefill_context_parallel_size), (1, 1))
+        model = NS(get_total_num_hidden_layers=lambda: 8)
+        for tp, pp in ((2, 2), (1, 4), (4, 1)):
+            for rank in range(3 * tp * pp):  # past TP x PP too (data parallel ranks)
+                pc = NS(rank=rank, tensor_parallel_size=tp, pipeline_parallel_size=pp)
+                theirs = ModelConfig.get_layers_start_end_indices(model, pc)  # type: ignore[arg-type]
+                self.assertEqual(theirs, get_pp_indices(8, vllm_connector.parallel_ranks(pc, rank)[1], pp), (tp, pp, rank))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -310,6 +310,24 @@ class VllmShellTest(unittest.TestCase):
                     worker.register_kv_caches(kv)
                 worker.shutdown()
 
+    # Regression (review, 2026-12-08): decode (prefill) context parallelism was not refused:
+    # a scheduler block id then covers block_size x DCP tokens and each rank keeps every
+    # DCP-th token, so blocks were saved and loaded with other tokens' KV. And pp_rank was
+    # rank // tp, past pp_size for a rank beyond TP x PP; vLLM's layout is DP x PP x TP.
+    def test_context_parallelism_is_refused_and_ranks_are_vllms(self):
+        from gpucache.vllm_connector import config_from_vllm
+        for key, flag in (("decode_context_parallel_size", "decode"), ("prefill_context_parallel_size", "prefill")):
+            with self.subTest(key), self.assertRaisesRegex(ValueError, "--%s-context-parallel-size 2 is not supported" % flag):
+                config = vllm_config(self.tmp.name)
+                setattr(config.parallel_config, key, 2)
+                GpucacheConnector(config, NS(name="WORKER"))
+        config = vllm_config(self.tmp.name)
+        config.parallel_config.decode_context_parallel_size = config.parallel_config.prefill_context_parallel_size = 1
+        config.parallel_config.tensor_parallel_size = config.parallel_config.pipeline_parallel_size = 2
+        for rank, tp_rank, pp_rank in ((0, 0, 0), (1, 1, 0), (2, 0, 1), (3, 1, 1), (4, 0, 0), (7, 1, 1)):
+            model = config_from_vllm(config, rank)[1]
+            self.assertEqual((model.tp_rank, model.tp_size, model.pp_rank, model.pp_size), (tp_rank, 2, pp_rank, 2), rank)
+
     def save_then_load(self, kv, blocks_of, start_after_forward):
         tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
         sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
