@@ -222,6 +222,19 @@ def model_revision(vllm_config: Any, extra: Dict[str, Any]) -> str:
                      % (mc.model, mc.model))
 
 
+def _hash_seed(extra: Dict[str, Any]) -> Optional[str]:
+    """vLLM reads PYTHONHASHSEED as a string and hashes that string: a JSON number is taken as
+    its decimal text (0 -> "0"), anything else but a string refused; absent or null: None (the
+    environment's)."""
+    seed = extra.get("hash_seed")
+    if seed is None or isinstance(seed, str):
+        return seed
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        return str(seed)
+    raise ValueError("GpucacheConnector: kv_connector_extra_config \"hash_seed\" is %r: give "
+                     "PYTHONHASHSEED's value, a string (or an integer)" % (seed,))
+
+
 def parallel_ranks(parallel_config: Any, rank: int) -> Tuple[int, int]:
     """(tp_rank, pp_rank) of global rank `rank`: vLLM's rank layout is DP x PP x TP
     (ModelConfig.get_layers_start_end_indices), so ranks past TP x PP are other DP replicas."""
@@ -278,7 +291,7 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
         layers=mc.get_num_layers(pc), kv_heads=mc.get_num_kv_heads(pc), head_dim=mc.get_head_size(),
         dtype=dtype, engine_block_size=cc.block_size, block_tokens=int(extra.get("block_tokens", 256)))
     config = ConnectorConfig(
-        root=extra["mount"], model=model, geometry=geometry, hash_seed=extra.get("hash_seed"),
+        root=extra["mount"], model=model, geometry=geometry, hash_seed=_hash_seed(extra),
         # Unset keys take ConnectorConfig's defaults (the documented ones).
         io_threads=int(extra.get("io_threads", ConnectorConfig.io_threads)),
         save_threads=int(extra.get("save_threads", ConnectorConfig.save_threads)),

@@ -328,6 +328,24 @@ class VllmShellTest(unittest.TestCase):
             model = config_from_vllm(config, rank)[1]
             self.assertEqual((model.tp_rank, model.tp_size, model.pp_rank, model.pp_size), (tp_rank, 2, pp_rank, 2), rank)
 
+    # Regression (review, 2026-12-08): "hash_seed": 0 (a JSON number) stayed an int, and the
+    # chain's root none_hash(0) is not vLLM's none_hash("0") (vLLM reads PYTHONHASHSEED as a
+    # string): every block was named apart from those of engines seeded with "0".
+    def test_a_numeric_hash_seed_is_taken_as_vllms_string(self):
+        from gpucache.vllm_connector import config_from_vllm
+        from gpucache.vllm_hash import none_hash
+        extra = self.config.kv_transfer_config.kv_connector_extra_config
+        for seed, expected in ((0, "0"), ("0", "0"), (42, "42"), (None, None)):
+            with self.subTest(seed):
+                extra["hash_seed"] = seed
+                self.assertEqual(config_from_vllm(self.config)[0].hash_seed, expected)
+        extra["hash_seed"] = 0
+        self.assertEqual(none_hash(config_from_vllm(self.config)[0].seed()), none_hash("0"))
+        for bad in (1.5, True, [0]):
+            with self.subTest(bad), self.assertRaisesRegex(ValueError, "hash_seed"):
+                extra["hash_seed"] = bad
+                config_from_vllm(self.config)
+
     def save_then_load(self, kv, blocks_of, start_after_forward):
         tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
         sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
