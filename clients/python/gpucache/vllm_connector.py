@@ -222,6 +222,21 @@ def model_revision(vllm_config: Any, extra: Dict[str, Any]) -> str:
                      % (mc.model, mc.model))
 
 
+def _flag(extra: Dict[str, Any], key: str, default: bool) -> bool:
+    """A boolean key: JSON true/false or 1/0, or the strings "true"/"false" (any case) or
+    "1"/"0"; absent or null: the default. Anything else is refused: bool("false") is True."""
+    value = extra.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "1", "false", "0"):
+        return value.strip().lower() in ("true", "1")
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise ValueError("GpucacheConnector: kv_connector_extra_config %r is %r: give true or false" % (key, value))
+
+
 def _hash_seed(extra: Dict[str, Any]) -> Optional[str]:
     """vLLM reads PYTHONHASHSEED as a string and hashes that string: a JSON number is taken as
     its decimal text (0 -> "0"), anything else but a string refused; absent or null: None (the
@@ -242,6 +257,10 @@ def parallel_ranks(parallel_config: Any, rank: int) -> Tuple[int, int]:
     return rank % tp, (rank // tp) % parallel_config.pipeline_parallel_size
 
 
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, ModelIdentity]:
     """The core's configuration from vLLM's config and kv_connector_extra_config.
 
@@ -253,7 +272,10 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
     from .identity import is_valid_tenant_name
     from .connector_types import ConnectorConfig
     from .kv_layout import KVGeometry
-    extra: Dict[str, Any] = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
+    # A key given as null (JSON) is an unset one: it takes its default.
+    extra: Dict[str, Any] = {key: value for key, value in
+                             (vllm_config.kv_transfer_config.kv_connector_extra_config or {}).items()
+                             if value is not None}
     mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
     # Decode (prefill) context parallelism splits a block's tokens across ranks: a scheduler
     # block id covers block_size x DCP tokens and each rank keeps every DCP-th of them, which
@@ -266,9 +288,10 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
                              "each block's tokens across ranks)" % (flag, size))
     hf = mc.hf_config
     # transformers 5 keeps RoPE in `rope_parameters` (theta included, type "default" for plain
-    # RoPE); older ones in `rope_theta` and `rope_scaling` (None for plain RoPE).
+    # RoPE); older ones in `rope_theta` and `rope_scaling` (None for plain RoPE). A null value
+    # is the default.
     rope = getattr(hf, "rope_parameters", None) or getattr(hf, "rope_scaling", None) or {}
-    rope_type = str(rope.get("rope_type", rope.get("type", "none")))
+    rope_type = str(rope.get("rope_type") or rope.get("type") or "none")
     tp, pp = pc.tensor_parallel_size, pc.pipeline_parallel_size
     tp_rank, pp_rank = parallel_ranks(pc, rank)
     dtype, kv_dtype = kv_cache_dtype(cc, mc)
@@ -282,10 +305,10 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
         tokenizer_revision=identity_name("%s@%s" % (mc.tokenizer, mc.tokenizer_revision or "main")),
         quant_format=identity_name(str(mc.quantization or "none")), tp_rank=tp_rank, tp_size=tp,
         pp_rank=pp_rank, pp_size=pp,
-        rope_theta=float(rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))),
+        rope_theta=float(_or(rope.get("rope_theta"), _or(getattr(hf, "rope_theta", None), 10000.0))),
         rope_scaling="none" if rope_type == "default" else rope_type,
-        rope_factor=float(rope.get("factor", 1.0)),
-        rope_original_max_positions=int(rope.get("original_max_position_embeddings", 0)),
+        rope_factor=float(_or(rope.get("factor"), 1.0)),
+        rope_original_max_positions=int(_or(rope.get("original_max_position_embeddings"), 0)),
         kv_dtype=kv_dtype)
     geometry = KVGeometry(
         layers=mc.get_num_layers(pc), kv_heads=mc.get_num_kv_heads(pc), head_dim=mc.get_head_size(),
@@ -295,7 +318,7 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
         # Unset keys take ConnectorConfig's defaults (the documented ones).
         io_threads=int(extra.get("io_threads", ConnectorConfig.io_threads)),
         save_threads=int(extra.get("save_threads", ConnectorConfig.save_threads)),
-        cold_refill=bool(extra.get("cold_refill", ConnectorConfig.cold_refill)),
+        cold_refill=_flag(extra, "cold_refill", ConnectorConfig.cold_refill),
         cold_budget_bytes=int(extra.get("cold_budget_bytes", ConnectorConfig.cold_budget_bytes)),
         cold_deadline_s=float(extra.get("cold_deadline_s", ConnectorConfig.cold_deadline_s)))
     try:  # every field of every block but the chain and adapter is fixed now: check them once

@@ -268,6 +268,13 @@ class VllmShellTest(unittest.TestCase):
             self.assertEqual(getattr(ConnectorConfig, key), documented, key)
         self.config.kv_transfer_config.kv_connector_extra_config["save_threads"] = 3
         self.assertEqual(config_from_vllm(self.config)[0].save_threads, 3)
+        # A key given as null takes its default (review, 2026-12-08: int(None) raised).
+        self.config.kv_transfer_config.kv_connector_extra_config.update(
+            {key: None for key in ("io_threads", "save_threads", "cold_refill", "cold_budget_bytes",
+                                   "cold_deadline_s", "trust_domain", "block_tokens")})
+        cfg, model = config_from_vllm(self.config)
+        self.assertEqual((cfg.io_threads, cfg.save_threads, cfg.cold_refill, model.trust_domain,
+                          cfg.geometry.block_tokens), (4, 4, False, "local", 256))
 
     # Regression (review, 2026-12-08): vLLM 0.32 keeps --revision as huggingface_hub's
     # ResolvedRevision, a str whose value is "main" when no revision was given (the commit is
@@ -345,6 +352,32 @@ class VllmShellTest(unittest.TestCase):
             with self.subTest(bad), self.assertRaisesRegex(ValueError, "hash_seed"):
                 extra["hash_seed"] = bad
                 config_from_vllm(self.config)
+
+    # Regression (review, 2026-12-08): cold_refill was bool(value), so "false" turned the cold
+    # refill on; a null RoPE factor or original_max_position_embeddings (or theta) in the
+    # model's config raised TypeError at construction.
+    def test_boolean_keys_are_parsed_strictly_and_null_rope_fields_take_their_defaults(self):
+        from gpucache.vllm_connector import config_from_vllm
+        extra = self.config.kv_transfer_config.kv_connector_extra_config
+        for value, expected in ((True, True), (False, False), ("true", True), ("false", False),
+                                ("False", False), ("1", True), ("0", False), (None, False)):
+            with self.subTest(value):
+                extra["cold_refill"] = value
+                self.assertIs(config_from_vllm(self.config)[0].cold_refill, expected)
+        for bad in ("no", "yes", "", 2, 0.5):
+            with self.subTest(bad), self.assertRaisesRegex(ValueError, "cold_refill"):
+                extra["cold_refill"] = bad
+                config_from_vllm(self.config)
+        del extra["cold_refill"]
+        self.config.model_config.hf_config = NS(rope_theta=None, rope_scaling={
+            "rope_type": "llama3", "factor": None, "original_max_position_embeddings": None})
+        model = config_from_vllm(self.config)[1]
+        self.assertEqual((model.rope_theta, model.rope_scaling, model.rope_factor, model.rope_original_max_positions),
+                         (10000.0, "llama3", 1.0, 0))
+        self.config.model_config.hf_config = NS(rope_parameters={"rope_type": "default", "rope_theta": None},
+                                                rope_theta=500000.0)
+        model = config_from_vllm(self.config)[1]
+        self.assertEqual((model.rope_theta, model.rope_scaling), (500000.0, "none"))
 
     def save_then_load(self, kv, blocks_of, start_after_forward):
         tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
