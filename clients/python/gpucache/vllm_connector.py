@@ -222,6 +222,31 @@ def model_revision(vllm_config: Any, extra: Dict[str, Any]) -> str:
                      % (mc.model, mc.model))
 
 
+def _revision_text(revision: Any) -> Optional[str]:
+    commit = _resolved_commit(revision)
+    return commit if commit is not None else (str(revision) if revision else None)
+
+
+def tokenizer_revision(vllm_config: Any, extra: Dict[str, Any], model_rev: str) -> str:
+    """The identity's tokenizer_revision.
+
+    kv_connector_extra_config "tokenizer_revision" wins (used as is). vLLM's tokenizer is the
+    model (its path or repo id) unless --tokenizer says otherwise, and its revision the
+    model's unless --tokenizer-revision does: then the tokenizer is the one of the model's
+    files and takes the model revision (so engines that share blocks through "model_revision"
+    share them whatever their local paths). Otherwise "<tokenizer>@<its commit, revision, or
+    main>".
+    """
+    if extra.get("tokenizer_revision"):
+        return str(extra["tokenizer_revision"])
+    mc = vllm_config.model_config
+    tokenizer = getattr(mc, "tokenizer", None) or mc.model
+    revision = _revision_text(getattr(mc, "tokenizer_revision", None))
+    if tokenizer == mc.model and revision in (None, _revision_text(mc.revision)):
+        return model_rev
+    return "%s@%s" % (tokenizer, revision or "main")
+
+
 def _flag(extra: Dict[str, Any], key: str, default: bool) -> bool:
     """A boolean key: JSON true/false or 1/0, or the strings "true"/"false" (any case) or
     "1"/"0"; absent or null: the default. Anything else is refused: bool("false") is True."""
@@ -298,11 +323,12 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
     if not is_valid_tenant_name(extra["tenant"]):
         raise ValueError("GpucacheConnector: tenant %r: 1-64 of [a-z0-9_-], starting alphanumeric"
                          % (extra["tenant"],))
+    model_rev = model_revision(vllm_config, extra)
     model = ModelIdentity(
         tenant=extra["tenant"], trust_domain=identity_name(str(extra.get("trust_domain", "local"))),
-        model_revision=identity_name(model_revision(vllm_config, extra)),
+        model_revision=identity_name(model_rev),
         model_config_digest=identity_name(str(extra["model_config_digest"])),
-        tokenizer_revision=identity_name("%s@%s" % (mc.tokenizer, mc.tokenizer_revision or "main")),
+        tokenizer_revision=identity_name(tokenizer_revision(vllm_config, extra, model_rev)),
         quant_format=identity_name(str(mc.quantization or "none")), tp_rank=tp_rank, tp_size=tp,
         pp_rank=pp_rank, pp_size=pp,
         rope_theta=float(_or(rope.get("rope_theta"), _or(getattr(hf, "rope_theta", None), 10000.0))),

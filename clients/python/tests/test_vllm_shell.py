@@ -379,6 +379,40 @@ class VllmShellTest(unittest.TestCase):
         model = config_from_vllm(self.config)[1]
         self.assertEqual((model.rope_theta, model.rope_scaling), (500000.0, "none"))
 
+    # Regression (review, 2026-12-08): vLLM's tokenizer defaults to the model's path, and the
+    # identity's tokenizer field was "<tokenizer>@<its revision or main>": two engines loading
+    # the same weights from different local paths under the same "model_revision" (the
+    # documented way to share) still named different namespaces.
+    def test_the_models_own_tokenizer_takes_the_model_revision(self):
+        from gpucache.block_names import BlockNamer
+        from gpucache.vllm_connector import config_from_vllm
+
+        def named(path, tokenizer=None, its_revision=None, **extra):
+            config = vllm_config(self.tmp.name)
+            config.model_config.model = path
+            config.model_config.tokenizer = tokenizer or path
+            config.model_config.revision = None
+            config.model_config.tokenizer_revision = its_revision
+            config.kv_transfer_config.kv_connector_extra_config.update(extra)
+            cfg, model = config_from_vllm(config)
+            return model.tokenizer_revision, BlockNamer(model, cfg.geometry).identity([bytes(32)]).namespace_name()
+
+        shared = "meta-llama/Llama-3.1-8B@5206a32"
+        a = named("/srv/a/llama", model_revision=shared)
+        self.assertEqual(a, named("/srv/b/llama", model_revision=shared))
+        self.assertEqual(a[0], shared)
+        self.assertNotEqual(named("/srv/a/llama", model_revision=shared + "-ft")[1], a[1])
+        # A tokenizer of its own (--tokenizer, or --tokenizer-revision) keeps its name and
+        # revision, or takes "tokenizer_revision" as is.
+        other = "0" * 40
+        self.assertEqual(named("/srv/a/llama", "/srv/tok", model_revision=shared)[0], "/srv/tok@main")
+        self.assertEqual(named("/srv/a/llama", "/srv/tok", Resolved(other, "v2"), model_revision=shared)[0],
+                         "/srv/tok@" + other)
+        self.assertEqual(named("/srv/a/llama", None, "v2", model_revision=shared)[0], "/srv/a/llama@v2")
+        self.assertEqual(named("/srv/a/llama", "/srv/tok", model_revision=shared, tokenizer_revision="llama3-tok@1")[0],
+                         "llama3-tok@1")
+        self.assertEqual(config_from_vllm(self.config)[1].tokenizer_revision, "meta-llama/Llama-3.1-8B@" + COMMIT)
+
     def save_then_load(self, kv, blocks_of, start_after_forward):
         tokens = list(range(100, 100 + 70))  # two full 32-token blocks and a tail
         sched = GpucacheConnector(self.config, NS(name="SCHEDULER"))
