@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 #include <string>
 #include <vector>
@@ -88,6 +89,26 @@ std::string StaleMountHint(const std::string& mnt) {
          "` and start again";
 }
 
+// Whether the visible mount at `mountpoint` (the last one made there) is a gpucachefs
+// (/proc/self/mounts: mountpoints with \040-style escapes, type fuse.gpucachefs).
+bool ServedByGpucache(const std::string& mountpoint) {
+  std::ifstream mounts("/proc/self/mounts");
+  bool served = false;
+  for (std::string device, dir, type, rest; mounts >> device >> dir >> type && std::getline(mounts, rest);) {
+    std::string unescaped;
+    for (size_t i = 0; i < dir.size(); ++i) {
+      if (dir[i] == '\\' && i + 3 < dir.size()) {
+        unescaped.push_back(static_cast<char>(std::stoi(dir.substr(i + 1, 3), nullptr, 8)));
+        i += 3;
+      } else {
+        unescaped.push_back(dir[i]);
+      }
+    }
+    if (unescaped == mountpoint) served = type == "fuse.gpucachefs";
+  }
+  return served;
+}
+
 // Returns false (and prints why) on bad usage.
 bool ParseArgs(int argc, char** argv, Args& a) {
   std::vector<std::string> positional;
@@ -140,6 +161,13 @@ bool ParseArgs(int argc, char** argv, Args& a) {
   if (::stat(a.mount.mountpoint.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     std::fprintf(stderr, "gpucachefs: mountpoint %s: %s\n", a.mount.mountpoint.c_str(),
                  errno == ENOTCONN ? StaleMountHint(a.mount.mountpoint).c_str() : "not a directory");
+    return false;
+  }
+  // A mount made over a gpucachefs that answers would hide it from the engines using it.
+  if (ServedByGpucache(a.mount.mountpoint)) {
+    std::fprintf(stderr, "gpucachefs: mountpoint %s: another gpucachefs serves it (a mount over it would "
+                 "hide it from its engines); unmount it first (fusermount3 -u %s)\n",
+                 a.mount.mountpoint.c_str(), a.mount.mountpoint.c_str());
     return false;
   }
   return true;

@@ -17,8 +17,9 @@ case "$cmd" in
   run)
     mnt=${GPUCACHE_MOUNTPOINT:-/mnt/gpucache}
     mkdir -p "$mnt"
-    # A mount left behind by a killed daemon answers ENOTCONN; clear it first.
-    fusermount3 -u -z "$mnt" 2>/dev/null || true
+    # A mount left behind by a killed daemon answers ENOTCONN; clear it first (only such a
+    # mount: one that answers may be the packaged service's).
+    packaging/gpucache-unmount-stale "$mnt"
     echo "gpucachefs: mounting at $mnt (data in /var/lib/gpucache); Ctrl-C unmounts"
     exec build/gpucachefs --defaults "$mnt" -f
     ;;

@@ -46,7 +46,7 @@ TEST_CASE("systemd: the unit file verifies") {
   std::string text = unit.str();
   CHECK(text.find("Type=notify") != std::string::npos);
   CHECK(text.find("Restart=on-failure") != std::string::npos);
-  CHECK(text.find("ExecStopPost=-/bin/fusermount3 -u -z") != std::string::npos);
+  CHECK(text.find("ExecStopPost=-/usr/libexec/gpucache/unmount-stale ${GPUCACHE_MOUNTPOINT}") != std::string::npos);
   // Each of these gives the service a mount namespace, a slave of the host's: the FUSE mount
   // would stay inside it, invisible to the engines (docs/operations.md, "Service hardening").
   for (const char* forbidden : {"PrivateTmp", "ProtectSystem", "PrivateMounts", "ProtectHome",
@@ -59,6 +59,10 @@ TEST_CASE("systemd: the unit file verifies") {
   REQUIRE(text.find("/usr/bin/gpucachefs") != std::string::npos);
   for (size_t at; (at = text.find("/usr/bin/gpucachefs")) != std::string::npos;) {
     text.replace(at, std::string("/usr/bin/gpucachefs").size(), GPUCACHEFS_BIN);
+  }
+  const std::string unmount_stale = "/usr/libexec/gpucache/unmount-stale";
+  for (size_t at; (at = text.find(unmount_stale)) != std::string::npos;) {
+    text.replace(at, unmount_stale.size(), GPUCACHE_SOURCE_DIR "/packaging/gpucache-unmount-stale");
   }
   std::string copy = tmp.path() + "/gpucachefs.service";
   std::ofstream(copy) << text;

@@ -1,0 +1,143 @@
+// What the unit (packaging/gpucachefs.service) runs around the daemon at its mountpoint, run as
+// systemd runs it: ExecStartPre= and ExecStopPost= clear a mount whose daemon is gone and leave
+// one that answers; the mountpoint's parents are made reachable whatever UMask= says.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/mount/mount_helpers.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+
+// The unit's lines that begin with `key`, as systemd would run them: the leading '-' (ignore
+// failure) dropped, ${GPUCACHE_MOUNTPOINT} replaced, $$ made $, installed paths replaced by the
+// source tree's, and the unit's Environment= given to them (GPUCACHE_MOUNTPOINT = `mnt`).
+std::vector<std::string> UnitLines(const std::string& key, const std::string& mnt) {
+  std::ifstream in(GPUCACHE_SOURCE_DIR "/packaging/gpucachefs.service");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with(key + "=")) continue;
+    std::string cmd = line.substr(key.size() + 1);
+    if (cmd.starts_with("-")) cmd.erase(0, 1);
+    auto substitute = [&](const std::string& from, const std::string& to) {
+      for (size_t at = 0; (at = cmd.find(from, at)) != std::string::npos; at += to.size()) {
+        cmd.replace(at, from.size(), to);
+      }
+    };
+    substitute("${GPUCACHE_MOUNTPOINT}", mnt);
+    substitute("$$", "$");
+    substitute("/usr/libexec/gpucache/unmount-stale", GPUCACHE_SOURCE_DIR "/packaging/gpucache-unmount-stale");
+    out.push_back("GPUCACHE_MOUNTPOINT='" + mnt + "' " + cmd + " 2>/dev/null");
+  }
+  return out;
+}
+
+// A FUSE mount whose daemon is gone: statfs asks the daemon, and the kernel answers ENOTCONN.
+bool Stale(const std::string& dir) {
+  struct statfs fs;
+  return ::statfs(dir.c_str(), &fs) != 0 && errno == ENOTCONN;
+}
+
+void RunUnitLines(const std::string& key, const std::string& mnt) {
+  std::vector<std::string> lines = UnitLines(key, mnt);
+  REQUIRE(!lines.empty());
+  for (const std::string& cmd : lines) {
+    CAPTURE(cmd);
+    (void)std::system(cmd.c_str());
+  }
+}
+
+// Regression (review, 2026-12-07): both lines ran `fusermount3 -u -z` on the mountpoint, so
+// starting the unit while a gpucachefs started by hand or by fstab served engines there
+// detached that mount from under them (and the failed start's ExecStopPost= did it again).
+TEST_CASE("systemd: ExecStartPre= and ExecStopPost= leave a mount that answers at the mountpoint") {
+  MountedFs m;
+  for (const char* key : {"ExecStartPre", "ExecStopPost"}) {
+    CAPTURE(key);
+    RunUnitLines(key, m.mnt());
+    CHECK(m.Mounted());
+    struct stat st;
+    CHECK(::stat((m.mnt() + "/.gpucache/epoch").c_str(), &st) == 0);  // it still serves
+  }
+}
+
+TEST_CASE("systemd: ExecStartPre= and ExecStopPost= clear a mount whose daemon is gone") {
+  for (const char* key : {"ExecStartPre", "ExecStopPost"}) {
+    CAPTURE(key);
+    MountedFs m;
+    ::kill(m.pid(), SIGKILL);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!Stale(m.mnt()) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    REQUIRE(Stale(m.mnt()));
+    RunUnitLines(key, m.mnt());
+    CHECK_FALSE(Stale(m.mnt()));
+    CHECK_FALSE(m.Mounted());
+    struct stat st;
+    CHECK(::stat(m.mnt().c_str(), &st) == 0);  // a plain directory again
+  }
+}
+
+// Regression (review, 2026-12-07): a second daemon started on a mountpoint a gpucachefs serves
+// (the unit started while one runs by hand or from fstab, with another data directory) mounted
+// over it, hiding it from the engines that used it. It now refuses, as for bad usage (64), and
+// touches nothing.
+TEST_CASE("gpucachefs: a mountpoint another gpucachefs serves is refused, and that one keeps serving") {
+  MountedFs m;
+  TempDir other;
+  const std::string config = other.path() + "/c.toml";
+  std::ofstream(config) << "data_dir = \"" << other.path() << "/d\"\n[metrics]\nlisten = \"\"\n"
+                        << "[tenants.t]\nuids = [0]\n";
+  const std::string err = other.path() + "/err";
+  int status = std::system((std::string(GPUCACHEFS_BIN) + " " + config + " " + m.mnt() + " 2>" + err).c_str());
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 64);
+  CHECK(ReadText(err).find("another gpucachefs serves it") != std::string::npos);
+  struct stat st;
+  CHECK(::stat((other.path() + "/d").c_str(), &st) != 0);  // its data directory never made
+  CHECK(m.Mounted());
+  CHECK(::stat((m.mnt() + "/.gpucache/epoch").c_str(), &st) == 0);
+  // The mount the test's daemon made is the only one there: unmounting it leaves no other.
+  CHECK(std::system(("fusermount3 -u " + m.mnt()).c_str()) == 0);
+  CHECK(m.WaitForExit() == 0);
+  struct statfs fs;
+  CHECK(::statfs(m.mnt().c_str(), &fs) == 0);
+  CHECK(fs.f_type != 0x65735546);  // FUSE_SUPER_MAGIC
+}
+
+// Regression (review, 2026-12-07): `mkdir -p` ran under the unit's UMask=0077, so a mountpoint
+// set by `systemctl edit` under new directories got parents of mode 0700, which refused every
+// tenant's engine (EACCES on every path) while root saw nothing wrong.
+TEST_CASE("systemd: ExecStartPre= makes the mountpoint's new parents reachable by every user") {
+  TempDir tmp;
+  const std::string mnt = tmp.path() + "/data/gpucache/mnt";
+  std::vector<std::string> lines = UnitLines("ExecStartPre", mnt);
+  REQUIRE(!lines.empty());
+  for (const std::string& cmd : lines) {
+    CAPTURE(cmd);
+    CHECK(std::system(("umask 077; " + cmd).c_str()) == 0);  // UMask=0077, as the unit sets
+  }
+  for (const std::string& dir : {tmp.path() + "/data", tmp.path() + "/data/gpucache", mnt}) {
+    CAPTURE(dir);
+    struct stat st;
+    REQUIRE(::stat(dir.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0755);
+  }
+}
+
+}  // namespace
+}  // namespace gpucache
