@@ -316,6 +316,7 @@ int main(int argc, char** argv) {
   store_options.backing_io = config.backing_io;
   store_options.eviction_policy = config.eviction_policy;
   store_options.reservation_lease_ns = static_cast<uint64_t>(config.reservation_lease * 1e9);
+  store_options.min_free_percent = config.min_free_percent;
   store_options.verify_in_background = config.verify_blocks == "background";
   // The walk's thread starts once the daemon has detached (a fork keeps no thread): on_mounted.
   store_options.defer_background_work = true;

@@ -52,6 +52,8 @@ max_registrations = 0            # reservations + committed + quarantined blocks
 max_retained_bytes = 0           # committed + quarantined bytes; evicts, then ENOSPC
 eviction_policy = "prefix-lru"   # prefix-lru, prefix-reuse, prefix-tinylfu, lru, oldest
 reservation_lease = 30.0         # seconds an idle, uncommitted .part survives
+min_free_percent = 5.0           # of each data directory's filesystem, left free for the rest
+                                 # of the host (evicts, then ENOSPC); 0 on a dedicated device
 
 # Callers who see every tenant and may send admin requests through .gpucache/ctl.
 [admins]
@@ -357,7 +359,7 @@ class Reader {
     if (const toml::table* l = Table(t_, "limits")) {
       OnlyKeys(*l, "limits.", {"max_block_bytes", "max_inflight_requests", "max_inflight_bytes",
                                "max_registrations", "max_retained_bytes", "eviction_policy",
-                               "reservation_lease"});
+                               "reservation_lease", "min_free_percent"});
       c.limits = ReadLimits(*l, "limits.", c.limits);
       if (c.limits.max_block_bytes == 0) Fail("limits.max_block_bytes", "must be at least 1");
       c.eviction_policy = Get<std::string>(*l, "eviction_policy", "limits.eviction_policy",
@@ -371,6 +373,11 @@ class Reader {
                                         c.reservation_lease);
       if (c.reservation_lease <= 0 || c.reservation_lease > kMaxLeaseSeconds) {
         Fail("limits.reservation_lease", "must be > 0 and at most 31536000 seconds (a year)");
+      }
+      c.min_free_percent = Get<double>(*l, "min_free_percent", "limits.min_free_percent",
+                                       c.min_free_percent);
+      if (!(c.min_free_percent >= 0 && c.min_free_percent <= 50)) {
+        Fail("limits.min_free_percent", "must be between 0 and 50 (percent of each data directory's filesystem)");
       }
     }
     if (const toml::table* a = Table(t_, "admins")) {
@@ -555,6 +562,7 @@ std::string EffectiveConfigText(const Config& c) {
   limits(lim, c.limits);
   lim.insert("eviction_policy", c.eviction_policy);
   lim.insert("reservation_lease", c.reservation_lease);
+  lim.insert("min_free_percent", c.min_free_percent);
   root.insert("limits", lim);
   root.insert("admins", toml::table{{"uids", ids(c.admin_uids)}, {"gids", ids(c.admin_gids)}});
   toml::table tenants;

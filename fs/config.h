@@ -36,6 +36,8 @@ struct Config {
   Limits limits{.max_block_bytes = 256ull << 20};  // global limits ([limits])
   std::string eviction_policy{kDefaultPolicy};
   double reservation_lease = 30;            // seconds an idle, uncommitted .part survives
+  // Share of each data directory's filesystem kept free for everything else on it (0..50 %).
+  double min_free_percent = 5;
   std::vector<uint32_t> admin_uids = {0};   // may see every tenant and send admin requests
   std::vector<uint32_t> admin_gids;
   std::vector<TenantConfig> tenants;        // sorted by name; at least one

@@ -138,6 +138,12 @@ struct StoreOptions {
   // Flush payload and header to stable storage before publishing. Off by default: a block
   // lost or torn by a power cut fails its checksums and becomes a clean miss either way.
   bool sync_commits = false;
+  // The share of each data directory's filesystem (0..50 %) fills leave free for everything
+  // else on it: a write or allocation that would take the filesystem's available bytes below it
+  // fails as on a full device, so the store evicts from that device for it, or refuses it with
+  // ENOSPC (docs/eviction.md, "A full disk"). 0: fill the device to the end. The library's
+  // default is 0; the daemon's (`limits.min_free_percent`) is 5.
+  double min_free_percent = 0;
   // The file operations of the commit path (FileMedium); null means the POSIX ones. Borrowed:
   // must outlive the store. Tests put a fault-injecting Env here (tests/support/fault_env.h).
   Env* env = nullptr;

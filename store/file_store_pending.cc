@@ -48,8 +48,23 @@ Result<std::shared_ptr<PendingPayload>> FileMedium::Prepare(const ReservationInf
   return std::shared_ptr<PendingPayload>(std::make_shared<PendingFile>(std::move(fd), path, dev));
 }
 
+uint64_t FileMedium::KeptFree(uint64_t total) const {
+  return static_cast<uint64_t>(static_cast<double>(total) * options_.min_free_percent / 100.0);
+}
+
+// One statfs per write while min_free_percent is set: a microsecond against a FUSE round trip,
+// and the only way to see what else on the filesystem (logs, another service) took meanwhile.
+// Overwrites count as new bytes: near the limit a rewrite may evict a little early.
+bool FileMedium::WouldEatKeptFree(size_t dev, uint64_t bytes) {
+  if (options_.min_free_percent <= 0) return false;
+  Result<FsSpace> space = env_.SpaceOf(devices_.dir(dev).root());
+  return space.ok() && space->free_bytes < bytes + KeptFree(space->total_bytes);
+}
+
 Result<size_t> FileMedium::Write(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
   auto& f = static_cast<PendingFile&>(p);
+  // Refused like a full device's ENOSPC: the store then evicts from this device and writes again.
+  if (WouldEatKeptFree(f.dev, data.size())) return StatusCode::kNoSpace;
   uint64_t ticket = f.arrival.Begin();
   if (GPUCACHE_FAILPOINT_FIRES("write.torn")) {  // half of this request lands, then the crash
     env_.Write(f.fd.get(), data.first(data.size() / 2), kBlockDataOffset + offset);
@@ -72,6 +87,8 @@ StatusCode FileMedium::Truncate(PendingPayload& p, uint64_t size) {
 
 StatusCode FileMedium::Allocate(PendingPayload& p, uint64_t size) {
   auto& f = static_cast<PendingFile&>(p);
+  // As if all `size` bytes were new (a fill declares its size before writing, so they are).
+  if (WouldEatKeptFree(f.dev, size)) return StatusCode::kNoSpace;
   uint64_t ticket = f.arrival.Begin();
   StatusCode s = env_.Allocate(f.fd.get(), kBlockDataOffset, size);  // grows only
   f.arrival.EndResize(ticket, size);
@@ -81,7 +98,9 @@ StatusCode FileMedium::Allocate(PendingPayload& p, uint64_t size) {
 std::optional<Medium::DeviceSpace> FileMedium::SpaceFor(const PendingPayload& p) {
   Result<FsSpace> space = env_.SpaceOf(devices_.dir(static_cast<const PendingFile&>(p).dev).root());
   if (!space.ok()) return std::nullopt;
-  return DeviceSpace{space->free_bytes, space->total_bytes};
+  // What fills may still take: the room eviction must make is counted against this.
+  uint64_t kept = KeptFree(space->total_bytes);
+  return DeviceSpace{space->free_bytes - std::min(space->free_bytes, kept), space->total_bytes};
 }
 
 bool FileMedium::SharesDevice(const PendingPayload& p, const StoredPayload* stored) const {

@@ -1,5 +1,6 @@
 // A full disk for real: the data directory is an 8 MiB tmpfs and the daemon's own limits are
-// unlimited, so the disk fills before any quota does. What must hold (docs/architecture.md,
+// unlimited (min_free_percent = 0 too: the device itself fills, as when something else on it
+// takes the space), so the disk fills before any quota does. What must hold (docs/architecture.md,
 // "Errors at the FUSE boundary" and "Limits and eviction"; docs/eviction.md, "A full disk"):
 //   - with nothing evictable (every block pinned), a commit that does not fit fails with ENOSPC,
 //     commits nothing, leaves no .part and no file in the data directory's tmp/, and every
@@ -108,7 +109,7 @@ TEST_CASE(
   REQUIRE_MESSAGE(disk.mounted(), "cannot mount a tmpfs (needs root)");
   // The daemon's limits are far above the disk: the disk fills first.
   MountedFs m("data_dirs = [\"" + disk.path() + "\"]\n" +
-              TestConfig("max_retained_bytes = 1073741824"));
+              TestConfig("max_retained_bytes = 1073741824\nmin_free_percent = 0"));
   FullDisk fd(disk, m);
   uint64_t n = 1;
 
@@ -187,7 +188,8 @@ struct TwoTenants {
 
   TwoTenants() {
     REQUIRE_MESSAGE(disk.mounted(), "cannot mount a tmpfs (needs root)");
-    m = std::make_unique<MountedFs>("data_dirs = [\"" + disk.path() + "\"]\n" + TestConfig());
+    m = std::make_unique<MountedFs>("data_dirs = [\"" + disk.path() + "\"]\n" +
+                                    TestConfig("min_free_percent = 0"));
     MountClient client(m->mnt());
     for (uint64_t n = 1; n <= 10; ++n) {
       Kept k{RelBlock(n, "globex"), SeededPayload(n, 1 << 20)};

@@ -1,0 +1,95 @@
+// The free space a data directory's filesystem keeps for the rest of the host
+// (`limits.min_free_percent`, docs/eviction.md "A full disk"), for real: the data directory is a
+// 16 MiB tmpfs and the daemon's own limits are unlimited. Fills evict from the device to stay
+// above the kept space, and fail with ENOSPC (leaving nothing) when nothing may go.
+#include <cstdio>
+
+#include "tests/reliability/reliability_helpers.h"
+#include "tests/support/tmpfs.h"
+
+namespace gpucache {
+namespace {
+
+using namespace test;
+
+constexpr uint64_t kMiB = 1 << 20;
+// The header of each block and the index journal are written without the check: a little of
+// the kept space may go to them.
+constexpr uint64_t kUnchecked = 128 * 1024;
+
+struct Device {
+  TempDir holder;
+  Tmpfs disk{holder.path() + "/disk", "16m"};
+  std::unique_ptr<MountedFs> m;
+  explicit Device(const std::string& limits) {
+    REQUIRE_MESSAGE(disk.mounted(), "cannot mount a tmpfs (needs root)");
+    m = std::make_unique<MountedFs>("data_dirs = [\"" + disk.path() + "\"]\n" + TestConfig(limits));
+  }
+  // Commits blocks n..n+count-1 of `size` bytes (every other one declared, as the clients do),
+  // each expected to succeed; the least free space seen after a commit.
+  uint64_t CommitEvictable(uint64_t n, int count, uint64_t size = kMiB) {
+    MountClient client(m->mnt());
+    uint64_t least = disk.FreeBytes();
+    for (int i = 0; i < count; ++i, ++n) {
+      int err = n % 2 ? client.Commit(RelBlock(n), SeededPayload(n, size))
+                      : CommitSteps(m->mnt(), RelBlock(n), SeededPayload(n, size)).err;
+      CAPTURE(n);
+      CHECK(err == 0);
+      least = std::min(least, disk.FreeBytes());
+    }
+    return least;
+  }
+};
+
+// Regression (review, 2026-12-07): with the shipped configuration (no limit on retained bytes)
+// the daemon filled its data directory's filesystem to the last byte before it evicted, and on
+// /var/lib/gpucache that filesystem is usually the host's root: journald, apt and the engines'
+// own logs then failed. The default now keeps 5% of it free.
+TEST_CASE("Reliability free space: the default keeps 5% of the data directory's filesystem free") {
+  Device d("");
+  const uint64_t total = 16 * kMiB, kept = total * 5 / 100;
+  // 25 MiB through a 16 MiB device, in blocks small enough to fill it to within 256 KiB.
+  uint64_t least = d.CommitEvictable(1, 100, 256 * 1024);
+  std::printf("free space, default: least free %llu of %llu kept (16 MiB device)\n",
+              static_cast<unsigned long long>(least), static_cast<unsigned long long>(kept));
+  CHECK(least + kUnchecked >= kept);
+  CHECK(Counter(*d.m, "evictions") > 0);
+}
+
+TEST_CASE("Reliability free space: min_free_percent is kept, evicting blocks of that device") {
+  Device d("min_free_percent = 25");
+  const uint64_t kept = 4 * kMiB;
+  uint64_t least = d.CommitEvictable(100, 24);
+  std::printf("free space, 25%%: least free %llu of %llu kept\n",
+              static_cast<unsigned long long>(least), static_cast<unsigned long long>(kept));
+  CHECK(least + kUnchecked >= kept);
+  // What stays is what fits above the kept space: about 12 of the 1 MiB blocks.
+  CHECK(Counter(*d.m, "blocks") <= 12);
+  CHECK(Counter(*d.m, "blocks") >= 9);
+}
+
+TEST_CASE("Reliability free space: with nothing evictable a fill that would eat the kept space fails cleanly") {
+  Device d("min_free_percent = 25");
+  MountClient client(d.m->mnt());
+  uint64_t n = 200;
+  int err = 0;
+  for (; n < 230 && err == 0; ++n) {
+    CommitResult r = CommitSteps(d.m->mnt(), RelBlock(n), SeededPayload(n, kMiB));
+    err = r.err;
+    if (err == 0) {
+      REQUIRE(::setxattr(client.PathOf(RelBlock(n)).c_str(), "user.gpucache.pinned", "1", 1, 0) == 0);
+    }
+  }
+  CHECK(err == ENOSPC);
+  const CacheIdentity failed = RelBlock(n - 1);
+  CHECK(StatErrno(client.PathOf(failed)) == ENOENT);
+  CHECK(StatErrno(client.PathOf(failed) + ".part") == ENOENT);
+  CHECK(FilesUnder(d.disk.path() + "/tmp").empty());
+  CHECK(d.disk.FreeBytes() + kUnchecked >= 4 * kMiB);
+  // Declared up front (fallocate), refused before a byte is written.
+  CHECK(client.Commit(RelBlock(300), SeededPayload(300, 2 * kMiB)) == ENOSPC);
+  CHECK(d.disk.FreeBytes() + kUnchecked >= 4 * kMiB);
+}
+
+}  // namespace
+}  // namespace gpucache
