@@ -88,6 +88,7 @@ Filesystem::Filesystem(const Config& config, BlockStore& store)
   metrics_.SetLimitsSource([this] { return ResourceLimitsOf(*effective_.load()); });
   // Holds nothing of this Filesystem: the store may outlive it.
   store_.SetAutomaticFenceObserver(LogAutomaticFence);
+  store_.SetBackingReadErrorObserver(LogBackingReadError);
 }
 
 Result<Node> Filesystem::Resolve(const Principal& c, uint64_t ino) {

@@ -6,7 +6,6 @@
 
 #include "common/control_protocol.h"
 #include "fs/filesystem.h"
-#include "fs/store_events.h"
 #include "store/entry_name.h"
 
 namespace gpucache {
@@ -183,11 +182,7 @@ Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> o
       Metrics::NoteTenant(info.address.tenant);
       Result<size_t> n = h.reader->Read(offset, out);
       if (n.ok() && n.value() > 0) metrics_.RecordBlockRead(info.address.tenant, n.value());
-      if (!n.ok() && n.status() == StatusCode::kIoError) {
-        metrics_.RecordBackingReadError();
-        LogBackingReadError(info.address, h.reader->Location(), n.status());
-      }
-      return n;
+      return n;  // an I/O error is counted and logged by the store's reader, for every reader
     }
     case Handle::Kind::kPart: return StatusCode::kBusy;
     case Handle::Kind::kCommit: return size_t{0};  // opened read-write: nothing to read

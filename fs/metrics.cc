@@ -255,7 +255,7 @@ std::string Metrics::Render(BlockAdmin& store, const MetricsViewer& viewer) {
   w.Family("gpucache_verify_walk_running", "gauge", "1 while the start's background walk runs.");
   w.Sample("gpucache_verify_walk_running", "", stats.verify_walk_running ? 1 : 0);
   RenderBackingMetrics(w, store, backing_io_stats_ ? backing_io_stats_() : MediumIoStats{},
-                       read_errors_.load(), viewer.operator_view);
+                       viewer.operator_view);
   RenderRamMetrics(w, ram_source_ ? ram_source_() : RamMetrics{});
 
   struct Series {

@@ -69,10 +69,9 @@ class Metrics {
   void RecordOp(FuseOp op, std::chrono::nanoseconds elapsed);
   // An open(2) of a committed block (every one reaches the daemon).
   void RecordBlockOpen(const std::string& tenant) { Of(tenant).opens.fetch_add(1, kRelaxed); }
-  // A read of a committed block's payload the daemon served (a page-cache hit never comes here):
-  // `bytes` on success, a backing I/O error otherwise.
+  // A read of a committed block's payload the daemon served (a page-cache hit never comes here).
+  // A read that failed with an I/O error is counted by the store (StoreStats::read_errors).
   void RecordBlockRead(const std::string& tenant, uint64_t bytes);
-  void RecordBackingReadError() { read_errors_.fetch_add(1, kRelaxed); }
   void RecordWrite(const std::string& tenant, uint64_t bytes) {
     Of(tenant).written_bytes.fetch_add(bytes, kRelaxed);
   }
@@ -121,7 +120,6 @@ class Metrics {
   void RenderOps(class MetricsWriter& w);
 
   std::array<Histogram, kFuseOpCount> ops_;
-  std::atomic<uint64_t> read_errors_{0};
   std::atomic<uint64_t> reloads_ok_{0}, reloads_failed_{0};
   mutable Mutex mu_;
   std::map<std::string, std::unique_ptr<TenantIo>, std::less<>> io_ GUARDED_BY(mu_);
@@ -163,6 +161,6 @@ void RenderProcessMetrics(MetricsWriter& w);
 // fs/metrics_ram.cc: the RAM tier and its passthrough opens (adr/0020).
 void RenderRamMetrics(MetricsWriter& w, const RamMetrics& ram);
 void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store, const MediumIoStats& io,
-                          uint64_t read_errors, bool operator_view);
+                          bool operator_view);
 
 }  // namespace gpucache

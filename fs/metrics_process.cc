@@ -90,12 +90,12 @@ void RenderProcessMetrics(MetricsWriter& w) {
 }
 
 void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store, const MediumIoStats& io,
-                          uint64_t read_errors, bool operator_view) {
+                          bool operator_view) {
   StoreStats stats = store.Stats();
   w.Family("gpucache_backing_errors_total", "counter",
            "Backing I/O that failed: payload reads (op=read), renames and unlinks of block files "
            "(op=remove), writes of the journal, INDEX and PINS (op=metadata).");
-  w.Sample("gpucache_backing_errors_total", "op=\"read\"", double(read_errors));
+  w.Sample("gpucache_backing_errors_total", "op=\"read\"", double(stats.read_errors));
   w.Sample("gpucache_backing_errors_total", "op=\"remove\"", double(stats.medium_errors));
   w.Sample("gpucache_backing_errors_total", "op=\"metadata\"", double(stats.metadata_errors));
 

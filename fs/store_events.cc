@@ -1,6 +1,8 @@
 #include "fs/store_events.h"
 
 #include <chrono>
+#include <functional>
+#include <string>
 
 #include "common/control_protocol.h"
 #include "common/printable.h"
@@ -25,17 +27,19 @@ void LogAutomaticFence(const AutomaticFence& fence) {
       fence.epoch);
 }
 
-void LogBackingReadError(const BlockAddress& address, const BlockLocation& where, StatusCode code) {
-  // Every read of a failing device fails: a line or three per device, the rest counted.
+void LogBackingReadError(const BlockAddress& address, const BlockLocation& where) {
+  // Every read of a failing device fails: a line or three per device, the rest counted. Keyed
+  // by the directory's path, not its place in the list: two stores in one process (tests) keep
+  // their own counts.
   static BurstLimiter limiter(3, std::chrono::minutes(1));
   uint64_t unlogged = 0;
-  if (!limiter.Allow(static_cast<uint32_t>(where.device), &unlogged)) return;
+  if (!limiter.Allow(static_cast<uint32_t>(std::hash<std::string>{}(where.data_dir)), &unlogged)) return;
   const std::string dir = where.data_dir.empty() ? "(none: in memory)" : Printable(where.data_dir, 256);
   spdlog::warn(
       "backing read error: {} reading block {} (file {}) in data directory {}{}. The device may be "
       "failing: check its kernel log (dmesg) and SMART data; if it is, and another data directory is "
       "in service, take this one out with `gpucachectl isolate MNT {}` (its blocks become misses)",
-      control_protocol::ErrnoName(ToErrno(code)), Printable(address.RelativePath(), 256),
+      control_protocol::ErrnoName(ToErrno(StatusCode::kIoError)), Printable(address.RelativePath(), 256),
       Printable(where.file, 512), dir,
       unlogged ? fmt::format(" ({} more read errors there not logged since the last line)", unlogged) : "",
       dir);

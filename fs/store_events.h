@@ -12,9 +12,10 @@ namespace gpucache {
 // minute: fills that hear ESTALE with no operator's fence have this line to explain them.
 void LogAutomaticFence(const AutomaticFence& fence);
 
-// A block's payload could not be read (EIO from its data directory's device): a warning that
-// names the data directory, the block and the errno, at most three lines a minute per data
-// directory, with how many more failed there since.
-void LogBackingReadError(const BlockAddress& address, const BlockLocation& where, StatusCode code);
+// A block's payload could not be read (an I/O error from its data directory's device, for any
+// reader: BlockAdmin::SetBackingReadErrorObserver): a warning that names the data directory,
+// the block and its file, at most three lines a minute per data directory, with how many more
+// failed there since.
+void LogBackingReadError(const BlockAddress& address, const BlockLocation& where);
 
 }  // namespace gpucache

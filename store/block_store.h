@@ -131,6 +131,8 @@ struct StoreStats {
   uint64_t metadata_errors = 0;  // writes of the journal, INDEX and PINS that failed
   // Fences the store made itself, its epoch having given out its region ids (StoreFills::Reserve).
   uint64_t automatic_fences = 0;
+  // Payload reads that failed with an I/O error, by any reader (BackingReadErrorObserver).
+  uint64_t read_errors = 0;
 };
 
 struct StoreOptions {
@@ -234,20 +236,22 @@ struct AutomaticFence {
 using AutomaticFenceObserver = std::function<void(const AutomaticFence&)>;
 
 // Where an open block's bytes are read from: for the log line of a read that failed, so that
-// the operator learns which device fails.
+// the operator learns which device fails (BackingReadErrorObserver).
 struct BlockLocation {
   size_t device = 0;     // the data directory's place in the configuration (0: the only one)
   std::string data_dir;  // empty: not on a data directory (in memory)
   std::string file;      // the block file as it was opened
 };
+// Called when a payload read fails with an I/O error, whoever reads: a client, the RAM tier's
+// copy, the cold tier's pack (each through a BlockReader), so that the log names the failing
+// device whichever reader met it. On the reader's thread, with no store lock held.
+using BackingReadErrorObserver = std::function<void(const BlockAddress&, const BlockLocation&)>;
 
 // An open committed block. Reads are verified chunk by chunk before any byte is returned.
 class BlockReader {
  public:
   virtual ~BlockReader() = default;
   virtual const BlockInfo& info() const = 0;
-  // Worked out when asked (a read failed), not at each open.
-  virtual BlockLocation Location() const { return {}; }
   // Reads up to out.size() bytes at `offset` (short at the end of the payload). On a checksum
   // mismatch returns kChecksumMismatch, counts it, and removes the block from the namespace.
   virtual Result<size_t> Read(uint64_t offset, std::span<uint8_t> out) = 0;
@@ -396,6 +400,7 @@ class BlockAdmin {
   // REQUIRES: called before the store is shared between threads (start-up wiring).
   virtual void SetCommitObserver(CommitObserver observer) = 0;
   virtual void SetAutomaticFenceObserver(AutomaticFenceObserver observer) = 0;
+  virtual void SetBackingReadErrorObserver(BackingReadErrorObserver observer) = 0;
 };
 
 class BlockStore : public virtual BlockFills,

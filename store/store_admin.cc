@@ -169,6 +169,7 @@ StoreStats StoreAdmin::Stats() {
                    walking_.load() || !walk_done_.load(), admission_.counters()};
   stats.metadata_errors = medium_->metadata_errors();
   stats.automatic_fences = automatic_fences_.load(std::memory_order_relaxed);
+  stats.read_errors = read_errors_.load(std::memory_order_relaxed);
   return stats;
 }
 
@@ -187,6 +188,11 @@ void StoreAdmin::SetRemovalObserver(RemovalObserver observer) {
 void StoreAdmin::SetAutomaticFenceObserver(AutomaticFenceObserver observer) {
   MutexLock lock(mu_);
   fence_observer_ = std::move(observer);
+}
+
+void StoreAdmin::SetBackingReadErrorObserver(BackingReadErrorObserver observer) {
+  MutexLock lock(mu_);
+  read_error_observer_ = std::move(observer);
 }
 
 }  // namespace gpucache

@@ -26,6 +26,7 @@ class StoreAdmin : public StoreReads, public virtual BlockAdmin {
   void SetLimits(ResourceLimits limits) override;
   void SetRemovalObserver(RemovalObserver observer) override;
   void SetAutomaticFenceObserver(AutomaticFenceObserver observer) override;
+  void SetBackingReadErrorObserver(BackingReadErrorObserver observer) override;
   void SetCommitObserver(CommitObserver observer) override {
     commit_observer_ = std::move(observer);
   }

@@ -50,10 +50,13 @@ class StoreCore {
   StoreCore(StoreOptions options, std::unique_ptr<Medium> medium);
   ~StoreCore() = default;
 
-  friend class VerifyingReader;  // the readers Open hands out call the two below, and medium_
+  friend class VerifyingReader;  // the readers Open hands out call the three below, and medium_
   // The bytes of `address` at `region_id` failed their checksums (`what`: a chunk, the
   // header). If it is still indexed there: set aside, counted, the observer told.
   void ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what);
+  // A payload read of `address` failed with an I/O error (`where`: its data directory and
+  // file): counted, the observer told. The block stays: a device error is no proof of damage.
+  void ReportReadError(const BlockAddress& address, const BlockLocation& where) EXCLUDES(mu_);
   void ReaderClosed(const BlockAddress& address, uint64_t region_id);  // as a reader closes
 
   using Reservation = ReservationTable::Reservation;
@@ -135,6 +138,7 @@ class StoreCore {
   Mutex mu_;
   std::atomic<uint64_t> epoch_{1};        // changed under fence_mu_ and mu_, read anywhere
   std::atomic<uint64_t> automatic_fences_{0};  // epochs that gave out their region ids
+  std::atomic<uint64_t> read_errors_{0};       // payload reads that failed with an I/O error
   bool drain_finished_ GUARDED_BY(mu_) = false;
   BlockIndex index_ GUARDED_BY(mu_);
   Admission admission_ GUARDED_BY(mu_);  // reads index_ and medium_: declared after them
@@ -142,6 +146,7 @@ class StoreCore {
   QuarantineSet quarantine_ GUARDED_BY(mu_);
   RemovalObserver observer_ GUARDED_BY(mu_);
   AutomaticFenceObserver fence_observer_ GUARDED_BY(mu_);
+  BackingReadErrorObserver read_error_observer_ GUARDED_BY(mu_);
   LeavingSet leaving_ GUARDED_BY(mu_);  // departed blocks whose files Finish has yet to move
   NamespaceClaims namespace_claims_ GUARDED_BY(mu_);  // mkdirs and rmdirs under way
   CommitObserver commit_observer_;  // set once at start-up, then read-only

@@ -31,7 +31,11 @@ Result<size_t> VerifyingReader::Read(uint64_t offset, std::span<uint8_t> out) {
   }
   thread_local std::vector<uint8_t> buf;
   buf.resize(span_end - span_start);
-  if (StatusCode s = src_->ReadRaw(span_start, buf); s != StatusCode::kOk) return s;
+  if (StatusCode s = src_->ReadRaw(span_start, buf); s != StatusCode::kOk) {
+    // Here, not in each caller: a client's read, a RAM-tier copy and a cold pack all count.
+    if (s == StatusCode::kIoError) store_.ReportReadError(info_.address, Location());
+    return s;
+  }
   for (uint64_t c = first; c <= last; ++c) {
     uint64_t at = c * cs - span_start;
     uint64_t len = std::min<uint64_t>(cs, info_.size - c * cs);

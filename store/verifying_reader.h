@@ -31,9 +31,11 @@ class VerifyingReader final : public BlockReader {
 
   const BlockInfo& info() const override { return info_; }
   Result<size_t> Read(uint64_t offset, std::span<uint8_t> out) override;
-  BlockLocation Location() const override;
 
  private:
+  // Worked out when a read failed, not at each open.
+  BlockLocation Location() const;
+
   StoreCore& store_;
   const BlockInfo info_;
   const std::shared_ptr<StoredPayload> stored_;  // where it was when opened (Location)

@@ -2,10 +2,16 @@
 
 #include <doctest/doctest.h>
 
+#include <vector>
+
 #include "cold/locator.h"
+#include "store/block_file.h"
+#include "store/file_store.h"
 #include "store/memory_store.h"
 #include "tests/cold/cold_test_util.h"
+#include "tests/support/fault_env.h"
 #include "tests/support/memory_object_store.h"
+#include "tests/support/temp_dir.h"
 
 namespace gpucache::cold {
 using namespace testing;
@@ -274,6 +280,34 @@ TEST_CASE("ColdOps: backfill counts a block once when it leaves and comes back d
   CHECK(r.blocks == kBlocks);
   CHECK(r.bytes == kBlocks * 100ull);
   CHECK(r.packs + r.refused == 1);  // one pack built (whether the sink had room is not the point)
+}
+
+// Regression: a block whose payload a pack could not read (EIO from its data directory) was
+// skipped with nothing said: the pack is the only reader of a block no client reads again, so a
+// failing device showed in no gpucache_backing_errors_total{op="read"} and no log line.
+TEST_CASE("ColdOps: a block a pack cannot read is a backing read error the store counts and reports with its data directory") {
+  test::TempDir tmp;
+  test::FaultEnv env;
+  StoreOptions options;
+  options.env = &env;
+  std::string error;
+  std::unique_ptr<IndexedStore> hot = OpenFileStore(tmp.path() + "/data", options, nullptr, &error);
+  REQUIRE_MESSAGE(hot, error);
+  const BlockAddress a = AddressOf(NthIdentity(0));
+  REQUIRE(CommitBlock(*hot, NthIdentity(0), test::Payload(5000)) == StatusCode::kOk);
+  std::vector<BlockLocation> told;
+  hot->SetBackingReadErrorObserver([&](const BlockAddress& at, const BlockLocation& where) {
+    CHECK(at.RelativePath() == a.RelativePath());
+    told.push_back(where);
+  });
+  PackBuilder builder(kPrefix, TestKeyring());
+  env.FailNextReadFrom(kBlockDataOffset, test::FaultEnv::Fault::kIoError);  // the payload's read
+  CHECK(ColdOps::AddBlock(*hot, a, builder) == StatusCode::kIoError);
+  CHECK(builder.count() == 0);
+  CHECK(hot->Stats().read_errors == 1);
+  REQUIRE(told.size() == 1);
+  CHECK(told[0].data_dir == tmp.path() + "/data");
+  CHECK(told[0].file.ends_with(a.RelativePath()));
 }
 
 }  // namespace gpucache::cold

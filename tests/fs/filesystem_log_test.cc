@@ -1,12 +1,19 @@
 // What the daemon logs for an operator about events the store only counts: each line says what
 // happened, where, and what to do (fs/store_events.h). Checked through the captured log.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "fs/ram_promoter.h"
+#include "store/block_file.h"
 #include "store/file_store.h"
 #include "store/memory_store.h"
+#include "store/ram_tier.h"
 #include "tests/support/commit_block.h"
 #include "tests/support/fault_env.h"
 #include "tests/support/fs_harness.h"
@@ -114,6 +121,37 @@ TEST_CASE("Filesystem log: a backing read error names the data directory, the bl
   CHECK(text.find("in data directory " + f.data_dir) != std::string::npos);
   CHECK(text.find("gpucachectl isolate MNT " + f.data_dir) != std::string::npos);
   CHECK(CountOf(text, "backing read error") == 3);
+}
+
+// Regression: a backing read error was counted and logged only when a client's read met it; the
+// RAM tier's copy (and the cold tier's pack) read the same device through readers of their own,
+// so a failing device that only they read showed in no gpucache_backing_errors_total{op="read"}
+// and no log line, only as gpucache_ram_promotion_failures_total{reason="io"}.
+TEST_CASE("Filesystem log: a RAM-tier copy that cannot read its block is a backing read error naming the data directory") {
+  FaultyFileFs f;
+  const CacheIdentity id = SampleIdentity("acme");
+  const BlockAddress address = AddressOf(id);
+  CommitBlock(*f.store, id, Payload(5000), Owner{1000, 1000});
+  const std::string ram_dir = f.tmp.path() + "/ram";
+  REQUIRE(::mkdir(ram_dir.c_str(), 0700) == 0);
+  RamTier tier(Fd(::open(ram_dir.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC)), 1 << 20);
+  RamPromoter promoter(*f.store, tier);
+  promoter.Start();
+  LogCapture log;
+  f.env.FailNextReadFrom(kBlockDataOffset, FaultEnv::Fault::kIoError);  // the payload's read
+  REQUIRE(promoter.Enqueue(address, std::nullopt, 5000));
+  for (int i = 0; i < 5000 && promoter.Pending() > 0; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  promoter.Stop();
+  REQUIRE(tier.Stats().failed_by.io == 1);
+
+  CHECK(f.fs->RenderAllMetrics().find("gpucache_backing_errors_total{op=\"read\"} 1\n") != std::string::npos);
+  const std::string text = log.text();
+  CAPTURE(text);
+  CHECK(text.find("warning: backing read error: EIO reading block " + address.RelativePath()) !=
+        std::string::npos);
+  CHECK(text.find("in data directory " + f.data_dir) != std::string::npos);
 }
 
 }  // namespace

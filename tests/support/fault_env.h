@@ -61,6 +61,13 @@ class FaultEnv final : public Env {
     fail_ops_.push_back(op);
     fault_ = fault;
   }
+  // Fails the next Read at or past `offset` with `fault`. With kBlockDataOffset: the next read
+  // of a block's payload fails, while the reads of its header at each open pass.
+  void FailNextReadFrom(uint64_t offset, Fault fault) {
+    std::lock_guard l(mu_);
+    fail_read_from_ = offset;
+    fault_ = fault;
+  }
   uint64_t calls() const {
     std::lock_guard l(mu_);
     return calls_;
@@ -104,6 +111,10 @@ class FaultEnv final : public Env {
   StatusCode Read(int fd, std::span<uint8_t> out, uint64_t offset) override {
     std::lock_guard l(mu_);
     if (auto s = Begin(Op::kRead)) return *s;
+    if (fail_read_from_ && offset >= *fail_read_from_) {
+      fail_read_from_.reset();
+      return fault_ == Fault::kIoError ? StatusCode::kIoError : StatusCode::kNoSpace;
+    }
     return Env::Posix().Read(fd, out, offset);
   }
   StatusCode Truncate(int fd, uint64_t size) override {
@@ -299,6 +310,7 @@ class FaultEnv final : public Env {
   uint64_t calls_ = 0;
   std::optional<uint64_t> fail_at_, crash_at_;
   std::vector<Op> fail_ops_;  // armed by FailNext, one call of each
+  std::optional<uint64_t> fail_read_from_;  // armed by FailNextReadFrom
   std::vector<Op> ops_;
   Fault fault_ = Fault::kNoSpace;
   std::map<int, std::string> paths_;   // open descriptors of tracked files
