@@ -39,6 +39,8 @@ void LogBackingReadError(const BlockAddress& address, const BlockLocation& where
       "backing read error: {} reading block {} (file {}) in data directory {}{}. The device may be "
       "failing: check its kernel log (dmesg) and SMART data; if it is, and another data directory is "
       "in service, take this one out with `gpucachectl isolate MNT {}` (its blocks become misses)",
+      // The errno every reader of it hears: the device's own is in the kernel log, and the store
+      // keeps none past its Env (StatusFromErrno; short files and io_uring timeouts have none).
       control_protocol::ErrnoName(ToErrno(StatusCode::kIoError)), Printable(address.RelativePath(), 256),
       Printable(where.file, 512), dir,
       unlogged ? fmt::format(" ({} more read errors there not logged since the last line)", unlogged) : "",
