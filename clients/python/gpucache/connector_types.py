@@ -30,6 +30,10 @@ class ConnectorConfig:
     cold_budget_bytes: int = 256 << 20  # at most this much refilled per request
     cold_deadline_s: float = 2.0  # a refill not done by then is a miss
     pin_staging: Optional[bool] = None  # None: pinned when torch has CUDA
+    # A load stages this many layers of its blocks at once (a ring of slots; at least 1): the
+    # pool reads that many layers ahead of the forward.
+    load_staging_layers: int = 4
+    staging_keep_bytes: int = 1 << 30  # idle staging kept for the next steps; the rest is freed
 
     def seed(self) -> str:
         seed = self.hash_seed if self.hash_seed is not None else os.environ.get("PYTHONHASHSEED")

@@ -37,7 +37,7 @@ class WorkerCore:
         self.namer = BlockNamer(model or config.model, config.geometry)
         self.stats = WorkerStats()
         self.layers: List[PagedLayer] = []
-        self.staging = StagingPool(config.geometry, config.pin_staging)
+        self.staging = StagingPool(config.geometry, config.pin_staging, keep_bytes=config.staging_keep_bytes)
         self._io = ThreadPoolExecutor(config.io_threads, thread_name_prefix="gpucache-read")
         self._copier = ThreadPoolExecutor(1, thread_name_prefix="gpucache-gather")
         self._savers = ThreadPoolExecutor(config.save_threads, thread_name_prefix="gpucache-commit")
@@ -82,7 +82,8 @@ class WorkerCore:
 
     def _new_load(self, specs: List[LoadSpec]) -> LayerwiseLoad:
         return LayerwiseLoad(self.config.root, self.namer, specs, self.layers, self._io,
-                             self.staging, self.stats, self.config.io_threads)
+                             self.staging, self.stats, self.config.io_threads,
+                             self.config.load_staging_layers)
 
     def wait_for_layer(self, layer: int) -> None:
         if self._load is not None:

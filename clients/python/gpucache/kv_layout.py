@@ -22,7 +22,7 @@ same whichever backend wrote it; the copies then go through torch's strided inde
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Protocol, Sequence, Tuple, Union, cast
 
 import torch
 
@@ -222,6 +222,23 @@ def _gather(layer: PagedLayer, ids: torch.Tensor, staging: torch.Tensor) -> None
             torch.index_select(half, 0, ids, out=dst)
         else:  # blocking: the commit reads dst as soon as the gathers are done
             dst.copy_(half.index_select(0, ids.to(half.device)))
+
+
+class DeviceCopies(Protocol):
+    """Where a device stream stands (torch.cuda.Event): synchronize() waits for what came before."""
+
+    def synchronize(self) -> None: ...
+
+
+def device_copies(layer: PagedLayer) -> Optional[DeviceCopies]:
+    """After scatter: what to wait for before its staging is written again (None on the CPU,
+    where scatter's copies are done when it returns)."""
+    half = halves(layer)[0]
+    if half.device.type != "cuda":
+        return None
+    event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+    event.record(torch.cuda.current_stream(half.device))
+    return event
 
 
 def wait_for_device_copies(layer: PagedLayer) -> None:

@@ -346,7 +346,13 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
         save_threads=int(extra.get("save_threads", ConnectorConfig.save_threads)),
         cold_refill=_flag(extra, "cold_refill", ConnectorConfig.cold_refill),
         cold_budget_bytes=int(extra.get("cold_budget_bytes", ConnectorConfig.cold_budget_bytes)),
-        cold_deadline_s=float(extra.get("cold_deadline_s", ConnectorConfig.cold_deadline_s)))
+        cold_deadline_s=float(extra.get("cold_deadline_s", ConnectorConfig.cold_deadline_s)),
+        load_staging_layers=int(extra.get("load_staging_layers", ConnectorConfig.load_staging_layers)),
+        staging_keep_bytes=int(extra.get("staging_keep_bytes", ConnectorConfig.staging_keep_bytes)))
+    if config.load_staging_layers < 1 or config.staging_keep_bytes < 0:
+        raise ValueError("GpucacheConnector: load_staging_layers must be at least 1 and "
+                         "staging_keep_bytes at least 0 (got %d and %d)"
+                         % (config.load_staging_layers, config.staging_keep_bytes))
     try:  # every field of every block but the chain and adapter is fixed now: check them once
         BlockNamer(model, geometry).identity([bytes(32)]).validate()
     except ValueError as e:
