@@ -47,6 +47,7 @@ class WorkerCore:
         self._meta: Optional[StepMeta] = None
         self._load: Optional[LayerwiseLoad] = None
         self._save: Optional[SaveBatch] = None
+        self._save_dropped = False  # this step's saves had no staging: not saved at all
         self._commits: List[Tuple[Future[None], int]] = []  # in flight, with their bytes
         self._lock = threading.Lock()
         self._async_done: Dict[str, Set[int]] = {}  # req id -> its failed engine blocks
@@ -68,6 +69,7 @@ class WorkerCore:
 
     def bind(self, meta: StepMeta) -> None:
         self._meta = meta
+        self._save_dropped = False
 
     def start_load(self) -> None:
         meta = self._meta or StepMeta()
@@ -135,16 +137,24 @@ class WorkerCore:
     def save_layer(self, layer: int, paged: Optional[PagedLayer] = None) -> None:
         """Queues the copy of layer `layer` of this step's completed blocks; never waits."""
         meta = self._meta
-        if meta is None or not meta.saves:
+        if meta is None or not meta.saves or self._save_dropped:
             return
         if self._save is None:
-            self._save = SaveBatch(self.config.root, self.namer, meta.saves, len(self.layers),
-                                   self.staging, self._copier, self.stats)
+            try:
+                self._save = SaveBatch(self.config.root, self.namer, meta.saves, len(self.layers),
+                                       self.staging, self._copier, self.stats)
+            except (RuntimeError, MemoryError):  # torch's out of (pinned) memory
+                # The cache is only an optimisation: the step goes on, its blocks unsaved.
+                self._save_dropped = True
+                blocks = sum(len(spec.blocks) for spec in meta.saves)
+                self.stats.skipped_commits["staging"] = self.stats.skipped_commits.get("staging", 0) + blocks
+                return
         self._save.gather_layer(layer, self.layers[layer] if paged is None else paged)
 
     def wait_for_save(self) -> None:
         """Returns once this step's blocks are out of the paged cache; commits go on."""
         batch, self._save = self._save, None
+        self._save_dropped = False
         self._finish_sync_load()  # its failures decide which saves are withheld
         if batch is None:
             return
