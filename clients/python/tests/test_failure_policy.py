@@ -5,10 +5,15 @@ over it: the blocks before the damaged one load, the engine is told about the re
 lookup stops before them), recomputes them, and attends only to what recompute gives.
 """
 
+import dataclasses
 import os
 import shutil
 import tempfile
+import threading
 import unittest
+from unittest import mock
+
+import torch
 
 from connector_support import BLOCK, backing_path, config, engine, garbage_past, identities
 from daemon import BUILD_DIR, Daemon
@@ -17,14 +22,18 @@ from gpucache.connector_scheduler import SchedulerCore
 from gpucache.connector_types import ScheduledRequest, StepInfo
 from gpucache.connector_worker import WorkerCore
 from gpucache.client import MountClient
+from gpucache.kv_layout import KVGeometry
+from gpucache.staging import StagingPool
 from test_connector import prompt
 
 PAYLOAD_OFFSET = 65536  # data_offset of a block file (docs/block-format.md)
 
 
 class _Case:
+    staging_layers = None  # ConnectorConfig's default
+
     def store_prefix(self, root):
-        self.cfg = config(root)
+        self.cfg = config(root, **({} if self.staging_layers is None else {"load_staging_layers": self.staging_layers}))
         self.prefix = prompt(self.id(), 4, tail=0)
         h, _ = engine(self.cfg)
         h.add(Request("a", self.prefix + [1, 2], max_new_tokens=1))
@@ -87,6 +96,14 @@ class MountFailureTest(_Case, unittest.TestCase):
 
 
 @unittest.skipUnless(BUILD_DIR, "set GPUCACHE_BUILD_DIR to the build directory to run")
+class MountFailureRingTest(MountFailureTest):
+    """The same failures with one staging slot for the 4 layers: the reads of each layer wait
+    for the previous layer's scatter, and a failure found in a later layer still truncates."""
+
+    staging_layers = 1
+
+
+@unittest.skipUnless(BUILD_DIR, "set GPUCACHE_BUILD_DIR to the build directory to run")
 class PlainDirectoryFailureTest(_Case, unittest.TestCase):
     """A planted file (another block's bytes and identity under this name) cannot come through
     the daemon, which checks identities at commit; on a plain directory it can."""
@@ -126,6 +143,130 @@ class PlainDirectoryFailureTest(_Case, unittest.TestCase):
         self.assertEqual(worker.take_load_errors(), set(ids[:4 * BLOCK // 16]))
         self.assertEqual(worker.stats.failed_blocks, {"unwaited": 1})
         worker.close()
+
+
+DEEP = KVGeometry(layers=12, kv_heads=2, head_dim=64, dtype=torch.bfloat16, engine_block_size=16,
+                  block_tokens=BLOCK)  # 12 layers: a ring of a few slots goes round several times
+
+
+def _counting_staging(allocated, fail=False):
+    """A KVGeometry.staging that adds each tensor's bytes to allocated[0] (or raises, as torch
+    does when pinned memory runs out)."""
+    real = KVGeometry.staging
+
+    def staging(self, blocks, pin):
+        if fail:
+            raise RuntimeError("CUDA error: out of memory (injected)")
+        t = real(self, blocks, pin)
+        allocated[0] += t.numel() * t.element_size()
+        return t
+    return staging
+
+
+class LoadStagingTest(unittest.TestCase):
+    """What a load holds in staging (plain directory: no mount needed).
+
+    Regression (2026-12, staging): a load staged every layer of every block at once (a full hit
+    of a 128k-token Llama-3-8B prompt: 16 GiB, pinned on GPU hosts), the pool kept the largest
+    sets for good, and a failed allocation raised out of start_load_kv and crashed the engine."""
+
+    BLOCKS = 6
+
+    def setUp(self):
+        self.root = tempfile.mkdtemp()
+        os.mkdir(os.path.join(self.root, "acme"))
+        self.prefix = prompt(self.id(), self.BLOCKS, tail=0)
+        h, _ = engine(config(self.root, geometry=DEEP))
+        h.add(Request("a", self.prefix + [1, 2], max_new_tokens=1))
+        h.run()
+        h.worker.drain()
+        self.assertEqual(h.worker.stats.committed_blocks, self.BLOCKS)
+        h.worker.close()
+
+    def tearDown(self):
+        shutil.rmtree(self.root)
+
+    def load(self, cfg, staging=None):
+        """A second request over the stored prefix (no block of its own to save); the harness."""
+        h, model = engine(cfg)
+        b = h.add(Request("b", self.prefix + [3, 4, 5], max_new_tokens=2))
+        with mock.patch.object(KVGeometry, "staging", staging or KVGeometry.staging):
+            h.run()
+        h.worker.drain()
+        self.assertEqual(garbage_past(h, model, "b"), [])
+        self.assertEqual(len(b.output), 2)
+        h.worker.close()
+        return h, model, b
+
+    def test_a_load_stages_a_ring_of_layers_not_every_layer(self):
+        layer_bytes = 2 * DEEP.half_bytes  # one layer of one block
+        for depth in (None, 1, 3, 5, 12, 50):  # None: the default, 4
+            with self.subTest(depth=depth):
+                allocated = [0]
+                cfg = config(self.root, geometry=DEEP)
+                if depth is not None:
+                    cfg = dataclasses.replace(cfg, load_staging_layers=depth)
+                h, model, b = self.load(cfg, _counting_staging(allocated))
+                depth = depth or 4
+                self.assertEqual(b.loaded_tokens, self.BLOCKS * BLOCK)
+                self.assertEqual((b.rewinds, model.bad_past), (0, []))  # every layer bit-exact
+                self.assertEqual(allocated[0], min(depth, DEEP.layers) * self.BLOCKS * layer_bytes)
+                self.assertEqual(h.worker.staging.peak_bytes, allocated[0])
+
+    def test_a_failed_staging_allocation_fails_the_load_and_the_engine_recomputes(self):
+        h, model, b = self.load(config(self.root, geometry=DEEP), _counting_staging([0], fail=True))
+        self.assertEqual(b.loaded_tokens, 0)
+        self.assertEqual(b.rewinds, 1)  # told at the end of the step: recomputed from token 0
+        self.assertEqual(h.worker.stats.failed_blocks, {"staging": 1})
+        self.assertEqual(h.worker.stats.loaded_blocks, 0)
+        # The recompute's saves find no staging either: dropped, not raised out of save_kv_layer.
+        self.assertEqual(h.worker.stats.skipped_commits, {"staging": self.BLOCKS})
+
+    def test_a_load_whose_later_layers_were_never_waited_for_neither_hangs_nor_passes(self):
+        # Layers past the ring wait for a slot the unwaited layers never give back: finish()
+        # must not wait for reads that can never be queued, and every block fails.
+        for waited in ([], [0], [0, 1, 2, 3], [0, 2, 5], list(range(DEEP.layers - 1))):
+            with self.subTest(waited=waited):
+                cfg = config(self.root, geometry=DEEP)  # 4 slots for 12 layers
+                sched, worker = SchedulerCore(cfg), WorkerCore(cfg)
+                cache = PagedCache(DEEP, 32)
+                worker.register(cache.layers)
+                req = Request("b", self.prefix + [3, 4, 5])
+                tokens, _ = sched.lookup(req.view(), 0)
+                self.assertEqual(tokens, self.BLOCKS * BLOCK)
+                ids = list(range(len(req.prompt) // 16 + 1))
+                sched.on_alloc(req.view(), ids, tokens)
+                step = StepInfo([ScheduledRequest("b", tokens, len(req.prompt) - tokens, ids, True)])
+                worker.bind(sched.build_meta(step))
+                done = threading.Event()
+
+                def step_body():
+                    worker.start_load()
+                    for layer in waited:
+                        worker.wait_for_layer(layer)
+                    worker.wait_for_save()
+                    worker.get_finished(set())
+                    done.set()
+                t = threading.Thread(target=step_body, daemon=True)
+                t.start()
+                self.assertTrue(done.wait(30), "the step hung")
+                self.assertEqual(worker.take_load_errors(), set(ids[:self.BLOCKS * BLOCK // 16]))
+                self.assertEqual(worker.stats.failed_blocks, {"unwaited": 1})
+                worker.close()
+
+    def test_the_pool_gives_back_idle_staging_above_its_byte_cap(self):
+        per_block = DEEP.layers * 2 * DEEP.half_bytes  # a save set of one block
+        pool = StagingPool(DEEP, pin=False, keep=2, keep_bytes=3 * per_block)
+        big, small = pool.acquire(8), pool.acquire(2)
+        pool.release(big)  # a one-off huge set: over the cap, not kept
+        self.assertEqual(pool.idle_bytes(), 0)
+        pool.release(small)
+        self.assertEqual(pool.idle_bytes(), 2 * per_block)
+        again = pool.acquire(1)  # served from the kept set
+        self.assertIs(again.tensors[0], small.tensors[0])
+        ring = pool.acquire(4, 3)  # a load's ring: 3 slots
+        self.assertEqual(len(ring.layers), 3)
+        self.assertEqual(pool.lent_bytes, 2 * per_block + 3 * 4 * 2 * DEEP.half_bytes)
 
 
 if __name__ == "__main__":

@@ -263,7 +263,8 @@ class VllmShellTest(unittest.TestCase):
         from gpucache.vllm_connector import config_from_vllm
         cfg, _ = config_from_vllm(self.config)
         for key, documented in (("io_threads", 4), ("save_threads", 4), ("cold_refill", False),
-                                ("cold_budget_bytes", 256 << 20), ("cold_deadline_s", 2.0)):
+                                ("cold_budget_bytes", 256 << 20), ("cold_deadline_s", 2.0),
+                                ("load_staging_layers", 4), ("staging_keep_bytes", 1 << 30)):
             self.assertEqual(getattr(cfg, key), documented, key)
             self.assertEqual(getattr(ConnectorConfig, key), documented, key)
         self.config.kv_transfer_config.kv_connector_extra_config["save_threads"] = 3
@@ -271,10 +272,22 @@ class VllmShellTest(unittest.TestCase):
         # A key given as null takes its default (review, 2026-12-08: int(None) raised).
         self.config.kv_transfer_config.kv_connector_extra_config.update(
             {key: None for key in ("io_threads", "save_threads", "cold_refill", "cold_budget_bytes",
-                                   "cold_deadline_s", "trust_domain", "block_tokens")})
+                                   "cold_deadline_s", "trust_domain", "block_tokens",
+                                   "load_staging_layers", "staging_keep_bytes")})
         cfg, model = config_from_vllm(self.config)
         self.assertEqual((cfg.io_threads, cfg.save_threads, cfg.cold_refill, model.trust_domain,
-                          cfg.geometry.block_tokens), (4, 4, False, "local", 256))
+                          cfg.geometry.block_tokens, cfg.load_staging_layers, cfg.staging_keep_bytes),
+                         (4, 4, False, "local", 256, 4, 1 << 30))
+        extra = self.config.kv_transfer_config.kv_connector_extra_config
+        extra.update({"load_staging_layers": 2, "staging_keep_bytes": 0})
+        cfg, _ = config_from_vllm(self.config)
+        self.assertEqual((cfg.load_staging_layers, cfg.staging_keep_bytes), (2, 0))
+        for key, bad in (("load_staging_layers", 0), ("staging_keep_bytes", -1)):
+            with self.subTest(key), self.assertRaisesRegex(ValueError, key):
+                config_from_vllm(self.config)  # (the other key keeps its good value)
+                extra[key] = bad
+                config_from_vllm(self.config)
+            extra[key] = {"load_staging_layers": 2, "staging_keep_bytes": 0}[key]
 
     # Regression (review, 2026-12-08): vLLM 0.32 keeps --revision as huggingface_hub's
     # ResolvedRevision, a str whose value is "main" when no revision was given (the commit is
