@@ -30,4 +30,51 @@ run configure 0.1 >"$work/out" || fail "upgrade exited $?"
 grep -q "pid $pid ($bin 300 ) still runs the old binary" "$work/out" ||
   fail "the upgrade did not name pid $pid: $(cat "$work/out")"
 [ "$(wc -l <"$work/out")" = 1 ] || fail "the upgrade named more than the one daemon: $(cat "$work/out")"
-echo "upgrade: 3 passed, 0 failed"
+
+# The service's restart, with systemd played by stand-ins on PATH (systemctl, deb-systemd-invoke)
+# and a stand-in daemon whose --check-config refuses a file that says "unknown_key".
+# Regression (review, 2026-12-07): the upgrade restarted a serving daemon before anyone knew
+# whether the new version accepted its configuration; one that did not stayed down.
+fake=$work/fakebin
+mkdir -p "$fake" "$work/systemd"
+echo 4242 >"$work/mainpid"
+cat >"$fake/systemctl" <<FAKE
+#!/bin/sh
+case "\$*" in
+  *"-p Environment"*) echo "GPUCACHE_CONFIG=$work/unit.toml GPUCACHE_MOUNTPOINT=/mnt/gpucache" ;;
+  *"-p MainPID"*) cat "$work/mainpid" ;;
+esac
+exit 0
+FAKE
+cat >"$fake/deb-systemd-invoke" <<FAKE
+#!/bin/sh
+echo "\$*" >>"$work/invoked"
+[ -e "$work/policy-denies" ] || echo 5151 >"$work/mainpid"
+exit 0
+FAKE
+cat >"$work/checker" <<'FAKE'
+#!/bin/sh
+[ "$1" = --check-config ] || exit 64
+if grep -q unknown_key "$2"; then echo "$2:1: key 'unknown_key' is not known" >&2; exit 78; fi
+exit 0
+FAKE
+chmod +x "$fake/systemctl" "$fake/deb-systemd-invoke" "$work/checker"
+restart() {
+  PATH=$fake:$PATH GPUCACHE_SYSTEMD_DIR=$work/systemd GPUCACHE_DATA_DIR=$work/data \
+    GPUCACHE_BIN=$work/checker sh "$src/packaging/debian/postinst" configure 0.1 >"$work/out" 2>&1
+}
+echo "unknown_key = 1" >"$work/unit.toml"
+restart || fail "upgrade exited $?"
+[ ! -e "$work/invoked" ] || fail "restarted a service whose configuration the new version refuses"
+grep -q "NOT restarting gpucachefs.service: the new version refuses $work/unit.toml" "$work/out" ||
+  fail "the refusal was not said: $(cat "$work/out")"
+echo "data_dir = \"/x\"" >"$work/unit.toml"
+restart || fail "upgrade exited $?"
+grep -q "restart gpucachefs.service" "$work/invoked" || fail "a good configuration was not restarted"
+grep -q "restarted gpucachefs.service on the new version" "$work/out" || fail "$(cat "$work/out")"
+rm "$work/invoked"
+touch "$work/policy-denies"
+restart || fail "upgrade exited $?"
+grep -q "was not restarted" "$work/out" ||
+  fail "a restart policy-rc.d forbade was reported as done: $(cat "$work/out")"
+echo "upgrade: 6 passed, 0 failed"
