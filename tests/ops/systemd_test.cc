@@ -282,16 +282,16 @@ std::set<std::string> MountFlags(const std::string& dir) {
 }
 
 // Mounts through packaging/mount.fuse.gpucachefs (what mount(8) runs for type fuse.gpucachefs)
-// with `options`, and returns the mount's flags.
-std::set<std::string> FlagsThroughHelper(const std::string& options) {
+// with `options` ("-o LIST" unless `attached`: "-oLIST"), and returns the mount's flags.
+std::set<std::string> FlagsThroughHelper(const std::string& options, bool attached = false) {
   test::TempDir tmp;
   std::string cfg = tmp.path() + "/c.toml", mnt = tmp.path() + "/mnt";
   ::mkdir(mnt.c_str(), 0755);
   std::ofstream(cfg) << "data_dir = \"" << tmp.path() << "/d\"\n[metrics]\nlisten = \"\"\n"
                      << "[tenants.t]\nuids = [0]\n";
   std::string cmd = "GPUCACHEFS=" GPUCACHEFS_BIN " " GPUCACHE_SOURCE_DIR
-                    "/packaging/mount.fuse.gpucachefs " + cfg + " " + mnt + " -o " + options +
-                    " 2>/dev/null";
+                    "/packaging/mount.fuse.gpucachefs " + cfg + " " + mnt +
+                    (attached ? " -o" : " -o ") + options + " 2>/dev/null";
   struct Unmount {
     std::string mnt;
     ~Unmount() { (void)std::system(("fusermount3 -u -z " + mnt + " 2>/dev/null").c_str()); }
@@ -312,6 +312,38 @@ TEST_CASE("mount options: suid and dev given explicitly override the default") {
   CHECK(flags.count("rw") == 1);
   CHECK(flags.count("nosuid") == 0);
   CHECK(flags.count("nodev") == 0);
+}
+
+// Regression (review, 2026-12-07): "-oLIST" (no space, as mount(8) and people write it) was
+// dropped, so "-oro" mounted read-write.
+TEST_CASE("mount options: the helper takes -oLIST written without a space") {
+  auto flags = FlagsThroughHelper("suid,dev", /*attached=*/true);
+  CHECK(flags.count("not mounted") == 0);
+  CHECK(flags.count("nosuid") == 0);
+  CHECK(flags.count("nodev") == 0);
+}
+
+// The helper's exit status as mount(8) gets it (a shell's $?).
+int HelperStatus(const std::string& args) {
+  int status = std::system(("GPUCACHEFS=" GPUCACHEFS_BIN " " GPUCACHE_SOURCE_DIR
+                            "/packaging/mount.fuse.gpucachefs " + args + " 2>/dev/null").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Regression (review, 2026-12-07): the helper passed on the daemon's own exit statuses (78 for
+// a configuration it refuses, 64 for bad usage), which mount(8) returns as they are: 64 means
+// "some mount succeeded" to it. A trailing -o made dash fail with "can't shift" (2).
+TEST_CASE("mount helper: exit statuses are mount(8)'s: 32 for a failed mount, 1 for bad usage") {
+  test::TempDir tmp;
+  const std::string mnt = tmp.path() + "/mnt";
+  ::mkdir(mnt.c_str(), 0755);
+  CHECK(HelperStatus(tmp.path() + "/missing.toml " + mnt) == 32);
+  std::ofstream(tmp.path() + "/bad.toml") << "no_such_key = 1\n";
+  CHECK(HelperStatus(tmp.path() + "/bad.toml " + mnt) == 32);
+  CHECK(HelperStatus(tmp.path() + "/bad.toml " + tmp.path() + "/no-such-dir") == 1);
+  CHECK(HelperStatus(tmp.path() + "/bad.toml " + mnt + " -o") == 1);
+  CHECK(HelperStatus(tmp.path() + "/bad.toml") == 1);
+  CHECK_FALSE(Mounted(mnt));
 }
 
 TEST_CASE("mount options: the daemon started directly (systemd's ExecStart) mounts nosuid,nodev") {
