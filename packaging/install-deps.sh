@@ -37,6 +37,7 @@ PACKAGES=(
   libmicrohttpd-dev           # the loopback HTTP endpoint for Prometheus metrics
   libcurl4-openssl-dev        # the cold tier's S3 client (HTTP, TLS, SigV4 signing)
   libssl-dev                  # libcrypto SHA-256: S3 payload hashes, cold-tier content addresses
+  dpkg-dev file               # cpack -G DEB (README): dpkg-shlibdeps, and CPack's use of file(1)
 )
 TEST_PACKAGES=(
   python3-torch               # the engine tests: a small PyTorch transformer reusing KV
@@ -75,6 +76,13 @@ if ((${#missing[@]})); then
   # A fresh VM's apt-daily or unattended-upgrades may hold the lock for a while: wait for it.
   for attempt in 1 2 3; do apt-get -o DPkg::Lock::Timeout=600 update -qq && break; sleep 10; done
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"
+  # Debian 12 has promtool only inside the prometheus server package, whose service starts at
+  # once and listens on :9090 on every interface: a server the tests never use. Installed here,
+  # it is stopped and not started at boot (one the machine had before is left alone).
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    echo "install-deps: disabling prometheus.service (installed only for promtool)"
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
 fi
 
 # libfuse >= 3.17 (adr/0019): on Debian 12 a static build in /opt/gpucache-libfuse, which
