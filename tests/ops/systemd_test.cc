@@ -46,6 +46,8 @@ TEST_CASE("systemd: the unit file verifies") {
   std::string text = unit.str();
   CHECK(text.find("Type=notify") != std::string::npos);
   CHECK(text.find("Restart=on-failure") != std::string::npos);
+  CHECK(text.find("RestartPreventExitStatus=64 78") != std::string::npos);  // the same every time
+  CHECK(text.find("TimeoutStartSec=15min") != std::string::npos);  // a start that reads every file
   CHECK(text.find("ExecStopPost=-/usr/libexec/gpucache/unmount-stale ${GPUCACHE_MOUNTPOINT}") != std::string::npos);
   // Each of these gives the service a mount namespace, a slave of the host's: the FUSE mount
   // would stay inside it, invisible to the engines (docs/operations.md, "Service hardening").
