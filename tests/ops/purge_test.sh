@@ -35,4 +35,14 @@ rm -f "$plain/notes.txt"
 layout "$plain"
 GPUCACHE_PURGE_DIR=$plain sh "$src/packaging/debian/postrm" purge >/dev/null || fail "purge exited $?"
 [ ! -e "$plain" ] || fail "purge left an empty $plain"
-echo "purge: 3 passed, 0 failed"
+# Regression (review, 2026-12-07): purge left the service's enablement link, so a later
+# install was started at boot with a fresh default configuration.
+etc=$work/etc-systemd
+mkdir -p "$etc/multi-user.target.wants"
+ln -s /lib/systemd/system/gpucachefs.service "$etc/multi-user.target.wants/gpucachefs.service"
+ln -s /lib/systemd/system/other.service "$etc/multi-user.target.wants/other.service"
+GPUCACHE_PURGE_DIR=$work/none GPUCACHE_SYSTEMD_ETC=$etc sh "$src/packaging/debian/postrm" purge >/dev/null ||
+  fail "purge exited $?"
+[ ! -L "$etc/multi-user.target.wants/gpucachefs.service" ] || fail "purge left the service enabled"
+[ -L "$etc/multi-user.target.wants/other.service" ] || fail "purge removed another service's link"
+echo "purge: 4 passed, 0 failed"
