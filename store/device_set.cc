@@ -1,6 +1,7 @@
 // DeviceSet: the data directories as fault domains (store/device_set.h).
 #include "store/device_set.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "store/placement.h"
@@ -16,8 +17,8 @@ std::vector<DataDir> DirsOf(const std::vector<DeviceSet::Device>& devices) {
 
 }  // namespace
 
-DeviceSet::DeviceSet(Env& env, std::vector<Device> devices)
-    : env_(env), dirs_(DirsOf(devices)), free_bytes_(devices.size(), 1) {
+DeviceSet::DeviceSet(Env& env, std::vector<Device> devices, double min_free_percent)
+    : env_(env), min_free_percent_(min_free_percent), dirs_(DirsOf(devices)), free_bytes_(devices.size(), 1) {
   for (Device& d : devices) {
     locks_.push_back(std::move(d.lock));
     isolated_.push_back(d.isolated);
@@ -48,7 +49,8 @@ void DeviceSet::RefreshWeightsLocked() const {
   for (size_t d = 0; d < dirs_.size(); ++d) {
     // Unreadable: keep the last weight rather than starve or flood the directory.
     if (Result<FsSpace> space = env_.SpaceOf(dirs_[d].root()); space.ok()) {
-      free_bytes_[d] = static_cast<double>(space->free_bytes);
+      double kept = static_cast<double>(space->total_bytes) * min_free_percent_ / 100.0;
+      free_bytes_[d] = std::max(0.0, static_cast<double>(space->free_bytes) - kept);
     }
   }
 }

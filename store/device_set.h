@@ -25,7 +25,9 @@ class DeviceSet {
     Fd lock;                // held for the medium's life: one daemon per directory
     bool isolated = false;  // out of service from the start
   };
-  DeviceSet(Env& env, std::vector<Device> devices);
+  // `min_free_percent`: the share of each filesystem fills leave free (StoreOptions); placement
+  // weighs each directory by what is free above it, so a directory below it takes no new block.
+  DeviceSet(Env& env, std::vector<Device> devices, double min_free_percent = 0);
 
   size_t size() const { return dirs_.size(); }
   const DataDir& dir(size_t dev) const { return dirs_[dev]; }
@@ -43,6 +45,7 @@ class DeviceSet {
   void RefreshWeightsLocked() const REQUIRES(mu_);
 
   Env& env_;
+  const double min_free_percent_;
   const std::vector<DataDir> dirs_;
   std::vector<Fd> locks_;
   mutable Mutex mu_;

@@ -97,7 +97,7 @@ std::optional<FileMedium::Device> OpenDevice(Env& env, const std::string& dir, s
 FileMedium::FileMedium(std::vector<Device> devices, const StoreOptions& options)
     : options_(options),
       journal_rotate_bytes_(options.journal_rotate_bytes ? options.journal_rotate_bytes : kJournalRotateBytes),
-      devices_(options_.env ? *options_.env : Env::Posix(), std::move(devices)),
+      devices_(options_.env ? *options_.env : Env::Posix(), std::move(devices), options_.min_free_percent),
       env_(options_.env ? *options_.env : Env::Posix()) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     located_.push_back(std::make_shared<Located>(dev));

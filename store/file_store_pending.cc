@@ -9,6 +9,7 @@
 // committed block is verified against them as before.
 
 #include <algorithm>
+#include <atomic>
 
 #include "store/env.h"
 #include "store/failpoint.h"
@@ -28,6 +29,15 @@ class PendingFile final : public PendingPayload {
   std::string path;
   const size_t dev;  // the directory it will be published in
   ArrivalHasher arrival;
+  // The payload bytes below this are written or allocated already: writing there again takes
+  // no more of the device (min_free_percent counts only what lies past it).
+  std::atomic<uint64_t> held_end{0};
+  uint64_t NewBytes(uint64_t end) const { return end - std::min(end, held_end.load()); }
+  void Hold(uint64_t end) {
+    uint64_t was = held_end.load();
+    while (was < end && !held_end.compare_exchange_weak(was, end)) {
+    }
+  }
 };
 
 }  // namespace
@@ -64,7 +74,7 @@ bool FileMedium::WouldEatKeptFree(size_t dev, uint64_t bytes) {
 Result<size_t> FileMedium::Write(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
   auto& f = static_cast<PendingFile&>(p);
   // Refused like a full device's ENOSPC: the store then evicts from this device and writes again.
-  if (WouldEatKeptFree(f.dev, data.size())) return StatusCode::kNoSpace;
+  if (WouldEatKeptFree(f.dev, f.NewBytes(offset + data.size()))) return StatusCode::kNoSpace;
   uint64_t ticket = f.arrival.Begin();
   if (GPUCACHE_FAILPOINT_FIRES("write.torn")) {  // half of this request lands, then the crash
     env_.Write(f.fd.get(), data.first(data.size() / 2), kBlockDataOffset + offset);
@@ -73,6 +83,7 @@ Result<size_t> FileMedium::Write(PendingPayload& p, uint64_t offset, std::span<c
   StatusCode s = env_.Write(f.fd.get(), data, kBlockDataOffset + offset);
   f.arrival.EndWrite(ticket, offset, data, s == StatusCode::kOk);
   if (s != StatusCode::kOk) return s;
+  f.Hold(offset + data.size());
   GPUCACHE_FAILPOINT("write.after");
   return data.size();
 }
@@ -82,16 +93,19 @@ StatusCode FileMedium::Truncate(PendingPayload& p, uint64_t size) {
   uint64_t ticket = f.arrival.Begin();
   StatusCode s = env_.Truncate(f.fd.get(), kBlockDataOffset + size);
   f.arrival.EndResize(ticket, size);
+  // A shrink gives back what lay past `size`; a sparse extension allocates nothing.
+  if (s == StatusCode::kOk && size < f.held_end.load()) f.held_end.store(size);
   return s;
 }
 
 StatusCode FileMedium::Allocate(PendingPayload& p, uint64_t size) {
   auto& f = static_cast<PendingFile&>(p);
-  // As if all `size` bytes were new (a fill declares its size before writing, so they are).
-  if (WouldEatKeptFree(f.dev, size)) return StatusCode::kNoSpace;
+  // Only the growth: what was written or allocated below it holds its space already.
+  if (WouldEatKeptFree(f.dev, f.NewBytes(size))) return StatusCode::kNoSpace;
   uint64_t ticket = f.arrival.Begin();
   StatusCode s = env_.Allocate(f.fd.get(), kBlockDataOffset, size);  // grows only
   f.arrival.EndResize(ticket, size);
+  if (s == StatusCode::kOk) f.Hold(size);
   return s == StatusCode::kNotSupported ? Truncate(p, size) : s;
 }
 
@@ -99,8 +113,9 @@ std::optional<Medium::DeviceSpace> FileMedium::SpaceFor(const PendingPayload& p)
   Result<FsSpace> space = env_.SpaceOf(devices_.dir(static_cast<const PendingFile&>(p).dev).root());
   if (!space.ok()) return std::nullopt;
   // What fills may still take: the room eviction must make is counted against this.
-  uint64_t kept = KeptFree(space->total_bytes);
-  return DeviceSpace{space->free_bytes - std::min(space->free_bytes, kept), space->total_bytes};
+  // Fair shares are of what fills may use of the device, too (Admission::RoomOnDevice).
+  uint64_t kept = std::min(KeptFree(space->total_bytes), space->total_bytes);
+  return DeviceSpace{space->free_bytes - std::min(space->free_bytes, kept), space->total_bytes - kept};
 }
 
 bool FileMedium::SharesDevice(const PendingPayload& p, const StoredPayload* stored) const {

@@ -22,16 +22,21 @@ namespace {
 
 using namespace test;
 
-// The unit's lines that begin with `key`, as systemd would run them: the leading '-' (ignore
-// failure) dropped, ${GPUCACHE_MOUNTPOINT} replaced, $$ made $, installed paths replaced by the
-// source tree's, and the unit's Environment= given to them (GPUCACHE_MOUNTPOINT = `mnt`).
-std::vector<std::string> UnitLines(const std::string& key, const std::string& mnt) {
+// The unit's lines that begin with `key`, as systemd would run them: installed paths replaced
+// by the source tree's, ${GPUCACHE_MOUNTPOINT} replaced, $$ made $, and the unit's Environment=
+// given to them (GPUCACHE_MOUNTPOINT = `mnt`). `ignore_failure`: the line began with '-'.
+struct UnitLine {
+  std::string cmd;
+  bool ignore_failure = false;
+};
+std::vector<UnitLine> UnitLines(const std::string& key, const std::string& mnt) {
   std::ifstream in(GPUCACHE_SOURCE_DIR "/packaging/gpucachefs.service");
-  std::vector<std::string> out;
+  std::vector<UnitLine> out;
   for (std::string line; std::getline(in, line);) {
     if (!line.starts_with(key + "=")) continue;
     std::string cmd = line.substr(key.size() + 1);
-    if (cmd.starts_with("-")) cmd.erase(0, 1);
+    bool ignore_failure = cmd.starts_with("-");
+    if (ignore_failure) cmd.erase(0, 1);
     auto substitute = [&](const std::string& from, const std::string& to) {
       for (size_t at = 0; (at = cmd.find(from, at)) != std::string::npos; at += to.size()) {
         cmd.replace(at, from.size(), to);
@@ -40,7 +45,7 @@ std::vector<std::string> UnitLines(const std::string& key, const std::string& mn
     substitute("${GPUCACHE_MOUNTPOINT}", mnt);
     substitute("$$", "$");
     substitute("/usr/libexec/gpucache/unmount-stale", GPUCACHE_SOURCE_DIR "/packaging/gpucache-unmount-stale");
-    out.push_back("GPUCACHE_MOUNTPOINT='" + mnt + "' " + cmd + " 2>/dev/null");
+    out.push_back({"GPUCACHE_MOUNTPOINT='" + mnt + "' " + cmd + " 2>/dev/null", ignore_failure});
   }
   return out;
 }
@@ -51,13 +56,16 @@ bool Stale(const std::string& dir) {
   return ::statfs(dir.c_str(), &fs) != 0 && errno == ENOTCONN;
 }
 
-void RunUnitLines(const std::string& key, const std::string& mnt) {
-  std::vector<std::string> lines = UnitLines(key, mnt);
+// Runs them in order as systemd does: a line that fails, unless it began with '-', ends the
+// sequence (the start fails). False if one did.
+bool RunUnitLines(const std::string& key, const std::string& mnt) {
+  std::vector<UnitLine> lines = UnitLines(key, mnt);
   REQUIRE(!lines.empty());
-  for (const std::string& cmd : lines) {
-    CAPTURE(cmd);
-    (void)std::system(cmd.c_str());
+  for (const UnitLine& line : lines) {
+    CAPTURE(line.cmd);
+    if (std::system(line.cmd.c_str()) != 0 && !line.ignore_failure) return false;
   }
+  return true;
 }
 
 // Regression (review, 2026-12-07): both lines ran `fusermount3 -u -z` on the mountpoint, so
@@ -67,24 +75,28 @@ TEST_CASE("systemd: ExecStartPre= and ExecStopPost= leave a mount that answers a
   MountedFs m;
   for (const char* key : {"ExecStartPre", "ExecStopPost"}) {
     CAPTURE(key);
-    RunUnitLines(key, m.mnt());
+    CHECK(RunUnitLines(key, m.mnt()));
     CHECK(m.Mounted());
     struct stat st;
     CHECK(::stat((m.mnt() + "/.gpucache/epoch").c_str(), &st) == 0);  // it still serves
   }
 }
 
+// With entry_timeout = 0 the kernel asks the daemon about the mountpoint at once: a stat of it
+// fails (ENOTCONN), so the unit's mkdir of the mountpoint failed the start before the stale
+// mount was cleared (review, 2026-12-07), and Restart= failed the same way every time.
 TEST_CASE("systemd: ExecStartPre= and ExecStopPost= clear a mount whose daemon is gone") {
   for (const char* key : {"ExecStartPre", "ExecStopPost"}) {
     CAPTURE(key);
-    MountedFs m;
+    MountedFs m("[tenants.acme]\nuids = [0]\n[metrics]\nlisten = \"\"\n"
+                "[fuse]\nentry_timeout = 0\nnegative_timeout = 0\n");
     ::kill(m.pid(), SIGKILL);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (!Stale(m.mnt()) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     REQUIRE(Stale(m.mnt()));
-    RunUnitLines(key, m.mnt());
+    CHECK(RunUnitLines(key, m.mnt()));
     CHECK_FALSE(Stale(m.mnt()));
     CHECK_FALSE(m.Mounted());
     struct stat st;
@@ -125,11 +137,11 @@ TEST_CASE("gpucachefs: a mountpoint another gpucachefs serves is refused, and th
 TEST_CASE("systemd: ExecStartPre= makes the mountpoint's new parents reachable by every user") {
   TempDir tmp;
   const std::string mnt = tmp.path() + "/data/gpucache/mnt";
-  std::vector<std::string> lines = UnitLines("ExecStartPre", mnt);
+  std::vector<UnitLine> lines = UnitLines("ExecStartPre", mnt);
   REQUIRE(!lines.empty());
-  for (const std::string& cmd : lines) {
-    CAPTURE(cmd);
-    CHECK(std::system(("umask 077; " + cmd).c_str()) == 0);  // UMask=0077, as the unit sets
+  for (const UnitLine& line : lines) {
+    CAPTURE(line.cmd);
+    CHECK(std::system(("umask 077; " + line.cmd).c_str()) == 0);  // UMask=0077, as the unit sets
   }
   for (const std::string& dir : {tmp.path() + "/data", tmp.path() + "/data/gpucache", mnt}) {
     CAPTURE(dir);

@@ -2,7 +2,12 @@
 // (`limits.min_free_percent`, docs/eviction.md "A full disk"), for real: the data directory is a
 // 16 MiB tmpfs and the daemon's own limits are unlimited. Fills evict from the device to stay
 // above the kept space, and fail with ENOSPC (leaving nothing) when nothing may go.
+#include <fcntl.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <fstream>
 
 #include "tests/reliability/reliability_helpers.h"
 #include "tests/support/tmpfs.h"
@@ -89,6 +94,62 @@ TEST_CASE("Reliability free space: with nothing evictable a fill that would eat 
   // Declared up front (fallocate), refused before a byte is written.
   CHECK(client.Commit(RelBlock(300), SeededPayload(300, 2 * kMiB)) == ENOSPC);
   CHECK(d.disk.FreeBytes() + kUnchecked >= 4 * kMiB);
+}
+
+// Leaves `available` bytes free on `disk` by writing a file beside the daemon's (what another
+// service on the filesystem does).
+void FillTo(const Tmpfs& disk, uint64_t available) {
+  const uint64_t take = disk.FreeBytes() - available;
+  std::ofstream(disk.path() + "/filler", std::ios::binary) << std::string(take, 'x');
+  REQUIRE(disk.FreeBytes() <= available + 64 * 1024);
+}
+
+// Regression (review, 2026-12-07): a declared fill was charged twice, at its fallocate and again
+// at each write into the space that fallocate had already taken, so a block that fitted above
+// the kept space failed with ENOSPC (or, with blocks to evict, evicted more than it needed).
+TEST_CASE("Reliability free space: a declared block that fits above the kept space commits") {
+  Device d("min_free_percent = 25");  // 4 MiB kept
+  FillTo(d.disk, 6 * kMiB + 900 * 1024);
+  MountClient client(d.m->mnt());
+  CHECK(client.Commit(RelBlock(400), SeededPayload(400, 2 * kMiB)) == 0);  // fallocate, then writes
+  CHECK(Counter(*d.m, "blocks") == 1);
+}
+
+// Regression (review, 2026-12-07): growing a fill from a non-zero size was checked for its whole
+// size while eviction made room only for the growth: it evicted, then still refused.
+TEST_CASE("Reliability free space: growing a fill is charged only its growth") {
+  Device d("min_free_percent = 25");
+  MountClient client(d.m->mnt());
+  REQUIRE(client.Commit(RelBlock(500), SeededPayload(500, 2 * kMiB)) == 0);  // may be evicted
+  FillTo(d.disk, 4 * kMiB + 3 * kMiB);  // 3 MiB above the kept space
+  const CacheIdentity id = RelBlock(501);
+  const std::string part = client.PathOf(id) + ".part";
+  int fd = ::open(part.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  Bytes canonical = EncodePhysicalKey(id);
+  REQUIRE(::fsetxattr(fd, "user.gpucache.identity", canonical.data(), canonical.size(), 0) == 0);
+  Bytes first = SeededPayload(501, 2 * kMiB);
+  REQUIRE(::write(fd, first.data(), first.size()) == static_cast<ssize_t>(first.size()));
+  CHECK(::posix_fallocate(fd, 0, 4 * kMiB) == 0);  // 2 MiB more: fits after one eviction
+  ::close(fd);
+  ::unlink(part.c_str());
+}
+
+// Regression (review, 2026-12-07): placement weighed each data directory by its raw free bytes,
+// so one below its kept space still took a share of new blocks, which then failed with ENOSPC
+// (or evicted there) while another directory had room.
+TEST_CASE("Reliability free space: a data directory below its kept space takes no new block") {
+  TempDir holder;
+  Tmpfs a(holder.path() + "/a", "16m"), b(holder.path() + "/b", "16m");
+  REQUIRE_MESSAGE((a.mounted() && b.mounted()), "cannot mount a tmpfs (needs root)");
+  FillTo(a, 3 * kMiB);  // under the 4 MiB kept
+  MountedFs m("data_dirs = [\"" + a.path() + "/data\", \"" + b.path() + "/data\"]\n" +
+              TestConfig("min_free_percent = 25"));
+  MountClient client(m.mnt());
+  int failed = 0;
+  for (uint64_t n = 600; n < 640; ++n) failed += client.Commit(RelBlock(n), SeededPayload(n, 64 * 1024)) != 0;
+  CHECK(failed == 0);
+  CHECK(FilesUnder(a.path() + "/data/blocks").empty());
 }
 
 }  // namespace
