@@ -85,6 +85,10 @@ class LayerwiseLoad:
                 self._first_bad[spec] = pos
                 self._stats.count_failure(reason)
 
+    def _fail_all(self, reason: str) -> None:
+        for s in range(len(self.specs)):
+            self.truncate(s, 0, reason)
+
     def start(self) -> None:
         if self._staging is None:
             return
@@ -101,7 +105,11 @@ class LayerwiseLoad:
     def _read_run(self, layer: int, run: List[_Item], after: Optional[DeviceCopies]) -> None:
         assert self._staging is not None
         if after is not None:
-            after.synchronize()  # the previous layer's copy out of this slot
+            try:
+                after.synchronize()  # the previous layer's copy out of this slot
+            except Exception:  # the slot may still be in use: read nothing into it
+                self._fail_all("error")
+                return
         buffers = self._staging.layers[layer % self._depth]
         for item in run:
             if item.pos >= self._first_bad[item.spec]:
@@ -135,9 +143,13 @@ class LayerwiseLoad:
         staging = self._staging.layers[layer % self._depth]
         src, dst = self._scatter_indices() if copy else ([], [])
         if dst:
-            if len(src) != staging.shape[1]:
-                staging = staging.index_select(1, torch.as_tensor(src, dtype=torch.long))
-            scatter(self.layers[layer], engine_block_ids(dst), staging)
+            try:
+                if len(src) != staging.shape[1]:
+                    staging = staging.index_select(1, torch.as_tensor(src, dtype=torch.long))
+                scatter(self.layers[layer], engine_block_ids(dst), staging)
+            except Exception:  # not raised into the forward: every block fails, vLLM recomputes
+                self._fail_all("error")
+                dst = []
         if layer + self._depth < len(self.layers):
             self._queue(layer + self._depth, device_copies(self.layers[layer]) if dst else None)
 

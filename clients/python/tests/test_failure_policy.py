@@ -254,6 +254,24 @@ class LoadStagingTest(unittest.TestCase):
                 self.assertEqual(worker.stats.failed_blocks, {"unwaited": 1})
                 worker.close()
 
+    def test_a_scatter_that_raises_fails_the_load_instead_of_the_forward(self):
+        # Regression (review, 2026-12-07): an exception copying a slot into the paged cache
+        # reached vLLM's forward (the engine died), and the slot was never queued again, so a
+        # later layer could scatter what another layer had left in it.
+        import gpucache.layer_load as layer_load
+        real, calls = layer_load.scatter, [0]
+
+        def failing(layer, ids, staging):
+            calls[0] += 1
+            if calls[0] == 2:
+                raise RuntimeError("injected scatter failure")
+            real(layer, ids, staging)
+        with mock.patch.object(layer_load, "scatter", failing):
+            h, model, b = self.load(config(self.root, geometry=DEEP))
+        self.assertEqual(b.loaded_tokens, 0)
+        self.assertEqual(b.rewinds, 1)
+        self.assertEqual(h.worker.stats.failed_blocks, {"error": 1})  # load() checked the output
+
     def test_the_pool_gives_back_idle_staging_above_its_byte_cap(self):
         per_block = DEEP.layers * 2 * DEEP.half_bytes  # a save set of one block
         pool = StagingPool(DEEP, pin=False, keep=2, keep_bytes=3 * per_block)
