@@ -19,11 +19,11 @@
 #include <cstdlib>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 #include <string>
 #include <vector>
 
+#include "ctl/discover.h"
 #include "fs/config.h"
 #include "daemon/daemon_cold.h"
 #include "fs/log.h"
@@ -89,26 +89,6 @@ std::string StaleMountHint(const std::string& mnt) {
          "` and start again";
 }
 
-// Whether the visible mount at `mountpoint` (the last one made there) is a gpucachefs
-// (/proc/self/mounts: mountpoints with \040-style escapes, type fuse.gpucachefs).
-bool ServedByGpucache(const std::string& mountpoint) {
-  std::ifstream mounts("/proc/self/mounts");
-  bool served = false;
-  for (std::string device, dir, type, rest; mounts >> device >> dir >> type && std::getline(mounts, rest);) {
-    std::string unescaped;
-    for (size_t i = 0; i < dir.size(); ++i) {
-      if (dir[i] == '\\' && i + 3 < dir.size()) {
-        unescaped.push_back(static_cast<char>(std::stoi(dir.substr(i + 1, 3), nullptr, 8)));
-        i += 3;
-      } else {
-        unescaped.push_back(dir[i]);
-      }
-    }
-    if (unescaped == mountpoint) served = type == "fuse.gpucachefs";
-  }
-  return served;
-}
-
 // Returns false (and prints why) on bad usage.
 bool ParseArgs(int argc, char** argv, Args& a) {
   std::vector<std::string> positional;
@@ -164,7 +144,7 @@ bool ParseArgs(int argc, char** argv, Args& a) {
     return false;
   }
   // A mount made over a gpucachefs that answers would hide it from the engines using it.
-  if (ServedByGpucache(a.mount.mountpoint)) {
+  if (auto served = gpucache::ctl::FindGpucacheMount(a.mount.mountpoint); served && served->inside.empty()) {
     std::fprintf(stderr, "gpucachefs: mountpoint %s: another gpucachefs serves it (a mount over it would "
                  "hide it from its engines); unmount it first (fusermount3 -u %s)\n",
                  a.mount.mountpoint.c_str(), a.mount.mountpoint.c_str());

@@ -25,6 +25,10 @@ DeviceSet::DeviceSet(Env& env, std::vector<Device> devices, double min_free_perc
   }
 }
 
+uint64_t DeviceSet::KeptFree(uint64_t total) const {
+  return std::min(total, static_cast<uint64_t>(static_cast<double>(total) * min_free_percent_ / 100.0));
+}
+
 bool DeviceSet::Isolated(size_t dev) const {
   MutexLock lock(mu_);
   return isolated_[dev];
@@ -49,8 +53,8 @@ void DeviceSet::RefreshWeightsLocked() const {
   for (size_t d = 0; d < dirs_.size(); ++d) {
     // Unreadable: keep the last weight rather than starve or flood the directory.
     if (Result<FsSpace> space = env_.SpaceOf(dirs_[d].root()); space.ok()) {
-      double kept = static_cast<double>(space->total_bytes) * min_free_percent_ / 100.0;
-      free_bytes_[d] = std::max(0.0, static_cast<double>(space->free_bytes) - kept);
+      uint64_t kept = KeptFree(space->total_bytes);
+      free_bytes_[d] = static_cast<double>(space->free_bytes - std::min(space->free_bytes, kept));
     }
   }
 }

@@ -30,6 +30,8 @@ class DeviceSet {
   DeviceSet(Env& env, std::vector<Device> devices, double min_free_percent = 0);
 
   size_t size() const { return dirs_.size(); }
+  // The bytes min_free_percent keeps free on a filesystem of `total` bytes (at most `total`).
+  uint64_t KeptFree(uint64_t total) const;
   const DataDir& dir(size_t dev) const { return dirs_[dev]; }
   bool Isolated(size_t dev) const EXCLUDES(mu_);
   // The directory in service that a new block at `address` goes to. Free bytes are re-read at

@@ -123,9 +123,8 @@ class FileMedium final : public Medium {
  private:
   const StoreOptions options_;
   bool StillUnderLiveName(const QuarantinedFile& q);
-  // The bytes options_.min_free_percent keeps free on a filesystem of `total` bytes, and
-  // whether adding `bytes` to device `dev` would take it below them (file_store_pending.cc).
-  uint64_t KeptFree(uint64_t total) const;
+  // Whether adding `bytes` to device `dev` would take it below the free space
+  // options_.min_free_percent keeps (DeviceSet::KeptFree; file_store_pending.cc).
   bool WouldEatKeptFree(size_t dev, uint64_t bytes);
   // Index files: INDEX (store/index_snapshot.h) and the journal (store/index_journal.h), each
   // device's IndexLog. A start reads them (FileLoader); commits and removals append to the

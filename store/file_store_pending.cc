@@ -58,17 +58,13 @@ Result<std::shared_ptr<PendingPayload>> FileMedium::Prepare(const ReservationInf
   return std::shared_ptr<PendingPayload>(std::make_shared<PendingFile>(std::move(fd), path, dev));
 }
 
-uint64_t FileMedium::KeptFree(uint64_t total) const {
-  return static_cast<uint64_t>(static_cast<double>(total) * options_.min_free_percent / 100.0);
-}
-
 // One statfs per write while min_free_percent is set: a microsecond against a FUSE round trip,
 // and the only way to see what else on the filesystem (logs, another service) took meanwhile.
-// Overwrites count as new bytes: near the limit a rewrite may evict a little early.
+// `bytes` are only those past what the fill wrote or allocated already (PendingFile::NewBytes).
 bool FileMedium::WouldEatKeptFree(size_t dev, uint64_t bytes) {
   if (options_.min_free_percent <= 0) return false;
   Result<FsSpace> space = env_.SpaceOf(devices_.dir(dev).root());
-  return space.ok() && space->free_bytes < bytes + KeptFree(space->total_bytes);
+  return space.ok() && space->free_bytes < bytes + devices_.KeptFree(space->total_bytes);
 }
 
 Result<size_t> FileMedium::Write(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) {
@@ -114,7 +110,7 @@ std::optional<Medium::DeviceSpace> FileMedium::SpaceFor(const PendingPayload& p)
   if (!space.ok()) return std::nullopt;
   // What fills may still take: the room eviction must make is counted against this.
   // Fair shares are of what fills may use of the device, too (Admission::RoomOnDevice).
-  uint64_t kept = std::min(KeptFree(space->total_bytes), space->total_bytes);
+  uint64_t kept = devices_.KeptFree(space->total_bytes);
   return DeviceSpace{space->free_bytes - std::min(space->free_bytes, kept), space->total_bytes - kept};
 }
 

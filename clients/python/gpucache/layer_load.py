@@ -70,8 +70,7 @@ class LayerwiseLoad:
             try:
                 self._staging = staging.acquire(len(self._items), self._depth)
             except (RuntimeError, MemoryError):  # torch's out of (pinned) memory: recompute
-                for s in range(len(self.specs)):
-                    self.truncate(s, 0, "staging")
+                self._fail_all("staging")
         self._runs: List[List[_Item]] = []
         self._futures: List[List[Future[None]]] = [[] for _ in layers]
         self._waited = [False] * len(layers)  # finish_layer(l) copied layer l when asked
@@ -127,8 +126,7 @@ class LayerwiseLoad:
         if self._closed or layer < self._next:
             return
         if layer > self._next:  # the forward ran those layers without their KV: read no more
-            for s in range(len(self.specs)):
-                self.truncate(s, 0, "unwaited")
+            self._fail_all("unwaited")
         for skipped in range(self._next, layer):
             self._retire(skipped, copy=False)
         self._retire(layer, copy=True)
@@ -174,8 +172,7 @@ class LayerwiseLoad:
             return {}
         if self._items and not all(self._waited):
             # Whatever the forward read from those layers was not these blocks.
-            for s in range(len(self.specs)):
-                self.truncate(s, 0, "unwaited")
+            self._fail_all("unwaited")
         for futures in self._futures:
             wait(futures)
         for item in self._items:
