@@ -41,6 +41,7 @@ echo 4242 >"$work/mainpid"
 cat >"$fake/systemctl" <<FAKE
 #!/bin/sh
 case "\$*" in
+  *"-p EnvironmentFiles"*) [ -e "$work/envfiles" ] && cat "$work/envfiles" ;;
   *"-p Environment"*) echo "GPUCACHE_CONFIG=$work/unit.toml GPUCACHE_MOUNTPOINT=/mnt/gpucache" ;;
   *"-p MainPID"*) cat "$work/mainpid" ;;
 esac
@@ -52,8 +53,11 @@ echo "\$*" >>"$work/invoked"
 [ -e "$work/policy-denies" ] || echo 5151 >"$work/mainpid"
 exit 0
 FAKE
-cat >"$work/checker" <<'FAKE'
+cat >"$work/checker" <<FAKE
 #!/bin/sh
+echo "\$*" >"$work/checked"
+FAKE
+cat >>"$work/checker" <<'FAKE'
 [ "$1" = --check-config ] || exit 64
 if grep -q unknown_key "$2"; then echo "$2:1: key 'unknown_key' is not known" >&2; exit 78; fi
 exit 0
@@ -71,10 +75,34 @@ grep -q "NOT restarting gpucachefs.service: the new version refuses $work/unit.t
 echo "data_dir = \"/x\"" >"$work/unit.toml"
 restart || fail "upgrade exited $?"
 grep -q "restart gpucachefs.service" "$work/invoked" || fail "a good configuration was not restarted"
+# The check is start-up's: the mountpoint's relation to the data directories included.
+[ "$(cat "$work/checked")" = "--check-config $work/unit.toml /mnt/gpucache" ] ||
+  fail "the new version checked: $(cat "$work/checked")"
 grep -q "restarted gpucachefs.service on the new version" "$work/out" || fail "$(cat "$work/out")"
 rm "$work/invoked"
 touch "$work/policy-denies"
 restart || fail "upgrade exited $?"
 grep -q "was not restarted" "$work/out" ||
   fail "a restart policy-rc.d forbade was reported as done: $(cat "$work/out")"
-echo "upgrade: 6 passed, 0 failed"
+rm "$work/policy-denies" "$work/invoked"
+
+# Regression (2026-12-07): GPUCACHE_CONFIG set in an EnvironmentFile= (a drop-in from
+# `systemctl edit`) overrides Environment=, as systemd applies it; the check read Environment=
+# alone, so it passed the packaged file and restarted into a configuration it never checked.
+cat >"$work/env" <<'ENV'
+# the site's settings
+GPUCACHE_CONFIG="ENVFILE_TOML"
+GPUCACHE_MOUNTPOINT=/srv/kv
+ENV
+sed -i "s|ENVFILE_TOML|$work/site.toml|" "$work/env"
+printf '%s (ignore_errors=no)\n%s (ignore_errors=yes)\n' "$work/env" "$work/missing" >"$work/envfiles"
+echo "unknown_key = 1" >"$work/site.toml"
+restart || fail "upgrade exited $?"
+[ ! -e "$work/invoked" ] || fail "restarted into an EnvironmentFile's configuration the new version refuses"
+grep -q "NOT restarting gpucachefs.service: the new version refuses $work/site.toml" "$work/out" ||
+  fail "the EnvironmentFile's configuration was not the one checked: $(cat "$work/out")"
+echo "data_dir = \"/x\"" >"$work/site.toml"
+restart || fail "upgrade exited $?"
+[ "$(cat "$work/checked")" = "--check-config $work/site.toml /srv/kv" ] ||
+  fail "the new version checked: $(cat "$work/checked")"
+echo "upgrade: 9 passed, 0 failed"
