@@ -25,6 +25,9 @@ struct Principal {
   // Established by fs/ (AccessPolicy::Establish); false and empty until then.
   bool admin = false;                 // may act for every tenant and send admin requests
   std::set<std::string> tenants;      // the configured tenants it is a member of
+  // The calling thread (the kernel's pid of the task that made the request, a thread id); 0 when
+  // not known. A commit frame belongs to the thread that wrote its header (adr/0022).
+  uint32_t thread = 0;
 
   // Whether it may act for `tenant` (established principals only).
   bool MayActFor(const std::string& tenant) const { return admin || tenants.count(tenant) > 0; }

@@ -61,6 +61,7 @@ struct FrameState {
   bool writing = false;       // fill counted as an open writer in the store
   BlockAddress address;
   bool done = false;                    // committed: only a new frame (offset 0) may follow
+  uint32_t thread = 0;  // the thread that wrote its header: the only one that may continue it
   StatusCode failed = StatusCode::kOk;  // the frame's answer once it failed
 };
 
@@ -229,6 +230,8 @@ class Filesystem {
   StatusCode TakeFrameBytes(const Principal& c, FrameState& f, std::span<const uint8_t> data);
   StatusCode OpenFrameFill(const Principal& c, FrameState& f);
   StatusCode TakeFramePayload(FrameState& f, std::span<const uint8_t> data);
+  // ENOENT when the frame's tenant is gone, EACCES when its writer may no longer use it.
+  StatusCode StillMayCommit(const Principal& c, const FrameState& f) const;
   StatusCode CommitFrame(FrameState& f);
   StatusCode FailFrame(FrameState& f, StatusCode s);
   // libfuse runs at most 10 FUSE threads: 4 waiting for a directory's lock in BlockAppeared

@@ -36,15 +36,26 @@ Result<size_t> Filesystem::WriteFrame(const Principal& c, Handle& h, uint64_t of
   {
     MutexLock lock(h.mu);
     FrameState& f = h.frame;
+    // Writes to one open run in parallel: a frame in progress belongs to the thread that wrote
+    // its header. Another thread's write neither restarts it nor adds to it, and changes nothing
+    // (a second frame at offset 0 would otherwise drop the first, whose later writes then went
+    // into the second: a block of both payloads, and its writer told its own was committed).
+    const bool in_progress = f.received > 0 && !f.done && f.failed == StatusCode::kOk;
+    if (in_progress && c.thread != f.thread) return StatusCode::kBusy;
     if (offset == 0) {
       AbandonFrame(f);
       f = FrameState{};
+      f.thread = c.thread;
     } else if (f.failed != StatusCode::kOk) {
       return f.failed;
     } else if (f.done || f.received == 0 || offset != f.received) {
       // Frames are written in order, one at a time per open file (not with AIO, which may send
       // a write's pieces out of order).
       return FailFrame(f, StatusCode::kInvalidArgument);
+    } else if (StatusCode s = StillMayCommit(c, f); s != StatusCode::kOk) {
+      // A reload may have taken the writer out of the tenant since the header: as a `.part`,
+      // whose rename is refused then, it commits nothing.
+      return FailFrame(f, s);
     }
     if (data.empty()) return size_t{0};
     if (StatusCode s = TakeFrameBytes(c, f, data); s != StatusCode::kOk) return FailFrame(f, s);
@@ -101,6 +112,12 @@ StatusCode Filesystem::OpenFrameFill(const Principal& c, FrameState& f) {
       return FillAnswer(s, f.address);
     }
   }
+  return StatusCode::kOk;
+}
+
+StatusCode Filesystem::StillMayCommit(const Principal& c, const FrameState& f) const {
+  if (!access_.IsTenant(f.address.tenant)) return StatusCode::kNotFound;
+  if (!access_.MayUseTenant(c, f.address.tenant)) return StatusCode::kAccessDenied;
   return StatusCode::kOk;
 }
 

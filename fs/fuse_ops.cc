@@ -25,6 +25,7 @@ Filesystem& Fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userd
 Principal PrincipalOf(fuse_req_t req) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
   Principal c{ctx->uid, ctx->gid, nullptr};
+  c.thread = static_cast<uint32_t>(ctx->pid);
   c.supplementary_groups = [req] {
     std::vector<gid_t> groups(64);
     int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());

@@ -95,5 +95,70 @@ TEST_CASE("Filesystem frame: a frame for a block fenced less than a lease ago is
   CHECK(ReplyToEntry(h.fs.Lookup(kWriter, h.Namespace(id), FsHarness::BlockName(id))).negative);
 }
 
+// Review (2026-12-07): a frame's tenant was checked once, when its header came. A uid removed
+// from the tenant by a reload (or the tenant itself) still committed the frames it had started,
+// with payloads chosen after it lost access; a `.part` is refused at its rename.
+TEST_CASE("Filesystem frame: a writer that left its tenant since the header commits nothing") {
+  for (bool tenant_removed : {false, true}) {
+    CAPTURE(tenant_removed);
+    FsHarness h;
+    CacheIdentity id = SampleIdentity("acme");
+    const uint64_t ns = h.Namespace(id);
+    const Bytes frame = Frame(id, EncodePhysicalKey(id), Payload(8192));
+    const size_t first = frame.size() - 4096;
+    auto open = OpenChannel(h, kWriter);
+    REQUIRE(h.fs.Write(kWriter, *open, 0, std::span(frame).first(first)).ok());
+    std::string text = FsConfigText("daemon");
+    const std::string acme = "[tenants.acme]\nuids = [0, 1000]\ngids = [3000]\n";
+    REQUIRE(text.find(acme) != std::string::npos);
+    text.replace(text.find(acme), acme.size(), tenant_removed ? "" : "[tenants.acme]\nuids = [0]\n");
+    h.fs.Reload(ParseConfig(text, "filesystem_test.toml"));
+    CHECK(h.fs.Write(kWriter, *open, first, std::span(frame).subspan(first)).status() ==
+          (tenant_removed ? StatusCode::kNotFound : StatusCode::kAccessDenied));
+    h.fs.Release(*open);
+    CHECK(h.store.Stats().tenants["acme"].commits == 0);
+    if (tenant_removed) continue;
+    CHECK(ReplyToEntry(h.fs.Lookup(kRoot, ns, FsHarness::BlockName(id))).negative);
+    // Its fill was given back: a member still in the tenant commits the block.
+    auto root_open = OpenChannel(h, kRoot);
+    CHECK(h.fs.Write(kRoot, *root_open, 0, frame).ok());
+    h.fs.Release(*root_open);
+    CHECK_FALSE(ReplyToEntry(h.fs.Lookup(kRoot, ns, FsHarness::BlockName(id))).negative);
+  }
+}
+
+// Review (2026-12-07): writes to one open run in parallel (parallel direct writes). A second
+// thread's frame at offset 0 dropped the first thread's frame, whose later writes then went
+// into the second's at the right offset: a block of both payloads was committed, and the first
+// thread was told its frame was. A frame belongs to the thread that wrote its header.
+TEST_CASE("Filesystem frame: another thread's writes neither restart nor continue a frame in progress") {
+  FsHarness h;
+  CacheIdentity a = SampleIdentity("acme", 1), b = SampleIdentity("acme", 2);
+  const uint64_t ns = h.Namespace(a);
+  const Bytes payload_a = Payload(8192, 'A'), payload_b = Payload(8192, 'B');
+  const Bytes frame_a = Frame(a, EncodePhysicalKey(a), payload_a), frame_b = Frame(b, EncodePhysicalKey(b), payload_b);
+  Principal thread_a = kWriter, thread_b = kWriter;
+  thread_a.thread = 101;
+  thread_b.thread = 102;
+  auto open = OpenChannel(h, kWriter);
+  const size_t first = frame_a.size() - 4096;
+  REQUIRE(h.fs.Write(thread_a, *open, 0, std::span(frame_a).first(first)).ok());
+  CHECK(h.fs.Write(thread_b, *open, 0, frame_b).status() == StatusCode::kBusy);
+  CHECK(h.fs.Write(thread_b, *open, first, std::span(payload_b).last(4096)).status() == StatusCode::kBusy);
+  Result<size_t> rest = h.fs.Write(thread_a, *open, first, std::span(frame_a).subspan(first));
+  REQUIRE(rest.ok());
+  CHECK(rest.value() == 4096);
+  Result<Bytes> got = h.ReadBlock(a);
+  REQUIRE(got.ok());
+  CHECK(got.value() == payload_a);
+  CHECK(ReplyToEntry(h.fs.Lookup(kRoot, ns, FsHarness::BlockName(b))).negative);
+  // Once the frame is committed (or failed), any thread of the opener starts the next one.
+  REQUIRE(h.fs.Write(thread_b, *open, 0, frame_b).ok());
+  h.fs.Release(*open);
+  got = h.ReadBlock(b);
+  REQUIRE(got.ok());
+  CHECK(got.value() == payload_b);
+}
+
 }  // namespace
 }  // namespace gpucache

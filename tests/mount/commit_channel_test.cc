@@ -357,5 +357,32 @@ TEST_CASE("Commit channel: many writers on one open, beside lookups, never wedge
   MESSAGE("frames committed through one open: " << committed.load());
 }
 
+// Review (2026-12-07): with two threads writing frames through one open, the second's frame at
+// offset 0 dropped the first's, the first's later writes went into the second's, and a block of
+// both payloads was committed while the first thread heard that its own was.
+TEST_CASE("Commit channel: another thread's frame waits for the one in progress on the same open") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity a = SampleIdentity("acme", 1), b = SampleIdentity("acme", 2);
+  REQUIRE(::mkdir(NsDir(m, a).c_str(), 0770) == 0);
+  const Bytes payload_a = Payload(8192, 'A'), frame_a = FrameFor(a, payload_a), frame_b = FrameFor(b, Payload(8192, 'B'));
+  int fd = ::open(Channel(m).c_str(), O_WRONLY);
+  REQUIRE(fd >= 0);
+  const size_t first = frame_a.size() - 4096;
+  REQUIRE(::pwrite(fd, frame_a.data(), first, 0) == static_cast<ssize_t>(first));
+  int b_errno = 0;
+  std::thread([&] { b_errno = Errno(::pwrite(fd, frame_b.data(), frame_b.size(), 0)); }).join();
+  CHECK(b_errno == EBUSY);
+  CHECK(::pwrite(fd, frame_a.data() + first, 4096, static_cast<off_t>(first)) == 4096);
+  auto got = client.Read(a);
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == payload_a);
+  // The frame is committed: any thread may send the next.
+  std::thread([&] { b_errno = Errno(::pwrite(fd, frame_b.data(), frame_b.size(), 0)); }).join();
+  CHECK(b_errno == 0);
+  ::close(fd);
+  CHECK(std::holds_alternative<Bytes>(client.Read(b)));
+}
+
 }  // namespace
 }  // namespace gpucache
