@@ -87,9 +87,14 @@ struct Handle {
   std::string deferred_request GUARDED_BY(mu);
   Principal deferred_caller GUARDED_BY(mu);
   bool deferred_running GUARDED_BY(mu) = false;  // kControl: a read is answering it now
+  // kControl: the deferred request holds a place of its (non-admin) writer among those waiting
+  // for their reads (Filesystem::waiting_slots_).
+  bool waiting_slot GUARDED_BY(mu) = false;
   uint64_t requests_written GUARDED_BY(mu) = 0;  // kControl: a reply is kept only for the latest
   FrameState frame GUARDED_BY(mu);  // kCommit
-  uint32_t opener_uid = 0;          // kCommit: who opened it (frames must be written by the same uid)
+  // kCommit, kControl: who opened it. Only that uid may write through it: a descriptor handed
+  // to a more privileged process (a root helper writing into a caller's fd) acts for nobody.
+  uint32_t opener_uid = 0;
 };
 
 struct OpenReply {
@@ -183,6 +188,11 @@ class Filesystem {
   std::string CheckReload(const Config& fresh) const;
   std::vector<std::string> Reload(const Config& fresh);
 
+  // Control requests answered on read (ControlPlane::AnswersOnRead) that one non-admin uid, and
+  // all of them together, may keep written and not yet read; past them a write is EAGAIN.
+  static constexpr int kMaxWaitingPerCaller = 16;
+  static constexpr int kMaxWaitingInAll = 256;
+
  private:
   // The node behind `ino`, after checking that `c` may use its tenant (if it has one).
   Result<Node> Resolve(const Principal& c, uint64_t ino);
@@ -245,6 +255,11 @@ class Filesystem {
   static constexpr int kMaxDeferredPerCaller = 2;
   static constexpr int kMaxDeferredInAll = 4;
   CallerSlots deferred_slots_{kMaxDeferredPerCaller, kMaxDeferredInAll};
+  // Requests answered on read that are kept, written and not yet read, for one non-admin uid
+  // and for all together (each up to kMaxControlRequest: 1 MiB of one uid, 16 MiB in all).
+  CallerSlots waiting_slots_{kMaxWaitingPerCaller, kMaxWaitingInAll};
+  // Forgets the request an open keeps for its read, and gives back its place.
+  void DropWaiting(Handle& h) REQUIRES(h.mu);
   // ESTALE for a `.part` whose reservation a recent fence took, else ENOENT (adr/0006).
   StatusCode PartGone(const BlockAddress& address);
   // A commit refused with EINVAL is logged with its reason, at most once a second per tenant.

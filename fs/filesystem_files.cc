@@ -147,6 +147,7 @@ Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags, 
       return r;
     case NodeKind::kCtlFile:
       h.kind = Handle::Kind::kControl;
+      h.opener_uid = c.uid;
       r.direct_io = true;
       return r;
     case NodeKind::kCommitFile:
@@ -210,10 +211,20 @@ Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> o
 Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
                                  std::span<const uint8_t> data) {
   if (h.kind == Handle::Kind::kControl) {
+    // As for the commit channel: a request acts for the uid that opened the file, or for nobody.
+    if (c.uid != h.opener_uid) return StatusCode::kAccessDenied;
     if (data.size() > kMaxControlRequest) return StatusCode::kTooLarge;
     std::string_view request(reinterpret_cast<const char*>(data.data()), data.size());
     if (ControlPlane::AnswersOnRead(request)) {  // it may wait: not while holding the write lock
+      const bool limited = !access_.Establish(c).admin;
       MutexLock lock(h.mu);
+      DropWaiting(h);
+      // Kept until its read: a bounded number per uid, or opens that are never read would hold
+      // the daemon's memory (64 KiB each).
+      if (limited) {
+        if (!waiting_slots_.TryTake(c.uid)) return StatusCode::kExhausted;
+        h.waiting_slot = true;
+      }
       ++h.requests_written;
       h.deferred_request = std::string(request);
       h.deferred_caller = c.Detached();  // its groups read while the request is alive
@@ -224,7 +235,7 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
     std::string reply = control_.Handle(c, request);
     MutexLock lock(h.mu);
     ++h.requests_written;
-    h.deferred_request.clear();
+    DropWaiting(h);
     h.text = std::move(reply);
     h.reply_cursor = 0;
     return data.size();
@@ -276,12 +287,12 @@ StatusCode Filesystem::AnswerDeferred(Handle& h) {
           EAGAIN, "too many control requests are running (at most " + std::to_string(kMaxDeferredPerCaller) +
                       " of one uid, " + std::to_string(kMaxDeferredInAll) +
                       " of all members); wait for one, or send cold requests with \"async\": true");
-      h.deferred_request.clear();
+      DropWaiting(h);
       h.reply_cursor = 0;
       return StatusCode::kOk;
     }
     request = std::move(h.deferred_request);
-    h.deferred_request.clear();
+    DropWaiting(h);
     h.deferred_running = true;
     written = h.requests_written;
   }
@@ -294,6 +305,12 @@ StatusCode Filesystem::AnswerDeferred(Handle& h) {
     h.reply_cursor = 0;
   }
   return StatusCode::kOk;
+}
+
+void Filesystem::DropWaiting(Handle& h) {
+  h.deferred_request.clear();
+  if (h.waiting_slot) waiting_slots_.Give(h.opener_uid);  // its writer is its opener
+  h.waiting_slot = false;
 }
 
 // A write handle whose reservation is gone: committed (the block is read-only), fenced (ESTALE
@@ -331,6 +348,10 @@ void Filesystem::Release(Handle& h, BackingFiles* backing) {
   if (h.kind == Handle::Kind::kCommit) {
     MutexLock lock(h.mu);
     AbandonFrame(h.frame);
+  }
+  if (h.kind == Handle::Kind::kControl) {
+    MutexLock lock(h.mu);
+    DropWaiting(h);
   }
   if (ram_ && h.kind == Handle::Kind::kBlock && h.backing_id >= 0) {
     ram_->Release(h.ino, h.backing_id, h.reader->info(), OrNone(backing));

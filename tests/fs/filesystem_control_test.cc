@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fs/control.h"
 #include "store/identity.h"
 #include "tests/support/fs_harness.h"
 
@@ -51,6 +52,74 @@ TEST_CASE("Filesystem: a control request answered on read has its caller's group
   CHECK(reply["result"] == "hit");  // a member: its group counted, read while it could be
   CHECK(*read_after_reply == 0);
   h.fs.Release(ctl);
+}
+
+// Review (2026-12-07): the control file answered whoever wrote to it. A uid of no tenant opened
+// it and handed the descriptor to a root helper (SCM_RIGHTS), whose write of {"op":"fence"}
+// fenced the store, and the reply was the opener's to read. The commit channel already refused
+// a writer other than its opener.
+TEST_CASE("Filesystem: only the uid that opened the control file may write requests through it") {
+  FsHarness h("daemon");
+  const uint64_t epoch = h.store.Stats().epoch;
+  Result<OpenReply> open = h.fs.Open(kStranger, kCtlIno, O_RDWR);
+  REQUIRE(open.ok());
+  Handle& ctl = *open->handle;
+  const std::string fence = R"({"op":"fence"})";
+  CHECK(h.fs.Write(kRoot, ctl, 0, AsBytes(fence)).status() == StatusCode::kAccessDenied);
+  CHECK(h.store.Stats().epoch == epoch);
+  std::vector<uint8_t> out(4096);
+  Result<size_t> n = h.fs.Read(ctl, 0, out);
+  REQUIRE(n.ok());
+  CHECK(n.value() == 0);  // no reply to read
+  h.fs.Release(ctl);
+  // Its opener's own request is answered, by what the opener may do.
+  Result<OpenReply> own = h.fs.Open(kRoot, kCtlIno, O_RDWR);
+  REQUIRE(own.ok());
+  REQUIRE(h.fs.Write(kRoot, *own->handle, 0, AsBytes(fence)).ok());
+  CHECK(h.store.Stats().epoch == epoch + 1);
+  h.fs.Release(*own->handle);
+}
+
+// Review (2026-12-07): a request answered on read (any with "wait_ms") was kept whole, up to
+// 64 KiB, until its reply was read or the file closed: a uid of no tenant holding 8,000 opens
+// grew the daemon by 0.5 GB. A non-admin uid may now keep a bounded number waiting.
+TEST_CASE("Filesystem: the control requests a non-admin uid keeps waiting for their reads are bounded") {
+  FsHarness h("daemon");
+  std::string request = R"({"op":"status","wait_ms":0,"pad":")";
+  request += std::string(kMaxControlRequest - request.size() - 2, 'x') + "\"}";
+  REQUIRE(request.size() == kMaxControlRequest);
+  std::vector<std::unique_ptr<Handle>> opens;
+  int kept = 0;
+  StatusCode refused = StatusCode::kOk;
+  for (int i = 0; i < 64; ++i) {
+    Result<OpenReply> open = h.fs.Open(kStranger, kCtlIno, O_RDWR);
+    REQUIRE(open.ok());
+    Result<size_t> n = h.fs.Write(kStranger, *open->handle, 0, AsBytes(request));
+    opens.push_back(std::move(open->handle));
+    if (n.ok()) ++kept;
+    else refused = n.status();
+  }
+  CHECK(kept == Filesystem::kMaxWaitingPerCaller);
+  CHECK(refused == StatusCode::kExhausted);
+  // A request read (answered) gives its place back; so does a close.
+  std::vector<uint8_t> out(4096);
+  REQUIRE(h.fs.Read(*opens[0], 0, out).ok());
+  CHECK(h.fs.Write(kStranger, *opens[Filesystem::kMaxWaitingPerCaller], 0, AsBytes(request)).ok());
+  h.fs.Release(*opens[1]);
+  CHECK(h.fs.Write(kStranger, *opens[Filesystem::kMaxWaitingPerCaller + 1], 0, AsBytes(request)).ok());
+  CHECK_FALSE(h.fs.Write(kStranger, *opens[Filesystem::kMaxWaitingPerCaller + 2], 0, AsBytes(request)).ok());
+  // Another uid, and an admin, are not held to this one's count.
+  Result<OpenReply> member = h.fs.Open(kWriter, kCtlIno, O_RDWR);
+  REQUIRE(member.ok());
+  CHECK(h.fs.Write(kWriter, *member->handle, 0, AsBytes(request)).ok());
+  h.fs.Release(*member->handle);
+  Result<OpenReply> admin = h.fs.Open(kRoot, kCtlIno, O_RDWR);
+  REQUIRE(admin.ok());
+  CHECK(h.fs.Write(kRoot, *admin->handle, 0, AsBytes(request)).ok());
+  h.fs.Release(*admin->handle);
+  for (size_t i = 0; i < opens.size(); ++i) {
+    if (i != 1) h.fs.Release(*opens[i]);
+  }
 }
 
 }  // namespace
