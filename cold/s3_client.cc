@@ -17,6 +17,13 @@ constexpr size_t kMaxKeyBytes = 1024;                // S3's limit on key length
 // page of empty elements, so the cap is also what one hostile page may cost.
 constexpr uint64_t kMaxListBody = 4 * 1024 * 1024;
 constexpr size_t kMostKeysPerPage = 1000;
+// Pages in a row that say "truncated" yet carry no key. S3 may answer a few (it stops a page at
+// a time limit), never an endless run: a server that does would page forever, its tokens never
+// repeating on the next page, and the key budget below never reached.
+constexpr int kMostPagesWithoutKeys = 16;
+// What a listing may hold besides its keys' count: their bytes, 256 a key on average (the keys
+// gpucache writes are under 200 bytes; S3 allows 1,024).
+constexpr uint64_t kListBytesPerKey = 256;
 
 CURLcode GlobalInit() {
   static std::once_flag once;
@@ -278,9 +285,16 @@ ObjectResult<Done> S3Client::Delete(std::string_view key) {
   return Done{};
 }
 
+// A listed key no object under `prefix` could have: refused, as a malformed reply.
+bool IsListedKey(std::string_view key, std::string_view prefix) {
+  return !key.empty() && key.size() <= kMaxKeyBytes && key.starts_with(prefix);
+}
+
 ObjectResult<std::vector<ObjectMeta>> S3Client::List(std::string_view prefix) {
   std::vector<ObjectMeta> objects;
   std::string token;
+  uint64_t held_bytes = 0;
+  int pages_without_keys = 0;
   while (true) {
     QueryParams params = {{"list-type", "2"}, {"prefix", std::string(prefix)}};
     if (!token.empty()) params.emplace_back("continuation-token", token);
@@ -303,10 +317,26 @@ ObjectResult<std::vector<ObjectMeta>> S3Client::List(std::string_view prefix) {
     if (page->objects.size() > std::max<size_t>(kMostKeysPerPage, options_.list_page_size)) {
       return Permanent("MalformedReply", "GET " + request.url + ": more keys in a page than max-keys");
     }
-    if (objects.size() + page->objects.size() > options_.list_max_objects) {
+    pages_without_keys = page->truncated && page->objects.empty() ? pages_without_keys + 1 : 0;
+    if (pages_without_keys > kMostPagesWithoutKeys) {
+      return Permanent("MalformedReply", "GET " + request.url + ": " +
+                                             std::to_string(pages_without_keys) +
+                                             " pages in a row without a key, each saying more follow");
+    }
+    for (const ObjectMeta& meta : page->objects) {
+      if (!IsListedKey(meta.key, prefix)) {
+        return Permanent("MalformedReply", "GET " + request.url + ": a listed key of " +
+                                               std::to_string(meta.key.size()) +
+                                               " bytes that is not a key under the prefix listed");
+      }
+      held_bytes += meta.key.size() + meta.etag.size();
+    }
+    if (objects.size() + page->objects.size() > options_.list_max_objects ||
+        held_bytes > options_.list_max_objects * kListBytesPerKey) {
       return Permanent("ListingTooLarge", "GET " + request.url + ": more than " +
-                                              std::to_string(options_.list_max_objects) +
-                                              " keys under the prefix; refusing to hold them");
+                                              std::to_string(options_.list_max_objects) + " keys (or " +
+                                              std::to_string(kListBytesPerKey) +
+                                              " bytes a key) under the prefix; refusing to hold them");
     }
     for (ObjectMeta& meta : page->objects) objects.push_back(std::move(meta));
     if (!page->truncated) return objects;

@@ -223,6 +223,7 @@ std::optional<ListPage> ParseListPage(std::string_view document) {
   std::optional<XmlElement> root = ParseXml(document);
   if (!root || root->name != "ListBucketResult") return std::nullopt;
   ListPage page;
+  bool says_if_truncated = false;  // a page that does not say is malformed, not the last
   for (const XmlElement& child : root->children) {
     if (child.name == "Contents") {
       const XmlElement* key = child.Child("Key");
@@ -237,11 +238,12 @@ std::optional<ListPage> ParseListPage(std::string_view document) {
       std::string_view value = TrimSpace(child.text);
       if (value != "true" && value != "false") return std::nullopt;
       page.truncated = value == "true";
+      says_if_truncated = true;
     } else if (child.name == "NextContinuationToken") {
       page.next_token = child.text;
     }
   }
-  if (page.truncated && page.next_token.empty()) return std::nullopt;
+  if (!says_if_truncated || (page.truncated && page.next_token.empty())) return std::nullopt;
   if (!page.truncated) page.next_token.clear();
   return page;
 }

@@ -425,6 +425,48 @@ TEST_CASE("S3Client: a listing past its key budget, or a page past max-keys, is 
   CHECK(wide.error().kind == ObjectErrorKind::kPermanent);
 }
 
+// Review (2026-12-07): a server answering "truncated" with no keys and tokens A, B, A, ... kept
+// a listing going forever (13,114 requests in 20 s, the caller's FUSE request stuck), since only
+// a token repeated on the very next page was caught and the key budget counts keys; and listed
+// keys were held whatever their length (pages of 1,000 keys of 4,000 bytes grew the daemon to
+// 6.6 GB). A listing's pages must make progress, and its keys be keys of the prefix asked for.
+TEST_CASE("S3Client: a listing of pages without keys, or of keys no object could have, is kPermanent") {
+  CannedHttpServer server;
+  for (int page = 0; page < 40; ++page) server.Reply(HttpReply(200, ListPageXml({}, page % 2 ? "A" : "B")));
+  auto client = MakeClient(server.endpoint());
+  auto empty_pages = client->List("p/");
+  REQUIRE_FALSE(empty_pages.ok());
+  CHECK(empty_pages.error().kind == ObjectErrorKind::kPermanent);
+  CHECK(server.requests().size() < 40);
+  // A key longer than S3 allows, or outside the prefix listed.
+  for (const std::string& key : {"p/" + std::string(1023, 'k'), std::string("q/outside")}) {
+    CAPTURE(key.size());
+    CannedHttpServer one;
+    one.Reply(HttpReply(200, ListPageXml({"p/a", key}, "")));
+    auto listed = MakeClient(one.endpoint())->List("p/");
+    REQUIRE_FALSE(listed.ok());
+    CHECK(listed.error().kind == ObjectErrorKind::kPermanent);
+  }
+  // The bytes a listing holds are bounded with its keys: 256 a key on average.
+  CannedHttpServer wide;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 4; ++i) keys.push_back("p/" + std::string(1000, static_cast<char>('a' + i)));
+  wide.Reply(HttpReply(200, ListPageXml(keys, "")));
+  S3Options o = OptionsFor(wide.endpoint());
+  o.list_max_objects = 8;  // 2,048 bytes of keys
+  auto too_wide = MakeClient(o)->List("p/");
+  REQUIRE_FALSE(too_wide.ok());
+  CHECK(too_wide.error().kind == ObjectErrorKind::kPermanent);
+  // A page that makes progress after a few without keys is fine (S3 may answer such pages).
+  CannedHttpServer slow;
+  slow.Reply(HttpReply(200, ListPageXml({}, "t1")));
+  slow.Reply(HttpReply(200, ListPageXml({}, "t2")));
+  slow.Reply(HttpReply(200, ListPageXml({"p/z"}, "")));
+  auto late = MakeClient(slow.endpoint())->List("p/");
+  REQUIRE(late.ok());
+  CHECK(late.value().size() == 1);
+}
+
 TEST_CASE("S3Client: invalid keys are refused without a request") {
   CannedHttpServer server;
   auto client = MakeClient(server.endpoint());

@@ -57,6 +57,10 @@ TEST_CASE("S3Xml: the last page and an empty listing") {
       "<IsTruncated>false</IsTruncated></ListBucketResult>");
   REQUIRE(empty);
   CHECK(empty->objects.empty());
+  // Review (2026-12-07): a page that does not say whether it is the last was taken as the last,
+  // so a server that left it out of a full page cut the listing short (reclaim's proof that no
+  // other manifest names a pack reads the whole listing).
+  CHECK_FALSE(Parse("<ListBucketResult><Contents><Key>k</Key><Size>7</Size></Contents></ListBucketResult>"));
 }
 
 TEST_CASE("S3Xml: comments, CDATA and namespace prefixes") {
