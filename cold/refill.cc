@@ -232,12 +232,13 @@ Result<ReservationId> BeginRefill(BlockFills& store, Owner owner, std::span<cons
   Result<CacheIdentity> id = DecodePhysicalKey(identity);
   if (!id.ok()) return StatusCode::kInvalidArgument;
   BlockAddress a = AddressOf(id.value());
-  Result<ReservationId> r = store.Reserve(a, owner);
+  // The refill writes the fill itself: its owner's `.part` may not add bytes to it.
+  Result<ReservationId> r = store.ReserveForDaemon(a, owner);
   if (!r.ok() && r.status() == StatusCode::kNotFound) {
     // The namespace directory went away with its last block; recreate it as an engine would.
     StatusCode c = store.CreateNamespace(a.tenant, a.ns, owner);
     if (c != StatusCode::kOk && c != StatusCode::kExists) return c;
-    r = store.Reserve(a, owner);
+    r = store.ReserveForDaemon(a, owner);
   }
   if (!r.ok()) return r.status();
   ReservationId rid = r.value();

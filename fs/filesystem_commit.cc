@@ -98,7 +98,8 @@ StatusCode Filesystem::OpenFrameFill(const Principal& c, FrameState& f) {
   Metrics::NoteTenant(parts->tenant);
   if (!access_.MayUseTenant(c, parts->tenant)) return StatusCode::kAccessDenied;
   f.address = BlockAddress{std::string(parts->tenant), std::string(parts->ns), std::string(parts->block)};
-  Result<ReservationId> id = store_.Reserve(f.address, Owner{c.uid, c.gid});
+  // The frame is the only way into this fill: no `.part` open, truncate or rename reaches it.
+  Result<ReservationId> id = store_.ReserveForDaemon(f.address, Owner{c.uid, c.gid});
   if (!id.ok()) return id.status();
   f.fill = id.value();
   if (StatusCode s = store_.OpenWriter(f.fill); s != StatusCode::kOk) return FillAnswer(s, f.address);

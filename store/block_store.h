@@ -279,6 +279,10 @@ class BlockFills {
   // kNotFound if the namespace does not exist; kExists if the block is committed or already
   // reserved (the single-flight join).
   virtual Result<ReservationId> Reserve(const BlockAddress& address, Owner owner) = 0;
+  // The same, for a fill the daemon writes itself on the owner's behalf (a cold refill, a
+  // commit frame): FillFor never gives it to anyone, so no open, truncate, unlink or rename of
+  // its `.part` through the mount can add bytes the daemon did not verify, or commit it early.
+  virtual Result<ReservationId> ReserveForDaemon(const BlockAddress& address, Owner owner) = 0;
   // Stores the canonical identity bytes; they are checked at Commit, not here, so a bad
   // identity fails the commit (and changes nothing).
   virtual StatusCode SetIdentity(ReservationId id, std::span<const uint8_t> canonical) = 0;
@@ -303,7 +307,7 @@ class BlockFills {
   virtual std::optional<ReservationId> FindReservation(const BlockAddress& address) = 0;
   // The fill of `address` that the caller with `uid` may act on (its filler's; nullopt: an
   // admin's, anyone's), found and checked under one lock: kNotFound if there is none (a fence
-  // ended it, or it finished), kBusy if it is another's. What every change to a `.part` asks
+  // ended it, or it finished), kBusy if it is another's or the daemon's (ReserveForDaemon). What every change to a `.part` asks
   // first; the call that makes the change checks the fill's state again (fenced, sealing).
   virtual Result<ReservationId> FillFor(const BlockAddress& address, std::optional<uint32_t> uid) = 0;
 

@@ -36,6 +36,7 @@ class ReservationTable {
     int writes_inflight = 0;
     bool sealing = false;     // Commit is running outside the lock
     bool fenced = false;      // an epoch bump took it: every further call is kFenced
+    bool daemon_held = false;  // the daemon writes it (ReserveForDaemon): no `.part` caller may
     uint64_t last_activity_ns = 0;
     std::shared_ptr<PendingPayload> payload;
 

@@ -63,6 +63,14 @@ StatusCode StoreFills::RemoveNamespace(std::string_view tenant, std::string_view
 }
 
 Result<ReservationId> StoreFills::Reserve(const BlockAddress& address, Owner owner) {
+  return ReserveFill(address, owner, /*daemon_held=*/false);
+}
+
+Result<ReservationId> StoreFills::ReserveForDaemon(const BlockAddress& address, Owner owner) {
+  return ReserveFill(address, owner, /*daemon_held=*/true);
+}
+
+Result<ReservationId> StoreFills::ReserveFill(const BlockAddress& address, Owner owner, bool daemon_held) {
   if (!IsValidTenantName(address.tenant) || !IsValidNamespaceName(address.ns) ||
       !IsValidBlockName(address.block)) {
     return StatusCode::kInvalidArgument;
@@ -101,6 +109,7 @@ Result<ReservationId> StoreFills::Reserve(const BlockAddress& address, Owner own
     for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
     // The address is claimed before the lock is left.
     Reservation& added = reservations_.Add(address, owner, epoch_.load(), LeaseNowNs());
+    added.daemon_held = daemon_held;
     added.info.create_time_ns = added.info.modify_time_ns = NowNs();  // what the .part shows
     info = added.info;
     TouchNamespaceLocked(address);  // a .part joins the listing
@@ -385,6 +394,7 @@ Result<ReservationId> StoreFills::FillFor(const BlockAddress& address, std::opti
   std::optional<ReservationId> id = reservations_.Holder(address);
   Reservation* r = id ? reservations_.Find(*id) : nullptr;
   if (!r || r->fenced) return StatusCode::kNotFound;
+  if (r->daemon_held) return StatusCode::kBusy;  // the daemon's own writing: not even an admin's
   if (uid && r->info.owner.uid != *uid) return StatusCode::kBusy;  // someone else's
   return *id;
 }

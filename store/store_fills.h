@@ -13,6 +13,7 @@ class StoreFills : public StoreCore, public virtual BlockFills {
   StatusCode RemoveNamespace(std::string_view tenant, std::string_view ns) override;
 
   Result<ReservationId> Reserve(const BlockAddress& address, Owner owner) override;
+  Result<ReservationId> ReserveForDaemon(const BlockAddress& address, Owner owner) override;
   StatusCode SetIdentity(ReservationId id, std::span<const uint8_t> canonical) override;
   Result<Bytes> GetIdentity(ReservationId id) override;
   Result<size_t> Write(ReservationId id, uint64_t offset, std::span<const uint8_t> data) override;
@@ -35,6 +36,7 @@ class StoreFills : public StoreCore, public virtual BlockFills {
   using StoreCore::StoreCore;
 
  private:
+  Result<ReservationId> ReserveFill(const BlockAddress& address, Owner owner, bool daemon_held);
   // Admits a write or truncate of `r` reaching `end` (AdmitBytes: max_block_bytes, in-flight
   // bytes) and counts its growth now, before the I/O: a write admitted against a count that
   // another's growth had not reached yet let both pass max_inflight_bytes.

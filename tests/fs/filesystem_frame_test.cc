@@ -160,5 +160,33 @@ TEST_CASE("Filesystem frame: another thread's writes neither restart nor continu
   CHECK(got.value() == payload_b);
 }
 
+// Review (2026-12-07): a fill the daemon writes itself was its owner's `.part` too. A cold
+// refill's caller reopened the `.part` while the download ran and wrote into it, and the refill
+// committed those bytes and answered "hit"; a frame's `.part` renamed by its writer committed
+// the bytes received so far. Neither may be reached through the mount (ReserveForDaemon).
+TEST_CASE("Filesystem frame: the fill of a frame in progress cannot be opened, renamed or unlinked as a .part") {
+  FsHarness h;
+  CacheIdentity id = SampleIdentity("acme");
+  const uint64_t ns = h.Namespace(id);
+  const Bytes payload = Payload(8192);
+  const Bytes frame = Frame(id, EncodePhysicalKey(id), payload);
+  const size_t first = frame.size() - 4096;
+  auto open = OpenChannel(h, kWriter);
+  REQUIRE(h.fs.Write(kWriter, *open, 0, std::span(frame).first(first)).ok());
+  Reply part = ReplyToEntry(h.fs.Lookup(kWriter, ns, FsHarness::PartName(id)));
+  REQUIRE(part.err == 0);
+  for (const Principal& c : {kWriter, kRoot}) {  // its writer, and an admin
+    CHECK(h.fs.Open(c, part.ino, O_WRONLY).status() == StatusCode::kBusy);
+    CHECK(h.fs.Rename(c, ns, FsHarness::PartName(id), ns, FsHarness::BlockName(id), 0) == StatusCode::kBusy);
+    CHECK(h.fs.Unlink(c, ns, FsHarness::PartName(id)) == StatusCode::kBusy);
+  }
+  CHECK(ReplyToEntry(h.fs.Lookup(kRoot, ns, FsHarness::BlockName(id))).negative);
+  REQUIRE(h.fs.Write(kWriter, *open, first, std::span(frame).subspan(first)).ok());
+  h.fs.Release(*open);
+  Result<Bytes> got = h.ReadBlock(id);
+  REQUIRE(got.ok());
+  CHECK(got.value() == payload);
+}
+
 }  // namespace
 }  // namespace gpucache
