@@ -85,7 +85,10 @@ std::string Refill(ColdTier& tier, const Principal& who, const json& req) {
   json reply{{"result", "hit"}, {"path", r.outcome.address.RelativePath()},
              {"bytes", r.outcome.payload_bytes_downloaded}};
   if (r.commit == StatusCode::kExists) reply["result"] = "already-hot";
-  else if (r.commit != StatusCode::kOk) {
+  else if (r.commit == StatusCode::kBusy) {
+    return Error(EBUSY, "another fill of the block is in flight (a writer's .part, or another refill): "
+                        "ask again once it ends");
+  } else if (r.commit != StatusCode::kOk) {
     return Error(EIO, "refilled but not committed: " + std::string(ToString(r.commit)));
   }
   return Ok(reply);
@@ -379,7 +382,7 @@ std::string RenderColdMetrics(const ColdTierStats& s) {
   counter("refill_hits_total", "Refills that returned a verified block.", s.refill_hits);
   RenderMissingByReason(s, out);
   counter("refill_refused_total", "Refills refused (tenant, retired, invalid).", s.refill_refused);
-  counter("refill_commit_failed_total", "Refills whose verified block the hot tier refused (EIO).",
+  counter("refill_commit_failed_total", "Refills whose verified block the hot tier refused (EIO; EBUSY while another fill holds the block).",
           s.refill_commit_failed);
   counter("refill_unsealed_total", "Refills refused: unsealed (v1 locator, v3 manifest).",
           s.seal_refusals.unsealed);

@@ -278,6 +278,11 @@ RefillResult ColdTier::Download(const LocatedBlock& block, std::span<const uint8
     r.outcome = refiller_.Buffer(block);
     if (r.outcome.status == RefillStatus::kHit) r.commit = CommitRefill(store_, owner, identity, r.outcome.payload);
     r.outcome.payload = {};
+    // kExists says "already hot" only of a committed block: a fill in flight (a writer's .part,
+    // another refill) is not one, and may yet fail.
+    if (r.commit == StatusCode::kExists && !store_.StatAttributes(r.outcome.address).ok()) {
+      r.commit = StatusCode::kBusy;
+    }
     return r;
   }
   StatusCode write = StatusCode::kOk;

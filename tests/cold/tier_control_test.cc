@@ -119,6 +119,27 @@ TEST_CASE("Cold control: a refill streams into the hot tier but commits only ver
   CHECK(f.Refill(0)["result"] == "already-hot");
 }
 
+// Review (2026-12-07): a refill of a block that another writer was filling (a `.part` held
+// open, or a second refill) answered "already-hot", which says the block was committed, and this
+// node remembered a known place for it; the block did not exist.
+TEST_CASE("Cold control: a refill of a block another fill holds is EBUSY, not already-hot") {
+  TierFixture f;
+  f.Commit(0, "acme", 5000);
+  REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == true);
+  const BlockAddress a = AddressOf(NthIdentity(0));
+  REQUIRE(f.hot.Evict(a) == StatusCode::kOk);
+  const size_t known = f.tier->Stats().known_places;
+  Result<ReservationId> other = f.hot.Reserve(a, {1000, 1000});  // a writer's .part
+  REQUIRE(other.ok());
+  json r = f.Refill(0);
+  CHECK(r["ok"] == false);
+  CHECK(r["errno"] == "EBUSY");
+  CHECK_FALSE(f.hot.Stat(a).ok());
+  CHECK(f.tier->Stats().known_places <= known);
+  REQUIRE(f.hot.Abort(other.value()) == StatusCode::kOk);
+  CHECK(f.Refill(0)["result"] == "hit");  // once that fill is gone
+}
+
 TEST_CASE("Cold control: refill GETs are counted in requests") {
   TierFixture f({}, 2000, /*known_places=*/0);  // every refill reads its locator
   f.Commit(0);
