@@ -12,10 +12,11 @@ namespace gpucache {
 // minute: fills that hear ESTALE with no operator's fence have this line to explain them.
 void LogAutomaticFence(const AutomaticFence& fence);
 
-// A block's payload could not be read (an I/O error from its data directory's device, for any
-// reader: BlockAdmin::SetBackingReadErrorObserver): a warning that names the data directory,
-// the block and its file, at most three lines a minute per data directory, with how many more
-// failed there since.
-void LogBackingReadError(const BlockAddress& address, const BlockLocation& where);
+// A block file could not be read (BlockAdmin::SetBackingReadErrorObserver: its payload by any
+// reader, its header at an open, its payload read back at a commit): a warning that names the
+// data directory, the block and its file, at most three lines a minute per data directory, with
+// how many more failed there since. An I/O error points at the device; a file cut short since
+// it was opened (BackingReadError::cut_short) points elsewhere, and its line says so instead.
+void LogBackingReadError(const BackingReadError& error);
 
 }  // namespace gpucache

@@ -131,7 +131,8 @@ struct StoreStats {
   uint64_t metadata_errors = 0;  // writes of the journal, INDEX and PINS that failed
   // Fences the store made itself, its epoch having given out its region ids (StoreFills::Reserve).
   uint64_t automatic_fences = 0;
-  // Payload reads that failed with an I/O error, by any reader (BackingReadErrorObserver).
+  // Reads of block files that failed with an I/O error or found the file cut short, by any
+  // reader, at an open or a commit's read-back (BackingReadErrorObserver).
   uint64_t read_errors = 0;
 };
 
@@ -240,12 +241,29 @@ using AutomaticFenceObserver = std::function<void(const AutomaticFence&)>;
 struct BlockLocation {
   size_t device = 0;     // the data directory's place in the configuration (0: the only one)
   std::string data_dir;  // empty: not on a data directory (in memory)
-  std::string file;      // the block file as it was opened
+  std::string file;      // the block file as it was opened (or, at a commit, as it is written)
 };
-// Called when a payload read fails with an I/O error, whoever reads: a client, the RAM tier's
-// copy, the cold tier's pack (each through a BlockReader), so that the log names the failing
-// device whichever reader met it. On the reader's thread, with no store lock held.
-using BackingReadErrorObserver = std::function<void(const BlockAddress&, const BlockLocation&)>;
+// A block file holding fewer bytes than its block needs: its header's data offset plus the
+// payload length (`needed`), against its size when a read failed (`has`).
+struct FileCutShort {
+  uint64_t needed = 0;
+  uint64_t has = 0;
+};
+// A read of a block file that failed (BackingReadErrorObserver): a payload read by any reader,
+// the open of a committed block (its file and header, read at each open), or a commit's read-back
+// of what it wrote (`where.file` is then the file being sealed).
+struct BackingReadError {
+  BlockAddress address;
+  BlockLocation where;
+  // Set when the read failed because the file is shorter than the block needs (a read past its
+  // end fails as an I/O error does): cut short after it was opened, which no device error does.
+  std::optional<FileCutShort> cut_short;
+};
+// Called when such a read fails with an I/O error, whoever reads: a client, the RAM tier's
+// copy, the cold tier's pack (each through a BlockReader), an open, a commit, so that the log
+// names the failing device whichever reader met it. On the reader's thread, with no store lock
+// held.
+using BackingReadErrorObserver = std::function<void(const BackingReadError&)>;
 
 // An open committed block. Reads are verified chunk by chunk before any byte is returned.
 class BlockReader {

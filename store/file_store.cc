@@ -31,6 +31,11 @@ class FileSource final : public RawSource {
     preads_.fetch_add(1, std::memory_order_relaxed);
     return env_.Read(fd_.get(), out, data_offset_ + offset);
   }
+  std::optional<FileCutShort> CutShort(uint64_t payload_bytes) override {
+    Result<FileStat> st = env_.StatFd(fd_.get());
+    if (!st.ok() || st->size >= data_offset_ + payload_bytes) return std::nullopt;
+    return FileCutShort{data_offset_ + payload_bytes, st->size};
+  }
 
  private:
   Env& env_;

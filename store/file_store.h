@@ -87,7 +87,8 @@ class FileMedium final : public Medium {
   StatusCode Allocate(PendingPayload& p, uint64_t size) override;
   std::optional<DeviceSpace> SpaceFor(const PendingPayload& p) override;
   bool SharesDevice(const PendingPayload& p, const StoredPayload* stored) const override;
-  Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft) override;
+  Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft,
+                      std::optional<BlockLocation>& read_failed) override;
   void Discard(PendingPayload& p) override;
   Result<Opened> Open(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
   Result<Held> ReadHeld(const BlockInfo& info,

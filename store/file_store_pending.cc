@@ -138,14 +138,21 @@ Result<PayloadChecksums> FileMedium::ChecksumsOf(PendingPayload& p, uint64_t siz
   return hasher->Finish();
 }
 
-Result<Medium::Sealed> FileMedium::Seal(PendingPayload& p, const BlockInfo& draft) {
+Result<Medium::Sealed> FileMedium::Seal(PendingPayload& p, const BlockInfo& draft,
+                                        std::optional<BlockLocation>& read_failed) {
   auto& f = static_cast<PendingFile&>(p);
   if (devices_.Isolated(f.dev)) return StatusCode::kIoError;  // its device left service meanwhile
   // Cut anything past the payload (a truncate to a smaller size leaves nothing behind).
   if (StatusCode s = Truncate(p, draft.size); s != StatusCode::kOk) return s;
   GPUCACHE_FAILPOINT("seal.after_truncate");
   Result<PayloadChecksums> sums = ChecksumsOf(p, draft.size);
-  if (!sums.ok()) return sums.status();
+  if (!sums.ok()) {
+    // Reading back what was just written failed: as much a failing device as a block's read.
+    if (sums.status() == StatusCode::kIoError) {
+      read_failed = BlockLocation{f.dev, devices_.dir(f.dev).root(), f.path};
+    }
+    return sums.status();
+  }
   BlockHeader header;
   header.payload_length = draft.size;
   header.commit_epoch = draft.commit_epoch;

@@ -48,6 +48,13 @@ class RawSource {
   virtual ~RawSource() = default;
   // Fills `out` from payload offset `offset`; kIoError on a short or failed read.
   virtual StatusCode ReadRaw(uint64_t offset, std::span<uint8_t> out) = 0;
+  // After a read failed: whether the file now holds fewer bytes than a payload of
+  // `payload_bytes` needs (then the failure was its end, not the device), and the sizes.
+  // nullopt if it does not, if its size cannot be read, or where there is no file.
+  virtual std::optional<FileCutShort> CutShort(uint64_t payload_bytes) {
+    (void)payload_bytes;
+    return std::nullopt;
+  }
 };
 
 // What a medium found when it opened, for the log.
@@ -278,7 +285,11 @@ class Medium {
   }
   // Computes checksums over the `size` payload bytes, persists, and publishes at the address.
   // `draft` holds every field but the checksum, its keys those of its identity (IndexKeysOf).
-  virtual Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft) = 0;
+  // When it failed because reading the written payload back (for checksums the writes could not
+  // feed) failed with an I/O error, `read_failed` says where, for the store to count and report
+  // as a backing read error; untouched otherwise.
+  virtual Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft,
+                              std::optional<BlockLocation>& read_failed) = 0;
   virtual void Discard(PendingPayload& p) = 0;
 
   // --- Committed blocks. `info` carries no identity; the medium returns the one it holds, and

@@ -71,7 +71,8 @@ StatusCode MemoryMedium::Truncate(PendingPayload& p, uint64_t size) {
   return StatusCode::kOk;
 }
 
-Result<Medium::Sealed> MemoryMedium::Seal(PendingPayload& p, const BlockInfo& draft) {
+Result<Medium::Sealed> MemoryMedium::Seal(PendingPayload& p, const BlockInfo& draft,
+                                          std::optional<BlockLocation>&) {
   auto& b = static_cast<Buffer&>(p);
   MutexLock lock(b.mu);
   b.bytes.resize(draft.size);

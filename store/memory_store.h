@@ -22,7 +22,8 @@ class MemoryMedium final : public Medium {
   Result<std::shared_ptr<PendingPayload>> Prepare(const ReservationInfo& info) override;
   Result<size_t> Write(PendingPayload& p, uint64_t offset, std::span<const uint8_t> data) override;
   StatusCode Truncate(PendingPayload& p, uint64_t size) override;
-  Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft) override;
+  Result<Sealed> Seal(PendingPayload& p, const BlockInfo& draft,
+                      std::optional<BlockLocation>& read_failed) override;
   void Discard(PendingPayload& p) override;
   Result<Opened> Open(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
   Result<Held> ReadHeld(const BlockInfo& info,

@@ -149,14 +149,14 @@ void StoreCore::ReportCorrupt(const BlockAddress& address, uint64_t region_id, s
   if (was_pinned) PersistPins();
 }
 
-void StoreCore::ReportReadError(const BlockAddress& address, const BlockLocation& where) {
+void StoreCore::ReportReadError(const BackingReadError& error) {
   read_errors_.fetch_add(1, std::memory_order_relaxed);
   BackingReadErrorObserver observer;
   {
     MutexLock lock(mu_);
     observer = read_error_observer_;
   }
-  if (observer) observer(address, where);  // it logs: never under the lock
+  if (observer) observer(error);  // it logs: never under the lock
 }
 
 std::shared_ptr<StoredPayload> StoreCore::StoredAt(const BlockAddress& address) {

@@ -54,9 +54,10 @@ class StoreCore {
   // The bytes of `address` at `region_id` failed their checksums (`what`: a chunk, the
   // header). If it is still indexed there: set aside, counted, the observer told.
   void ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what);
-  // A payload read of `address` failed with an I/O error (`where`: its data directory and
-  // file): counted, the observer told. The block stays: a device error is no proof of damage.
-  void ReportReadError(const BlockAddress& address, const BlockLocation& where) EXCLUDES(mu_);
+  // A read of a block file failed with an I/O error, or found it cut short (BackingReadError):
+  // counted, the observer told. Nothing else: the block stays (a device error is no proof of
+  // damage; a file cut short is set aside by its next open, which checks its size).
+  void ReportReadError(const BackingReadError& error) EXCLUDES(mu_);
   void ReaderClosed(const BlockAddress& address, uint64_t region_id);  // as a reader closes
 
   using Reservation = ReservationTable::Reservation;
@@ -138,7 +139,7 @@ class StoreCore {
   Mutex mu_;
   std::atomic<uint64_t> epoch_{1};        // changed under fence_mu_ and mu_, read anywhere
   std::atomic<uint64_t> automatic_fences_{0};  // epochs that gave out their region ids
-  std::atomic<uint64_t> read_errors_{0};       // payload reads that failed with an I/O error
+  std::atomic<uint64_t> read_errors_{0};       // reads of block files that failed (ReportReadError)
   bool drain_finished_ GUARDED_BY(mu_) = false;
   BlockIndex index_ GUARDED_BY(mu_);
   Admission admission_ GUARDED_BY(mu_);  // reads index_ and medium_: declared after them

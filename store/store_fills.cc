@@ -306,14 +306,18 @@ StatusCode StoreFills::Commit(ReservationId id) {
   }
   Finish(std::move(evicted), RemovalReason::kEvicted);
   draft.keys = IndexKeysOf(draft.identity, draft.canonical_identity);
-  Result<Medium::Sealed> sealed = medium_->Seal(*payload, draft);
+  std::optional<BlockLocation> read_failed;
+  Result<Medium::Sealed> sealed = medium_->Seal(*payload, draft, read_failed);
   if (sealed.status() == StatusCode::kNoSpace &&
       MakeDeviceRoom(*payload, draft.address.tenant, kBlockDataOffset) == StatusCode::kOk) {
     // The device filled up under the payload and the header (or a sync) found no room: room
     // was made from blocks that may go, as Write does; ENOSPC is for a device where evicting
     // would not help (found by tests/reliability/full_disk_test.cc).
-    sealed = medium_->Seal(*payload, draft);
+    sealed = medium_->Seal(*payload, draft, read_failed);
   }
+  // The seal's read-back of the payload met an I/O error: counted and reported as any read of
+  // a block file is, so that the failing device is named (the committer hears EIO).
+  if (read_failed) ReportReadError({draft.address, std::move(*read_failed), std::nullopt});
   MutexLock lock(mu_);
   Reservation* r = reservations_.Find(id);
   assert(r && r->sealing);  // nothing else removes a sealing reservation

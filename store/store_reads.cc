@@ -126,7 +126,10 @@ Result<BlockInfo> StoreReads::Stat(const BlockAddress& address) {
       return info;
     }
   }
-  if (!held.ok() && held.status() != StatusCode::kChecksumMismatch) return held.status();
+  if (!held.ok() && held.status() != StatusCode::kChecksumMismatch) {
+    if (held.status() == StatusCode::kIoError) ReportOpenError(address, stored.get());
+    return held.status();
+  }
   // The medium no longer holds what was committed there: the block is gone, as an open of it
   // would find.
   ReportCorrupt(address, info.region_id, "its header or identity");
@@ -145,6 +148,13 @@ Result<BlockInfo> StoreReads::Probe(const BlockAddress& address) {
   }
   c.hits++;  // the use itself is counted for the policy when the block is opened
   return AttributesOfLocked(*id);
+}
+
+// The block file could not be opened or its header read (an I/O error, not a header that reads
+// and does not check out): a failing device as much as a payload read that fails. The block
+// stays, as it does then.
+void StoreReads::ReportOpenError(const BlockAddress& address, const StoredPayload* stored) {
+  ReportReadError({address, medium_->LocationOf(address, stored), std::nullopt});
 }
 
 Result<std::shared_ptr<BlockReader>> StoreReads::Open(const BlockAddress& address) {
@@ -188,6 +198,7 @@ Result<std::shared_ptr<BlockReader>> StoreReads::OpenReader(const BlockAddress& 
   }
   if (status != StatusCode::kOk) {
     if (client) ReaderClosed(address, info.region_id);
+    if (status == StatusCode::kIoError) ReportOpenError(address, stored.get());
     if (status != StatusCode::kChecksumMismatch) return status;
     // The block may have left between the lookup and the medium's open (invalidated, evicted:
     // its file moved or removed): then this open is a miss, as it would be a moment later.

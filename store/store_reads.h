@@ -30,6 +30,8 @@ class StoreReads : public StoreFills, public virtual BlockReads {
  private:
   // Open (`client`: a use, and an open reader that eviction respects), OpenForCopy (neither).
   Result<std::shared_ptr<BlockReader>> OpenReader(const BlockAddress& address, bool client);
+  // Open and Stat met an I/O error opening the block's file or reading its header.
+  void ReportOpenError(const BlockAddress& address, const StoredPayload* stored) EXCLUDES(mu_);
   std::optional<LookupResult> PrefixHitLocked(const CacheIdentity& want, const BlockAddress& self)
       REQUIRES(mu_);
 };

@@ -33,7 +33,10 @@ Result<size_t> VerifyingReader::Read(uint64_t offset, std::span<uint8_t> out) {
   buf.resize(span_end - span_start);
   if (StatusCode s = src_->ReadRaw(span_start, buf); s != StatusCode::kOk) {
     // Here, not in each caller: a client's read, a RAM-tier copy and a cold pack all count.
-    if (s == StatusCode::kIoError) store_.ReportReadError(info_.address, Location());
+    // A file cut short since its open fails as EIO too: told apart here, for the log.
+    if (s == StatusCode::kIoError) {
+      store_.ReportReadError({info_.address, Location(), src_->CutShort(info_.size)});
+    }
     return s;
   }
   for (uint64_t c = first; c <= last; ++c) {

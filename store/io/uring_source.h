@@ -26,6 +26,7 @@ class UringSource final : public RawSource {
 
   // Fills `out` from payload offset `offset`; kIoError on a short, failed or timed-out read.
   StatusCode ReadRaw(uint64_t offset, std::span<uint8_t> out) override;
+  std::optional<FileCutShort> CutShort(uint64_t payload_bytes) override;
   bool direct() const { return direct_fd_.valid(); }
   // tmpfs (a RAM tier in /dev/shm): read with pread, io_uring has nothing to overlap there.
   bool memory_backed() const { return memory_backed_; }

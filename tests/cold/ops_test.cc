@@ -296,9 +296,9 @@ TEST_CASE("ColdOps: a block a pack cannot read is a backing read error the store
   const BlockAddress a = AddressOf(NthIdentity(0));
   REQUIRE(CommitBlock(*hot, NthIdentity(0), test::Payload(5000)) == StatusCode::kOk);
   std::vector<BlockLocation> told;
-  hot->SetBackingReadErrorObserver([&](const BlockAddress& at, const BlockLocation& where) {
-    CHECK(at.RelativePath() == a.RelativePath());
-    told.push_back(where);
+  hot->SetBackingReadErrorObserver([&](const BackingReadError& e) {
+    CHECK(e.address.RelativePath() == a.RelativePath());
+    told.push_back(e.where);
   });
   PackBuilder builder(kPrefix, TestKeyring());
   env.FailNextReadFrom(kBlockDataOffset, test::FaultEnv::Fault::kIoError);  // the payload's read

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -76,17 +77,24 @@ struct FaultyFileFs {
     fs = std::make_unique<Filesystem>(config, *store);
   }
 
-  // Opens the committed block `id` as root; REQUIREs every step.
-  std::unique_ptr<Handle> OpenBlock(const CacheIdentity& id) {
+  // The inode of the committed block `id`, looked up as root; REQUIREs every step.
+  uint64_t LookupBlock(const CacheIdentity& id) {
     uint64_t ino = kRootIno;
     for (const std::string& name : {id.tenant, AddressOf(id).ns, AddressOf(id).block}) {
       Reply entry = ReplyToEntry(fs->Lookup(kRoot, ino, name));
       REQUIRE(entry.err == 0);
       ino = entry.ino;
     }
-    Reply open = ReplyToOpen(fs->Open(kRoot, ino, O_RDONLY));
+    return ino;
+  }
+  // Opens the committed block `id` as root; REQUIREs every step.
+  std::unique_ptr<Handle> OpenBlock(const CacheIdentity& id) {
+    Reply open = ReplyToOpen(fs->Open(kRoot, LookupBlock(id), O_RDONLY));
     REQUIRE(open.err == 0);
     return std::move(open.handle);
+  }
+  bool MetricsSay(const std::string& sample) {
+    return fs->RenderAllMetrics().find(sample + "\n") != std::string::npos;
   }
 
   TempDir tmp;
@@ -146,12 +154,96 @@ TEST_CASE("Filesystem log: a RAM-tier copy that cannot read its block is a backi
   promoter.Stop();
   REQUIRE(tier.Stats().failed_by.io == 1);
 
-  CHECK(f.fs->RenderAllMetrics().find("gpucache_backing_errors_total{op=\"read\"} 1\n") != std::string::npos);
+  CHECK(f.MetricsSay("gpucache_backing_errors_total{op=\"read\"} 1"));
   const std::string text = log.text();
   CAPTURE(text);
   CHECK(text.find("warning: backing read error: EIO reading block " + address.RelativePath()) !=
         std::string::npos);
   CHECK(text.find("in data directory " + f.data_dir) != std::string::npos);
+}
+
+constexpr const char* kOneReadError = "gpucache_backing_errors_total{op=\"read\"} 1";
+
+// Regression: an EIO reading a block file's header at its open (the identity check every open
+// makes) reached the reader and nothing else: no gpucache_backing_errors_total{op="read"}, no
+// line naming the data directory, though the device failed as surely as on a payload read.
+TEST_CASE("Filesystem log: an open that cannot read its block's header is a backing read error naming the data directory") {
+  FaultyFileFs f;
+  const CacheIdentity id = SampleIdentity("acme");
+  CommitBlock(*f.store, id, Payload(5000), Owner{1000, 1000});
+  const uint64_t ino = f.LookupBlock(id);
+  LogCapture log;
+  f.env.FailNext(FaultEnv::Op::kRead, FaultEnv::Fault::kIoError);  // the header's read at the open
+  CHECK(ReplyToOpen(f.fs->Open(kRoot, ino, O_RDONLY)).err == EIO);
+  CHECK(f.MetricsSay(kOneReadError));
+  const std::string text = log.text();
+  CAPTURE(text);
+  CHECK(text.find("warning: backing read error: EIO reading block " + AddressOf(id).RelativePath()) !=
+        std::string::npos);
+  CHECK(text.find("in data directory " + f.data_dir) != std::string::npos);
+
+  // So is a stat that reads the header for the block's identity. Neither is proof of damage:
+  // the block stays, and opens once the device reads again.
+  f.env.FailNext(FaultEnv::Op::kRead, FaultEnv::Fault::kIoError);
+  CHECK(f.store->Stat(AddressOf(id)).status() == StatusCode::kIoError);
+  CHECK(f.store->Stats().read_errors == 2);
+  std::unique_ptr<Handle> h = f.OpenBlock(id);
+  f.fs->Release(*h);
+}
+
+// Regression: a commit that read its payload back (written out of order, so its writes could
+// not feed the checksums) and met an EIO failed the commit with EIO, counted and logged nowhere.
+TEST_CASE("Filesystem log: a commit whose read-back of its payload fails is a backing read error naming the data directory") {
+  FaultyFileFs f;
+  const CacheIdentity id = SampleIdentity("acme");
+  const BlockAddress a = AddressOf(id);
+  const Bytes payload = Payload(5000);
+  const Owner owner{1000, 1000};
+  REQUIRE(f.store->CreateNamespace(a.tenant, a.ns, owner) == StatusCode::kOk);
+  Result<ReservationId> fill = f.store->Reserve(a, owner);
+  REQUIRE(fill.ok());
+  REQUIRE(f.store->SetIdentity(fill.value(), EncodePhysicalKey(id)) == StatusCode::kOk);
+  REQUIRE(f.store->Write(fill.value(), 2500, std::span(payload).subspan(2500)).ok());  // the end first
+  REQUIRE(f.store->Write(fill.value(), 0, std::span(payload).first(2500)).ok());
+  LogCapture log;
+  f.env.FailNextReadFrom(kBlockDataOffset, FaultEnv::Fault::kIoError);  // the seal's read-back
+  CHECK(f.store->Commit(fill.value()) == StatusCode::kIoError);
+  CHECK(f.MetricsSay(kOneReadError));
+  const std::string text = log.text();
+  CAPTURE(text);
+  CHECK(text.find("warning: backing read error: EIO reading block " + a.RelativePath()) != std::string::npos);
+  CHECK(text.find("in data directory " + f.data_dir) != std::string::npos);
+  CHECK(f.store->Commit(fill.value()) == StatusCode::kOk);  // the fill stayed: tried again
+}
+
+// Regression: a block file truncated after its open (by something outside gpucache) fails its
+// reads as an EIO does, and was logged as one: "the device may be failing ... gpucachectl
+// isolate", advice that would take a healthy device out of service.
+TEST_CASE("Filesystem log: a block file cut short after its open is counted but not blamed on the device") {
+  FaultyFileFs f;
+  const CacheIdentity id = SampleIdentity("acme");
+  CommitBlock(*f.store, id, Payload(5000), Owner{1000, 1000});
+  const std::string file = f.store->BackingPath(AddressOf(id));
+  std::unique_ptr<Handle> h = f.OpenBlock(id);
+  std::filesystem::resize_file(file, kBlockDataOffset + 1000);
+  LogCapture log;
+  Bytes out(5000);
+  CHECK(f.fs->Read(*h, 0, out).status() == StatusCode::kIoError);
+  f.fs->Release(*h);
+  CHECK(f.MetricsSay(kOneReadError));
+  const std::string text = log.text();
+  CAPTURE(text);
+  CHECK(text.find("warning: block file cut short: " + file + " (block " + AddressOf(id).RelativePath() +
+                  ", data directory " + f.data_dir + ") holds " + std::to_string(kBlockDataOffset + 1000) +
+                  " bytes, its block needs " + std::to_string(kBlockDataOffset + 5000)) != std::string::npos);
+  CHECK(text.find("backing read error") == std::string::npos);
+  CHECK(text.find("gpucachectl isolate") == std::string::npos);
+
+  // What the line promises: the next open finds the file short and sets the block aside.
+  CHECK(ReplyToOpen(f.fs->Open(kRoot, f.LookupBlock(id), O_RDONLY)).err == EIO);
+  CHECK(f.store->StatAttributes(AddressOf(id)).status() == StatusCode::kNotFound);
+  CHECK_FALSE(std::filesystem::exists(file));
+  CHECK_FALSE(std::filesystem::is_empty(f.data_dir + "/damaged"));
 }
 
 }  // namespace

@@ -275,7 +275,9 @@ struct TwoDevices final : Medium {
   Result<std::shared_ptr<PendingPayload>> Prepare(const ReservationInfo& i) override { return m.Prepare(i); }
   Result<size_t> Write(PendingPayload& p, uint64_t o, std::span<const uint8_t> d) override { return m.Write(p, o, d); }
   StatusCode Truncate(PendingPayload& p, uint64_t size) override { return m.Truncate(p, size); }
-  Result<Sealed> Seal(PendingPayload& p, const BlockInfo& d) override { return m.Seal(p, d); }
+  Result<Sealed> Seal(PendingPayload& p, const BlockInfo& d, std::optional<BlockLocation>& r) override {
+    return m.Seal(p, d, r);
+  }
   void Discard(PendingPayload& p) override { m.Discard(p); }
   Result<Opened> Open(const BlockInfo& i, const std::shared_ptr<StoredPayload>& st) override { return m.Open(i, st); }
   Result<Held> ReadHeld(const BlockInfo& i, const std::shared_ptr<StoredPayload>& st) override { return m.ReadHeld(i, st); }
