@@ -20,6 +20,10 @@ void RenderRamMetrics(MetricsWriter& w, const RamMetrics& ram) {
        double(t.budget_bytes)},
       {"gpucache_ram_bytes", "gauge", "Bytes of the verified copies the RAM tier holds (whole pages).",
        double(t.bytes_held)},
+      {"gpucache_ram_dropped_open_bytes", "gauge",
+       "Bytes of copies the RAM tier dropped that open passthrough files still hold: still on its "
+       "tmpfs, and still counted against [ram] bytes until they close.",
+       double(t.bytes_dropped_open)},
       {"gpucache_ram_copies", "gauge", "Verified block copies the RAM tier holds.", double(t.copies)},
       {"gpucache_ram_promotions_pending", "gauge", "Blocks queued for a copy or being copied.",
        double(ram.promotions_pending)},
@@ -36,7 +40,10 @@ void RenderRamMetrics(MetricsWriter& w, const RamMetrics& ram) {
        double(ram.page_drops)},
       {"gpucache_ram_too_large_total", "counter", "Blocks never copied: larger than the whole tier.",
        double(t.too_large)},
-      {"gpucache_ram_hits_total", "counter", "Opens that found a copy in the RAM tier.", double(t.hits)},
+      {"gpucache_ram_hits_total", "counter",
+       "Opens served from a RAM copy, sharing an open inode's backing file or not (copies the kernel "
+       "refused are not hits).",
+       double(t.hits)},
       {"gpucache_ram_evictions_total", "counter", "Copies dropped from the RAM tier to make room.",
        double(t.evictions)},
       {"gpucache_ram_forgotten_total", "counter",

@@ -20,6 +20,10 @@ int RamServing::Open(uint64_t ino, const BlockInfo& info, BackingFiles& backing)
   if (!passthrough()) return -1;
   const BlockAddress& a = info.address;
   int id = table_.Open(ino, info.region_id, [&] { return tier_->Find(a, info.region_id); }, backing);
+  // Served from the copy, whether this open registered it or shares the inode's backing file: a
+  // hit, and the copy is the most recently used (a block overlapping readers keep open never
+  // ages to the LRU end). A copy the kernel refused (id 0) is neither.
+  if (id > 0) tier_->Touch(a, info.region_id);
   // A kernel that refuses the first copy offered refuses every one: copying more blocks
   // would read each twice from disk and drop the pages its next open wants, for nothing.
   if (id == 0 && table_.KernelRefusesBackingFiles() && passthrough_.exchange(false)) {

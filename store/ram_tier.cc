@@ -51,8 +51,19 @@ StatusCode RamTier::Promote(const BlockAddress& address, uint64_t region_id, Blo
     stats_.failed_by.Count(fd.status());
     return fd.status();
   }
-  return EndLocked(key, std::make_shared<const RamCopy>(std::move(fd.value()), size, region_id));
+  return EndLocked(key, MakeCopy(std::move(fd.value()), size, region_id));
 }
+
+std::shared_ptr<const RamCopy> RamTier::MakeCopy(Fd fd, uint64_t size, uint64_t region_id) const {
+  const uint64_t bytes = Footprint(size);
+  live_bytes_->fetch_add(bytes);
+  return std::shared_ptr<const RamCopy>(new RamCopy(std::move(fd), size, region_id),
+                                        [live = live_bytes_, bytes](const RamCopy* copy) {
+                                          delete copy;  // its last descriptor: tmpfs frees the pages
+                                          live->fetch_sub(bytes);
+                                        });
+}
+
 
 StatusCode RamTier::BeginLocked(const std::string& key, uint64_t region_id, uint64_t bytes) {
   if (closed_) return StatusCode::kNotSupported;
@@ -74,13 +85,22 @@ StatusCode RamTier::BeginLocked(const std::string& key, uint64_t region_id, uint
 }
 
 bool RamTier::FitsLocked(uint64_t bytes) const {
-  return stats_.bytes_held + in_flight_bytes_ + bytes <= budget_ &&
+  // Every kept copy still open anywhere, not only those held: that is what the tmpfs holds.
+  return live_bytes_->load() + in_flight_bytes_ + bytes <= budget_ &&
          copies_.size() + in_flight_.size() < max_copies_;  // one more descriptor
 }
 
+// A copy someone else holds (a passthrough table's backing file, its open files behind it) is
+// skipped: dropping it would free no tmpfs page until they close, so the budget would not gain
+// what the new copy's fallocate then fails to find (kNoSpace), and the copy lost would be one
+// in use. Only Find hands out references, under mu_, so a count of 1 seen here stays 1.
 bool RamTier::MakeRoomLocked(uint64_t bytes) {
-  while (!FitsLocked(bytes) && !lru_.empty()) {
-    DropLocked(copies_.find(lru_.back()));
+  for (auto it = lru_.end(); !FitsLocked(bytes) && it != lru_.begin();) {
+    --it;
+    auto victim = copies_.find(*it);
+    if (victim->second.copy.use_count() > 1) continue;  // open: dropping it frees nothing
+    ++it;  // DropLocked erases the victim's node; go on from the one after it
+    DropLocked(victim);
     stats_.evictions++;
   }
   return FitsLocked(bytes);
@@ -90,7 +110,9 @@ void RamTier::DropLocked(std::unordered_map<std::string, Entry>::iterator it) {
   stats_.bytes_held -= Footprint(it->second.copy->size());
   stats_.copies--;
   lru_.erase(it->second.lru);
-  copies_.erase(it);  // the file lives on while a passthrough open still holds its descriptor
+  // The file lives on while a passthrough open still holds its descriptor, and its bytes stay
+  // counted against the budget until then (MakeCopy's deleter).
+  copies_.erase(it);
 }
 
 StatusCode RamTier::EndLocked(const std::string& key, std::shared_ptr<const RamCopy> copy) {
@@ -143,8 +165,13 @@ std::shared_ptr<const RamCopy> RamTier::Find(const BlockAddress& address, uint64
   Entry* e = CopyLocked(address.RelativePath(), region_id);
   if (!e) return nullptr;
   lru_.splice(lru_.begin(), lru_, e->lru);
-  stats_.hits++;
   return e->copy;
+}
+
+void RamTier::Touch(const BlockAddress& address, uint64_t region_id) {
+  MutexLock lock(mu_);
+  stats_.hits++;
+  if (Entry* e = CopyLocked(address.RelativePath(), region_id)) lru_.splice(lru_.begin(), lru_, e->lru);
 }
 
 bool RamTier::Holds(const BlockAddress& address, uint64_t region_id) {
@@ -181,7 +208,12 @@ void RamTier::Close() {
 
 RamTierStats RamTier::Stats() const {
   MutexLock lock(mu_);
-  return stats_;
+  RamTierStats s = stats_;
+  // A copy held by the tier cannot be freed under mu_, so live >= held but for a deleter racing
+  // this read of a copy already dropped.
+  const uint64_t live = live_bytes_->load();
+  s.bytes_dropped_open = live > s.bytes_held ? live - s.bytes_held : 0;
+  return s;
 }
 
 }  // namespace gpucache

@@ -9,6 +9,12 @@
 // authority: dropping a copy from RAM (least recently used first, to stay within the budget)
 // costs nothing but the next open's speed.
 //
+// The budget is the tmpfs's size, and it counts what the tmpfs really holds: every copy whose
+// file is still open anywhere, not only the copies the tier holds. A copy open as a backing file
+// is never evicted to make room (dropping it would free nothing while its files are open); a
+// copy the tier must drop while it is open (its block left, or was replaced, or the tier
+// closed) stays counted until its last holder lets go. So a copy begun always fits the tmpfs.
+//
 // A copy is found by address *and* region id: a block replaced at the same address (evicted and
 // committed again) has another region id and never matches the old copy. Forget drops the copy
 // of a block that left the namespace; handles already found keep their descriptor.
@@ -16,6 +22,7 @@
 // Thread safety: every method may be called from any thread; Promote copies without the lock.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -59,11 +66,12 @@ struct RamPromotionFailures {
 struct RamTierStats {
   uint64_t budget_bytes = 0;
   uint64_t bytes_held = 0;          // what the copies the tier holds take: whole 4 KiB pages
+  uint64_t bytes_dropped_open = 0;  // copies dropped that open files still hold (still on tmpfs)
   uint64_t copies = 0;              // copies the tier holds
   uint64_t promotions = 0;          // copies made and kept
   RamPromotionFailures failed_by;   // copies begun and not kept, by why
   uint64_t too_large = 0;           // blocks never copied: larger than the whole budget
-  uint64_t hits = 0;                // Find calls that returned a copy
+  uint64_t hits = 0;                // opens served from a copy (Touch)
   uint64_t evictions = 0;           // copies dropped to make room
   uint64_t forgotten = 0;           // copies dropped because their block left the namespace
 };
@@ -83,14 +91,20 @@ class RamTier {
   // Copies the payload `reader` serves (each chunk verified as it is read) and keeps it as the
   // copy of `address` at `region_id`, dropping the least recently used copies for room first.
   // Nothing is kept unless every byte was copied. kOk; kExists (held, or being copied, at that
-  // region); kTooLarge (larger than the budget: never held); kExhausted (the budget is taken by
-  // copies in progress); the reader's refusal (kChecksumMismatch, kIoError, ...); kNoSpace (the
-  // tmpfs is full: copies forgotten while still open elsewhere hold their memory); kNotFound
-  // (the block was forgotten while it was being copied).
+  // region); kTooLarge (larger than the budget: never held); kExhausted (the budget is
+  // taken by copies in progress, copies open as backing files and copies dropped while open); the
+  // reader's refusal (kChecksumMismatch, kIoError, ...); kNoSpace (the tmpfs is full: memory
+  // short); kNotFound (the block was forgotten while it was being copied).
   StatusCode Promote(const BlockAddress& address, uint64_t region_id, BlockReader& reader)
       EXCLUDES(mu_);
-  // The copy of `address` at `region_id` (now the most recently used), or null.
+  // The copy of `address` at `region_id` (now the most recently used), or null. Counts no hit:
+  // the open served from it says so with Touch (the kernel may still refuse the copy).
   std::shared_ptr<const RamCopy> Find(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);
+  // An open is served from the copy of `address` at `region_id` (the first open of its inode
+  // and every open sharing its backing file): counted as a hit, and the copy, if the tier still
+  // holds it, becomes the most recently used. A block held open by overlapping readers is the
+  // hottest there is, and must not age to the least recently used end.
+  void Touch(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);
   // True if a copy of `address` at `region_id` is held or being made (counts nothing).
   bool Holds(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);
   // True if a copy of `address` at `region_id` is made and held: the next Find returns it
@@ -121,17 +135,24 @@ class RamTier {
   // Claims room for a new copy of `key` taking `bytes` (whole pages) (dropping old copies as needed) and records it
   // as in flight; a status if it cannot be made.
   StatusCode BeginLocked(const std::string& key, uint64_t region_id, uint64_t bytes) REQUIRES(mu_);
-  // Drops the least recently used copies until `bytes` more fit beside the copies in flight.
+  // Drops the least recently used copies no file holds open until `bytes` more fit beside the
+  // copies in flight and those dropped while open.
   bool MakeRoomLocked(uint64_t bytes) REQUIRES(mu_);
   // The kept copy of `key` if it is of `region_id`, else null.
   Entry* CopyLocked(const std::string& key, uint64_t region_id) REQUIRES(mu_);
-  // A copy of `bytes` more fits the budget and the count.
+  // A copy of `bytes` more fits the budget (beside every copy still on the tmpfs) and the count.
   bool FitsLocked(uint64_t bytes) const REQUIRES(mu_);
   void DropLocked(std::unordered_map<std::string, Entry>::iterator it) REQUIRES(mu_);
   // Ends the copy of `key` in flight: kept (if `copy` and not forgotten meanwhile) or not.
   StatusCode EndLocked(const std::string& key, std::shared_ptr<const RamCopy> copy) REQUIRES(mu_);
   // A nameless file in the tier's directory holding the payload `reader` serves.
   Result<Fd> CopyOut(BlockReader& reader, uint64_t size) const;
+  // Footprint of every kept copy whose file is still open (held by the tier or not), shared with
+  // the copies' deleters: the last holder of a copy takes its bytes off, from any thread and
+  // maybe after the tier is gone, so it is an atomic of its own rather than under mu_.
+  using LiveBytes = std::atomic<uint64_t>;
+  // The copy of a finished file: its footprint is live until its last holder lets go.
+  std::shared_ptr<const RamCopy> MakeCopy(Fd fd, uint64_t size, uint64_t region_id) const;
 
   Env& env_;
   const Fd dir_;
@@ -142,6 +163,7 @@ class RamTier {
   std::list<std::string> lru_ GUARDED_BY(mu_);                     // most recently used first
   std::unordered_map<std::string, InFlight> in_flight_ GUARDED_BY(mu_);
   uint64_t in_flight_bytes_ GUARDED_BY(mu_) = 0;
+  const std::shared_ptr<LiveBytes> live_bytes_ = std::make_shared<LiveBytes>(0);
   bool closed_ GUARDED_BY(mu_) = false;
   RamTierStats stats_ GUARDED_BY(mu_);
 };

@@ -119,9 +119,10 @@ TEST_CASE("PassthroughTable: a copy the kernel refuses is served by the daemon, 
 }
 
 // A Filesystem over a MemoryStore with a RAM tier, passthrough on, as the daemon wires it.
+// `budget`: the tier's [ram] bytes.
 struct RamHarness {
-  RamHarness() {
-    auto tier = std::make_unique<RamTier>(Fd(::open(dir.path().c_str(), O_DIRECTORY | O_RDONLY)), 1 << 20);
+  explicit RamHarness(uint64_t budget = 1 << 20) {
+    auto tier = std::make_unique<RamTier>(Fd(::open(dir.path().c_str(), O_DIRECTORY | O_RDONLY)), budget);
     auto ram = std::make_unique<RamServing>(h.store, std::move(tier));
     ram->SetPassthrough(true);
     h.fs.UseRam(std::move(ram));
@@ -165,6 +166,7 @@ TEST_CASE("Filesystem: a kernel that refuses the first RAM copy turns passthroug
   REQUIRE(refused.err == 0);
   CHECK(refused.backing_id == 0);  // the daemon serves it
   CHECK(r.h.fs.ram()->Metrics().opens.backing_refusals == 1);
+  CHECK(r.h.fs.ram()->Metrics().tier.hits == 0);  // found, but not served from: no hit
   CHECK_FALSE(r.h.fs.ram()->passthrough());
   CHECK(r.h.fs.ram()->Metrics().tier.copies == 0);  // the copy made before is dropped
   CHECK(r.h.fs.ram()->Metrics().tier.bytes_held == 0);
@@ -282,6 +284,38 @@ TEST_CASE("Filesystem: a release while the block's copy is being made drops noth
   copy.join();
   r.h.fs.Release(*next.handle, &k);
   CHECK(dropped == std::vector<uint64_t>{ino});  // the copy is made: now they go
+}
+
+// Regression (review, 2026-12-07): opens sharing an inode's backing file never reached the
+// tier, so a block always held open by overlapping readers (a shared prompt prefix: the hottest
+// block) aged to the LRU end and was evicted first, and gpucache_ram_hits_total counted only
+// the opens that registered the copy. Every passthrough open is now a hit and refreshes the copy.
+TEST_CASE("Filesystem: opens sharing a RAM copy's backing file keep it the most recently used, and are hits") {
+  RamHarness r(2 * 102400);  // two copies of 100,000 bytes (25 pages each)
+  std::vector<CacheIdentity> ids(3, SampleIdentity("acme"));
+  std::vector<uint64_t> inos;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i].chain[0] = Hash(static_cast<uint8_t>(20 + i));
+    inos.push_back(r.CommitBlock(ids[i]));
+  }
+  FakeBackingFiles k;
+  r.CopyIntoRam(AddressOf(ids[0]));
+  Reply held = r.Open(inos[0], k);
+  REQUIRE(held.backing_id > 0);
+  r.CopyIntoRam(AddressOf(ids[1]));  // now the most recently used
+  for (int i = 0; i < 50; ++i) {
+    Reply shared = r.Open(inos[0], k);
+    REQUIRE(shared.backing_id == held.backing_id);
+    r.h.fs.Release(*shared.handle, &k);
+  }
+  r.h.fs.Release(*held.handle, &k);
+  r.CopyIntoRam(AddressOf(ids[2]));  // room for it: the least recently used goes
+  RamMetrics m = r.h.fs.ram()->Metrics();
+  CHECK(m.tier.evictions == 1);
+  CHECK(r.h.fs.ram()->tier().HasCopy(AddressOf(ids[0]), r.h.store.StatAttributes(AddressOf(ids[0]))->region_id));
+  CHECK_FALSE(r.h.fs.ram()->tier().HasCopy(AddressOf(ids[1]), r.h.store.StatAttributes(AddressOf(ids[1]))->region_id));
+  CHECK(m.tier.hits == 51);
+  CHECK(m.tier.hits == m.opens.passthrough_opens);
 }
 
 }  // namespace

@@ -90,7 +90,8 @@ bool Promoted(const MountedFs& m) {
 }
 
 struct RamBlock {
-  RamBlock(const MountedFs& m, size_t size) : client(m.mnt()), id(SampleIdentity("acme")) {
+  RamBlock(const MountedFs& m, size_t size, CacheIdentity block = SampleIdentity("acme"))
+      : client(m.mnt()), id(std::move(block)) {
     payload = Payload(size, 9);
     REQUIRE(client.Commit(id, payload) == 0);
     path = client.PathOf(id);
@@ -363,6 +364,45 @@ TEST_CASE("RAM tier: a tier smaller than a block never holds it") {
   CHECK(std::get<Bytes>(got) == b.payload);
   CHECK(Metric(m, kDaemonReads) > daemon_reads);
   CHECK(Metric(m, kPassthroughOpens) == 0);
+}
+
+// Regression (review, 2026-12-07), the reviewer's own run: opens sharing a block's backing file
+// never refreshed its copy in the tier, so a block always held open by overlapping readers (a
+// shared prompt prefix) aged to the LRU end and was the first evicted; evicting a copy still
+// open freed no tmpfs page, and the next copy's fallocate failed (no_space). The block held
+// open must stay, the least recently used other one go, and the new copy be made.
+TEST_CASE("RAM tier: a block held open by passthrough and opened again is not the one evicted for room") {
+  const size_t size = 3 << 20;
+  MountedFs m(RamConfig(7340032));  // two copies of 3 MiB, not three
+  RamBlock a(m, size, SampleBlock(1)), b(m, size, SampleBlock(2)), c(m, size, SampleBlock(3));
+  ReadOnceAndForgetPages(a.path, a.payload);
+  REQUIRE(WaitUntil([&] { return Promoted(m); }));
+  int held = ::open(a.path.c_str(), O_RDONLY);
+  REQUIRE(held >= 0);
+  REQUIRE(Metric(m, kPassthroughOpens) == 1);
+  ReadOnceAndForgetPages(b.path, b.payload);
+  REQUIRE(WaitUntil([&] { return Metric(m, "gpucache_ram_copies") == 2 && Metric(m, kDaemonHandles) == 0; }));
+  for (int i = 0; i < 50; ++i) ::close(::open(a.path.c_str(), O_RDONLY));
+  REQUIRE(Metric(m, kPassthroughOpens) == 51);
+  ReadOnceAndForgetPages(c.path, c.payload);
+  REQUIRE(WaitUntil([&] {
+    return Metric(m, "gpucache_ram_promotions_pending") == 0 && Metric(m, kDaemonHandles) == 0 &&
+           Metric(m, "gpucache_ram_promotions_total") + Metric(m, "gpucache_ram_promotion_failures_total{reason=\"no_space\"}") == 3;
+  }));
+  CHECK(Metric(m, "gpucache_ram_promotion_failures_total{reason=\"no_space\"}") == 0);
+  CHECK(Metric(m, "gpucache_ram_promotions_total") == 3);
+  CHECK(Metric(m, "gpucache_ram_copies") == 2);
+  CHECK(Metric(m, "gpucache_ram_evictions_total") == 1);
+  CHECK(Metric(m, "gpucache_ram_hits_total") == 51);
+  // A and C pass through; B, the least recently used, was the one evicted.
+  const double daemon_reads = Metric(m, kDaemonReads);
+  CHECK(ReadAll(a.path, size) == a.payload);
+  CHECK(ReadAll(c.path, size) == c.payload);
+  CHECK(Metric(m, kPassthroughOpens) == 53);
+  CHECK(Metric(m, kDaemonReads) == daemon_reads);
+  CHECK(ReadAll(b.path, size) == b.payload);
+  CHECK(Metric(m, kDaemonReads) > daemon_reads);
+  ::close(held);
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ TEST_CASE("RamTier: a promoted block is found with its verified bytes, in a file
   CHECK(s.copies == 1);
   CHECK(s.bytes_held == 200704);  // whole pages: what the copy takes of the tmpfs
   CHECK(s.promotions == 1);
-  CHECK(s.hits == 1);
+  CHECK(s.hits == 0);  // found, not yet served from: the open says so (Touch)
   CHECK(s.failed_by.total() == 0);
 }
 
@@ -163,6 +163,59 @@ TEST_CASE("RamTier: the budget holds, and the least recently used copy goes firs
   CHECK(s.bytes_held == 307200);
   CHECK(s.copies == 3);
   CHECK(s.evictions == 1);
+}
+
+// Regression (review, 2026-12-07): the LRU end was evicted even while passthrough files had it
+// open, which freed no tmpfs page: the budget believed there was room, the new copy's fallocate
+// failed (no_space), and the copy lost was the one in use. A copy held elsewhere is skipped.
+TEST_CASE("RamTier: a copy held open is never evicted for room: the next least recently used goes") {
+  TierHarness h(2 * 102400);
+  for (int n = 1; n <= 4; ++n) h.Commit(n, 102400);
+  REQUIRE(h.Promote(1) == StatusCode::kOk);
+  REQUIRE(h.Promote(2) == StatusCode::kOk);
+  std::shared_ptr<const RamCopy> one = h.Find(1);  // held open as a backing file would be
+  REQUIRE(one);
+  REQUIRE(h.Find(2));  // 1 is now the least recently used
+  REQUIRE(h.Promote(3) == StatusCode::kOk);
+  CHECK(h.Find(2) == nullptr);  // the one no file holds went
+  CHECK(h.Find(1) == one);
+  CHECK(h.tier.Stats().evictions == 1);
+  // Every copy held: nothing to drop that would free memory, and nothing is dropped.
+  std::shared_ptr<const RamCopy> three = h.Find(3);
+  CHECK(h.Promote(4) == StatusCode::kExhausted);
+  CHECK(h.tier.Stats().evictions == 1);
+  CHECK(h.tier.Stats().copies == 2);
+  three.reset();
+  CHECK(h.Promote(4) == StatusCode::kOk);  // 3 is free now
+  CHECK(h.Find(3) == nullptr);
+  CHECK(h.Find(1) == one);
+}
+
+// Regression (review, 2026-12-07): a copy dropped while a file held it (its block left) left the
+// budget at once but the tmpfs only when that file closed: a copy then begun in its place failed
+// its fallocate. The budget now counts what the tmpfs holds.
+TEST_CASE("RamTier: a copy dropped while open counts against the budget until its last holder lets go") {
+  TierHarness h(2 * 102400);
+  BlockInfo one = h.Commit(1, 102400);
+  h.Commit(2, 102400);
+  h.Commit(3, 102400);
+  REQUIRE(h.Promote(1) == StatusCode::kOk);
+  std::shared_ptr<const RamCopy> held = h.Find(1);
+  REQUIRE(held);
+  h.tier.Forget(one.address);
+  CHECK(h.tier.Stats().bytes_held == 0);
+  CHECK(h.tier.Stats().bytes_dropped_open == 102400);
+  REQUIRE(h.Promote(2) == StatusCode::kOk);
+  // 1's pages are still on the tmpfs: 3 fits only once 2 went.
+  REQUIRE(h.Promote(3) == StatusCode::kOk);
+  CHECK(h.tier.Stats().evictions == 1);
+  CHECK(h.Find(2) == nullptr);
+  held.reset();  // now they are gone: 2 fits beside 3
+  CHECK(h.tier.Stats().bytes_dropped_open == 0);
+  REQUIRE(h.Promote(2) == StatusCode::kOk);
+  CHECK(h.tier.Stats().evictions == 1);
+  CHECK(h.Find(3) != nullptr);
+  CHECK(h.tier.Stats().bytes_held == 2 * 102400);
 }
 
 TEST_CASE("RamTier: a block larger than the whole budget is never held") {
