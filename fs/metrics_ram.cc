@@ -38,7 +38,9 @@ void RenderRamMetrics(MetricsWriter& w, const RamMetrics& ram) {
       {"gpucache_ram_page_drops_total", "counter",
        "Times the kernel was told to drop the pages daemon-served reads cached for a block now in RAM.",
        double(ram.page_drops)},
-      {"gpucache_ram_too_large_total", "counter", "Blocks never copied: larger than the whole tier.",
+      {"gpucache_ram_too_large_total", "counter",
+       "Copies not asked for because the block is larger than the whole tier: one per daemon-served "
+       "release of such a block (and per commit of one, with promote = \"commit\").",
        double(t.too_large)},
       {"gpucache_ram_hits_total", "counter",
        "Opens served from a RAM copy, sharing an open inode's backing file or not (copies the kernel "

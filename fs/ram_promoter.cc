@@ -49,7 +49,8 @@ bool RamPromoter::Enqueue(const BlockAddress& address, std::optional<uint64_t> r
     if (!running_) return false;
     std::string key = address.RelativePath();
     if (queued_.contains(key)) return false;
-    // A block larger than the whole tier still goes through alone: the tier counts it too large.
+    // A block larger than this bound alone still goes through (RamServing queues none larger
+    // than the whole tier: RamTier::NeverFits).
     const bool over_bytes = !queued_.empty() && queued_bytes_ + bytes > max_queued_bytes_;
     if (queued_.size() >= max_queued_ || over_bytes) {
       ++skipped_;

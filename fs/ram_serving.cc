@@ -13,7 +13,7 @@ void RamServing::Committed(const BlockAddress& address) {
   // Whichever block is at the address when the worker gets to it (a replacement queued behind
   // this one would be refused as a duplicate); its size bounds the queue.
   Result<BlockInfo> info = store_.StatAttributes(address);
-  if (info.ok()) promoter_.Enqueue(address, std::nullopt, info->size);
+  if (info.ok() && !tier_->NeverFits(info->size)) promoter_.Enqueue(address, std::nullopt, info->size);
 }
 
 int RamServing::Open(uint64_t ino, const BlockInfo& info, BackingFiles& backing) {
@@ -66,7 +66,9 @@ void RamServing::Release(uint64_t ino, int backing_id, const BlockInfo& info, Ba
   // own end drops the pages then (CopyKept).
   if (last_daemon_open && tier_->HasCopy(info.address, info.region_id)) {  // copied while read
     DropPages(ino);
-  } else if (!tier_->Holds(info.address, info.region_id)) {
+  } else if (!tier_->Holds(info.address, info.region_id) && !tier_->NeverFits(info.size)) {
+    // A block larger than the whole tier is counted (too_large) and never queued: the worker
+    // would open it and check it only to be refused.
     promoter_.Enqueue(info.address, info.region_id, info.size, ino);
   }
 }

@@ -64,6 +64,12 @@ std::shared_ptr<const RamCopy> RamTier::MakeCopy(Fd fd, uint64_t size, uint64_t 
                                         });
 }
 
+bool RamTier::NeverFits(uint64_t size) {
+  if (Footprint(size) <= budget_) return false;
+  MutexLock lock(mu_);
+  stats_.too_large++;
+  return true;
+}
 
 StatusCode RamTier::BeginLocked(const std::string& key, uint64_t region_id, uint64_t bytes) {
   if (closed_) return StatusCode::kNotSupported;
@@ -74,7 +80,7 @@ StatusCode RamTier::BeginLocked(const std::string& key, uint64_t region_id, uint
     if (it->second.copy->region_id() == region_id) return StatusCode::kExists;
     DropLocked(it);  // an older block at this address: never served again
   }
-  if (bytes > budget_) {
+  if (bytes > budget_) {  // NeverFits keeps such blocks off the queue; one replaced since may be
     stats_.too_large++;
     return StatusCode::kTooLarge;
   }

@@ -70,7 +70,7 @@ struct RamTierStats {
   uint64_t copies = 0;              // copies the tier holds
   uint64_t promotions = 0;          // copies made and kept
   RamPromotionFailures failed_by;   // copies begun and not kept, by why
-  uint64_t too_large = 0;           // blocks never copied: larger than the whole budget
+  uint64_t too_large = 0;           // copies asked for of blocks larger than the whole budget
   uint64_t hits = 0;                // opens served from a copy (Touch)
   uint64_t evictions = 0;           // copies dropped to make room
   uint64_t forgotten = 0;           // copies dropped because their block left the namespace
@@ -91,7 +91,7 @@ class RamTier {
   // Copies the payload `reader` serves (each chunk verified as it is read) and keeps it as the
   // copy of `address` at `region_id`, dropping the least recently used copies for room first.
   // Nothing is kept unless every byte was copied. kOk; kExists (held, or being copied, at that
-  // region); kTooLarge (larger than the budget: never held); kExhausted (the budget is
+  // region); kTooLarge (larger than the budget: never held; counted); kExhausted (the budget is
   // taken by copies in progress, copies open as backing files and copies dropped while open); the
   // reader's refusal (kChecksumMismatch, kIoError, ...); kNoSpace (the tmpfs is full: memory
   // short); kNotFound (the block was forgotten while it was being copied).
@@ -105,6 +105,9 @@ class RamTier {
   // holds it, becomes the most recently used. A block held open by overlapping readers is the
   // hottest there is, and must not age to the least recently used end.
   void Touch(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);
+  // True if a block of `size` bytes is larger than the whole budget, counted in too_large:
+  // Promote would refuse it, so nobody should queue it (each ask is counted once).
+  bool NeverFits(uint64_t size) EXCLUDES(mu_);
   // True if a copy of `address` at `region_id` is held or being made (counts nothing).
   bool Holds(const BlockAddress& address, uint64_t region_id) EXCLUDES(mu_);
   // True if a copy of `address` at `region_id` is made and held: the next Find returns it

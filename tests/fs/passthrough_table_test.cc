@@ -318,5 +318,23 @@ TEST_CASE("Filesystem: opens sharing a RAM copy's backing file keep it the most 
   CHECK(m.tier.hits == m.opens.passthrough_opens);
 }
 
+// Regression (review, 2026-12-07): every daemon-served release of a block larger than the whole
+// tier queued it again, and the worker opened it, read its header and checked its identity only
+// to be refused as too large. Such a block is counted at its release and never queued.
+TEST_CASE("Filesystem: a block larger than the whole RAM tier is counted at each release and never queued") {
+  RamHarness r(50000);  // no worker runs: only the release itself can count it
+  CacheIdentity id = SampleIdentity("acme");
+  uint64_t ino = r.CommitBlock(id);
+  FakeBackingFiles k;
+  for (int i = 1; i <= 3; ++i) {
+    Reply open = r.Open(ino, k);
+    REQUIRE(open.err == 0);
+    CHECK(open.backing_id == 0);
+    r.h.fs.Release(*open.handle, &k);
+    CHECK(r.h.fs.ram()->PromotionsPending() == 0);  // nothing queued
+    CHECK(r.h.fs.ram()->Metrics().tier.too_large == static_cast<uint64_t>(i));
+  }
+}
+
 }  // namespace
 }  // namespace gpucache
