@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -403,6 +404,52 @@ TEST_CASE("RAM tier: a block held open by passthrough and opened again is not th
   CHECK(ReadAll(b.path, size) == b.payload);
   CHECK(Metric(m, kDaemonReads) > daemon_reads);
   ::close(held);
+}
+
+// docs/reliability.md, "RAM tier": a passthrough file reads its backing file without the daemon,
+// so a daemon that dies does not end it: it keeps reading the verified copy (the tmpfs lives
+// while it is open), while everything that asks the daemon fails with ENOTCONN.
+TEST_CASE("RAM tier: a passthrough file held when the daemon is killed keeps reading its copy, new opens get ENOTCONN") {
+  MountedFs m(RamConfig(64 << 20));
+  RamBlock b(m, 3000000, SampleBlock(1));
+  ReadOnceAndForgetPages(b.path, b.payload);
+  REQUIRE(WaitUntil([&] { return Promoted(m); }));
+  int fd = ::open(b.path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(Metric(m, kPassthroughOpens) == 1);
+  // Files of other blocks served by the daemon: one read whole (its inode's pages cached: opens
+  // are answered with keep_cache), one whose first page alone was read (no readahead).
+  RamBlock whole(m, 1 << 20, SampleBlock(2)), part(m, 1 << 20, SampleBlock(3));
+  int whole_fd = ::open(whole.path.c_str(), O_RDONLY), part_fd = ::open(part.path.c_str(), O_RDONLY);
+  REQUIRE(whole_fd >= 0);
+  REQUIRE(part_fd >= 0);
+  REQUIRE(std::holds_alternative<Bytes>(ReadAll(whole_fd, whole.payload.size())));
+  REQUIRE(::posix_fadvise(part_fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+  REQUIRE(::posix_fadvise(part_fd, 0, 0, POSIX_FADV_RANDOM) == 0);
+  Bytes page(4096);
+  REQUIRE(::pread(part_fd, page.data(), page.size(), 0) == ssize_t(page.size()));
+
+  REQUIRE(::kill(m.pid(), SIGKILL) == 0);
+  CHECK(WaitUntil([&] {
+    int probe = ::open(part.path.c_str(), O_RDONLY);
+    if (probe >= 0) ::close(probe);
+    return probe < 0 && errno == ENOTCONN;
+  }));
+  CHECK(Errno(::open(b.path.c_str(), O_RDONLY)) == ENOTCONN);
+  auto got = ReadAll(fd, b.payload.size() + 1);
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == b.payload);  // every byte, from the verified copy
+  auto whole_got = ReadAll(whole_fd, whole.payload.size());
+  REQUIRE(std::holds_alternative<Bytes>(whole_got));
+  CHECK(std::get<Bytes>(whole_got) == whole.payload);  // from its cached pages
+  Bytes again(4096);
+  CHECK(::pread(part_fd, again.data(), again.size(), 0) == ssize_t(again.size()));
+  CHECK(again == Bytes(part.payload.begin(), part.payload.begin() + 4096));
+  CHECK(Errno(::pread(part_fd, again.data(), again.size(), (1 << 20) - 4096)) == ENOTCONN);  // not cached
+  ::close(fd);
+  ::close(whole_fd);
+  ::close(part_fd);
+  m.Kill();  // reaps the daemon and unmounts the dead mount
 }
 
 }  // namespace
