@@ -276,13 +276,8 @@ RefillResult ColdTier::Download(const LocatedBlock& block, std::span<const uint8
   Result<ReservationId> rid = BeginRefill(store_, owner, identity);
   if (!rid.ok()) {
     r.outcome = refiller_.Buffer(block);
-    if (r.outcome.status == RefillStatus::kHit) r.commit = CommitRefill(store_, owner, identity, r.outcome.payload);
+    if (r.outcome.status == RefillStatus::kHit) r.commit = CommitFollowing(r.outcome, identity, owner);
     r.outcome.payload = {};
-    // kExists says "already hot" only of a committed block: a fill in flight (a writer's .part,
-    // another refill) is not one, and may yet fail.
-    if (r.commit == StatusCode::kExists && !store_.StatAttributes(r.outcome.address).ok()) {
-      r.commit = StatusCode::kBusy;
-    }
     return r;
   }
   StatusCode write = StatusCode::kOk;
@@ -303,6 +298,21 @@ RefillResult ColdTier::Download(const LocatedBlock& block, std::span<const uint8
     r.commit = write;
   }
   return r;
+}
+
+// kExists says "already hot" only of a committed block. A fill in flight (a writer's .part,
+// another refill: two engines asking for one shared prefix) is followed as a single-flight
+// follower would: already hot once it commits; if it ends without committing, the verified bytes
+// this refill holds are committed instead; kBusy if it is still in flight after follow_fill_ms.
+StatusCode ColdTier::CommitFollowing(const RefillOutcome& outcome, std::span<const uint8_t> identity,
+                                     Owner owner) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.follow_fill_ms);
+  for (;;) {
+    StatusCode s = CommitRefill(store_, owner, identity, outcome.payload);
+    if (s != StatusCode::kExists || store_.StatAttributes(outcome.address).ok()) return s;
+    if (std::chrono::steady_clock::now() >= until) return StatusCode::kBusy;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 ColdTierStats ColdTier::Stats() const {

@@ -126,6 +126,8 @@ class ColdTier {
   void OnUploaded(const PackedPair& pair);
   bool KnownCold(const BlockAddress& a);
   RefillResult Download(const LocatedBlock& block, std::span<const uint8_t> identity, Owner owner);
+  // Commits a verified payload that was downloaded while another fill held the block.
+  StatusCode CommitFollowing(const RefillOutcome& outcome, std::span<const uint8_t> identity, Owner owner);
   // Download through a ready known place; false (the place forgotten) when the fetch failed.
   bool RefillKnown(const LocatedBlock& known, std::span<const uint8_t> identity, Owner owner,
                    RefillResult& r);

@@ -76,6 +76,9 @@ struct ColdTierOptions {
   size_t max_refill_ops = 256;            // refills queued, running or finished and not taken
   bool accept_unsealed = false;           // refill v1 locators / v3 manifests (docs/cold-tier.md)
   size_t known_places = 65536;            // blocks whose pack place this node remembers; 0: off
+  // A refill of a block another fill holds (a writer's .part, another refill) waits this long
+  // for it, as a single-flight follower: not a configuration key (tests shorten it).
+  uint64_t follow_fill_ms = 5000;
 };
 
 // [cold] as a whole.

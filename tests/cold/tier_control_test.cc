@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "cold/locator.h"
 #include "tests/cold/tier_fixture.h"
@@ -120,24 +121,30 @@ TEST_CASE("Cold control: a refill streams into the hot tier but commits only ver
 }
 
 // Review (2026-12-07): a refill of a block that another writer was filling (a `.part` held
-// open, or a second refill) answered "already-hot", which says the block was committed, and this
-// node remembered a known place for it; the block did not exist.
-TEST_CASE("Cold control: a refill of a block another fill holds is EBUSY, not already-hot") {
-  TierFixture f;
+// open, or a second refill: two engines asking for one shared prefix) answered "already-hot",
+// which says the block was committed, and this node remembered a known place for it; the block
+// did not exist. It now follows the other fill: already hot once that commits, its own verified
+// bytes committed if that fails, EBUSY only if it is still in flight after follow_fill_ms.
+TEST_CASE("Cold control: a refill of a block another fill holds follows that fill") {
+  TierFixture f({}, 2000, 65536, /*follow_fill_ms=*/2000);
   f.Commit(0, "acme", 5000);
   REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == true);
   const BlockAddress a = AddressOf(NthIdentity(0));
   REQUIRE(f.hot.Evict(a) == StatusCode::kOk);
-  const size_t known = f.tier->Stats().known_places;
   Result<ReservationId> other = f.hot.Reserve(a, {1000, 1000});  // a writer's .part
   REQUIRE(other.ok());
-  json r = f.Refill(0);
-  CHECK(r["ok"] == false);
-  CHECK(r["errno"] == "EBUSY");
+  json busy = f.Refill(0);  // still held when the wait ends
+  CHECK(busy["ok"] == false);
+  CHECK(busy["errno"] == "EBUSY");
   CHECK_FALSE(f.hot.Stat(a).ok());
-  CHECK(f.tier->Stats().known_places <= known);
-  REQUIRE(f.hot.Abort(other.value()) == StatusCode::kOk);
-  CHECK(f.Refill(0)["result"] == "hit");  // once that fill is gone
+  // The other fill ends without a block while the refill waits: the refill's bytes are committed.
+  std::thread abort([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    f.hot.Abort(other.value());
+  });
+  CHECK(f.Refill(0)["result"] == "hit");
+  abort.join();
+  CHECK(f.hot.Stat(a).ok());
 }
 
 TEST_CASE("Cold control: refill GETs are counted in requests") {

@@ -28,8 +28,9 @@ struct TierFixture {
   MemoryObjectStore s3;
   std::unique_ptr<ColdTier> tier;
   explicit TierFixture(std::set<std::string> retired = {}, uint64_t flush_interval_ms = 2000,
-                       size_t known_places = 65536) {
+                       size_t known_places = 65536, uint64_t follow_fill_ms = 5000) {
     ColdTierOptions o;
+    o.follow_fill_ms = follow_fill_ms;
     o.known_places = known_places;
     o.flush_interval_ms = flush_interval_ms;
     o.prefix = kPrefix;
