@@ -88,8 +88,8 @@ struct Handle {
   Principal deferred_caller GUARDED_BY(mu);
   bool deferred_running GUARDED_BY(mu) = false;  // kControl: a read is answering it now
   // kControl: the deferred request holds a place of its (non-admin) writer among those waiting
-  // for their reads (Filesystem::waiting_slots_).
-  bool waiting_slot GUARDED_BY(mu) = false;
+  // for their reads, in this pool (Filesystem::waiting_slots_ or stranger_waiting_slots_).
+  CallerSlots* waiting_slot GUARDED_BY(mu) = nullptr;
   uint64_t requests_written GUARDED_BY(mu) = 0;  // kControl: a reply is kept only for the latest
   FrameState frame GUARDED_BY(mu);  // kCommit
   // kCommit, kControl: who opened it. Only that uid may write through it: a descriptor handed
@@ -192,6 +192,8 @@ class Filesystem {
   // all of them together, may keep written and not yet read; past them a write is EAGAIN.
   static constexpr int kMaxWaitingPerCaller = 16;
   static constexpr int kMaxWaitingInAll = 256;
+  static constexpr int kMaxWaitingPerStranger = 2;  // a uid in no tenant
+  static constexpr int kMaxWaitingOfStrangers = 16;
 
  private:
   // The node behind `ino`, after checking that `c` may use its tenant (if it has one).
@@ -257,7 +259,10 @@ class Filesystem {
   CallerSlots deferred_slots_{kMaxDeferredPerCaller, kMaxDeferredInAll};
   // Requests answered on read that are kept, written and not yet read, for one non-admin uid
   // and for all together (each up to kMaxControlRequest: 1 MiB of one uid, 16 MiB in all).
+  // Uids of no tenant have a pool of their own, so that a few of them cannot take every place
+  // from the tenants' members (they have no request that needs to wait).
   CallerSlots waiting_slots_{kMaxWaitingPerCaller, kMaxWaitingInAll};
+  CallerSlots stranger_waiting_slots_{kMaxWaitingPerStranger, kMaxWaitingOfStrangers};
   // Forgets the request an open keeps for its read, and gives back its place.
   void DropWaiting(Handle& h) REQUIRES(h.mu);
   // ESTALE for a `.part` whose reservation a recent fence took, else ENOENT (adr/0006).

@@ -216,14 +216,15 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
     if (data.size() > kMaxControlRequest) return StatusCode::kTooLarge;
     std::string_view request(reinterpret_cast<const char*>(data.data()), data.size());
     if (ControlPlane::AnswersOnRead(request)) {  // it may wait: not while holding the write lock
-      const bool limited = !access_.Establish(c).admin;
+      const Principal who = access_.Establish(c);
+      CallerSlots* pool = who.admin ? nullptr : who.tenants.empty() ? &stranger_waiting_slots_ : &waiting_slots_;
       MutexLock lock(h.mu);
       DropWaiting(h);
       // Kept until its read: a bounded number per uid, or opens that are never read would hold
       // the daemon's memory (64 KiB each).
-      if (limited) {
-        if (!waiting_slots_.TryTake(c.uid)) return StatusCode::kExhausted;
-        h.waiting_slot = true;
+      if (pool) {
+        if (!pool->TryTake(c.uid)) return StatusCode::kExhausted;
+        h.waiting_slot = pool;
       }
       ++h.requests_written;
       h.deferred_request = std::string(request);
@@ -309,8 +310,8 @@ StatusCode Filesystem::AnswerDeferred(Handle& h) {
 
 void Filesystem::DropWaiting(Handle& h) {
   h.deferred_request.clear();
-  if (h.waiting_slot) waiting_slots_.Give(h.opener_uid);  // its writer is its opener
-  h.waiting_slot = false;
+  if (h.waiting_slot) h.waiting_slot->Give(h.opener_uid);  // its writer is its opener
+  h.waiting_slot = nullptr;
 }
 
 // A write handle whose reservation is gone: committed (the block is read-only), fenced (ESTALE

@@ -82,43 +82,47 @@ TEST_CASE("Filesystem: only the uid that opened the control file may write reque
 
 // Review (2026-12-07): a request answered on read (any with "wait_ms") was kept whole, up to
 // 64 KiB, until its reply was read or the file closed: a uid of no tenant holding 8,000 opens
-// grew the daemon by 0.5 GB. A non-admin uid may now keep a bounded number waiting.
+// grew the daemon by 0.5 GB. A non-admin uid may now keep a bounded number waiting, and uids of
+// no tenant have a smaller pool of their own, which they cannot take from the members.
 TEST_CASE("Filesystem: the control requests a non-admin uid keeps waiting for their reads are bounded") {
   FsHarness h("daemon");
   std::string request = R"({"op":"status","wait_ms":0,"pad":")";
   request += std::string(kMaxControlRequest - request.size() - 2, 'x') + "\"}";
   REQUIRE(request.size() == kMaxControlRequest);
   std::vector<std::unique_ptr<Handle>> opens;
-  int kept = 0;
+  auto write_many = [&](const Principal& c, int n, StatusCode* refused) {
+    int kept = 0;
+    for (int i = 0; i < n; ++i) {
+      Result<OpenReply> open = h.fs.Open(c, kCtlIno, O_RDWR);
+      REQUIRE(open.ok());
+      Result<size_t> written = h.fs.Write(c, *open->handle, 0, AsBytes(request));
+      opens.push_back(std::move(open->handle));
+      if (written.ok()) ++kept;
+      else *refused = written.status();
+    }
+    return kept;
+  };
   StatusCode refused = StatusCode::kOk;
-  for (int i = 0; i < 64; ++i) {
-    Result<OpenReply> open = h.fs.Open(kStranger, kCtlIno, O_RDWR);
-    REQUIRE(open.ok());
-    Result<size_t> n = h.fs.Write(kStranger, *open->handle, 0, AsBytes(request));
-    opens.push_back(std::move(open->handle));
-    if (n.ok()) ++kept;
-    else refused = n.status();
-  }
-  CHECK(kept == Filesystem::kMaxWaitingPerCaller);
+  CHECK(write_many(kWriter, 40, &refused) == Filesystem::kMaxWaitingPerCaller);  // a member
   CHECK(refused == StatusCode::kExhausted);
-  // A request read (answered) gives its place back; so does a close.
+  // A read (the request answered) gives its place back; so does a close.
   std::vector<uint8_t> out(4096);
   REQUIRE(h.fs.Read(*opens[0], 0, out).ok());
-  CHECK(h.fs.Write(kStranger, *opens[Filesystem::kMaxWaitingPerCaller], 0, AsBytes(request)).ok());
+  CHECK(h.fs.Write(kWriter, *opens[Filesystem::kMaxWaitingPerCaller], 0, AsBytes(request)).ok());
   h.fs.Release(*opens[1]);
-  CHECK(h.fs.Write(kStranger, *opens[Filesystem::kMaxWaitingPerCaller + 1], 0, AsBytes(request)).ok());
-  CHECK_FALSE(h.fs.Write(kStranger, *opens[Filesystem::kMaxWaitingPerCaller + 2], 0, AsBytes(request)).ok());
-  // Another uid, and an admin, are not held to this one's count.
-  Result<OpenReply> member = h.fs.Open(kWriter, kCtlIno, O_RDWR);
-  REQUIRE(member.ok());
-  CHECK(h.fs.Write(kWriter, *member->handle, 0, AsBytes(request)).ok());
-  h.fs.Release(*member->handle);
-  Result<OpenReply> admin = h.fs.Open(kRoot, kCtlIno, O_RDWR);
-  REQUIRE(admin.ok());
-  CHECK(h.fs.Write(kRoot, *admin->handle, 0, AsBytes(request)).ok());
-  h.fs.Release(*admin->handle);
-  for (size_t i = 0; i < opens.size(); ++i) {
-    if (i != 1) h.fs.Release(*opens[i]);
+  opens[1].reset();
+  CHECK(h.fs.Write(kWriter, *opens[Filesystem::kMaxWaitingPerCaller + 1], 0, AsBytes(request)).ok());
+  CHECK_FALSE(h.fs.Write(kWriter, *opens[Filesystem::kMaxWaitingPerCaller + 2], 0, AsBytes(request)).ok());
+  // Uids of no tenant: a few places each, from a pool the members do not share.
+  // (Enough of them to fill every place of one shared pool.)
+  for (uint32_t uid = 5000; uid < 5020; ++uid) {
+    const int kept = write_many(Principal{uid, uid, nullptr}, Filesystem::kMaxWaitingPerCaller, &refused);
+    CHECK(kept <= Filesystem::kMaxWaitingPerStranger);
+  }
+  CHECK(write_many(kMember, 1, &refused) == 1);  // another member: its own places, still there
+  CHECK(write_many(kRoot, 1, &refused) == 1);    // an admin: not counted
+  for (auto& open : opens) {
+    if (open) h.fs.Release(*open);
   }
 }
 
