@@ -21,9 +21,9 @@ constexpr size_t kMostKeysPerPage = 1000;
 // a time limit), never an endless run: a server that does would page forever, its tokens never
 // repeating on the next page, and the key budget below never reached.
 constexpr int kMostPagesWithoutKeys = 16;
-// What a listing may hold besides its keys' count: their bytes, 256 a key on average (the keys
-// gpucache writes are under 200 bytes; S3 allows 1,024).
-constexpr uint64_t kListBytesPerKey = 256;
+// What a listing may hold besides its keys' count: their bytes, 512 a key on average (the keys
+// gpucache writes are at most about 230 bytes with the default prefix; S3 allows 1,024).
+constexpr uint64_t kListBytesPerKey = 512;
 
 CURLcode GlobalInit() {
   static std::once_flag once;
@@ -329,7 +329,7 @@ ObjectResult<std::vector<ObjectMeta>> S3Client::List(std::string_view prefix) {
                                                std::to_string(meta.key.size()) +
                                                " bytes that is not a key under the prefix listed");
       }
-      held_bytes += meta.key.size() + meta.etag.size();
+      held_bytes += meta.key.size();
     }
     if (objects.size() + page->objects.size() > options_.list_max_objects ||
         held_bytes > options_.list_max_objects * kListBytesPerKey) {

@@ -447,13 +447,13 @@ TEST_CASE("S3Client: a listing of pages without keys, or of keys no object could
     REQUIRE_FALSE(listed.ok());
     CHECK(listed.error().kind == ObjectErrorKind::kPermanent);
   }
-  // The bytes a listing holds are bounded with its keys: 256 a key on average.
+  // The bytes a listing holds are bounded with its keys: 512 a key on average.
   CannedHttpServer wide;
   std::vector<std::string> keys;
-  for (int i = 0; i < 4; ++i) keys.push_back("p/" + std::string(1000, static_cast<char>('a' + i)));
+  for (int i = 0; i < 5; ++i) keys.push_back("p/" + std::string(1000, static_cast<char>('a' + i)));
   wide.Reply(HttpReply(200, ListPageXml(keys, "")));
   S3Options o = OptionsFor(wide.endpoint());
-  o.list_max_objects = 8;  // 2,048 bytes of keys
+  o.list_max_objects = 9;  // 4,608 bytes of keys
   auto too_wide = MakeClient(o)->List("p/");
   REQUIRE_FALSE(too_wide.ok());
   CHECK(too_wide.error().kind == ObjectErrorKind::kPermanent);
