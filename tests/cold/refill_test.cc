@@ -163,4 +163,19 @@ TEST_CASE("Refill: CommitRefill enters the hot store through the commit path") {
   CHECK_FALSE(small.Stat(o.address).ok());
 }
 
+
+// Review (2026-12-07): a refill's fill was its caller's `.part` too: the caller reopened it while
+// the download ran and wrote into it, and the refill committed those bytes and answered "hit".
+// The refill's reservation is the daemon's: no caller, not even an admin, may act on it.
+TEST_CASE("Refill: the fill a refill writes is no caller's .part") {
+  Fixture f;
+  MemoryStore hot;
+  const BlockAddress a = AddressOf(NthIdentity(3));
+  Result<ReservationId> rid = BeginRefill(hot, {1000, 1000}, f.Gpck(3));
+  REQUIRE(rid.ok());
+  CHECK(hot.FillFor(a, uint32_t{1000}).status() == StatusCode::kBusy);  // its owner's open
+  CHECK(hot.FillFor(a, std::nullopt).status() == StatusCode::kBusy);    // an admin's
+  CHECK(FinishRefill(hot, rid.value(), /*verified=*/false) == StatusCode::kChecksumMismatch);
+}
+
 }  // namespace gpucache::cold
