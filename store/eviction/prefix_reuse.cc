@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -56,10 +57,12 @@ class PrefixReusePolicy final : public EvictionPolicy {
     capacity_ = std::max<uint64_t>(blocks, 1);
     sketch_.Resize(capacity_);
     evict_age_ = static_cast<double>(std::max<uint64_t>(capacity_, 64));
+    SetTick(TickShiftFor(capacity_));
   }
   void SetKeyOf(KeyOfFn key_of) override { key_of_ = std::move(key_of); }
   void Reserve(size_t slots) override {
-    for (auto* v : {&prev_, &next_, &last_}) v->reserve(slots);
+    for (auto* v : {&prev_, &next_}) v->reserve(slots);
+    last_.reserve(slots);
     tree_.Reserve(slots);
     features_.reserve(slots);
     // A restart: sized for what it holds already, but never below the size it has before any
@@ -96,7 +99,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
       f.Set(Features::kGrownFromUses, 2, features_[p].uses());
     }
     features_[slot] = f;
-    last_[slot] = now32();
+    last_[slot] = now16();
     Link(slot);
     tree_.Attach(slot, p);
   }
@@ -105,11 +108,11 @@ class PrefixReusePolicy final : public EvictionPolicy {
     Tick();
     if (!Contains(slot)) return;
     Features& f = features_[slot];
-    if (f.sampled()) Learn(f.Class(), now32() - last_[slot], false);
+    if (f.sampled()) Learn(f.Class(), AgeOf(slot), false);
     Unlink(slot);
     f.Set(Features::kUses, 2, std::min<uint32_t>(3, f.uses() + 1));
     f.Set(Features::kFresh, 1, 0);
-    last_[slot] = now32();
+    last_[slot] = now16();
     Link(slot);
   }
 
@@ -122,9 +125,9 @@ class PrefixReusePolicy final : public EvictionPolicy {
   void OnRemove(Slot slot) override {
     if (!Contains(slot)) return;
     const Features f = features_[slot];
-    uint32_t age = now32() - last_[slot];
+    uint32_t age = AgeOf(slot);
     evict_age_ += (static_cast<double>(age) - evict_age_) / kEvictAgeSmoothing;
-    if (f.sampled() && key_of_) Remember(key_of_(slot), f.Class(), last_[slot], age);
+    if (f.sampled() && key_of_) Remember(key_of_(slot), f.Class(), now32() - age, age);
     Unlink(slot);
     tree_.Detach(slot);  // orphans its children
   }
@@ -143,7 +146,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
       for (int c = 0; c < kClasses; ++c) {
         for (Slot s = head_[c]; s != kNone; s = next_[s]) {
           if ((pass < 2 && tree_.HasChildren(s)) || !eligible(s)) continue;
-          uint32_t age = now32() - last_[s];
+          uint32_t age = AgeOf(s);
           if (pass == 0 && age < probation) break;
           double score = log_p_[c] - static_cast<double>(age) / tau_;
           if (best == kNone || score < best_score) {
@@ -187,6 +190,29 @@ class PrefixReusePolicy final : public EvictionPolicy {
 
   bool Contains(Slot s) const { return s < prev_.size() && prev_[s] != kOut; }
   uint32_t now32() const { return static_cast<uint32_t>(now_); }
+  // The coarse clock blocks keep their last use in: one tick is 2^shift_ events.
+  uint16_t now16() const { return static_cast<uint16_t>(now_ >> shift_); }
+  // Events since the block's last use, to a tick (rounded down).
+  uint32_t AgeOf(Slot s) const {
+    uint64_t age = uint64_t{static_cast<uint16_t>(now16() - last_[s])} << shift_;
+    return static_cast<uint32_t>(std::min<uint64_t>(age, std::numeric_limits<uint32_t>::max()));
+  }
+  // A tick of about 1/1024 to 1/2048 of the capacity: ages keep that resolution, and reach
+  // 16 to 32 capacities before Clamp holds them there.
+  static int TickShiftFor(uint64_t capacity) {
+    return std::max(0, static_cast<int>(std::bit_width(capacity)) - 11);
+  }
+  // Another tick: every block's last use is carried over, to the coarser or finer tick.
+  void SetTick(int shift) {
+    if (shift == shift_) return;
+    for (Slot s = 0; s < last_.size(); ++s) {
+      if (!Contains(s)) continue;
+      uint32_t age = AgeOf(s);
+      last_[s] = static_cast<uint16_t>((now_ >> shift) - std::min<uint64_t>(age >> shift, kMaxAgeTicks));
+    }
+    shift_ = shift;
+    Clamp();
+  }
   static bool Sampled(PolicyKey key) { return (key >> 40) % kSampleOneIn == 0; }
 
   void Resize(size_t n) {
@@ -234,7 +260,10 @@ class PrefixReusePolicy final : public EvictionPolicy {
   // One more event (a commit or a use) on the clock.
   void Tick() {
     ++now_;
-    if ((now_ & (kClampEvery - 1)) == 0) Clamp();
+    // Until the capacity is known, the tick grows with the clock: no age is ever clamped,
+    // and ages keep 1/2^15 of the time since the start.
+    if (capacity_ == 0 && now_ == (uint64_t{kMaxAgeTicks} << shift_)) SetTick(shift_ + 1);
+    if ((now_ & ((kClampEveryTicks << shift_) - 1)) == 0) Clamp();
     while (!expiry_.empty() && now_ - expiry_.front().first > kGhostHorizon * tau_) Forget();
     if ((now_ & (kFadeEvery - 1)) == 0) {  // the counts fade: half-life ~700k events
       for (int c = 0; c < kClasses; ++c) {
@@ -243,10 +272,15 @@ class PrefixReusePolicy final : public EvictionPolicy {
       }
     }
   }
-  // Ages are 32-bit differences: every 2^30 events none is let grow past 2^30.
+  // Ages are 16-bit differences of ticks: every 2^14 ticks none is let grow past 2^15, so
+  // none reaches 2^16 and wraps. Older blocks all look 2^15 ticks old: by then (16 capacities
+  // of events at least) the decay has ranked them below any block used since.
   void Clamp() {
+    const uint16_t now = now16();
     for (Slot s = 0; s < last_.size(); ++s) {
-      if (Contains(s) && now32() - last_[s] > (1u << 30)) last_[s] = now32() - (1u << 30);
+      if (Contains(s) && static_cast<uint16_t>(now - last_[s]) > kMaxAgeTicks) {
+        last_[s] = static_cast<uint16_t>(now - kMaxAgeTicks);
+      }
     }
   }
   void Count(int cls, bool again) {
@@ -296,7 +330,8 @@ class PrefixReusePolicy final : public EvictionPolicy {
   // tau starts far above any reuse time and comes down to the mean of the first reuses seen
   // within 4 tau (from below, the estimate could settle on a short horizon's mean).
   static constexpr double kTauStart = double(uint64_t{1} << 24);
-  static constexpr uint64_t kClampEvery = uint64_t{1} << 30;
+  static constexpr uint64_t kClampEveryTicks = uint64_t{1} << 14;
+  static constexpr uint32_t kMaxAgeTicks = 1u << 15;
   // A ghost is followed for 4 tau: long enough to see most first reuses (the mean is tau),
   // short enough that the table stays small.
   static constexpr double kGhostHorizon = 4;
@@ -316,7 +351,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
   std::vector<Slot> prev_, next_;  // in its class's list, oldest first
   ChildRing tree_;  // as in prefix-lru
   std::vector<Aside> aside_;  // set aside for the request being made room for
-  std::vector<uint32_t> last_;     // clock at its last commit or use
+  std::vector<uint16_t> last_;     // coarse clock (now16) at its last commit or use
   std::vector<Features> features_;
   // Per class.
   std::array<Slot, kClasses> head_ = MakeNone(), tail_ = MakeNone();
@@ -326,6 +361,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
   bool log_p_stale_ = true;
 
   uint64_t now_ = 0, capacity_ = 0;
+  int shift_ = 0;  // TickShiftFor(capacity_) once it is known
   double tau_ = kTauStart, evict_age_ = 1024, gap_sum_ = 0, gaps_ = 0;
   SeenSketch sketch_;
   KeyOfFn key_of_;

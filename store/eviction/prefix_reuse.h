@@ -29,8 +29,9 @@
 // goes last in its new list, so each list is in age order and its first eligible leaf is its
 // best candidate): a victim is the best of ~40 list heads, O(classes) plus the walk past
 // non-leaves and refused blocks that prefix-lru also makes. Per block: the list links (8 B),
-// the parent/child ring of prefix-lru (12 B), the time of its last use (4 B) and its features
-// (2 B), plus the sketch (about 2 B a block) and the ghosts of sampled blocks (1 in 16).
+// the parent/child ring of prefix-lru (12 B), the time of its last use (2 B: a coarse clock,
+// ticks of about 1/1024 of the capacity) and its features (2 B), plus the sketch (about 2 B a
+// block) and the ghosts of sampled blocks (1 in 16).
 #pragma once
 
 #include <memory>

@@ -274,8 +274,9 @@ TEST_CASE("Policy: prefix-reuse evicts a request's unique tail before a chain li
   auto not_old = [&](Slot s) { return s == leaf || s == tail || s == root || s == other; };
   CHECK(d.p->Victim(not_old) == tail);
   // Without what it learned (a fresh policy), age alone decides: the older leaf goes first
-  // among full blocks, and partial ones are not special beyond the prior.
-  ReuseDriver fresh(1 << 20);
+  // among full blocks, and partial ones are not special beyond the prior. (A capacity of 1,000
+  // blocks: ages are kept to a tick of 1/1024 to 1/2048 of it, and these differ by one event.)
+  ReuseDriver fresh(1000);
   Slot a = fresh.Insert(1);
   Slot b = fresh.Insert(2, a);
   Slot c = fresh.Insert(3);
@@ -329,6 +330,24 @@ TEST_CASE("Policy: prefix-reuse decides alike whether or not a few slots were re
       ++i;
     }
     REQUIRE(victim[0] == victim[1]);
+  }
+}
+
+// Ages are kept on a 16-bit clock of coarse ticks (2 B a block): a block left unused for more
+// ticks than 16 bits hold must still look old, not wrap round to young. Here the wrap would put
+// the old block back on probation, just after a new partial tail, and the tail would go first.
+// Before the capacity is known the tick grows with the clock; once known it is rescaled.
+TEST_CASE("Policy: prefix-reuse still knows a block unused for more than its clock's span is old") {
+  for (uint64_t capacity : {uint64_t{1000}, uint64_t{0}}) {
+    CAPTURE(capacity);
+    ReuseDriver d(capacity);
+    Slot old_leaf = d.Insert(1);
+    Slot busy = d.Insert(2);
+    for (int i = 0; i < 65536 + 10; ++i) d.p->OnAccess(busy);  // one event each
+    if (capacity == 0) d.p->SetCapacity(1000);  // probation: 50 events
+    Slot tail = d.Insert(3, std::nullopt, true);
+    CHECK(d.p->Victim([&](Slot s) { return s != busy; }) == old_leaf);
+    (void)tail;
   }
 }
 
