@@ -150,7 +150,8 @@ class SchedulerCore:
                 req.block_ids = list(s.new_block_ids) if s.replace_block_ids else req.block_ids + list(s.new_block_ids)
             saves = self._note_progress(req, s.num_computed_tokens, s.num_scheduled_tokens)
             if saves:
-                meta.saves.append(SaveSpec(s.req_id, saves, s.num_computed_tokens))
+                context = -(-s.num_computed_tokens // self.geometry.engine_block_size)
+                meta.saves.append(SaveSpec(s.req_id, saves, s.num_computed_tokens, req.block_ids[:context]))
         for req_id in step.finished_req_ids:
             self.on_finished(req_id)
         return meta

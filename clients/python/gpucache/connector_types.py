@@ -87,6 +87,10 @@ class SaveSpec:
     # attending to what the cache holds before it (the worker drops the saves of a step that
     # attended to a block whose load failed).
     computed_from: int = 0
+    # The engine blocks holding tokens [0, computed_from): what the step attended to. Another
+    # request's failed load may have left garbage in one of them (the engine's prefix cache
+    # shares a block loaded synchronously with every request in the same step).
+    context_block_ids: List[int] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass

@@ -55,6 +55,13 @@ class WorkerCore:
         # req id -> the first token its failed load did not provide: saves computed past it
         # attended to garbage (written under _lock by the async loads too)
         self._failed_from: Dict[str, int] = {}
+        # Engine blocks a synchronous load failed to fill, in this step and the one before:
+        # any request whose context holds one (the engine's prefix cache shares them at once)
+        # attended to garbage, whichever request loaded it. With asynchronous scheduling the
+        # next step was scheduled before vLLM heard of the failure, so it may attend to them
+        # too; the step after that comes after vLLM's rewind.
+        self._failed_blocks: Set[int] = set()
+        self._failed_blocks_before: Set[int] = set()
 
     def register(self, layers: Sequence[PagedLayer], names: Optional[Sequence[str]] = None) -> None:
         """The paged cache, one entry per layer in forward order (`names` for the errors).
@@ -70,6 +77,7 @@ class WorkerCore:
     def bind(self, meta: StepMeta) -> None:
         self._meta = meta
         self._save_dropped = False
+        self._failed_blocks_before, self._failed_blocks = self._failed_blocks, set()
 
     def start_load(self) -> None:
         meta = self._meta or StepMeta()
@@ -129,6 +137,7 @@ class WorkerCore:
             return
         for failed in self._load.finish().values():
             self._errors |= failed
+            self._failed_blocks |= failed
         self._note_failed(self._load)
         self._load = None
 
@@ -168,9 +177,13 @@ class WorkerCore:
         self._bound_inflight()
 
     def _attended_failed_load(self, spec: SaveSpec) -> bool:
-        """True if the step computed `spec`'s blocks past a failed load of its request. A step
-        that computes from at or before the failed token recomputes it: from then on the
-        request's saves are good again."""
+        """True if the step computed `spec`'s blocks past a failed load of its request, or over
+        an engine block another request's load failed to fill in this step. A step that
+        computes from at or before the failed token recomputes it: from then on the request's
+        saves are good again."""
+        context = set(spec.context_block_ids)
+        if not context.isdisjoint(self._failed_blocks) or not context.isdisjoint(self._failed_blocks_before):
+            return True
         with self._lock:
             failed_from = self._failed_from.get(spec.req_id)
             if failed_from is None:

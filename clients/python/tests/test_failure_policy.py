@@ -19,7 +19,7 @@ from connector_support import BLOCK, backing_path, config, engine, garbage_past,
 from daemon import BUILD_DIR, Daemon
 from engine_harness import PagedCache, Request
 from gpucache.connector_scheduler import SchedulerCore
-from gpucache.connector_types import ScheduledRequest, StepInfo
+from gpucache.connector_types import SaveSpec, ScheduledRequest, StepInfo, StepMeta
 from gpucache.connector_worker import WorkerCore
 from gpucache.client import MountClient
 from gpucache.kv_layout import KVGeometry
@@ -93,6 +93,56 @@ class MountFailureTest(_Case, unittest.TestCase):
         h, b = self.second_request()
         self.assertEqual(b.loaded_tokens, 0)
         self.assertEqual(h.worker.stats.committed_blocks, 0)
+
+    # Regression (review, 2026-12-07): vLLM's prefix cache shares a block loaded synchronously
+    # with every request of the same step at once. When its load failed, the worker held back
+    # only the saves of the request that had loaded it: a request sharing the block committed
+    # blocks computed over garbage, under their right names, for every engine to load later.
+    def test_a_request_sharing_a_block_whose_load_failed_saves_nothing_that_step(self):
+        with open(backing_path(self.daemon, self.idents[2]), "r+b") as f:
+            f.seek(PAYLOAD_OFFSET + 100)
+            byte = f.read(1)
+            f.seek(PAYLOAD_OFFSET + 100)
+            f.write(bytes([byte[0] ^ 0x55]))
+        sched, worker = SchedulerCore(self.cfg), WorkerCore(self.cfg)
+        worker.register(PagedCache(self.cfg.geometry, 64).layers)
+        loader = Request("loader", self.prefix + [3, 4, 5])
+        tokens, _ = sched.lookup(loader.view(), 0)
+        self.assertEqual(tokens, 4 * BLOCK)
+        shared = list(range(4 * BLOCK // 16))  # the engine blocks of the 4 stored blocks
+        loader_ids = shared + [16]
+        sched.on_alloc(loader.view(), loader_ids, tokens)
+        # Over the same prefix and two blocks of its own: the engine's prefix cache gives it the
+        # loader's engine blocks, so the connector loads nothing for it, and saves its two.
+        sharer = Request("sharer", self.prefix + prompt("own", 2, tail=3))
+        self.assertEqual(sched.lookup(sharer.view(), 4 * BLOCK), (0, False))
+        sharer_ids = shared + list(range(17, 26))
+        sched.on_alloc(sharer.view(), sharer_ids, 0)
+        step = StepInfo([ScheduledRequest("loader", tokens, len(loader.prompt) - tokens, loader_ids, True),
+                         ScheduledRequest("sharer", 4 * BLOCK, len(sharer.prompt) - 4 * BLOCK, sharer_ids, True)])
+        meta = sched.build_meta(step)
+        self.assertEqual([len(s.blocks) for s in meta.saves], [2])
+        worker.bind(meta)
+        worker.start_load()
+        for layer in range(self.cfg.geometry.layers):
+            worker.wait_for_layer(layer)
+            worker.save_layer(layer)
+        worker.wait_for_save()
+        worker.drain()
+        worker.get_finished(set())
+        self.assertTrue(worker.take_load_errors() >= set(range(8, 12)))  # block 2's engine blocks
+        self.assertEqual(worker.stats.committed_blocks, 0)
+        self.assertEqual(worker.stats.skipped_commits.get("load-failed"), 2)
+        for ident in identities(self.cfg, sharer.prompt)[4:6]:
+            self.assertFalse(os.path.exists(MountClient(self.daemon.mnt).path_of(ident)))
+        # With asynchronous scheduling the next step was scheduled before vLLM heard of the
+        # failure: a save over those blocks is withheld then too, and good again after.
+        over_block_2 = SaveSpec("later", [], 3 * BLOCK, shared[:12])
+        worker.bind(StepMeta())
+        self.assertTrue(worker._attended_failed_load(over_block_2))
+        worker.bind(StepMeta())
+        self.assertFalse(worker._attended_failed_load(over_block_2))
+        worker.close()
 
 
 @unittest.skipUnless(BUILD_DIR, "set GPUCACHE_BUILD_DIR to the build directory to run")
