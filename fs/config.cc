@@ -148,7 +148,8 @@ class Reader {
     if (!a) Fail(name, "must be an array of integer ids");
     std::vector<uint32_t> out;
     for (const auto& e : *a) {
-      auto v = e.value<int64_t>();
+      // value_exact: value<int64_t>() converts true to 1 and 1.0 to 1 (uid 1 an admin).
+      auto v = e.value_exact<int64_t>();
       if (!v || *v < 0 || *v >= UINT32_MAX) Fail(name, "ids are integers 0..4294967294");
       out.push_back(static_cast<uint32_t>(*v));
     }

@@ -92,6 +92,14 @@ TEST_CASE("Config: mistakes name the key") {
   CHECK(error("[tenants.a]\n").find("at least one uid or gid") != std::string::npos);
   CHECK(error("[tenants.a]\nuids = [-1]").find("tenants.a.uids") != std::string::npos);
   CHECK(error("[tenants.a]\nuids = [\"root\"]").find("tenants.a.uids") != std::string::npos);
+  // Regression (review, 2026-12-07): true and 1.0 were taken as id 1 (uid 1 an admin).
+  for (std::string id : {"true", "false", "1.0"}) {
+    CAPTURE(id);
+    CHECK(error("[admins]\nuids = [0, " + id + "]" + tenant).find("admins.uids") != std::string::npos);
+    CHECK(error("[admins]\ngids = [" + id + "]" + tenant).find("admins.gids") != std::string::npos);
+    CHECK(error("[tenants.a]\nuids = [" + id + "]").find("tenants.a.uids") != std::string::npos);
+    CHECK(error("[tenants.a]\ngids = [" + id + "]").find("tenants.a.gids") != std::string::npos);
+  }
   CHECK(error("[admins]\nuid = [0]" + tenant).find("admins.uid") != std::string::npos);
   CHECK(error("[fuse]\nentry_timeout = -1" + tenant).find("fuse.entry_timeout") != std::string::npos);
   CHECK(error("backing_io = \"aio\"" + tenant).find("backing_io") != std::string::npos);
