@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -66,16 +67,42 @@ std::string ResolveMount(const std::string& given) {
   return where->mountpoint;
 }
 
+namespace {
+constexpr long kFuseSuperMagic = 0x65735546;  // linux/magic.h FUSE_SUPER_MAGIC
+
+std::string NotOurs(const std::string& mountpoint) {
+  return mountpoint + ": not a gpucachefs mount (no fuse.gpucachefs mount holds it in "
+         "/proc/self/mountinfo): nothing sent";
+}
+}  // namespace
+
 // Sends one request through <mount>/.gpucache/ctl; the reply, or nullopt with `error` set.
+// Only into a gpucachefs mount's own control file: root running this against a directory
+// someone else controls (a mountpoint whose daemon stopped) would otherwise write the request
+// into whatever file .gpucache/ctl names there, through a symlink too (found by review).
 std::optional<json> Request(const std::string& mountpoint, const json& request, std::string& error,
                             int* err) {
+  if (!FindGpucacheMount(mountpoint)) {
+    if (err) *err = ENODEV;
+    error = NotOurs(mountpoint);
+    return std::nullopt;
+  }
   std::string path = mountpoint + "/.gpucache/ctl";
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     int e = errno;
     if (err) *err = e;
     error = e == ENOTCONN ? StaleMount(mountpoint)
                           : path + ": " + std::strerror(e) + " (is gpucachefs mounted there?)";
+    return std::nullopt;
+  }
+  // The file opened is a FUSE file (the mount table was read before the open: a mount swapped
+  // in between is caught here).
+  struct statfs sfs {};
+  if (::fstatfs(fd, &sfs) != 0 || sfs.f_type != kFuseSuperMagic) {
+    ::close(fd);
+    if (err) *err = ENODEV;
+    error = NotOurs(mountpoint);
     return std::nullopt;
   }
   std::string body = request.dump();

@@ -85,7 +85,7 @@ TEST_CASE("gpucachectl: clear errors and exit codes") {
   CHECK(Ctl("path /nonexistent.toml").rc == 64);
   Run not_mounted = Ctl("status " + tmp.path());
   CHECK(not_mounted.rc == 2);
-  CHECK(not_mounted.out.find("is gpucachefs mounted there?") != std::string::npos);
+  CHECK(not_mounted.out.find("not a gpucachefs mount") != std::string::npos);
   std::ofstream(tmp.path() + "/junk") << "not a block";
   Run junk = Ctl("inspect " + tmp.path() + "/junk");
   CHECK(junk.rc == 2);

@@ -95,9 +95,9 @@ TEST_CASE("cli: gpucachectl --json prints JSON for local failures too, with the 
   TempDir tmp;
   json not_mounted = JsonOf(Ctl("status --json " + tmp.path()));
   CHECK(not_mounted["ok"] == false);
-  CHECK(not_mounted["errno"] == "ENOENT");
+  CHECK(not_mounted["errno"] == "ENODEV");
   CHECK(not_mounted["exit_code"] == 2);
-  CHECK(not_mounted["error"].get<std::string>().find("is gpucachefs mounted there?") != std::string::npos);
+  CHECK(not_mounted["error"].get<std::string>().find("not a gpucachefs mount") != std::string::npos);
   CHECK(Ctl("status --json " + tmp.path()).rc == 2);
 
   Run missing_identity = Ctl("path --json " + tmp.path() + "/none.toml");
@@ -269,9 +269,9 @@ TEST_CASE("cli: a folder inside the mount stands for the mount") {
   }
   CHECK(CtlIn(NsDir(m, id), "status --json .").rc == 0);
   CHECK(Ctl("status " + m.mnt()).out.find("mountpoint: " + m.mnt() + "\n") == 0);  // as typed
-  Run outside = Ctl("status " + m.scratch());  // not in a mount: as before
+  Run outside = Ctl("status " + m.scratch());  // not in a mount
   CHECK(outside.rc == 2);
-  CHECK(Has(outside.err, "is gpucachefs mounted there?"));
+  CHECK(Has(outside.err, "not a gpucachefs mount"));
 }
 
 // Regression: a uid in no tenant saw an empty table and no word why.
@@ -502,16 +502,35 @@ TEST_CASE("cli: inspect --verify reads a block file in bounded pieces whatever i
   CHECK(Has(text.err, "verification failed: chunk 0 does not match"));
 }
 
-TEST_CASE("cli: a reply that is not a gpucachefs's, and identity files that are not files, are named") {
-  // Found by review: "gpucachectl: : " for a reply with no errno and error; "identity key
-  // 'tenant': missing" for a directory given as the identity file; no line for a TOML error.
+// Regression (review, 2026-12-07): a request went into whatever .gpucache/ctl the directory
+// held, through a symlink too: root running `gpucachectl fence DIR` against a directory someone
+// else controls (a mountpoint whose daemon stopped) overwrote the file the link named.
+TEST_CASE("cli: a directory no gpucachefs mount holds gets no request, not even through its own ctl") {
   TempDir tmp;
   REQUIRE(::mkdir((tmp.path() + "/.gpucache").c_str(), 0755) == 0);
-  std::ofstream(tmp.path() + "/.gpucache/ctl") << "";  // a plain file answers with the request
-  std::string toml = WriteIdentityToml(tmp.path(), SampleIdentity());
-  Run odd = Ctl("lookup " + tmp.path() + " " + toml);
-  CHECK(odd.rc == 2);
-  CHECK(Has(odd.err, "not one of a gpucachefs this gpucachectl understands"));
+  std::ofstream(tmp.path() + "/victim") << "root's file\n";
+  REQUIRE(::symlink((tmp.path() + "/victim").c_str(), (tmp.path() + "/.gpucache/ctl").c_str()) == 0);
+  for (std::string command : {"fence ", "status ", "cold report "}) {
+    CAPTURE(command);
+    Run r = Ctl(command + tmp.path());
+    CHECK(r.rc == 2);
+    CHECK(Has(r.err, tmp.path() + ": not a gpucachefs mount"));
+  }
+  std::ifstream in(tmp.path() + "/victim");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text == "root's file\n");
+  // A plain file in its place is left alone as well.
+  REQUIRE(::unlink((tmp.path() + "/.gpucache/ctl").c_str()) == 0);
+  std::ofstream(tmp.path() + "/.gpucache/ctl") << "";
+  CHECK(Ctl("fence " + tmp.path()).rc == 2);
+  CHECK(std::filesystem::file_size(tmp.path() + "/.gpucache/ctl") == 0);
+}
+
+TEST_CASE("cli: identity files that are not files are named") {
+  // Found by review: "identity key 'tenant': missing" for a directory given as the identity
+  // file; no line for a TOML error. (A reply that is no gpucachefs's is named too, "not one of
+  // a gpucachefs this gpucachectl understands": only a FUSE mount can give one now.)
+  TempDir tmp;
   Run dir = Ctl("path " + tmp.path());
   CHECK(dir.rc == 64);
   CHECK(Has(dir.err, tmp.path() + ": a directory, not an identity file"));
