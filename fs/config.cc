@@ -167,7 +167,17 @@ class Reader {
       if (v && !std::isfinite(*v)) Fail(name, "must be a finite number");
     }
     if (!v) Fail(name, "has the wrong type");
+    if constexpr (std::is_same_v<T, std::string>) CheckText(*v, name);
     return *v;
+  }
+
+  // No string here has a use for control characters, and a NUL would cut a path short where
+  // the daemon uses it while the check and the log show all of it (found by review: a
+  // data_dir "/x/data\u0000-not-used" made the store in /x/data).
+  void CheckText(const std::string& v, const std::string& name) const {
+    for (unsigned char ch : v) {
+      if (ch < 0x20 || ch == 0x7f) Fail(name, "contains a control character (\\u0000-\\u001f, \\u007f)");
+    }
   }
 
   Limits ReadLimits(const toml::table& t, const std::string& prefix, Limits l) const {
@@ -191,6 +201,7 @@ class Reader {
     for (const auto& e : *a) {
       auto v = e.value<std::string>();
       if (!v) Fail(key, "must be an array of strings");
+      CheckText(*v, key);
       out.push_back(*v);
     }
     return out;
@@ -273,7 +284,17 @@ class Reader {
       prefix_ok &= (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '/' ||
                    ch == '-' || ch == '_' || ch == '.';
     }
-    if (!prefix_ok) Fail("cold.prefix", "empty, or [a-z0-9/._-] ending with '/' (<= 128)");
+    // Segments as the object store's keys take them (cold/s3_client.cc refuses a key with an
+    // empty, "." or ".." segment): "./" or "a//" passed here and failed every object request.
+    for (size_t at = 0; prefix_ok && at < o.prefix.size();) {
+      size_t end = o.prefix.find('/', at);
+      std::string_view segment(o.prefix.data() + at, end - at);
+      prefix_ok = !segment.empty() && segment != "." && segment != "..";
+      at = end + 1;
+    }
+    if (!prefix_ok) {
+      Fail("cold.prefix", "empty, or segments of [a-z0-9._-] (not \".\" or \"..\") each ending with '/' (<= 128)");
+    }
     std::string write_back = Get<std::string>(t, "write_back", "cold.write_back",
                                               std::string(ToString(o.write_back)));
     if (write_back != "after-commit" && write_back != "manual") {
@@ -372,8 +393,9 @@ class Reader {
       }
       c.reservation_lease = Get<double>(*l, "reservation_lease", "limits.reservation_lease",
                                         c.reservation_lease);
-      if (c.reservation_lease <= 0 || c.reservation_lease > kMaxLeaseSeconds) {
-        Fail("limits.reservation_lease", "must be > 0 and at most 31536000 seconds (a year)");
+      // At least a millisecond: 1e-300 passed "> 0" and ran as a lease of 0 ns.
+      if (c.reservation_lease < 0.001 || c.reservation_lease > kMaxLeaseSeconds) {
+        Fail("limits.reservation_lease", "must be at least 0.001 and at most 31536000 seconds (a year)");
       }
       c.min_free_percent = Get<double>(*l, "min_free_percent", "limits.min_free_percent",
                                        c.min_free_percent);

@@ -156,6 +156,27 @@ TEST_CASE("Config: refused as start-up refuses them: listen addresses and non-fi
   CHECK(error("[cold]\nknown_places = 0") == "<accepted>");
   CHECK(error("[cold]\nknown_places = -1").find("cold.known_places") != std::string::npos);
   CHECK(error("[cold]\nknown_places = 99999999").find("cold.known_places") != std::string::npos);
+  // Regressions (review, 2026-12-07). A prefix with an empty, "." or ".." segment passed here
+  // and failed every object request (the S3 client refuses such keys).
+  for (const char* prefix : {"./", "../", "/", "a//b/", "a/./", "a/../", "//"}) {
+    CAPTURE(prefix);
+    CHECK(error(std::string("[cold]\nprefix = \"") + prefix + "\"").find("cold.prefix") != std::string::npos);
+  }
+  for (const char* prefix : {"", "a/", "gpucache/prod.v2/", "a.b/c_d-e/"}) {
+    CAPTURE(prefix);
+    CHECK(error(std::string("[cold]\nprefix = \"") + prefix + "\"") == "<accepted>");
+  }
+  // A NUL cut the path short where the daemon used it (the store went to /x/data); any
+  // control character is refused, in every string and list of strings.
+  CHECK(error("data_dir = \"/x/data\\u0000-not-used\"").find("'data_dir': contains a control character") !=
+        std::string::npos);
+  CHECK(error("data_dirs = [\"/x/a\", \"/x/b\\n\"]").find("'data_dirs': contains a control character") !=
+        std::string::npos);
+  CHECK(error("[cold]\nkeyring_file = \"/etc/k\\u0000x\"").find("cold.keyring_file") != std::string::npos);
+  CHECK(error("[cold]\ncredentials_file = \"/etc/c\\tx\"").find("cold.credentials_file") != std::string::npos);
+  // A lease of 1e-300 s passed "> 0" and ran as 0 ns.
+  CHECK(error("[limits]\nreservation_lease = 1e-300").find("limits.reservation_lease") != std::string::npos);
+  CHECK(error("[limits]\nreservation_lease = 0.001") == "<accepted>");
 }
 
 }  // namespace
