@@ -343,12 +343,16 @@ int main(int argc, char** argv) {
   auto render = [&fs, &cold] { return fs.RenderAllMetrics() + (cold ? cold->Metrics() : ""); };
   // SIGHUP (systemctl reload) re-reads the configuration and applies what can change without a
   // restart (fs/reload.h); it never unmounts (libfuse's own handler would).
-  gpucache::ReloadHook cold_reload;
+  gpucache::ReloadHook reload_hook;
+  reload_hook.startable = [](const gpucache::Config& fresh) {
+    std::string why;
+    return CheckStartable(fresh, "", &why) ? std::string() : why;
+  };
   if (cold) {
-    cold_reload.check = [&cold] { return cold->CheckCredentials(); };
-    cold_reload.apply = [&cold] { cold->ApplyCredentials(); };
+    reload_hook.check = [&cold] { return cold->CheckCredentials(); };
+    reload_hook.apply = [&cold] { cold->ApplyCredentials(); };
   }
-  gpucache::Reloader reloader(args.config, fs, cold_reload);
+  gpucache::Reloader reloader(args.config, fs, reload_hook);
   args.mount.on_mounted = [&] {
     store->StartBackgroundWork();
     if (cold) cold->Start();

@@ -89,6 +89,12 @@ bool Reloader::TryReload() {
     spdlog::error("reload: nothing changed: {}", e.what());
     return false;
   }
+  if (hook_.startable) {
+    if (std::string why = hook_.startable(fresh); !why.empty()) {
+      spdlog::error("reload: nothing changed: {}: {} (start-up would refuse it too)", origin, why);
+      return false;
+    }
+  }
   if (std::string why = fs_.CheckReload(fresh); !why.empty()) {
     spdlog::error("reload: nothing changed: {}: {}", origin, why);
     return false;

@@ -30,6 +30,9 @@ namespace gpucache {
 // A part of the daemon outside fs/ with state to reload (the cold tier): Check reads and
 // validates (empty: fine, else why not) without changing anything; Apply then takes it.
 struct ReloadHook {
+  // What start-up checks of a configuration beyond LoadConfig (data directories, [cold]): a
+  // reload refuses what the next start would (its reason; "" when startable).
+  std::function<std::string(const Config&)> startable;
   std::function<std::string()> check;
   std::function<void()> apply;
 };

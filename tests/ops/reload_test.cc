@@ -127,6 +127,19 @@ TEST_CASE("Reload: a bad file changes nothing, the daemon stays up, and the log 
     CHECK(log.find("reload: nothing changed") != std::string::npos);
     CHECK(log.find("tenants.bad") != std::string::npos);
   }
+  // Regression (review, 2026-12-07): a reload ran LoadConfig but not what start-up checks
+  // beyond it, so a file --check-config and the next start refuse was applied, and the next
+  // restart exited 78 (a unit that does not restart on it stays down).
+  SUBCASE("one start-up would refuse: an unusable [cold], a system directory as data_dirs") {
+    std::string log = Reload(m, Reloaded() + "[cold]\nenabled = true\nbucket = \"B\"\n"
+                                             "keyring_file = \"/nonexistent/keyring\"\n");
+    CHECK(log.find("reload: nothing changed") != std::string::npos);
+    CHECK(log.find("[cold] s3 endpoint") != std::string::npos);
+    CHECK(log.find("(start-up would refuse it too)") != std::string::npos);
+    std::ofstream(m.config()) << "data_dirs = [\"" << m.data() << "\", \"/etc\"]\n" << Reloaded();
+    log = Hangup(m);
+    CHECK(Count(log, "reload: nothing changed") == 2);
+  }
   SUBCASE("a missing file") {
     REQUIRE(::unlink(m.config().c_str()) == 0);
     std::string log = Hangup(m);
