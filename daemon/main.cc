@@ -261,8 +261,16 @@ int main(int argc, char** argv) {
   }
   Args args;
   if (!ParseArgs(argc, argv, args)) return 64;
+  // A SIGHUP during the start is a reload once the mount serves, not the daemon's end (its
+  // default: exit 129, which systemd's Restart=on-failure takes for a clean stop).
+  gpucache::Reloader::CatchSighupEarly();
   gpucache::InitLogging(!args.log_level.empty() ? args.log_level : args.mount.debug ? "debug" : "info");
   RaiseFdLimit();
+  // Tests only: hold the start this long, before the configuration is read.
+  if (const char* hold = ::getenv("GPUCACHE_TEST_HOLD_START_MS")) {
+    spdlog::info("test: start held for {} ms", hold);
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(hold)));
+  }
 
   gpucache::Config config;
   try {

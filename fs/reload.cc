@@ -13,12 +13,24 @@ namespace gpucache {
 namespace {
 
 std::atomic<int> g_event_fd{-1};
+// A SIGHUP came that no reload has served yet. Set before the event is written: Start, which
+// stores the event fd and then takes this flag, misses neither order of the two.
+std::atomic<bool> g_pending{false};
 
 extern "C" void OnSighup(int) {
   int saved = errno;  // a handler must leave errno as it found it
+  g_pending.store(true);
   uint64_t one = 1;
   if (int fd = g_event_fd.load(); fd >= 0) (void)!::write(fd, &one, sizeof one);
   errno = saved;
+}
+
+void InstallSighupHandler() {
+  struct sigaction sa {};
+  sa.sa_handler = OnSighup;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGHUP, &sa, nullptr);
 }
 
 std::string Describe(const Config& c) {
@@ -43,14 +55,17 @@ bool Reloader::Start(std::string* error) {
     return false;
   }
   g_event_fd.store(event_fd_);
-  struct sigaction sa {};
-  sa.sa_handler = OnSighup;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGHUP, &sa, nullptr);
+  InstallSighupHandler();
+  if (g_pending.load()) {
+    spdlog::info("reload: a SIGHUP came during the start: reloading now");
+    uint64_t one = 1;
+    (void)!::write(event_fd_, &one, sizeof one);
+  }
   thread_ = std::thread([this] { Run(); });
   return true;
 }
+
+void Reloader::CatchSighupEarly() { InstallSighupHandler(); }
 
 void Reloader::Stop() {
   if (!thread_.joinable()) return;
@@ -70,6 +85,7 @@ void Reloader::Run() {
     ssize_t got = ::read(event_fd_, &n, sizeof n);
     if (stop_) return;
     if (got != sizeof n) continue;  // EINTR: wait again
+    g_pending.store(false);  // this reload serves every SIGHUP so far
     ReloadNow();  // several SIGHUPs before this ran: one reload covers them all
   }
 }

@@ -45,8 +45,14 @@ class Reloader {
   Reloader(const Reloader&) = delete;
   Reloader& operator=(const Reloader&) = delete;
 
+  // From the start of main: a SIGHUP before Start (reading the configuration, opening the
+  // store: minutes with several data directories) is kept for Start instead of ending the
+  // daemon, SIGHUP's default. libfuse then leaves SIGHUP alone (it sets its handlers only
+  // where none is set).
+  static void CatchSighupEarly();
   // Makes SIGHUP a reload (replacing libfuse's handler, which would unmount) and starts the
-  // thread that serves it. Call after detaching: threads do not survive fork.
+  // thread that serves it; one that came since CatchSighupEarly is served at once. Call after
+  // detaching: threads do not survive fork.
   bool Start(std::string* error);
   void Stop();
   // Reads, checks and applies the configuration now; false (logged) if nothing changed.

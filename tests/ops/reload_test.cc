@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -150,6 +151,35 @@ TEST_CASE("Reload: a bad file changes nothing, the daemon stays up, and the log 
   CHECK(CommitAs(2000, m, SampleIdentity("globex", 3), 1000) == 0);
   CHECK(CommitAs(3000, m, SampleIdentity("initech"), 1000) == ENOENT);
   CHECK(CommitAs(1000, m, SampleIdentity("acme", 5), 60000) == 0);
+}
+
+// Regression (review, 2026-12-07): until the mount was up, SIGHUP had its default action: a
+// reload sent while the daemon read its configuration or opened its store (minutes with
+// several data directories) ended it with status 129, nothing in its log and nothing mounted,
+// and systemd's Restart=on-failure does not restart a daemon ended by SIGHUP.
+TEST_CASE("Reload: a SIGHUP while the daemon starts is a reload once it serves, not its end") {
+  auto m = std::make_unique<MountedFs>();
+  const std::string config = m->config(), mnt = m->mnt(), log = m->scratch() + "/held.log",
+                    pid_file = m->scratch() + "/held.pid";
+  REQUIRE(m->Stop() == 0);
+  REQUIRE(std::system(("GPUCACHE_TEST_HOLD_START_MS=1000 " GPUCACHEFS_BIN " " + config + " " + mnt +
+                       " -f 2>" + log + " & echo $! > " + pid_file).c_str()) == 0);
+  const pid_t pid = static_cast<pid_t>(std::stol(ReadText(pid_file)));
+  auto wait_for = [&](const std::string& what) {
+    for (int i = 0; i < 1000 && ReadText(log).find(what) == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return ReadText(log).find(what) != std::string::npos;
+  };
+  REQUIRE(wait_for("test: start held"));
+  REQUIRE(::kill(pid, SIGHUP) == 0);
+  CHECK(wait_for("mounted at " + mnt));
+  CHECK(wait_for("reload: configuration reloaded from " + config));
+  CHECK(::kill(pid, 0) == 0);  // still running
+  CAPTURE(ReadText(log));
+  ::kill(pid, SIGTERM);
+  for (int i = 0; i < 500 && ::kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  (void)std::system(("fusermount3 -u -z " + mnt + " 2>/dev/null").c_str());
 }
 
 }  // namespace
