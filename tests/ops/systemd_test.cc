@@ -73,7 +73,8 @@ TEST_CASE("systemd: the unit file verifies") {
 }
 
 // The unit's ExecReload= lines, run in order as systemd runs them (the first failure ends the
-// reload, and systemctl reload exits non-zero), with ${GPUCACHE_CONFIG} and $MAINPID given.
+// reload, and systemctl reload exits non-zero), with GPUCACHE_CONFIG in the environment (and
+// ${GPUCACHE_CONFIG} expanded, as systemd does) and $MAINPID given; "$$" is systemd's "$".
 // Returns the exit status of the first line that failed, 0 if all succeeded.
 int RunReloadLines(const std::string& config, pid_t main_pid) {
   std::ifstream in(GPUCACHE_SOURCE_DIR "/packaging/gpucachefs.service");
@@ -87,8 +88,9 @@ int RunReloadLines(const std::string& config, pid_t main_pid) {
     substitute("/usr/bin/gpucachefs", GPUCACHEFS_BIN);
     substitute("${GPUCACHE_CONFIG}", config);
     substitute("$MAINPID", std::to_string(main_pid));
+    substitute("$$", "$");
     ++lines;
-    int status = std::system((cmd + " 2>/dev/null").c_str());
+    int status = std::system(("GPUCACHE_CONFIG='" + config + "' " + cmd + " 2>/dev/null").c_str());
     if (status != 0) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   REQUIRE(lines > 0);
@@ -115,11 +117,20 @@ TEST_CASE("systemd: a reload of a file start-up would refuse fails, and the daem
   CHECK(::waitpid(main_pid, nullptr, WNOHANG) == 0);  // still running: never signalled
   ::kill(main_pid, SIGKILL);
   ::waitpid(main_pid, nullptr, 0);
-  main_pid = stand_in();
-  CHECK(RunReloadLines(good, main_pid) == 0);
-  int status = 0;
-  CHECK(::waitpid(main_pid, &status, 0) == main_pid);
-  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGHUP));
+  // Regression (review, 2026-12-07): the configuration's path went unquoted into `sh -c`, so
+  // a path with a space failed every reload (and a shell metacharacter in it ran).
+  const std::string spaced = tmp.path() + "/site config.toml";
+  std::filesystem::copy_file(good, spaced);
+  for (const std::string& config : {good, spaced}) {
+    CAPTURE(config);
+    main_pid = stand_in();
+    const int reload = RunReloadLines(config, main_pid);
+    CHECK(reload == 0);
+    if (reload != 0) ::kill(main_pid, SIGKILL);  // never signalled: do not wait for it forever
+    int status = 0;
+    CHECK(::waitpid(main_pid, &status, 0) == main_pid);
+    CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGHUP));
+  }
 }
 
 struct Daemon {
