@@ -11,14 +11,15 @@ Call order (vLLM V1's scheduler, docs/engine-integration.md):
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 from .block_names import BlockNamer, identity_name
-from .connector_types import (BlockOp, ConnectorConfig, LoadSpec, RequestView, SaveSpec, StepInfo,
-                              StepMeta)
+from .connector_types import (RECENT_LOAD_STEPS, BlockOp, ConnectorConfig, LoadSpec, RequestView, SaveSpec,
+                              StepInfo, StepMeta)
 from .vllm_hash import none_hash, request_block_hashes
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,9 @@ class SchedulerCore:
         self._requests: Dict[str, _Request] = {}
         self._matches: Dict[str, _Match] = {}
         self._pending_loads: List[LoadSpec] = []
+        # Engine blocks loaded synchronously, per step, the last RECENT_LOAD_STEPS steps
+        # (StepMeta.attended).
+        self._recent_sync_loads: Deque[Set[int]] = collections.deque(maxlen=RECENT_LOAD_STEPS)
         self.external_tokens = 0  # tokens the engine was told to load from the mount (stats)
         # Requests neither looked up nor saved, by reason (RequestView.uncacheable), counted
         # once per allocation (on_alloc); each reason is logged once.
@@ -139,6 +143,9 @@ class SchedulerCore:
     def build_meta(self, step: StepInfo) -> StepMeta:
         meta = StepMeta(loads=self._pending_loads)
         self._pending_loads = []
+        self._recent_sync_loads.append({i for spec in meta.loads if not spec.is_async
+                                        for op in spec.blocks for i in op.engine_block_ids})
+        recent = set().union(*self._recent_sync_loads)
         for req_id in step.preempted_req_ids:
             if req_id in self._requests:
                 self._requests[req_id].block_ids = []  # freed; new ones come with the resume
@@ -148,10 +155,17 @@ class SchedulerCore:
                 continue  # never looked up: nothing to save for it
             if s.new_block_ids is not None:
                 req.block_ids = list(s.new_block_ids) if s.replace_block_ids else req.block_ids + list(s.new_block_ids)
+            if recent:
+                bs = self.geometry.engine_block_size
+                context = -(-s.num_computed_tokens // bs)
+                attended = [b for b in req.block_ids[:context] if b in recent]
+                if attended:
+                    meta.attended[s.req_id] = (s.num_computed_tokens, attended)
+                end = -(-(s.num_computed_tokens + s.num_scheduled_tokens) // bs)
+                meta.recomputed += [b for b in req.block_ids[context:end] if b in recent]
             saves = self._note_progress(req, s.num_computed_tokens, s.num_scheduled_tokens)
             if saves:
-                context = -(-s.num_computed_tokens // self.geometry.engine_block_size)
-                meta.saves.append(SaveSpec(s.req_id, saves, s.num_computed_tokens, req.block_ids[:context]))
+                meta.saves.append(SaveSpec(s.req_id, saves, s.num_computed_tokens))
         for req_id in step.finished_req_ids:
             self.on_finished(req_id)
         return meta

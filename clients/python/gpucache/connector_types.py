@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .block_names import ModelIdentity
 from .kv_layout import KVGeometry
@@ -87,16 +87,27 @@ class SaveSpec:
     # attending to what the cache holds before it (the worker drops the saves of a step that
     # attended to a block whose load failed).
     computed_from: int = 0
-    # The engine blocks holding tokens [0, computed_from): what the step attended to. Another
-    # request's failed load may have left garbage in one of them (the engine's prefix cache
-    # shares a block loaded synchronously with every request in the same step).
-    context_block_ids: List[int] = dataclasses.field(default_factory=list)
+
+
+# Steps during which an engine block loaded synchronously is followed: its load's failure is
+# known at the end of its own step, and requests scheduled before vLLM heard of it (the next
+# step with asynchronous scheduling, more with pipeline parallelism) may attend to it too.
+RECENT_LOAD_STEPS = 4
 
 
 @dataclasses.dataclass
 class StepMeta:
     loads: List[LoadSpec] = dataclasses.field(default_factory=list)
     saves: List[SaveSpec] = dataclasses.field(default_factory=list)
+    # Per request of the step, saving or not: its num_computed_tokens, and the engine blocks
+    # loaded synchronously in the last RECENT_LOAD_STEPS steps among those its step attends to
+    # (tokens [0, num_computed_tokens)). vLLM's prefix cache shares such a block with other
+    # requests at once, so a failed load is garbage in their KV too, whichever request loaded it.
+    attended: Dict[str, Tuple[int, List[int]]] = dataclasses.field(default_factory=dict)
+    # Of those engine blocks, the ones this step computes again from their first token (a
+    # rewound request). The step writes them before any request attends to them (vLLM writes a
+    # layer's KV into the paged cache, then attends), so they are good from this step on.
+    recomputed: List[int] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass

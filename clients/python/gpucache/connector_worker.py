@@ -12,18 +12,21 @@ engine computes the rest of the step's tokens attending to them before it hears 
 failure (and, with asynchronous scheduling, the next step's too). Their KV is wrong, and
 stored it would be served to every engine: the saves of a request are withheld from its first
 failed load until a step computes again from at or before the failed token (vLLM's rewind).
+The same goes for any request that attended to a block whose load failed (vLLM's prefix cache
+shares it at once): StepMeta.attended says which, _note_attended keeps track.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Deque, Dict, List, Optional, Sequence, Set, Tuple
 
 from .block_names import BlockNamer, ModelIdentity
 from .cold_refill import RefillRun
-from .connector_types import ConnectorConfig, LoadSpec, SaveSpec, StepMeta, WorkerStats
+from .connector_types import RECENT_LOAD_STEPS, ConnectorConfig, LoadSpec, SaveSpec, StepMeta, WorkerStats
 from .kv_layout import PagedLayer, check_paged_layers
 from .layer_load import LayerwiseLoad
 from .layer_save import SaveBatch
@@ -55,13 +58,14 @@ class WorkerCore:
         # req id -> the first token its failed load did not provide: saves computed past it
         # attended to garbage (written under _lock by the async loads too)
         self._failed_from: Dict[str, int] = {}
-        # Engine blocks a synchronous load failed to fill, in this step and the one before:
-        # any request whose context holds one (the engine's prefix cache shares them at once)
-        # attended to garbage, whichever request loaded it. With asynchronous scheduling the
-        # next step was scheduled before vLLM heard of the failure, so it may attend to them
-        # too; the step after that comes after vLLM's rewind.
-        self._failed_blocks: Set[int] = set()
-        self._failed_blocks_before: Set[int] = set()
+        # Engine blocks a synchronous load failed to fill and no step has computed again since,
+        # per step, the last RECENT_LOAD_STEPS steps (this one last). A request whose step
+        # attended to one (StepMeta.attended: the engine's prefix cache shares them at once)
+        # computed that step's tokens over garbage, whichever request loaded the block: its
+        # saves are withheld that step, and after it until a step computes again from where
+        # that one did (vLLM's rewind).
+        self._failed_recent: Deque[Set[int]] = collections.deque(maxlen=RECENT_LOAD_STEPS)
+        self._garbage_now: Set[str] = set()  # requests that attended to one this step
 
     def register(self, layers: Sequence[PagedLayer], names: Optional[Sequence[str]] = None) -> None:
         """The paged cache, one entry per layer in forward order (`names` for the errors).
@@ -77,7 +81,8 @@ class WorkerCore:
     def bind(self, meta: StepMeta) -> None:
         self._meta = meta
         self._save_dropped = False
-        self._failed_blocks_before, self._failed_blocks = self._failed_blocks, set()
+        self._failed_recent.append(set())
+        self._garbage_now = set()
 
     def start_load(self) -> None:
         meta = self._meta or StepMeta()
@@ -137,7 +142,8 @@ class WorkerCore:
             return
         for failed in self._load.finish().values():
             self._errors |= failed
-            self._failed_blocks |= failed
+            if self._failed_recent:
+                self._failed_recent[-1] |= failed
         self._note_failed(self._load)
         self._load = None
 
@@ -165,6 +171,7 @@ class WorkerCore:
         batch, self._save = self._save, None
         self._save_dropped = False
         self._finish_sync_load()  # its failures decide which saves are withheld
+        self._note_attended()
         if batch is None:
             return
         if not batch.wait_gathered():
@@ -177,14 +184,13 @@ class WorkerCore:
         self._bound_inflight()
 
     def _attended_failed_load(self, spec: SaveSpec) -> bool:
-        """True if the step computed `spec`'s blocks past a failed load of its request, or over
-        an engine block another request's load failed to fill in this step. A step that
+        """True if the step computed `spec`'s blocks past a failed load of its request, or past
+        an engine block another request's load failed to fill (_note_attended). A step that
         computes from at or before the failed token recomputes it: from then on the request's
         saves are good again."""
-        context = set(spec.context_block_ids)
-        if not context.isdisjoint(self._failed_blocks) or not context.isdisjoint(self._failed_blocks_before):
-            return True
         with self._lock:
+            if spec.req_id in self._garbage_now:
+                return True
             failed_from = self._failed_from.get(spec.req_id)
             if failed_from is None:
                 return False
@@ -192,6 +198,22 @@ class WorkerCore:
                 del self._failed_from[spec.req_id]
                 return False
             return True
+
+    def _note_attended(self) -> None:
+        """Requests of this step that attended to an engine block whose synchronous load failed
+        lately and that no step has computed again (this one included): their KV from this
+        step's first token on is garbage until a step computes again from there."""
+        meta = self._meta
+        if meta is None or not any(self._failed_recent):
+            return
+        for blocks in self._failed_recent:
+            blocks.difference_update(meta.recomputed)
+        failed = set().union(*self._failed_recent)
+        with self._lock:
+            for req_id, (computed_from, attended) in meta.attended.items():
+                if not failed.isdisjoint(attended):
+                    self._garbage_now.add(req_id)
+                    self._failed_from[req_id] = min(computed_from, self._failed_from.get(req_id, computed_from))
 
     def _bound_inflight(self) -> None:
         self._commits = [(f, n) for f, n in self._commits if not f.done()]
@@ -208,6 +230,7 @@ class WorkerCore:
     def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
         """(requests done sending: none, saves never hold blocks; requests done receiving)."""
         self._finish_sync_load()
+        self._note_attended()
         with self._lock:
             done, self._async_done = self._async_done, {}
             for req_id in finished_req_ids:

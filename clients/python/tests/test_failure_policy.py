@@ -135,13 +135,28 @@ class MountFailureTest(_Case, unittest.TestCase):
         self.assertEqual(worker.stats.skipped_commits.get("load-failed"), 2)
         for ident in identities(self.cfg, sharer.prompt)[4:6]:
             self.assertFalse(os.path.exists(MountClient(self.daemon.mnt).path_of(ident)))
-        # With asynchronous scheduling the next step was scheduled before vLLM heard of the
-        # failure: a save over those blocks is withheld then too, and good again after.
-        over_block_2 = SaveSpec("later", [], 3 * BLOCK, shared[:12])
-        worker.bind(StepMeta())
-        self.assertTrue(worker._attended_failed_load(over_block_2))
-        worker.bind(StepMeta())
-        self.assertFalse(worker._attended_failed_load(over_block_2))
+        # The sharer's later saves stay withheld until it computes again from where that step
+        # did (vLLM's rewind), after which they are good.
+        self.assertTrue(worker._attended_failed_load(SaveSpec("sharer", [], 6 * BLOCK)))
+        # With asynchronous scheduling (or pipeline parallelism) a request scheduled before
+        # vLLM heard of the failure may attend to the block in a later step: it is withheld as
+        # well, whether or not that step saves anything, and from then on, until it computes
+        # again from there. One attending to the block in a step that computes it again, or a
+        # few steps on (its engine id given to another request), is not.
+        def step(attended, recomputed=()):
+            worker.bind(StepMeta(attended=attended, recomputed=list(recomputed)))
+            worker.wait_for_save()
+            worker.get_finished(set())
+        step({"late": (5 * BLOCK, shared)})
+        self.assertTrue(worker._attended_failed_load(SaveSpec("late", [], 6 * BLOCK)))
+        step({"later": (4 * BLOCK, shared)})  # no save this step
+        self.assertTrue(worker._attended_failed_load(SaveSpec("later", [], 5 * BLOCK)))
+        step({"rewound": (5 * BLOCK, shared)}, recomputed=shared[8:])  # the loader again
+        self.assertFalse(worker._attended_failed_load(SaveSpec("rewound", [], 5 * BLOCK)))
+        self.assertTrue(worker._attended_failed_load(SaveSpec("later", [], 5 * BLOCK)))
+        self.assertFalse(worker._attended_failed_load(SaveSpec("later", [], 4 * BLOCK)))  # rewound
+        step({"fresh": (5 * BLOCK, shared)})  # computed again, so no longer failed
+        self.assertFalse(worker._attended_failed_load(SaveSpec("fresh", [], 5 * BLOCK)))
         worker.close()
 
 

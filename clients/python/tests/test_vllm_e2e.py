@@ -14,6 +14,7 @@ through run_in_venv.sh, which skips with 77 when the venv is missing). A tiny ra
      same tokens (the connector recomputes what does not load).
 """
 
+import errno
 import gc
 import os
 import re
@@ -38,7 +39,8 @@ import vllm  # noqa: E402  (fails loudly: this test only runs where vLLM is inst
 from vllm import LLM, SamplingParams  # noqa: E402
 
 from daemon import Daemon, is_mounted  # noqa: E402
-from gpucache import vllm_connector  # noqa: E402
+from gpucache import block_io, vllm_connector  # noqa: E402
+from gpucache.client import MountClient  # noqa: E402
 from gpucache.connector_types import RequestView  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -205,6 +207,73 @@ class VllmEndToEndTest(unittest.TestCase):
         del llm
         gc.collect()
         print("e2e done in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
+
+    # Regression (review, 2026-12-07), with vLLM's default of prefix caching on: a block loaded
+    # synchronously is shared with every request of the step at once. When its load failed,
+    # only the loading request's saves were held back: another request that attended to it
+    # stored blocks computed over garbage, and a later request over them generated other tokens.
+    def test_with_prefix_caching_a_failed_load_shared_by_two_requests_stores_no_garbage(self):
+        x = self.p1  # stores 3 blocks
+        a = self.p1[:192] + self.p2[200:230]  # shares them
+        b = self.p1[:192] + list(reversed(self.p1[:140]))  # shares them and adds 2 blocks
+        params = SamplingParams(temperature=0, max_tokens=MAX_TOKENS)
+
+        def generate(llm, prompts):
+            outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+            return [list(o.outputs[0].token_ids) for o in outs]
+
+        def llm(kv_transfer_config=None):
+            return LLM(model=self.model, dtype="float32", max_model_len=1024, block_size=ENGINE_BLOCK,
+                       enforce_eager=True, seed=0, enable_prefix_caching=True,
+                       kv_transfer_config=kv_transfer_config)
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+        engine = llm()
+        ref_b = generate(engine, [b])[0]
+        del engine
+        gc.collect()
+        cleanup_dist_env_and_memory()
+        daemon = Daemon()
+        try:
+            engine = llm({"kv_connector": "GpucacheConnector", "kv_connector_module_path": "gpucache.vllm_connector",
+                          "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
+                          "kv_connector_extra_config": {"mount": daemon.mnt, "tenant": "acme", "hash_seed": "0",
+                                                        "model_config_digest": "sha256:tiny-llama-e2e-pc",
+                                                        "block_tokens": BLOCK_TOKENS}})
+            from vllm.distributed.kv_transfer import get_kv_transfer_group
+            worker = get_kv_transfer_group()._worker
+            scheduler = engine.llm_engine.engine_core.engine_core.scheduler.connector._scheduler
+            generate(engine, [x])
+            worker.drain()
+            # One EIO at the open of block 0 (as a checksum failure or an eviction race gives).
+            chain0 = scheduler._request(RequestView("probe", x)).chains[0]
+            scheduler.on_finished("probe")
+            block0 = MountClient(daemon.mnt).path_of(scheduler.namer.identity(chain0, ""))
+            real_open, fired = block_io.BlockSource._open, []
+
+            def failing_open(source):
+                if source.path == block0 and not fired:
+                    fired.append(source.path)
+                    raise OSError(errno.EIO, "injected")
+                return real_open(source)
+            block_io.BlockSource._open = failing_open
+            try:
+                engine.reset_prefix_cache()
+                self.assertEqual(generate(engine, [a, b])[1], ref_b)
+                worker.drain()
+            finally:
+                block_io.BlockSource._open = real_open
+            self.assertEqual(fired, [block0])
+            self.assertGreaterEqual(worker.stats.skipped_commits.get("load-failed", 0), 1)
+            # What was stored over the shared prefix is what recomputation gives.
+            engine.reset_prefix_cache()
+            loaded = worker.stats.loaded_blocks
+            self.assertEqual(generate(engine, [b])[0], ref_b)
+            self.assertEqual(worker.stats.loaded_blocks - loaded, (len(b) - 1) // BLOCK_TOKENS)
+            del engine
+            gc.collect()
+            cleanup_dist_env_and_memory()
+        finally:
+            daemon.close()
 
 
 if __name__ == "__main__":
