@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -82,24 +84,33 @@ std::string NotOurs(const std::string& mountpoint) {
 // into whatever file .gpucache/ctl names there, through a symlink too (found by review).
 std::optional<json> Request(const std::string& mountpoint, const json& request, std::string& error,
                             int* err) {
-  if (!FindGpucacheMount(mountpoint)) {
-    if (err) *err = ENODEV;
-    error = NotOurs(mountpoint);
+  std::optional<MountedPath> mount = FindGpucacheMount(mountpoint);
+  if (!mount) {
+    struct stat st {};
+    // A stale mount reached through a link cannot be resolved to the mount table's path.
+    bool stale = ::stat(mountpoint.c_str(), &st) != 0 && errno == ENOTCONN;
+    if (err) *err = stale ? ENOTCONN : ENODEV;
+    error = stale ? StaleMount(mountpoint) : NotOurs(mountpoint);
     return std::nullopt;
   }
   std::string path = mountpoint + "/.gpucache/ctl";
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     int e = errno;
-    if (err) *err = e;
+    if (err) *err = e == ELOOP ? ENODEV : e;
     error = e == ENOTCONN ? StaleMount(mountpoint)
+            : e == ELOOP  ? NotOurs(mountpoint)  // a link in place of the control file
                           : path + ": " + std::strerror(e) + " (is gpucachefs mounted there?)";
     return std::nullopt;
   }
-  // The file opened is a FUSE file (the mount table was read before the open: a mount swapped
-  // in between is caught here).
+  // The file opened is in the gpucachefs mount found (the mount table was read before the
+  // open: a path swapped in between, to another FUSE filesystem too, is caught here).
   struct statfs sfs {};
-  if (::fstatfs(fd, &sfs) != 0 || sfs.f_type != kFuseSuperMagic) {
+  struct stat st {};
+  const std::string dev = ::fstat(fd, &st) == 0
+                              ? std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev))
+                              : "";
+  if (::fstatfs(fd, &sfs) != 0 || sfs.f_type != kFuseSuperMagic || dev != mount->majmin) {
     ::close(fd);
     if (err) *err = ENODEV;
     error = NotOurs(mountpoint);

@@ -220,7 +220,7 @@ std::optional<MountedPath> FindGpucacheMount(const std::string& path, const std:
     if (!holder || holder->fstype != "fuse.gpucachefs") continue;
     const std::string& mp = holder->mountpoint;
     std::string inside = c.size() > mp.size() ? c.substr(mp == "/" ? 1 : mp.size() + 1) : "";
-    return MountedPath{mp, inside};
+    return MountedPath{mp, inside, holder->majmin};
   }
   return std::nullopt;
 }

@@ -45,6 +45,7 @@ std::vector<BlockDevice> Discover(const DiscoverRoots& roots,
 struct MountedPath {
   std::string mountpoint;
   std::string inside;  // "acme/ns", no leading or trailing slash
+  std::string majmin;  // the mount's device, "0:53" (st_dev of every file in it)
 };
 std::optional<MountedPath> FindGpucacheMount(const std::string& path,
                                              const std::string& proc = "/proc");
