@@ -108,7 +108,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
     Tick();
     if (!Contains(slot)) return;
     Features& f = features_[slot];
-    if (f.sampled()) Learn(f.Class(), AgeOf(slot), false);
+    if (f.sampled()) Learn(f.Class(), GapOf(slot), false);
     Unlink(slot);
     f.Set(Features::kUses, 2, std::min<uint32_t>(3, f.uses() + 1));
     f.Set(Features::kFresh, 1, 0);
@@ -127,7 +127,7 @@ class PrefixReusePolicy final : public EvictionPolicy {
     const Features f = features_[slot];
     uint32_t age = AgeOf(slot);
     evict_age_ += (static_cast<double>(age) - evict_age_) / kEvictAgeSmoothing;
-    if (f.sampled() && key_of_) Remember(key_of_(slot), f.Class(), now32() - age, age);
+    if (f.sampled() && key_of_) Remember(key_of_(slot), f.Class(), GapOf(slot));
     Unlink(slot);
     tree_.Detach(slot);  // orphans its children
   }
@@ -192,10 +192,17 @@ class PrefixReusePolicy final : public EvictionPolicy {
   uint32_t now32() const { return static_cast<uint32_t>(now_); }
   // The coarse clock blocks keep their last use in: one tick is 2^shift_ events.
   uint16_t now16() const { return static_cast<uint16_t>(now_ >> shift_); }
-  // Events since the block's last use, to a tick (rounded down).
+  // Events since the block's last use, in whole ticks (off by up to a tick either way: both
+  // ends are rounded to their tick).
   uint32_t AgeOf(Slot s) const {
     uint64_t age = uint64_t{static_cast<uint16_t>(now16() - last_[s])} << shift_;
     return static_cast<uint32_t>(std::min<uint64_t>(age, std::numeric_limits<uint32_t>::max()));
+  }
+  // As AgeOf, but for what the policy learns: an age Clamp held is longer than the clock can
+  // tell, so it counts as "never" (not as a reuse at the clamp, which would pull tau down).
+  uint32_t GapOf(Slot s) const {
+    return static_cast<uint16_t>(now16() - last_[s]) >= kMaxAgeTicks ? std::numeric_limits<uint32_t>::max()
+                                                                     : AgeOf(s);
   }
   // A tick of about 1/1024 to 1/2048 of the capacity: ages keep that resolution, and reach
   // 16 to 32 capacities before Clamp holds them there.
@@ -312,10 +319,10 @@ class PrefixReusePolicy final : public EvictionPolicy {
     ghosts_.erase(g);
   }
   // A sampled block left, `age` events after its last use: followed until it comes back.
-  void Remember(PolicyKey key, int cls, uint32_t last_use, uint32_t age) {
+  void Remember(PolicyKey key, int cls, uint32_t age) {
     if (age > Horizon()) Count(cls, false);
     if (age > kGhostHorizon * tau_) return;
-    ghosts_[key] = Ghost{last_use, static_cast<uint8_t>(cls), age > Horizon()};
+    ghosts_[key] = Ghost{static_cast<uint32_t>(now_ - age), static_cast<uint8_t>(cls), age > Horizon()};
     expiry_.emplace_back(now_ - age, key);
     // Bounded: past the limit the oldest ghosts go, counted if their outcome is known (older
     // than tau: not used again within tau), else not counted either way.

@@ -275,7 +275,8 @@ TEST_CASE("Policy: prefix-reuse evicts a request's unique tail before a chain li
   CHECK(d.p->Victim(not_old) == tail);
   // Without what it learned (a fresh policy), age alone decides: the older leaf goes first
   // among full blocks, and partial ones are not special beyond the prior. (A capacity of 1,000
-  // blocks: ages are kept to a tick of 1/1024 to 1/2048 of it, and these differ by one event.)
+  // blocks: its tick is one event, and these ages differ by one event. At 1 << 20 a tick is
+  // 1,024 events, and ages closer than that tie.)
   ReuseDriver fresh(1000);
   Slot a = fresh.Insert(1);
   Slot b = fresh.Insert(2, a);
