@@ -304,8 +304,23 @@ int Drain(const std::string& mountpoint, const std::string& action, bool as_json
   });
 }
 
+namespace {
+// A data directory as the daemon knows it: absolute, links resolved, no trailing '/'. So the
+// configuration's own spelling (a link), "d2/", or a path relative to here all name it (found
+// by review: only the resolved path itself was found, mid-incident).
+std::string DataDirArgument(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(dir, ec);
+  if (ec) return dir;
+  std::filesystem::path real = std::filesystem::weakly_canonical(p, ec);  // a dead device: EIO
+  std::string s = (ec ? p.lexically_normal() : real).string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+}  // namespace
+
 int Isolate(const std::string& mountpoint, const std::string& dir, bool as_json) {
-  return Send(mountpoint, {{"op", "isolate"}, {"dir", dir}}, as_json, [&](const json&) {
+  return Send(mountpoint, {{"op", "isolate"}, {"dir", DataDirArgument(dir)}}, as_json, [&](const json&) {
     return "isolated " + dir + ": its blocks are misses now; remove it from the configuration "
            "before the next start\n";
   });

@@ -324,6 +324,25 @@ TEST_CASE("cli: a stale mount is named as such, with the command that clears it"
   CHECK(Has(r.err, link + ": stale mount"));
 }
 
+// Regression (review, 2026-12-07): isolate found a data directory only by its resolved path:
+// the configuration's own spelling through a link, "DIR/" or a relative path got ENOENT.
+TEST_CASE("cli: isolate takes a data directory as configured, with a trailing slash, or relative") {
+  TempDir dirs;
+  REQUIRE(::mkdir((dirs.path() + "/real0").c_str(), 0755) == 0);
+  REQUIRE(::symlink((dirs.path() + "/real0").c_str(), (dirs.path() + "/link0").c_str()) == 0);
+  const std::string d0 = dirs.path() + "/link0", d1 = dirs.path() + "/nvme1";
+  MountedFs m("data_dirs = [\"" + d0 + "\", \"" + d1 + "\"]\n" + TestConfig());
+  Run first = Ctl("isolate " + m.mnt() + " " + d0);  // as the configuration spells it
+  CHECK(first.rc == 0);
+  CHECK(Has(first.out, "isolated " + d0));
+  CHECK(JsonOf(Ctl("status --json " + m.mnt()))["data_dirs"][0]["isolated"] == true);
+  // Isolated already: each other spelling finds it too (ENOENT if it did not).
+  CHECK(Ctl("isolate " + m.mnt() + " " + d0 + "/").rc == 0);
+  CHECK(CtlIn(dirs.path(), "isolate " + m.mnt() + " link0").rc == 0);
+  CHECK(CtlIn(dirs.path(), "isolate " + m.mnt() + " ./real0/").rc == 0);
+  CHECK(Ctl("isolate " + m.mnt() + " " + dirs.path() + "/elsewhere").rc == 2);
+}
+
 // Regression (issue 17): a second put of a committed block failed with EEXIST and exit 2.
 TEST_CASE("cli: gpucache-client put of a block already committed succeeds and says so") {
   MountedFs m;
