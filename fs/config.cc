@@ -42,8 +42,8 @@ backing_io = "posix"
 # rest) or "before_mount" (every file first, as before). adr/0016.
 verify_blocks = "background"
 
-# Global limits; 0 means unlimited. The same keys (but eviction_policy and
-# reservation_lease) may be set per tenant in its [tenants.NAME] table.
+# Global limits; 0 means unlimited. The same keys (but eviction_policy,
+# reservation_lease and min_free_percent) may be set per tenant in its [tenants.NAME] table.
 [limits]
 max_block_bytes = 268435456      # larger blocks fail with EFBIG
 max_inflight_requests = 0        # fills in flight (EAGAIN)

@@ -17,10 +17,20 @@ Config WithReloadable(const Config& base, const Config& fresh) {
   return c;
 }
 
+// The key lines of an effective configuration, each named with its table ("cold.max_bytes =
+// 5000000", not "max_bytes = 5000000", which four tables could hold).
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
+  std::string table;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line.front() == '[' && line.back() == ']') {
+      table = line.substr(1, line.size() - 2) + ".";
+      continue;
+    }
+    out.push_back(table + line);
+  }
   return out;
 }
 

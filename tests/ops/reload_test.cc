@@ -101,6 +101,20 @@ TEST_CASE("Reload: a good file adds and removes tenants and changes quotas, a fi
 
 // Regression (review, 2026-12-06): the configuration's path was resolved once, at start, so a
 // reload after its link was moved re-read the old file, and logged a success.
+// Regression (review, 2026-12-07): the kept values were logged without their table
+// ("max_bytes = 5000000": [cold]'s, or a tenant's?).
+TEST_CASE("Reload: a key that needs a restart is logged with its table, and keeps its value") {
+  MountedFs m;
+  std::string log = Reload(m, "sync_commits = true\n" + TestConfig() + "[ram]\npromote = \"commit\"\n"
+                                                                   "[cold]\nmax_bytes = 5000000\n");
+  CHECK(log.find("reload: configuration reloaded") != std::string::npos);
+  const std::string kept = "reload: needs a restart, kept the running value instead of: ";
+  CHECK(log.find(kept + "ram.promote = 'commit'") != std::string::npos);
+  CHECK(log.find(kept + "cold.max_bytes = 5000000") != std::string::npos);
+  CHECK(log.find(kept + "sync_commits = true") != std::string::npos);
+  CHECK(ReadText(m.mnt() + "/.gpucache/config").find("max_bytes = 1073741824") != std::string::npos);
+}
+
 TEST_CASE("Reload: a configuration named by a link is re-read through the link") {
   MountedFs m;
   REQUIRE(m.Stop() == 0);
