@@ -143,6 +143,13 @@ int InspectMounted(const std::string& path, bool verify, bool as_json) {
 int InspectFile(const std::string& path, bool verify, bool as_json) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Absent(path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {  // a directory read as a header: "I/O error"
+    ::close(fd);
+    return Fail(path + ": " + (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") +
+                    ", not a block file",
+                2, S_ISDIR(st.st_mode) ? EISDIR : EINVAL);
+  }
   Result<BlockHeader> h = ReadBlockHeader(fd);
   if (!h.ok()) {
     ::close(fd);
@@ -328,6 +335,11 @@ int Isolate(const std::string& mountpoint, const std::string& dir, bool as_json)
 
 int Discover(const std::string& sysfs, const std::string& proc, const std::string& dev,
              bool as_json) {
+  // A tree that is not there is a mistake, not a machine without block devices.
+  for (const std::string& dir : {sysfs + "/class/block", proc, dev}) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) return Fail(dir + ": " + std::strerror(errno), 2, errno);
+  }
   std::unique_ptr<Progress> progress;
   auto devices = Discover(DiscoverRoots{sysfs, proc, dev}, [&](size_t done, size_t total) {
     if (!progress) {  // only on a terminal, and only once the scan has taken a second

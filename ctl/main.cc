@@ -217,8 +217,9 @@ int main(int argc, char** argv) {
   cretain->add_option("SECONDS", cold_args.seconds)->check(kWholeNumber)->required();
   auto* cpurge = cold_op("purge-tenant", "delete a retired tenant's cold objects, in bounded batches (admin)");
   cpurge->add_option("TENANT", cold_args.tenant, "a tenant listed in [cold] retired_tenants")->required();
-  cpurge->add_option("--max-manifests", cold_args.max_manifests, "manifests per request (default 100)")
-      ->check(kWholeNumber);
+  cpurge->add_option("--max-manifests", cold_args.max_manifests, "manifests per request, 1 to 100000 (default 100)")
+      ->check(kWholeNumber)
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100000}));
 
   // --json anywhere asks for JSON on every outcome, bad usage included (before parsing, which
   // may fail before the flag is seen).

@@ -212,7 +212,9 @@ CacheIdentity IdentityFromTomlFile(const std::string& path) {
   try {
     t = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
-    throw std::runtime_error(path + ":" + std::to_string(e.source().begin.line) + ": " +
+    // A file that could not be read has no line ("path:0: File could not be opened").
+    const auto line = e.source().begin.line;
+    throw std::runtime_error(path + (line ? ":" + std::to_string(line) : std::string()) + ": " +
                              std::string(e.description()));
   }
   RejectUnknownKeys(t, kIdentityKeys, "");

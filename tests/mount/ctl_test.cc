@@ -79,6 +79,31 @@ TEST_CASE("gpucachectl: path, lookup, status and inspect") {
   CHECK(oj["verified"] == "ok");
 }
 
+bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Regressions (review, 2026-12-07): discover of a tree that is not there printed an empty
+// table and exited 0; inspect of a directory said "cannot read its header (I/O error)"; a
+// --max-manifests the daemon refuses passed the tool (exit 2 from the daemon, not 64); a
+// missing identity file was "path:0: ...".
+TEST_CASE("gpucachectl: a missing tree, a directory, an out-of-range batch and a missing file are named") {
+  TempDir tmp;
+  Run discover = Ctl("discover --sysfs " + tmp.path() + "/none");
+  CHECK(discover.rc == 2);
+  CHECK(Has(discover.out, tmp.path() + "/none/class/block: No such file or directory"));
+  Run dir = Ctl("inspect " + tmp.path());
+  CHECK(dir.rc == 2);
+  CHECK(Has(dir.out, tmp.path() + ": a directory, not a block file"));
+  for (std::string n : {"0", "100001"}) {
+    CAPTURE(n);
+    Run r = Ctl("cold purge-tenant " + tmp.path() + " old --max-manifests " + n);
+    CHECK(r.rc == 64);
+    CHECK(Has(r.out, "--max-manifests"));
+  }
+  Run missing = Ctl("path " + tmp.path() + "/none.toml");
+  CHECK(missing.rc == 64);
+  CHECK(Has(missing.out, tmp.path() + "/none.toml: File could not be opened"));
+}
+
 TEST_CASE("gpucachectl: clear errors and exit codes") {
   TempDir tmp;
   CHECK(Ctl("").rc == 64);
