@@ -6,9 +6,9 @@ commits, reads, probes and looks up blocks through a mounted gpucachefs.
 
 Failure policy for engines
 --------------------------
-The cache is only ever an optimisation. Any error on the read side -- a miss (ENOENT), EIO
-(a checksum failure or a block being dropped), EBUSY (the block is still being written),
-ENOTCONN (the daemon is gone), EACCES, an identity mismatch, a short or unparsable reply --
+The cache is only ever an optimisation. Any error on the read side -- a miss (ENOENT: a block
+still being written is one too), EIO (a checksum failure or a block being dropped), ENOTCONN
+(the daemon is gone), EACCES, an identity mismatch, a short or unparsable reply --
 means: recompute the KV for that block and everything after it. Never use bytes from a
 failed or partial read, and never retry in a loop on the hot path. On the write side a failed
 commit (EEXIST included: someone else has, or is writing, the block) is simply dropped.

@@ -301,6 +301,10 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
     extra: Dict[str, Any] = {key: value for key, value in
                              (vllm_config.kv_transfer_config.kv_connector_extra_config or {}).items()
                              if value is not None}
+    missing = [key for key in ("mount", "tenant", "model_config_digest") if key not in extra]
+    if missing:  # named here, not a bare KeyError from somewhere below
+        raise ValueError("GpucacheConnector: kv_connector_extra_config needs %s (docs/engine-integration.md)"
+                         % ", ".join(repr(key) for key in missing))
     mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
     # Decode (prefill) context parallelism splits a block's tokens across ranks: a scheduler
     # block id covers block_size x DCP tokens and each rank keeps every DCP-th of them, which

@@ -223,6 +223,15 @@ class VllmShellTest(unittest.TestCase):
         self.assertEqual(revision(model_revision="my-model@sha256:abc"), "my-model@sha256:abc")
         self.assertEqual(config_from_vllm(self.config)[1].model_revision, "meta-llama/Llama-3.1-8B@" + COMMIT)
 
+    # Regression (review, 2026-12-07): a missing required key was a bare KeyError.
+    def test_a_missing_required_key_is_named(self):
+        from gpucache.vllm_connector import config_from_vllm
+        for key in ("mount", "tenant", "model_config_digest"):
+            config = vllm_config(self.tmp.name)
+            del config.kv_transfer_config.kv_connector_extra_config[key]
+            with self.subTest(key), self.assertRaisesRegex(ValueError, "needs '%s'" % key):
+                config_from_vllm(config)
+
     # Regression (review, 2026-12-06): a repo id without --revision was named "@main", which
     # moves; now its cached snapshot's commit, or a refusal at construction.
     def test_a_repo_id_without_a_revision_and_no_cached_snapshot_is_refused(self):
