@@ -1,6 +1,10 @@
 #include "cold/async_ops.h"
 
+#include <errno.h>
+
 #include <map>
+
+#include "common/control_protocol.h"
 
 namespace gpucache::cold {
 
@@ -149,6 +153,18 @@ uint64_t AsyncOps::TakeNextLocked(std::deque<uint64_t>& queue) {
   return id;
 }
 
+// An op's exception ends that op, not the daemon: it would otherwise leave this worker thread
+// (std::terminate). The synchronous path has the same net (ControlPlane::Handle).
+std::string AsyncOps::RunOne(const std::function<std::string()>& work) {
+  try {
+    return work();
+  } catch (const std::exception& e) {
+    return control_protocol::Error(EIO, std::string("the op failed: ") + e.what());
+  } catch (...) {
+    return control_protocol::Error(EIO, "the op failed");
+  }
+}
+
 void AsyncOps::Run(Lane lane) {
   const size_t queue = static_cast<size_t>(lane);
   MutexLock lock(mu_);
@@ -167,7 +183,7 @@ void AsyncOps::Run(Lane lane) {
     it->second.state = State::kRunning;
     std::function<std::string()> work = std::move(it->second.work);
     lock.Unlock();
-    std::string reply = work();  // the object store I/O, without the lock
+    std::string reply = RunOne(work);  // the object store I/O, without the lock
     lock.Lock();
     it = ops_.find(id);  // a running op is never evicted, but stay defensive
     if (it == ops_.end()) continue;

@@ -98,6 +98,7 @@ class AsyncOps {
   // does not hold up another key's behind all of them.
   uint64_t TakeNextLocked(std::deque<uint64_t>& queue) REQUIRES(mu_);
   void Run(Lane lane);
+  static std::string RunOne(const std::function<std::string()>& work);
   void EvictExpiredLocked() REQUIRES(mu_);
   bool EvictOldestDoneOfLocked(const std::string& key) REQUIRES(mu_);
   size_t HeldByLocked(const std::string& key) const REQUIRES(mu_);

@@ -135,6 +135,11 @@ std::string ControlPlane::Handle(const Principal& c, std::string_view request) {
     // A field of a type its handler did not check for: refused, never the daemon's end (each
     // handler checks what it changes state on before changing it; this is the net under them).
     reply = Error(EINVAL, std::string("malformed request: ") + e.what());
+  } catch (const std::exception& e) {
+    // Anything else a handler throws (out of memory, a bug) fails this request, not the
+    // daemon: it would otherwise unwind into libfuse's C frames and terminate the process.
+    spdlog::error("control: a request failed: {}", e.what());
+    reply = Error(EIO, std::string("the request failed: ") + e.what());
   }
   if (!req.is_object() || !req.contains("op") || !req["op"].is_string()) return reply;
   ActionLog level = LogLevelOf(req["op"].get<std::string>());

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,21 @@ TEST_CASE("AsyncOps: bounded: live ops fill it and refuse more, finished ones ar
   uint64_t d = ops.Submit(1000, [] { return std::string("{\"ok\":true}\n"); });
   CHECK(d != 0);
   CHECK(ops.held() <= 2);
+}
+
+// Regression (2026-12-07): an op that threw left its worker thread, which ends the process
+// (std::terminate): the daemon, for one failed request.
+TEST_CASE("AsyncOps: an op that throws answers EIO, and the worker goes on with the next op") {
+  AsyncOps ops(1, 8);
+  uint64_t bad = ops.Submit(1000, []() -> std::string { throw std::runtime_error("listing too long"); });
+  uint64_t next = ops.Submit(1000, [] { return std::string("{\"ok\":true}\n"); });
+  REQUIRE(bad != 0);
+  REQUIRE(next != 0);
+  AsyncOps::Poll p = ops.Take(bad, 1000, false, std::chrono::milliseconds(10000));
+  CHECK(p.state == AsyncOps::State::kDone);
+  CHECK(p.reply.find("\"errno\":\"EIO\"") != std::string::npos);
+  CHECK(p.reply.find("the op failed: listing too long") != std::string::npos);
+  CHECK(ops.Take(next, 1000, false, std::chrono::milliseconds(10000)).reply == "{\"ok\":true}\n");
 }
 
 TEST_CASE("AsyncOps: one tenant's unpolled ops take at most its share, and another tenant's are still taken") {
