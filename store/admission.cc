@@ -89,10 +89,19 @@ StatusCode Admission::AdmitBytes(const std::string& tenant, uint64_t old_size,
   if (new_size > MaxBlockBytes(tenant)) return StatusCode::kTooLarge;
   if (new_size <= old_size) return StatusCode::kOk;
   uint64_t growth = new_size - old_size;
-  if (!Within(GlobalUsage().inflight_bytes + growth, limits_.global.max_inflight_bytes) ||
-      !Within(UsageOf(tenant).inflight_bytes + growth, limits_.Tenant(tenant).max_inflight_bytes)) {
+  const Usage global = GlobalUsage(), mine = UsageOf(tenant);
+  if (!Within(global.inflight_bytes + growth, limits_.global.max_inflight_bytes) ||
+      !Within(mine.inflight_bytes + growth, limits_.Tenant(tenant).max_inflight_bytes)) {
     return StatusCode::kExhausted;
   }
+  // What is written and not committed counts against the retained limits too: no more than
+  // them in flight (each commit then makes room among what is retained). Without it, .part
+  // files held open were bounded by nothing, and a block declared larger than its tenant's
+  // quota evicted other tenants' blocks on a full device for a commit then refused (review).
+  if (!Within(mine.inflight_bytes + growth, limits_.Tenant(tenant).max_retained_bytes)) {
+    return StatusCode::kTenantQuota;
+  }
+  if (!Within(global.inflight_bytes + growth, limits_.global.max_retained_bytes)) return StatusCode::kNoSpace;
   return StatusCode::kOk;
 }
 
