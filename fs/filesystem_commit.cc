@@ -36,6 +36,9 @@ Result<size_t> Filesystem::WriteFrame(const Principal& c, Handle& h, uint64_t of
   {
     MutexLock lock(h.mu);
     FrameState& f = h.frame;
+    // Refusals are counted under the frame's tenant: a block over one request (max_write) meets
+    // its commit, and any refusal of it, in a later write than the header's.
+    if (!f.address.tenant.empty()) Metrics::NoteTenant(f.address.tenant);
     // Writes to one open run in parallel: a frame in progress belongs to the thread that wrote
     // its header. Another thread's write neither restarts it nor adds to it, and changes nothing
     // (a second frame at offset 0 would otherwise drop the first, whose later writes then went
@@ -47,6 +50,7 @@ Result<size_t> Filesystem::WriteFrame(const Principal& c, Handle& h, uint64_t of
       f = FrameState{};
       f.thread = c.thread;
     } else if (f.failed != StatusCode::kOk) {
+      Metrics::NoteRepeatedRefusal();
       return f.failed;
     } else if (f.done || f.received == 0 || offset != f.received) {
       // Frames are written in order, one at a time per open file (not with AIO, which may send

@@ -141,6 +141,7 @@ void LogRefusedFill(fuse_req_t req, StatusCode s) {
 void Refused(fuse_req_t req, StatusCode s) {
   // A miss and an attribute a node lacks are answers, not refusals.
   if (s == StatusCode::kOk || s == StatusCode::kNotFound || s == StatusCode::kNoAttribute) return;
+  if (Metrics::RepeatedRefusal()) return;  // counted (and logged) when it was first answered
   Fs(req).metrics().RecordRefusal(s);
   if (s == StatusCode::kTenantQuota || s == StatusCode::kTooLarge || s == StatusCode::kNoSpace) {
     LogRefusedFill(req, s);

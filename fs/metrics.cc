@@ -19,6 +19,7 @@ namespace gpucache {
 namespace {
 
 thread_local std::string t_request_tenant;
+thread_local bool t_request_repeats_refusal = false;
 
 std::string TenantLabel(const std::string& tenant) { return Label("tenant", tenant); }
 
@@ -141,7 +142,12 @@ void Metrics::RecordBlockRead(const std::string& tenant, uint64_t bytes) {
 }
 
 void Metrics::NoteTenant(std::string_view tenant) { t_request_tenant.assign(tenant); }
-void Metrics::BeginRequest() { t_request_tenant.clear(); }
+void Metrics::NoteRepeatedRefusal() { t_request_repeats_refusal = true; }
+bool Metrics::RepeatedRefusal() { return t_request_repeats_refusal; }
+void Metrics::BeginRequest() {
+  t_request_tenant.clear();
+  t_request_repeats_refusal = false;
+}
 const std::string& Metrics::CurrentTenant() { return t_request_tenant; }
 
 void Metrics::RecordRefusal(StatusCode s) {

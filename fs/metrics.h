@@ -83,6 +83,10 @@ class Metrics {
   void RecordReload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).fetch_add(1, kRelaxed); }
   // The tenant the current request on this thread is about ("" until named).
   static void NoteTenant(std::string_view tenant);
+  // The current request repeats a refusal already counted (the rest of a frame that failed,
+  // written again after a short write): RecordRefusal leaves it out.
+  static void NoteRepeatedRefusal();
+  static bool RepeatedRefusal();
   static void BeginRequest();
   // The tenant NoteTenant named for the current request on this thread ("" if none).
   static const std::string& CurrentTenant();

@@ -224,6 +224,23 @@ TEST_CASE("Commit channel: a fill in flight, quotas and the size limit answer as
   CHECK(Stats(m).find(" reservations=0 ") != std::string::npos);
 }
 
+// Regression (review, 2026-12-07): a block over one write request (max_write, 1 MiB) meets its
+// commit in a later request than its header's; a refusal there was counted under tenant "" (seen
+// by admins only), and again when the writer sent the rest of its short write.
+TEST_CASE("Commit channel: a refusal after the header's request is counted once, under its tenant") {
+  MountedFs m(TestConfig("", "max_retained_bytes = 3000000"));
+  MountClient client(m.mnt());
+  CacheIdentity held = SampleIdentity("acme", 4);
+  REQUIRE(client.Commit(held, Payload(2500000)) == 0);
+  REQUIRE(Control(m, R"({"op": "pin", "path": ")" + AddressOf(held).RelativePath() + R"("})").find("\"ok\":true") !=
+          std::string::npos);
+  // In flight it fits the quota; at its commit the pinned block cannot make room: EDQUOT.
+  CacheIdentity more = SampleIdentity("acme", 8);
+  CHECK(WriteFrame(m, FrameFor(more, Payload(1500000))) == EDQUOT);
+  CHECK(Metric(m, "gpucache_refusals_total{tenant=\"acme\",errno=\"EDQUOT\",reason=\"tenant quota exceeded\"}") == 1);
+  CHECK(Metric(m, "gpucache_refusals_total{tenant=\"\",errno=\"EDQUOT\",reason=\"tenant quota exceeded\"}") == -1);
+}
+
 TEST_CASE("Commit channel: a fence during a frame is ESTALE, and the fill is gone") {
   MountedFs m;
   CacheIdentity id = SampleIdentity("acme", 4);
