@@ -370,6 +370,10 @@ bool FileMedium::StillUnderLiveName(const QuarantinedFile& q) {
 void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
   auto* q = dynamic_cast<QuarantinedFile*>(stored.get());
   size_t dev = DeviceOf(stored);  // a quarantined file is on device 0's paths or its own
+  // Nothing in an isolated directory is touched (docs/operations.md): a block quarantined there
+  // before the isolation, reclaimed since, keeps its file (the next start with the directory
+  // back reclaims it).
+  if (devices_.Isolated(dev)) return;
   if (q && q->path.empty()) return;  // unlinked when quarantined (its rename failed)
   if (q && q->kept_live_name && !StillUnderLiveName(*q)) return;
   std::string path = q ? q->path : PathIn(dev, info.address);
