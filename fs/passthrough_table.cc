@@ -70,7 +70,7 @@ bool PassthroughTable::ServedByDaemon(uint64_t ino) const {
 
 bool PassthroughTable::KernelRefusesBackingFiles() const {
   MutexLock lock(mu_);
-  return counts_.backing_refusals > 0 && counts_.passthrough_opens == 0;
+  return counts_.backing_refusals >= kRefusalsBeforeOff && counts_.passthrough_opens == 0;
 }
 
 PassthroughTable::Counts PassthroughTable::counts() const {

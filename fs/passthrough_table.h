@@ -61,8 +61,10 @@ class PassthroughTable {
     uint64_t backing_refusals = 0;     // copies the kernel refused as backing files, ever
   };
   Counts counts() const EXCLUDES(mu_);
-  // The kernel refused a backing file and never took one: it will refuse them all (it takes
-  // them only from a daemon with CAP_SYS_ADMIN in the initial user namespace).
+  // The kernel refused kRefusalsBeforeOff backing files and never took one: it will refuse
+  // them all (it takes them only from a daemon with CAP_SYS_ADMIN in the initial user
+  // namespace). One refusal is not enough: it may be passing (a full descriptor table, memory).
+  static constexpr uint64_t kRefusalsBeforeOff = 4;
   bool KernelRefusesBackingFiles() const EXCLUDES(mu_);
 
  private:

@@ -24,7 +24,7 @@ int RamServing::Open(uint64_t ino, const BlockInfo& info, BackingFiles& backing)
   // hit, and the copy is the most recently used (a block overlapping readers keep open never
   // ages to the LRU end). A copy the kernel refused (id 0) is neither.
   if (id > 0) tier_->Touch(a, info.region_id);
-  // A kernel that refuses the first copy offered refuses every one: copying more blocks
+  // A kernel that refuses the first copies offered refuses every one: copying more blocks
   // would read each twice from disk and drop the pages its next open wants, for nothing.
   if (id == 0 && table_.KernelRefusesBackingFiles() && passthrough_.exchange(false)) {
     tier_->Close();  // copies made before this refusal would hold their memory for nothing

@@ -154,7 +154,9 @@ struct RamHarness {
 // without CAP_SYS_ADMIN in the initial user namespace) still had every block copied after its
 // first read, and the pages of its next daemon-served open dropped at each release; and (fixed
 // later the same day) the copies made before the refusal were kept, never served.
-TEST_CASE("Filesystem: a kernel that refuses the first RAM copy turns passthrough off: no more copies or drops") {
+// Since 2026-12-07, not at the first refusal, which may be passing (a full descriptor table),
+// but at the fourth with none ever taken.
+TEST_CASE("Filesystem: a kernel that refuses the first RAM copies turns passthrough off: no more copies or drops") {
   RamHarness r;
   std::vector<uint64_t>& dropped = r.WatchDrops();
   CacheIdentity id = SampleIdentity("acme");
@@ -162,10 +164,19 @@ TEST_CASE("Filesystem: a kernel that refuses the first RAM copy turns passthroug
   FakeBackingFiles k;
   k.refuse = true;
   r.CopyIntoRam(AddressOf(id));
+  for (uint64_t n = 1; n < PassthroughTable::kRefusalsBeforeOff; ++n) {
+    Reply passing = r.Open(ino, k);
+    REQUIRE(passing.err == 0);
+    CHECK(passing.backing_id == 0);  // the daemon serves it
+    r.h.fs.Release(*passing.handle, &k);
+    CHECK(r.h.fs.ram()->passthrough());  // a refusal that may be passing
+    CHECK(r.h.fs.ram()->Metrics().tier.copies == 1);
+  }
+  dropped.clear();
   Reply refused = r.Open(ino, k);
   REQUIRE(refused.err == 0);
   CHECK(refused.backing_id == 0);  // the daemon serves it
-  CHECK(r.h.fs.ram()->Metrics().opens.backing_refusals == 1);
+  CHECK(r.h.fs.ram()->Metrics().opens.backing_refusals == PassthroughTable::kRefusalsBeforeOff);
   CHECK(r.h.fs.ram()->Metrics().tier.hits == 0);  // found, but not served from: no hit
   CHECK_FALSE(r.h.fs.ram()->passthrough());
   CHECK(r.h.fs.ram()->Metrics().tier.copies == 0);  // the copy made before is dropped
@@ -181,7 +192,28 @@ TEST_CASE("Filesystem: a kernel that refuses the first RAM copy turns passthroug
   r.h.fs.Release(*next.handle, &k);
   CHECK(r.h.fs.ram()->PromotionsPending() == 0);
   CHECK(dropped.empty());
-  CHECK(k.opens == 1);  // asked once
+  CHECK(k.opens == PassthroughTable::kRefusalsBeforeOff);  // asked no more once off
+}
+
+// A refusal that passes (the kernel takes the next copy) leaves passthrough on.
+TEST_CASE("Filesystem: a RAM copy the kernel refuses once, then takes, keeps passthrough on") {
+  RamHarness r;
+  CacheIdentity id = SampleIdentity("acme");
+  uint64_t ino = r.CommitBlock(id);
+  FakeBackingFiles k;
+  k.refuse = true;
+  r.CopyIntoRam(AddressOf(id));
+  Reply refused = r.Open(ino, k);
+  REQUIRE(refused.err == 0);
+  CHECK(refused.backing_id == 0);
+  r.h.fs.Release(*refused.handle, &k);
+  CHECK(r.h.fs.ram()->passthrough());  // it was off for good after one refusal
+  k.refuse = false;
+  Reply taken = r.Open(ino, k);
+  REQUIRE(taken.err == 0);
+  CHECK(taken.backing_id > 0);
+  r.h.fs.Release(*taken.handle, &k);
+  CHECK(r.h.fs.ram()->passthrough());
 }
 
 TEST_CASE("Filesystem: a block held in RAM is opened by passthrough, with the store's reader held") {
