@@ -2,6 +2,8 @@
 
 #include <fuse_lowlevel.h>
 
+#include <thread>
+
 namespace gpucache {
 
 Invalidator::~Invalidator() { Stop(); }
@@ -9,6 +11,20 @@ Invalidator::~Invalidator() { Stop(); }
 void Invalidator::Start(fuse_session* se) {
   se_ = se;
   thread_ = std::thread([this] { Run(); });
+}
+
+bool Invalidator::StopWithin(std::chrono::milliseconds wait) {
+  {
+    MutexLock lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (!thread_.joinable()) return true;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (!done_.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return done_.load();
 }
 
 void Invalidator::Stop() {
@@ -40,7 +56,10 @@ void Invalidator::Run() {
   MutexLock lock(mu_);
   for (;;) {
     while (!stop_ && queue_.empty()) cv_.wait(mu_);
-    if (stop_) return;
+    if (stop_) {
+      done_.store(true);
+      return;
+    }
     Item item = std::move(queue_.front());
     queue_.pop_front();
     lock.Unlock();

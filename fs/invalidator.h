@@ -7,6 +7,8 @@
 // Thread safety: Push may be called from any thread.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -26,6 +28,10 @@ class Invalidator {
   ~Invalidator();
   void Start(fuse_session* se);
   void Stop();
+  // Asks the thread to stop and waits up to `wait` for it: false if it is still in the kernel
+  // (an invalidation waiting for a directory's lock, held by a request nobody answers once the
+  // loop has ended). Stop() then joins it.
+  bool StopWithin(std::chrono::milliseconds wait);
   // Forget the dentry `name` in directory `parent`, and the pages of `ino` if non-zero.
   void Push(uint64_t parent, std::string name, uint64_t ino);
   // Forget the cached pages (and attributes) of `ino` only.
@@ -53,6 +59,7 @@ class Invalidator {
   std::deque<Item> queue_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
+  std::atomic<bool> done_{false};  // Run returned
 };
 
 }  // namespace gpucache

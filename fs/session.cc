@@ -4,12 +4,16 @@
 #include <systemd/sd-daemon.h>
 
 #include <pthread.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "fs/fuse_connection.h"
 #include "fs/fuse_ops.h"
 #include "fs/housekeeper.h"
 #include "fs/log.h"
@@ -195,6 +199,12 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   spdlog::info("mounted at {}", options.mountpoint);
   fuse_daemonize(options.foreground || options.debug);
   if (!options.foreground && !options.debug) SwitchToSyslog();
+  // After the fork: the pid recorded is the daemon's (fs/fuse_connection.h).
+  std::optional<FuseConnection> connection = FuseConnection::Find(options.mountpoint);
+  if (connection && !connection->Record(::getpid())) {
+    spdlog::warn("cannot record the FUSE connection in /run/gpucache: if this daemon is killed while "
+                 "it cannot exit, gpucache-unmount-stale will not clear its mount");
+  }
   if (options.on_mounted && !options.on_mounted()) {
     fuse_session_unmount(se.get());
     fuse_remove_signal_handlers(se.get());
@@ -232,8 +242,17 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   }
   fs.store().SetRemovalObserver(nullptr);
   fs.SetAppearedHandler(nullptr);
+  // Requests still waiting now get no answer: an invalidation waiting for a directory's lock
+  // that one of them holds would wait forever, and the daemon with it (seen under load at
+  // SIGTERM). Aborting the connection fails those requests, which releases the lock.
+  if (!inval.StopWithin(std::chrono::seconds(2)) && connection) {
+    spdlog::warn("an invalidation is still waiting in the kernel: aborting the FUSE connection "
+                 "(requests still waiting get ENOTCONN)");
+    connection->Abort();
+  }
   inval.Stop();
   fuse_session_unmount(se.get());
+  if (connection) connection->Forget();
   fuse_remove_signal_handlers(se.get());
   spdlog::info("unmounted {}", options.mountpoint);
   return clean ? 0 : 1;

@@ -2,6 +2,7 @@
 // systemd runs it: ExecStartPre= and ExecStopPost= clear a mount whose daemon is gone and leave
 // one that answers; the mountpoint's parents are made reachable whatever UMask= says.
 #include <doctest/doctest.h>
+#include <filesystem>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -102,6 +103,43 @@ TEST_CASE("systemd: ExecStartPre= and ExecStopPost= clear a mount whose daemon i
     struct stat st;
     CHECK(::stat(m.mnt().c_str(), &st) == 0);  // a plain directory again
   }
+}
+
+// Regression (review, 2026-12-07): a daemon killed while a thread of it waited in the kernel on
+// a directory's lock (an invalidation, under a request nobody answers any more) cannot exit: its
+// connection lives on, every access to the mount hangs, and the helper left such a mount alone,
+// so the unit could not start again. It now aborts the connection of a mount that does not
+// answer when the daemon that recorded it (/run/gpucache/connection-MINOR) is gone, and never
+// while it lives. A stopped daemon stands in for the stuck one: its mount hangs the same way.
+TEST_CASE("systemd: ExecStartPre= clears a hung mount whose daemon is gone, never one whose daemon lives") {
+  MountedFs m;
+  std::string record;
+  for (const auto& e : std::filesystem::directory_iterator("/run/gpucache")) {
+    if (e.path().filename().string().starts_with("connection-") &&
+        ReadText(e.path().string()) == std::to_string(m.pid()) + "\n") {
+      record = e.path().string();
+    }
+  }
+  REQUIRE_FALSE(record.empty());  // the daemon recorded its connection
+  REQUIRE(::kill(m.pid(), SIGSTOP) == 0);
+  auto helper = [&] {
+    return std::system(("GPUCACHE_UNMOUNT_STALE_TIMEOUT=1 " GPUCACHE_SOURCE_DIR "/packaging/gpucache-unmount-stale " +
+                        m.mnt() + " 2>/dev/null").c_str());
+  };
+  // The mount table, not statfs (which would hang on this mount).
+  auto in_table = [&] { return ReadText("/proc/self/mounts").find(" " + m.mnt() + " fuse.gpucachefs ") != std::string::npos; };
+  CHECK(helper() == 0);
+  CHECK(in_table());  // it hangs, but its daemon lives: left alone
+  pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  std::ofstream(record) << gone << "\n";  // as if the recorded daemon were gone
+  CHECK(helper() == 0);
+  CHECK_FALSE(in_table());
+  CHECK_FALSE(std::filesystem::exists(record));
+  struct statfs fs;
+  CHECK(::statfs(m.mnt().c_str(), &fs) == 0);  // a plain directory again, at once
+  ::kill(m.pid(), SIGCONT);
 }
 
 // Regression (review, 2026-12-07): a second daemon started on a mountpoint a gpucachefs serves

@@ -1,0 +1,82 @@
+#include "fs/fuse_connection.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace gpucache {
+namespace {
+
+// mountinfo writes a space, tab, newline and backslash in a path as \040, \011, \012, \134.
+std::string Unescape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size()) {
+      int v = 0;
+      bool octal = true;
+      for (size_t k = 1; k <= 3; ++k) {
+        char c = s[i + k];
+        octal &= c >= '0' && c <= '7';
+        v = v * 8 + (c - '0');
+      }
+      if (octal) {
+        out += static_cast<char>(v);
+        i += 3;
+        continue;
+      }
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+bool WriteAll(const std::string& path, const std::string& text, int flags) {
+  int fd = ::open(path.c_str(), flags | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  return ::close(fd) == 0 && ok;
+}
+
+}  // namespace
+
+std::optional<FuseConnection> FuseConnection::Find(const std::string& mountpoint, const std::string& proc) {
+  std::ifstream in(proc + "/self/mountinfo");
+  std::optional<FuseConnection> found;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string id, parent, majmin, root, point;
+    f >> id >> parent >> majmin >> root >> point;
+    size_t dash = line.find(" - ");
+    if (dash == std::string::npos || Unescape(point) != mountpoint) continue;
+    std::istringstream tail(line.substr(dash + 3));
+    std::string fstype;
+    tail >> fstype;
+    size_t colon = majmin.find(':');
+    if (fstype != "fuse.gpucachefs" || colon == std::string::npos) continue;
+    try {
+      found = FuseConnection{static_cast<unsigned>(std::stoul(majmin.substr(colon + 1)))};
+    } catch (const std::exception&) {
+      continue;
+    }
+  }
+  return found;
+}
+
+bool FuseConnection::Abort(const std::string& sysfs) const {
+  return WriteAll(sysfs + "/fs/fuse/connections/" + std::to_string(minor) + "/abort", "1\n", 0);
+}
+
+bool FuseConnection::Record(int pid, const std::string& run_dir) const {
+  ::mkdir(run_dir.c_str(), 0700);  // EEXIST is fine
+  return WriteAll(run_dir + "/connection-" + std::to_string(minor), std::to_string(pid) + "\n",
+                  O_CREAT | O_TRUNC);
+}
+
+void FuseConnection::Forget(const std::string& run_dir) const {
+  ::unlink((run_dir + "/connection-" + std::to_string(minor)).c_str());
+}
+
+}  // namespace gpucache
