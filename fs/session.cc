@@ -202,6 +202,7 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   // After the fork: the pid recorded is the daemon's (fs/fuse_connection.h).
   std::optional<FuseConnection> connection = FuseConnection::Find(options.mountpoint);
   if (connection && !connection->Record(::getpid())) {
+    connection->Forget();  // a record of an earlier daemon on this minor would name a dead pid
     spdlog::warn("cannot record the FUSE connection in /run/gpucache: if this daemon is killed while "
                  "it cannot exit, gpucache-unmount-stale will not clear its mount");
   }

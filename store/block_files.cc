@@ -65,7 +65,14 @@ std::string SetAsideDamaged(Env& env, const DataDir& d, const std::string& path)
   std::string done = path + " moved to " + to;
   Result<std::vector<std::string>> listed = env.ListDir(d.Damaged());
   if (!listed.ok()) return done;
-  std::vector<std::string> kept = std::move(listed.value());
+  // Only what this function put there counts and goes (a 20-digit stamp, a dash, the name):
+  // anything else in damaged/ is an operator's, and stays.
+  std::vector<std::string> kept;
+  for (std::string& name : listed.value()) {
+    bool ours = name.size() > 21 && name[20] == '-' &&
+                std::all_of(name.begin(), name.begin() + 20, [](char c) { return c >= '0' && c <= '9'; });
+    if (ours) kept.push_back(std::move(name));
+  }
   if (kept.size() <= kMaxDamagedFiles) return done;
   std::sort(kept.begin(), kept.end());
   for (size_t i = 0; i + kMaxDamagedFiles < kept.size(); ++i) {

@@ -194,12 +194,9 @@ void FileLoader::LoadNamespace(size_t dev, const std::string& tenant, const std:
         info = StatusCode::kInvalidArgument;
       }
       if (!info.ok()) {
-        bool damaged = info.status() != StatusCode::kIoError;
-        report.problems.push_back("skipped " + relative + ": " + (why.empty() ? "not a block name" : why) +
-                                  (damaged ? "" : "; left in place for the next start"));
+        report.problems.push_back("skipped " + relative + ": " + SkippedBecause(name, why, info.status(), dev, path));
         report.blocks_skipped++;
-        if (damaged) SetAsideDamaged(env_, devices_.dir(dev), path);
-        if (damaged && IsValidBlockName(name)) report.damaged[tenant]++;  // not a stray file
+        if (IsValidBlockName(name) && info.status() != StatusCode::kIoError) report.damaged[tenant]++;
         continue;
       }
       info->pinned = pins_.Pinned(relative, info->commit_time_ns);
@@ -400,6 +397,13 @@ PinsFile FileLoader::LoadPins() {
     pins.Merge(PinsFile::Decode({reinterpret_cast<const char*>(bytes->data()), bytes->size()}));
   }
   return pins;
+}
+
+std::string FileLoader::SkippedBecause(const std::string& name, const std::string& why, StatusCode status,
+                                       size_t dev, const std::string& path) {
+  if (!IsValidBlockName(name)) return "not a block name: not gpucache's, left where it is";
+  if (status == StatusCode::kIoError) return why + "; left in place for the next start";
+  return why + "; " + SetAsideDamaged(env_, devices_.dir(dev), path);
 }
 
 }  // namespace gpucache

@@ -80,6 +80,12 @@ class FileLoader {
   uint64_t MetadataErrors() const { return metadata_errors_; }
 
  private:
+  // Why a file in a namespace directory is not loaded, and what became of it: a name a block
+  // cannot have is not gpucache's and stays where it is (adr/0017: only our own files are
+  // removed); a block file that does not check out is set aside in damaged/; one that cannot be
+  // read now (EIO) stays for the next start.
+  std::string SkippedBecause(const std::string& name, const std::string& why, StatusCode status,
+                             size_t dev, const std::string& path);
   // Start-up (file_loader.cc).
   uint64_t DropLeftovers(MediumReport& report);
   PinsFile LoadPins();

@@ -214,10 +214,7 @@ Result<BlockInfo> FileLoader::ReadWalkItem(const MediumUpkeep::WalkItem& item) {
   }
   std::string relative = item.address.RelativePath();
   if (!info.ok()) {
-    bool damaged = info.status() != StatusCode::kIoError;
-    c.report.problems.push_back("skipped " + relative + ": " + (why.empty() ? "not a block name" : why) +
-                                (damaged ? "" : "; left in place for the next start"));
-    if (damaged) SetAsideDamaged(env_, devices_.dir(walk_dev_), c.path);
+    c.report.problems.push_back("skipped " + relative + ": " + SkippedBecause(name, why, info.status(), walk_dev_, c.path));
     return info.status();
   }
   info->pinned = pins_.Pinned(relative, info->commit_time_ns);
