@@ -190,6 +190,20 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
                      "to guess the epoch");
       return false;
     }
+    // No EPOCH beside an index is not a new directory: EPOCH was deleted. Starting from epoch 1
+    // would give out region ids its blocks hold (found by review: a quarantined block of
+    // epoch 1 shared its id with the next commit, and left every count).
+    if (e.value() == 0) {
+      for (const char* file : {kSnapshotFile, kJournalFile}) {
+        if (env_.StatAt(-1, devices_.dir(dev).File(file)).ok()) {
+          error = devices_.dir(dev).File("EPOCH") + " is missing beside " + devices_.dir(dev).File(file) +
+                  ": refusing to guess the epoch (region ids would repeat). Write the last epoch "
+                  "used (the highest `epoch` that `gpucachectl inspect` prints for its block files) "
+                  "to it, or empty the directory";
+          return false;
+        }
+      }
+    }
     epoch = std::max(epoch, e.value());
   }
   report.epoch = epoch + 1;

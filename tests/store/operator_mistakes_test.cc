@@ -296,4 +296,28 @@ TEST_CASE("Operator mistakes: files that are not gpucache's in a namespace or in
   }
 }
 
+// Regression (review, 2026-12-07): a deleted EPOCH made the next start begin again at epoch 1,
+// whose region ids the directory's blocks already held. A garbled EPOCH was refused; a missing
+// one beside an index now is too, with what to do, and nothing in the directory changes.
+TEST_CASE("Operator mistakes: a data directory that lost its EPOCH is refused, not restarted at epoch 1") {
+  test::TempDir tmp;
+  std::string error;
+  {
+    auto s = TryOpen(tmp.path(), &error);
+    REQUIRE(s);
+    Commit(*s, "acme", 1);
+  }
+  REQUIRE(fs::remove(tmp.path() + "/EPOCH"));
+  const std::set<std::string> before = NamesIn(tmp.path());
+  CHECK_FALSE(TryOpen(tmp.path(), &error));
+  CHECK(error.find(tmp.path() + "/EPOCH is missing beside " + tmp.path() + "/") != std::string::npos);
+  CHECK(error.find("refusing to guess the epoch") != std::string::npos);
+  CHECK(NamesIn(tmp.path()) == before);  // no EPOCH written
+  std::ofstream(tmp.path() + "/EPOCH") << "7\n";
+  auto s = TryOpen(tmp.path(), &error);
+  REQUIRE(s);
+  CHECK(s->Stats().epoch == 8);
+  CHECK(ReadAll(*s, "acme", 1) == PayloadOf("acme", 1));
+}
+
 }  // namespace gpucache
