@@ -381,13 +381,22 @@ bool FileMedium::StillUnderLiveName(const QuarantinedFile& q) {
   return st.ok() && st.value().inode == q.live_inode;
 }
 
+// The data directory a path is in (its root a prefix of it); 0 if none is.
+size_t FileMedium::DeviceOfPath(const std::string& path) const {
+  for (size_t dev = 0; dev < devices_.size(); ++dev) {
+    const std::string& root = devices_.dir(dev).root();
+    if (path.size() > root.size() && path.starts_with(root) && path[root.size()] == '/') return dev;
+  }
+  return 0;
+}
+
 void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
   auto* q = dynamic_cast<QuarantinedFile*>(stored.get());
   size_t dev = DeviceOf(stored);  // a quarantined file is on device 0's paths or its own
   // Nothing in an isolated directory is touched (docs/operations.md): a block quarantined there
   // before the isolation, reclaimed since, keeps its file (the next start with the directory
-  // back reclaims it).
-  if (devices_.Isolated(dev)) return;
+  // back reclaims it). A quarantined file knows its directory by its path only.
+  if (devices_.Isolated(q ? DeviceOfPath(q->path) : dev)) return;
   if (q && q->path.empty()) return;  // unlinked when quarantined (its rename failed)
   if (q && q->kept_live_name && !StillUnderLiveName(*q)) return;
   std::string path = q ? q->path : PathIn(dev, info.address);

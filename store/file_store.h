@@ -96,6 +96,7 @@ class FileMedium final : public Medium {
   std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& info,
                                             const std::shared_ptr<StoredPayload>& stored) override;
   void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  size_t DeviceOfPath(const std::string& path) const;
   StatusCode MakeRemovalDurable(const BlockInfo& info, const StoredPayload* stored) override;
   std::string SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
   StatusCode PersistEpoch(uint64_t epoch) override;

@@ -233,35 +233,42 @@ TEST_CASE("Mount isolate: one data directory leaves service, its blocks are miss
 // Regression (review, 2026-12-07): docs/operations.md says nothing in an isolated directory is
 // touched, but reclaiming a block quarantined there before the isolation deleted its file.
 TEST_CASE("Mount isolate: a block quarantined in the directory before it was isolated keeps its file") {
+  // The second directory: a quarantined file's directory is known by its path only (the first
+  // version of this fix looked at directory 0 whatever the file's).
   TempDir dirs;
   std::string d0 = dirs.path() + "/nvme0", d1 = dirs.path() + "/nvme1";
   MountedFs m("data_dirs = [\"" + d0 + "\", \"" + d1 + "\"]\n" + TestConfig());
   MountClient client(m.mnt());
-  std::optional<CacheIdentity> on_d0;
-  for (uint8_t i = 0; i < 24 && !on_d0; ++i) {
+  std::optional<CacheIdentity> on_d1, on_d0;
+  for (uint8_t i = 0; i < 40 && !(on_d1 && on_d0); ++i) {
     CacheIdentity id = SampleIdentity("acme", 16);
     id.chain[0] = Hash(i);
     REQUIRE(client.Commit(id, Payload(1000, i)) == 0);
-    if (std::filesystem::exists(d0 + "/blocks/" + AddressOf(id).RelativePath())) on_d0 = id;
+    (std::filesystem::exists(d1 + "/blocks/" + AddressOf(id).RelativePath()) ? on_d1 : on_d0) = id;
   }
+  REQUIRE(on_d1);
   REQUIRE(on_d0);
-  int fd = ::open(client.PathOf(*on_d0).c_str(), O_RDONLY);
-  REQUIRE(fd >= 0);
-  REQUIRE(::unlink(client.PathOf(*on_d0).c_str()) == 0);  // open: quarantined, its file kept
-  ::close(fd);
+  for (const CacheIdentity& id : {*on_d1, *on_d0}) {  // both open: quarantined, files kept
+    int fd = ::open(client.PathOf(id).c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    REQUIRE(::unlink(client.PathOf(id).c_str()) == 0);
+    ::close(fd);
+  }
   ::usleep(50000);  // RELEASE is asynchronous
-  auto quarantined_files = [&] {
+  auto quarantined_files = [&](const std::string& dir) {
     size_t n = 0;
-    for (const auto& e : std::filesystem::recursive_directory_iterator(d0 + "/quarantine")) n += e.is_regular_file();
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir + "/quarantine")) n += e.is_regular_file();
     return n;
   };
-  REQUIRE(quarantined_files() == 1);
-  REQUIRE(Ctl(m, {{"op", "isolate"}, {"dir", d0}})["ok"] == true);
+  REQUIRE(quarantined_files(d1) == 1);
+  REQUIRE(quarantined_files(d0) == 1);
+  REQUIRE(Ctl(m, {{"op", "isolate"}, {"dir", d1}})["ok"] == true);
   json list = Ctl(m, {{"op", "quarantine"}});
-  REQUIRE(list["quarantine"].size() == 1);
-  CHECK(Ctl(m, {{"op", "reclaim"}, {"drained", list["quarantine"][0]["region"]}})["ok"] == true);
+  REQUIRE(list["quarantine"].size() == 2);
+  for (const json& q : list["quarantine"]) CHECK(Ctl(m, {{"op", "reclaim"}, {"drained", q["region"]}})["ok"] == true);
   CHECK(Ctl(m, {{"op", "quarantine"}})["quarantine"].empty());
-  CHECK(quarantined_files() == 1);  // untouched
+  CHECK(quarantined_files(d1) == 1);  // in the isolated directory: untouched
+  CHECK(quarantined_files(d0) == 0);  // in service: reclaimed
 }
 
 TEST_CASE("Operations: a .part's mtime and ctime move with its writes and truncates (make, rsync compare them)") {
