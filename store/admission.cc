@@ -94,14 +94,18 @@ StatusCode Admission::AdmitBytes(const std::string& tenant, uint64_t old_size,
       !Within(mine.inflight_bytes + growth, limits_.Tenant(tenant).max_inflight_bytes)) {
     return StatusCode::kExhausted;
   }
-  // What is written and not committed counts against the retained limits too: no more than
-  // them in flight (each commit then makes room among what is retained). Without it, .part
-  // files held open were bounded by nothing, and a block declared larger than its tenant's
-  // quota evicted other tenants' blocks on a full device for a commit then refused (review).
-  if (!Within(mine.inflight_bytes + growth, limits_.Tenant(tenant).max_retained_bytes)) {
-    return StatusCode::kTenantQuota;
+  // What is written and not committed counts against the retained limits too. A block larger
+  // than a limit can never be committed: refused now as its commit would be, before anything is
+  // evicted for it (a size declared past the tenant's quota evicted other tenants' blocks on a
+  // full device for a commit then refused: review). Fills that together pass a limit wait for
+  // each other's commits, which make room among what is retained: EAGAIN, as for the limits
+  // on bytes in flight (.part files held open were bounded by nothing).
+  const uint64_t quota = limits_.Tenant(tenant).max_retained_bytes, global_limit = limits_.global.max_retained_bytes;
+  if (!Within(new_size, quota)) return StatusCode::kTenantQuota;
+  if (!Within(new_size, global_limit)) return StatusCode::kNoSpace;
+  if (!Within(mine.inflight_bytes + growth, quota) || !Within(global.inflight_bytes + growth, global_limit)) {
+    return StatusCode::kExhausted;
   }
-  if (!Within(global.inflight_bytes + growth, limits_.global.max_retained_bytes)) return StatusCode::kNoSpace;
   return StatusCode::kOk;
 }
 
