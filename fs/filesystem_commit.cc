@@ -38,7 +38,8 @@ Result<size_t> Filesystem::WriteFrame(const Principal& c, Handle& h, uint64_t of
     FrameState& f = h.frame;
     // Refusals are counted under the frame's tenant: a block over one request (max_write) meets
     // its commit, and any refusal of it, in a later write than the header's.
-    if (!f.address.tenant.empty()) Metrics::NoteTenant(f.address.tenant);
+    // (Not a new frame's: offset 0 starts another, whose header names its own.)
+    if (offset != 0 && !f.address.tenant.empty()) Metrics::NoteTenant(f.address.tenant);
     // Writes to one open run in parallel: a frame in progress belongs to the thread that wrote
     // its header. Another thread's write neither restarts it nor adds to it, and changes nothing
     // (a second frame at offset 0 would otherwise drop the first, whose later writes then went

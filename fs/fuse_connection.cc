@@ -75,8 +75,15 @@ bool FuseConnection::Record(int pid, const std::string& run_dir) const {
                   O_CREAT | O_TRUNC);
 }
 
-void FuseConnection::Forget(const std::string& run_dir) const {
-  ::unlink((run_dir + "/connection-" + std::to_string(minor)).c_str());
+void FuseConnection::Forget(int pid, const std::string& run_dir) const {
+  const std::string path = run_dir + "/connection-" + std::to_string(minor);
+  if (pid != 0) {
+    std::ifstream in(path);
+    std::string held;
+    std::getline(in, held);
+    if (held != std::to_string(pid)) return;  // another daemon's by now
+  }
+  ::unlink(path.c_str());
 }
 
 }  // namespace gpucache

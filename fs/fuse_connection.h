@@ -26,7 +26,8 @@ struct FuseConnection {
   // /run/gpucache/connection-<minor>, holding `pid`; false (logged by the caller) if it
   // cannot be written. Forget removes it.
   bool Record(int pid, const std::string& run_dir = "/run/gpucache") const;
-  void Forget(const std::string& run_dir = "/run/gpucache") const;
+  // Removes the record; with `pid`, only if it is that daemon's.
+  void Forget(int pid = 0, const std::string& run_dir = "/run/gpucache") const;
 };
 
 }  // namespace gpucache

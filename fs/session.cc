@@ -252,8 +252,9 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
     connection->Abort();
   }
   inval.Stop();
+  // Before the unmount: after it, another daemon may mount with this minor and record it.
+  if (connection) connection->Forget(::getpid());
   fuse_session_unmount(se.get());
-  if (connection) connection->Forget();
   fuse_remove_signal_handlers(se.get());
   spdlog::info("unmounted {}", options.mountpoint);
   return clean ? 0 : 1;

@@ -122,9 +122,12 @@ TEST_CASE("systemd: ExecStartPre= clears a hung mount whose daemon is gone, neve
   }
   REQUIRE_FALSE(record.empty());  // the daemon recorded its connection
   REQUIRE(::kill(m.pid(), SIGSTOP) == 0);
+  // Through a link to the mount's parent and with a trailing '/', as a unit may spell it.
+  const std::string link = m.scratch() + "-link";
+  REQUIRE(::symlink(m.scratch().c_str(), link.c_str()) == 0);
   auto helper = [&] {
     return std::system(("GPUCACHE_UNMOUNT_STALE_TIMEOUT=1 " GPUCACHE_SOURCE_DIR "/packaging/gpucache-unmount-stale " +
-                        m.mnt() + " 2>/dev/null").c_str());
+                        link + "/mnt/ 2>/dev/null").c_str());
   };
   // The mount table, not statfs (which would hang on this mount).
   auto in_table = [&] { return ReadText("/proc/self/mounts").find(" " + m.mnt() + " fuse.gpucachefs ") != std::string::npos; };
@@ -139,6 +142,7 @@ TEST_CASE("systemd: ExecStartPre= clears a hung mount whose daemon is gone, neve
   CHECK_FALSE(std::filesystem::exists(record));
   struct statfs fs;
   CHECK(::statfs(m.mnt().c_str(), &fs) == 0);  // a plain directory again, at once
+  ::unlink(link.c_str());
   ::kill(m.pid(), SIGCONT);
 }
 
