@@ -158,11 +158,12 @@ class SchedulerCore:
             if recent:
                 bs = self.geometry.engine_block_size
                 context = -(-s.num_computed_tokens // bs)
-                attended = [b for b in req.block_ids[:context] if b in recent]
+                # Set operations in C: a long prompt's blocks, every request, every step.
+                attended = recent.intersection(req.block_ids[:context])
                 if attended:
-                    meta.attended[s.req_id] = (s.num_computed_tokens, attended)
+                    meta.attended[s.req_id] = (s.num_computed_tokens, sorted(attended))
                 end = -(-(s.num_computed_tokens + s.num_scheduled_tokens) // bs)
-                meta.recomputed += [b for b in req.block_ids[context:end] if b in recent]
+                meta.recomputed += recent.intersection(req.block_ids[context:end])
             saves = self._note_progress(req, s.num_computed_tokens, s.num_scheduled_tokens)
             if saves:
                 meta.saves.append(SaveSpec(s.req_id, saves, s.num_computed_tokens))
