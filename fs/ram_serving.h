@@ -36,7 +36,8 @@ class RamServing {
   RamServing(BlockReads& store, std::unique_ptr<RamTier> tier, bool promote_on_commit = false);
 
   // INIT's answer: the kernel serves passthrough opens from now on (false: the daemon serves
-  // every read, nothing is copied). Turned off by Open if the kernel refuses the first copy.
+  // every read, nothing is copied). Turned off by Open once the kernel has refused
+  // PassthroughTable::kRefusalsBeforeOff copies and taken none.
   void SetPassthrough(bool on) { passthrough_.store(on, std::memory_order_release); }
   bool passthrough() const { return passthrough_.load(std::memory_order_acquire); }
   // The worker that copies blocks; started once the daemon detached.
