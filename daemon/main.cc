@@ -352,9 +352,11 @@ int main(int argc, char** argv) {
   // SIGHUP (systemctl reload) re-reads the configuration and applies what can change without a
   // restart (fs/reload.h); it never unmounts (libfuse's own handler would).
   gpucache::ReloadHook reload_hook;
-  reload_hook.startable = [](const gpucache::Config& fresh) {
+  // With the mountpoint, as at start: a data directory inside it would pass otherwise, be applied
+  // nowhere (data_dirs need a restart) and then keep the next start from mounting.
+  reload_hook.startable = [mountpoint = args.mount.mountpoint](const gpucache::Config& fresh) {
     std::string why;
-    return CheckStartable(fresh, "", &why) ? std::string() : why;
+    return CheckStartable(fresh, mountpoint, &why) ? std::string() : why;
   };
   if (cold) {
     reload_hook.check = [&cold] { return cold->CheckCredentials(); };

@@ -154,6 +154,13 @@ TEST_CASE("Reload: a bad file changes nothing, the daemon stays up, and the log 
     std::ofstream(m.config()) << "data_dirs = [\"" << m.data() << "\", \"/etc\"]\n" << Reloaded();
     log = Hangup(m);
     CHECK(Count(log, "reload: nothing changed") == 2);
+    // Regression (review, 2026-12-07): the reload's check had no mountpoint, so a data
+    // directory inside the mount was accepted, and the next start refused the file.
+    std::ofstream(m.config()) << "data_dirs = [\"" << m.data() << "\", \"" << m.mnt() << "/spare\"]\n"
+                              << Reloaded();
+    log = Hangup(m);
+    CHECK(Count(log, "reload: nothing changed") == 3);
+    CHECK(log.find("is inside the mountpoint") != std::string::npos);
   }
   SUBCASE("a missing file") {
     REQUIRE(::unlink(m.config().c_str()) == 0);
