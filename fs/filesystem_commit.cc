@@ -9,6 +9,9 @@
 // the frame's later writes hear the same errno (a write loop that retries a short write hears
 // why); a write at offset 0 starts a new frame.
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 
 #include "fs/filesystem.h"
 #include "store/block_file.h"
@@ -24,6 +27,17 @@ constexpr uint64_t kDeclareSizeFrom = 1 << 20;
 
 // A frame may carry no identity the store would refuse anyway: none is held for nothing.
 static_assert(commit_frame::kMaxFrameIdentity == kMaxIdentityBytes);
+
+// Tests only: how long a committed frame waits before the kernel is told of its block
+// (tests/mount/stop_test.cc stops the daemon meanwhile); 0 unless GPUCACHE_TEST_HOLD_APPEARED_MS
+// is set.
+void HoldAppearedForTests() {
+  static const int ms = [] {
+    const char* v = std::getenv("GPUCACHE_TEST_HOLD_APPEARED_MS");
+    return v ? std::atoi(v) : 0;
+  }();
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 
 }  // namespace
 
@@ -72,7 +86,10 @@ Result<size_t> Filesystem::WriteFrame(const Principal& c, Handle& h, uint64_t of
   // namespace directory's lock, which a LOOKUP there holds until one of the daemon's threads
   // answers it, and other writes of this open may be waiting for the handle meanwhile
   // (Filesystem::BlockAppeared bounds how many wait at once).
-  if (committed) BlockAppeared(*committed, /*now=*/true);
+  if (committed) {
+    HoldAppearedForTests();
+    BlockAppeared(*committed, /*now=*/true);
+  }
   return data.size();
 }
 

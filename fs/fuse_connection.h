@@ -21,7 +21,7 @@ struct FuseConnection {
   static std::optional<FuseConnection> Find(const std::string& mountpoint,
                                             const std::string& proc = "/proc");
   // Writes 1 to <sysfs>/fs/fuse/connections/<minor>/abort: every request waiting fails
-  // (ENOTCONN), and the connection ends.
+  // (ECONNABORTED; later ones ENOTCONN), and the connection ends.
   bool Abort(const std::string& sysfs = "/sys") const;
   // /run/gpucache/connection-<minor>, holding `pid`; false (logged by the caller) if it
   // cannot be written. Forget removes it.

@@ -18,6 +18,7 @@
 #include "fs/housekeeper.h"
 #include "fs/log.h"
 #include "fs/invalidator.h"
+#include "fs/stop_watchdog.h"
 
 namespace gpucache {
 namespace {
@@ -229,8 +230,14 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   // libfuse's default, made explicit: Filesystem::kMaxNoticesNow and kMaxDeferredInAll are
   // counted against it.
   fuse_loop_cfg_set_max_threads(cfg, 10);
+  std::optional<StopWatchdog> watchdog;
+  if (connection) {
+    watchdog.emplace([s = se.get()] { return fuse_session_exited(s) != 0; },
+                     [&connection] { connection->Abort(); }, StopWatchdog::DeadlineFromEnv());
+  }
   blocked.Restore();  // a signal that came since is delivered here and ends the loop at once
   int rc = fuse_session_loop_mt(se.get(), cfg);
+  if (watchdog) watchdog->LoopReturned();
   fuse_loop_cfg_destroy(cfg);
   // libfuse reports the signal that ended the loop; an ordered stop is success.
   bool clean = rc == 0 || rc == SIGINT || rc == SIGTERM || rc == SIGHUP;
@@ -248,7 +255,7 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   // SIGTERM). Aborting the connection fails those requests, which releases the lock.
   if (!inval.StopWithin(std::chrono::seconds(2)) && connection) {
     spdlog::warn("an invalidation is still waiting in the kernel: aborting the FUSE connection "
-                 "(requests still waiting get ENOTCONN)");
+                 "(requests still waiting get ECONNABORTED)");
     connection->Abort();
   }
   inval.Stop();
