@@ -31,6 +31,9 @@ int ToErrno(StatusCode code) {
     // A missing attribute, not a missing file: getxattr's ENODATA. A block that left the
     // namespace since it was looked up is kNotFound, ENOENT, as its stat says.
     case StatusCode::kNoAttribute: return ENODATA;
+    // An inode of a block that left while its name came back as another block: the kernel
+    // looks the path up again on ESTALE (LOOKUP_REVAL), and finds the new block's inode.
+    case StatusCode::kStale: return ESTALE;
   }
   return EIO;
 }

@@ -202,7 +202,11 @@ class Filesystem {
   Result<AttrReply> NodeAttr(uint64_t ino, const Node& n);
   // A committed block's attributes from what the store said of it (StatAttributes, Probe).
   AttrReply BlockAttr(uint64_t ino, const Node& n, const BlockInfo& b);
-  EntryReply Entry(const Node& n, const AttrReply& a, double entry_timeout);
+  // kOk if block inode `ino` (0: none yet, a lookup) names the stored block `b` its name holds
+  // now, and binds it to it if it named none yet; kStale if it names another one
+  // (InodeTable::Bind): what the name says is then not what the inode holds.
+  StatusCode SameBlock(uint64_t ino, const IndexedBlock& b);
+  EntryReply Entry(const Node& n, const AttrReply& a, double entry_timeout, uint64_t region = 0);
   // How long the kernel may cache an entry (or a miss) inside a tenant: 0 with daemon checks.
   double EntryTtlInTenant() const;
   double NegativeTtlInTenant() const;
@@ -213,7 +217,7 @@ class Filesystem {
   // A store call's answer about a fill found by OwnFill: a fill that ended since (a fence that
   // dropped an idle reservation) answers as a vanished `.part`, not as a plain ENOENT.
   StatusCode FillAnswer(StatusCode s, const BlockAddress& address);
-  Result<std::string> BlockXattr(const Node& n, std::string_view key);
+  Result<std::string> BlockXattr(uint64_t ino, const Node& n, std::string_view key);
   Result<std::string> PartXattr(const Node& n, std::string_view key);
 
   const Config config_;  // as started; tenants, admins and limits: see access_ and effective_

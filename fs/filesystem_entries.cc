@@ -110,6 +110,12 @@ Result<AttrReply> Filesystem::AttrOf(uint64_t ino, const Node& n) {
   return a;
 }
 
+StatusCode Filesystem::SameBlock(uint64_t ino, const IndexedBlock& b) {
+  if (ino == 0) return StatusCode::kOk;
+  const BoundAttrs attrs{b.size, b.owner.uid, b.owner.gid, b.commit_time_ns};
+  return inodes_.Bind(ino, b.region_id, attrs) ? StatusCode::kOk : StatusCode::kStale;
+}
+
 AttrReply Filesystem::BlockAttr(uint64_t ino, const Node& n, const BlockInfo& b) {
   AttrReply a{FileAttr(ino, NodeKind::kBlock, n.tenant, b.owner, b.size), config_.entry_timeout};
   SetTime(a.attr, b.commit_time_ns);
@@ -160,6 +166,7 @@ Result<AttrReply> Filesystem::NodeAttr(uint64_t ino, const Node& n) {
     case NodeKind::kBlock: {
       Result<BlockInfo> b = store_.StatAttributes({n.tenant, n.ns, n.block});
       if (!b.ok()) return b.status();
+      if (StatusCode s = SameBlock(ino, b.value()); s != StatusCode::kOk) return s;
       return BlockAttr(ino, n, b.value());
     }
     case NodeKind::kPart: {
@@ -206,9 +213,9 @@ StatusCode Filesystem::CheckName(std::string_view name) {
   return name.size() > NAME_MAX ? StatusCode::kNameTooLong : StatusCode::kOk;
 }
 
-EntryReply Filesystem::Entry(const Node& n, const AttrReply& a, double entry_timeout) {
+EntryReply Filesystem::Entry(const Node& n, const AttrReply& a, double entry_timeout, uint64_t region) {
   EntryReply e;
-  e.ino = inodes_.Ref(n);
+  e.ino = inodes_.Ref(n, region);
   e.attr = a.attr;
   e.attr.st_ino = e.ino;
   e.attr_timeout = a.timeout;
@@ -294,8 +301,9 @@ Result<EntryReply> Filesystem::LookupInNamespace(const Node& dir, std::string_vi
   Result<BlockInfo> info = store_.Probe(address);  // counts the hit or miss
   if (!info.ok()) return miss;
   Node child{NodeKind::kBlock, dir.tenant, dir.ns, block};
-  // The attributes from the probe's answer: one look in the index per LOOKUP, not two.
-  return Entry(child, BlockAttr(0, child, info.value()), EntryTtlInTenant());
+  // The attributes from the probe's answer: one look in the index per LOOKUP, not two. The
+  // inode is the one of this stored block: a new one if the name's inode holds another.
+  return Entry(child, BlockAttr(0, child, info.value()), EntryTtlInTenant(), info->region_id);
 }
 
 void Filesystem::Forget(uint64_t ino, uint64_t nlookup) { inodes_.Forget(ino, nlookup); }
@@ -309,11 +317,21 @@ Result<AttrReply> Filesystem::GetAttr(const Principal& c, uint64_t ino, Handle* 
   // with the handle before a read that reaches the end of the file, and the reader must then
   // hear what the read itself says (EIO for corruption), not ENOENT. Found by the reliability
   // suite (tests/reliability/corruption_test.cc).
-  if (a.status() == StatusCode::kNotFound && h && h->kind == Handle::Kind::kBlock && h->reader) {
+  // The same when the name holds another block now (kStale): the handle's block is its own.
+  const bool left = a.status() == StatusCode::kNotFound || a.status() == StatusCode::kStale;
+  if (left && h && h->kind == Handle::Kind::kBlock && h->reader) {
     const BlockInfo& b = h->reader->info();
     AttrReply kept{FileAttr(ino, NodeKind::kBlock, b.address.tenant, b.owner, b.size), 0};
     SetTime(kept.attr, b.commit_time_ns);
     return kept;
+  }
+  // An fstat comes without its handle: the inode's own block, as bound at its open.
+  if (a.status() == StatusCode::kStale) {
+    if (std::optional<BoundAttrs> b = inodes_.AttrsOf(ino)) {
+      AttrReply kept{FileAttr(ino, NodeKind::kBlock, n->tenant, Owner{b->uid, b->gid}, b->size), 0};
+      SetTime(kept.attr, b->commit_time_ns);
+      return kept;
+    }
   }
   return a;
 }
@@ -443,7 +461,8 @@ StatusCode Filesystem::Rename(const Principal& c, uint64_t parent, std::string_v
   }
   Node part_node{NodeKind::kPart, dir->tenant, dir->ns, block};
   if (auto ino = inodes_.Find(part_node)) {
-    inodes_.Rename(*ino, Node{NodeKind::kBlock, dir->tenant, dir->ns, block});
+    Result<BlockInfo> stored = store_.StatAttributes(address);  // 0: gone already, bound at its open
+    inodes_.Rename(*ino, Node{NodeKind::kBlock, dir->tenant, dir->ns, block}, stored.ok() ? stored->region_id : 0);
   }
   if (ram_) ram_->Committed(address);
   return StatusCode::kOk;

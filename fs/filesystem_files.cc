@@ -81,12 +81,15 @@ Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags, 
       }
       auto reader = store_.Open({n->tenant, n->ns, n->block});
       if (!reader.ok()) return reader.status();
+      // A name may come back as another block while an inode of the one that left is still
+      // held (the kernel's cached entry, /proc/PID/fd): that inode opens nothing else, or its
+      // page cache and attributes would mix two blocks (review, 2026-12-07). ESTALE makes
+      // the kernel look the path up again and open the new block's inode.
+      if (StatusCode s = SameBlock(ino, reader.value()->info()); s != StatusCode::kOk) return s;
       h.kind = Handle::Kind::kBlock;
       h.reader = std::move(reader.value());
       metrics_.RecordBlockOpen(n->tenant);
-      // Committed bytes never change under a name, but a name may come back as another block;
-      // pages cached by an open of another stored block under this inode are dropped.
-      r.keep_cache = inodes_.KeepCache(ino, h.reader->info().region_id);
+      r.keep_cache = true;  // an inode's pages are of its one stored block
       r.noflush = true;     // a reader's close has nothing to flush
       ServeFromRam(ino, h, r, backing);
       return r;
@@ -369,7 +372,8 @@ void Filesystem::UseRam(std::unique_ptr<RamServing> ram) {
 std::optional<uint64_t> Filesystem::BlockLeft(const BlockAddress& a) {
   if (ram_) ram_->Forget(a);
   // A block committed under the name later gets a new inode, and never this one's cached pages
-  // (a reader that still holds this one open refills them with the bytes that left).
+  // (a reader that still holds this one open refills them with the bytes that left); this one
+  // opens nothing else (InodeTable::Bind).
   return inodes_.Unmap(Node{NodeKind::kBlock, a.tenant, a.ns, a.block});
 }
 

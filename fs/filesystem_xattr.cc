@@ -44,10 +44,11 @@ std::optional<std::string_view> OurKey(std::string_view name) {
 
 }  // namespace
 
-Result<std::string> Filesystem::BlockXattr(const Node& n, std::string_view key) {
+Result<std::string> Filesystem::BlockXattr(uint64_t ino, const Node& n, std::string_view key) {
   const BlockAddress a{n.tenant, n.ns, n.block};
   Result<BlockInfo> b = NeedsHeader(key) ? store_.Stat(a) : store_.StatAttributes(a);
   if (!b.ok()) return b.status();
+  if (StatusCode s = SameBlock(ino, b.value()); s != StatusCode::kOk) return s;
   if (key == kIdentity) {
     return std::string(b->canonical_identity.begin(), b->canonical_identity.end());
   }
@@ -90,7 +91,7 @@ Result<std::string> Filesystem::GetXattr(const Principal& c, uint64_t ino, std::
   if (!key) return StatusCode::kNotSupported;
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
-  if (n->kind == NodeKind::kBlock) return BlockXattr(n.value(), *key);
+  if (n->kind == NodeKind::kBlock) return BlockXattr(ino, n.value(), *key);
   if (n->kind == NodeKind::kPart) return PartXattr(n.value(), *key);
   if (n->kind == NodeKind::kNamespace && key->starts_with(kFillPrefix)) {
     std::string block(key->substr(kFillPrefix.size()));
@@ -112,6 +113,7 @@ Result<std::vector<std::string>> Filesystem::ListXattr(const Principal& c, uint6
     // up answers ENOENT, as its stat does.
     Result<BlockInfo> b = store_.Stat({n->tenant, n->ns, n->block});
     if (!b.ok()) return b.status();
+    if (StatusCode s = SameBlock(ino, b.value()); s != StatusCode::kOk) return s;
     for (const std::string& k : kBlockKeys) names.push_back(std::string(kPrefix) + k);
     return names;
   }
@@ -143,6 +145,10 @@ StatusCode Filesystem::SetXattr(const Principal& c, uint64_t ino, std::string_vi
     std::string v(value.begin(), value.end());
     if (v != "0" && v != "1") return StatusCode::kInvalidArgument;
     BlockAddress a{n->tenant, n->ns, n->block};
+    // A pin through an inode of a block that left would pin the block that came back.
+    if (Result<BlockInfo> b = store_.StatAttributes(a); b.ok()) {
+      if (StatusCode s = SameBlock(ino, b.value()); s != StatusCode::kOk) return s;
+    }
     StatusCode s = store_.SetPinned(a, v == "1");
     if (control_.MayLogActionOf(c)) {
       spdlog::info("xattr: uid {} gid {} {} {} -> {}", c.uid, c.gid, v == "1" ? "pinned" : "unpinned",

@@ -139,8 +139,12 @@ void LogRefusedFill(fuse_req_t req, StatusCode s) {
 // security module asks for and gpucache does not keep. A full fd table would otherwise look
 // like a silent stream of EAGAIN: it is logged, once per burst.
 void Refused(fuse_req_t req, StatusCode s) {
-  // A miss and an attribute a node lacks are answers, not refusals.
-  if (s == StatusCode::kOk || s == StatusCode::kNotFound || s == StatusCode::kNoAttribute) return;
+  // A miss, an attribute a node lacks and a stale inode (the kernel looks the name up again)
+  // are answers, not refusals.
+  if (s == StatusCode::kOk || s == StatusCode::kNotFound || s == StatusCode::kNoAttribute ||
+      s == StatusCode::kStale) {
+    return;
+  }
   if (Metrics::RepeatedRefusal()) return;  // counted (and logged) when it was first answered
   Fs(req).metrics().RecordRefusal(s);
   if (s == StatusCode::kTenantQuota || s == StatusCode::kTooLarge || s == StatusCode::kNoSpace) {

@@ -52,13 +52,24 @@ std::optional<Node> InodeTable::Get(uint64_t ino) {
   return it->second.node;
 }
 
-uint64_t InodeTable::Ref(const Node& node) {
+uint64_t InodeTable::Ref(const Node& node, uint64_t region) {
   if (auto fixed = FixedIno(node)) return *fixed;
   MutexLock lock(mu_);
-  auto [it, inserted] = by_key_.try_emplace(KeyOf(node), next_);
-  if (inserted) by_ino_[next_++] = Entry{node, 0};
-  by_ino_[it->second].nlookup++;
-  return it->second;
+  auto k = by_key_.find(KeyOf(node));
+  if (k != by_key_.end()) {
+    Entry& e = by_ino_.at(k->second);
+    if (region == 0 || e.region == 0 || e.region == region) {
+      if (region != 0) e.region = region;
+      e.nlookup++;
+      return k->second;
+    }
+    e.unmapped = true;  // another stored block under the name: a new inode for it
+    by_key_.erase(k);
+  }
+  uint64_t ino = next_++;
+  by_key_.emplace(KeyOf(node), ino);
+  by_ino_[ino] = Entry{node, 1, region};
+  return ino;
 }
 
 std::optional<uint64_t> InodeTable::Find(const Node& node) {
@@ -81,14 +92,20 @@ void InodeTable::Forget(uint64_t ino, uint64_t nlookup) {
   by_ino_.erase(it);
 }
 
-void InodeTable::Rename(uint64_t ino, const Node& to) {
+void InodeTable::Rename(uint64_t ino, const Node& to, uint64_t region) {
   MutexLock lock(mu_);
   auto it = by_ino_.find(ino);
   if (it == by_ino_.end()) return;
   auto k = by_key_.find(KeyOf(it->second.node));
   if (k != by_key_.end() && k->second == ino) by_key_.erase(k);
   it->second.node = to;
-  by_key_[KeyOf(to)] = ino;  // a stale inode of an earlier block of that name keeps its number
+  it->second.region = region;
+  // A stale inode of an earlier block of that name keeps its number, not the name.
+  auto [old, inserted] = by_key_.try_emplace(KeyOf(to), ino);
+  if (!inserted && old->second != ino) {
+    if (auto o = by_ino_.find(old->second); o != by_ino_.end()) o->second.unmapped = true;
+    old->second = ino;
+  }
 }
 
 std::optional<uint64_t> InodeTable::Unmap(const Node& node) {
@@ -98,17 +115,26 @@ std::optional<uint64_t> InodeTable::Unmap(const Node& node) {
   if (k == by_key_.end()) return std::nullopt;
   uint64_t ino = k->second;
   by_key_.erase(k);
+  if (auto it = by_ino_.find(ino); it != by_ino_.end()) it->second.unmapped = true;
   return ino;
 }
 
-bool InodeTable::KeepCache(uint64_t ino, uint64_t region) {
+bool InodeTable::Bind(uint64_t ino, uint64_t region, const BoundAttrs& attrs) {
   MutexLock lock(mu_);
   auto it = by_ino_.find(ino);
-  if (it == by_ino_.end()) return false;
-  // A first open finds nothing cached: an inode number is never reused within a mount.
-  bool same = it->second.served_region == 0 || it->second.served_region == region;
-  it->second.served_region = region;
-  return same;
+  if (it == by_ino_.end() || it->second.unmapped) return false;
+  Entry& e = it->second;
+  if (e.region != 0 && e.region != region) return false;
+  e.region = region;
+  if (!e.attrs) e.attrs = attrs;
+  return true;
+}
+
+std::optional<BoundAttrs> InodeTable::AttrsOf(uint64_t ino) {
+  MutexLock lock(mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end()) return std::nullopt;
+  return it->second.attrs;
 }
 
 size_t InodeTable::DynamicCount() {

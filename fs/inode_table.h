@@ -59,27 +59,41 @@ inline constexpr uint64_t kCommitIno = 9;
 inline constexpr uint64_t kFirstTenantIno = 16;
 inline constexpr uint64_t kFirstDynamicIno = 1 << 20;
 
+// A block inode's attributes as of its binding (InodeTable::Bind): what its stat answers once
+// its name holds another block.
+struct BoundAttrs {
+  uint64_t size = 0;
+  uint32_t uid = 0, gid = 0;
+  uint64_t commit_time_ns = 0;
+};
+
 class InodeTable {
  public:
   explicit InodeTable(std::vector<std::string> tenants);  // REQUIRES: sorted
 
   std::optional<Node> Get(uint64_t ino);
   // The inode of `node`, allocated if needed; counts one kernel lookup for dynamic nodes.
-  uint64_t Ref(const Node& node);
+  // `region`, for a block, is the stored block the lookup found: a name whose inode is bound to
+  // another one (the block left and came back, and its Unmap is still to come) gets a new inode.
+  uint64_t Ref(const Node& node, uint64_t region = 0);
   // The inode of `node` if the kernel knows it; no reference is taken.
   std::optional<uint64_t> Find(const Node& node);
   void Forget(uint64_t ino, uint64_t nlookup);
-  // A reservation became a committed block: the same inode now names the block.
-  void Rename(uint64_t ino, const Node& to);
+  // A reservation became a committed block (stored as `region`, 0 if not known): the same inode
+  // now names the block.
+  void Rename(uint64_t ino, const Node& to, uint64_t region = 0);
   // `node` left the namespace (a block evicted, invalidated, quarantined): its name no longer
   // leads to its inode, so the next block committed under the name gets a new inode and none
   // of the old one's cached pages. The inode stays for the kernel's references (an open file)
   // until it is forgotten. Returns the inode the name had, if any.
   std::optional<uint64_t> Unmap(const Node& node);
-  // Whether the kernel may keep the pages it cached for `ino`: false if its last open served
-  // another stored block than `region` (a name that came back as another block while the
-  // kernel still held its old entry); this open's block is recorded.
-  bool KeepCache(uint64_t ino, uint64_t region);
+  // Binds a block inode to the stored block an open of its name found: false if the inode's
+  // name has left it or it names another stored block (the name came back as another block
+  // while the kernel, or a process through /proc/PID/fd, still held the old inode). One inode,
+  // one stored block: its page cache and its attributes are never another block's.
+  bool Bind(uint64_t ino, uint64_t region, const BoundAttrs& attrs);
+  // The attributes of the block `ino` was bound to, if it was.
+  std::optional<BoundAttrs> AttrsOf(uint64_t ino);
   size_t DynamicCount();
 
  private:
@@ -91,7 +105,9 @@ class InodeTable {
   struct Entry {
     Node node;
     uint64_t nlookup = 0;
-    uint64_t served_region = 0;  // the stored block its last open served (0: none yet)
+    uint64_t region = 0;    // the stored block it names (blocks; 0: not bound yet)
+    bool unmapped = false;  // its name leads elsewhere now (Unmap)
+    std::optional<BoundAttrs> attrs;  // that block's, once an open or a stat bound it
   };
   const std::vector<std::string> tenants_;
   Mutex mu_;

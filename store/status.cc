@@ -25,6 +25,7 @@ std::string_view ToString(StatusCode code) {
     case StatusCode::kNameTooLong: return "name too long";
     case StatusCode::kNoHandles: return "out of file handles";
     case StatusCode::kNoAttribute: return "no such attribute";
+    case StatusCode::kStale: return "stale inode";
   }
   return "unknown";
 }

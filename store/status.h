@@ -36,6 +36,7 @@ enum class StatusCode : uint8_t {
   kNameTooLong,       // a path component longer than NAME_MAX (255 bytes)
   kNoHandles,         // the daemon's file table is full (EMFILE/ENFILE): retry later
   kNoAttribute,       // the node has no extended attribute of that name (its node is there)
+  kStale,             // the inode names a block that left; its name now holds another block
 };
 
 // Every code, in declaration order; tests iterate it to prove each one is mapped.
@@ -47,6 +48,7 @@ inline constexpr StatusCode kAllStatusCodes[] = {
     StatusCode::kExhausted,    StatusCode::kFenced,       StatusCode::kDraining,
     StatusCode::kNotSupported, StatusCode::kNotEmpty,     StatusCode::kIoError,
     StatusCode::kNameTooLong,  StatusCode::kNoHandles,    StatusCode::kNoAttribute,
+    StatusCode::kStale,
 };
 
 std::string_view ToString(StatusCode code);

@@ -34,6 +34,7 @@ TEST_CASE("ErrnoMap: every status code maps to the errno of the table in docs/us
       {StatusCode::kNameTooLong, ENAMETOOLONG},
       {StatusCode::kNoHandles, EAGAIN},
       {StatusCode::kNoAttribute, ENODATA},
+      {StatusCode::kStale, ESTALE},
   };
   for (StatusCode code : kAllStatusCodes) {
     CAPTURE(ToString(code));
@@ -57,6 +58,7 @@ TEST_CASE("ErrnoMap: every refusal's errno has the symbolic name control replies
       {StatusCode::kNotSupported, "ENOTSUP"}, {StatusCode::kNotEmpty, "ENOTEMPTY"},
       {StatusCode::kIoError, "EIO"},          {StatusCode::kNameTooLong, "ENAMETOOLONG"},
       {StatusCode::kNoHandles, "EAGAIN"},     {StatusCode::kNoAttribute, "ENODATA"},
+      {StatusCode::kStale, "ESTALE"},
   };
   for (StatusCode code : kAllStatusCodes) {
     if (code == StatusCode::kOk) continue;

@@ -55,14 +55,42 @@ TEST_CASE("InodeTable: a block that left gives its name a new inode, the old one
   CHECK_FALSE(t.Unmap(Node{NodeKind::kRoot}).has_value());
 }
 
-TEST_CASE("InodeTable: cached pages are kept only across opens of the same stored block") {
+// Regression (review, 2026-12-07): an inode stood for a name, so an open through an inode of a
+// block that left (the kernel's entry, /proc/PID/fd) opened the block that came back under the
+// name, and the two shared one page cache: a reader got pages of both.
+TEST_CASE("InodeTable: an inode names one stored block, whichever way the name changes") {
   InodeTable t({"acme"});
-  uint64_t ino = t.Ref(Node{NodeKind::kBlock, "acme", "ns", "b"});
-  CHECK(t.KeepCache(ino, 7));  // first open: nothing cached
-  CHECK(t.KeepCache(ino, 7));
-  CHECK_FALSE(t.KeepCache(ino, 8));  // another block under the name: its pages are dropped
-  CHECK(t.KeepCache(ino, 8));
-  CHECK_FALSE(t.KeepCache(ino + 1, 8));  // unknown inode
+  Node block{NodeKind::kBlock, "acme", "ns", "b"};
+  uint64_t ino = t.Ref(block);
+  const BoundAttrs seven{700, 1, 2, 3}, eight{800, 1, 2, 4};
+  CHECK_FALSE(t.AttrsOf(ino).has_value());
+  CHECK(t.Bind(ino, 7, seven));  // first open: bound to what the name holds
+  CHECK(t.Bind(ino, 7, seven));
+  CHECK_FALSE(t.Bind(ino, 8, eight));  // another stored block under the name: not this inode's
+  CHECK(t.AttrsOf(ino)->size == 700);  // its own block's attributes stay
+  CHECK_FALSE(t.Bind(ino + 1, 7, seven));  // unknown inode
+  SUBCASE("a lookup that finds another block gets a new inode") {
+    uint64_t again = t.Ref(block, 7);
+    CHECK(again == ino);
+    uint64_t other = t.Ref(block, 8);  // the removal's Unmap has not come yet
+    CHECK(other != ino);
+    CHECK(t.Find(block) == other);
+    CHECK_FALSE(t.Bind(ino, 7, seven));  // its name left it
+    CHECK(t.Bind(other, 8, eight));
+  }
+  SUBCASE("an unmapped inode binds to nothing, even the block it had") {
+    t.Unmap(block);
+    CHECK_FALSE(t.Bind(ino, 7, seven));
+  }
+  SUBCASE("a rename over a stale inode's name takes the name from it") {
+    Node part{NodeKind::kPart, "acme", "ns", "b"};
+    uint64_t fill = t.Ref(part);
+    t.Rename(fill, block, 9);
+    CHECK(t.Find(block) == fill);
+    CHECK_FALSE(t.Bind(ino, 7, seven));
+    CHECK(t.Bind(fill, 9, eight));
+    CHECK_FALSE(t.Bind(fill, 7, seven));
+  }
 }
 
 }  // namespace

@@ -4,7 +4,11 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <string>
 
 #include <chrono>
 #include <thread>
@@ -67,6 +71,64 @@ TEST_CASE("Recommit: a block committed again through the channel after an unlink
 TEST_CASE("Recommit: a block committed again by rename after an unlink serves its new bytes") {
   SUBCASE("RAM tier off") { CheckRecommitServesNewBytes("[ram]\nbytes = 0\n" + TestConfig(), Recommit::kRename); }
   SUBCASE("RAM tier on") { CheckRecommitServesNewBytes(TestConfig(), Recommit::kRename); }
+}
+
+// Regression (review, 2026-12-07): an inode stood for its name, so after an unlink and a new
+// commit under the name, an open of the old inode (through /proc/PID/fd here; the race of a
+// LOOKUP with the replace in general) opened the new block into the old inode's page cache: the
+// reader that held the old block read the new block's pages. Its fstat and xattrs told of the
+// new block too, and its read to the end stopped at the new block's size, without an error.
+void CheckHeldInodeKeepsItsBlock(const std::string& config) {
+  MountedFs m(config);
+  MountClient c(m.mnt());
+  CacheIdentity id = SampleIdentity("acme");
+  Bytes old_bytes = Payload(1 << 20, 1), new_bytes = Payload(64 << 10, 2);
+  REQUIRE(c.Commit(id, old_bytes) == 0);
+  std::string path = c.PathOf(id);
+  int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  char old_region[64] = {};
+  REQUIRE(::fgetxattr(fd, "user.gpucache.region", old_region, sizeof old_region - 1) > 0);
+  REQUIRE(::unlink(path.c_str()) == 0);
+  REQUIRE(c.Commit(id, new_bytes) == 0);
+  // The old inode opens nothing else: ESTALE, not the new block.
+  const std::string again = "/proc/self/fd/" + std::to_string(fd);
+  errno = 0;
+  int reopened = ::open(again.c_str(), O_RDONLY);
+  CHECK(reopened == -1);
+  CHECK(errno == ESTALE);
+  if (reopened >= 0) {
+    Bytes sink(1 << 20);
+    CHECK(::pread(reopened, sink.data(), sink.size(), 0) >= 0);  // what filled the shared pages
+    ::close(reopened);
+  }
+  // Its own size, its own bytes to the end; its xattrs are not the new block's.
+  struct stat st {};
+  REQUIRE(::fstat(fd, &st) == 0);
+  CHECK(st.st_size == static_cast<off_t>(old_bytes.size()));
+  Bytes got;
+  Bytes buf(256 << 10);
+  for (ssize_t n; (n = ::read(fd, buf.data(), buf.size())) > 0;) got.insert(got.end(), buf.begin(), buf.begin() + n);
+  CHECK(got.size() == old_bytes.size());
+  CHECK(got == old_bytes);
+  char region[64] = {};
+  errno = 0;
+  ssize_t len = ::fgetxattr(fd, "user.gpucache.region", region, sizeof region - 1);
+  CHECK((len < 0 ? errno : 0) == ESTALE);
+  // The path leads to the new block, as a fresh open and stat say.
+  struct stat now {};
+  REQUIRE(::stat(path.c_str(), &now) == 0);
+  CHECK(now.st_size == static_cast<off_t>(new_bytes.size()));
+  CHECK(now.st_ino != st.st_ino);
+  std::variant<Bytes, int> fresh = c.Read(id);
+  REQUIRE(std::holds_alternative<Bytes>(fresh));
+  CHECK(std::get<Bytes>(fresh) == new_bytes);
+  ::close(fd);
+}
+
+TEST_CASE("Recommit: an inode held open keeps its own block when the name comes back as another") {
+  SUBCASE("RAM tier off") { CheckHeldInodeKeepsItsBlock("[ram]\nbytes = 0\n" + TestConfig()); }
+  SUBCASE("RAM tier on") { CheckHeldInodeKeepsItsBlock(TestConfig()); }
 }
 
 }  // namespace
