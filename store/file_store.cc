@@ -390,25 +390,33 @@ size_t FileMedium::DeviceOfPath(const std::string& path) const {
   return 0;
 }
 
-void FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
+StatusCode FileMedium::Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
   auto* q = dynamic_cast<QuarantinedFile*>(stored.get());
   size_t dev = DeviceOf(stored);  // a quarantined file is on device 0's paths or its own
   // Nothing in an isolated directory is touched (docs/operations.md): a block quarantined there
   // before the isolation, reclaimed since, keeps its file (the next start with the directory
   // back reclaims it). A quarantined file knows its directory by its path only.
-  if (devices_.Isolated(q ? DeviceOfPath(q->path) : dev)) return;
-  if (q && q->path.empty()) return;  // unlinked when quarantined (its rename failed)
-  if (q && q->kept_live_name && !StillUnderLiveName(*q)) return;
+  if (devices_.Isolated(q ? DeviceOfPath(q->path) : dev)) return StatusCode::kOk;
+  if (q && q->path.empty()) return StatusCode::kOk;  // unlinked when quarantined (its rename failed)
+  if (q && q->kept_live_name && !StillUnderLiveName(*q)) return StatusCode::kOk;
   std::string path = q ? q->path : PathIn(dev, info.address);
   if (!q) JournalRemoval(dev, info.address);
   StatusCode s = env_.Remove(path);
-  if (s == StatusCode::kOk || s == StatusCode::kNotFound) return;
+  if (s == StatusCode::kOk || s == StatusCode::kNotFound) return StatusCode::kOk;
   CountError();
+  if (q && !q->kept_live_name) return StatusCode::kOk;  // in quarantine/, not under its name
   // Left where it is, the next start would load it again: move it to tmp/, which every start
   // empties. If that fails too, it is counted twice and comes back as a block.
-  if (!q && env_.Rename(path, devices_.dir(dev).Dropped(info.region_id)) != StatusCode::kOk) {
-    CountError();
+  if (q || env_.Rename(path, devices_.dir(dev).Dropped(info.region_id)) != StatusCode::kOk) {
+    if (!q) CountError();
+    return StatusCode::kIoError;
   }
+  return StatusCode::kOk;
+}
+
+bool FileMedium::KeptUnderName(const StoredPayload* quarantined) const {
+  auto* q = dynamic_cast<const QuarantinedFile*>(quarantined);
+  return q && q->kept_live_name;
 }
 
 StatusCode FileMedium::MakeRemovalDurable(const BlockInfo& info, const StoredPayload* stored) {

@@ -95,7 +95,8 @@ class FileMedium final : public Medium {
                         const std::shared_ptr<StoredPayload>& stored) override;
   std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& info,
                                             const std::shared_ptr<StoredPayload>& stored) override;
-  void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  StatusCode Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  bool KeptUnderName(const StoredPayload* quarantined) const override;
   size_t DeviceOfPath(const std::string& path) const;
   StatusCode MakeRemovalDurable(const BlockInfo& info, const StoredPayload* stored) override;
   std::string SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;

@@ -302,8 +302,16 @@ class Medium {
   // Moves a block's bytes out of the namespace but keeps them; returns the new medium state.
   virtual std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& info,
                                                     const std::shared_ptr<StoredPayload>& stored) = 0;
-  // Frees a block's bytes (committed or quarantined).
-  virtual void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) = 0;
+  // Frees a block's bytes (committed or quarantined). kIoError if they stay under the block's
+  // name (neither removed nor moved aside: a read-only filesystem), where the next start
+  // would load the block again; kOk otherwise.
+  virtual StatusCode Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) = 0;
+  // Whether a block's bytes Quarantine returned stayed under its name (it could neither move
+  // nor remove them): the next start would load the block again.
+  virtual bool KeptUnderName(const StoredPayload* quarantined) const {
+    (void)quarantined;
+    return false;
+  }
   // After an invalidation took a committed block out (Drop or Quarantine): makes its name's
   // removal survive a power cut where the medium promises that for commits (a block the
   // engine called wrong must not come back as a hit). kOk where there is nothing to do.
@@ -315,7 +323,7 @@ class Medium {
   // Takes a committed block's damaged bytes out of the namespace, kept for examination where
   // the medium can keep them (else dropped); says where they went, for the operator's log.
   virtual std::string SetAside(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) {
-    Drop(info, stored);
+    (void)Drop(info, stored);
     return {};
   }
 

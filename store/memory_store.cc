@@ -101,7 +101,7 @@ std::shared_ptr<StoredPayload> MemoryMedium::Quarantine(
   return stored;  // the bytes stay where they are, out of the index
 }
 
-void MemoryMedium::Drop(const BlockInfo&, const std::shared_ptr<StoredPayload>&) {}
+StatusCode MemoryMedium::Drop(const BlockInfo&, const std::shared_ptr<StoredPayload>&) { return StatusCode::kOk; }
 
 bool MemoryMedium::TEST_CorruptByte(const std::shared_ptr<StoredPayload>& payload, uint64_t offset) {
   auto stored = std::static_pointer_cast<Stored>(payload);

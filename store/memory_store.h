@@ -30,7 +30,7 @@ class MemoryMedium final : public Medium {
                         const std::shared_ptr<StoredPayload>& stored) override;
   std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& info,
                                             const std::shared_ptr<StoredPayload>& stored) override;
-  void Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
+  StatusCode Drop(const BlockInfo& info, const std::shared_ptr<StoredPayload>& stored) override;
   StatusCode PersistEpoch(uint64_t) override { return StatusCode::kOk; }
   void PersistPins(const std::vector<PinnedBlock>&) override {}
   MediumIoStats IoStats() const override { return {"memory (no backing files)", std::nullopt}; }

@@ -18,9 +18,13 @@ StatusCode StoreAdmin::Invalidate(const BlockAddress& address) {
   }
   const BlockInfo info = gone.back().info;
   const std::shared_ptr<StoredPayload> stored = gone.back().stored;
-  Finish(std::move(gone), std::nullopt);  // the kernel made this change itself (unlink)
+  // The kernel made this change itself (unlink). Bytes that stayed under the block's name (a
+  // data directory gone read-only) would come back at the next start: the engine hears EIO,
+  // not that its invalidation holds (review, 2026-12-07).
+  StatusCode stayed = Finish(std::move(gone), std::nullopt);
   // A failed write of the set is counted (metadata errors): see ChangePinAndPersist.
   if (was_pinned) PersistPins();
+  if (stayed != StatusCode::kOk) return stayed;
   // Acknowledged only once it holds as a commit would: with sync_commits, after a power cut.
   return medium_->MakeRemovalDurable(info, stored.get());
 }

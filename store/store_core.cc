@@ -81,15 +81,17 @@ Departure StoreCore::RemoveLocked(BlockId id, const char* reason) {
 }
 
 // Medium work for blocks that left the namespace, outside the lock.
-void StoreCore::Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) {
+StatusCode StoreCore::Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) {
   RemovalObserver observer;
   {
     MutexLock lock(mu_);
     observer = observer_;
   }
+  StatusCode stayed = StatusCode::kOk;
   for (Departure& d : departures) {
     if (d.quarantine) {
       auto moved = medium_->Quarantine(d.info, d.stored);
+      if (medium_->KeptUnderName(moved.get())) stayed = StatusCode::kIoError;
       MutexLock lock(mu_);
       quarantine_.SetStored(d.info.region_id, std::move(moved));
       leaving_.Left(d.info.address);
@@ -100,7 +102,7 @@ void StoreCore::Finish(std::vector<Departure> departures, std::optional<RemovalR
       MutexLock lock(mu_);
       leaving_.Left(d.info.address);
     } else {
-      medium_->Drop(d.info, d.stored);
+      if (medium_->Drop(d.info, d.stored) != StatusCode::kOk) stayed = StatusCode::kIoError;
       MustTransition(d.info.state, BlockState::kAbsent);
       MutexLock lock(mu_);
       leaving_.Left(d.info.address);
@@ -108,6 +110,7 @@ void StoreCore::Finish(std::vector<Departure> departures, std::optional<RemovalR
     if (notify && observer) observer(d.info.address, *notify, d.damage);
   }
   if (!departures.empty()) FoldJournalIfDue();  // removals are journaled too
+  return stayed;
 }
 
 bool StoreCore::Indexed(const BlockAddress& address, uint64_t region_id) {

@@ -119,8 +119,9 @@ class StoreCore {
   // Takes a committed block out of the namespace (COMMITTED -> EVICTING), into quarantine
   // while a reader has it open.
   Departure RemoveLocked(BlockId id, const char* reason) REQUIRES(mu_);
-  // Medium work for departures, outside the lock; then tells the observer.
-  void Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) EXCLUDES(mu_);
+  // Medium work for departures, outside the lock; then tells the observer. kIoError if a
+  // departure's bytes stayed under its name (Medium::Drop), which the next start would load.
+  StatusCode Finish(std::vector<Departure> departures, std::optional<RemovalReason> notify) EXCLUDES(mu_);
   // Moves to the next epoch (BlockAdmin::Fence): persisted first, then every fill of an older
   // epoch fenced. Returns the new epoch. With `from`, only if the epoch is still `from` (two
   // fills that both found it used up fence once, not twice); else the current epoch.

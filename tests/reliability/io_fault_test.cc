@@ -255,5 +255,35 @@ TEST_CASE("Reliability I/O faults: a block that cannot be quarantined or dropped
   CHECK(TempFiles(tmp.path()) == 0);
 }
 
+// Regression (review, 2026-12-07): on a data directory gone read-only (ext4's errors=remount-ro)
+// an unlink answered success although the block's file could be neither removed nor moved
+// aside, and the next start served the invalidated bytes again. The invalidation now says EIO.
+TEST_CASE("Reliability I/O faults: an invalidation whose block stays under its name answers EIO") {
+  test::TempDir tmp;
+  FaultEnv env;
+  const Bytes payload = test::Payload(10000, 4);
+  {
+    auto s = Open(tmp.path(), &env);
+    REQUIRE(Fill(*s, Key(1), payload, 1 << 20) == StatusCode::kOk);
+    REQUIRE(Fill(*s, Key(2), payload, 1 << 20) == StatusCode::kOk);
+    // Dropped (no reader): its unlink and its move to tmp/ both fail.
+    env.FailNext(FaultEnv::Op::kRemove, FaultEnv::Fault::kIoError);
+    env.FailNext(FaultEnv::Op::kRename, FaultEnv::Fault::kIoError);
+    CHECK(s->Invalidate(AddressOf(Key(1))) == StatusCode::kIoError);
+    // Quarantined (an open reader): its rename and its unlink both fail.
+    auto reader = s->Open(AddressOf(Key(2)));
+    REQUIRE(reader.ok());
+    env.FailNext(FaultEnv::Op::kRename, FaultEnv::Fault::kIoError);
+    env.FailNext(FaultEnv::Op::kRemove, FaultEnv::Fault::kIoError);
+    CHECK(s->Invalidate(AddressOf(Key(2))) == StatusCode::kIoError);
+    // Both are misses while the daemon runs, as the engine asked.
+    CHECK_FALSE(s->Stat(AddressOf(Key(1))).ok());
+    CHECK_FALSE(s->Stat(AddressOf(Key(2))).ok());
+  }
+  // What the EIO warned of: the next start finds them under their names.
+  auto s = Open(tmp.path(), nullptr);
+  CHECK(s->Stat(AddressOf(Key(1))).ok());
+}
+
 }  // namespace
 }  // namespace gpucache

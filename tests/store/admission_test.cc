@@ -284,7 +284,7 @@ struct TwoDevices final : Medium {
   std::shared_ptr<StoredPayload> Quarantine(const BlockInfo& i, const std::shared_ptr<StoredPayload>& st) override {
     return m.Quarantine(i, st);
   }
-  void Drop(const BlockInfo& i, const std::shared_ptr<StoredPayload>& st) override { m.Drop(i, st); }
+  StatusCode Drop(const BlockInfo& i, const std::shared_ptr<StoredPayload>& st) override { return m.Drop(i, st); }
   StatusCode PersistEpoch(uint64_t e) override { return m.PersistEpoch(e); }
   void PersistPins(const std::vector<PinnedBlock>& p) override { m.PersistPins(p); }
   MediumIoStats IoStats() const override { return m.IoStats(); }
