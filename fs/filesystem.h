@@ -27,6 +27,7 @@
 
 #include "common/commit_frame.h"
 #include "fs/access.h"
+#include "fs/byte_budget.h"
 #include "fs/caller_slots.h"
 #include "fs/config.h"
 #include "fs/control.h"
@@ -94,7 +95,9 @@ struct Handle {
   FrameState frame GUARDED_BY(mu);  // kCommit
   // kCommit, kControl: who opened it. Only that uid may write through it: a descriptor handed
   // to a more privileged process (a root helper writing into a caller's fd) acts for nobody.
+  // kText: whose budget `text` is charged to (Filesystem::snapshots_).
   uint32_t opener_uid = 0;
+  uint64_t charged = 0;  // kText: bytes charged for `text`, given back at the release
 };
 
 struct OpenReply {
@@ -111,6 +114,14 @@ struct OpenReply {
 struct DirEntry {
   std::string name;
   mode_t type;  // S_IFDIR or S_IFREG
+};
+
+// A directory's listing, taken at its opendir and held by its handle until its release, and
+// what it is charged to its opener (Filesystem::OpenListing).
+struct Listing {
+  std::vector<DirEntry> entries;
+  uint32_t uid = 0;
+  uint64_t charged = 0;
 };
 
 class Filesystem {
@@ -150,6 +161,10 @@ class Filesystem {
   void Release(Handle& h, BackingFiles* backing = nullptr);
 
   Result<std::vector<DirEntry>> ReadDir(const Principal& c, uint64_t ino);
+  // ReadDir for an opendir, charged to the caller's budget of generated copies held by open
+  // handles (EAGAIN past it; snapshots_); CloseListing gives it back.
+  Result<Listing> OpenListing(const Principal& c, uint64_t ino);
+  void CloseListing(Listing& l);
 
   // Extended attributes: only `user.gpucache.*`; anything else is kNotSupported.
   Result<std::string> GetXattr(const Principal& c, uint64_t ino, std::string_view name);
@@ -261,6 +276,13 @@ class Filesystem {
   static constexpr int kMaxDeferredPerCaller = 2;
   static constexpr int kMaxDeferredInAll = 4;
   CallerSlots deferred_slots_{kMaxDeferredPerCaller, kMaxDeferredInAll};
+  // What the listings and `.gpucache` texts held by open handles may take, per uid and in all
+  // (docs/operations.md, "Listings and generated files").
+  static constexpr uint64_t kSnapshotBytesPerCaller = 128ull << 20;
+  static constexpr uint64_t kSnapshotBytesInAll = 512ull << 20;
+  ByteBudget snapshots_{kSnapshotBytesPerCaller, kSnapshotBytesInAll};
+  // Charges a text an open holds to its opener: false when over budget.
+  bool ChargeText(const Principal& c, Handle& h) REQUIRES(h.mu);
   // Requests answered on read that are kept, written and not yet read, for one non-admin uid
   // and for all together (each up to kMaxControlRequest: 1 MiB of one uid, 16 MiB in all).
   // Uids of no tenant have a pool of their own, so that a few of them cannot take every place

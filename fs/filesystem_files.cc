@@ -127,6 +127,7 @@ Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags, 
       {
         MutexLock lock(h.mu);
         h.text = EffectiveConfigText(*effective_.load());  // holds no secret: keys never live in it
+        if (!ChargeText(c, h)) return StatusCode::kExhausted;
       }
       r.direct_io = true;
       return r;
@@ -145,6 +146,7 @@ Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags, 
                                              access_.IsAdmin(c)});
         MutexLock lock(h.mu);
         h.text = std::move(text);
+        if (!ChargeText(c, h)) return StatusCode::kExhausted;
       }
       r.direct_io = true;
       return r;
@@ -347,8 +349,20 @@ void Filesystem::Flush(Handle& h) {
   h.writing = false;
 }
 
+bool Filesystem::ChargeText(const Principal& c, Handle& h) {
+  if (!snapshots_.TryTake(c.uid, h.text.size())) return false;
+  h.opener_uid = c.uid;
+  h.charged = h.text.size();
+  return true;
+}
+
 void Filesystem::Release(Handle& h, BackingFiles* backing) {
   Flush(h);
+  if (h.kind == Handle::Kind::kText) {
+    MutexLock lock(h.mu);
+    snapshots_.Give(h.opener_uid, h.charged);
+    h.charged = 0;
+  }
   if (h.kind == Handle::Kind::kCommit) {
     MutexLock lock(h.mu);
     AbandonFrame(h.frame);
@@ -394,6 +408,22 @@ void Filesystem::SetAppearedHandler(std::function<void(const BlockAddress&, bool
 
 std::string Filesystem::RenderAllMetrics() {
   return metrics_.Render(store_, {[](const std::string&) { return true; }, true});
+}
+
+Result<Listing> Filesystem::OpenListing(const Principal& c, uint64_t ino) {
+  Result<std::vector<DirEntry>> entries = ReadDir(c, ino);
+  if (!entries.ok()) return entries.status();
+  Listing l{std::move(entries.value()), c.uid, 0};
+  uint64_t bytes = l.entries.capacity() * sizeof(DirEntry);
+  for (const DirEntry& e : l.entries) bytes += e.name.capacity() > 15 ? e.name.capacity() + 1 : 0;
+  if (!snapshots_.TryTake(c.uid, bytes)) return StatusCode::kExhausted;
+  l.charged = bytes;
+  return l;
+}
+
+void Filesystem::CloseListing(Listing& l) {
+  snapshots_.Give(l.uid, l.charged);
+  l.charged = 0;
 }
 
 Result<std::vector<DirEntry>> Filesystem::ReadDir(const Principal& c, uint64_t ino) {

@@ -316,24 +316,31 @@ void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(
 
 // A directory handle holds the listing taken at opendir, so readdir pages through a snapshot.
 struct DirHandle {
-  std::vector<DirEntry> entries;
+  Listing listing;
 };
 
+void CloseDir(Filesystem& fs, DirHandle* d) {
+  fs.CloseListing(d->listing);
+  delete d;
+}
+
 void OpOpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  OpTimer timer(Fs(req).metrics(), FuseOp::kReadDir);
-  auto r = Fs(req).ReadDir(PrincipalOf(req), ino);
+  Filesystem& fs = Fs(req);  // a failed reply frees `req`
+  OpTimer timer(fs.metrics(), FuseOp::kReadDir);
+  auto r = fs.OpenListing(PrincipalOf(req), ino);
   if (!r.ok()) return ReplyStatus(req, r.status());
-  fi->fh = reinterpret_cast<uint64_t>(new DirHandle{std::move(r.value())});
-  if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirHandle*>(fi->fh);
+  auto* d = new DirHandle{std::move(r.value())};
+  fi->fh = reinterpret_cast<uint64_t>(d);
+  if (fuse_reply_open(req, fi) != 0) CloseDir(fs, d);
 }
 
 // How many entries from `first` fit in a reply of `size` bytes, and the bytes they take.
 std::pair<size_t, size_t> DirPage(fuse_req_t req, const DirHandle& d, size_t first, size_t size) {
   size_t bytes = 0;
   size_t end = first;
-  for (; end < d.entries.size(); ++end) {
+  for (; end < d.listing.entries.size(); ++end) {
     // With no room given, fuse_add_direntry only returns the entry's size.
-    size_t n = fuse_add_direntry(req, nullptr, 0, d.entries[end].name.c_str(), nullptr, 0);
+    size_t n = fuse_add_direntry(req, nullptr, 0, d.listing.entries[end].name.c_str(), nullptr, 0);
     if (n > size - bytes) break;
     bytes += n;
   }
@@ -345,22 +352,22 @@ std::pair<size_t, size_t> DirPage(fuse_req_t req, const DirHandle& d, size_t fir
 void OpReadDir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kReadDir);
   const auto& d = *reinterpret_cast<DirHandle*>(fi->fh);
-  size_t first = std::min(static_cast<size_t>(std::max<off_t>(off, 0)), d.entries.size());
+  size_t first = std::min(static_cast<size_t>(std::max<off_t>(off, 0)), d.listing.entries.size());
   auto [end, bytes] = DirPage(req, d, first, size);
   auto buf = std::make_unique_for_overwrite<char[]>(std::max<size_t>(bytes, 1));
   size_t used = 0;
   for (size_t i = first; i < end; ++i) {
     struct stat st {};
     st.st_ino = 0xffffffff;  // FUSE_UNKNOWN_INO: the kernel looks the entry up when it is used
-    st.st_mode = d.entries[i].type;
-    used += fuse_add_direntry(req, buf.get() + used, bytes - used, d.entries[i].name.c_str(), &st,
+    st.st_mode = d.listing.entries[i].type;
+    used += fuse_add_direntry(req, buf.get() + used, bytes - used, d.listing.entries[i].name.c_str(), &st,
                               static_cast<off_t>(i + 1));
   }
   fuse_reply_buf(req, buf.get(), used);
 }
 
 void OpReleaseDir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<DirHandle*>(fi->fh);
+  CloseDir(Fs(req), reinterpret_cast<DirHandle*>(fi->fh));
   fuse_reply_err(req, 0);
 }
 

@@ -1,6 +1,14 @@
 // Limits and eviction through a real mount: every errno of admission, and eviction rules.
 #include <doctest/doctest.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -138,6 +146,74 @@ TEST_CASE("Mount: only a member may pin, with 0 or 1") {
   CHECK(AsUser(2000, 2000, [&] { return Errno(::setxattr(path.c_str(), "user.gpucache.pinned", "1", 1, 0)); }) ==
         EACCES);
   CHECK(AsUser(1000, 1000, [&] { return Errno(::setxattr(path.c_str(), "user.gpucache.pinned", "1", 1, 0)); }) == 0);
+}
+
+// Regression (review, 2026-12-07): each open of a directory or of a `.gpucache` file held its
+// own copy of the listing or text until its release, bounded by nothing: one uid opening a
+// listing thousands of times took the daemon to 8 GB, and any uid can open the metrics. The
+// copies one uid's handles hold are now bounded (128 MiB; docs/operations.md), past which its
+// opens are EAGAIN, and another uid's opens are not.
+TEST_CASE("Mount limits: the copies one uid's open handles hold are bounded, and no other uid's") {
+  MountedFs m;
+  const std::string metrics = m.mnt() + "/.gpucache/metrics";
+  constexpr uid_t kStranger = 4242;  // in no tenant: anyone on the host
+  int held[2], go[2];
+  REQUIRE(::pipe(held) == 0);
+  REQUIRE(::pipe(go) == 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    rlimit fds{200000, 200000};
+    if (::setrlimit(RLIMIT_NOFILE, &fds) != 0 && ::getrlimit(RLIMIT_NOFILE, &fds) == 0) {
+      fds.rlim_cur = fds.rlim_max;  // a container without CAP_SYS_RESOURCE: as many as allowed
+      ::setrlimit(RLIMIT_NOFILE, &fds);
+    }
+    if (::setgroups(0, nullptr) != 0 ||
+        ::setresgid(kStranger, kStranger, kStranger) != 0 || ::setresuid(kStranger, kStranger, kStranger) != 0) {
+      ::_exit(10);
+    }
+    std::string text = ReadText(metrics);
+    if (text.empty()) ::_exit(11);
+    std::fprintf(stderr, "# metrics as uid %u: %zu bytes\n", kStranger, text.size());
+    const size_t most = (128u << 20) / text.size() + 2;  // past the bound whatever the text's size
+    std::vector<int> open_fds;
+    int refused = 0;
+    while (open_fds.size() < most) {
+      int fd = ::open(metrics.c_str(), O_RDONLY);
+      if (fd < 0) {
+        refused = errno;
+        break;
+      }
+      open_fds.push_back(fd);
+    }
+    char c = refused == EAGAIN && open_fds.size() > 1000 ? 'y' : 'n';
+    if (::write(held[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(12);
+    for (int fd : open_fds) ::close(fd);
+    int again = ::open(metrics.c_str(), O_RDONLY);  // given back at the release
+    ::_exit(again >= 0 ? 0 : 13);
+  }
+  ::close(held[1]);
+  ::close(go[0]);
+  char verdict = 0;
+  if (::read(held[0], &verdict, 1) != 1) {  // the child ended before it could say
+    int early = 0;
+    ::waitpid(child, &early, 0);
+    FAIL("the opening child exited with ", WEXITSTATUS(early));
+  }
+  CHECK(verdict == 'y');  // refused with EAGAIN, after many opens
+  // Meanwhile a tenant's member opens the same file, and lists its tenant.
+  CHECK(AsUser(1000, 1000, [&] {
+          int fd = ::open(metrics.c_str(), O_RDONLY);
+          if (fd < 0) return errno;
+          ::close(fd);
+          return Errno(::access((m.mnt() + "/acme").c_str(), R_OK));
+        }) == 0);
+  REQUIRE(::write(go[1], "g", 1) == 1);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  ::close(held[0]);
+  ::close(go[1]);
 }
 
 }  // namespace
