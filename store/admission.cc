@@ -187,7 +187,11 @@ StatusCode Admission::RoomOnDevice(const PendingPayload& device,
   // Filesystems keep some slack of their own (metadata, rounding to blocks).
   constexpr uint64_t kSlack = 256 << 10;
   uint64_t free = space ? space->free : 0;
-  uint64_t short_by = need + kSlack - std::min(need + kSlack, free);
+  // A device another writer took below its kept space needs that back first: eviction for the
+  // fill's bytes alone left the next check still short, one refused fill after another, each
+  // evicting (review, 2026-12-07).
+  uint64_t want = need + kSlack + (space ? space->below_kept : 0);
+  uint64_t short_by = want - std::min(want, free);
   // The device says it has room: the ENOSPC is not one eviction can answer.
   if (short_by == 0) return StatusCode::kNoSpace;
   // The fair shares are of the device's whole size, not of what is left on it.

@@ -111,7 +111,8 @@ std::optional<Medium::DeviceSpace> FileMedium::SpaceFor(const PendingPayload& p)
   // What fills may still take: the room eviction must make is counted against this.
   // Fair shares are of what fills may use of the device, too (Admission::RoomOnDevice).
   uint64_t kept = devices_.KeptFree(space->total_bytes);
-  return DeviceSpace{space->free_bytes - std::min(space->free_bytes, kept), space->total_bytes - kept};
+  return DeviceSpace{space->free_bytes - std::min(space->free_bytes, kept), space->total_bytes - kept,
+                     kept - std::min(space->free_bytes, kept)};
 }
 
 bool FileMedium::SharesDevice(const PendingPayload& p, const StoredPayload* stored) const {

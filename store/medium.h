@@ -242,6 +242,9 @@ class Medium {
   struct DeviceSpace {
     uint64_t free = 0;
     uint64_t total = 0;
+    // How far below the space it keeps free the device already is (another writer took it):
+    // room for a fill must make this up too, before `free` counts.
+    uint64_t below_kept = 0;
   };
 
   virtual ~Medium() = default;

@@ -152,5 +152,21 @@ TEST_CASE("Reliability free space: a data directory below its kept space takes n
   CHECK(FilesUnder(a.path() + "/data/blocks").empty());
 }
 
+// Regression (review, 2026-12-07): when another writer took the device below its kept space,
+// each fill evicted only its own size (plus slack) and then, still short of the kept space,
+// failed with ENOSPC: one refused commit after another, each evicting, until enough had gone
+// (on a 4 TB disk, some 85,000 failed commits). Eviction now makes up the shortfall too.
+TEST_CASE("Reliability free space: a device another writer took below its kept space gets it back at the next fill") {
+  Device d("min_free_percent = 25");  // 4 MiB kept of 16
+  d.CommitEvictable(700, 9);           // about 9 MiB of blocks that may go
+  FillTo(d.disk, 1 * kMiB);            // another service leaves 1 MiB: 3 MiB below the kept 4
+  MountClient client(d.m->mnt());
+  for (uint64_t n = 710; n < 713; ++n) {
+    CAPTURE(n);
+    CHECK(client.Commit(RelBlock(n), SeededPayload(n, kMiB)) == 0);
+  }
+  CHECK(d.disk.FreeBytes() + kUnchecked >= 4 * kMiB);
+}
+
 }  // namespace
 }  // namespace gpucache
