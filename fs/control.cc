@@ -290,9 +290,14 @@ std::string ControlPlane::Drain(const Principal& c, const json& req) {
   else if (action == "rollback") a = DrainAction::kRollback;
   else return Error(EINVAL, "drain action is start, finish or rollback");
   StatusCode s = store_.Drain(a);
-  if (s != StatusCode::kOk) {
+  if (s == StatusCode::kInvalidArgument) {
     return Error(s, action == "rollback" ? "rollback needs a drain that has not finished"
                                          : "finish needs a drain in progress");
+  }
+  if (s != StatusCode::kOk) {
+    // The finish's fence: its new epoch could not be persisted. The drain is still in progress.
+    return Error(s, "the drain's fence could not persist the new epoch (a data directory full or "
+                    "failing?); the drain is still in progress: finish again, or roll back");
   }
   StoreStats st = store_.Stats();
   return Ok({{"draining", st.draining}, {"epoch", st.epoch}});

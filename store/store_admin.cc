@@ -162,7 +162,13 @@ StatusCode StoreAdmin::Drain(DrainAction action) {
     }
   }
   Result<uint64_t> fenced = Fence();
-  return fenced.ok() ? StatusCode::kOk : fenced.status();
+  if (fenced.ok()) return StatusCode::kOk;
+  // Not finished: the epoch was not persisted (a full or failing data directory). The drain
+  // stays in progress, so it may be finished again or rolled back; marked finished, neither
+  // was possible and new fills stayed refused (review, 2026-12-07).
+  MutexLock lock(mu_);
+  drain_finished_ = false;
+  return fenced.status();
 }
 
 uint64_t StoreAdmin::Epoch() { return epoch_.load(); }

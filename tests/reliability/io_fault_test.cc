@@ -285,5 +285,29 @@ TEST_CASE("Reliability I/O faults: an invalidation whose block stays under its n
   CHECK(s->Stat(AddressOf(Key(1))).ok());
 }
 
+// Regression (review, 2026-12-07): a drain's finish marked the drain finished before its fence,
+// and a fence that could not persist the new epoch (a full data directory) left it so: finish
+// and rollback were both refused, and new fills stayed refused (EROFS) for good.
+TEST_CASE("Reliability I/O faults: a drain whose finish could not persist its epoch may be finished again or rolled back") {
+  test::TempDir tmp;
+  FaultEnv env;
+  auto s = Open(tmp.path(), &env);
+  const uint64_t epoch = s->Epoch();
+  REQUIRE(s->Drain(DrainAction::kStart) == StatusCode::kOk);
+  env.FailNext(FaultEnv::Op::kAppend, FaultEnv::Fault::kNoSpace);  // EPOCH.tmp's write
+  CHECK(s->Drain(DrainAction::kFinish) == StatusCode::kNoSpace);
+  CHECK(s->Epoch() == epoch);
+  CHECK(s->Stats().draining);
+  SUBCASE("finished again once there is room") {
+    CHECK(s->Drain(DrainAction::kFinish) == StatusCode::kOk);
+    CHECK(s->Epoch() == epoch + 1);
+  }
+  SUBCASE("rolled back") {
+    CHECK(s->Drain(DrainAction::kRollback) == StatusCode::kOk);
+    CHECK_FALSE(s->Stats().draining);
+    CHECK(Fill(*s, Key(9), test::Payload(1000, 9), 1 << 20) == StatusCode::kOk);
+  }
+}
+
 }  // namespace
 }  // namespace gpucache
