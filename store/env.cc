@@ -98,7 +98,9 @@ class PosixEnv final : public Env {
   }
   int OpenAppend(const std::string& path, bool truncate) override {
     int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
-    return OpenNoSymlinks(path, flags, 0644);
+    // 0600: the journal, EPOCH, PINS and the marker name every tenant's blocks (review,
+    // 2026-12-07: 0644 let any local user read them in a data directory the operator made 0755).
+    return OpenNoSymlinks(path, flags, 0600);
   }
   StatusCode Write(int fd, std::span<const uint8_t> data, uint64_t offset) override {
     return PwriteFull(fd, data, offset);

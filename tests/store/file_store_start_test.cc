@@ -225,6 +225,29 @@ TEST_CASE("FileStore start: a damaged header is still deleted when the device re
   CHECK_FALSE(fs::exists(victim));
 }
 
+// Regression (review, 2026-12-07): the journal, EPOCH, PINS and the marker were made 0644, so in
+// a data directory the operator made 0755 any local user read every tenant's block names.
+TEST_CASE("FileStore: the files that name blocks are readable by the daemon's user only") {
+  test::TempDir tmp;
+  REQUIRE(::chmod(tmp.path().c_str(), 0755) == 0);
+  {
+    FileStoreReport report;
+    auto s = Open(tmp.path(), nullptr, report);
+    REQUIRE(Commit(*s, 1));
+  }
+  FileStoreReport again;
+  auto s = Open(tmp.path(), nullptr, again);  // the next start writes EPOCH anew, and INDEX
+  int seen = 0;
+  for (const char* name : {"JOURNAL", "EPOCH", "GPUCACHE-DATA", "PINS", "INDEX"}) {
+    struct stat st {};
+    if (::stat((tmp.path() + "/" + name).c_str(), &st) != 0) continue;
+    CAPTURE(name);
+    CHECK((st.st_mode & 077) == 0);
+    ++seen;
+  }
+  CHECK(seen >= 3);
+}
+
 TEST_CASE("Index journal: a start after a crash keeps the journal, cuts its torn tail, writes no INDEX") {
   test::TempDir tmp;
   REQUIRE(InCrashingChild([&] {
