@@ -133,6 +133,9 @@ TEST_CASE("Control: .gpucache/config is the effective configuration, for admins 
   CHECK((st.st_mode & 0777) == 0400);
   CHECK(test::AsUser(1000, 1000, [&] { return test::Errno(::open(path.c_str(), O_RDONLY)); }) == EACCES);
   CHECK(test::Errno(::open(path.c_str(), O_WRONLY)) == EACCES);
+  // access() agrees with open (review, 2026-12-07: it told a non-admin R_OK).
+  CHECK(test::AsUser(1000, 1000, [&] { return test::Errno(::access(path.c_str(), R_OK)); }) == EACCES);
+  CHECK(test::Errno(::access(path.c_str(), R_OK)) == 0);
 }
 
 }  // namespace
