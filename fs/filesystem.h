@@ -169,8 +169,10 @@ class Filesystem {
   // Extended attributes: only `user.gpucache.*`; anything else is kNotSupported.
   Result<std::string> GetXattr(const Principal& c, uint64_t ino, std::string_view name);
   Result<std::vector<std::string>> ListXattr(const Principal& c, uint64_t ino);
+  // `flags`: setxattr's XATTR_CREATE (EEXIST if the attribute has a value) and XATTR_REPLACE
+  // (ENODATA if it has none).
   StatusCode SetXattr(const Principal& c, uint64_t ino, std::string_view name,
-                      std::span<const uint8_t> value);
+                      std::span<const uint8_t> value, int flags = 0);
   StatusCode RemoveXattr(const Principal& c, uint64_t ino, std::string_view name);
 
   InodeTable& inodes() { return inodes_; }

@@ -446,7 +446,10 @@ StatusCode Filesystem::Rename(const Principal& c, uint64_t parent, std::string_v
   if (IsRootOwnedVirtual(dir->kind) || IsRootOwnedVirtual(new_dir->kind)) {
     return StatusCode::kAccessDenied;
   }
-  // The only rename gpucache knows is the commit: <block>.part -> <block> in one namespace.
+  // The only rename gpucache knows is the commit: <block>.part -> <block> in one namespace, plain
+  // or RENAME_NOREPLACE (a commit never replaces). No whiteout is made: EINVAL, as filesystems
+  // without them answer (it committed the block and ignored the flag: review, 2026-12-07).
+  if (flags & RENAME_WHITEOUT) return StatusCode::kInvalidArgument;
   EntryName entry = ParseEntryName(name);
   if (dir->kind != NodeKind::kNamespace || parent != new_parent || (flags & RENAME_EXCHANGE) ||
       !entry.part) {

@@ -16,6 +16,8 @@
 // On a namespace directory: user.gpucache.fill.<block> is the outcome of that block's latest
 // fill (pending, finished, failed, fenced): how a single-flight joiner learns it
 // (docs/single-flight.md). Not listed, since it names blocks; ask for it by name.
+#include <sys/xattr.h>
+
 #include "fs/filesystem.h"
 
 namespace gpucache {
@@ -132,7 +134,7 @@ Result<std::vector<std::string>> Filesystem::ListXattr(const Principal& c, uint6
 }
 
 StatusCode Filesystem::SetXattr(const Principal& c, uint64_t ino, std::string_view name,
-                                std::span<const uint8_t> value) {
+                                std::span<const uint8_t> value, int flags) {
   Result<Node> n = Resolve(c, ino);
   if (!n.ok()) return n.status();
   // Root-owned, read-only nodes: what the kernel answers a non-owner, whatever the name.
@@ -144,6 +146,7 @@ StatusCode Filesystem::SetXattr(const Principal& c, uint64_t ino, std::string_vi
   if (n->kind == NodeKind::kBlock && *key == "pinned") {
     std::string v(value.begin(), value.end());
     if (v != "0" && v != "1") return StatusCode::kInvalidArgument;
+    if (flags & XATTR_CREATE) return StatusCode::kExists;  // a block's pin always has a value
     BlockAddress a{n->tenant, n->ns, n->block};
     // A pin through an inode of a block that left would pin the block that came back.
     if (Result<BlockInfo> b = store_.StatAttributes(a); b.ok()) {
@@ -162,6 +165,12 @@ StatusCode Filesystem::SetXattr(const Principal& c, uint64_t ino, std::string_vi
   // ESTALE, as its write or rename would (adr/0006), not ENOENT (found by tests/load).
   Result<ReservationId> id = OwnFill(c, address);
   if (!id.ok()) return id.status();
+  // The caller's conditions (ignored once: review, 2026-12-07).
+  if (flags & (XATTR_CREATE | XATTR_REPLACE)) {
+    const bool set = store_.GetIdentity(id.value()).ok();
+    if ((flags & XATTR_CREATE) && set) return StatusCode::kExists;
+    if ((flags & XATTR_REPLACE) && !set) return StatusCode::kNoAttribute;
+  }
   // Stored as given; Commit checks it against the path and refuses the rename if it is wrong.
   return FillAnswer(store_.SetIdentity(id.value(), value), address);
 }

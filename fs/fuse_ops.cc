@@ -397,10 +397,10 @@ void OpListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void OpSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
-                int) {
+                int flags) {
   OpTimer timer(Fs(req).metrics(), FuseOp::kSetXattr);
   ReplyStatus(req, Fs(req).SetXattr(PrincipalOf(req), ino, name,
-                                    {reinterpret_cast<const uint8_t*>(value), size}));
+                                    {reinterpret_cast<const uint8_t*>(value), size}, flags));
 }
 
 void OpRemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {

@@ -1,6 +1,10 @@
 // The commit protocol and verified reads through a real mount.
 #include <doctest/doctest.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <sys/xattr.h>
 
 #include "tests/mount/mount_helpers.h"
 
@@ -147,6 +151,30 @@ TEST_CASE("Mount: only the commit rename exists") {
   // The root is the daemon's (0755 root): EACCES, as the kernel answers there (issue 13).
   CHECK(Errno(::mkdir((m.mnt() + "/newtenant").c_str(), 0700)) == EACCES);
   CHECK(Errno(::mkdir((m.mnt() + "/acme/not-a-namespace").c_str(), 0700)) == EINVAL);
+}
+
+// Regression (review, 2026-12-07): renameat2's RENAME_WHITEOUT committed the block and made no
+// whiteout, and setxattr's XATTR_CREATE and XATTR_REPLACE were ignored.
+TEST_CASE("Mount: rename and setxattr flags gpucache cannot honour are refused, not ignored") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity();
+  std::string final_path = client.PathOf(id), part = final_path + ".part";
+  REQUIRE(::mkdir(NsDir(m, id).c_str(), 0770) == 0);
+  int fd = ::open(part.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  REQUIRE(fd >= 0);
+  Bytes ident = EncodePhysicalKey(id);
+  CHECK(Errno(::fsetxattr(fd, "user.gpucache.identity", ident.data(), ident.size(), XATTR_REPLACE)) == ENODATA);
+  REQUIRE(::fsetxattr(fd, "user.gpucache.identity", ident.data(), ident.size(), XATTR_CREATE) == 0);
+  CHECK(Errno(::fsetxattr(fd, "user.gpucache.identity", ident.data(), ident.size(), XATTR_CREATE)) == EEXIST);
+  CHECK(::fsetxattr(fd, "user.gpucache.identity", ident.data(), ident.size(), XATTR_REPLACE) == 0);
+  REQUIRE(::write(fd, "abc", 3) == 3);
+  ::close(fd);
+  CHECK(Errno(::renameat2(AT_FDCWD, part.c_str(), AT_FDCWD, final_path.c_str(), RENAME_WHITEOUT)) == EINVAL);
+  CHECK(Errno(::access(final_path.c_str(), F_OK)) == ENOENT);  // nothing committed
+  CHECK(::renameat2(AT_FDCWD, part.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE) == 0);
+  CHECK(Errno(::setxattr(final_path.c_str(), "user.gpucache.pinned", "1", 1, XATTR_CREATE)) == EEXIST);
+  CHECK(::setxattr(final_path.c_str(), "user.gpucache.pinned", "1", 1, XATTR_REPLACE) == 0);
 }
 
 TEST_CASE("Mount: xattrs outside user.gpucache are not supported") {
