@@ -98,6 +98,7 @@ struct Handle {
   // kText: whose budget `text` is charged to (Filesystem::snapshots_).
   uint32_t opener_uid = 0;
   uint64_t charged = 0;  // kText: bytes charged for `text`, given back at the release
+  ByteBudget* charged_to = nullptr;  // kText: the budget they were charged to
 };
 
 struct OpenReply {
@@ -122,6 +123,7 @@ struct Listing {
   std::vector<DirEntry> entries;
   uint32_t uid = 0;
   uint64_t charged = 0;
+  ByteBudget* charged_to = nullptr;  // null: nothing charged (an admin's)
 };
 
 class Filesystem {
@@ -279,10 +281,17 @@ class Filesystem {
   static constexpr int kMaxDeferredInAll = 4;
   CallerSlots deferred_slots_{kMaxDeferredPerCaller, kMaxDeferredInAll};
   // What the listings and `.gpucache` texts held by open handles may take, per uid and in all
-  // (docs/operations.md, "Listings and generated files").
+  // (docs/operations.md, "Listings and generated files"): the tenants' members, and uids of no
+  // tenant in a pool of their own, so that a few of them (anyone on the host may open the
+  // metrics) cannot take the members' room (review, 2026-12-07). Admins are not bounded.
   static constexpr uint64_t kSnapshotBytesPerCaller = 128ull << 20;
   static constexpr uint64_t kSnapshotBytesInAll = 512ull << 20;
+  static constexpr uint64_t kSnapshotBytesPerStranger = 16ull << 20;
+  static constexpr uint64_t kSnapshotBytesOfStrangers = 64ull << 20;
   ByteBudget snapshots_{kSnapshotBytesPerCaller, kSnapshotBytesInAll};
+  ByteBudget stranger_snapshots_{kSnapshotBytesPerStranger, kSnapshotBytesOfStrangers};
+  // The budget a caller's copies are charged to; null for an admin.
+  ByteBudget* SnapshotBudgetOf(const Principal& c);
   // Charges a text an open holds to its opener: false when over budget.
   bool ChargeText(const Principal& c, Handle& h) REQUIRES(h.mu);
   // Requests answered on read that are kept, written and not yet read, for one non-admin uid

@@ -374,7 +374,7 @@ StatusCode Filesystem::Access(const Principal& c, uint64_t ino, int mask) {
   if ((mask & R_OK) && n->kind == NodeKind::kCommitFile) return StatusCode::kAccessDenied;  // 0222
   // The effective configuration is the admins' (0400, and its open refuses anyone else): access
   // says so too, or a tool that asks first is told it may read it (review, 2026-12-07).
-  if (n->kind == NodeKind::kConfigFile && !access_.IsAdmin(c)) return StatusCode::kAccessDenied;
+  if (n->kind == NodeKind::kConfigFile && (mask & R_OK) && !access_.IsAdmin(c)) return StatusCode::kAccessDenied;
   return StatusCode::kOk;
 }
 

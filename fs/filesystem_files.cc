@@ -349,10 +349,18 @@ void Filesystem::Flush(Handle& h) {
   h.writing = false;
 }
 
+ByteBudget* Filesystem::SnapshotBudgetOf(const Principal& c) {
+  const Principal who = access_.Establish(c);
+  return who.admin ? nullptr : who.tenants.empty() ? &stranger_snapshots_ : &snapshots_;
+}
+
 bool Filesystem::ChargeText(const Principal& c, Handle& h) {
-  if (!snapshots_.TryTake(c.uid, h.text.size())) return false;
+  ByteBudget* budget = SnapshotBudgetOf(c);
+  if (!budget) return true;
+  if (!budget->TryTake(c.uid, h.text.size())) return false;
   h.opener_uid = c.uid;
   h.charged = h.text.size();
+  h.charged_to = budget;
   return true;
 }
 
@@ -360,8 +368,9 @@ void Filesystem::Release(Handle& h, BackingFiles* backing) {
   Flush(h);
   if (h.kind == Handle::Kind::kText) {
     MutexLock lock(h.mu);
-    snapshots_.Give(h.opener_uid, h.charged);
+    if (h.charged_to) h.charged_to->Give(h.opener_uid, h.charged);
     h.charged = 0;
+    h.charged_to = nullptr;
   }
   if (h.kind == Handle::Kind::kCommit) {
     MutexLock lock(h.mu);
@@ -384,11 +393,16 @@ void Filesystem::UseRam(std::unique_ptr<RamServing> ram) {
 }
 
 std::optional<uint64_t> Filesystem::BlockLeft(const BlockAddress& a) {
-  if (ram_) ram_->Forget(a);
+  // The notice may come late (a batch of evictions is told of each after its file went), after
+  // the name was committed again and looked up: that block's inode and RAM copy stay (review,
+  // 2026-12-07). A copy of the block that left never matches the new one's region anyway.
+  Result<BlockInfo> now = store_.StatAttributes(a);
+  const uint64_t current = now.ok() ? now->region_id : 0;
+  if (ram_ && current == 0) ram_->Forget(a);
   // A block committed under the name later gets a new inode, and never this one's cached pages
   // (a reader that still holds this one open refills them with the bytes that left); this one
   // opens nothing else (InodeTable::Bind).
-  return inodes_.Unmap(Node{NodeKind::kBlock, a.tenant, a.ns, a.block});
+  return inodes_.Unmap(Node{NodeKind::kBlock, a.tenant, a.ns, a.block}, current);
 }
 
 void Filesystem::BlockAppeared(const BlockAddress& a, bool now) {
@@ -413,17 +427,21 @@ std::string Filesystem::RenderAllMetrics() {
 Result<Listing> Filesystem::OpenListing(const Principal& c, uint64_t ino) {
   Result<std::vector<DirEntry>> entries = ReadDir(c, ino);
   if (!entries.ok()) return entries.status();
-  Listing l{std::move(entries.value()), c.uid, 0};
+  Listing l{std::move(entries.value()), c.uid, 0, nullptr};
+  ByteBudget* budget = SnapshotBudgetOf(c);
+  if (!budget) return l;
   uint64_t bytes = l.entries.capacity() * sizeof(DirEntry);
   for (const DirEntry& e : l.entries) bytes += e.name.capacity() > 15 ? e.name.capacity() + 1 : 0;
-  if (!snapshots_.TryTake(c.uid, bytes)) return StatusCode::kExhausted;
+  if (!budget->TryTake(c.uid, bytes)) return StatusCode::kExhausted;
   l.charged = bytes;
+  l.charged_to = budget;
   return l;
 }
 
 void Filesystem::CloseListing(Listing& l) {
-  snapshots_.Give(l.uid, l.charged);
+  if (l.charged_to) l.charged_to->Give(l.uid, l.charged);
   l.charged = 0;
+  l.charged_to = nullptr;
 }
 
 Result<std::vector<DirEntry>> Filesystem::ReadDir(const Principal& c, uint64_t ino) {

@@ -108,12 +108,16 @@ void InodeTable::Rename(uint64_t ino, const Node& to, uint64_t region) {
   }
 }
 
-std::optional<uint64_t> InodeTable::Unmap(const Node& node) {
+std::optional<uint64_t> InodeTable::Unmap(const Node& node, uint64_t keep) {
   if (FixedIno(node)) return std::nullopt;
   MutexLock lock(mu_);
   auto k = by_key_.find(KeyOf(node));
   if (k == by_key_.end()) return std::nullopt;
   uint64_t ino = k->second;
+  if (keep != 0) {
+    auto it = by_ino_.find(ino);
+    if (it != by_ino_.end() && it->second.region == keep) return std::nullopt;
+  }
   by_key_.erase(k);
   if (auto it = by_ino_.find(ino); it != by_ino_.end()) it->second.unmapped = true;
   return ino;

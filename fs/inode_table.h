@@ -86,7 +86,8 @@ class InodeTable {
   // leads to its inode, so the next block committed under the name gets a new inode and none
   // of the old one's cached pages. The inode stays for the kernel's references (an open file)
   // until it is forgotten. Returns the inode the name had, if any.
-  std::optional<uint64_t> Unmap(const Node& node);
+  // `keep`: the stored block the name holds now, if any; an inode bound to it keeps the name.
+  std::optional<uint64_t> Unmap(const Node& node, uint64_t keep = 0);
   // Binds a block inode to the stored block an open of its name found: false if the inode's
   // name has left it or it names another stored block (the name came back as another block
   // while the kernel, or a process through /proc/PID/fd, still held the old inode). One inode,

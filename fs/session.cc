@@ -232,8 +232,18 @@ int RunMount(Filesystem& fs, const MountOptions& options) {
   fuse_loop_cfg_set_max_threads(cfg, 10);
   std::optional<StopWatchdog> watchdog;
   if (connection) {
-    watchdog.emplace([s = se.get()] { return fuse_session_exited(s) != 0; },
-                     [&connection] { connection->Abort(); }, StopWatchdog::DeadlineFromEnv());
+    // The loop also stops when someone else unmounted or aborted the mount: its connection is
+    // then gone, and its minor may be another mount's by now. Aborted only while it is ours.
+    auto abort_ours = [&connection, &options] {
+      std::optional<FuseConnection> now = FuseConnection::Find(options.mountpoint);
+      if (now && now->minor == connection->minor) {
+        connection->Abort();
+      } else {
+        spdlog::info("stop: the mount is gone already (unmounted or aborted elsewhere): nothing to abort");
+      }
+    };
+    watchdog.emplace([s = se.get()] { return fuse_session_exited(s) != 0; }, abort_ours,
+                     StopWatchdog::DeadlineFromEnv());
   }
   blocked.Restore();  // a signal that came since is delivered here and ends the loop at once
   int rc = fuse_session_loop_mt(se.get(), cfg);

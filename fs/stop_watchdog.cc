@@ -48,8 +48,8 @@ void StopWatchdog::Run() {
     if (!stopping_()) continue;
     if (ReturnedWithin(deadline_)) return;
     spdlog::warn("stop: a request is still running {} ms after the stop began (a thread waiting "
-                 "in the kernel for a lock a request nobody answers holds): aborting the FUSE "
-                 "connection, requests still waiting get ECONNABORTED",
+                 "in the kernel for a lock a request nobody answers holds, or a request that is "
+                 "only slow): aborting the FUSE connection, requests still waiting get ECONNABORTED",
                  deadline_.count());
     abort_();
     return;

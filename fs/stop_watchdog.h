@@ -6,7 +6,8 @@
 // holding the mount (docs/reliability.md, "A daemon that cannot exit"). This watchdog aborts
 // the daemon's own FUSE connection when the loop has not returned some time after it was told
 // to stop: the waiting requests fail (ECONNABORTED), the lock is let go, the thread returns, and
-// the daemon stops as it would have.
+// the daemon stops as it would have. A request that is only slow (a refill waiting on S3) is
+// answered ECONNABORTED too, and still runs to its end before the daemon exits.
 #pragma once
 
 #include <chrono>

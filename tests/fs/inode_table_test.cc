@@ -78,6 +78,13 @@ TEST_CASE("InodeTable: an inode names one stored block, whichever way the name c
     CHECK_FALSE(t.Bind(ino, 7, seven));  // its name left it
     CHECK(t.Bind(other, 8, eight));
   }
+  SUBCASE("a late notice of the block that left keeps the inode of the one that came back") {
+    uint64_t other = t.Ref(block, 8);
+    CHECK_FALSE(t.Unmap(block, 8).has_value());
+    CHECK(t.Find(block) == other);
+    CHECK(t.Bind(other, 8, eight));
+    CHECK(t.Unmap(block, 9) == other);  // a notice while a third block holds the name
+  }
   SUBCASE("an unmapped inode binds to nothing, even the block it had") {
     t.Unmap(block);
     CHECK_FALSE(t.Bind(ino, 7, seven));

@@ -135,6 +135,7 @@ TEST_CASE("Control: .gpucache/config is the effective configuration, for admins 
   CHECK(test::Errno(::open(path.c_str(), O_WRONLY)) == EACCES);
   // access() agrees with open (review, 2026-12-07: it told a non-admin R_OK).
   CHECK(test::AsUser(1000, 1000, [&] { return test::Errno(::access(path.c_str(), R_OK)); }) == EACCES);
+  CHECK(test::AsUser(1000, 1000, [&] { return test::Errno(::access(path.c_str(), F_OK)); }) == 0);  // it is there
   CHECK(test::Errno(::access(path.c_str(), R_OK)) == 0);
 }
 
