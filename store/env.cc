@@ -100,7 +100,10 @@ class PosixEnv final : public Env {
     int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
     // 0600: the journal, EPOCH, PINS and the marker name every tenant's blocks (review,
     // 2026-12-07: 0644 let any local user read them in a data directory the operator made 0755).
-    return OpenNoSymlinks(path, flags, 0600);
+    int fd = OpenNoSymlinks(path, flags, 0600);
+    // One made 0644 by an older gpucache (a journal appended to, PINS, the marker) too.
+    if (fd >= 0) ::fchmod(fd, 0600);
+    return fd;
   }
   StatusCode Write(int fd, std::span<const uint8_t> data, uint64_t offset) override {
     return PwriteFull(fd, data, offset);

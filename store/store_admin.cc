@@ -145,6 +145,9 @@ Result<uint64_t> StoreAdmin::ReclaimFenced(uint64_t epoch) {
 }
 
 StatusCode StoreAdmin::Drain(DrainAction action) {
+  // One finish at a time: a finish whose fence failed must not undo one that succeeded.
+  MutexLock finishing(drain_mu_);
+  bool finished_before = false;
   {
     MutexLock lock(mu_);
     switch (action) {
@@ -157,6 +160,7 @@ StatusCode StoreAdmin::Drain(DrainAction action) {
         return StatusCode::kOk;
       case DrainAction::kFinish:
         if (!admission_.draining()) return StatusCode::kInvalidArgument;
+        finished_before = drain_finished_;
         drain_finished_ = true;
         break;
     }
@@ -167,7 +171,7 @@ StatusCode StoreAdmin::Drain(DrainAction action) {
   // stays in progress, so it may be finished again or rolled back; marked finished, neither
   // was possible and new fills stayed refused (review, 2026-12-07).
   MutexLock lock(mu_);
-  drain_finished_ = false;
+  drain_finished_ = finished_before;  // an earlier finish's fence still holds
   return fenced.status();
 }
 

@@ -135,6 +135,7 @@ class StoreCore {
   // held across medium I/O, an observer or a reply to the kernel (docs/architecture.md).
   StoreOptions options_;  // `limits` written under mu_ (SetLimits), read by admission_ under mu_
   const std::unique_ptr<Medium> medium_;  // called without mu_ (SharesDevice excepted)
+  Mutex drain_mu_ ACQUIRED_BEFORE(fence_mu_);  // serializes a drain's finishes (StoreAdmin::Drain)
   Mutex fence_mu_ ACQUIRED_BEFORE(mu_);   // serializes epoch bumps
   Mutex pins_mu_ ACQUIRED_BEFORE(mu_);    // serializes the pinned set's writes
   Mutex mu_;

@@ -307,6 +307,12 @@ TEST_CASE("Reliability I/O faults: a drain whose finish could not persist its ep
     CHECK_FALSE(s->Stats().draining);
     CHECK(Fill(*s, Key(9), test::Payload(1000, 9), 1 << 20) == StatusCode::kOk);
   }
+  SUBCASE("a finish that failed after one that fenced leaves it finished") {
+    REQUIRE(s->Drain(DrainAction::kFinish) == StatusCode::kOk);
+    env.FailNext(FaultEnv::Op::kAppend, FaultEnv::Fault::kNoSpace);
+    CHECK(s->Drain(DrainAction::kFinish) == StatusCode::kNoSpace);
+    CHECK(s->Drain(DrainAction::kRollback) == StatusCode::kInvalidArgument);  // too late
+  }
 }
 
 }  // namespace
