@@ -1,5 +1,6 @@
-// ByteBudget: how many bytes each uid's open handles hold of what the daemon generated for
-// them at their open (a directory's listing, a `.gpucache` file's text), with a cap per uid and
+// ByteBudget: how much of something each uid holds, with a cap per uid and one for every uid
+// together (CallerSlots counts threads with it). Here, mostly: how many bytes each uid's open
+// handles hold of what the daemon generated for them at their open (a directory's listing, a `.gpucache` file's text), with a cap per uid and
 // one for every uid together. Each open holds its copy until its release: without a bound one
 // uid opening a large listing thousands of times took the daemon's memory (8 GB, found by
 // review, 2026-12-07), and any uid can open `.gpucache/metrics`.
@@ -39,11 +40,6 @@ class ByteBudget {
     bytes = std::min(bytes, it->second);
     total_ -= bytes;
     if ((it->second -= bytes) == 0) held_.erase(it);
-  }
-  uint64_t Held(uint32_t uid) {
-    MutexLock lock(mu_);
-    auto it = held_.find(uid);
-    return it == held_.end() ? 0 : it->second;
   }
 
  private:

@@ -5,10 +5,8 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <mutex>
 
-#include "store/mutex.h"
+#include "fs/byte_budget.h"
 
 namespace gpucache {
 
@@ -16,33 +14,13 @@ class CallerSlots {
  public:
   // At most `per_caller` slots a uid, and `in_all` for every uid together (several uids, each
   // within its own cap, could otherwise take every thread between them).
-  CallerSlots(int per_caller, int in_all) : per_caller_(per_caller), in_all_(in_all) {}
+  CallerSlots(int per_caller, int in_all) : slots_(per_caller, in_all) {}
   // Takes a slot of `uid`; false when it holds `per_caller` already, or all uids `in_all`.
-  bool TryTake(uint32_t uid) {
-    MutexLock lock(mu_);
-    if (total_ >= in_all_) return false;
-    int& held = held_[uid];
-    if (held >= per_caller_) {
-      if (held == 0) held_.erase(uid);
-      return false;
-    }
-    ++held;
-    ++total_;
-    return true;
-  }
-  void Give(uint32_t uid) {
-    MutexLock lock(mu_);
-    auto it = held_.find(uid);
-    if (it == held_.end()) return;
-    --total_;
-    if (--it->second <= 0) held_.erase(it);
-  }
+  bool TryTake(uint32_t uid) { return slots_.TryTake(uid, 1); }
+  void Give(uint32_t uid) { slots_.Give(uid, 1); }
 
  private:
-  const int per_caller_, in_all_;
-  Mutex mu_;
-  std::map<uint32_t, int> held_ GUARDED_BY(mu_);  // only uids holding a slot
-  int total_ GUARDED_BY(mu_) = 0;
+  ByteBudget slots_;  // one unit a slot
 };
 
 }  // namespace gpucache
