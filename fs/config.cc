@@ -2,6 +2,8 @@
 
 #include "fs/meminfo.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -50,6 +52,8 @@ max_inflight_requests = 0        # fills in flight (EAGAIN)
 max_inflight_bytes = 0           # bytes written but not yet committed (EAGAIN)
 max_registrations = 0            # reservations + committed + quarantined blocks (EAGAIN)
 max_retained_bytes = 0           # committed + quarantined bytes; evicts, then ENOSPC
+max_open_files = 0               # per tenant: .part files + blocks open (EAGAIN); 0: a quarter
+                                 # of the daemon's file descriptor limit
 eviction_policy = "prefix-lru"   # prefix-lru, prefix-reuse, prefix-tinylfu, lru, oldest
 reservation_lease = 30.0         # seconds an idle, uncommitted .part survives
 min_free_percent = 5.0           # of each data directory's filesystem, left free for the rest
@@ -191,6 +195,7 @@ class Reader {
     l.max_inflight_bytes = size("max_inflight_bytes", l.max_inflight_bytes);
     l.max_registrations = size("max_registrations", l.max_registrations);
     l.max_retained_bytes = size("max_retained_bytes", l.max_retained_bytes);
+    l.max_open_files = size("max_open_files", l.max_open_files);
     return l;
   }
 
@@ -380,7 +385,7 @@ class Reader {
     }
     if (const toml::table* l = Table(t_, "limits")) {
       OnlyKeys(*l, "limits.", {"max_block_bytes", "max_inflight_requests", "max_inflight_bytes",
-                               "max_registrations", "max_retained_bytes", "eviction_policy",
+                               "max_registrations", "max_retained_bytes", "max_open_files", "eviction_policy",
                                "reservation_lease", "min_free_percent"});
       c.limits = ReadLimits(*l, "limits.", c.limits);
       if (c.limits.max_block_bytes == 0) Fail("limits.max_block_bytes", "must be at least 1");
@@ -428,7 +433,8 @@ class Reader {
       const toml::table* t = node.as_table();
       if (!t) Fail(key, "must be a table with uids and/or gids");
       OnlyKeys(*t, key + ".", {"uids", "gids", "max_block_bytes", "max_inflight_requests",
-                               "max_inflight_bytes", "max_registrations", "max_retained_bytes"});
+                               "max_inflight_bytes", "max_registrations", "max_retained_bytes",
+                               "max_open_files"});
       TenantConfig tc{std::string(name.str()), Ids(*t, "uids", key + ".uids", {}),
                       Ids(*t, "gids", key + ".gids", {}), ReadLimits(*t, key + ".", Limits{})};
       if (tc.uids.empty() && tc.gids.empty()) Fail(key, "needs at least one uid or gid");
@@ -523,9 +529,16 @@ Config LoadConfig(const std::string& path) {
   return Reader(t, path).Build();
 }
 
+uint64_t DefaultOpenFilesPerTenant() {
+  rlimit fds{};
+  if (::getrlimit(RLIMIT_NOFILE, &fds) != 0 || fds.rlim_cur == RLIM_INFINITY) return 0;
+  return std::max<uint64_t>(16, static_cast<uint64_t>(fds.rlim_cur) / 4);
+}
+
 ResourceLimits ResourceLimitsOf(const Config& config) {
   ResourceLimits limits;
   limits.global = config.limits;
+  if (limits.global.max_open_files == 0) limits.global.max_open_files = DefaultOpenFilesPerTenant();
   for (const TenantConfig& t : config.tenants) limits.tenants[t.name] = t.limits;
   return limits;
 }

@@ -60,8 +60,12 @@ struct Config {
   cold::ColdOptions cold;
 };
 
-// The store's limits: the global ones and every tenant's.
+// The store's limits: the global ones and every tenant's. A global max_open_files of 0 is
+// DefaultOpenFilesPerTenant().
 ResourceLimits ResourceLimitsOf(const Config& config);
+// A quarter of the daemon's soft descriptor limit (at least 16; 0, unlimited, when it has
+// none): what each tenant's reservations and open blocks may hold of it.
+uint64_t DefaultOpenFilesPerTenant();
 
 // The RAM tier's size when `[ram] bytes` is left out: 1/16 of the machine's memory (MemTotal),
 // in whole MiB; 0 if /proc/meminfo cannot be read.

@@ -53,6 +53,7 @@ std::string EffectiveConfigText(const Config& c) {
     t.insert("max_inflight_bytes", int64_t(l.max_inflight_bytes));
     t.insert("max_registrations", int64_t(l.max_registrations));
     t.insert("max_retained_bytes", int64_t(l.max_retained_bytes));
+    t.insert("max_open_files", int64_t(l.max_open_files));
   };
   toml::table root;
   toml::array dirs;

@@ -29,6 +29,7 @@ nlohmann::ordered_json CountersJson(const TenantCounters& t) {
   return nlohmann::ordered_json{{"blocks", u.blocks},
               {"bytes", u.bytes},
               {"reservations", u.reservations},
+              {"open_blocks", u.open_readers},
               {"inflight_bytes", u.inflight_bytes},
               {"quarantined_blocks", u.quarantined_blocks},
               {"quarantined_bytes", u.quarantined_bytes},

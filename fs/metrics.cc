@@ -198,7 +198,7 @@ void Metrics::RenderLimits(MetricsWriter& w, const MetricsViewer& viewer) {
     const std::pair<const char*, uint64_t> named[] = {
         {"max_block_bytes", l.max_block_bytes},       {"max_inflight_requests", l.max_inflight_requests},
         {"max_inflight_bytes", l.max_inflight_bytes}, {"max_registrations", l.max_registrations},
-        {"max_retained_bytes", l.max_retained_bytes}};
+        {"max_retained_bytes", l.max_retained_bytes}, {"max_open_files", l.max_open_files}};
     for (const auto& [name, value] : named) {
       if (value != 0) w.Sample("gpucache_limit", TenantLabel(tenant) + "," + Label("limit", name), double(value));
     }
@@ -281,6 +281,9 @@ std::string Metrics::Render(BlockAdmin& store, const MetricsViewer& viewer) {
        [](auto& c) { return c.usage.quarantined_bytes; }},
       {"gpucache_inflight_reservations", "gauge", "Fills in flight.",
        [](auto& c) { return c.usage.reservations; }},
+      {"gpucache_open_blocks", "gauge",
+       "Blocks open for reading (each, as each fill, holds a file descriptor: limits.max_open_files).",
+       [](auto& c) { return c.usage.open_readers; }},
       {"gpucache_inflight_bytes", "gauge", "Bytes written, or being written, to fills not yet committed.",
        [](auto& c) { return c.usage.inflight_bytes; }},
       {"gpucache_hits_total", "counter",

@@ -58,12 +58,21 @@ uint64_t Admission::MaxBlockBytes(const std::string& tenant) const {
 
 // --- Fills -------------------------------------------------------------------------------
 
+uint64_t Admission::MaxOpenFiles(const std::string& tenant) const {
+  return MinNonZero(limits_.global.max_open_files, limits_.Tenant(tenant).max_open_files);
+}
+
+StatusCode Admission::AdmitOpen(const std::string& tenant) const {
+  return Within(UsageOf(tenant).open_files() + 1, MaxOpenFiles(tenant)) ? StatusCode::kOk : StatusCode::kExhausted;
+}
+
 StatusCode Admission::AdmitReservation(const std::string& tenant, std::vector<Id>& victims) {
   if (draining_) return StatusCode::kDraining;
   const Limits& g = limits_.global;
   const Limits& t = limits_.Tenant(tenant);
   Usage global = GlobalUsage();
   Usage mine = UsageOf(tenant);
+  if (AdmitOpen(tenant) != StatusCode::kOk) return StatusCode::kExhausted;
   if (!Within(global.reservations + 1, g.max_inflight_requests) ||
       !Within(mine.reservations + 1, t.max_inflight_requests)) {
     return StatusCode::kExhausted;

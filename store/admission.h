@@ -50,6 +50,15 @@ class Admission {
   void SetDraining(bool draining) { draining_ = draining; }
   bool draining() const { return draining_; }
   uint64_t MaxBlockBytes(const std::string& tenant) const;
+  // One more descriptor held for `tenant` (a reservation or a block opened for reading):
+  // kExhausted past its max_open_files.
+  uint64_t MaxOpenFiles(const std::string& tenant) const;
+  StatusCode AdmitOpen(const std::string& tenant) const;
+  void ReaderOpened(const std::string& tenant) { Counters(tenant).usage.open_readers++; }
+  void ReaderClosed(const std::string& tenant) {
+    uint64_t& n = Counters(tenant).usage.open_readers;
+    if (n > 0) --n;
+  }
   // One more reservation of `tenant`: kDraining, kExhausted (in-flight requests), or kOk with
   // the blocks to evict so that its registration fits into `victims`.
   StatusCode AdmitReservation(const std::string& tenant, std::vector<Id>& victims);

@@ -5,6 +5,10 @@
 //   max_inflight_bytes     bytes written, or being written, to reservations not yet committed
 //                          -> kExhausted (EAGAIN)
 //   max_registrations      reservations + committed + quarantined blocks  -> kExhausted (EAGAIN)
+//   max_open_files         one tenant's reservations + blocks open for reading, each of which
+//                          holds one of the daemon's file descriptors; the global value applies
+//                          to each tenant (not to all together), so that one tenant cannot take
+//                          the daemon's descriptor table from every other  -> kExhausted (EAGAIN)
 //   max_retained_bytes     committed + quarantined bytes: when a commit would pass it (with
 //                          the commits sealing now) the store evicts; if nothing is evictable,
 //                          kNoSpace (ENOSPC) for the global limit, kTenantQuota (EDQUOT) for a
@@ -25,6 +29,7 @@ struct Limits {
   uint64_t max_inflight_bytes = 0;
   uint64_t max_registrations = 0;
   uint64_t max_retained_bytes = 0;
+  uint64_t max_open_files = 0;  // per tenant, even in ResourceLimits::global
 };
 
 struct ResourceLimits {
@@ -41,6 +46,7 @@ struct ResourceLimits {
 // What a tenant (or everyone) holds right now.
 struct Usage {
   uint64_t reservations = 0;
+  uint64_t open_readers = 0;  // blocks open for reading by clients (quarantined ones too)
   uint64_t inflight_bytes = 0;
   uint64_t blocks = 0;
   uint64_t bytes = 0;
@@ -52,9 +58,12 @@ struct Usage {
   uint64_t committing_bytes = 0;
 
   uint64_t registrations() const { return reservations + blocks + quarantined_blocks; }
+  // What max_open_files counts: each holds a descriptor of the daemon's.
+  uint64_t open_files() const { return reservations + open_readers; }
   uint64_t retained_bytes() const { return bytes + quarantined_bytes; }
   Usage& operator+=(const Usage& o) {
     reservations += o.reservations;
+    open_readers += o.open_readers;
     inflight_bytes += o.inflight_bytes;
     blocks += o.blocks;
     bytes += o.bytes;

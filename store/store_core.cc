@@ -121,6 +121,7 @@ bool StoreCore::Indexed(const BlockAddress& address, uint64_t region_id) {
 
 void StoreCore::ReaderClosed(const BlockAddress& address, uint64_t region_id) {
   MutexLock lock(mu_);
+  admission_.ReaderClosed(address.tenant);
   std::optional<BlockId> id = index_.Find(address);
   if (id && index_.at(*id).region_id == region_id) {
     index_.ReaderClosed(*id);

@@ -177,7 +177,11 @@ Result<std::shared_ptr<BlockReader>> StoreReads::OpenReader(const BlockAddress& 
       return StatusCode::kNotFound;
     }
     if (client) {
-      index_.ReaderOpened(*id);  // the reader's destructor gives it back
+      // Each open reader holds a descriptor: one tenant's opens are bounded, so that they
+      // cannot take the daemon's descriptor table from every other tenant.
+      if (StatusCode s = admission_.AdmitOpen(address.tenant); s != StatusCode::kOk) return s;
+      index_.ReaderOpened(*id);  // the reader's destructor gives both back
+      admission_.ReaderOpened(address.tenant);
       admission_.Used(*id);
     }
     info = AttributesOfLocked(*id);

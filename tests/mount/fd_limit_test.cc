@@ -17,9 +17,9 @@ namespace {
 using namespace test;
 
 // Starts a daemon with the given RLIMIT_NOFILE, as a login shell or mount(8) would hand it down.
-std::unique_ptr<MountedFs> MountWithFdLimit(int soft, int hard) {
+std::unique_ptr<MountedFs> MountWithFdLimit(int soft, int hard, const std::string& limits = "") {
   return std::make_unique<MountedFs>(
-      TestConfig(), std::vector<std::string>{"prlimit", "--nofile=" + std::to_string(soft) + ":" +
+      TestConfig(limits), std::vector<std::string>{"prlimit", "--nofile=" + std::to_string(soft) + ":" +
                                                             std::to_string(hard), "--"});
 }
 
@@ -37,7 +37,8 @@ TEST_CASE("Fd limit: the daemon raises its soft limit to the hard one and says s
 }
 
 TEST_CASE("Fd limit: a full fd table answers EAGAIN, counted and logged once per burst, never EIO") {
-  auto m = MountWithFdLimit(80, 80);  // nothing to raise to
+  // Nothing to raise to, and a tenant bound above the table, so that one tenant fills it.
+  auto m = MountWithFdLimit(80, 80, "max_open_files = 1000");
   MountClient client(m->mnt());
   CacheIdentity id = SampleIdentity();
   REQUIRE(client.Commit(id, Payload(4096)) == 0);
@@ -60,6 +61,42 @@ TEST_CASE("Fd limit: a full fd table answers EAGAIN, counted and logged once per
   CHECK(metrics.find("gpucache_refusals_total{tenant=\"acme\",errno=\"EAGAIN\",reason=\"out of file handles\"} " +
                      std::to_string(errors[EAGAIN])) != std::string::npos);
   CHECK(Count(m->Log(), "out of file descriptors") == 1);
+}
+
+// Regression (review, 2026-12-07): one tenant's open blocks (an engine leaking descriptors)
+// filled the daemon's table, and every other tenant's commits and reads were EAGAIN. Each
+// tenant now holds at most a quarter of it (limits.max_open_files = 0).
+TEST_CASE("Fd limit: one tenant's open blocks stop at a quarter of the descriptors, and another tenant still commits and reads") {
+  auto m = MountWithFdLimit(128, 128);
+  CHECK(Metric(*m, "gpucache_limit{tenant=\"\",limit=\"max_open_files\"}") == 32);
+  MountClient client(m->mnt());
+  CacheIdentity mine = SampleIdentity();
+  REQUIRE(client.Commit(mine, Payload(4096)) == 0);
+  std::vector<int> fds;
+  std::map<int, int> errors;
+  for (int i = 0; i < 200; ++i) {
+    int fd = ::open(client.PathOf(mine).c_str(), O_RDONLY);
+    if (fd >= 0) fds.push_back(fd);
+    else errors[errno]++;
+  }
+  CHECK(fds.size() == 32);
+  CHECK(errors[EAGAIN] == 200 - 32);
+  CHECK(Metric(*m, "gpucache_open_blocks{tenant=\"acme\"}") == 32);
+  // globex is not held back by acme's descriptors: it commits and reads as before.
+  CacheIdentity theirs = SampleIdentity("globex");
+  CHECK(AsUser(2000, 2000, [&] { return client.Commit(theirs, Payload(8192, 7)); }) == 0);
+  CHECK(AsUser(2000, 2000, [&] {
+          auto got = client.Read(theirs);
+          return std::holds_alternative<Bytes>(got) && std::get<Bytes>(got) == Payload(8192, 7) ? 0 : 1;
+        }) == 0);
+  for (int fd : fds) ::close(fd);
+  for (int i = 0; i < 500 && Metric(*m, "gpucache_open_blocks{tenant=\"acme\"}") != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // RELEASE follows close() soon after
+  }
+  CHECK(Metric(*m, "gpucache_open_blocks{tenant=\"acme\"}") == 0);
+  auto got = client.Read(mine);
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == Payload(4096));
 }
 
 // Regression (review, 2026-12-06): each copy in the RAM tier holds a descriptor, and only bytes
