@@ -107,7 +107,7 @@ ColdOps::Reference ColdOps::LiveReference(const Sha256& self, const Sha256& obje
 }
 
 ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Principal& who,
-                               const std::function<std::string()>& allowed) const {
+                               const std::function<std::string(const std::string&)>& allowed) const {
   ReclaimReport r;
   auto refuse = [&r](std::string why) {
     r.refused = true;
@@ -142,7 +142,8 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Princ
     return refuse("retention record unreadable");
   }
   if (until.value() > now) return refuse("retained until " + std::to_string(until.value()));
-  if (std::string busy = allowed ? allowed() : ""; !busy.empty()) {
+  const std::string okey = PackKey(prefix_, d.manifest.object_digest);
+  if (std::string busy = allowed ? allowed(okey) : ""; !busy.empty()) {
     r.busy = true;
     return refuse(std::move(busy));
   }
@@ -167,7 +168,6 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Princ
   // Whether the object may go is settled before the manifest goes: a manifest deleted with its
   // object's fate unknown left the object with nothing naming it, for good (a second reclaim
   // finds no manifest, and nothing else deletes packs).
-  std::string okey = PackKey(prefix_, d.manifest.object_digest);
   std::string why;
   Reference ref = LiveReference(manifest, d.manifest.object_digest, r, why);
   if (ref == Reference::kUnknown) {

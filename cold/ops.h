@@ -55,7 +55,7 @@ struct BackfillReport {
   size_t skipped_cold = 0;   // already had a locator
   size_t skipped_unknown = 0;  // not packed: whether they are cold could not be learned
   size_t invalid_locators = 0;  // listed at a size no readable locator of it has: packed again
-  size_t refused = 0;        // packs the sink refused (full)
+  size_t refused = 0;        // packs the sink refused (full, or their object being reclaimed)
   bool budget_reached = false;
   bool stopped = false;      // the daemon began stopping: the blocks after were not looked at
   std::optional<ObjectError> list_error;  // the first listing that failed, if any
@@ -107,10 +107,11 @@ class ColdOps {
 
   // Deletes the manifest and what only it references, once it is checked (sealed, matching
   // its key), `who` owns every tenant it lists (checked before retention: a stranger learns
-  // nothing of it) and it is past retention; `allowed` runs then, before the first delete, and
-  // a reason it returns refuses the reclaim as `busy` ("" to go on).
+  // nothing of it) and it is past retention; `allowed` runs then, before the first delete, with
+  // the key of the pack object the manifest names, and a reason it returns refuses the reclaim
+  // as `busy` ("" to go on).
   ReclaimReport Reclaim(const Sha256& manifest, uint64_t now_unix_ns, const Principal& who,
-                        const std::function<std::string()>& allowed = {}) const;
+                        const std::function<std::string(const std::string& object_key)>& allowed = {}) const;
 
   // Packs committed blocks of the hot store (of `tenant`, or all when empty) that have no
   // locator yet and submits them to `sink`, stopping before `byte_budget` payload bytes.

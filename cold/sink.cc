@@ -41,6 +41,7 @@ std::string_view ToString(Admission a) {
     case Admission::kAccepted: return "accepted";
     case Admission::kInvalid: return "invalid";
     case Admission::kFull: return "full";
+    case Admission::kReclaiming: return "reclaiming";
   }
   return "?";
 }
@@ -73,6 +74,11 @@ SubmitOutcome Sink::TrySubmit(PackedPair& pair) {
     return {Admission::kInvalid, 0, why};
   }
   MutexLock lock(mu_);
+  if (reclaiming_objects_.count(pair.object_key) > 0) {
+    stats_.refused++;
+    return {Admission::kReclaiming, 0,
+            pair.object_key + " is being reclaimed on this node: its blocks are packed again by the next pack"};
+  }
   size_t jobs = pending_.size() + failed_.size() + in_flight_;
   if (jobs + 1 > limits_.max_jobs || stats_.bytes_held + pair.bytes() > limits_.max_bytes) {
     stats_.refused++;
@@ -84,6 +90,7 @@ SubmitOutcome Sink::TrySubmit(PackedPair& pair) {
   stats_.bytes_held += pair.bytes();
   job->pair = std::move(pair);
   held_manifests_.insert(job->pair.manifest_key);
+  held_objects_.insert(job->pair.object_key);
   out.job_id = job->id;
   pending_.push_back(std::move(job));
   stats_.submitted++;
@@ -184,7 +191,7 @@ void Sink::Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report
       report.uploaded++;
       stats_.uploaded++;
       stats_.bytes_held -= job->pair.bytes();
-      Release(job->pair.manifest_key);
+      Release(job->pair);
       break;
     case Outcome::kRequeue:
       report.requeued++;
@@ -380,9 +387,22 @@ size_t Sink::Redrive() {
   return moved;
 }
 
-void Sink::Release(const std::string& manifest_key) {
-  auto it = held_manifests_.find(manifest_key);
-  if (it != held_manifests_.end()) held_manifests_.erase(it);  // one job's entry, not all
+void Sink::Release(const PackedPair& pair) {
+  // One job's entries, not all.
+  if (auto it = held_manifests_.find(pair.manifest_key); it != held_manifests_.end()) held_manifests_.erase(it);
+  if (auto it = held_objects_.find(pair.object_key); it != held_objects_.end()) held_objects_.erase(it);
+}
+
+bool Sink::BeginReclaim(const std::string& object_key) {
+  MutexLock lock(mu_);
+  if (held_objects_.count(object_key) > 0) return false;
+  reclaiming_objects_.insert(object_key);
+  return true;
+}
+
+void Sink::EndReclaim(const std::string& object_key) {
+  MutexLock lock(mu_);
+  if (auto it = reclaiming_objects_.find(object_key); it != reclaiming_objects_.end()) reclaiming_objects_.erase(it);
 }
 
 bool Sink::Holds(const std::string& manifest_key) const {
@@ -420,7 +440,7 @@ bool Sink::Drop(uint64_t job_id) {
     if ((*it)->id != job_id) continue;
     stats_.bytes_held -= (*it)->pair.bytes();
     stats_.dropped++;
-    Release((*it)->pair.manifest_key);
+    Release((*it)->pair);
     failed_.erase(it);
     return true;
   }

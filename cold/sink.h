@@ -60,7 +60,7 @@
 
 namespace gpucache::cold {
 
-enum class Admission : uint8_t { kAccepted, kInvalid, kFull };
+enum class Admission : uint8_t { kAccepted, kInvalid, kFull, kReclaiming };
 std::string_view ToString(Admission a);
 
 struct SubmitOutcome {
@@ -158,6 +158,14 @@ class Sink {
   // Whether a job of this manifest is held (pending, in flight or failed): its steps may still
   // write objects that name it. A reclaim must not delete it meanwhile (ColdTier::Reclaim).
   bool Holds(const std::string& manifest_key) const;
+  // A reclaim on this node is about to delete the pack object `object_key`: false (nothing
+  // changed) while a job uploading that object is held; else, until EndReclaim, a pack of the
+  // same bytes (the same blocks packed again, which gives the same key) is refused
+  // (kReclaiming), so that the reclaim never deletes an object a new manifest names (review,
+  // 2026-12-07: a `cold pack` run beside a reclaim re-uploaded the pack its locators deletes had
+  // made the blocks leave, and the reclaim then deleted it under the new manifest).
+  bool BeginReclaim(const std::string& object_key);
+  void EndReclaim(const std::string& object_key);
 
   std::vector<FailedJob> Failed() const;
   // Moves a failed job back to the pending tail with a fresh attempt count. False if unknown.
@@ -174,7 +182,7 @@ class Sink {
   ObjectResult<Done> Upload(const Job& job, std::string& step);
   void Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report);
   std::chrono::milliseconds Backoff(int attempts) REQUIRES(mu_);
-  void Release(const std::string& manifest_key) REQUIRES(mu_);  // its job left: uploaded or dropped
+  void Release(const PackedPair& pair) REQUIRES(mu_);  // its job left: uploaded or dropped
   std::chrono::steady_clock::time_point NextDue() const;  // of the pending jobs; max() if none
   // The first pending job that is due, now in flight; null if none (after waiting up to
   // `wait` for a submission).
@@ -196,6 +204,8 @@ class Sink {
   std::vector<std::unique_ptr<Job>> failed_ GUARDED_BY(mu_);
   size_t in_flight_ GUARDED_BY(mu_) = 0;
   std::multiset<std::string> held_manifests_ GUARDED_BY(mu_);  // of every job admitted, until uploaded or dropped
+  std::multiset<std::string> held_objects_ GUARDED_BY(mu_);    // their pack objects' keys, as long
+  std::multiset<std::string> reclaiming_objects_ GUARDED_BY(mu_);  // BeginReclaim .. EndReclaim
   SinkStats stats_ GUARDED_BY(mu_);
   std::mt19937_64 jitter_ GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};

@@ -161,16 +161,25 @@ ReclaimReport ColdTier::Reclaim(const Sha256& manifest, uint64_t now, const Prin
   // Known places are forgotten once the reclaim is allowed (a refused one, a stranger's,
   // changes nothing here), before its first delete, and again after: a refill that raced it
   // may have learned one again.
+  // A pack of the same object (the same blocks, packed again once the reclaim deleted their
+  // locators) is refused by the sink from here until the reclaim ends (Sink::BeginReclaim).
   bool allowed = false;
-  ReclaimReport r = ops_.Reclaim(manifest, now, who, [&]() -> std::string {
+  std::string reclaiming;
+  ReclaimReport r = ops_.Reclaim(manifest, now, who, [&](const std::string& object_key) -> std::string {
     if (sink_.Holds(ManifestKey(options_.prefix, manifest))) {
       return "its upload is still in progress on this node (pending, in flight or failed: "
              "cold drain, or cold drop the job)";
     }
+    if (!sink_.BeginReclaim(object_key)) {
+      return "a pack of the same object is being uploaded on this node (pending, in flight or "
+             "failed: cold drain, or cold drop the job)";
+    }
+    reclaiming = object_key;
     allowed = true;
     known_.ForgetManifest(manifest);
     return "";
   });
+  if (!reclaiming.empty()) sink_.EndReclaim(reclaiming);
   if (allowed) known_.ForgetManifest(manifest);
   return r;
 }

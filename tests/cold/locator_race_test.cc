@@ -65,6 +65,26 @@ class RacingStore final : public ForwardingObjectStore {
   bool done_ = false;
 };
 
+// Forwards to a MemoryObjectStore; the first listing under `trigger_prefix` is taken, then
+// `between` runs (on the listing's thread) before the listing is answered, as a listing of a
+// large bucket that takes a second would be answered with what it saw at its start.
+class ListRacingStore final : public ForwardingObjectStore {
+ public:
+  ListRacingStore(MemoryObjectStore& inner, std::string trigger_prefix)
+      : ForwardingObjectStore(inner), trigger_prefix_(std::move(trigger_prefix)) {}
+  void SetBetween(std::function<void()> f) { between_ = std::move(f); }
+  ObjectResult<std::vector<ObjectMeta>> List(std::string_view prefix) override {
+    auto r = inner_.List(prefix);
+    if (prefix == trigger_prefix_ && between_ && !triggered_.exchange(true)) between_();
+    return r;
+  }
+
+ private:
+  const std::string trigger_prefix_;
+  std::function<void()> between_;
+  std::atomic<bool> triggered_{false};
+};
+
 void PutAll(MemoryObjectStore& s3, const PackedPair& p) {
   s3.Set(p.object_key, p.object);
   s3.Set(p.manifest_key, p.manifest);
@@ -130,6 +150,50 @@ TEST_CASE("Locator race: a reclaim never deletes a newer locator the sink upload
   CHECK_FALSE(r.error);
   REQUIRE(s3.Objects().count(kBlock0) == 1);
   CHECK(s3.Objects().at(kBlock0) == newer_locator);
+}
+
+// Regression (review, 2026-12-07): a reclaim deletes the manifest's locators, then lists every
+// manifest to prove the pack object unreferenced. A `cold pack` run meanwhile found the block
+// without a locator, packed it again into the same object (same bytes, same key), and uploaded
+// it with a new manifest and locator; the reclaim, with its listing taken before, then deleted
+// the object. The new locator named nothing, the pack after called the block cold, and once its
+// hot copy went the block was lost. The sink now refuses a pack of an object being reclaimed.
+TEST_CASE("Locator race: a pack run beside a reclaim never has its object deleted under its new manifest") {
+  MemoryObjectStore s3;
+  ListRacingStore racing(s3, ManifestPrefix(kPrefix));
+  MemoryStore hot;
+  ColdTier tier(hot, racing, Manual(), TestKeys());
+  const CacheIdentity id = NthIdentity(0);
+  REQUIRE(CommitBlock(hot, id, PayloadOf(0, 4096)) == StatusCode::kOk);
+  REQUIRE(tier.Pack("acme", UINT64_MAX).packed_blocks == 1);
+  std::optional<Sha256> manifest;
+  for (const auto& [key, bytes] : s3.Objects()) {
+    if (auto d = ManifestDigestOfKey(kPrefix, key)) manifest = d;
+  }
+  REQUIRE(manifest);
+
+  BackfillReport during;
+  racing.SetBetween([&] { during = tier.Pack("acme", UINT64_MAX); });
+  ReclaimReport r = tier.Reclaim(*manifest, UINT64_MAX, {.admin = true});
+  CHECK_FALSE(r.refused);
+  CHECK_FALSE(r.error);
+  CHECK(during.packed_blocks == 0);  // refused while its object was being reclaimed
+  CHECK(during.refused == 1);
+
+  // A locator left for the block names an object that is there.
+  const auto objects = s3.Objects();
+  if (auto it = objects.find(LocatorKey(kPrefix, AddressOf(id))); it != objects.end()) {
+    std::optional<Locator> l = DecodeLocator(it->second);
+    REQUIRE(l);
+    CHECK(objects.count(PackKey(kPrefix, l->object_digest)) == 1);
+  }
+  // The block is packed again by the next pack, and refills once its hot copy is gone.
+  CHECK(tier.Pack("acme", UINT64_MAX).packed_blocks == 1);
+  REQUIRE(hot.Invalidate(AddressOf(id)) == StatusCode::kOk);
+  std::vector<uint8_t> key = EncodePhysicalKey(id);
+  RefillResult refill = tier.Refill({.admin = true}, key, UINT64_MAX, Owner{1000, 1000});
+  CHECK(refill.outcome.status == RefillStatus::kHit);
+  tier.Stop();
 }
 
 }  // namespace gpucache::cold

@@ -126,7 +126,7 @@ TEST_CASE("ColdOps: retention, legacy manifests and non-owners are refused, chan
   // and past it "not an owner of tenant acme": whose blocks, and for how long. Ownership is
   // checked first, and the refusal names neither.
   bool allowed = false;
-  ReclaimReport early = ops.Reclaim(p.manifest_digest, kNow, globex, [&] {
+  ReclaimReport early = ops.Reclaim(p.manifest_digest, kNow, globex, [&](const std::string&) {
     allowed = true;
     return std::string();
   });
