@@ -173,6 +173,17 @@ void RaiseFdLimit() {
   }
 }
 
+// Files under the mountpoint stay on disk, hidden while the mount is up: an operator who
+// mounted on the wrong directory hears of it.
+void WarnIfNotEmpty(const std::string& mountpoint) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(mountpoint, ec);
+  if (!ec && it != std::filesystem::directory_iterator()) {
+    spdlog::warn("mountpoint {} is not empty: what it holds ({} and more) is hidden while gpucache is "
+                 "mounted there", mountpoint, it->path().filename().string());
+  }
+}
+
 // What start-up checks of a loaded configuration beyond LoadConfig, before it touches a data
 // directory: a refused start changes nothing on disk (no epoch bump).
 // `mountpoint` empty: not known (--check-config CONFIG without one).
@@ -190,6 +201,23 @@ bool CheckStartable(const gpucache::Config& config, const std::string& mountpoin
     }
   }
   if (config.cold.enabled && !gpucache::DaemonCold::CheckOptions(config.cold, error)) return false;
+  if (!config.metrics_listen.empty()) {
+    if (std::string why = gpucache::MetricsAddressRefusal(config.metrics_listen); !why.empty()) {
+      *error = why;
+      return false;
+    }
+  }
+  return true;
+}
+
+// What start-up (and --check-config with a mountpoint) checks of the mountpoint beyond the
+// configuration, before it is mounted: not a data directory of any gpucache, and not hiding
+// files unsaid.
+bool CheckMountpoint(const std::string& mountpoint, std::string* error) {
+  if (std::string why = gpucache::MountpointInDataDir(mountpoint); !why.empty()) {
+    *error = why;
+    return false;
+  }
   return true;
 }
 
@@ -248,7 +276,8 @@ int main(int argc, char** argv) {
     try {
       gpucache::Config config = gpucache::LoadConfig(argv[2]);
       std::string error;
-      if (!CheckStartable(config, argc == 4 ? argv[3] : "", &error)) {
+      if (!CheckStartable(config, argc == 4 ? argv[3] : "", &error) ||
+          (argc == 4 && !CheckMountpoint(argv[3], &error))) {
         std::fprintf(stderr, "gpucachefs: configuration error: %s\n", error.c_str());
         return 78;  // EX_CONFIG
       }
@@ -281,10 +310,11 @@ int main(int argc, char** argv) {
   }
 
   std::string error;
-  if (!CheckStartable(config, args.mount.mountpoint, &error)) {
+  if (!CheckStartable(config, args.mount.mountpoint, &error) || !CheckMountpoint(args.mount.mountpoint, &error)) {
     spdlog::error("configuration error: {}", error);
     return 78;  // EX_CONFIG
   }
+  WarnIfNotEmpty(args.mount.mountpoint);
   // Mount options libfuse refuses are refused now, before any data directory is touched.
   if (!gpucache::CheckMountOptions(args.mount, config.KernelPermissions(), &error)) {
     spdlog::error("{}", error);

@@ -143,6 +143,21 @@ std::string MountpointClash(const std::string& dir, const std::string& mountpoin
   return "";
 }
 
+std::string MountpointInDataDir(const std::string& mountpoint) {
+  std::error_code ec;
+  std::string m = Normal(fs::weakly_canonical(Normal(mountpoint), ec).string());
+  if (ec) m = Normal(mountpoint);
+  for (fs::path p = m;; p = p.parent_path()) {
+    if (fs::exists(fs::symlink_status(p / kDataDirMarker, ec))) {
+      return "the mountpoint " + mountpoint + (p == fs::path(m) ? " is" : " is inside") +
+             " the gpucache data directory " + p.string() + " (it holds " + kDataDirMarker +
+             "): a mount there would hide its files from the daemon that owns it; choose a "
+             "mountpoint outside every data directory";
+    }
+    if (p == p.parent_path()) return "";
+  }
+}
+
 std::string DataDirsOverlap(const std::vector<std::string>& dirs) {
   std::vector<std::string> resolved;
   for (const std::string& dir : dirs) {

@@ -23,6 +23,13 @@ std::string DataDirRefusal(const std::string& dir);
 // the same), or empty.
 std::string MountpointClash(const std::string& dir, const std::string& mountpoint);
 
+// Why `mountpoint` may not be mounted on because it is, or is inside, a data directory of any
+// gpucache (a directory holding the marker), or empty. A mount there hides that directory's
+// files from the daemon that owns it, which then takes its blocks for deleted (found by review,
+// 2026-12-07: a second daemon mounted on a running one's data directory). Reads only. Run it
+// before the mount is made (through a live mount it asks that mount).
+std::string MountpointInDataDir(const std::string& mountpoint);
+
 // Why these data directories cannot be used together (two names of one directory, through a
 // link or a trailing '/', or one inside another), or empty.
 std::string DataDirsOverlap(const std::vector<std::string>& dirs);

@@ -76,7 +76,7 @@ TEST_CASE("systemd: the unit file verifies") {
 // reload, and systemctl reload exits non-zero), with GPUCACHE_CONFIG in the environment (and
 // ${GPUCACHE_CONFIG} expanded, as systemd does) and $MAINPID given; "$$" is systemd's "$".
 // Returns the exit status of the first line that failed, 0 if all succeeded.
-int RunReloadLines(const std::string& config, pid_t main_pid) {
+int RunReloadLines(const std::string& config, pid_t main_pid, const std::string& mountpoint = "/nonexistent/mnt") {
   std::ifstream in(GPUCACHE_SOURCE_DIR "/packaging/gpucachefs.service");
   int lines = 0;
   for (std::string line; std::getline(in, line);) {
@@ -90,7 +90,8 @@ int RunReloadLines(const std::string& config, pid_t main_pid) {
     substitute("$MAINPID", std::to_string(main_pid));
     substitute("$$", "$");
     ++lines;
-    int status = std::system(("GPUCACHE_CONFIG='" + config + "' " + cmd + " 2>/dev/null").c_str());
+    int status = std::system(
+        ("GPUCACHE_CONFIG='" + config + "' GPUCACHE_MOUNTPOINT='" + mountpoint + "' " + cmd + " 2>/dev/null").c_str());
     if (status != 0) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   REQUIRE(lines > 0);
@@ -115,6 +116,14 @@ TEST_CASE("systemd: a reload of a file start-up would refuse fails, and the daem
   pid_t main_pid = stand_in();
   CHECK(RunReloadLines(bad, main_pid) == 78);  // EX_CONFIG, from --check-config
   CHECK(::waitpid(main_pid, nullptr, WNOHANG) == 0);  // still running: never signalled
+  // Regression (review, 2026-12-07): the check ran without the mountpoint, so a data directory
+  // moved inside it passed `systemctl reload` (the daemon refused it only in its log).
+  const std::string mnt = tmp.path() + "/mnt";
+  std::filesystem::create_directories(mnt);
+  const std::string inside = tmp.path() + "/inside.toml";
+  std::ofstream(inside) << "data_dir = \"" << mnt << "/d\"\n[tenants.a]\nuids = [1]\n";
+  CHECK(RunReloadLines(inside, main_pid, mnt) == 78);
+  CHECK(::waitpid(main_pid, nullptr, WNOHANG) == 0);
   ::kill(main_pid, SIGKILL);
   ::waitpid(main_pid, nullptr, 0);
   // Regression (review, 2026-12-07): the configuration's path went unquoted into `sh -c`, so

@@ -173,6 +173,58 @@ TEST_CASE("gpucachefs: a mountpoint another gpucachefs serves is refused, and th
   CHECK(fs.f_type != 0x65735546);  // FUSE_SUPER_MAGIC
 }
 
+// Regression (review, 2026-12-07): a second daemon whose mountpoint was a running daemon's data
+// directory mounted there: the first took its block files for deleted (EIO, "checksum mismatch",
+// the block dropped from its index) and refused commits. A mountpoint that is, or is inside, a
+// gpucache data directory is a configuration error (78), from --check-config too.
+TEST_CASE("gpucachefs: a mountpoint in a gpucache data directory is refused, and that daemon keeps its blocks") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  CacheIdentity id = SampleIdentity();
+  REQUIRE(client.Commit(id, Payload(4096)) == 0);
+  TempDir other;
+  const std::string config = other.path() + "/c.toml";
+  std::ofstream(config) << "data_dir = \"" << other.path() << "/d\"\n[metrics]\nlisten = \"\"\n"
+                        << "[tenants.t]\nuids = [0]\n";
+  ::mkdir((m.data() + "/sub").c_str(), 0755);
+  for (const std::string& mountpoint : {m.data(), m.data() + "/sub"}) {
+    CAPTURE(mountpoint);
+    const std::string err = other.path() + "/err";
+    // Bounded: a daemon that mounted (the old code) stays in the foreground until its SIGTERM.
+    int status = std::system(("timeout 20 " GPUCACHEFS_BIN " " + config + " " + mountpoint + " -f 2>" + err).c_str());
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 78);
+    CHECK(ReadText(err).find("gpucache data directory " + m.data()) != std::string::npos);
+    status = std::system((std::string(GPUCACHEFS_BIN) + " --check-config " + config + " " + mountpoint +
+                          " >/dev/null 2>&1").c_str());
+    CHECK(WEXITSTATUS(status) == 78);
+  }
+  struct stat st;
+  CHECK(::stat((other.path() + "/d").c_str(), &st) != 0);  // its data directory never made
+  auto got = client.Read(id);
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == Payload(4096));
+  CHECK(Metric(m, "gpucache_checksum_failures_total{tenant=\"acme\"}") == 0);
+}
+
+// Regression (review, 2026-12-07): a metrics.listen address not of this host passed
+// --check-config, then failed every start with exit 1, which systemd restarted for ever.
+TEST_CASE("gpucachefs: a metrics.listen address not of this host is a configuration error") {
+  TempDir tmp;
+  ::mkdir((tmp.path() + "/mnt").c_str(), 0755);
+  const std::string config = tmp.path() + "/c.toml";
+  std::ofstream(config) << "data_dir = \"" << tmp.path() << "/d\"\n[metrics]\nlisten = \"192.0.2.1:9110\"\n"
+                        << "[tenants.t]\nuids = [0]\n";
+  const std::string err = tmp.path() + "/err";
+  int status = std::system((std::string(GPUCACHEFS_BIN) + " --check-config " + config + " 2>" + err).c_str());
+  CHECK(WEXITSTATUS(status) == 78);
+  CHECK(ReadText(err).find("not an address of this host") != std::string::npos);
+  status = std::system(("timeout 20 " GPUCACHEFS_BIN " " + config + " " + tmp.path() + "/mnt -f 2>" + err).c_str());
+  CHECK(WEXITSTATUS(status) == 78);
+  struct stat st;
+  CHECK(::stat((tmp.path() + "/d").c_str(), &st) != 0);  // nothing touched
+}
+
 // Regression (review, 2026-12-07): `mkdir -p` ran under the unit's UMask=0077, so a mountpoint
 // set by `systemctl edit` under new directories got parents of mode 0700, which refused every
 // tenant's engine (EACCES on every path) while root saw nothing wrong.
