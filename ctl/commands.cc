@@ -141,7 +141,9 @@ int InspectMounted(const std::string& path, bool verify, bool as_json) {
 }
 
 int InspectFile(const std::string& path, bool verify, bool as_json) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading waits for a writer, for ever (review, 2026-12-07);
+  // it is refused below as not a regular file.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Absent(path, errno);
   struct stat st {};
   if (::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {  // a directory read as a header: "I/O error"
@@ -150,6 +152,7 @@ int InspectFile(const std::string& path, bool verify, bool as_json) {
                     ", not a block file",
                 2, S_ISDIR(st.st_mode) ? EISDIR : EINVAL);
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // a regular file's reads block, as usual
   Result<BlockHeader> h = ReadBlockHeader(fd);
   if (!h.ok()) {
     ::close(fd);
