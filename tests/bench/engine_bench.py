@@ -58,7 +58,8 @@ class Side:
     def __init__(self, name, root, cache, args):
         self.name, self.root, self.cache = name, root, cache
         cfg = ConnectorConfig(root=root, model=MODEL, geometry=LLAMA8B, hash_seed="0",
-                              io_threads=args.io_threads, save_threads=args.save_threads)
+                              io_threads=args.io_threads, save_threads=args.save_threads,
+                              plain_directory=name == "direct")  # the baseline: plain files
         self.scheduler = SchedulerCore(cfg)
         self.worker = WorkerCore(cfg)
         self.worker.register(cache)

@@ -31,8 +31,8 @@ def identity(tenant, block, group, files_per_block, seed):
 
 
 class Layout:
-    def __init__(self, root, files_per_block, pool, staging, seed):
-        self.client = MountClient(root)
+    def __init__(self, root, files_per_block, pool, staging, seed, plain_directory=False):
+        self.client = MountClient(root, plain_directory=plain_directory)
         self.per_file = LAYERS // files_per_block
         self.files = [(b, g, identity("acme", b, g, files_per_block, seed))
                       for b in range(BLOCKS) for g in range(files_per_block)]
@@ -87,7 +87,8 @@ def run(daemon, direct_root, threads, repeat):
             runs = {"save": [], "warm": [], "cold": []}
             previous = None
             for r in range(repeat + 1):  # round 0 warms up, as in engine_bench
-                layout = Layout(root, files_per_block, pool, staging, seed=(r + 10 * files_per_block) % 256)
+                layout = Layout(root, files_per_block, pool, staging, seed=(r + 10 * files_per_block) % 256,
+                                plain_directory=root != daemon.mnt)  # the direct side's plain files
                 seconds = layout.save()
                 if previous:
                     previous.delete(root == daemon.mnt)

@@ -13,7 +13,8 @@ means: recompute the KV for that block and everything after it. Never use bytes 
 failed or partial read, and never retry in a loop on the hot path. On the write side a failed
 commit (EEXIST included: someone else has, or is writing, the block) is simply dropped.
 
-Requires only the standard library and the `xxhash` module (Debian: python3-xxhash).
+The client (this module, gpucache.client) requires only the standard library and the `xxhash`
+module (Debian: python3-xxhash); `pip install` also brings cbor2 and numpy, for the connector.
 
 The engine connector (vLLM V1's KV connector and its engine-neutral core) lives in the
 submodules vllm_connector, connector_scheduler and connector_worker; they also need torch,

@@ -3,8 +3,9 @@
 A BlockSource opens a block once, checks the stored identity (the xattr) and the payload size
 once, then serves `preadv` of one layer region straight into caller-given buffers (views of a
 staging tensor). Any failure is a LoadFailure naming why; the caller truncates the hit there.
-The same code runs against a gpucachefs mount and against a plain directory (the benchmark's
-`direct` side, and a foreign-identity test), because both are just files.
+A block that is not on a gpucachefs mount fails ("mount"): the MountClient given says which
+mount, or that a plain directory is wanted (plain_directory=True: tests and the benchmark's
+`direct` side only).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class LoadFailure(Exception):
-    """Why a block cannot be used: missing, io, identity, size, short, timeout, refill."""
+    """Why a block cannot be used: missing, io, mount, identity, size, short, timeout, refill."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__("%s%s" % (reason, ": " + detail if detail else ""))
@@ -37,8 +38,9 @@ def _reason_of(e: OSError) -> str:
 class BlockSource:
     """One block to read, opened lazily by the first reader (thread-safe), closed by close()."""
 
-    def __init__(self, root: str, identity: CacheIdentity, geometry: KVGeometry):
-        self.path = MountClient(root).path_of(identity)
+    def __init__(self, client: MountClient, identity: CacheIdentity, geometry: KVGeometry):
+        self.client = client
+        self.path = client.path_of(identity)
         self.identity = identity
         self.geometry = geometry
         self._lock = threading.Lock()
@@ -52,7 +54,12 @@ class BlockSource:
             # collision or a planted file: never use it.
             if os.getxattr(fd, IDENTITY_XATTR) != self.identity.encode_physical_key():
                 raise LoadFailure("identity", self.path)
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            # Not on the mount: no daemon checked these bytes (a plain directory under a
+            # stopped daemon's mountpoint, where anyone who can write it can plant KV).
+            if not self.client.on_mount(st.st_dev):
+                raise LoadFailure("mount", "%s is not on a gpucachefs mount" % self.path)
+            size = st.st_size
             if size != self.geometry.payload_bytes:
                 raise LoadFailure("size", "%d bytes, expected %d" % (size, self.geometry.payload_bytes))
             # Every layer of the block will be read: let the kernel read ahead the whole file
@@ -125,9 +132,10 @@ def payload_buffers(geometry: KVGeometry, layer_halves: List[List[memoryview]]) 
     return out
 
 
-def commit_block(root: str, identity: CacheIdentity, buffers: List[Buffer]) -> None:
-    """The commit protocol (create .part, identity xattr, writev, close, rename) from buffers.
+def commit_block(client: MountClient, identity: CacheIdentity, buffers: List[Buffer]) -> None:
+    """The commit (one frame to .gpucache/commit, or the commit protocol by rename) from buffers.
 
-    OSError on failure; EEXIST means the block is stored or being stored by someone else.
+    OSError on failure; EEXIST means the block is stored or being stored by someone else,
+    ENOTCONN that no gpucachefs is mounted.
     """
-    MountClient(root).commit(identity, buffers)
+    client.commit(identity, buffers)

@@ -39,6 +39,9 @@ class ModelIdentity:
     # are: vLLM stores an fp8 KV cache as uint8 ("fp8_e4m3", "fp8_e5m2"). None: the name of
     # the geometry's dtype (kv_layout.DTYPE_NAMES).
     kv_dtype: Optional[str] = None
+    # The identity's layout_abi (kv_layout.layout_abi): LAYOUT_ABI, or with the CPU backend's
+    # ISA and a pipeline stage's layers when those change what the bytes are.
+    layout_abi: str = LAYOUT_ABI
 
 
 def identity_name(value: str) -> str:
@@ -97,7 +100,7 @@ class BlockNamer:
             tenant=m.tenant, trust_domain=m.trust_domain, model_revision=m.model_revision,
             model_config_digest=m.model_config_digest, tokenizer_revision=m.tokenizer_revision,
             adapter=adapter, chain=list(chain), kv_dtype=self.kv_dtype,
-            quant_format=m.quant_format, layout_abi=LAYOUT_ABI, tp_rank=m.tp_rank,
+            quant_format=m.quant_format, layout_abi=m.layout_abi, tp_rank=m.tp_rank,
             tp_size=m.tp_size, pp_rank=m.pp_rank, pp_size=m.pp_size,
             position_encoding=m.position_encoding, rope_theta_bits=float_bits(m.rope_theta),
             rope_scaling=m.rope_scaling, rope_factor_bits=float_bits(m.rope_factor),

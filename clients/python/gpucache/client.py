@@ -17,6 +17,7 @@ import struct
 from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Union
 
 from .identity import CacheIdentity
+from .mount import MountGuard
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -110,12 +111,27 @@ def _read_all(fd: int, size_hint: int = 0) -> bytes:
 
 
 class MountClient:
-    """Engine-side helper for one mountpoint. Stateless apart from the path and whether the
-    daemon has a commit channel: thread-safe."""
+    """Engine-side helper for one mountpoint. Stateless apart from the path, whether the
+    daemon has a commit channel and the mount's device: thread-safe.
 
-    def __init__(self, mountpoint: _PathLike):
+    It serves only a gpucachefs mount (gpucache.mount): on a plain directory (no daemon
+    mounted there) commit and read raise OSError(ENOTCONN) and probe_prefix finds nothing.
+    plain_directory=True lifts that, for tests and benchmarks on plain files only: nothing
+    is checksummed, evicted or access-checked there.
+    """
+
+    def __init__(self, mountpoint: _PathLike, plain_directory: bool = False):
         self.mountpoint = os.fspath(mountpoint)
         self._no_channel = False  # set once a daemon turned out to have no commit channel
+        self._guard = MountGuard(self.mountpoint, plain_directory)
+
+    def require_mount(self) -> None:
+        """OSError(ENOTCONN) unless a gpucachefs is mounted at the mountpoint (or plain_directory)."""
+        self._guard.require()
+
+    def on_mount(self, st_dev: int) -> bool:
+        """Whether a file of device st_dev (from a stat or fstat) is on the mounted gpucachefs."""
+        return self._guard.holds(st_dev)
 
     def path_of(self, identity: CacheIdentity) -> str:
         """<mount>/<tenant>/<namespace>/<block>"""
@@ -128,10 +144,12 @@ class MountClient:
         One frame written to <mount>/.gpucache/commit (docs/control-protocol.md, "commit"):
         one FUSE request up to 1 MiB. The daemon runs the commit protocol itself, with the same
         checks and errnos as commit_by_rename; a missing namespace is made and the frame sent
-        again. A daemon without the channel gets commit_by_rename. The channel is opened per
-        frame and closed after it: a descriptor held on the mount would keep a stopping daemon
-        mounted. OSError with the errno of the commit (EEXIST: another writer holds the block
-        or it is already committed).
+        again. A daemon without the channel gets commit_by_rename. No daemon at all (a plain
+        directory: stopped, or not started yet) is OSError(ENOTCONN), never a commit to the
+        local disk (unless plain_directory). The channel is opened per frame and closed after
+        it: a descriptor held on the mount would keep a stopping daemon mounted. OSError with
+        the errno of the commit (EEXIST: another writer holds the block or it is already
+        committed).
         """
         gpck = identity.encode_physical_key()  # validates before touching the mount
         if not self._no_channel:
@@ -147,6 +165,8 @@ class MountClient:
                 sent = self._send_frame(header, payload)
             if sent:
                 return
+            if sent is None and not self._guard.plain_directory:
+                raise self._guard.not_mounted()
             if sent is False:
                 self._no_channel = True
         self.commit_by_rename(identity, payload)
@@ -154,8 +174,8 @@ class MountClient:
     def _send_frame(self, header: bytes, payload: Payload) -> Optional[bool]:
         """Writes one frame. False: the daemon has no commit channel (an older gpucachefs: it
         has the control file). None: no daemon here right now (a plain directory, or a
-        mountpoint while its daemon restarts), so this block goes by rename and the channel is
-        tried again next time."""
+        mountpoint while its daemon restarts): commit refuses it (ENOTCONN) and tries the
+        channel again next time."""
         try:
             fd = os.open(os.path.join(self.mountpoint, COMMIT_CHANNEL), os.O_WRONLY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -177,9 +197,12 @@ class MountClient:
         the identity against the path and publishes the block atomically at the rename.
         EEXIST from the create means another writer holds the block or it is already
         committed. On any failure after the create the .part is removed (which abandons the
-        reservation) and the first OSError is re-raised with its errno.
+        reservation) and the first OSError is re-raised with its errno. OSError(ENOTCONN) if
+        no gpucachefs is mounted (unless plain_directory): the steps would succeed on any
+        local file system.
         """
         gpck = identity.encode_physical_key()  # validates before touching the mount
+        self._guard.require()  # an older daemon's path only: a mountinfo read is cheap beside it
         directory = os.path.join(self.mountpoint, identity.tenant, identity.namespace_name())
         final = os.path.join(directory, identity.block_name())
         part = final + PART_SUFFIX
@@ -210,10 +233,20 @@ class MountClient:
             raise
 
     def read(self, identity: CacheIdentity) -> bytes:
-        """The whole block. OSError: ENOENT on a miss, EIO on corruption, and so on."""
+        """The whole block. OSError: ENOENT on a miss, EIO on corruption, ENOTCONN when the file
+        is not on a gpucachefs mount (a plain directory), and so on.
+
+        It does not compare the identity xattr: the daemon refuses a commit whose identity does
+        not name its path, so on a mount the path is the identity. Engines that want the check
+        anyway (the connector does) compare os.getxattr(path, IDENTITY_XATTR) with
+        identity.encode_physical_key().
+        """
         fd = os.open(self.path_of(identity), os.O_RDONLY | os.O_CLOEXEC)
         try:
-            return _read_all(fd, os.fstat(fd).st_size)
+            st = os.fstat(fd)
+            if not self._guard.holds(st.st_dev):
+                raise self._guard.not_mounted()
+            return _read_all(fd, st.st_size)
         finally:
             os.close(fd)
 
@@ -221,13 +254,16 @@ class MountClient:
         """How many leading blocks are committed: stat() until the first failure.
 
         Any stat error counts as "not there", so this never raises for mount trouble; the
-        engine just recomputes from that block on.
+        engine just recomputes from that block on. So does a file that is not on a gpucachefs
+        mount (a plain directory under a stopped daemon's mountpoint).
         """
         n = 0
         for identity in identities:
             try:
-                os.stat(self.path_of(identity))
+                st = os.stat(self.path_of(identity))
             except OSError:
+                break
+            if not self._guard.holds(st.st_dev):
                 break
             n += 1
         return n
@@ -246,6 +282,8 @@ class MountClient:
         data = json.dumps(request, separators=(",", ":")).encode()
         fd = os.open(os.path.join(self.mountpoint, ".gpucache", "ctl"), os.O_RDWR | os.O_CLOEXEC)
         try:
+            if not self._guard.holds(os.fstat(fd).st_dev):  # a file planted in a plain directory
+                raise self._guard.not_mounted()
             # One write() is one request: the daemon parses each write on its own, so a
             # split request would be two broken ones.
             if os.write(fd, data) != len(data):

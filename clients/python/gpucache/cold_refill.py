@@ -21,9 +21,9 @@ _HOT = ("hit", "already-hot")
 
 
 class RefillRun:
-    def __init__(self, mountpoint: str, identities: Sequence[CacheIdentity], block_bytes: int,
+    def __init__(self, client: MountClient, identities: Sequence[CacheIdentity], block_bytes: int,
                  budget_bytes: int):
-        self._client = MountClient(mountpoint)
+        self._client = client
         self._identities = list(identities)
         self._block_bytes = block_bytes
         self._budget = budget_bytes

@@ -18,6 +18,7 @@ import os
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 from .block_names import BlockNamer, identity_name
+from .client import MountClient
 from .connector_types import (RECENT_LOAD_STEPS, BlockOp, ConnectorConfig, LoadSpec, RequestView, SaveSpec,
                               StepInfo, StepMeta)
 from .vllm_hash import none_hash, request_block_hashes
@@ -48,6 +49,9 @@ class SchedulerCore:
         self.geometry = config.geometry
         self.namer = BlockNamer(config.model, config.geometry)
         self._root_hash = none_hash(config.seed())
+        # OSError(ENOTCONN) now unless a gpucachefs is mounted at config.root (see WorkerCore).
+        self._mount = MountClient(config.root, plain_directory=config.plain_directory)
+        self._mount.require_mount()
         self._requests: Dict[str, _Request] = {}
         self._matches: Dict[str, _Match] = {}
         self._pending_loads: List[LoadSpec] = []
@@ -100,12 +104,14 @@ class SchedulerCore:
 
     def _probe(self, req: _Request, start: int, limit: int) -> int:
         """The end of the run of blocks present from `start` on (stat until the first miss;
-        any error is a miss)."""
+        any error is a miss, and so is a file that is not on the gpucachefs mount)."""
         for j in range(start, limit):
             path = os.path.join(self.config.root, self.namer.identity(req.chains[j], req.adapter).relative_path())
             try:
-                os.stat(path)
+                st = os.stat(path)
             except OSError:
+                return j
+            if not self._mount.on_mount(st.st_dev):
                 return j
         return limit
 

@@ -19,7 +19,7 @@ from .kv_layout import KVGeometry
 
 @dataclasses.dataclass
 class ConnectorConfig:
-    root: str  # the gpucachefs mountpoint (or, for the benchmark's direct side, a directory)
+    root: str  # the gpucachefs mountpoint (a plain directory only with plain_directory)
     model: ModelIdentity
     geometry: KVGeometry
     hash_seed: Optional[str] = None  # vLLM's PYTHONHASHSEED; None reads the environment
@@ -34,6 +34,10 @@ class ConnectorConfig:
     # pool reads that many layers ahead of the forward.
     load_staging_layers: int = 4
     staging_keep_bytes: int = 1 << 30  # idle staging kept for the next steps; the rest is freed
+    # Use `root` as a plain directory, not a gpucachefs mount: for tests and the benchmarks'
+    # `direct` side only (no checksums, eviction, quota or tenancy). Off, the cores refuse a
+    # root where no gpucachefs is mounted (OSError ENOTCONN) and ignore files not on it.
+    plain_directory: bool = False
 
     def seed(self) -> str:
         seed = self.hash_seed if self.hash_seed is not None else os.environ.get("PYTHONHASHSEED")

@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Deque, Dict, List, Optional, Sequence, Set, Tuple
 
 from .block_names import BlockNamer, ModelIdentity
+from .client import MountClient
 from .cold_refill import RefillRun
 from .connector_types import RECENT_LOAD_STEPS, ConnectorConfig, LoadSpec, SaveSpec, StepMeta, WorkerStats
 from .kv_layout import PagedLayer, check_paged_layers
@@ -38,6 +39,11 @@ class WorkerCore:
         """`model` overrides config.model for this rank (its tp_rank / pp_rank)."""
         self.config = config
         self.namer = BlockNamer(model or config.model, config.geometry)
+        # Refused here, at start-up, if no gpucachefs is mounted at config.root (OSError
+        # ENOTCONN; config.plain_directory opts out): a plain directory would take commits on
+        # the local disk, unchecked, and serve them (or planted files) back.
+        self.client = MountClient(config.root, plain_directory=config.plain_directory)
+        self.client.require_mount()
         self.stats = WorkerStats()
         self.layers: List[PagedLayer] = []
         self.staging = StagingPool(config.geometry, config.pin_staging, keep_bytes=config.staging_keep_bytes)
@@ -96,7 +102,7 @@ class WorkerCore:
             self._load.start()
 
     def _new_load(self, specs: List[LoadSpec]) -> LayerwiseLoad:
-        return LayerwiseLoad(self.config.root, self.namer, specs, self.layers, self._io,
+        return LayerwiseLoad(self.client, self.namer, specs, self.layers, self._io,
                              self.staging, self.stats, self.config.io_threads,
                              self.config.load_staging_layers)
 
@@ -118,7 +124,7 @@ class WorkerCore:
         good = len(spec.blocks)
         if spec.hot_blocks < len(spec.blocks):
             cold = spec.blocks[spec.hot_blocks:]
-            run = RefillRun(self.config.root, [self.namer.identity(op.chain, op.adapter) for op in cold],
+            run = RefillRun(self.client, [self.namer.identity(op.chain, op.adapter) for op in cold],
                             self.config.geometry.payload_bytes, self.config.cold_budget_bytes)
             good = spec.hot_blocks + run.wait(deadline)
         load = self._new_load([spec])
@@ -156,7 +162,7 @@ class WorkerCore:
             return
         if self._save is None:
             try:
-                self._save = SaveBatch(self.config.root, self.namer, meta.saves, len(self.layers),
+                self._save = SaveBatch(self.client, self.namer, meta.saves, len(self.layers),
                                        self.staging, self._copier, self.stats)
             except (RuntimeError, MemoryError):  # torch's out of (pinned) memory
                 # The cache is only an optimisation: the step goes on, its blocks unsaved.

@@ -13,10 +13,14 @@ and one row-wise copy per half into the paged cache (scatter), and saving is one
 `index_select` per half into staging (gather) and one `writev` per block.
 
 vLLM's CPU backend (CPU_ATTN) keeps a layer as one tensor `[num_blocks, kv_heads, block_size,
-2 * head_dim]` whose every (block, head) holds K[block_size, head_dim] then V (it views it as
-`[num_blocks, kv_heads, 2 * block_size, head_dim]` and splits dimension 2). Its halves are
-strided views `[num_blocks, block_size, heads, dim]` of that tensor, so the block file is the
-same whichever backend wrote it; the copies then go through torch's strided index ops.
+2 * head_dim]`, read here as K[block_size, head_dim] then V per (block, head): strided views
+`[num_blocks, block_size, heads, dim]`, copied with torch's strided index ops. But what CPU_ATTN
+stores there depends on the instruction set it picks per engine (vLLM's `_get_attn_isa`: "amx"
+packs K and V for its tiles, "vec", "vec16", "neon" ... do not), so its block files are
+byte-for-byte that ISA's arrangement, not the layout above, and differ between ISAs. So they
+are named apart: layout_abi() adds the ISA to the layout name (a non-AMX engine never loads an
+AMX engine's blocks). It also adds a pipeline stage's layer range, which fixes which layers
+the regions hold. A GPU engine with one stage keeps the plain name LAYOUT_ABI.
 """
 
 from __future__ import annotations
@@ -31,7 +35,20 @@ if TYPE_CHECKING:
     import numpy.typing
 
 LAYOUT_ABI = "gpucache-layerwise-nhd-v1"
+CPU_ISA_TAG = "+cpu-"
 PAGE = 4096
+
+
+def layout_abi(cpu_isa: Optional[str] = None, layers: Optional[Tuple[int, int]] = None) -> str:
+    """The identity's layout_abi: LAYOUT_ABI, then "+cpu-<isa>" for vLLM's CPU backend (whose
+    arrangement depends on its ISA) and "+layers-<start>-<end>" for a pipeline stage holding
+    layers [start, end) of the model (so two splits never share a name)."""
+    name = LAYOUT_ABI
+    if cpu_isa:
+        name += CPU_ISA_TAG + cpu_isa
+    if layers is not None:
+        name += "+layers-%d-%d" % layers
+    return name
 
 # Per layer: one tensor [2, num_blocks, block_size, heads, dim], or vLLM's (K, V) pair of
 # [num_blocks, block_size, heads, dim] tensors, or the CPU backend's one 4-D tensor
@@ -108,8 +125,9 @@ def _bytes_view(t: torch.Tensor) -> memoryview:
 # vLLM's attention backends whose layer tensor the connector knows how to read, by how they
 # split one 4-D tensor [num_blocks, kv_heads, block_size, 2 * head_dim] into K and V: CPU_ATTN
 # per (block, head) (K[block_size, dim] then V), FLASH_ATTN per token (K[dim] then V[dim]).
-# Both reach the same block bytes. Any other backend is refused, not guessed: the same shape
-# can mean another order, and a wrong guess stores and serves misplaced KV.
+# The connector copies each as it is; CPU_ATTN's bytes also depend on its ISA, which the
+# layout name then says (layout_abi). Any other backend is refused, not guessed: the same
+# shape can mean another order, and a wrong guess stores and serves misplaced KV.
 KNOWN_BACKENDS = ("CPU_ATTN", "FLASH_ATTN")
 
 

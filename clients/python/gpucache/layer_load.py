@@ -31,6 +31,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import torch
 
 from .block_io import BlockSource, LoadFailure
+from .client import MountClient
 from .block_names import BlockNamer
 from .connector_types import LoadSpec, WorkerStats
 from .kv_layout import (DeviceCopies, PagedLayer, device_copies, engine_block_ids, scatter,
@@ -47,7 +48,7 @@ class _Item:
 
 
 class LayerwiseLoad:
-    def __init__(self, root: str, namer: BlockNamer, specs: Sequence[LoadSpec],
+    def __init__(self, client: MountClient, namer: BlockNamer, specs: Sequence[LoadSpec],
                  layers: Sequence[PagedLayer], pool: ThreadPoolExecutor, staging: StagingPool,
                  stats: WorkerStats, threads: int, depth: int = 4):
         self.geometry = namer.geometry
@@ -61,7 +62,7 @@ class LayerwiseLoad:
         self._items: List[_Item] = []
         for s, spec in enumerate(self.specs):
             for pos, op in enumerate(spec.blocks):
-                source = BlockSource(root, namer.identity(op.chain, op.adapter), self.geometry)
+                source = BlockSource(client, namer.identity(op.chain, op.adapter), self.geometry)
                 self._items.append(_Item(s, pos, len(self._items), source))
         self._first_bad = [len(spec.blocks) for spec in self.specs]
         self._lock = threading.Lock()

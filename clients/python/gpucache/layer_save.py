@@ -19,16 +19,17 @@ from typing import Callable, List, Optional, Sequence
 
 from .block_io import commit_block, payload_buffers
 from .block_names import BlockNamer
+from .client import MountClient
 from .connector_types import BlockOp, SaveSpec, WorkerStats
 from .kv_layout import PagedLayer, engine_block_ids, gather
 from .staging import StagingPool
 
 
 class SaveBatch:
-    def __init__(self, root: str, namer: BlockNamer, specs: Sequence[SaveSpec], layers: int,
+    def __init__(self, client: MountClient, namer: BlockNamer, specs: Sequence[SaveSpec], layers: int,
                  staging: StagingPool, copier: ThreadPoolExecutor, stats: WorkerStats):
         self.geometry = namer.geometry
-        self._root = root
+        self._client = client
         self._namer = namer
         self._ops = [op for spec in specs for op in spec.blocks]
         self._owners = [spec for spec in specs for _ in spec.blocks]
@@ -74,7 +75,7 @@ class SaveBatch:
         try:
             halves = [self.geometry.block_halves(layer, i) for layer in self._staging.layers]
             identity = self._namer.identity(op.chain, op.adapter)
-            commit_block(self._root, identity, payload_buffers(self.geometry, halves))
+            commit_block(self._client, identity, payload_buffers(self.geometry, halves))
             with self._lock:
                 self._stats.committed_blocks += 1
         except OSError as e:

@@ -4,6 +4,7 @@ vLLM loads it with (docs/engine-integration.md):
 
     --kv-transfer-config '{"kv_connector": "GpucacheConnector",
         "kv_connector_module_path": "gpucache.vllm_connector", "kv_role": "kv_both",
+        "kv_load_failure_policy": "recompute",
         "kv_connector_extra_config": {"mount": "/mnt/gpucache", "tenant": "acme",
             "model_config_digest": "sha256:...", "block_tokens": 256}}'
 
@@ -25,6 +26,8 @@ import json
 import os
 import re
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, cast
+
+from .vllm_checks import check_load_failure_policy, cpu_attention_isa, pp_layer_range
 
 # The core imports torch (the paged KV tensors), which `pip install ./clients/python` does not
 # bring (the [torch] and [vllm] extras do): it is imported where a connector is built or
@@ -109,8 +112,16 @@ def kv_cache_dtype(cache_config: Any, model_config: Any) -> Tuple[Any, str]:
             raise ValueError("GpucacheConnector: the model dtype %s is not a supported KV dtype" % dtype)
         return dtype, DTYPE_NAMES[dtype]
     if requested in _FLOAT_KV_DTYPES:
+        # Only the model's own dtype: vLLM's CPU backend does not support a float KV dtype of
+        # its own and writes the model's values into the cache anyway (float32 bytes under the
+        # name bfloat16, NaN to whoever loads them), and where a backend converts, the bytes
+        # would depend on the compute dtype, which the identity does not name.
         name = _FLOAT_KV_DTYPES[requested]
-        return next(d for d, n in DTYPE_NAMES.items() if n == name), name
+        if DTYPE_NAMES.get(model_config.dtype) != name:
+            raise ValueError("GpucacheConnector: --kv-cache-dtype %s differs from the model dtype %s: "
+                             "use --kv-cache-dtype auto (or the model's dtype), or --dtype %s"
+                             % (requested, model_config.dtype, name))
+        return model_config.dtype, name
     if requested in _FP8_KV_DTYPES:
         if getattr(cache_config, "kv_cache_dtype_skip_layers", None):
             raise ValueError("GpucacheConnector: --kv-cache-dtype %s with --kv-cache-dtype-skip-layers "
@@ -296,7 +307,8 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
     from .block_names import BlockNamer, ModelIdentity, identity_name
     from .identity import is_valid_tenant_name
     from .connector_types import ConnectorConfig
-    from .kv_layout import KVGeometry
+    from .kv_layout import KVGeometry, layout_abi
+    check_load_failure_policy(vllm_config.kv_transfer_config)
     # A key given as null (JSON) is an unset one: it takes its default.
     extra: Dict[str, Any] = {key: value for key, value in
                              (vllm_config.kv_transfer_config.kv_connector_extra_config or {}).items()
@@ -339,7 +351,10 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
         rope_scaling="none" if rope_type == "default" else rope_type,
         rope_factor=float(_or(rope.get("factor"), 1.0)),
         rope_original_max_positions=int(_or(rope.get("original_max_position_embeddings"), 0)),
-        kv_dtype=kv_dtype)
+        kv_dtype=kv_dtype,
+        # What else fixes the bytes: the CPU backend's ISA, and which layers this pipeline
+        # stage holds (neither changes the name on a GPU engine with one stage).
+        layout_abi=layout_abi(cpu_attention_isa(vllm_config), pp_layer_range(mc, pp_rank, pp)))
     geometry = KVGeometry(
         layers=mc.get_num_layers(pc), kv_heads=mc.get_num_kv_heads(pc), head_dim=mc.get_head_size(),
         dtype=dtype, engine_block_size=cc.block_size, block_tokens=int(extra.get("block_tokens", 256)))
@@ -352,7 +367,8 @@ def config_from_vllm(vllm_config: Any, rank: int = 0) -> Tuple[ConnectorConfig, 
         cold_budget_bytes=int(extra.get("cold_budget_bytes", ConnectorConfig.cold_budget_bytes)),
         cold_deadline_s=float(extra.get("cold_deadline_s", ConnectorConfig.cold_deadline_s)),
         load_staging_layers=int(extra.get("load_staging_layers", ConnectorConfig.load_staging_layers)),
-        staging_keep_bytes=int(extra.get("staging_keep_bytes", ConnectorConfig.staging_keep_bytes)))
+        staging_keep_bytes=int(extra.get("staging_keep_bytes", ConnectorConfig.staging_keep_bytes)),
+        plain_directory=_flag(extra, "plain_directory", ConnectorConfig.plain_directory))
     if config.load_staging_layers < 1 or config.staging_keep_bytes < 0:
         raise ValueError("GpucacheConnector: load_staging_layers must be at least 1 and "
                          "staging_keep_bytes at least 0 (got %d and %d)"
@@ -405,22 +421,43 @@ def step_info(so: Any) -> StepInfo:
                     sorted(getattr(so, "preempted_req_ids", None) or ()))
 
 
-def attention_backends(vllm_config: Any, layer_names: List[str]) -> Dict[str, str]:
-    """Each attention layer's backend name (vLLM's get_name()), {} without vLLM."""
+def attention_layers(vllm_config: Any, layer_names: List[str]) -> Dict[str, Any]:
+    """vLLM's attention layer objects by name, {} without vLLM."""
     if not HAVE_VLLM:
         return {}
     from vllm.config import get_layers_from_vllm_config
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
-    layers = get_layers_from_vllm_config(vllm_config, AttentionLayerBase,  # type: ignore[type-abstract]
-                                         layer_names)
-    return {name: str(layer.get_attn_backend().get_name()) for name, layer in layers.items()}
+    return dict(get_layers_from_vllm_config(vllm_config, AttentionLayerBase,  # type: ignore[type-abstract]
+                                            layer_names))
 
 
-def _layer_forms(vllm_config: Any, layer_names: List[str]) -> List[Callable[[Any], PagedLayer]]:
+def attention_backends(vllm_config: Any, layer_names: List[str]) -> Dict[str, str]:
+    """Each attention layer's backend name (vLLM's get_name()), {} without vLLM."""
+    return {name: str(layer.get_attn_backend().get_name())
+            for name, layer in attention_layers(vllm_config, layer_names).items()}
+
+
+def check_cpu_layout(vllm_config: Any, backends: Dict[str, str], layout: str) -> None:
+    """ValueError unless CPU_ATTN layers are named with their ISA (config_from_vllm's), and
+    the ISA vLLM set on each layer (if it has yet) is that one."""
+    cpu = [name for name, backend in backends.items() if backend == "CPU_ATTN"]
+    if not cpu or not HAVE_VLLM:  # without vLLM (the shell's stand-ins) there is no ISA to name
+        return
+    from .kv_layout import CPU_ISA_TAG
+    isa = layout.partition(CPU_ISA_TAG)[2].partition("+")[0]
+    layers = attention_layers(vllm_config, cpu)
+    for name in cpu:
+        set_isa = getattr(layers.get(name), "isa", None)
+        if not isa or (isinstance(set_isa, str) and set_isa != isa):
+            raise ValueError("GpucacheConnector: layer %s runs vLLM's CPU attention with ISA %r, the "
+                             "block layout names %r: its bytes would be named wrongly" % (name, set_isa, layout))
+
+
+def _layer_forms(vllm_config: Any, layer_names: List[str],
+                 backends: Dict[str, str]) -> List[Callable[[Any], PagedLayer]]:
     """How to read each layer's cache tensor. In vLLM, from its attention backend (an unknown
     one is refused at registration); without vLLM (the shell's tests), from its shape."""
     from .kv_layout import paged_layer_form
-    backends = attention_backends(vllm_config, layer_names)
     if not HAVE_VLLM and not backends:
         return [lambda t: cast("PagedLayer", t) for _ in layer_names]
     return [paged_layer_form(backends.get(name, "")) for name in layer_names]
@@ -450,6 +487,13 @@ class GpucacheConnector(KVConnectorBase_V1):
         """Always: loads and saves are layer-wise (wait_for_layer_load, save_kv_layer), which a
         full CUDA graph's replay skips; vLLM then runs piecewise graphs."""
         return True
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        """False: saves are best-effort (a dropped one is a future miss) and never hold the
+        request's blocks (request_finished returns False), so a preempted request need not
+        have its output dropped and recomputed, which vLLM's default for kv_both would do."""
+        return False
 
     # vLLM calls each side's methods only on that side's connector.
     def _scheduler_core(self) -> SchedulerCore:
@@ -481,7 +525,9 @@ class GpucacheConnector(KVConnectorBase_V1):
 
     def register_kv_caches(self, kv_caches: Dict[str, Any]) -> None:
         self._layer_index = {name: i for i, name in enumerate(kv_caches)}
-        self._forms = _layer_forms(self._vllm_config, list(kv_caches))
+        backends = attention_backends(self._vllm_config, list(kv_caches))
+        self._forms = _layer_forms(self._vllm_config, list(kv_caches), backends)
+        check_cpu_layout(self._vllm_config, backends, self._worker_core().namer.model.layout_abi)
         dtype = self._worker_core().config.geometry.dtype
         for name, layer in kv_caches.items():
             for t in (layer if isinstance(layer, (tuple, list)) else (layer,)):

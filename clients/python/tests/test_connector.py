@@ -5,8 +5,10 @@ request attends to can be checked against what recompute gives, bit for bit.
 """
 
 import dataclasses
+import errno
 import os
 import random
+import signal
 import tempfile
 import unittest
 
@@ -14,8 +16,9 @@ import torch
 
 from connector_support import BLOCK, GEOMETRY, config, engine, garbage_past, identities
 from daemon import BUILD_DIR, Daemon
-from engine_harness import PagedCache, Request
+from engine_harness import EngineHarness, PagedCache, Request, SyntheticModel
 from gpucache.client import MountClient
+from gpucache.connector_scheduler import SchedulerCore
 from gpucache.connector_worker import WorkerCore
 from gpucache.connector_types import ScheduledRequest, StepInfo
 from gpucache.kv_layout import KVGeometry
@@ -149,7 +152,7 @@ class UncacheableRequestTest(unittest.TestCase):
     # under that request's names.
     def test_an_uncacheable_request_matches_nothing_and_saves_nothing(self):
         with tempfile.TemporaryDirectory() as root:
-            cfg = config(root)
+            cfg = config(root, plain_directory=True)
             tokens = prompt("mm", 3, tail=1)
             for ident in identities(cfg, tokens):  # every block of the prompt is present
                 path = os.path.join(root, ident.relative_path())
@@ -176,7 +179,7 @@ class AdapterNameTest(unittest.TestCase):
     # ValueError inside the scheduler for every such request.
     def test_any_lora_name_is_looked_up_saved_and_kept_apart(self):
         with tempfile.TemporaryDirectory() as root:
-            cfg = config(root)
+            cfg = config(root, plain_directory=True)
             h, _ = engine(cfg)
             tokens = prompt("lora", 3, tail=1)
             adapters = set()
@@ -251,8 +254,8 @@ class TensorParallelTest(unittest.TestCase):
 class PagedRoundTripTest(unittest.TestCase):
     """Random bytes saved from one paged layout load back bit-identically into the other."""
 
-    def round_trip(self, geometry, root, save_tuple, load_tuple):
-        cfg = config(root, geometry)
+    def round_trip(self, geometry, root, save_tuple, load_tuple, plain=False):
+        cfg = config(root, geometry, plain_directory=plain)
         h, _ = engine(cfg, kv_tuple=save_tuple)
         tokens = prompt("%s %s %s" % (geometry, save_tuple, load_tuple), 3, tail=1)
         req = Request("a", tokens)
@@ -311,7 +314,53 @@ class PagedRoundTripTest(unittest.TestCase):
     def test_on_a_plain_directory(self):
         with tempfile.TemporaryDirectory() as root:
             os.mkdir(os.path.join(root, "acme"))
-            self.round_trip(GEOMETRY, root, False, False)
+            self.round_trip(GEOMETRY, root, False, False, plain=True)
+
+
+@unittest.skipUnless(BUILD_DIR, "set GPUCACHE_BUILD_DIR to the build directory to run")
+class NotMountedTest(unittest.TestCase):
+    """Regression (review, 2026-12-07): with no gpucachefs mounted at the root but <root>/acme/
+    there, the core committed blocks to the local disk by rename and loaded them back (and any
+    file planted there), with no checksum, eviction, quota or tenancy."""
+
+    def setUp(self):
+        self.daemon = Daemon()
+        self.tokens = prompt(self.id(), 3, tail=1)
+
+    def tearDown(self):
+        self.daemon.close()
+
+    def test_a_root_without_gpucachefs_is_refused_and_its_files_never_served(self):
+        with tempfile.TemporaryDirectory() as plain:
+            os.mkdir(os.path.join(plain, "acme"))
+            for core in (SchedulerCore, WorkerCore):
+                with self.subTest(core.__name__), self.assertRaisesRegex(OSError, "not a gpucachefs mount") as e:
+                    core(config(plain))
+                self.assertEqual(e.exception.errno, errno.ENOTCONN)
+        cfg = config(self.daemon.mnt)
+        scheduler, worker = SchedulerCore(cfg), WorkerCore(cfg)  # built while the daemon is mounted
+        self.daemon.proc.send_signal(signal.SIGTERM)  # stopped cleanly: the mountpoint is a plain directory
+        self.daemon.proc.wait(timeout=10)
+        os.mkdir(os.path.join(self.daemon.mnt, "acme"))
+        planted = config(self.daemon.mnt, plain_directory=True)  # files left or planted under it
+        h, _ = engine(planted)
+        h.add(Request("a", self.tokens, max_new_tokens=1))
+        h.run()
+        h.worker.drain()
+        self.assertEqual(h.worker.stats.committed_blocks, 3)
+        self.assertEqual(scheduler.lookup(Request("b", self.tokens).view(), 0), (0, False))  # not hits
+        # A worker asked to load them (a scheduler that did see them) fails them ("mount"): recompute.
+        model = SyntheticModel(GEOMETRY)
+        h = EngineHarness(SchedulerCore(planted), worker, PagedCache(GEOMETRY, 96), model, BLOCK)
+        b = h.add(Request("b", self.tokens, max_new_tokens=2))
+        h.run()
+        self.assertEqual(set(worker.stats.failed_blocks), {"mount"})  # every attempt, no other reason
+        self.assertEqual(b.loaded_tokens, 0)
+        self.assertEqual(garbage_past(h, model, "b"), [])
+        # Its saves are not written to the plain directory either.
+        worker.drain()
+        self.assertEqual(worker.stats.committed_blocks, 0)
+        self.assertIn("ENOTCONN", worker.stats.skipped_commits)
 
 
 class RegisterTest(unittest.TestCase):
@@ -325,7 +374,7 @@ class RegisterTest(unittest.TestCase):
     def test_only_the_geometrys_layers_of_its_shape_are_accepted(self):
         g = GEOMETRY
         with tempfile.TemporaryDirectory() as root:
-            worker = WorkerCore(config(root))
+            worker = WorkerCore(config(root, plain_directory=True))
             try:
                 ok = PagedCache(g, 8).layers
                 cpu = [torch.zeros(8, g.kv_heads, g.engine_block_size, 2 * g.head_dim, dtype=g.dtype)

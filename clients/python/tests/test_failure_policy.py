@@ -32,8 +32,8 @@ PAYLOAD_OFFSET = 65536  # data_offset of a block file (docs/block-format.md)
 class _Case:
     staging_layers = None  # ConnectorConfig's default
 
-    def store_prefix(self, root):
-        self.cfg = config(root, **({} if self.staging_layers is None else {"load_staging_layers": self.staging_layers}))
+    def store_prefix(self, root, plain=False):
+        self.cfg = config(root, plain_directory=plain, **({} if self.staging_layers is None else {"load_staging_layers": self.staging_layers}))
         self.prefix = prompt(self.id(), 4, tail=0)
         h, _ = engine(self.cfg)
         h.add(Request("a", self.prefix + [1, 2], max_new_tokens=1))
@@ -176,13 +176,13 @@ class PlainDirectoryFailureTest(_Case, unittest.TestCase):
     def setUp(self):
         self.root = tempfile.mkdtemp()
         os.mkdir(os.path.join(self.root, "acme"))
-        self.store_prefix(self.root)
+        self.store_prefix(self.root, plain=True)
 
     def tearDown(self):
         shutil.rmtree(self.root)
 
     def test_a_foreign_identity_truncates_at_that_block(self):
-        client = MountClient(self.root)
+        client = MountClient(self.root, plain_directory=True)
         shutil.copy2(client.path_of(self.idents[0]), client.path_of(self.idents[1]))  # with its xattr
         h, b = self.second_request()
         self.assertEqual(b.loaded_tokens, BLOCK)
@@ -241,7 +241,7 @@ class LoadStagingTest(unittest.TestCase):
         self.root = tempfile.mkdtemp()
         os.mkdir(os.path.join(self.root, "acme"))
         self.prefix = prompt(self.id(), self.BLOCKS, tail=0)
-        h, _ = engine(config(self.root, geometry=DEEP))
+        h, _ = engine(config(self.root, geometry=DEEP, plain_directory=True))
         h.add(Request("a", self.prefix + [1, 2], max_new_tokens=1))
         h.run()
         h.worker.drain()
@@ -268,7 +268,7 @@ class LoadStagingTest(unittest.TestCase):
         for depth in (None, 1, 3, 5, 12, 50):  # None: the default, 4
             with self.subTest(depth=depth):
                 allocated = [0]
-                cfg = config(self.root, geometry=DEEP)
+                cfg = config(self.root, geometry=DEEP, plain_directory=True)
                 if depth is not None:
                     cfg = dataclasses.replace(cfg, load_staging_layers=depth)
                 h, model, b = self.load(cfg, _counting_staging(allocated))
@@ -279,7 +279,7 @@ class LoadStagingTest(unittest.TestCase):
                 self.assertEqual(h.worker.staging.peak_bytes, allocated[0])
 
     def test_a_failed_staging_allocation_fails_the_load_and_the_engine_recomputes(self):
-        h, model, b = self.load(config(self.root, geometry=DEEP), _counting_staging([0], fail=True))
+        h, model, b = self.load(config(self.root, geometry=DEEP, plain_directory=True), _counting_staging([0], fail=True))
         self.assertEqual(b.loaded_tokens, 0)
         self.assertEqual(b.rewinds, 1)  # told at the end of the step: recomputed from token 0
         self.assertEqual(h.worker.stats.failed_blocks, {"staging": 1})
@@ -292,7 +292,7 @@ class LoadStagingTest(unittest.TestCase):
         # must not wait for reads that can never be queued, and every block fails.
         for waited in ([], [0], [0, 1, 2, 3], [0, 2, 5], list(range(DEEP.layers - 1))):
             with self.subTest(waited=waited):
-                cfg = config(self.root, geometry=DEEP)  # 4 slots for 12 layers
+                cfg = config(self.root, geometry=DEEP, plain_directory=True)  # 4 slots for 12 layers
                 sched, worker = SchedulerCore(cfg), WorkerCore(cfg)
                 cache = PagedCache(DEEP, 32)
                 worker.register(cache.layers)
@@ -332,7 +332,7 @@ class LoadStagingTest(unittest.TestCase):
                 raise RuntimeError("injected scatter failure")
             real(layer, ids, staging)
         with mock.patch.object(layer_load, "scatter", failing):
-            h, model, b = self.load(config(self.root, geometry=DEEP))
+            h, model, b = self.load(config(self.root, geometry=DEEP, plain_directory=True))
         self.assertEqual(b.loaded_tokens, 0)
         self.assertEqual(b.rewinds, 1)
         self.assertEqual(h.worker.stats.failed_blocks, {"error": 1})  # load() checked the output

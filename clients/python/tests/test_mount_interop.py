@@ -5,6 +5,7 @@ Skipped unless GPUCACHE_BUILD_DIR names a build directory holding `gpucachefs` a
 Each test gets a fresh daemon, data directory and mountpoint.
 """
 
+import errno
 import json
 import os
 import random
@@ -208,8 +209,9 @@ class MountInteropTest(unittest.TestCase):
         self.client.commit(self.identity([self.hash()]), b"before")
         self.daemon.proc.send_signal(signal.SIGTERM)
         self.daemon.proc.wait(timeout=10)
-        with self.assertRaises(FileNotFoundError):
+        with self.assertRaises(OSError) as stopped:  # no daemon: refused, not written locally
             self.client.commit(self.identity([self.hash()]), b"while stopped")
+        self.assertEqual(stopped.exception.errno, errno.ENOTCONN)
         self.daemon.start()
         ident = self.identity([self.hash()])
         self.client.commit(ident, b"after")
@@ -217,11 +219,39 @@ class MountInteropTest(unittest.TestCase):
         self.assertEqual(self.settled_op_count("rename"), 0)
         self.assertEqual(self.settled_op_count("write"), 1)
 
+    # Regression (review, 2026-12-07): with no gpucachefs mounted but <mount>/<tenant>/ there,
+    # commit fell back to commit-by-rename on the plain directory and read served the file
+    # back: no checksums, eviction or tenancy, and anyone able to write there planted blocks.
+    def test_a_plain_directory_is_refused_unless_opted_in(self):
+        with tempfile.TemporaryDirectory() as plain:
+            ident = self.identity([self.hash()])
+            os.mkdir(os.path.join(plain, ident.tenant))
+            client = MountClient(plain)
+            with self.assertRaises(OSError) as commit:
+                client.commit(ident, b"x" * 8192)
+            self.assertEqual(commit.exception.errno, errno.ENOTCONN)
+            self.assertIn("not a gpucachefs mount", str(commit.exception))
+            self.assertEqual(os.listdir(os.path.join(plain, ident.tenant)), [])  # nothing written
+            MountClient(plain, plain_directory=True).commit(ident, b"planted")  # the opt-in
+            self.assertTrue(os.path.exists(client.path_of(ident)))
+            with self.assertRaises(OSError) as read:
+                client.read(ident)
+            self.assertEqual(read.exception.errno, errno.ENOTCONN)
+            self.assertEqual(client.probe_prefix([ident]), 0)
+            with self.assertRaises(OSError) as require:
+                client.require_mount()
+            self.assertEqual(require.exception.errno, errno.ENOTCONN)
+        # A real mount passes, and so does a block read through it.
+        self.client.require_mount()
+        ident = self.identity([self.hash()])
+        self.client.commit(ident, b"on the mount")
+        self.assertEqual(self.client.read(ident), b"on the mount")
+
     def test_commit_without_a_commit_channel_renames(self):
         # A plain directory with a control file and no commit channel stands in for an older
         # daemon.
         with tempfile.TemporaryDirectory() as plain:
-            client = MountClient(plain)
+            client = MountClient(plain, plain_directory=True)
             ident = self.identity([self.hash()])
             os.mkdir(os.path.join(plain, ident.tenant))
             os.mkdir(os.path.join(plain, ".gpucache"))

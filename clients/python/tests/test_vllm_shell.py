@@ -5,6 +5,7 @@ attribute names the shell reads (Request, KVCacheBlocks, SchedulerOutput, VllmCo
 matters is tested on the core (test_connector); this checks the translation only.
 """
 
+import errno
 import os
 import tempfile
 import unittest
@@ -39,7 +40,7 @@ def vllm_config(mount, cache_dtype="auto", **cache):
               parallel_config=NS(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0),
               kv_transfer_config=NS(kv_connector_extra_config={
                   "mount": mount, "tenant": "acme", "model_config_digest": "sha256:cfg",
-                  "block_tokens": 32, "hash_seed": "0"}))
+                  "block_tokens": 32, "hash_seed": "0", "plain_directory": True}))
 
 
 def request(req_id, tokens):
@@ -167,7 +168,7 @@ class VllmShellTest(unittest.TestCase):
     def test_the_kv_cache_dtype_is_the_identitys_and_fp8_bytes_round_trip(self):
         from gpucache.block_names import BlockNamer
         from gpucache.vllm_connector import config_from_vllm
-        for cache_dtype, dtype, name in (("auto", torch.bfloat16, "bfloat16"), ("float16", torch.float16, "float16"),
+        for cache_dtype, dtype, name in (("auto", torch.bfloat16, "bfloat16"), ("bfloat16", torch.bfloat16, "bfloat16"),
                                          ("fp8", torch.uint8, "fp8_e4m3"), ("fp8_e4m3", torch.uint8, "fp8_e4m3"),
                                          ("fp8_e5m2", torch.uint8, "fp8_e5m2")):
             with self.subTest(cache_dtype):
@@ -187,6 +188,50 @@ class VllmShellTest(unittest.TestCase):
         self.config = vllm_config(self.tmp.name, "fp8_e5m2")
         self.save_then_load({"layers.%d.attn" % i: torch.randint(0, 256, (16, 2, 16, 64), dtype=torch.uint8)
                              for i in range(2)}, lambda layer, ids: layer[ids], start_after_forward=True)
+
+    # Regression (review, 2026-12-07): an explicit float --kv-cache-dtype other than the model's
+    # dtype was accepted and named the blocks after it; vLLM's CPU backend wrote the model's
+    # float32 values into them anyway, and an engine of that dtype loaded them as NaN.
+    def test_a_float_kv_cache_dtype_other_than_the_models_is_refused(self):
+        from gpucache.vllm_connector import config_from_vllm
+        for requested in ("float16", "half", "float32", "float"):
+            with self.subTest(requested), self.assertRaisesRegex(
+                    ValueError, "--kv-cache-dtype %s differs from the model dtype torch.bfloat16" % requested):
+                GpucacheConnector(vllm_config(self.tmp.name, requested), NS(name="WORKER"))
+        config = vllm_config(self.tmp.name, "float16")
+        config.model_config.dtype = torch.float16  # the model's own dtype, named explicitly: fine
+        cfg, model = config_from_vllm(config)
+        self.assertEqual((cfg.geometry.dtype, model.kv_dtype), (torch.float16, "float16"))
+
+    # Regression (review, 2026-12-07): vLLM 0.32's kv_load_failure_policy defaults to "fail"
+    # and the documented command left it out, so one failed block load (a checksum EIO, an
+    # eviction between probe and load) failed the user's request instead of recomputing.
+    def test_a_load_failure_policy_other_than_recompute_is_refused(self):
+        for policy in ("fail", None):
+            config = vllm_config(self.tmp.name)
+            config.kv_transfer_config.kv_load_failure_policy = policy
+            for role in ("SCHEDULER", "WORKER"):
+                with self.subTest(policy=policy, role=role), self.assertRaisesRegex(
+                        ValueError, '"kv_load_failure_policy" is .*Add "kv_load_failure_policy": "recompute"'):
+                    GpucacheConnector(config, NS(name=role))
+        config = vllm_config(self.tmp.name)
+        config.kv_transfer_config.kv_load_failure_policy = "recompute"
+        GpucacheConnector(config, NS(name="SCHEDULER"))
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "engine-integration.md")) as f:
+            self.assertTrue('"kv_load_failure_policy": "recompute"' in f.read(), "the documented command lacks it")
+        self.assertTrue('"kv_load_failure_policy": "recompute"' in vllm_connector.__doc__, "the docstring's command lacks it")
+
+    # Regression (review, 2026-12-07): the connector took any directory as its mount, so with
+    # no gpucachefs mounted it committed to the local disk and loaded those files back.
+    def test_a_mount_without_gpucachefs_is_refused_unless_opted_in(self):
+        config = vllm_config(self.tmp.name)
+        del config.kv_transfer_config.kv_connector_extra_config["plain_directory"]
+        for role in ("SCHEDULER", "WORKER"):
+            with self.subTest(role), self.assertRaisesRegex(OSError, "not a gpucachefs mount") as caught:
+                GpucacheConnector(config, NS(name=role))
+            self.assertEqual(caught.exception.errno, errno.ENOTCONN)
+        config.kv_transfer_config.kv_connector_extra_config["plain_directory"] = "true"
+        GpucacheConnector(config, NS(name="SCHEDULER"))
 
     # Regression (review, 2026-12-06): with no --revision the model was named "<model>@main"
     # whatever its weights: a local directory whose weights were replaced (a new fine-tune at
