@@ -95,10 +95,13 @@ int MountClient::CommitFrame(const CacheIdentity& id, std::span<const uint8_t> p
   int fd = ::open(channel_->path().c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno != ENOENT) return errno;
-    // No channel: a daemon that has none (it has the control file: remembered), or no daemon
-    // here right now (a plain directory, or a mountpoint while its daemon restarts: asked
-    // again next time). Either way this block goes by rename.
-    if (HasDaemon()) channel_->set_absent();
+    // No channel: a daemon that has none (it has the control file: remembered, and this block
+    // goes by rename), or no daemon here right now (a plain directory, or a mountpoint while its
+    // daemon restarts: asked again next time). Without a daemon a rename would commit to the
+    // local disk, unchecked, and the next read serve it: ENOTCONN, as the Python client answers
+    // (review, 2026-12-07).
+    if (!HasDaemon()) return ENOTCONN;
+    channel_->set_absent();
     return CommitByRename(id, payload);
   }
   Bytes canonical = EncodePhysicalKey(id);

@@ -1,6 +1,8 @@
 // The commit channel, `.gpucache/commit` (adr/0022), through a real mount: a block committed by
 // one write, and hostile frames that change nothing.
 #include <doctest/doctest.h>
+
+#include <filesystem>
 #include <errno.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -322,7 +324,14 @@ TEST_CASE("Commit channel: a client that met no daemon keeps using the channel o
   MountClient client(m.mnt());
   REQUIRE(client.Commit(NumberedBlock(1), Payload(100)) == 0);
   REQUIRE(m.Stop() == 0);
-  CHECK(client.Commit(NumberedBlock(2), Payload(100)) == ENOENT);
+  CHECK(client.Commit(NumberedBlock(2), Payload(100)) == ENOTCONN);
+  // Regression (review, 2026-12-07): with the tenant's directory there in the plain directory
+  // left by the stopped daemon, the commit went by rename onto the local disk, unchecked.
+  const std::string ns = m.mnt() + "/" + AddressOf(NumberedBlock(2)).tenant + "/" + AddressOf(NumberedBlock(2)).ns;
+  REQUIRE(std::filesystem::create_directories(ns));
+  CHECK(client.Commit(NumberedBlock(2), Payload(100)) == ENOTCONN);
+  CHECK(std::filesystem::is_empty(ns));
+  std::filesystem::remove_all(m.mnt() + "/" + AddressOf(NumberedBlock(2)).tenant);
   m.Start();
   REQUIRE(client.Commit(NumberedBlock(3), Payload(100)) == 0);
   // The new daemon's counters: one WRITE (once counted: the daemon counts after replying), no RENAME.
