@@ -98,6 +98,10 @@ void RenderBackingMetrics(MetricsWriter& w, BlockAdmin& store, const MediumIoSta
   w.Sample("gpucache_backing_errors_total", "op=\"read\"", double(stats.read_errors));
   w.Sample("gpucache_backing_errors_total", "op=\"remove\"", double(stats.medium_errors));
   w.Sample("gpucache_backing_errors_total", "op=\"metadata\"", double(stats.metadata_errors));
+  w.Family("gpucache_block_files_missing_total", "counter",
+           "Indexed blocks whose file was gone at an open (removed outside gpucache): each left the "
+           "namespace, a miss since.");
+  w.Sample("gpucache_block_files_missing_total", "", double(stats.files_missing));
 
   // Each series is a counter of the reader that did the reads, as it counted them: never one
   // worked out from others (a difference of counters that count different reads, at different

@@ -81,6 +81,9 @@ void WatchRemovals(Filesystem& fs, Invalidator& inval) {
       // Names what failed and where the file went (the data directory is in its path).
       spdlog::warn("checksum mismatch: {} removed from the namespace (EIO to its reader); failed: {}",
                    a.RelativePath(), detail);
+    } else if (why == RemovalReason::kLost && !detail.empty()) {
+      spdlog::warn("block file missing: {} removed from the namespace (a miss from now on): {}",
+                   a.RelativePath(), detail);
     } else {
       spdlog::debug("{}: {}", ToString(why), a.RelativePath());
     }

@@ -134,6 +134,8 @@ struct StoreStats {
   // Reads of block files that failed with an I/O error or found the file cut short, by any
   // reader, at an open or a commit's read-back (BackingReadErrorObserver).
   uint64_t read_errors = 0;
+  // Indexed blocks whose file was found gone at an open (StoreCore::ReportVanished).
+  uint64_t files_missing = 0;
 };
 
 struct StoreOptions {

@@ -307,7 +307,7 @@ StatusCode FileMedium::RemoveNamespace(std::string_view tenant, std::string_view
 Result<std::pair<Fd, BlockHeader>> FileMedium::OpenChecked(const BlockInfo& info,
                                                            const StoredPayload* stored) {
   int opened = env_.OpenRead(PathIn(DeviceOf(stored), info.address));
-  if (opened == -ENOENT) return StatusCode::kChecksumMismatch;  // gone from under the index
+  if (opened == -ENOENT) return StatusCode::kNotFound;  // gone from under the index (StoreReads)
   if (opened < 0) return StatusFromErrno(-opened);
   Fd fd(opened);
   // The header is re-read at every open: a file replaced or damaged on disk since it was

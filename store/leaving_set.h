@@ -27,6 +27,8 @@ struct Departure {
   // Non-empty: the bytes are damaged (what failed, e.g. "chunk 3 (bytes ...)"); the file is
   // set aside for examination instead of dropped.
   std::string damage;
+  // What the removal observer is told of a block whose file was found gone (ReportVanished).
+  std::string note;
 };
 
 class LeavingSet {

@@ -184,6 +184,7 @@ StoreStats StoreAdmin::Stats() {
   stats.metadata_errors = medium_->metadata_errors();
   stats.automatic_fences = automatic_fences_.load(std::memory_order_relaxed);
   stats.read_errors = read_errors_.load(std::memory_order_relaxed);
+  stats.files_missing = files_missing_.load(std::memory_order_relaxed);
   return stats;
 }
 

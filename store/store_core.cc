@@ -107,7 +107,7 @@ StatusCode StoreCore::Finish(std::vector<Departure> departures, std::optional<Re
       MutexLock lock(mu_);
       leaving_.Left(d.info.address);
     }
-    if (notify && observer) observer(d.info.address, *notify, d.damage);
+    if (notify && observer) observer(d.info.address, *notify, d.damage.empty() ? d.note : d.damage);
   }
   if (!departures.empty()) FoldJournalIfDue();  // removals are journaled too
   return stayed;
@@ -150,6 +150,22 @@ void StoreCore::ReportCorrupt(const BlockAddress& address, uint64_t region_id, s
   // committed at that path next, from the next restart on (found by the reliability suite's
   // model tester, tests/reliability/model_test.cc). A failed write is counted (metadata errors);
   // nobody waits on this answer.
+  if (was_pinned) PersistPins();
+}
+
+void StoreCore::ReportVanished(const BlockAddress& address, uint64_t region_id, const std::string& file) {
+  std::vector<Departure> gone;
+  bool was_pinned;
+  {
+    MutexLock lock(mu_);
+    std::optional<BlockId> id = index_.Find(address);
+    if (!id || index_.at(*id).region_id != region_id) return;  // it left meanwhile: a miss anyway
+    was_pinned = index_.at(*id).pinned;
+    files_missing_.fetch_add(1, std::memory_order_relaxed);
+    gone.push_back(DepartLocked(*id, false));
+    gone.back().note = "its file " + file + " is gone (removed outside gpucache)";
+  }
+  Finish(std::move(gone), RemovalReason::kLost);  // the removal is journaled: not expected at the next start
   if (was_pinned) PersistPins();
 }
 

@@ -54,6 +54,11 @@ class StoreCore {
   // The bytes of `address` at `region_id` failed their checksums (`what`: a chunk, the
   // header). If it is still indexed there: set aside, counted, the observer told.
   void ReportCorrupt(const BlockAddress& address, uint64_t region_id, std::string what);
+  // The block's file is not there (removed by hand, a cleaner, another program): the block
+  // leaves the namespace, a miss from now on, told as kLost with `file` named, and counted
+  // (files_missing), not as a checksum failure: its bytes were never read wrong (review,
+  // 2026-12-07: each such open was EIO and a checksum failure, logged as damage "deleted").
+  void ReportVanished(const BlockAddress& address, uint64_t region_id, const std::string& file);
   // A read of a block file failed with an I/O error, or found it cut short (BackingReadError):
   // counted, the observer told. Nothing else: the block stays (a device error is no proof of
   // damage; a file cut short is set aside by its next open, which checks its size).
@@ -141,6 +146,7 @@ class StoreCore {
   Mutex mu_;
   std::atomic<uint64_t> epoch_{1};        // changed under fence_mu_ and mu_, read anywhere
   std::atomic<uint64_t> automatic_fences_{0};  // epochs that gave out their region ids
+  std::atomic<uint64_t> files_missing_{0};      // block files found gone (ReportVanished)
   std::atomic<uint64_t> read_errors_{0};       // reads of block files that failed (ReportReadError)
   bool drain_finished_ GUARDED_BY(mu_) = false;
   BlockIndex index_ GUARDED_BY(mu_);

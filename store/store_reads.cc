@@ -126,6 +126,10 @@ Result<BlockInfo> StoreReads::Stat(const BlockAddress& address) {
       return info;
     }
   }
+  if (!held.ok() && held.status() == StatusCode::kNotFound) {
+    ReportVanished(address, info.region_id, medium_->LocationOf(address, stored.get()).file);
+    return StatusCode::kNotFound;
+  }
   if (!held.ok() && held.status() != StatusCode::kChecksumMismatch) {
     if (held.status() == StatusCode::kIoError) ReportOpenError(address, stored.get());
     return held.status();
@@ -203,6 +207,12 @@ Result<std::shared_ptr<BlockReader>> StoreReads::OpenReader(const BlockAddress& 
   if (status != StatusCode::kOk) {
     if (client) ReaderClosed(address, info.region_id);
     if (status == StatusCode::kIoError) ReportOpenError(address, stored.get());
+    // No file: left between the lookup and the open (evicted, invalidated), or removed from
+    // under the index, which ReportVanished tells apart. A miss either way.
+    if (status == StatusCode::kNotFound) {
+      ReportVanished(address, info.region_id, medium_->LocationOf(address, stored.get()).file);
+      return status;
+    }
     if (status != StatusCode::kChecksumMismatch) return status;
     // The block may have left between the lookup and the medium's open (invalidated, evicted:
     // its file moved or removed): then this open is a miss, as it would be a moment later.

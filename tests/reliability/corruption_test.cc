@@ -450,5 +450,32 @@ TEST_CASE("Reliability corruption: the stat right after an EIO is already a miss
   CHECK(stale == 0);
 }
 
+// Regression (review, 2026-12-07): a block file removed outside gpucache (by hand, a cleaner)
+// made the open EIO, counted a checksum failure and logged the block as damaged and "deleted".
+// It is a miss (ENOENT), named in the log, counted apart, and the restart does not expect it.
+TEST_CASE("Reliability corruption: a block file removed outside gpucache is a miss, not a checksum failure") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  const CacheIdentity kept = RelBlock(1), removed = RelBlock(2), stated = RelBlock(3);
+  for (const CacheIdentity& id : {kept, removed, stated}) REQUIRE(client.Commit(id, SeededPayload(1, 8192)) == 0);
+  REQUIRE(::unlink(BackingPath(m, removed).c_str()) == 0);
+  REQUIRE(::unlink(BackingPath(m, stated).c_str()) == 0);
+  CHECK(Errno(::open(client.PathOf(removed).c_str(), O_RDONLY)) == ENOENT);
+  // A stat of its identity reads the header too.
+  char buf[4096];
+  CHECK(Errno(::getxattr(client.PathOf(stated).c_str(), "user.gpucache.identity", buf, sizeof buf)) == ENOENT);
+  CHECK(StatErrno(client.PathOf(removed)) == ENOENT);
+  CHECK(Counter(m, "checksum_failures") == 0);
+  CHECK(Metric(m, "gpucache_block_files_missing_total") == 2);
+  CHECK(m.Log().find("block file missing: " + AddressOf(removed).RelativePath()) != std::string::npos);
+  CHECK(m.Log().find(BackingPath(m, removed)) != std::string::npos);
+  CHECK(m.Log().find("checksum mismatch") == std::string::npos);
+  REQUIRE(m.Stop() == 0);
+  m.Start();
+  auto got = ReadWhole(client.PathOf(kept));
+  CHECK(got.err == 0);
+  CHECK(StatErrno(client.PathOf(removed)) == ENOENT);
+}
+
 }  // namespace
 }  // namespace gpucache
