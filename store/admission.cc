@@ -171,7 +171,8 @@ void Admission::Reclaimed(const std::string& tenant, uint64_t size) {
 // --- Room --------------------------------------------------------------------------------
 
 StatusCode Admission::RoomForCommit(const std::string& tenant, uint64_t need,
-                                    std::vector<Id>& victims) {
+                                    std::vector<Id>& victims, std::optional<Id> parent,
+                                    std::optional<ChainLink> link) {
   Usage global = GlobalUsage();
   Usage mine = UsageOf(tenant);
   uint64_t tenant_limit = limits_.Tenant(tenant).max_retained_bytes;
@@ -186,7 +187,45 @@ StatusCode Admission::RoomForCommit(const std::string& tenant, uint64_t need,
   if (tenant_limit && mine_after > tenant_limit) req.own = mine_after - tenant_limit;
   if (global_limit && global_after > global_limit) req.shared = global_after - global_limit;
   if (req.own == 0 && req.shared == 0) return StatusCode::kOk;
-  return MakeRoom(req, victims);
+  if (link && !parent && RefusedParent(*link)) {
+    RefusedRoom(*link);
+    return req.own ? StatusCode::kTenantQuota : StatusCode::kNoSpace;
+  }
+  std::vector<Id> kept;
+  if (parent) {
+    kept = AncestorsOf(*parent);
+    std::sort(kept.begin(), kept.end());
+    req.kept = &kept;
+  }
+  StatusCode s = MakeRoom(req, victims);
+  if (s != StatusCode::kOk && link) RefusedRoom(*link);
+  return s;
+}
+
+bool Admission::RefusedParent(const ChainLink& link) const {
+  return refused_tails_.count({link.ns, link.parent}) > 0;
+}
+
+void Admission::RefusedRoom(const ChainLink& link) {
+  if (!refused_tails_.insert({link.ns, link.tail}).second) return;
+  refused_order_.push_back({link.ns, link.tail});
+  if (refused_order_.size() > kRefusedTails) {
+    refused_tails_.erase(refused_order_.front());
+    refused_order_.pop_front();
+  }
+}
+
+std::vector<Admission::Id> Admission::AncestorsOf(Id parent) const {
+  std::vector<Id> chain{parent};
+  const uint32_t ns = index_.NamespaceOf(parent);
+  while (chain.size() < kMaxChainWalk) {
+    std::optional<Id> up = index_.ByTail(ns, index_.at(chain.back()).parent);
+    // A one-hash chain names itself (its parent hash is its last hash). A longer cycle needs a
+    // collision of 64-bit hashes; the walk's bound ends it.
+    if (!up || *up == chain.back()) break;
+    chain.push_back(*up);
+  }
+  return chain;
 }
 
 StatusCode Admission::RoomOnDevice(const PendingPayload& device,
@@ -260,6 +299,7 @@ bool Admission::MayGo(Choice& c, Id id, bool own_only) const {
   eligibility_checks_++;
   const BlockIndex::Record& r = index_.at(id);
   if (r.pinned || index_.OpenReaders(id) != 0) return false;
+  if (c.req.kept && std::binary_search(c.req.kept->begin(), c.req.kept->end(), id)) return false;
   if (c.req.device && !medium_.SharesDevice(*c.req.device, index_.StoredOf(id).get())) return false;
   std::string_view owner = TenantOf(id);
   if (owner == c.req.tenant) return true;

@@ -14,10 +14,12 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,7 +75,22 @@ class Admission {
   // having named none.
   // A commit of `need` bytes under the retained-byte limits: kTenantQuota, kNoSpace. The bytes
   // of commits sealing now count as retained, and cannot be evicted.
-  StatusCode RoomForCommit(const std::string& tenant, uint64_t need, std::vector<Id>& victims);
+  // `parent`: the resident block the committing one continues (its chain[0] is that block's
+  // last hash), if any. Neither it nor its resident ancestors go for this commit: taken for a
+  // childless leaf, the block a chain's next block extends was evicted for it, one commit
+  // after another, and a chain longer than a quota kept only its tail, which no prefix lookup
+  // reaches (review, 2026-12-07). Past the limit with all of them kept, the commit is refused.
+  // `link`: where the block sits in its namespace's chains. A commit whose parent was refused
+  // room (the chain's earlier block) is refused too when it needs room: with its parent gone it
+  // is reachable by no prefix lookup, and evicting for it took the chain's first blocks.
+  struct ChainLink {
+    uint32_t ns = 0;
+    uint64_t parent = 0;  // IndexKeys::parent, tail
+    uint64_t tail = 0;
+  };
+  StatusCode RoomForCommit(const std::string& tenant, uint64_t need, std::vector<Id>& victims,
+                           std::optional<Id> parent = std::nullopt,
+                           std::optional<ChainLink> link = std::nullopt);
   // A commit given room is sealing outside the lock, then ended (indexed, failed or fenced):
   // from one to the other its bytes are the tenant's committing_bytes.
   void CommitSealing(const std::string& tenant, uint64_t size) {
@@ -113,8 +130,19 @@ class Admission {
     const PendingPayload* device = nullptr;  // only blocks on the device this payload is on
     StatusCode own_refusal = StatusCode::kTenantQuota;
     StatusCode shared_refusal = StatusCode::kNoSpace;
+    const std::vector<Id>* kept = nullptr;  // never victims: the commit's resident ancestors
   };
+  // `parent` and the resident blocks its chain continues, nearest first (at most
+  // kMaxChainWalk: 4,096 blocks of 256 tokens are a million tokens of context).
+  std::vector<Id> AncestorsOf(Id parent) const;
+  static constexpr size_t kMaxChainWalk = 4096;
   StatusCode MakeRoom(const RoomRequest& req, std::vector<Id>& victims);
+  // Chains refused room lately: (namespace, tail) of the last kRefusedTails commits refused.
+  static constexpr size_t kRefusedTails = 4096;
+  bool RefusedParent(const ChainLink& link) const;
+  void RefusedRoom(const ChainLink& link);
+  std::set<std::pair<uint32_t, uint64_t>> refused_tails_;
+  std::deque<std::pair<uint32_t, uint64_t>> refused_order_;
   // Blocks indexed before `parent` whose chain continues it (a batch's renames arrive in any
   // order, a restart loads in INDEX order, a parent is recomputed after it was evicted) become
   // its children in the policy, so that it is not taken for a leaf: O(its children).

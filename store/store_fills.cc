@@ -286,10 +286,18 @@ StatusCode StoreFills::Commit(ReservationId id) {
     if (!identity.ok() || AddressOf(identity.value()) != r->info.address) {
       return StatusCode::kInvalidArgument;
     }
+    // The resident block this one continues: kept, with its ancestors, by the room made for it.
+    std::optional<BlockId> parent;
+    std::optional<Admission::ChainLink> link;
+    if (std::optional<uint32_t> ns = index_.namespaces().Find(r->info.address.tenant, r->info.address.ns)) {
+      const IndexKeys keys = IndexKeysOf(identity.value(), r->identity);
+      parent = index_.ByTail(*ns, keys.parent);
+      link = Admission::ChainLink{*ns, keys.parent, keys.tail};
+    }
     if (r->info.size == 0) return StatusCode::kInvalidArgument;
     if (r->info.size > admission_.MaxBlockBytes(r->info.address.tenant)) return StatusCode::kTooLarge;
     std::vector<BlockId> victims;
-    StatusCode room = admission_.RoomForCommit(r->info.address.tenant, r->info.size, victims);
+    StatusCode room = admission_.RoomForCommit(r->info.address.tenant, r->info.size, victims, parent, link);
     if (room != StatusCode::kOk) return room;
     for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
     admission_.CommitSealing(r->info.address.tenant, r->info.size);
