@@ -31,6 +31,12 @@ class AccessPolicy {
   bool IsAdmin(const Principal& caller) const;
   // Member of `tenant`, or an admin. False for tenants that are not configured.
   bool MayUseTenant(const Principal& caller, std::string_view tenant) const;
+  // MayUseTenant, or an admin for a tenant that is not configured (any more): its blocks stay
+  // on disk and in the index until evicted, and only an admin can see, unpin, evict or reclaim
+  // them (review, 2026-12-07: its pins could not be undone).
+  bool MayAdminister(const Principal& caller, std::string_view tenant) const {
+    return IsAdmin(caller) || MayUseTenant(caller, tenant);
+  }
   bool IsTenant(std::string_view tenant) const;
   // `caller` established for a module that authorizes by it (common/principal.h): admin, and
   // every configured tenant it may use, from one snapshot of the rules; no groups reader.

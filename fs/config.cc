@@ -540,6 +540,7 @@ ResourceLimits ResourceLimitsOf(const Config& config) {
   limits.global = config.limits;
   if (limits.global.max_open_files == 0) limits.global.max_open_files = DefaultOpenFilesPerTenant();
   for (const TenantConfig& t : config.tenants) limits.tenants[t.name] = t.limits;
+  limits.all_tenants_listed = true;
   return limits;
 }
 

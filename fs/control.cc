@@ -81,15 +81,29 @@ constexpr char kNotMember[] = "caller is not a member of the block's tenant";
 
 }  // namespace
 
+std::vector<std::string> ControlPlane::ShownTenants(const Principal& c, const StoreStats& stats) const {
+  std::vector<std::string> shown;
+  for (const TenantConfig& t : access_.tenants()) {
+    if (access_.MayUseTenant(c, t.name)) shown.push_back(t.name);
+  }
+  if (!access_.IsAdmin(c)) return shown;
+  // Removed tenants whose blocks are still held, for admins (they still take room).
+  for (const auto& [name, counters] : stats.tenants) {
+    const Usage& u = counters.usage;
+    if (!access_.IsTenant(name) && u.blocks + u.quarantined_blocks + u.reservations != 0) shown.push_back(name);
+  }
+  return shown;
+}
+
 std::string ControlPlane::StatsText(const Principal& c) {
   StoreStats stats = store_.Stats();
   std::ostringstream out;
   out << "epoch " << stats.epoch << (stats.draining ? " draining" : "") << "\n";
-  for (const TenantConfig& t : access_.tenants()) {
-    if (!access_.MayUseTenant(c, t.name)) continue;
-    out << "tenant=" << t.name;
-    nlohmann::ordered_json counters = CountersJson(stats.tenants[t.name]);
+  for (const std::string& t : ShownTenants(c, stats)) {
+    out << "tenant=" << t;
+    nlohmann::ordered_json counters = CountersJson(stats.tenants[t]);
     for (auto& [k, v] : counters.items()) out << " " << k << "=" << v;
+    if (!access_.IsTenant(t)) out << " removed=1";
     out << "\n";
   }
   return out.str();
@@ -227,8 +241,9 @@ std::string ControlPlane::Lookup(const Principal& c, const json& req) {
 std::string ControlPlane::Status(const Principal& c) {
   StoreStats stats = store_.Stats();
   json tenants = json::object();
-  for (const TenantConfig& t : access_.tenants()) {
-    if (access_.MayUseTenant(c, t.name)) tenants[t.name] = CountersJson(stats.tenants[t.name]);
+  for (const std::string& t : ShownTenants(c, stats)) {
+    tenants[t] = CountersJson(stats.tenants[t]);
+    if (!access_.IsTenant(t)) tenants[t]["removed"] = true;
   }
   json reply{{"epoch", stats.epoch}, {"draining", stats.draining}, {"tenants", tenants}};
   if (access_.IsAdmin(c)) {  // device paths are the operator's business
@@ -243,7 +258,7 @@ std::string ControlPlane::Status(const Principal& c) {
 std::string ControlPlane::Quarantine(const Principal& c) {
   json list = json::array();
   for (const QuarantineInfo& q : store_.ListQuarantine()) {
-    if (access_.MayUseTenant(c, q.address.tenant)) list.push_back(QuarantineJson(q));
+    if (access_.MayAdminister(c, q.address.tenant)) list.push_back(QuarantineJson(q));
   }
   return Ok({{"quarantine", list}});
 }
@@ -268,7 +283,7 @@ std::string ControlPlane::Reclaim(const Principal& c, const json& req) {
   if (auto region = Number(req, "drained")) {
     Result<QuarantineInfo> q = store_.StatQuarantine(*region);
     // Not found and not yours look the same: a region id says nothing about other tenants.
-    if (!q.ok() || !access_.MayUseTenant(c, q->address.tenant)) {
+    if (!q.ok() || !access_.MayAdminister(c, q->address.tenant)) {
       return Error(ENOENT, "no quarantined region " + std::to_string(*region) + " of yours");
     }
     StatusCode s = store_.ReclaimDrained(*region);
@@ -316,7 +331,10 @@ std::string ControlPlane::Evict(const Principal& c, const json& req) {
 std::string ControlPlane::Pin(const Principal& c, const json& req, bool pinned) {
   auto a = ParsePath(req);
   if (!a) return BadPath(pinned ? "pin" : "unpin", req);
-  if (!access_.MayUseTenant(c, a->tenant)) return Error(EACCES, kNotMember);
+  // Pinning needs a configured tenant; unpinning a removed tenant's block is an admin's way out.
+  if (pinned ? !access_.MayUseTenant(c, a->tenant) : !access_.MayAdminister(c, a->tenant)) {
+    return Error(EACCES, kNotMember);
+  }
   StatusCode s = store_.SetPinned(*a, pinned);
   if (s != StatusCode::kOk) return Error(s, "no such committed block");
   return Ok({{"path", a->RelativePath()}, {"pinned", pinned}});

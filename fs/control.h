@@ -40,6 +40,9 @@ class ControlPlane {
 
   // Human-readable counters, one line per tenant the caller may see.
   std::string StatsText(const Principal& c);
+  // The tenants `c` may see in the stats and status: its configured ones, and for an admin
+  // also removed tenants still holding blocks, quarantined blocks or fills.
+  std::vector<std::string> ShownTenants(const Principal& c, const StoreStats& stats) const;
   std::string EpochText();
   // One line per quarantined block the caller may see.
   std::string QuarantineText(const Principal& c);

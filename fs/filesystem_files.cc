@@ -142,7 +142,7 @@ Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags, 
         if (n->kind == NodeKind::kStatsFile) text = control_.StatsText(c);
         else if (n->kind == NodeKind::kEpochFile) text = control_.EpochText();
         else if (n->kind == NodeKind::kQuarantineFile) text = control_.QuarantineText(c);
-        else text = metrics_.Render(store_, {[&](const std::string& t) { return access_.MayUseTenant(c, t); },
+        else text = metrics_.Render(store_, {[&](const std::string& t) { return access_.MayAdminister(c, t); },
                                              access_.IsAdmin(c)});
         MutexLock lock(h.mu);
         h.text = std::move(text);

@@ -258,6 +258,7 @@ uint64_t Admission::FairShare(std::string_view tenant, uint64_t total) const {
     const Usage& u = c.usage;
     bool holds = u.blocks + u.quarantined_blocks != 0 || u.retained_bytes() != 0;
     if (!holds && name != tenant) continue;
+    if (limits_.Retired(name) && name != tenant) continue;  // no share to keep (MayGo)
     holders++;
     counted |= name == tenant;
   }
@@ -304,6 +305,9 @@ bool Admission::MayGo(Choice& c, Id id, bool own_only) const {
   std::string_view owner = TenantOf(id);
   if (owner == c.req.tenant) return true;
   if (own_only) return false;
+  // A tenant removed from the configuration has no share to keep: its blocks may go for anyone's
+  // need (review, 2026-12-07: they held a fair share for ever, a restart included).
+  if (limits_.Retired(owner)) return true;
   // Another tenant's block, only while that tenant keeps at least its fair share.
   const Choice::Held& h = HeldBy(c, owner);
   return h.held >= h.taken + AmountOf(c.req, id) + c.share;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 namespace gpucache {
 
@@ -34,7 +35,12 @@ struct Limits {
 
 struct ResourceLimits {
   Limits global{.max_block_bytes = 256ull << 20};
-  std::map<std::string, Limits> tenants;  // tenants without an entry have no tenant limits
+  std::map<std::string, Limits, std::less<>> tenants;  // tenants without an entry have no tenant limits
+  // `tenants` lists every tenant of the configuration (ResourceLimitsOf): one without an entry
+  // was removed from it, and its blocks (still on disk, still indexed) are nobody's to keep
+  // (Retired). False: entries are only for tenants with limits (tests build them so).
+  bool all_tenants_listed = false;
+  bool Retired(std::string_view tenant) const { return all_tenants_listed && tenants.find(tenant) == tenants.end(); }
 
   const Limits& Tenant(const std::string& tenant) const {
     static const Limits kNone;

@@ -9,12 +9,15 @@
 #include <fstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/mount/mount_helpers.h"
 
 namespace gpucache {
 namespace {
 
 using namespace test;
+using nlohmann::json;
 
 size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -201,6 +204,51 @@ TEST_CASE("Reload: a SIGHUP while the daemon starts is a reload once it serves, 
   ::kill(pid, SIGTERM);
   for (int i = 0; i < 500 && ::kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   (void)std::system(("fusermount3 -u -z " + mnt + " 2>/dev/null").c_str());
+}
+
+// Regression (review, 2026-12-07): a tenant removed from the configuration kept its blocks'
+// fair share for ever (a restart included), so the remaining tenants stayed capped at half of
+// the global limit; no admin could see them (status, stats, metrics) or unpin them (EACCES).
+TEST_CASE("Reload: a removed tenant's blocks keep no share, and an admin sees and unpins them") {
+  MountedFs m(TestConfig("max_retained_bytes = 100000"));
+  std::vector<CacheIdentity> theirs, mine;
+  for (uint8_t i = 0; i < 5; ++i) {
+    CacheIdentity id = SampleIdentity("globex");
+    id.chain[0] = Hash(static_cast<uint8_t>(100 + i));
+    REQUIRE(CommitAs(2000, m, id, 10000) == 0);
+    theirs.push_back(id);
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    REQUIRE(AsUser(2000, 2000, [&] {
+              return Control(m, "{\"op\":\"pin\",\"path\":\"" + AddressOf(theirs[i]).RelativePath() + "\"}")
+                                 .find("\"ok\":true") != std::string::npos ? 0 : 1;
+            }) == 0);
+  }
+  Reload(m, "[limits]\nmax_retained_bytes = 100000\n[admins]\nuids = [0]\n[tenants.acme]\nuids = [0]\n"
+            "[metrics]\nlisten = \"\"\n");
+  json status = json::parse(Control(m, R"({"op":"status"})"));
+  REQUIRE(status["tenants"].contains("globex"));
+  CHECK(status["tenants"]["globex"]["blocks"] == 5);
+  CHECK(status["tenants"]["globex"]["removed"] == true);
+  CHECK(ReadText(m.mnt() + "/.gpucache/metrics").find("gpucache_blocks{tenant=\"globex\"} 5") != std::string::npos);
+  // Unpinning is an admin's way out; pinning a removed tenant's block is not.
+  json unpin = json::parse(Control(m, "{\"op\":\"unpin\",\"path\":\"" + AddressOf(theirs[0]).RelativePath() + "\"}"));
+  CHECK(unpin["ok"] == true);
+  json pin = json::parse(Control(m, "{\"op\":\"pin\",\"path\":\"" + AddressOf(theirs[2]).RelativePath() + "\"}"));
+  CHECK(pin["ok"] == false);
+  // acme may take every unpinned globex block: 9 of its blocks fit beside the one still pinned.
+  for (uint8_t i = 0; i < 10; ++i) {
+    CacheIdentity id = SampleIdentity("acme");
+    id.chain[0] = Hash(static_cast<uint8_t>(i));
+    CAPTURE(int(i));
+    REQUIRE(MountClient(m.mnt()).Commit(id, Payload(10000)) == 0);
+    mine.push_back(id);
+  }
+  status = json::parse(Control(m, R"({"op":"status"})"));
+  CHECK(status["tenants"]["acme"]["blocks"] == 9);
+  CHECK(status["tenants"]["globex"]["blocks"] == 1);
+  struct stat st;
+  CHECK(::stat((m.data() + "/blocks/" + AddressOf(theirs[1]).RelativePath()).c_str(), &st) == 0);  // pinned
 }
 
 }  // namespace
