@@ -138,8 +138,26 @@ ObjectResult<Done> Sink::Upload(const Job& job, std::string& step) {
 }
 
 // Runs the job's remaining steps once; stops at the first error. No lock held: I/O.
+std::string Sink::StaleSeal(const Job& job) const {
+  if (!seal_keys_) return "";
+  const std::string current = seal_keys_->Get()->current();
+  for (const TenantSeal& s : job.pair.decoded.seals) {
+    if (s.seal.key_id != current) {
+      return "sealed under key \"" + s.seal.key_id + "\", no longer the keyring's current key (\"" + current +
+             "\"): cold drop the job; the next cold pack packs its blocks again under the current key";
+    }
+  }
+  return "";
+}
+
 Sink::Outcome Sink::Attempt(Job& job) {
   job.attempts++;
+  if (job.next_step <= kManifestStep) {  // nothing that names the seals is up yet
+    if (std::string why = StaleSeal(job); !why.empty()) {
+      job.last_error = JobError{job.id, "seal", ObjectError{ObjectErrorKind::kPermanent, 0, "StaleSeal", why}};
+      return Outcome::kFail;
+    }
+  }
   // A job that stopped at its manifest writes its retention record again first: the deadline
   // counts from just before the manifest is visible, and an earlier attempt's (a backoff of
   // minutes, or days until an operator's retry) would make the manifest reclaimable at once.

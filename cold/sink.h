@@ -134,6 +134,14 @@ class Sink {
   // Called on the draining thread after each job is fully uploaded (e.g. to record retention).
   // REQUIRES: set before the first drain.
   void SetUploadedHook(std::function<void(const PackedPair&)> hook) { uploaded_hook_ = std::move(hook); }
+  // The keyring in use: a job whose seals are not under its current key fails (permanently)
+  // before its manifest and locators go up. A pack is sealed when it is built; uploaded after
+  // a rotation (a job pending or failed across it), it carried the old key, which `cold
+  // reseal` never saw (it reads the bucket) and the operator then removed: its blocks were
+  // "unknown-key" misses that `cold pack` took for cold (review, 2026-12-07). Failed so, the
+  // blocks have no locator and the next pack packs them again, under the current key.
+  // REQUIRES: set before the first drain.
+  void SetSealKeys(std::shared_ptr<SealKeys> keys) { seal_keys_ = std::move(keys); }
 
   SubmitOutcome Submit(PackedPair pair) { return TrySubmit(pair); }
   // As Submit, but `pair` is moved from only when it is accepted (a full sink leaves it to
@@ -190,7 +198,11 @@ class Sink {
   // Jobs a round took and, stopping, never attempted: back to the queue.
   void Unclaim(std::deque<std::unique_ptr<Job>>& jobs);
 
+  // Why `job`'s seals may not go up now ("" when they may): not under the current key.
+  std::string StaleSeal(const Job& job) const;
+
   ObjectStore& store_;
+  std::shared_ptr<SealKeys> seal_keys_;  // null: any key (tests of the sink alone)
   const std::string prefix_;
   const SinkLimits limits_;
   const std::shared_ptr<LocatorLocks> locks_;

@@ -36,6 +36,7 @@ ColdTier::ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions opti
       ops_(objects_, options_.prefix, options_.retired_tenants, keys_, locator_locks_),
       async_(options_.refill_workers, options_.max_refill_ops) {
   sink_.SetUploadedHook([this](const PackedPair& p) { OnUploaded(p); });
+  sink_.SetSealKeys(keys_);
 }
 
 ColdTier::~ColdTier() {

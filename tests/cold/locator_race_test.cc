@@ -196,4 +196,39 @@ TEST_CASE("Locator race: a pack run beside a reclaim never has its object delete
   tier.Stop();
 }
 
+// Regression (review, 2026-12-07): a pack is sealed when it is built. A job pending (or failed)
+// across a key rotation went up later under the old key, which `cold reseal` never saw (it
+// reads the bucket) and the operator then removed: its blocks were "unknown-key" misses that
+// `cold pack` took for cold. It now fails before its manifest goes up, and its blocks, without
+// a locator, are packed again under the current key.
+TEST_CASE("Locator race: a job sealed before a key rotation fails before its manifest goes up, and its blocks are packed again") {
+  MemoryObjectStore s3;
+  auto keys = std::make_shared<SealKeys>(Keyring::Of({{"k1", SecretOf(1)}}, "k1"));
+  MemoryStore hot;
+  ColdTier tier(hot, s3, Manual(), keys);
+  const CacheIdentity id = NthIdentity(0);
+  REQUIRE(CommitBlock(hot, id, PayloadOf(0, 4096)) == StatusCode::kOk);
+  PackedPair old = MakePack(0, 1, 4096, "acme", keys->Get());  // built and sealed under k1
+  REQUIRE(tier.sink().Submit(std::move(old)).admission == Admission::kAccepted);
+  keys->Set(Keyring::Of({{"k1", SecretOf(1)}, {"k2", SecretOf(2)}}, "k2"));  // rotated meanwhile
+  DrainReport d = tier.sink().Drain();
+  CHECK(d.uploaded == 0);
+  CHECK(tier.sink().Stats().failed_now == 1);
+  REQUIRE(!tier.sink().Failed().empty());
+  CHECK(tier.sink().Failed()[0].last_error.step == "seal");
+  for (const auto& [key, bytes] : s3.Objects()) {
+    CAPTURE(key);
+    CHECK(key.rfind(std::string(kPrefix) + "packs/", 0) == 0);  // at most its pack object: no manifest, no locator
+  }
+  // The block has no locator: the next pack packs it, under k2, and it refills.
+  CHECK(tier.Pack("acme", UINT64_MAX).packed_blocks == 1);
+  const auto objects = s3.Objects();
+  auto loc = objects.find(LocatorKey(kPrefix, AddressOf(id)));
+  REQUIRE(loc != objects.end());
+  std::optional<Locator> l = DecodeLocator(loc->second);
+  REQUIRE(l);
+  CHECK(l->seal.key_id == "k2");
+  tier.Stop();
+}
+
 }  // namespace gpucache::cold
