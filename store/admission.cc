@@ -187,9 +187,15 @@ StatusCode Admission::RoomForCommit(const std::string& tenant, uint64_t need,
   if (tenant_limit && mine_after > tenant_limit) req.own = mine_after - tenant_limit;
   if (global_limit && global_after > global_limit) req.shared = global_after - global_limit;
   if (req.own == 0 && req.shared == 0) return StatusCode::kOk;
-  if (link && !parent && RefusedParent(*link)) {
+  return MakeRoomKeepingChain(req, victims, parent, link);
+}
+
+StatusCode Admission::MakeRoomKeepingChain(RoomRequest req, std::vector<Id>& victims, std::optional<Id> parent,
+                                           std::optional<ChainLink> link) {
+  // A one-hash chain names itself: its own earlier refusal says nothing of a parent.
+  if (link && !parent && link->parent != link->tail && RefusedParent(*link)) {
     RefusedRoom(*link);
-    return req.own ? StatusCode::kTenantQuota : StatusCode::kNoSpace;
+    return req.own ? req.own_refusal : req.shared_refusal;
   }
   std::vector<Id> kept;
   if (parent) {
@@ -198,12 +204,19 @@ StatusCode Admission::RoomForCommit(const std::string& tenant, uint64_t need,
     req.kept = &kept;
   }
   StatusCode s = MakeRoom(req, victims);
-  if (s != StatusCode::kOk && link) RefusedRoom(*link);
+  if (link) {
+    if (s != StatusCode::kOk) RefusedRoom(*link);
+    else ForgetRefused(*link);  // room now: its children are no orphans
+  }
   return s;
 }
 
 bool Admission::RefusedParent(const ChainLink& link) const {
   return refused_tails_.count({link.ns, link.parent}) > 0;
+}
+
+void Admission::ForgetRefused(const ChainLink& link) {
+  refused_tails_.erase({link.ns, link.tail});  // its place in refused_order_ ages out harmlessly
 }
 
 void Admission::RefusedRoom(const ChainLink& link) {
@@ -231,7 +244,8 @@ std::vector<Admission::Id> Admission::AncestorsOf(Id parent) const {
 StatusCode Admission::RoomOnDevice(const PendingPayload& device,
                                    std::optional<Medium::DeviceSpace> space,
                                    const std::string& tenant, uint64_t need,
-                                   std::vector<Id>& victims) {
+                                   std::vector<Id>& victims, std::optional<Id> parent,
+                                   std::optional<ChainLink> link) {
   // Filesystems keep some slack of their own (metadata, rounding to blocks).
   constexpr uint64_t kSlack = 256 << 10;
   uint64_t free = space ? space->free : 0;
@@ -245,7 +259,7 @@ StatusCode Admission::RoomOnDevice(const PendingPayload& device,
   // The fair shares are of the device's whole size, not of what is left on it.
   uint64_t capacity = space ? space->total : GlobalUsage().retained_bytes();
   RoomRequest req{.tenant = tenant, .shared = short_by, .shares_of = capacity, .device = &device};
-  return MakeRoom(req, victims);
+  return MakeRoomKeepingChain(req, victims, parent, link);
 }
 
 uint64_t Admission::FairShare(std::string_view tenant, uint64_t total) const {

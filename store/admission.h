@@ -83,6 +83,7 @@ class Admission {
   // `link`: where the block sits in its namespace's chains. A commit whose parent was refused
   // room (the chain's earlier block) is refused too when it needs room: with its parent gone it
   // is reachable by no prefix lookup, and evicting for it took the chain's first blocks.
+  static constexpr size_t kRefusedTails = 4096;  // refusals remembered (RoomForCommit)
   struct ChainLink {
     uint32_t ns = 0;
     uint64_t parent = 0;  // IndexKeys::parent, tail
@@ -102,7 +103,8 @@ class Admission {
   // A write to `device` met a full device with `space` left (nullopt: unknown): `need` bytes
   // plus slack from blocks on that device. kNoSpace when eviction would not answer it.
   StatusCode RoomOnDevice(const PendingPayload& device, std::optional<Medium::DeviceSpace> space,
-                          const std::string& tenant, uint64_t need, std::vector<Id>& victims);
+                          const std::string& tenant, uint64_t need, std::vector<Id>& victims,
+                          std::optional<Id> parent = std::nullopt, std::optional<ChainLink> link = std::nullopt);
 
   // --- What happens to blocks (counts usage, tells the policy).
   // `key`: PolicyKeyOf(its address), what frequency-aware policies count it by.
@@ -137,10 +139,14 @@ class Admission {
   std::vector<Id> AncestorsOf(Id parent) const;
   static constexpr size_t kMaxChainWalk = 4096;
   StatusCode MakeRoom(const RoomRequest& req, std::vector<Id>& victims);
+  // MakeRoom keeping the fill's chain: refused at once when its parent was refused room lately
+  // (and is not resident), else never taking `parent` or its resident ancestors.
+  StatusCode MakeRoomKeepingChain(RoomRequest req, std::vector<Id>& victims, std::optional<Id> parent,
+                                  std::optional<ChainLink> link);
   // Chains refused room lately: (namespace, tail) of the last kRefusedTails commits refused.
-  static constexpr size_t kRefusedTails = 4096;
   bool RefusedParent(const ChainLink& link) const;
   void RefusedRoom(const ChainLink& link);
+  void ForgetRefused(const ChainLink& link);
   std::set<std::pair<uint32_t, uint64_t>> refused_tails_;
   std::deque<std::pair<uint32_t, uint64_t>> refused_order_;
   // Blocks indexed before `parent` whose chain continues it (a batch's renames arrive in any

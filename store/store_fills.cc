@@ -169,7 +169,7 @@ Result<size_t> StoreFills::Write(ReservationId id, uint64_t offset, std::span<co
   }
   Result<size_t> n = medium_->Write(*payload, offset, data);
   if (n.status() == StatusCode::kNoSpace &&
-      MakeDeviceRoom(*payload, tenant, data.size()) == StatusCode::kOk) {
+      MakeDeviceRoom(id, *payload, tenant, data.size()) == StatusCode::kOk) {
     // The device was full, and evicting what may go there made room: once more.
     n = medium_->Write(*payload, offset, data);
   }
@@ -226,7 +226,7 @@ StatusCode StoreFills::Truncate(ReservationId id, uint64_t size) {
   // Growing declares the size: the room is found (or refused) now, whole, before any write.
   StatusCode s = size > old_size ? medium_->Allocate(*payload, size) : medium_->Truncate(*payload, size);
   if (s == StatusCode::kNoSpace && size > old_size &&
-      MakeDeviceRoom(*payload, tenant, size - old_size) == StatusCode::kOk) {
+      MakeDeviceRoom(id, *payload, tenant, size - old_size) == StatusCode::kOk) {
     s = medium_->Allocate(*payload, size);
   }
   MutexLock lock(mu_);
@@ -287,17 +287,11 @@ StatusCode StoreFills::Commit(ReservationId id) {
       return StatusCode::kInvalidArgument;
     }
     // The resident block this one continues: kept, with its ancestors, by the room made for it.
-    std::optional<BlockId> parent;
-    std::optional<Admission::ChainLink> link;
-    if (std::optional<uint32_t> ns = index_.namespaces().Find(r->info.address.tenant, r->info.address.ns)) {
-      const IndexKeys keys = IndexKeysOf(identity.value(), r->identity);
-      parent = index_.ByTail(*ns, keys.parent);
-      link = Admission::ChainLink{*ns, keys.parent, keys.tail};
-    }
+    const ChainOfFill chain = ChainLocked(r->info.address, r->identity);
     if (r->info.size == 0) return StatusCode::kInvalidArgument;
     if (r->info.size > admission_.MaxBlockBytes(r->info.address.tenant)) return StatusCode::kTooLarge;
     std::vector<BlockId> victims;
-    StatusCode room = admission_.RoomForCommit(r->info.address.tenant, r->info.size, victims, parent, link);
+    StatusCode room = admission_.RoomForCommit(r->info.address.tenant, r->info.size, victims, chain.parent, chain.link);
     if (room != StatusCode::kOk) return room;
     for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
     admission_.CommitSealing(r->info.address.tenant, r->info.size);
@@ -317,7 +311,7 @@ StatusCode StoreFills::Commit(ReservationId id) {
   std::optional<BlockLocation> read_failed;
   Result<Medium::Sealed> sealed = medium_->Seal(*payload, draft, read_failed);
   if (sealed.status() == StatusCode::kNoSpace &&
-      MakeDeviceRoom(*payload, draft.address.tenant, kBlockDataOffset) == StatusCode::kOk) {
+      MakeDeviceRoom(id, *payload, draft.address.tenant, kBlockDataOffset) == StatusCode::kOk) {
     // The device filled up under the payload and the header (or a sync) found no room: room
     // was made from blocks that may go, as Write does; ENOSPC is for a device where evicting
     // would not help (found by tests/reliability/full_disk_test.cc).
@@ -455,7 +449,19 @@ void StoreFills::SettleCreditLocked(Reservation& r) {
   r.credited_bytes = r.info.size;
 }
 
-StatusCode StoreFills::MakeDeviceRoom(const PendingPayload& p, const std::string& tenant,
+StoreFills::ChainOfFill StoreFills::ChainLocked(const BlockAddress& address, std::span<const uint8_t> identity) {
+  ChainOfFill chain;
+  auto decoded = DecodePhysicalKey(identity);
+  if (!decoded.ok()) return chain;
+  if (std::optional<uint32_t> ns = index_.namespaces().Find(address.tenant, address.ns)) {
+    const IndexKeys keys = IndexKeysOf(decoded.value(), identity);
+    chain.parent = index_.ByTail(*ns, keys.parent);
+    chain.link = Admission::ChainLink{*ns, keys.parent, keys.tail};
+  }
+  return chain;
+}
+
+StatusCode StoreFills::MakeDeviceRoom(ReservationId id, const PendingPayload& p, const std::string& tenant,
                                         uint64_t need) {
   std::optional<Medium::DeviceSpace> space = medium_->SpaceFor(p);  // I/O: before the lock
   std::vector<Departure> evicted;
@@ -463,7 +469,11 @@ StatusCode StoreFills::MakeDeviceRoom(const PendingPayload& p, const std::string
   {
     MutexLock lock(mu_);
     std::vector<BlockId> victims;
-    s = admission_.RoomOnDevice(p, space, tenant, need, victims);
+    // A fill's own chain stays, as for a commit's room (review, 2026-12-07: on a full device,
+    // the default's only eviction, a long prompt kept only its tail).
+    ChainOfFill chain;
+    if (Reservation* r = reservations_.Find(id)) chain = ChainLocked(r->info.address, r->identity);
+    s = admission_.RoomOnDevice(p, space, tenant, need, victims, chain.parent, chain.link);
     for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
   }
   Finish(std::move(evicted), RemovalReason::kEvicted);

@@ -44,9 +44,18 @@ class StoreFills : public StoreCore, public virtual BlockFills {
   // After a write or truncate of `r`: once none is in flight, its credit is its size again
   // (what a short or failed write was admitted for and did not write goes back).
   void SettleCreditLocked(Reservation& r) REQUIRES(mu_);
-  // A write to `p` met a full device: evicts what may go there, or kNoSpace having evicted none.
-  StatusCode MakeDeviceRoom(const PendingPayload& p, const std::string& tenant, uint64_t need)
+  // A write to `p` (of reservation `id`) met a full device: evicts what may go there, or
+  // kNoSpace having evicted none.
+  StatusCode MakeDeviceRoom(ReservationId id, const PendingPayload& p, const std::string& tenant, uint64_t need)
       EXCLUDES(mu_);
+  // Where a fill with canonical identity `identity` sits in its namespace's chains: the room
+  // made for it keeps its resident ancestors (Admission::RoomForCommit). Nothing when the
+  // identity is not set yet or does not decode.
+  struct ChainOfFill {
+    std::optional<BlockId> parent;
+    std::optional<Admission::ChainLink> link;
+  };
+  ChainOfFill ChainLocked(const BlockAddress& address, std::span<const uint8_t> identity) REQUIRES(mu_);
 };
 
 }  // namespace gpucache

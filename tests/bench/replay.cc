@@ -1,6 +1,7 @@
 #include "tests/bench/replay.h"
 
 #include <algorithm>
+#include <deque>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -118,7 +119,20 @@ Score ReplayPolicy(const std::vector<Request>& trace, EvictionPolicy& policy, ui
   std::vector<Slot> free_slots;
   policy.SetKeyOf([&key_of](Slot s) { return key_of[s]; });
   bool sized = false;
-  auto everything = [](Slot) { return true; };
+  // As the store's commits (Admission::RoomForCommit): a block's resident ancestors never go
+  // for it, and a block whose parent was refused room lately is refused when it needs room.
+  std::vector<Slot> kept;
+  auto not_kept = [&kept](Slot v) { return std::find(kept.begin(), kept.end(), v) == kept.end(); };
+  std::unordered_set<PolicyKey> refused;
+  std::deque<PolicyKey> refused_order;
+  auto refuse = [&](PolicyKey k) {
+    if (!refused.insert(k).second) return;
+    refused_order.push_back(k);
+    if (refused_order.size() > Admission::kRefusedTails) {
+      refused.erase(refused_order.front());
+      refused_order.pop_front();
+    }
+  };
   Score s;
   for (size_t ri = 0; ri < trace.size(); ++ri) {
     const Request& r = trace[ri];
@@ -133,21 +147,34 @@ Score ReplayPolicy(const std::vector<Request>& trace, EvictionPolicy& policy, ui
         continue;
       }
       policy.OnMiss(k);
+      std::optional<Slot> parent;
+      if (i > 0) {
+        if (auto p = resident.find(rk[i - 1]); p != resident.end()) parent = p->second;
+      }
+      if (resident.size() >= capacity && !parent && i > 0 && refused.count(rk[i - 1])) {
+        refuse(k);
+        continue;
+      }
+      kept.clear();
+      for (size_t a = i; a-- > 0;) {
+        auto it = resident.find(rk[a]);
+        if (it == resident.end()) break;
+        kept.push_back(it->second);
+      }
       while (resident.size() >= capacity) {
         if (!sized) {  // as the store does: the policy learns the capacity when it first fills
           policy.SetCapacity(resident.size());
           sized = true;
         }
-        auto v = policy.Victim(everything);
+        auto v = policy.Victim(not_kept);
         if (!v) break;
         policy.OnRemove(*v);
         resident.erase(key_of[*v]);
         free_slots.push_back(*v);
       }
-      if (resident.size() >= capacity) continue;
-      std::optional<Slot> parent;
-      if (i > 0) {
-        if (auto p = resident.find(rk[i - 1]); p != resident.end()) parent = p->second;
+      if (resident.size() >= capacity) {
+        refuse(k);
+        continue;
       }
       Slot slot = static_cast<Slot>(key_of.size());
       if (!free_slots.empty()) {

@@ -199,6 +199,36 @@ TEST_CASE("Admission: a device that says it has room is not answered by eviction
   CHECK(victims.size() == 1);
 }
 
+// Regression (review, 2026-12-07): a commit's room kept its chain, but room on a full device
+// (the default's only eviction) still took the block the fill continues: a long prompt kept
+// only its tail. And a one-hash chain, whose parent hash is its own tail, was refused for its
+// own earlier refusal as if its parent had been refused.
+TEST_CASE("Admission: room on a full device keeps the fill's chain, and a one-hash chain is not its own refused parent") {
+  Parts p("prefix-lru");
+  Id a = p.Add("acme", 1, 1 << 20);
+  Id b = p.Add("acme", 2, 1 << 20, a);
+  auto pending = p.medium.Prepare(ReservationInfo{});
+  REQUIRE(pending.ok());
+  Medium::DeviceSpace full{.free = 0, .total = 3ull << 20};
+  std::vector<Id> victims;
+  CHECK(p.admission.RoomOnDevice(*pending.value(), full, "acme", 4096, victims, b) == StatusCode::kNoSpace);
+  CHECK(victims.empty());
+  Id c = p.Add("acme", 3, 1 << 20);
+  CHECK(p.admission.RoomOnDevice(*pending.value(), full, "acme", 4096, victims, b) == StatusCode::kOk);
+  CHECK(victims == std::vector<Id>{c});
+
+  Parts q("prefix-lru");
+  q.limits.tenants["acme"].max_retained_bytes = 300;
+  Id x = q.Add("acme", 1, 100), y = q.Add("acme", 2, 100), z = q.Add("acme", 3, 100);
+  for (Id held : {x, y, z}) q.index.ReaderOpened(held);  // open: none may go
+  const Admission::ChainLink self{q.index.NamespaceOf(x), 77, 77};
+  victims.clear();
+  CHECK(q.admission.RoomForCommit("acme", 100, victims, std::nullopt, self) == StatusCode::kTenantQuota);
+  q.index.ReaderClosed(z);
+  CHECK(q.admission.RoomForCommit("acme", 100, victims, std::nullopt, self) == StatusCode::kOk);
+  CHECK(victims == std::vector<Id>{z});
+}
+
 // Regression (review, 2026-12-06): victims were chosen one at a time while the blocks already
 // chosen stayed in the policy's prefix tree, so once a chain's leaf was chosen its parent still
 // had a child, and the next pick fell back to the least recent block anywhere: the chain's root.
