@@ -144,7 +144,7 @@ std::string Sink::StaleSeal(const Job& job) const {
   for (const TenantSeal& s : job.pair.decoded.seals) {
     if (s.seal.key_id != current) {
       return "sealed under key \"" + s.seal.key_id + "\", no longer the keyring's current key (\"" + current +
-             "\"): cold drop the job; the next cold pack packs its blocks again under the current key";
+             "\"): dropped; the next cold pack packs its blocks again under the current key";
     }
   }
   return "";
@@ -155,7 +155,7 @@ Sink::Outcome Sink::Attempt(Job& job) {
   if (job.next_step <= kManifestStep) {  // nothing that names the seals is up yet
     if (std::string why = StaleSeal(job); !why.empty()) {
       job.last_error = JobError{job.id, "seal", ObjectError{ObjectErrorKind::kPermanent, 0, "StaleSeal", why}};
-      return Outcome::kFail;
+      return Outcome::kStale;
     }
   }
   // A job that stopped at its manifest writes its retention record again first: the deadline
@@ -220,6 +220,15 @@ void Sink::Settle(std::unique_ptr<Job> job, Outcome outcome, DrainReport& report
     case Outcome::kStopped:
       job->due = Clock::now();
       pending_.push_back(std::move(job));
+      break;
+    case Outcome::kStale:
+      // Dropped at once: failed, it held the sink's room and its object until an operator
+      // dropped it (review, 2026-12-07), and retried it failed again.
+      report.stale_seals++;
+      stats_.stale_seals++;
+      stats_.dropped++;
+      stats_.bytes_held -= job->pair.bytes();
+      Release(job->pair);
       break;
     case Outcome::kFail: {
       report.newly_failed++;
@@ -341,6 +350,7 @@ void Accumulate(DrainReport& total, const DrainReport& r) {
   total.uploaded += r.uploaded;
   total.requeued += r.requeued;
   total.newly_failed += r.newly_failed;
+  total.stale_seals += r.stale_seals;
   total.pending = r.pending;
   total.failed_now = r.failed_now;
   if (!total.first_error) total.first_error = r.first_error;

@@ -91,6 +91,7 @@ struct DrainReport {
   size_t uploaded = 0;   // jobs fully uploaded
   size_t requeued = 0;   // temporary errors sent back to the queue (with a backoff)
   size_t newly_failed = 0;  // jobs moved to the failed queue by this drain
+  size_t stale_seals = 0;   // jobs dropped by this drain: sealed under a key no longer current
   size_t pending = 0;    // after the drain
   size_t failed_now = 0;  // the failed queue after the drain
   std::optional<JobError> first_error;  // the first job error seen, if any
@@ -111,7 +112,8 @@ struct SinkStats {
   uint64_t failed_entries = 0;  // entries into the failed queue (a re-driven job can enter twice)
   uint64_t redriven = 0;   // failed jobs moved back to the queue by Redrive (not by an operator)
   uint64_t retried = 0;    // failed jobs moved back by an operator (Retry)
-  uint64_t dropped = 0;    // removed from the failed queue by an operator
+  uint64_t dropped = 0;    // removed from the failed queue by an operator, or stale (below)
+  uint64_t stale_seals = 0;  // dropped for a seal under a key no longer current (SetSealKeys)
   uint64_t requests = 0;   // object store requests made
   size_t pending = 0;
   size_t in_flight = 0;
@@ -134,11 +136,11 @@ class Sink {
   // Called on the draining thread after each job is fully uploaded (e.g. to record retention).
   // REQUIRES: set before the first drain.
   void SetUploadedHook(std::function<void(const PackedPair&)> hook) { uploaded_hook_ = std::move(hook); }
-  // The keyring in use: a job whose seals are not under its current key fails (permanently)
-  // before its manifest and locators go up. A pack is sealed when it is built; uploaded after
+  // The keyring in use: a job whose seals are not under its current key is dropped (counted in
+  // stale_seals) before its manifest and locators go up. A pack is sealed when it is built; uploaded after
   // a rotation (a job pending or failed across it), it carried the old key, which `cold
   // reseal` never saw (it reads the bucket) and the operator then removed: its blocks were
-  // "unknown-key" misses that `cold pack` took for cold (review, 2026-12-07). Failed so, the
+  // "unknown-key" misses that `cold pack` took for cold (review, 2026-12-07). Dropped so, the
   // blocks have no locator and the next pack packs them again, under the current key.
   // REQUIRES: set before the first drain.
   void SetSealKeys(std::shared_ptr<SealKeys> keys) { seal_keys_ = std::move(keys); }
@@ -184,7 +186,8 @@ class Sink {
  private:
   struct Job;
   // kStopped: cut short by Stop(), back to the queue as it was (not the job's failure).
-  enum class Outcome : uint8_t { kUploaded, kRequeue, kFail, kStopped };
+  // kStale: sealed under a key no longer current (StaleSeal): dropped, never retried.
+  enum class Outcome : uint8_t { kUploaded, kRequeue, kFail, kStopped, kStale };
   Outcome Attempt(Job& job);
   // The job's next step, one PUT; `step` is named for a JobError.
   ObjectResult<Done> Upload(const Job& job, std::string& step);
