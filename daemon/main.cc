@@ -201,12 +201,6 @@ bool CheckStartable(const gpucache::Config& config, const std::string& mountpoin
     }
   }
   if (config.cold.enabled && !gpucache::DaemonCold::CheckOptions(config.cold, error)) return false;
-  if (!config.metrics_listen.empty()) {
-    if (std::string why = gpucache::MetricsAddressRefusal(config.metrics_listen); !why.empty()) {
-      *error = why;
-      return false;
-    }
-  }
   return true;
 }
 

@@ -118,7 +118,7 @@ std::string ControlPlane::EpochText() { return std::to_string(store_.Epoch()) + 
 std::string ControlPlane::QuarantineText(const Principal& c) {
   std::ostringstream out;
   for (const QuarantineInfo& q : store_.ListQuarantine()) {
-    if (!access_.MayUseTenant(c, q.address.tenant)) continue;
+    if (!access_.MayAdminister(c, q.address.tenant)) continue;
     out << "region=" << q.region_id << " path=" << q.address.RelativePath() << " bytes=" << q.size
         << " reason=" << q.reason << " since_epoch=" << q.since_epoch
         << " open_handles=" << q.open_handles << "\n";

@@ -100,23 +100,6 @@ MetricsHttpServer::~MetricsHttpServer() {
   if (listen_fd_ >= 0) ::close(listen_fd_);
 }
 
-std::string MetricsAddressRefusal(const std::string& listen) {
-  sockaddr_in addr;
-  std::string error;
-  if (!ParseListenAddress(listen, &addr, &error)) return error;
-  addr.sin_port = 0;
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";  // nothing learned: the start's bind says what is wrong
-  int bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  int err = errno;
-  ::close(fd);
-  if (bound != 0 && err == EADDRNOTAVAIL) {
-    return "metrics.listen = \"" + listen + "\": not an address of this host (" + std::strerror(err) +
-           "); use one of its addresses, 127.0.0.1 or 0.0.0.0, or \"\" to turn HTTP off";
-  }
-  return "";
-}
-
 bool MetricsHttpServer::Bind(const std::string& listen, std::string* error) {
   sockaddr_in addr;
   if (!ParseListenAddress(listen, &addr, error)) return false;

@@ -34,11 +34,6 @@ MetricsFormat NegotiateMetricsFormat(const char* accept);
 // Parses "IPv4:PORT" (PORT 1-65535). Returns false and says why in `error`.
 bool ParseListenAddress(const std::string& listen, sockaddr_in* out, std::string* error);
 
-// Why the daemon could never listen on `listen` on this host (not an address of it: binding
-// port 0 there fails with EADDRNOTAVAIL), or empty. A port taken now is not this: another
-// process may free it.
-std::string MetricsAddressRefusal(const std::string& listen);
-
 class MetricsHttpServer {
  public:
   static constexpr unsigned kMaxConnections = 1024;

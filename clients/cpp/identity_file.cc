@@ -206,13 +206,10 @@ CacheIdentity IdentityFromTomlString(const std::string& text) {
 
 CacheIdentity IdentityFromTomlFile(const std::string& path) {
   // toml++ reads a directory as an empty table, which would then report its first missing key.
-  // Only a regular file (through links): a FIFO would wait for a writer for ever (review,
-  // 2026-12-07), a device never end.
+  // A pipe is read as any file (`<(cat id.toml)`, /dev/stdin): a FIFO nobody writes waits, as
+  // `cat` would.
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw std::runtime_error(path + ": a directory, not an identity file");
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
-    throw std::runtime_error(path + ": not a regular file, not an identity file");
-  }
   toml::table t;
   try {
     t = toml::parse_file(path);
