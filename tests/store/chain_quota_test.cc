@@ -6,6 +6,7 @@
 
 #include "store/eviction/eviction_policy.h"
 #include "store/memory_store.h"
+#include "tests/support/commit_block.h"
 #include "tests/support/sample_identity.h"
 
 namespace gpucache {
@@ -16,15 +17,7 @@ using test::Payload;
 const Owner kOwner{1000, 1000};
 
 StatusCode Commit(IndexedStore& s, const CacheIdentity& id, size_t size) {
-  BlockAddress a = AddressOf(id);
-  s.CreateNamespace(a.tenant, a.ns, kOwner);
-  auto r = s.Reserve(a, kOwner);
-  if (!r.ok()) return r.status();
-  s.SetIdentity(r.value(), EncodePhysicalKey(id));
-  auto w = s.Write(r.value(), 0, Payload(size));
-  StatusCode c = w.ok() ? s.Commit(r.value()) : w.status();
-  if (c != StatusCode::kOk) s.Abort(r.value());
-  return c;
+  return test::TryCommit(s, id, Payload(size), kOwner);
 }
 
 bool Present(IndexedStore& s, const CacheIdentity& id) { return s.Stat(AddressOf(id)).ok(); }

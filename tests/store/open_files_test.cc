@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "store/memory_store.h"
+#include "tests/support/commit_block.h"
 #include "tests/support/sample_identity.h"
 
 namespace gpucache {
@@ -24,15 +25,7 @@ CacheIdentity Block(const std::string& tenant, uint8_t n) {
   return id;
 }
 
-void Commit(IndexedStore& s, const CacheIdentity& id) {
-  BlockAddress a = AddressOf(id);
-  s.CreateNamespace(a.tenant, a.ns, kOwner);
-  auto r = s.Reserve(a, kOwner);
-  REQUIRE(r.ok());
-  s.SetIdentity(r.value(), EncodePhysicalKey(id));
-  REQUIRE(s.Write(r.value(), 0, Payload(100)).ok());
-  REQUIRE(s.Commit(r.value()) == StatusCode::kOk);
-}
+void Commit(IndexedStore& s, const CacheIdentity& id) { test::CommitBlock(s, id, Payload(100), kOwner); }
 
 TEST_CASE("Open files: a tenant's readers and fills stop at its bound, and another tenant's do not") {
   StoreOptions o;

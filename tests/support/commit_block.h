@@ -21,4 +21,18 @@ inline void CommitBlock(BlockStore& s, const CacheIdentity& id, const Bytes& pay
   REQUIRE(s.Commit(r.value()) == StatusCode::kOk);
 }
 
+// The same, answering the first step's refusal instead of requiring success (and aborting the
+// reservation it made), for tests of what the store refuses.
+inline StatusCode TryCommit(BlockStore& s, const CacheIdentity& id, const Bytes& payload, Owner owner) {
+  BlockAddress a = AddressOf(id);
+  s.CreateNamespace(a.tenant, a.ns, owner);
+  auto r = s.Reserve(a, owner);
+  if (!r.ok()) return r.status();
+  s.SetIdentity(r.value(), EncodePhysicalKey(id));
+  auto w = s.Write(r.value(), 0, payload);
+  StatusCode c = w.ok() ? s.Commit(r.value()) : w.status();
+  if (c != StatusCode::kOk) s.Abort(r.value());
+  return c;
+}
+
 }  // namespace gpucache::test
