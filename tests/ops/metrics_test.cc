@@ -190,9 +190,18 @@ TEST_CASE("Metrics: the endpoint stops with the mount, before the store closes")
   auto unmounted = [&] { return m.Log().find("unmounted") != std::string::npos; };
   for (int i = 0; i < 500 && !unmounted(); ++i) ::usleep(10000);
   REQUIRE(unmounted());
-  int s = Connect(port);
+  // The log says "unmounted" just before the endpoint stops: on a loaded machine a connect can
+  // land in between (seen once in the Debian 13 chroot, 2026-12-07). Refused well within the
+  // 2 s held before the store closes, while the daemon is still there, is what matters.
+  int s = -1;
+  for (int i = 0; i < 100; ++i) {
+    s = Connect(port);
+    if (s < 0) break;
+    ::close(s);
+    ::usleep(10000);
+  }
   CHECK(s < 0);  // refused: nothing listens once the mount is gone
-  if (s >= 0) ::close(s);
+  CHECK(::kill(m.pid(), 0) == 0);  // and the store is not closed yet (the hold)
   CHECK(m.WaitForExit() == 0);
 }
 
