@@ -28,6 +28,8 @@ constexpr std::array<int8_t, 256> kHexValue = [] {
 
 uint64_t IdentityDigest(std::span<const uint8_t> canonical) { return Hash(canonical); }
 
+uint64_t ChainHash(std::span<const uint8_t> chain_entry) { return Hash(chain_entry); }
+
 uint64_t ChainDigest(const CacheIdentity& id, size_t n) {
   ByteWriter w;
   w.U16(static_cast<uint16_t>(n));
@@ -46,8 +48,8 @@ IndexKeys IndexKeysOf(const CacheIdentity& id, std::span<const uint8_t> canonica
   IndexKeys k;
   k.identity = IdentityDigest(canonical);
   k.logical = Hash(EncodeLogicalKey(id));
-  k.parent = Hash(id.chain.front());
-  k.tail = Hash(id.chain.back());
+  k.parent = ChainHash(id.chain.front());
+  k.tail = ChainHash(id.chain.back());
   k.prefix = ChainDigest(id, id.chain.size());
   k.valid_length = id.valid_length;
   k.block_capacity = id.block_capacity;

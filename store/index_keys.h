@@ -38,6 +38,8 @@ IndexKeys IndexKeysOf(const CacheIdentity& id, std::span<const uint8_t> canonica
 // Digest of chain[0..n) and the multimodal fields: equal for a block whose chain is the
 // first n entries of `id`'s and whose multimodal inputs are the same.
 uint64_t ChainDigest(const CacheIdentity& id, size_t n);
+// What IndexKeys::parent and tail are of a chain's first and last hash.
+uint64_t ChainHash(std::span<const uint8_t> chain_entry);
 uint64_t IdentityDigest(std::span<const uint8_t> canonical);
 
 // A block name (kDigestHexLength lowercase hex digits) in binary; binary order is name order.

@@ -287,7 +287,7 @@ StatusCode StoreFills::Commit(ReservationId id) {
       return StatusCode::kInvalidArgument;
     }
     // The resident block this one continues: kept, with its ancestors, by the room made for it.
-    const ChainOfFill chain = ChainLocked(r->info.address, r->identity);
+    const ChainOfFill chain = ChainLocked(r->info.address, identity.value());
     if (r->info.size == 0) return StatusCode::kInvalidArgument;
     if (r->info.size > admission_.MaxBlockBytes(r->info.address.tenant)) return StatusCode::kTooLarge;
     std::vector<BlockId> victims;
@@ -449,14 +449,12 @@ void StoreFills::SettleCreditLocked(Reservation& r) {
   r.credited_bytes = r.info.size;
 }
 
-StoreFills::ChainOfFill StoreFills::ChainLocked(const BlockAddress& address, std::span<const uint8_t> identity) {
+StoreFills::ChainOfFill StoreFills::ChainLocked(const BlockAddress& address, const CacheIdentity& identity) {
   ChainOfFill chain;
-  auto decoded = DecodePhysicalKey(identity);
-  if (!decoded.ok()) return chain;
   if (std::optional<uint32_t> ns = index_.namespaces().Find(address.tenant, address.ns)) {
-    const IndexKeys keys = IndexKeysOf(decoded.value(), identity);
-    chain.parent = index_.ByTail(*ns, keys.parent);
-    chain.link = Admission::ChainLink{*ns, keys.parent, keys.tail};
+    const uint64_t parent = ChainHash(identity.chain.front()), tail = ChainHash(identity.chain.back());
+    chain.parent = index_.ByTail(*ns, parent);
+    chain.link = Admission::ChainLink{*ns, parent, tail};
   }
   return chain;
 }
@@ -472,7 +470,11 @@ StatusCode StoreFills::MakeDeviceRoom(ReservationId id, const PendingPayload& p,
     // A fill's own chain stays, as for a commit's room (review, 2026-12-07: on a full device,
     // the default's only eviction, a long prompt kept only its tail).
     ChainOfFill chain;
-    if (Reservation* r = reservations_.Find(id)) chain = ChainLocked(r->info.address, r->identity);
+    if (Reservation* r = reservations_.Find(id)) {
+      // The identity is set before the payload is written, except by a writer that skips it
+      // (its commit is refused): no chain to keep then.
+      if (auto identity = DecodePhysicalKey(r->identity); identity.ok()) chain = ChainLocked(r->info.address, identity.value());
+    }
     s = admission_.RoomOnDevice(p, space, tenant, need, victims, chain.parent, chain.link);
     for (BlockId v : victims) evicted.push_back(RemoveLocked(v, "evicted"));
   }

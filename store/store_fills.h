@@ -48,14 +48,13 @@ class StoreFills : public StoreCore, public virtual BlockFills {
   // kNoSpace having evicted none.
   StatusCode MakeDeviceRoom(ReservationId id, const PendingPayload& p, const std::string& tenant, uint64_t need)
       EXCLUDES(mu_);
-  // Where a fill with canonical identity `identity` sits in its namespace's chains: the room
-  // made for it keeps its resident ancestors (Admission::RoomForCommit). Nothing when the
-  // identity is not set yet or does not decode.
+  // Where a fill of `identity` sits in its namespace's chains: the room made for it keeps its
+  // resident ancestors (Admission::RoomForCommit). Two hashes and a lookup, under the lock.
   struct ChainOfFill {
     std::optional<BlockId> parent;
     std::optional<Admission::ChainLink> link;
   };
-  ChainOfFill ChainLocked(const BlockAddress& address, std::span<const uint8_t> identity) REQUIRES(mu_);
+  ChainOfFill ChainLocked(const BlockAddress& address, const CacheIdentity& identity) REQUIRES(mu_);
 };
 
 }  // namespace gpucache
