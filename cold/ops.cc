@@ -305,9 +305,11 @@ BackfillReport ColdOps::Backfill(BlockStore& store, Sink& sink, const std::strin
       }
       return true;
     });
+    // A pack holds one tenant's blocks: a tenant may then reclaim its own manifests, and a
+    // retired tenant's purge finds none that another tenant's blocks keep.
+    flush();
     if (rep.budget_reached || rep.stopped) break;
   }
-  flush();
   return rep;
 }
 

@@ -81,7 +81,7 @@ struct PurgeReport {
   size_t locators_deleted = 0;        // the tenant's locators (remaining after the manifests)
   std::vector<std::string> deleted;   // every key deleted and confirmed absent
   std::vector<std::string> kept;      // "key: why" (mixed manifests, retention, live packs)
-  bool complete = false;              // nothing of the tenant left that a rerun would delete
+  bool complete = false;              // nothing of the tenant left in the bucket
   std::optional<ObjectError> error;   // the request that stopped the purge
 };
 
@@ -125,7 +125,8 @@ class ColdOps {
 
   // Deletes a retired tenant's objects, at most `max_manifests` manifests per call (each one
   // reclaimed as Reclaim does, with its proofs; a manifest that also lists another tenant's
-  // blocks is kept), then the tenant's remaining locators. Call again until `complete`.
+  // blocks is kept, and the purge is then not complete), then the tenant's remaining locators.
+  // Call again until `complete`.
   PurgeReport PurgeTenant(const std::string& tenant, size_t max_manifests,
                           uint64_t now_unix_ns) const;
 

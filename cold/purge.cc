@@ -42,7 +42,7 @@ PurgeReport ColdOps::PurgeTenant(const std::string& tenant, size_t max_manifests
   }
   const Principal admin{.admin = true};
   size_t reclaimed = 0;
-  bool more = false, retained = false;
+  bool more = false, retained = false, mixed = false;
   for (const ObjectMeta& m : manifests.value()) {
     std::optional<Sha256> digest = ManifestDigestOfKey(prefix_, m.key);
     if (!digest) continue;
@@ -50,7 +50,10 @@ PurgeReport ColdOps::PurgeTenant(const std::string& tenant, size_t max_manifests
     if (p.error) return p;
     if (!only) continue;
     if (!*only) {
-      p.kept.push_back(m.key + ": also lists another tenant's blocks");
+      // Packs made before a pack held one tenant's blocks: the tenant's bytes stay in the
+      // object, so the purge is not complete (docs/cold-tier.md says how to finish it).
+      p.kept.push_back(m.key + ": also lists another tenant's blocks (reclaim it as an admin)");
+      mixed = true;
       continue;
     }
     if (reclaimed == max_manifests) {
@@ -87,7 +90,7 @@ PurgeReport ColdOps::PurgeTenant(const std::string& tenant, size_t max_manifests
     p.deleted.push_back(key);
     p.locators_deleted++;
   }
-  p.complete = !retained;  // a retained manifest is for a later run
+  p.complete = !retained && !mixed;  // a retained manifest is for a later run
   return p;
 }
 

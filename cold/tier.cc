@@ -1,5 +1,6 @@
 #include "cold/tier.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -107,8 +108,13 @@ void ColdTier::PackQueued() {
     MutexLock lock(mu_);
     batch.swap(queued_);
   }
+  // A pack holds one tenant's blocks (as ColdOps::Backfill's): each tenant's commits in the
+  // order they came.
+  std::stable_sort(batch.begin(), batch.end(),
+                   [](const BlockAddress& x, const BlockAddress& y) { return x.tenant < y.tenant; });
   PackBuilder builder(options_.prefix, keys_->Get());
   builder.Reserve(options_.pack.target_bytes);
+  std::string builder_tenant;
   auto flush = [&] {
     if (builder.count() == 0) return;
     size_t n = builder.count();
@@ -118,6 +124,10 @@ void ColdTier::PackQueued() {
   for (const BlockAddress& a : batch) {
     if (Stopping()) return;  // the rest is lost with the daemon, as after a crash
     if (KnownCold(a)) continue;
+    if (a.tenant != builder_tenant) {
+      flush();
+      builder_tenant = a.tenant;
+    }
     if (ColdOps::AddBlock(store_, a, builder) != StatusCode::kOk) continue;
     if (builder.payload_bytes() >= options_.pack.target_bytes ||
         builder.count() >= options_.pack.max_blocks) {
