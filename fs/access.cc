@@ -33,6 +33,12 @@ bool AccessPolicy::Matches(const Principal& caller, const std::vector<uint32_t>&
   return false;
 }
 
+bool AccessPolicy::UsesGroups() const {
+  std::shared_ptr<const Rules> r = rules();
+  if (!r->admin_gids.empty()) return true;
+  return std::any_of(r->tenants.begin(), r->tenants.end(), [](const TenantConfig& t) { return !t.gids.empty(); });
+}
+
 bool AccessPolicy::IsAdmin(const Rules& r, const Principal& caller) {
   return Matches(caller, r.admin_uids, r.admin_gids);
 }

@@ -38,6 +38,9 @@ class AccessPolicy {
     return IsAdmin(caller) || MayUseTenant(caller, tenant);
   }
   bool IsTenant(std::string_view tenant) const;
+  // Whether any tenant or the admins are given by gid: only then can a caller's supplementary
+  // groups change what it may do.
+  bool UsesGroups() const;
   // `caller` established for a module that authorizes by it (common/principal.h): admin, and
   // every configured tenant it may use, from one snapshot of the rules; no groups reader.
   Principal Establish(const Principal& caller) const;

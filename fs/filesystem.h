@@ -93,10 +93,13 @@ struct Handle {
   CallerSlots* waiting_slot GUARDED_BY(mu) = nullptr;
   uint64_t requests_written GUARDED_BY(mu) = 0;  // kControl: a reply is kept only for the latest
   FrameState frame GUARDED_BY(mu);  // kCommit
-  // kCommit, kControl: who opened it. Only that uid may write through it: a descriptor handed
-  // to a more privileged process (a root helper writing into a caller's fd) acts for nobody.
+  // kCommit, kControl: who opened it. Only that uid and gid may write through it, and with the
+  // opener's supplementary groups: a descriptor handed to a more privileged process (a root
+  // helper, a setgid one writing into a caller's fd) acts for nobody.
   // kText: whose budget `text` is charged to (Filesystem::snapshots_).
   uint32_t opener_uid = 0;
+  uint32_t opener_gid = 0;
+  std::function<std::vector<uint32_t>()> opener_groups;  // read at the open; null: none
   uint64_t charged = 0;  // kText: bytes charged for `text`, given back at the release
   ByteBudget* charged_to = nullptr;  // kText: the budget they were charged to
 };
@@ -262,6 +265,11 @@ class Filesystem {
   StatusCode AnswerDeferred(Handle& h);
   // The commit channel (fs/filesystem_commit.cc, adr/0022): a write of frame bytes at `offset`.
   Result<size_t> WriteFrame(const Principal& c, Handle& h, uint64_t offset, std::span<const uint8_t> data);
+  // Remembers who opens a commit or control file (Handle::opener_uid).
+  void RecordOpener(const Principal& c, Handle& h) const;
+  // `writer` acting with the opener's credentials, or nullopt when it is not the opener (another
+  // uid or gid): a write to a commit or control file is authorized as its opener.
+  static std::optional<Principal> AsOpener(const Principal& writer, const Handle& h);
   StatusCode TakeFrameBytes(const Principal& c, FrameState& f, std::span<const uint8_t> data);
   StatusCode OpenFrameFill(const Principal& c, FrameState& f);
   StatusCode TakeFramePayload(FrameState& f, std::span<const uint8_t> data);

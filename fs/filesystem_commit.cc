@@ -41,11 +41,14 @@ void HoldAppearedForTests() {
 
 }  // namespace
 
-Result<size_t> Filesystem::WriteFrame(const Principal& c, Handle& h, uint64_t offset,
+Result<size_t> Filesystem::WriteFrame(const Principal& writer, Handle& h, uint64_t offset,
                                       std::span<const uint8_t> data) {
-  // Frames are authorized by their writer, who must also be the opener: a descriptor handed to
-  // a more privileged process (a root helper writing into a caller's fd) commits nothing.
-  if (c.uid != h.opener_uid) return StatusCode::kAccessDenied;
+  // Frames are authorized by their writer, who must also be the opener, and as the opener: a
+  // descriptor handed to a more privileged process (a root helper, a setgid one writing into a
+  // caller's fd) commits nothing (review, 2026-12-07: a setgid helper's group was honoured).
+  std::optional<Principal> opener = AsOpener(writer, h);
+  if (!opener) return StatusCode::kAccessDenied;
+  const Principal& c = *opener;
   std::optional<BlockAddress> committed;
   {
     MutexLock lock(h.mu);
@@ -60,6 +63,11 @@ Result<size_t> Filesystem::WriteFrame(const Principal& c, Handle& h, uint64_t of
     // into the second: a block of both payloads, and its writer told its own was committed).
     const bool in_progress = f.received > 0 && !f.done && f.failed == StatusCode::kOk;
     if (in_progress && c.thread != f.thread) return StatusCode::kBusy;
+    // Thread 0: the kernel could not name the writer (a writer outside the daemon's pid
+    // namespace), so every thread looks alike. A frame in progress is then never restarted:
+    // its continuation is told by its offset, a new header at 0 is another thread's as likely
+    // (review, 2026-12-07: a daemon in a container committed a block of two threads' payloads).
+    if (in_progress && c.thread == 0 && offset == 0) return StatusCode::kBusy;
     if (offset == 0) {
       AbandonFrame(f);
       f = FrameState{};

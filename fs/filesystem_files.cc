@@ -152,14 +152,14 @@ Result<OpenReply> Filesystem::Open(const Principal& c, uint64_t ino, int flags, 
       return r;
     case NodeKind::kCtlFile:
       h.kind = Handle::Kind::kControl;
-      h.opener_uid = c.uid;
+      RecordOpener(c, h);
       r.direct_io = true;
       return r;
     case NodeKind::kCommitFile:
       // Frames are written, never read back: each write's answer is its return (adr/0022).
       if ((flags & O_ACCMODE) == O_RDONLY) return StatusCode::kAccessDenied;
       h.kind = Handle::Kind::kCommit;
-      h.opener_uid = c.uid;  // a descriptor handed to another uid cannot commit as that uid
+      RecordOpener(c, h);  // a descriptor handed to another caller cannot commit as it
       r.direct_io = true;  // every write reaches the daemon, in the writer's context
       r.noflush = true;    // the last close's RELEASE gives back an unfinished frame's fill
       r.parallel_direct_writes = true;
@@ -213,32 +213,50 @@ Result<size_t> Filesystem::Read(Handle& h, uint64_t offset, std::span<uint8_t> o
   return StatusCode::kBusy;
 }
 
+void Filesystem::RecordOpener(const Principal& c, Handle& h) const {
+  h.opener_uid = c.uid;
+  h.opener_gid = c.gid;
+  // Read now, while the open's request lives; only when groups can matter (a /proc read).
+  if (access_.UsesGroups()) h.opener_groups = c.Detached().supplementary_groups;
+}
+
+std::optional<Principal> Filesystem::AsOpener(const Principal& writer, const Handle& h) {
+  if (writer.uid != h.opener_uid || writer.gid != h.opener_gid) return std::nullopt;
+  Principal p = writer;
+  p.supplementary_groups = h.opener_groups;
+  return p;
+}
+
 Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
                                  std::span<const uint8_t> data) {
   if (h.kind == Handle::Kind::kControl) {
-    // As for the commit channel: a request acts for the uid that opened the file, or for nobody.
-    if (c.uid != h.opener_uid) return StatusCode::kAccessDenied;
+    // As for the commit channel: a request acts for the caller that opened the file, or for
+    // nobody (review, 2026-12-07: a setgid helper writing into a caller's descriptor acted with
+    // its own group).
+    std::optional<Principal> opener = AsOpener(c, h);
+    if (!opener) return StatusCode::kAccessDenied;
+    const Principal& caller = *opener;
     if (data.size() > kMaxControlRequest) return StatusCode::kTooLarge;
     std::string_view request(reinterpret_cast<const char*>(data.data()), data.size());
     if (ControlPlane::AnswersOnRead(request)) {  // it may wait: not while holding the write lock
-      const Principal who = access_.Establish(c);
+      const Principal who = access_.Establish(caller);
       CallerSlots* pool = who.admin ? nullptr : who.tenants.empty() ? &stranger_waiting_slots_ : &waiting_slots_;
       MutexLock lock(h.mu);
       DropWaiting(h);
       // Kept until its read: a bounded number per uid, or opens that are never read would hold
       // the daemon's memory (64 KiB each).
       if (pool) {
-        if (!pool->TryTake(c.uid)) return StatusCode::kExhausted;
+        if (!pool->TryTake(caller.uid)) return StatusCode::kExhausted;
         h.waiting_slot = pool;
       }
       ++h.requests_written;
       h.deferred_request = std::string(request);
-      h.deferred_caller = c.Detached();  // its groups read while the request is alive
+      h.deferred_caller = caller.Detached();  // its groups read while the request is alive
       h.text.clear();
       h.reply_cursor = 0;
       return data.size();
     }
-    std::string reply = control_.Handle(c, request);
+    std::string reply = control_.Handle(caller, request);
     MutexLock lock(h.mu);
     ++h.requests_written;
     DropWaiting(h);

@@ -80,6 +80,38 @@ TEST_CASE("Filesystem: only the uid that opened the control file may write reque
   h.fs.Release(*own->handle);
 }
 
+// Review (2026-12-07): only the uid was compared with the opener's: a setgid helper writing a
+// caller's request into the caller's descriptor acted with its group (an admin group: any
+// admin request).
+TEST_CASE("Filesystem: a writer with another gid than the control file's opener, or more groups, acts for nobody") {
+  FsHarness h("daemon");
+  CacheIdentity id = SampleIdentity("acme");
+  h.Commit(id, Payload(10));
+  const std::string lookup = nlohmann::json{{"op", "lookup"}, {"identity", HexEncode(EncodePhysicalKey(id))}}.dump();
+  const Principal opener{4001, 4001, [] { return std::vector<uint32_t>{}; }};
+  const Principal setgid_helper{4001, 3000, [] { return std::vector<uint32_t>{}; }};
+  const Principal more_groups{4001, 4001, [] { return std::vector<uint32_t>{3000}; }};
+  auto reply_to = [&](const Principal& opened_by, const Principal& writer) {
+    Result<OpenReply> open = h.fs.Open(opened_by, kCtlIno, O_RDWR);
+    REQUIRE(open.ok());
+    Result<size_t> written = h.fs.Write(writer, *open->handle, 0, AsBytes(lookup));
+    nlohmann::json reply;
+    if (written.ok()) {
+      std::vector<uint8_t> out(4096);
+      Result<size_t> n = h.fs.Read(*open->handle, 0, out);
+      REQUIRE(n.ok());
+      reply = nlohmann::json::parse(std::string(out.begin(), out.begin() + n.value()));
+    } else {
+      reply = {{"status", static_cast<int>(written.status())}};
+    }
+    h.fs.Release(*open->handle);
+    return reply;
+  };
+  CHECK(reply_to(opener, setgid_helper)["status"] == static_cast<int>(StatusCode::kAccessDenied));
+  CHECK(reply_to(opener, more_groups)["ok"] == false);  // judged with the opener's groups: none
+  CHECK(reply_to(more_groups, more_groups)["result"] == "hit");  // a member at the open
+}
+
 // Review (2026-12-07): a request answered on read (any with "wait_ms") was kept whole, up to
 // 64 KiB, until its reply was read or the file closed: a uid of no tenant holding 8,000 opens
 // grew the daemon by 0.5 GB. A non-admin uid may now keep a bounded number waiting, and uids of

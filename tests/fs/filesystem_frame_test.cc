@@ -80,6 +80,58 @@ TEST_CASE("Filesystem frame: only the uid that opened the channel may write fram
   CHECK(committed());
 }
 
+// Review (2026-12-07): only the uid was compared with the opener's. A setgid helper (the same
+// uid, another gid) writing into a caller's descriptor committed into the tenant of its group,
+// and a helper with more supplementary groups than the opener acted with them.
+TEST_CASE("Filesystem frame: a writer with another gid than the opener, or more groups, commits nothing") {
+  FsHarness h;
+  CacheIdentity id = SampleIdentity("acme");  // acme: uids 0 and 1000, gid 3000 (FsConfigText)
+  const uint64_t ns = h.Namespace(id);
+  const Bytes frame = Frame(id, EncodePhysicalKey(id), Payload(16));
+  auto committed = [&] { return !ReplyToEntry(h.fs.Lookup(kRoot, ns, FsHarness::BlockName(id))).negative; };
+  const Principal opener{4001, 4001, [] { return std::vector<uint32_t>{}; }};
+  const Principal setgid_helper{4001, 3000, [] { return std::vector<uint32_t>{}; }};
+  const Principal more_groups{4001, 4001, [] { return std::vector<uint32_t>{3000}; }};
+  for (const Principal& writer : {setgid_helper, more_groups}) {
+    auto open = OpenChannel(h, opener);
+    CHECK(h.fs.Write(writer, *open, 0, frame).status() == StatusCode::kAccessDenied);
+    h.fs.Release(*open);
+    CHECK_FALSE(committed());
+  }
+  CHECK(h.store.Stats().tenants["acme"].commits == 0);
+  // The same groups at the open: a member, who commits.
+  auto open = OpenChannel(h, more_groups);
+  CHECK(h.fs.Write(more_groups, *open, 0, frame).ok());
+  h.fs.Release(*open);
+  CHECK(committed());
+}
+
+// Review (2026-12-07): the kernel names a writer outside the daemon's pid namespace thread 0, so
+// every thread of such an engine looked like the frame's own: a second thread's header at
+// offset 0 restarted the first's frame, and a block of both payloads was committed.
+TEST_CASE("Filesystem frame: a writer the kernel cannot name never restarts a frame in progress") {
+  FsHarness h;
+  CacheIdentity a = SampleIdentity("acme", 1), b = SampleIdentity("acme", 2);
+  const uint64_t ns = h.Namespace(a);
+  const Bytes payload_a = Payload(8192, 'A');
+  const Bytes frame_a = Frame(a, EncodePhysicalKey(a), payload_a);
+  const Bytes frame_b = Frame(b, EncodePhysicalKey(b), Payload(8192, 'B'));
+  Principal unnamed = kWriter;
+  unnamed.thread = 0;
+  auto open = OpenChannel(h, kWriter);
+  const size_t first = frame_a.size() - 4096;
+  REQUIRE(h.fs.Write(unnamed, *open, 0, std::span(frame_a).first(first)).ok());
+  CHECK(h.fs.Write(unnamed, *open, 0, frame_b).status() == StatusCode::kBusy);
+  REQUIRE(h.fs.Write(unnamed, *open, first, std::span(frame_a).subspan(first)).ok());  // its continuation
+  Result<Bytes> got = h.ReadBlock(a);
+  REQUIRE(got.ok());
+  CHECK(got.value() == payload_a);
+  CHECK(ReplyToEntry(h.fs.Lookup(kRoot, ns, FsHarness::BlockName(b))).negative);
+  REQUIRE(h.fs.Write(unnamed, *open, 0, frame_b).ok());  // once committed, the next frame
+  h.fs.Release(*open);
+  CHECK(h.ReadBlock(b).ok());
+}
+
 // Review of stop 44: a frame has no lookup before it (a `.part` rename's ESTALE comes from the
 // kernel's lookup of the name), so a frame for a block fenced less than a lease ago started a
 // new fill at once and took the address from the fenced writer (adr/0006: ESTALE for a lease).
