@@ -13,6 +13,7 @@
 #include <errno.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "store/block_files.h"
 #include "store/located_file.h"
@@ -41,13 +42,14 @@ FileLoader::FileLoader(Env& env, const DeviceSet& devices,
 std::optional<size_t> FileLoader::Load(MediumReport& report, bool verify_later,
                                        uint64_t journal_rotate_bytes) {
   pins_ = LoadPins();
-  report.reservations_dropped = DropLeftovers(report);
+  DropLeftovers(report);
   // Verification after start needs the entries of one directory kept for the walk: with
   // several, each is checked before the store opens (adr/0016).
   const bool background = verify_later && devices_.size() == 1;
   std::optional<size_t> walk;
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     LoadSnapshot(dev);
+    ReportCutJournal(dev, report);
     if (background && CanVerifyLater()) {
       RestoreFromIndex(dev, report);
       LoadQuarantine(dev, report);
@@ -100,7 +102,8 @@ std::vector<std::string> FileLoader::ListOrReport(const std::string& dir, Medium
   return {};
 }
 
-uint64_t FileLoader::DropLeftovers(MediumReport& report) {
+void FileLoader::DropLeftovers(MediumReport& report) {
+  if (std::exchange(leftovers_dropped_, true)) return;
   uint64_t reservations = 0;
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     const DataDir& dir = devices_.dir(dev);
@@ -128,7 +131,7 @@ uint64_t FileLoader::DropLeftovers(MediumReport& report) {
       env_.Remove(path);
     }
   }
-  return reservations;
+  report.reservations_dropped = reservations;
 }
 
 void FileLoader::ForEachNamespaceDir(const DataDir& dir, MediumReport& report,
@@ -225,6 +228,22 @@ void FileLoader::LoadNamespace(size_t dev, const std::string& tenant, const std:
       index_current_ = false;  // left out of INDEX: read in full next time
     }
     report.blocks_loaded++;
+  }
+}
+
+// A journal whose records end before its last byte lost what follows, whether a crash cut its
+// last append or a damaged record hid whole ones behind it; the start reads in full the block
+// files those named, and says so (review, 2026-12-07: a damaged record in mid-file dropped the
+// rest of the journal with nothing said).
+void FileLoader::ReportCutJournal(size_t dev, MediumReport& report) {
+  for (const auto* read : {&old_journal_, &journal_}) {
+    if (!read->torn || !read->readable || read->size <= read->valid_bytes) continue;
+    const char* file = read == &journal_ ? kJournalFile : kOldJournalFile;
+    report.problems.push_back(devices_.dir(dev).File(file) + ": " +
+                              std::to_string(read->size - read->valid_bytes) + " bytes after its first " +
+                              std::to_string(read->valid_bytes) +
+                              " are not whole records (a crash in mid-append, or damage) and are "
+                              "dropped; the block files they named are read in full");
   }
 }
 

@@ -59,6 +59,10 @@ class FileLoader {
   std::optional<size_t> Load(MediumReport& report, bool verify_later, uint64_t journal_rotate_bytes);
   // Medium::NextFound.
   bool NextFound(Found& part);
+  // Deletes what a reservation left in tmp/ and spare/ (counted in reservations_dropped), once:
+  // Load does it unless the medium did first (before it writes EPOCH, which a full disk of
+  // such leftovers would refuse).
+  void DropLeftovers(MediumReport& report);
 
   // The walk (Medium's walk calls; file_loader_walk.cc). A block read in full because its file
   // is not the one its entry saw is named in `read`, to be appended to the walk's journal.
@@ -87,7 +91,7 @@ class FileLoader {
   std::string SkippedBecause(const std::string& name, const std::string& why, StatusCode status,
                              size_t dev, const std::string& path);
   // Start-up (file_loader.cc).
-  uint64_t DropLeftovers(MediumReport& report);
+  void ReportCutJournal(size_t dev, MediumReport& report);
   PinsFile LoadPins();
   void LoadSnapshot(size_t dev);
   void LoadBlocks(size_t dev, MediumReport& report);
@@ -153,6 +157,7 @@ class FileLoader {
   const bool stat_ahead_;
   PinsFile pins_;  // the pins of every data directory
   uint64_t metadata_errors_ = 0;  // Load's thread only
+  bool leftovers_dropped_ = false;  // DropLeftovers ran
 
   // The snapshot of the directory being loaded and its journals' commits, in the order read,
   // and which of them is each block's. Kept (read-only) for the walk until EndWalk.

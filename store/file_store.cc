@@ -207,14 +207,20 @@ bool FileMedium::Load(FileStoreReport& report, std::string& error) {
     epoch = std::max(epoch, e.value());
   }
   report.epoch = epoch + 1;
+  const bool stat_ahead = options_.env == nullptr;  // a test Env sees its calls in order
+  loader_ = std::make_unique<FileLoader>(env_, devices_, located_, logs_, stat_ahead);
+  // Before EPOCH: a fill cut by a crash may have filled the disk, and its bytes are freed here
+  // anyway (review, 2026-12-07: such a start refused to run, for want of EPOCH.tmp's block).
+  loader_->DropLeftovers(report);
   std::string failed;
   if (StatusCode s = WriteEpochFiles(report.epoch, &failed); s != StatusCode::kOk) {
     error = "cannot write the epoch to " + failed + " (" + std::string(ToString(s)) +
-            "; or its temporary file " + failed + ".tmp); refusing to start";
+            "; or its temporary file " + failed + ".tmp); refusing to start" +
+            (s == StatusCode::kNoSpace ? ": free some space on its filesystem (block files under its "
+                                         "blocks/ directory may be deleted: each becomes a miss)"
+                                       : "");
     return false;
   }
-  const bool stat_ahead = options_.env == nullptr;  // a test Env sees its calls in order
-  loader_ = std::make_unique<FileLoader>(env_, devices_, located_, logs_, stat_ahead);
   if (std::optional<size_t> walk = loader_->Load(report, options_.verify_in_background, journal_rotate_bytes_)) {
     walk_started_ = true;
     walk_over_.store(false, std::memory_order_release);
@@ -277,15 +283,25 @@ BlockLocation FileMedium::LocationOf(const BlockAddress& a, const StoredPayload*
 }
 
 // Namespaces exist in every directory in service, so that any placement can publish there.
+// With sync_commits a new directory's name is synced in its parent before a commit may land in
+// it: the commit syncs only the namespace directory, whose own entry a power cut could drop, and
+// every acknowledged block in it (review, 2026-12-07).
+StatusCode FileMedium::MakeDurableDir(const std::string& path, const std::string& parent) {
+  StatusCode s = env_.MakeDir(path);
+  if (s == StatusCode::kExists) return StatusCode::kOk;
+  if (s != StatusCode::kOk || !options_.sync_commits) return s;
+  return env_.SyncDir(parent) == StatusCode::kOk ? StatusCode::kOk : StatusCode::kIoError;
+}
+
 StatusCode FileMedium::CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {
   for (size_t dev = 0; dev < devices_.size(); ++dev) {
     if (devices_.Isolated(dev)) continue;
     const DataDir& dir = devices_.dir(dev);
-    StatusCode s = env_.MakeDir(dir.Tenant(tenant));
-    if (s != StatusCode::kOk && s != StatusCode::kExists) return s;
+    StatusCode s = MakeDurableDir(dir.Tenant(tenant), dir.Blocks());
+    if (s != StatusCode::kOk) return s;
     std::string path = dir.Namespace(tenant, ns);
-    s = env_.MakeDir(path);
-    if (s != StatusCode::kOk && s != StatusCode::kExists) return s;
+    s = MakeDurableDir(path, dir.Tenant(tenant));
+    if (s != StatusCode::kOk) return s;
     // The backing directory records who created the namespace, for listings after a restart.
     s = env_.Chown(path, owner.uid, owner.gid);
     if (s != StatusCode::kOk && s != StatusCode::kAccessDenied) return s;

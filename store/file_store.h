@@ -155,6 +155,7 @@ class FileMedium final : public Medium {
   // Writes EPOCH in every data directory in service; on failure `failed` names the file that
   // could not be written (the start's message says which device).
   StatusCode WriteEpochFiles(uint64_t epoch, std::string* failed);
+  StatusCode MakeDurableDir(const std::string& path, const std::string& parent);
   std::string PathIn(size_t dev, const BlockAddress& address) const;
   // The payload's checksums: what its writes fed, and the rest read back.
   Result<PayloadChecksums> ChecksumsOf(PendingPayload& p, uint64_t size);

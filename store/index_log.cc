@@ -50,7 +50,10 @@ IndexLog::JournalRead IndexLog::ReplayJournal(JournalReplay& replay, bool old) {
   }
   read.exists = true;
   Fd fd(opened);
-  if (Result<FileStat> st = env_.StatFd(fd.get()); st.ok()) replay.Reserve(st->size);
+  if (Result<FileStat> st = env_.StatFd(fd.get()); st.ok()) {
+    replay.Reserve(st->size);
+    read.size = st->size;
+  }
   // In pieces through one buffer: no allocation the size of the file, a record cut by a piece's
   // end is taken with the next piece.
   gpucache::Bytes buffer(kReplayPiece);

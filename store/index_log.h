@@ -52,6 +52,7 @@ class IndexLog {
                                // than a start replays (most_replayed), cut the read short
     uint64_t valid_bytes = 0;  // the whole records at its start
     bool torn = false;         // something after them
+    uint64_t size = 0;         // the file's size as read
   };
   // Replays JOURNAL.old (`old`) or JOURNAL into `replay`, in pieces through one buffer.
   JournalRead ReplayJournal(JournalReplay& replay, bool old);

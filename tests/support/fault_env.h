@@ -8,7 +8,8 @@
 //     created or renamed name once SyncDir ran on its directory. On PowerLoss() renames whose
 //     directory was not synced are undone, names never made durable disappear, and files keep
 //     only their last synced contents (none: empty); a durable name removed comes back (with
-//     its synced contents) unless its directory was synced after the removal.
+//     its synced contents) unless its directory was synced after the removal; a directory
+//     made by MakeDir goes, with everything in it, unless its parent was synced after.
 // Only files made by CreateExclusive are tracked for power loss (block files, INDEX through
 // its INDEX.tmp): the journal (OpenAppend) and the files the store does not write through this
 // Env (EPOCH, PINS, LOCK) keep what was written. Every call is logged by kind (ops()), so a test can find the call it wants.
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -164,6 +166,9 @@ class FaultEnv final : public Env {
     for (auto& [path, f] : files_) {
       if (DirOf(path) == dir) f.name_durable = true;
     }
+    for (auto& [path, durable] : dirs_made_) {
+      if (DirOf(path) == dir) durable = true;
+    }
     std::vector<std::pair<std::string, std::string>> still;
     for (auto& r : renames_) {
       if (DirOf(r.second) != dir) still.push_back(r);
@@ -225,7 +230,9 @@ class FaultEnv final : public Env {
   StatusCode MakeDir(const std::string& path) override {
     std::lock_guard l(mu_);
     if (auto s = Begin(Op::kMakeDir)) return *s;
-    return Env::Posix().MakeDir(path);
+    StatusCode s = Env::Posix().MakeDir(path);
+    if (s == StatusCode::kOk) dirs_made_[path] = false;  // durable once its parent is synced
+    return s;
   }
   StatusCode RemoveDir(const std::string& path) override {
     std::lock_guard l(mu_);
@@ -268,9 +275,15 @@ class FaultEnv final : public Env {
         std::ofstream(path, std::ios::binary | std::ios::trunc) << f.synced.value_or("");
       }
     }
+    // Directories made but never made durable in their parent go, with whatever is in them.
+    for (auto it = dirs_made_.rbegin(); it != dirs_made_.rend(); ++it) {
+      std::error_code ignored;
+      if (!it->second) std::filesystem::remove_all(it->first, ignored);
+    }
     files_.clear();
     renames_.clear();
     paths_.clear();
+    dirs_made_.clear();
   }
 
  private:
@@ -316,6 +329,7 @@ class FaultEnv final : public Env {
   std::map<int, std::string> paths_;   // open descriptors of tracked files
   std::map<std::string, File> files_;  // tracked files by current name
   std::vector<std::pair<std::string, std::string>> renames_;  // not yet durable: from, to
+  std::map<std::string, bool> dirs_made_;  // made by MakeDir: whether durable in its parent
   std::map<std::string, File> removed_;  // durable names removed, not yet durable: by name
 };
 
