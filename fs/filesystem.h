@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,7 @@ struct Handle {
   // kControl: the deferred request holds a place of its (non-admin) writer among those waiting
   // for their reads, in this pool (Filesystem::waiting_slots_ or stranger_waiting_slots_).
   CallerSlots* waiting_slot GUARDED_BY(mu) = nullptr;
+  std::set<std::string> waiting_tenants GUARDED_BY(mu);  // what the slot was charged to
   uint64_t requests_written GUARDED_BY(mu) = 0;  // kControl: a reply is kept only for the latest
   FrameState frame GUARDED_BY(mu);  // kCommit
   // kCommit, kControl: who opened it. Only that uid and gid may write through it, and with the
@@ -214,6 +216,7 @@ class Filesystem {
   // all of them together, may keep written and not yet read; past them a write is EAGAIN.
   static constexpr int kMaxWaitingPerCaller = 16;
   static constexpr int kMaxWaitingInAll = 256;
+  static constexpr int kMaxWaitingPerTenant = 64;  // however many uids it has (review, 2026-12-07)
   static constexpr int kMaxWaitingPerStranger = 2;  // a uid in no tenant
   static constexpr int kMaxWaitingOfStrangers = 16;
 
@@ -287,7 +290,8 @@ class Filesystem {
   // (kMaxNoticesNow) and 4 here, which leaves 2 for every other request of every tenant.
   static constexpr int kMaxDeferredPerCaller = 2;
   static constexpr int kMaxDeferredInAll = 4;
-  CallerSlots deferred_slots_{kMaxDeferredPerCaller, kMaxDeferredInAll};
+  static constexpr int kMaxDeferredPerTenant = 2;  // however many uids it has
+  CallerSlots deferred_slots_{kMaxDeferredPerCaller, kMaxDeferredInAll, kMaxDeferredPerTenant};
   // What the listings and `.gpucache` texts held by open handles may take, per uid and in all
   // (docs/operations.md, "Listings and generated files"): the tenants' members, and uids of no
   // tenant in a pool of their own, so that a few of them (anyone on the host may open the
@@ -306,7 +310,7 @@ class Filesystem {
   // and for all together (each up to kMaxControlRequest: 1 MiB of one uid, 16 MiB in all).
   // Uids of no tenant have a pool of their own, so that a few of them cannot take every place
   // from the tenants' members (they have no request that needs to wait).
-  CallerSlots waiting_slots_{kMaxWaitingPerCaller, kMaxWaitingInAll};
+  CallerSlots waiting_slots_{kMaxWaitingPerCaller, kMaxWaitingInAll, kMaxWaitingPerTenant};
   CallerSlots stranger_waiting_slots_{kMaxWaitingPerStranger, kMaxWaitingOfStrangers};
   // Forgets the request an open keeps for its read, and gives back its place.
   void DropWaiting(Handle& h) REQUIRES(h.mu);

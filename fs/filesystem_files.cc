@@ -246,8 +246,9 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
       // Kept until its read: a bounded number per uid, or opens that are never read would hold
       // the daemon's memory (64 KiB each).
       if (pool) {
-        if (!pool->TryTake(caller.uid)) return StatusCode::kExhausted;
+        if (!pool->TryTake(caller.uid, who.tenants)) return StatusCode::kExhausted;
         h.waiting_slot = pool;
+        h.waiting_tenants = who.tenants;
       }
       ++h.requests_written;
       h.deferred_request = std::string(request);
@@ -298,6 +299,7 @@ Result<size_t> Filesystem::Write(const Principal& c, Handle& h, uint64_t offset,
 StatusCode Filesystem::AnswerDeferred(Handle& h) {
   std::string request;
   Principal caller;
+  std::set<std::string> tenants;  // the caller's, charged for its slot
   uint64_t written = 0;
   bool limited = false;
   {
@@ -305,11 +307,13 @@ StatusCode Filesystem::AnswerDeferred(Handle& h) {
     if (h.deferred_running) return StatusCode::kExhausted;
     if (h.deferred_request.empty()) return StatusCode::kOk;
     caller = h.deferred_caller;
-    limited = !access_.Establish(caller).admin;
-    if (limited && !deferred_slots_.TryTake(caller.uid)) {
+    const Principal who = access_.Establish(caller);
+    limited = !who.admin;
+    tenants = who.tenants;
+    if (limited && !deferred_slots_.TryTake(caller.uid, tenants)) {
       h.text = control_protocol::Error(
           EAGAIN, "too many control requests are running (at most " + std::to_string(kMaxDeferredPerCaller) +
-                      " of one uid, " + std::to_string(kMaxDeferredInAll) +
+                      " of one uid or one tenant, " + std::to_string(kMaxDeferredInAll) +
                       " of all members); wait for one, or send cold requests with \"async\": true");
       DropWaiting(h);
       h.reply_cursor = 0;
@@ -321,7 +325,7 @@ StatusCode Filesystem::AnswerDeferred(Handle& h) {
     written = h.requests_written;
   }
   std::string reply = control_.Handle(caller, request);
-  if (limited) deferred_slots_.Give(caller.uid);
+  if (limited) deferred_slots_.Give(caller.uid, tenants);
   MutexLock lock(h.mu);
   h.deferred_running = false;
   if (h.requests_written == written) {  // not replaced by a request written meanwhile
@@ -333,8 +337,9 @@ StatusCode Filesystem::AnswerDeferred(Handle& h) {
 
 void Filesystem::DropWaiting(Handle& h) {
   h.deferred_request.clear();
-  if (h.waiting_slot) h.waiting_slot->Give(h.opener_uid);  // its writer is its opener
+  if (h.waiting_slot) h.waiting_slot->Give(h.opener_uid, h.waiting_tenants);  // its writer is its opener
   h.waiting_slot = nullptr;
+  h.waiting_tenants.clear();
 }
 
 // A write handle whose reservation is gone: committed (the block is read-only), fenced (ESTALE

@@ -158,5 +158,32 @@ TEST_CASE("Filesystem: the control requests a non-admin uid keeps waiting for th
   }
 }
 
+// Review (2026-12-07): the places were bounded per uid and for all, not per tenant: 17 uids of
+// a tenant given by gid took all 256 between them, and every other tenant's requests answered on
+// read (a synchronous cold refill) were EAGAIN.
+TEST_CASE("Filesystem: one tenant's many uids keep at most a quarter of the waiting control requests") {
+  FsHarness h("daemon");
+  const std::string request = R"({"op":"status","wait_ms":0})";
+  std::vector<std::unique_ptr<Handle>> opens;
+  auto write_one = [&](const Principal& c) {
+    Result<OpenReply> open = h.fs.Open(c, kCtlIno, O_RDWR);
+    REQUIRE(open.ok());
+    Result<size_t> written = h.fs.Write(c, *open->handle, 0, AsBytes(request));
+    opens.push_back(std::move(open->handle));
+    return written.ok();
+  };
+  int kept = 0;
+  for (uint32_t uid = 6000; uid < 6020; ++uid) {  // acme's members through group 3000
+    for (int i = 0; i < Filesystem::kMaxWaitingPerCaller; ++i) kept += write_one(Principal{uid, 3000, nullptr});
+  }
+  CHECK(kept == Filesystem::kMaxWaitingPerTenant);
+  CHECK(write_one(kOutsider));  // globex still has its places
+  // A place given back is acme's again.
+  for (auto& open : opens) h.fs.Release(*open);
+  opens.clear();
+  CHECK(write_one(Principal{6000, 3000, nullptr}));
+  for (auto& open : opens) h.fs.Release(*open);
+}
+
 }  // namespace
 }  // namespace gpucache
