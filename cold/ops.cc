@@ -84,7 +84,10 @@ ColdOps::Reference ColdOps::LiveReference(const Sha256& self, const Sha256& obje
   }
   for (const ObjectMeta& meta : keys.value()) {
     std::optional<Sha256> digest = ManifestDigestOfKey(prefix_, meta.key);
-    if (digest && *digest == self) continue;
+    // A key that names no manifest is nothing a refill reaches (locators name manifests by
+    // digest): whatever it holds, it references nothing (review, 2026-12-07: one such object
+    // held up every reclaim).
+    if (!digest || *digest == self) continue;
     auto bytes = objects_.Get(meta.key, kMaxManifestBytes);
     if (!bytes.ok()) {
       why = meta.key + " cannot be read";
@@ -147,6 +150,16 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Princ
     r.busy = true;
     return refuse(std::move(busy));
   }
+  // A manifest that cannot be read now would keep the object at the proof below, after the
+  // locators went: the blocks would lose their cold copies and the bucket keep their bytes.
+  // Checked first, it stops the reclaim before it deletes anything (review, 2026-12-07); the
+  // proof below still runs, for a manifest written meanwhile.
+  std::string why;
+  if (LiveReference(manifest, d.manifest.object_digest, r, why) == Reference::kUnknown) {
+    r.kept.push_back(mkey + ": kept with its locators, nothing deleted: " + why);
+    return r;
+  }
+  r.error.reset();
   for (const ManifestEntry& e : d.manifest.entries) {
     std::string lkey = LocatorKey(prefix_, e.address);
     // Read, decide and delete under the key's lock, which the sink's locator PUT holds too: a
@@ -168,7 +181,7 @@ ReclaimReport ColdOps::Reclaim(const Sha256& manifest, uint64_t now, const Princ
   // Whether the object may go is settled before the manifest goes: a manifest deleted with its
   // object's fate unknown left the object with nothing naming it, for good (a second reclaim
   // finds no manifest, and nothing else deletes packs).
-  std::string why;
+  why.clear();
   Reference ref = LiveReference(manifest, d.manifest.object_digest, r, why);
   if (ref == Reference::kUnknown) {
     r.kept.push_back(mkey + ": kept, so that the reclaim can be run again: " + why);

@@ -140,15 +140,17 @@ TEST_CASE("ColdOps: retention, legacy manifests and non-owners are refused, chan
   s3.Set(ManifestKey(kPrefix, ld), legacy);
   CHECK(ops.Reclaim(ld, kNow + 2, kAdmin).refused);
   CHECK(s3.Count("DELETE") == 0);
-  // Past retention, by an owner, its locators go; the legacy manifest (whose object is not
-  // known) keeps the object, and the manifest stays with it so that the reclaim can be run
-  // again. Review of stop 44: the manifest went first, and the object was left with nothing
-  // naming it, for good.
+  // Past retention, by an owner: the legacy manifest (whose object is not known) keeps the
+  // object, and the manifest stays with it so that the reclaim can be run again. Review of
+  // stop 44: the manifest went first, and the object was left with nothing naming it, for
+  // good. Review of 2026-12-07: the locators went first, and the blocks lost their cold copies
+  // while the bucket kept their bytes; now nothing is deleted.
   Principal acme{.tenants = {"acme"}};
   ReclaimReport blocked = ops.Reclaim(p.manifest_digest, kNow + 2, acme);
   CHECK_FALSE(blocked.refused);
   CHECK(blocked.error.has_value());  // said, not answered as done
-  CHECK(s3.Objects().count(LocatorKey(kPrefix, p.decoded.entries[0].address)) == 0);
+  CHECK(s3.Objects().count(LocatorKey(kPrefix, p.decoded.entries[0].address)) == 1);
+  CHECK(blocked.deleted.empty());
   CHECK(s3.Objects().count(p.manifest_key) == 1);
   CHECK(s3.Objects().count(p.object_key) == 1);
   // Once the legacy manifest is gone, the same reclaim finishes.
@@ -157,6 +159,21 @@ TEST_CASE("ColdOps: retention, legacy manifests and non-owners are refused, chan
   CHECK_FALSE(done.refused);
   CHECK(s3.Objects().count(p.manifest_key) == 0);
   CHECK(s3.Objects().count(p.object_key) == 0);
+}
+
+// Review (2026-12-07): any object under manifests/ that did not decode (a stray upload, a tool's
+// marker) stopped every reclaim, though no refill can reach an object whose key names no
+// manifest.
+TEST_CASE("ColdOps: an object under manifests/ whose key names no manifest does not hold up a reclaim") {
+  MemoryObjectStore s3;
+  PackedPair p = Upload(s3, MakePack(0, 1));
+  s3.Set(std::string(kPrefix) + "manifests/README", std::vector<uint8_t>{'h', 'i'});
+  ColdOps ops(s3, kPrefix, {}, TestKeys());
+  ReclaimReport r = ops.Reclaim(p.manifest_digest, kNow, kAdmin);
+  CHECK_FALSE(r.refused);
+  CHECK_FALSE(r.error);
+  CHECK(s3.Objects().count(p.object_key) == 0);
+  CHECK(s3.Objects().count(std::string(kPrefix) + "manifests/README") == 1);
 }
 
 // Review of stop 44: a tenant's purge deleted every key the object store's listing of
