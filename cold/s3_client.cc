@@ -21,8 +21,9 @@ constexpr size_t kMostKeysPerPage = 1000;
 // a time limit), never an endless run: a server that does would page forever, its tokens never
 // repeating on the next page, and the key budget below never reached.
 constexpr int kMostPagesWithoutKeys = 16;
-// What a listing may hold besides its keys' count: their bytes, 512 a key on average (the keys
-// gpucache writes are at most about 230 bytes with the default prefix; S3 allows 1,024).
+// What a listing may hold besides its keys' count: their bytes and their ETags', 512 a key on
+// average (the keys gpucache writes are at most about 230 bytes with the default prefix, S3
+// allows 1,024; an ETag is 32 to 40).
 constexpr uint64_t kListBytesPerKey = 512;
 
 CURLcode GlobalInit() {
@@ -329,14 +330,14 @@ ObjectResult<std::vector<ObjectMeta>> S3Client::List(std::string_view prefix) {
                                                std::to_string(meta.key.size()) +
                                                " bytes that is not a key under the prefix listed");
       }
-      held_bytes += meta.key.size();
+      held_bytes += meta.key.size() + meta.etag.size();  // both are held
     }
     if (objects.size() + page->objects.size() > options_.list_max_objects ||
         held_bytes > options_.list_max_objects * kListBytesPerKey) {
       return Permanent("ListingTooLarge", "GET " + request.url + ": more than " +
                                               std::to_string(options_.list_max_objects) + " keys (or " +
                                               std::to_string(kListBytesPerKey) +
-                                              " bytes a key) under the prefix; refusing to hold them");
+                                              " bytes a key, with its ETag) under the prefix; refusing to hold them");
     }
     for (ObjectMeta& meta : page->objects) objects.push_back(std::move(meta));
     if (!page->truncated) return objects;

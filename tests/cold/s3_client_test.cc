@@ -457,6 +457,19 @@ TEST_CASE("S3Client: a listing of pages without keys, or of keys no object could
   auto too_wide = MakeClient(o)->List("p/");
   REQUIRE_FALSE(too_wide.ok());
   CHECK(too_wide.error().kind == ObjectErrorKind::kPermanent);
+  // Their ETags too (review, 2026-12-07: short keys with 1,000-byte ETags were held whole).
+  CannedHttpServer tagged;
+  std::string xml = "<?xml version=\"1.0\"?><ListBucketResult xmlns=\"x\"><IsTruncated>false</IsTruncated>";
+  for (int i = 0; i < 5; ++i) {
+    xml += "<Contents><Key>p/" + std::to_string(i) + "</Key><Size>1</Size><ETag>" + std::string(1000, 'e') +
+           "</ETag></Contents>";
+  }
+  tagged.Reply(HttpReply(200, xml + "</ListBucketResult>"));
+  S3Options t = OptionsFor(tagged.endpoint());
+  t.list_max_objects = 9;
+  auto too_tagged = MakeClient(t)->List("p/");
+  REQUIRE_FALSE(too_tagged.ok());
+  CHECK(too_tagged.error().kind == ObjectErrorKind::kPermanent);
   // A page that makes progress after a few without keys is fine (S3 may answer such pages).
   CannedHttpServer slow;
   slow.Reply(HttpReply(200, ListPageXml({}, "t1")));
