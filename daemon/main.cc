@@ -194,6 +194,7 @@ bool CheckStartable(const gpucache::Config& config, const std::string& mountpoin
   }
   for (const std::string& dir : config.data_dirs) {
     std::string why = gpucache::DataDirRefusal(dir);
+    if (why.empty()) why = gpucache::UnmountedParentRefusal(dir);
     if (why.empty() && !mountpoint.empty()) why = gpucache::MountpointClash(dir, mountpoint);
     if (!why.empty()) {
       *error = why;

@@ -2,11 +2,15 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "store/env.h"
 #include "store/index_journal.h"
@@ -128,6 +132,59 @@ std::string DataDirRefusal(const std::string& dir) {
   if (IsSystemDirectory(resolved)) return SystemRefusal(dir, resolved);
   if (!fs::is_directory(st)) return "data directory " + dir + " is not a directory" + kFix;
   return ContentRefusal(resolved);
+}
+
+namespace {
+
+// "\040" and the like in /etc/fstab and /proc/self/mounts: octal escapes of spaces and tabs.
+std::string Unescape(std::string_view field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    std::string_view digits = field.substr(i + 1, 3);
+    if (field[i] == '\\' && digits.size() == 3 && digits.find_first_not_of("01234567") == std::string_view::npos) {
+      out += static_cast<char>(std::stoi(std::string(digits), nullptr, 8));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
+}
+
+// The second field of each line of an fstab-format file (mount points), or none if unreadable.
+std::vector<std::string> MountPointsIn(const std::string& path) {
+  std::vector<std::string> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string what, where;
+    if (!(fields >> what >> where) || what.empty() || what[0] == '#') continue;
+    out.push_back(Normal(Unescape(where)));
+  }
+  return out;
+}
+
+}  // namespace
+
+// A missing data directory is created, on whatever filesystem holds its nearest existing
+// ancestor. Under a mount point /etc/fstab names that is not mounted now (an entry that failed,
+// a device gone), that is the root filesystem, which the cache would then fill (review,
+// 2026-12-07).
+std::string UnmountedParentRefusal(const std::string& dir, const std::string& fstab, const std::string& mounts) {
+  std::error_code ec;
+  const fs::path n = Normal(dir);
+  if (fs::exists(fs::symlink_status(n, ec))) return "";
+  const std::string d = Normal(fs::weakly_canonical(n, ec).string());
+  const std::vector<std::string> mounted = MountPointsIn(mounts);
+  for (const std::string& m : MountPointsIn(fstab)) {
+    if (m.empty() || m[0] != '/' || m == "/" || !Within(d, m)) continue;
+    if (std::find(mounted.begin(), mounted.end(), m) != mounted.end()) continue;
+    return "data directory " + dir + " is missing and would be made under " + m + ", which " + fstab +
+           " mounts but is not mounted now: on the filesystem below it, which the cache would fill. "
+           "Mount " + m + ", or create " + dir + " yourself to use the filesystem that holds it";
+  }
+  return "";
 }
 
 std::string MountpointClash(const std::string& dir, const std::string& mountpoint) {

@@ -18,6 +18,11 @@ inline constexpr char kDataDirMarkerText[] = "gpucache data directory, format 1\
 // Why `dir` may not be a data directory, or empty if it may (it is one, it is empty, or it does
 // not exist yet). Reads only; creates nothing. The message says how to fix it.
 std::string DataDirRefusal(const std::string& dir);
+// Why the daemon should not create `dir`, missing, or empty if it may: it would be made under a
+// mount point `fstab` names that `mounts` (the mounts now) does not hold, on the filesystem
+// below it.
+std::string UnmountedParentRefusal(const std::string& dir, const std::string& fstab = "/etc/fstab",
+                                   const std::string& mounts = "/proc/self/mounts");
 
 // Why a data directory and the mountpoint cannot be used together (one inside the other, or
 // the same), or empty.

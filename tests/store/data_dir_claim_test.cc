@@ -42,7 +42,11 @@ TEST_CASE("Data directory: a link to a system directory is refused as what it re
 TEST_CASE("Data directory: new, empty (lost+found allowed), ours or an older gpucache's are taken") {
   test::TempDir tmp;
   CHECK_FALSE(Refused(tmp.path()));
-  CHECK_FALSE(Refused(tmp.path() + "/not/there/yet"));
+  {
+    test::TempDir parent;
+    std::ofstream(parent.path() + "/something");  // not an empty mount point's directory
+    CHECK_FALSE(Refused(parent.path() + "/not/there/yet"));
+  }
   fs::create_directory(tmp.path() + "/lost+found");
   CHECK_FALSE(Refused(tmp.path()));
   for (const char* name : {"EPOCH", "INDEX", "JOURNAL", "PINS", "LOCK"}) std::ofstream(tmp.path() + "/" + name);
@@ -52,6 +56,35 @@ TEST_CASE("Data directory: new, empty (lost+found allowed), ours or an older gpu
   CHECK(DataDirRefusal(tmp.path()).find("'other'") != std::string::npos);
   std::ofstream(tmp.path() + "/GPUCACHE-DATA") << kDataDirMarkerText;
   CHECK_FALSE(Refused(tmp.path()));  // marked: what else is there is its owner's business
+}
+
+// Review (2026-12-07): data_dir = "/mnt/nvme0/gpucache" with /mnt/nvme0 not mounted (an fstab
+// entry that failed) was created on the root filesystem, which the cache then filled.
+TEST_CASE("Data directory: the daemon creates no missing one under a mount point fstab names that is not mounted") {
+  test::TempDir tmp;
+  const std::string nvme = tmp.path() + "/nv me0";  // a space: escaped as \040 in fstab
+  fs::create_directory(nvme);
+  const std::string dir = nvme + "/gpucache";
+  const std::string fstab = tmp.path() + "/fstab", mounts = tmp.path() + "/mounts";
+  std::string escaped = nvme;
+  escaped.replace(escaped.find(' '), 1, "\\040");
+  std::ofstream(fstab) << "# comment\n/dev/vda1 / ext4 defaults 0 1\nUUID=x " << escaped << " xfs defaults 0 2\n";
+  std::ofstream(mounts) << "/dev/vda1 / ext4 rw 0 0\n";
+  const std::string why = UnmountedParentRefusal(dir, fstab, mounts);
+  CHECK(why.find("not mounted") != std::string::npos);
+  CHECK(why.find(nvme) != std::string::npos);
+  CHECK_FALSE(UnmountedParentRefusal(nvme + "/a/b", fstab, mounts).empty());
+  CHECK(DataDirRefusal(dir).empty());  // the store itself takes it
+  // Mounted: taken.
+  std::ofstream(mounts, std::ios::app) << "/dev/vdb " << escaped << " xfs rw 0 0\n";
+  CHECK(UnmountedParentRefusal(dir, fstab, mounts).empty());
+  // Elsewhere, or made by the operator: taken.
+  std::ofstream(mounts) << "/dev/vda1 / ext4 rw 0 0\n";
+  CHECK(UnmountedParentRefusal(tmp.path() + "/other/gpucache", fstab, mounts).empty());
+  fs::create_directory(dir);
+  CHECK(UnmountedParentRefusal(dir, fstab, mounts).empty());
+  // The real files: this host's test directory is under no unmounted fstab entry.
+  CHECK(UnmountedParentRefusal(tmp.path() + "/new").empty());
 }
 
 TEST_CASE("Data directory: a file, a wrong marker or a newer format is refused") {
