@@ -246,7 +246,12 @@ void Metrics::RenderOps(MetricsWriter& w) {
 std::string Metrics::Render(BlockAdmin& store, const MetricsViewer& viewer) {
   StoreStats stats = store.Stats();
   MetricsWriter w;
-  RenderProcessMetrics(w);
+  // Series of the whole daemon (its process, its FUSE operations, its I/O, its RAM tier, its
+  // log) are the operator's: counted over every tenant, they would show a member the others'
+  // activity as it happens (review, 2026-12-07: a uid in no tenant watched the mkdir and write
+  // counts rise with another tenant's commits). The epoch, drain and start state stay for all.
+  const bool whole_daemon = viewer.operator_view;
+  if (whole_daemon) RenderProcessMetrics(w);
   w.Family("gpucache_epoch", "gauge", "Current epoch (bumped at every start and fence).");
   w.Sample("gpucache_epoch", "", static_cast<double>(stats.epoch));
   w.Family("gpucache_automatic_fences_total", "counter",
@@ -260,9 +265,10 @@ std::string Metrics::Render(BlockAdmin& store, const MetricsViewer& viewer) {
   w.Sample("gpucache_blocks_unverified", "", double(stats.blocks_unverified));
   w.Family("gpucache_verify_walk_running", "gauge", "1 while the start's background walk runs.");
   w.Sample("gpucache_verify_walk_running", "", stats.verify_walk_running ? 1 : 0);
-  RenderBackingMetrics(w, store, backing_io_stats_ ? backing_io_stats_() : MediumIoStats{},
-                       viewer.operator_view);
-  RenderRamMetrics(w, ram_source_ ? ram_source_() : RamMetrics{});
+  if (whole_daemon) {
+    RenderBackingMetrics(w, store, backing_io_stats_ ? backing_io_stats_() : MediumIoStats{}, true);
+    RenderRamMetrics(w, ram_source_ ? ram_source_() : RamMetrics{});
+  }
 
   struct Series {
     const char* name;
@@ -331,6 +337,7 @@ std::string Metrics::Render(BlockAdmin& store, const MetricsViewer& viewer) {
   }
   RenderIo(w, viewer);
   RenderRefusals(w, viewer);
+  if (!whole_daemon) return w.str();
   RenderOps(w);
   w.Family("gpucache_log_lines_suppressed_total", "counter",
            "Log lines a rate limit left out: a member's actions past 10 a second per uid, or a repeated event within its interval.");

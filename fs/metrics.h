@@ -48,8 +48,9 @@ const char* ContentTypeOf(MetricsFormat format);
 // without `_total`, and `# EOF` at the end. The samples are the same.
 std::string ToOpenMetrics(const std::string& text);
 
-// Who reads: the tenants whose series are shown, and whether machine-wide series (data
-// directory paths) are (an admin, or the HTTP endpoint).
+// Who reads: the tenants whose series are shown, and whether the whole daemon's series (its
+// process, FUSE operations, I/O, RAM tier, data directory paths) are (an admin, or the HTTP
+// endpoint).
 struct MetricsViewer {
   std::function<bool(const std::string&)> show_tenant;
   bool operator_view = false;

@@ -121,12 +121,19 @@ TEST_CASE("Metrics: promtool and the OpenMetrics parser accept both endpoints") 
   CHECK(s["gpucache_backing_reads_total{path=\"pread\"}"] >= 1);
   CHECK(s["gpucache_backing_errors_total{op=\"read\"}"] == 0);
   CHECK(s.count("gpucache_backing_errors_total{op=\"metadata\"}") == 1);
-  // A tenant member's file shows neither other tenants nor the data directories.
+  // A tenant member's file shows neither other tenants nor the data directories, nor the whole
+  // daemon's series, which count every tenant's activity (review, 2026-12-07: a uid in no
+  // tenant watched the FUSE op counts rise with another tenant's commits).
+  CHECK(file.find("gpucache_fuse_op_seconds_count{") != std::string::npos);  // the admin's file
   CHECK(AsUser(2000, 2000, [&] {
           std::string theirs = ReadText(m.mnt() + "/.gpucache/metrics");
-          bool leaks = theirs.find("tenant=\"acme\"") != std::string::npos ||
-                       theirs.find("gpucache_data_dir") != std::string::npos;
-          return theirs.find("gpucache_epoch") == std::string::npos || leaks ? 1 : 0;
+          int leaks = 0;
+          for (const char* series : {"tenant=\"acme\"", "gpucache_data_dir", "gpucache_fuse_op_seconds",
+                                     "process_cpu_seconds_total", "gpucache_backing_reads_total",
+                                     "gpucache_log_lines_suppressed_total"}) {
+            if (theirs.find(series) != std::string::npos) leaks |= 2;
+          }
+          return theirs.find("gpucache_epoch") == std::string::npos ? 1 : leaks;
         }) == 0);
 }
 
