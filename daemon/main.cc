@@ -202,6 +202,7 @@ bool CheckStartable(const gpucache::Config& config, const std::string& mountpoin
     }
   }
   if (config.cold.enabled && !gpucache::DaemonCold::CheckOptions(config.cold, error)) return false;
+  if (!config.metrics_token_file.empty() && !gpucache::LoadMetricsToken(config.metrics_token_file, error)) return false;
   return true;
 }
 
@@ -396,7 +397,16 @@ int main(int argc, char** argv) {
       return false;
     }
     if (config.metrics_listen.empty()) return true;
-    if (!metrics.Start(render, &error)) {
+    std::string token;
+    if (!config.metrics_token_file.empty()) {
+      std::optional<std::string> loaded = gpucache::LoadMetricsToken(config.metrics_token_file, &error);
+      if (!loaded) {
+        spdlog::error("{}", error);
+        return false;
+      }
+      token = std::move(*loaded);
+    }
+    if (!metrics.Start(render, std::move(token), &error)) {
       spdlog::error("{}", error);
       return false;
     }

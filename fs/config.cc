@@ -78,8 +78,12 @@ gids = []
 
 [metrics]
 # Prometheus text exposition over HTTP at http://LISTEN/metrics (also <mountpoint>/.gpucache/metrics).
-# Every tenant's counters, no authentication: keep it on loopback. "" turns HTTP off.
+# Every tenant's counters: keep it on loopback. "" turns HTTP off.
 listen = "127.0.0.1:9110"
+# A file holding a token /metrics then asks for (Authorization: Bearer TOKEN; Prometheus's
+# `authorization: {credentials_file: ...}`). Left out: any local user may read every tenant's
+# counters.
+# bearer_token_file = "/etc/gpucache/metrics.token"
 
 [fuse]
 # Seconds the kernel may cache committed entries and misses; the daemon invalidates them itself.
@@ -344,8 +348,12 @@ class Reader {
     c.ram_promote = ReadRamPromote(Table(t_, "ram"));
     if (const toml::table* cold = Table(t_, "cold")) c.cold = ReadCold(*cold);
     if (const toml::table* m = Table(t_, "metrics")) {
-      OnlyKeys(*m, "metrics.", {"listen"});
+      OnlyKeys(*m, "metrics.", {"listen", "bearer_token_file"});
       c.metrics_listen = Get<std::string>(*m, "listen", "metrics.listen", c.metrics_listen);
+      c.metrics_token_file = Get<std::string>(*m, "bearer_token_file", "metrics.bearer_token_file", "");
+      if (!c.metrics_token_file.empty() && c.metrics_token_file[0] != '/') {
+        Fail("metrics.bearer_token_file", "must be an absolute path");
+      }
       sockaddr_in addr;
       std::string why;
       if (!c.metrics_listen.empty() && !ParseListenAddress(c.metrics_listen, &addr, &why)) {

@@ -42,6 +42,7 @@ struct Config {
   std::vector<uint32_t> admin_gids;
   std::vector<TenantConfig> tenants;        // sorted by name; at least one
   std::string metrics_listen = "127.0.0.1:9110";  // Prometheus endpoint; empty: off
+  std::string metrics_token_file;  // a bearer token /metrics asks for; empty: none
   double entry_timeout = 3600;     // seconds the kernel may cache committed entries/attributes
   double negative_timeout = 3600;  // seconds the kernel may cache a miss (a commit refreshes it)
   // "daemon": the daemon checks every walk into a tenant (any uid/gid lists, adr/0001).

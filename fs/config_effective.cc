@@ -76,7 +76,7 @@ std::string EffectiveConfigText(const Config& c) {
     tenants.insert(t.name, tt);
   }
   root.insert("tenants", tenants);
-  root.insert("metrics", toml::table{{"listen", c.metrics_listen}});
+  root.insert("metrics", toml::table{{"listen", c.metrics_listen}, {"bearer_token_file", c.metrics_token_file}});
   root.insert("fuse", toml::table{{"entry_timeout", c.entry_timeout},
                                   {"negative_timeout", c.negative_timeout},
                                   {"permissions", c.permissions}});

@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
 #include <cstring>
+
+#include "store/posix_io.h"
 
 namespace gpucache {
 namespace {
@@ -24,14 +27,33 @@ MHD_Result Reply(MHD_Connection* connection, unsigned status, const std::string&
   return r;
 }
 
+// Whether `header` is "Bearer <token>", compared in time independent of where they differ.
+bool CarriesToken(const char* header, const std::string& token) {
+  const std::string expected = "Bearer " + token;
+  if (!header || std::strlen(header) != expected.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < expected.size(); ++i) diff |= static_cast<unsigned char>(header[i] ^ expected[i]);
+  return diff == 0;
+}
+
 MHD_Result Answer(void* cls, MHD_Connection* connection, const char* url, const char* method,
                   const char*, const char*, size_t*, void**) {
-  auto* render = static_cast<std::function<std::string()>*>(cls);
+  auto* served = static_cast<const MetricsHttpServer::Served*>(cls);
   bool get = std::strcmp(method, "GET") == 0 || std::strcmp(method, "HEAD") == 0;
   if (get && std::strcmp(url, "/metrics") == 0) {
+    if (!served->token.empty() &&
+        !CarriesToken(MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+                      served->token)) {
+      MHD_Response* response = MHD_create_response_from_buffer(
+          0, const_cast<char*>(""), MHD_RESPMEM_PERSISTENT);
+      MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+      MHD_Result r = MHD_queue_response(connection, MHD_HTTP_UNAUTHORIZED, response);
+      MHD_destroy_response(response);
+      return r;
+    }
     MetricsFormat format = NegotiateMetricsFormat(
         MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT));
-    std::string body = (*render)();
+    std::string body = served->render();
     if (format == MetricsFormat::kOpenMetrics) body = ToOpenMetrics(body);
     return Reply(connection, MHD_HTTP_OK, body, ContentTypeOf(format));
   }
@@ -95,6 +117,25 @@ bool ParseListenAddress(const std::string& listen, sockaddr_in* out, std::string
   return true;
 }
 
+std::optional<std::string> LoadMetricsToken(const std::string& path, std::string* error) {
+  std::string why;
+  std::optional<std::string> bytes = ReadSmallRegularFile(path, 4096, &why);
+  if (!bytes) {
+    *error = "metrics.bearer_token_file: cannot read " + why;
+    return std::nullopt;
+  }
+  std::string_view token(*bytes);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.front()))) token.remove_prefix(1);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.remove_suffix(1);
+  bool printable = std::all_of(token.begin(), token.end(), [](char c) { return c > ' ' && c < 127; });
+  if (token.empty() || !printable) {
+    *error = "metrics.bearer_token_file: " + path +
+             (token.empty() ? " is empty" : " holds a space or a character that is not printable ASCII");
+    return std::nullopt;
+  }
+  return std::string(token);
+}
+
 MetricsHttpServer::~MetricsHttpServer() {
   Stop();
   if (listen_fd_ >= 0) ::close(listen_fd_);
@@ -116,10 +157,10 @@ bool MetricsHttpServer::Bind(const std::string& listen, std::string* error) {
   return true;
 }
 
-bool MetricsHttpServer::Start(std::function<std::string()> render, std::string* error) {
-  render_ = std::move(render);
+bool MetricsHttpServer::Start(std::function<std::string()> render, std::string token, std::string* error) {
+  served_ = Served{std::move(render), std::move(token)};
   daemon_ = MHD_start_daemon(
-      MHD_USE_EPOLL_INTERNAL_THREAD, 0, nullptr, nullptr, &Answer, &render_,
+      MHD_USE_EPOLL_INTERNAL_THREAD, 0, nullptr, nullptr, &Answer, &served_,
       MHD_OPTION_LISTEN_SOCKET, listen_fd_, MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
       MHD_OPTION_CONNECTION_TIMEOUT, kIdleSeconds, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
       kConnectionMemory, MHD_OPTION_END);

@@ -3,7 +3,9 @@
 // (200 "ok" while the daemon serves).
 //
 // Meant for a loopback address (the default is 127.0.0.1:9110): the endpoint shows every
-// tenant's counters and has no authentication of its own. Any local user can connect, so the
+// tenant's counters. With a bearer token (`metrics.bearer_token_file`) /metrics answers only a
+// request that carries it (401 otherwise; /healthz stays open); without one, any local user
+// reads every tenant's counters. Any local user can connect, so the
 // server must keep answering scrapes while others hold connections open: it polls with epoll,
 // admits up to kMaxConnections at once, drops a connection idle for kIdleSeconds, and gives
 // each one kConnectionMemory bytes (a scrape's request is a few hundred bytes).
@@ -18,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "fs/metrics.h"
@@ -34,6 +37,10 @@ MetricsFormat NegotiateMetricsFormat(const char* accept);
 // Parses "IPv4:PORT" (PORT 1-65535). Returns false and says why in `error`.
 bool ParseListenAddress(const std::string& listen, sockaddr_in* out, std::string* error);
 
+// The token in `path` (a regular file of at most 4 KiB; surrounding whitespace dropped; printable
+// ASCII without spaces, as an Authorization header carries it). nullopt and `error` says why.
+std::optional<std::string> LoadMetricsToken(const std::string& path, std::string* error);
+
 class MetricsHttpServer {
  public:
   static constexpr unsigned kMaxConnections = 1024;
@@ -47,15 +54,21 @@ class MetricsHttpServer {
 
   // Binds and listens on `listen` ("IPv4:PORT"). Returns false and says why in `error`.
   bool Bind(const std::string& listen, std::string* error);
-  // Serves the bound socket. REQUIRES: Bind() succeeded.
-  bool Start(std::function<std::string()> render, std::string* error);
+  // Serves the bound socket; `token` empty: /metrics to anyone. REQUIRES: Bind() succeeded.
+  bool Start(std::function<std::string()> render, std::string token, std::string* error);
   void Stop();
+
+  // What the request handler reads (libmicrohttpd's thread).
+  struct Served {
+    std::function<std::string()> render;
+    std::string token;  // empty: none asked for
+  };
 
  private:
   int listen_fd_ = -1;
   std::string listen_;
   MHD_Daemon* daemon_ = nullptr;
-  std::function<std::string()> render_;
+  Served served_;
 };
 
 }  // namespace gpucache

@@ -137,6 +137,49 @@ TEST_CASE("Metrics: promtool and the OpenMetrics parser accept both endpoints") 
         }) == 0);
 }
 
+// Review (2026-12-07): the endpoint showed every tenant's counters to any local user, with no
+// way to ask for more than a loopback address.
+TEST_CASE("Metrics: with a bearer token, /metrics answers only requests that carry it") {
+  int port = FreeLoopbackPort();
+  TempDir tmp;
+  const std::string token_file = tmp.path() + "/token";
+  std::ofstream(token_file) << "  s3cr3t-T0ken\n";
+  std::string config = WithPort(port);
+  config.replace(config.find("[metrics]\n"), 10, "[metrics]\nbearer_token_file = \"" + token_file + "\"\n");
+  MountedFs m(config);
+  MountClient client(m.mnt());
+  REQUIRE(client.Commit(SampleIdentity(), Payload(1000)) == 0);
+  const std::string none = HttpGet(port, "/metrics");
+  CHECK(none.find(" 401 ") != std::string::npos);
+  CHECK(none.find("WWW-Authenticate: Bearer") != std::string::npos);
+  CHECK(none.find("tenant=") == std::string::npos);
+  for (const char* wrong : {"Bearer s3cr3t-T0kem", "Bearer s3cr3t-T0ken-and-more", "Basic s3cr3t-T0ken"}) {
+    CAPTURE(wrong);
+    CHECK(HttpGet(port, "/metrics", "", std::string("Authorization: ") + wrong + "\r\n").find(" 401 ") !=
+          std::string::npos);
+  }
+  const std::string ok = HttpGet(port, "/metrics", "", "Authorization: Bearer s3cr3t-T0ken\r\n");
+  CHECK(ok.find(" 200 OK") != std::string::npos);
+  CHECK(ok.find("gpucache_blocks{tenant=\"acme\"} 1") != std::string::npos);
+  CHECK(HttpGet(port, "/healthz").find(" 200 OK") != std::string::npos);  // liveness stays open
+}
+
+TEST_CASE("Metrics: a bearer token file that is missing or empty refuses the start") {
+  TempDir tmp;
+  std::ofstream(tmp.path() + "/empty") << " \n";
+  for (const std::string& file : {tmp.path() + "/missing", tmp.path() + "/empty"}) {
+    CAPTURE(file);
+    std::string config = TestConfig();
+    config.replace(config.find("[metrics]\n"), 10, "[metrics]\nbearer_token_file = \"" + file + "\"\n");
+    const std::string path = tmp.path() + "/c.toml";
+    std::ofstream(path) << config;
+    const std::string out = tmp.path() + "/out";
+    int rc = std::system((GPUCACHEFS_BIN " --check-config " + path + " > " + out + " 2>&1").c_str());
+    CHECK(WEXITSTATUS(rc) == 78);
+    CHECK(ReadText(out).find("metrics.bearer_token_file") != std::string::npos);
+  }
+}
+
 TEST_CASE("Metrics: refusals count refusals only, each tenant's limits are gauges, a refused fill is logged") {
   MountedFs m(TestConfig("", "max_retained_bytes = 60000"));
   MountClient client(m.mnt());

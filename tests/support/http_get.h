@@ -29,7 +29,9 @@ inline int FreeLoopbackPort() {
 // GET `path` from 127.0.0.1:`port` with an optional Accept header. The endpoint starts right
 // after the mount is up, so the connection is retried for two seconds; a server that never
 // answers fails the test after 10 s instead of hanging it. "" if nothing ever accepted.
-inline std::string HttpGet(int port, const std::string& path, const std::string& accept = "") {
+// `headers`: more header lines, each ending in \r\n.
+inline std::string HttpGet(int port, const std::string& path, const std::string& accept = "",
+                           const std::string& headers = "") {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -45,7 +47,7 @@ inline std::string HttpGet(int port, const std::string& path, const std::string&
   timeval limit{10, 0};
   ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n" +
-                    (accept.empty() ? "" : "Accept: " + accept + "\r\n") + "\r\n";
+                    (accept.empty() ? "" : "Accept: " + accept + "\r\n") + headers + "\r\n";
   (void)::write(s, req.data(), req.size());
   std::string out;
   char buf[8192];
