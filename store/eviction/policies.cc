@@ -122,13 +122,12 @@ class PrefixLruPolicy final : public EvictionPolicy {
     tree_.Detach(slot);
   }
   std::optional<Slot> Victim(const EligibleFn& eligible) override {
-    if (Slot s = recency_.FirstWhereIn(recency_.front(), first_full_, eligible); s != kNone) {
-      return s;  // a partial block
-    }
     auto leaf_eligible = [&](Slot s) { return !tree_.HasChildren(s) && eligible(s); };
+    // A partial block first, unless a block continues it: then it is an ancestor like any other.
+    if (Slot s = recency_.FirstWhereIn(recency_.front(), first_full_, leaf_eligible); s != kNone) return s;
     Slot leaf = recency_.FirstWhereIn(first_full_, kNone, leaf_eligible);
     if (leaf != kNone) return leaf;
-    return Found(recency_.FirstWhereIn(first_full_, kNone, eligible));
+    return Found(recency_.FirstWhereIn(recency_.front(), kNone, eligible));
   }
   void Reserve(size_t slots) override {
     recency_.Reserve(slots);
@@ -283,7 +282,8 @@ class PrefixTinyLfuPolicy final : public EvictionPolicy {
   }
 
   std::optional<Slot> Victim(const EligibleFn& eligible) override {
-    if (auto p = partials_.First(eligible)) return p;
+    // A partial block first, unless a block continues it (then only when no leaf is left).
+    if (auto p = partials_.First([&](Slot s) { return tree_.IsLeaf(s) && eligible(s); })) return p;
     std::optional<Slot> candidate;
     if (segments_[kWindow].size() >= window_cap_) candidate = leaves_[kWindow].First(eligible);
     std::optional<Slot> victim = leaves_[kProbation].First(eligible);

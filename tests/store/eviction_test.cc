@@ -75,6 +75,14 @@ TEST_CASE("Policy: prefix-aware policies evict partial blocks, then leaves, then
     // With no eligible leaf, an ancestor may go.
     Insert(*p, 5, Slot{1});
     CHECK(p->Victim([](Slot s) { return s != 5; }) == Slot{1});
+    // A partial block that a block continues is an ancestor like any other (review, 2026-12-07:
+    // partial-first took it before the leaf below it, whose chain then broke).
+    p->OnRemove(1);
+    p->OnRemove(5);
+    Insert(*p, 6, std::nullopt, true);  // partial
+    Insert(*p, 7, Slot{6});             // continues it
+    CHECK(p->Victim(kAll) == Slot{7});
+    CHECK(p->Victim([](Slot s) { return s != 7; }) == Slot{6});  // no leaf left to take
   }
 }
 
@@ -160,8 +168,9 @@ TEST_CASE("Policy: prefix-lru picks the victims of a plain model under random op
       partial.erase(s);
     }
     std::optional<Slot> Victim(const std::function<bool(Slot)>& ok) const {
-      for (Slot s : order) if (partial.count(s) && ok(s)) return s;
+      for (Slot s : order) if (partial.count(s) && Leaf(s) && ok(s)) return s;
       for (Slot s : order) if (!partial.count(s) && Leaf(s) && ok(s)) return s;
+      for (Slot s : order) if (partial.count(s) && ok(s)) return s;
       for (Slot s : order) if (!partial.count(s) && ok(s)) return s;
       return std::nullopt;
     }
