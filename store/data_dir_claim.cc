@@ -6,6 +6,7 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -151,10 +152,11 @@ std::string Unescape(std::string_view field) {
   return out;
 }
 
-// The second field of each line of an fstab-format file (mount points), or none if unreadable.
-std::vector<std::string> MountPointsIn(const std::string& path) {
+// The second field of each line of an fstab-format file (mount points); nullopt if unreadable.
+std::optional<std::vector<std::string>> MountPointsIn(const std::string& path) {
   std::vector<std::string> out;
   std::ifstream in(path);
+  if (!in) return std::nullopt;
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream fields(line);
@@ -174,15 +176,23 @@ std::vector<std::string> MountPointsIn(const std::string& path) {
 std::string UnmountedParentRefusal(const std::string& dir, const std::string& fstab, const std::string& mounts) {
   std::error_code ec;
   const fs::path n = Normal(dir);
-  if (fs::exists(fs::symlink_status(n, ec))) return "";
+  // One in use (marked, or holding anything) was chosen where it is; an empty one may be the
+  // mount point itself, left on the filesystem below while its device is not mounted.
+  const bool exists = fs::exists(fs::symlink_status(n, ec));
+  if (exists && (!fs::is_directory(n, ec) || !fs::is_empty(n, ec) || ec)) return "";
   const std::string d = Normal(fs::weakly_canonical(n, ec).string());
-  const std::vector<std::string> mounted = MountPointsIn(mounts);
-  for (const std::string& m : MountPointsIn(fstab)) {
+  const std::optional<std::vector<std::string>> mounted = MountPointsIn(mounts);
+  const std::optional<std::vector<std::string>> listed = MountPointsIn(fstab);
+  if (!mounted || !listed) return "";  // nothing known (no /proc in a chroot): no guess
+  for (const std::string& m : *listed) {
     if (m.empty() || m[0] != '/' || m == "/" || !Within(d, m)) continue;
-    if (std::find(mounted.begin(), mounted.end(), m) != mounted.end()) continue;
-    return "data directory " + dir + " is missing and would be made under " + m + ", which " + fstab +
+    if (std::find(mounted->begin(), mounted->end(), m) != mounted->end()) continue;
+    return "data directory " + dir + (exists ? " is empty and" : " is missing and would be made") +
+           (d == m ? " is " : " under ") + m + ", which " + fstab +
            " mounts but is not mounted now: on the filesystem below it, which the cache would fill. "
-           "Mount " + m + ", or create " + dir + " yourself to use the filesystem that holds it";
+           "Mount " + m + "; or, to use the filesystem below it, mark " + dir + " as a data directory: " +
+           "mkdir -p " + dir + " && echo '" + std::string(kDataDirMarkerText, sizeof kDataDirMarkerText - 2) +
+           "' > " + dir + "/" + kDataDirMarker;
   }
   return "";
 }
@@ -240,11 +250,21 @@ bool ClaimDataDir(const std::string& dir, std::string* canonical, std::string* e
   const std::string n = Normal(dir);
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(n, ec))) {
+    fs::path existing = fs::path(n).parent_path();
+    while (existing != existing.parent_path() && !fs::exists(fs::symlink_status(existing, ec))) {
+      existing = existing.parent_path();
+    }
     if (!fs::create_directories(n, ec) && ec) {
       *error = "cannot create data directory " + dir + ": " + ec.message();
       return false;
     }
     fs::permissions(n, fs::perms::owner_all, fs::perm_options::replace, ec);
+    // Each new directory's name made durable in its parent: the marker's write syncs only the
+    // data directory itself, and a power cut would drop it, acknowledged blocks and all.
+    for (fs::path p = fs::path(n).parent_path();; p = p.parent_path()) {
+      Env::Posix().SyncDir(p.string());
+      if (p == existing || p == p.parent_path()) break;
+    }
   }
   *canonical = fs::canonical(n, ec).string();
   if (ec) {

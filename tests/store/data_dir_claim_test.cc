@@ -42,11 +42,7 @@ TEST_CASE("Data directory: a link to a system directory is refused as what it re
 TEST_CASE("Data directory: new, empty (lost+found allowed), ours or an older gpucache's are taken") {
   test::TempDir tmp;
   CHECK_FALSE(Refused(tmp.path()));
-  {
-    test::TempDir parent;
-    std::ofstream(parent.path() + "/something");  // not an empty mount point's directory
-    CHECK_FALSE(Refused(parent.path() + "/not/there/yet"));
-  }
+  CHECK_FALSE(Refused(tmp.path() + "/not/there/yet"));
   fs::create_directory(tmp.path() + "/lost+found");
   CHECK_FALSE(Refused(tmp.path()));
   for (const char* name : {"EPOCH", "INDEX", "JOURNAL", "PINS", "LOCK"}) std::ofstream(tmp.path() + "/" + name);
@@ -74,6 +70,8 @@ TEST_CASE("Data directory: the daemon creates no missing one under a mount point
   CHECK(why.find("not mounted") != std::string::npos);
   CHECK(why.find(nvme) != std::string::npos);
   CHECK_FALSE(UnmountedParentRefusal(nvme + "/a/b", fstab, mounts).empty());
+  // The mount point itself, empty, as data directory: refused too.
+  CHECK(UnmountedParentRefusal(nvme, fstab, mounts).find(" is " + nvme + ",") != std::string::npos);
   CHECK(DataDirRefusal(dir).empty());  // the store itself takes it
   // Mounted: taken.
   std::ofstream(mounts, std::ios::app) << "/dev/vdb " << escaped << " xfs rw 0 0\n";
@@ -81,8 +79,16 @@ TEST_CASE("Data directory: the daemon creates no missing one under a mount point
   // Elsewhere, or made by the operator: taken.
   std::ofstream(mounts) << "/dev/vda1 / ext4 rw 0 0\n";
   CHECK(UnmountedParentRefusal(tmp.path() + "/other/gpucache", fstab, mounts).empty());
+  // Made empty by the operator, or the mount point itself: still on the filesystem below
+  // (review of the diff: an empty directory at the mount point was taken).
   fs::create_directory(dir);
+  CHECK_FALSE(UnmountedParentRefusal(dir, fstab, mounts).empty());
+  // Marked as the message says: taken.
+  std::ofstream(dir + "/" + kDataDirMarker) << kDataDirMarkerText;
   CHECK(UnmountedParentRefusal(dir, fstab, mounts).empty());
+  CHECK(DataDirRefusal(dir).empty());
+  // Mounts that cannot be read (no /proc): no guess.
+  CHECK(UnmountedParentRefusal(nvme + "/new", fstab, tmp.path() + "/no-such-file").empty());
   // The real files: this host's test directory is under no unmounted fstab entry.
   CHECK(UnmountedParentRefusal(tmp.path() + "/new").empty());
 }
