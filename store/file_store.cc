@@ -288,9 +288,20 @@ BlockLocation FileMedium::LocationOf(const BlockAddress& a, const StoredPayload*
 // every acknowledged block in it (review, 2026-12-07).
 StatusCode FileMedium::MakeDurableDir(const std::string& path, const std::string& parent) {
   StatusCode s = env_.MakeDir(path);
-  if (s == StatusCode::kExists) return StatusCode::kOk;
-  if (s != StatusCode::kOk || !options_.sync_commits) return s;
-  return env_.SyncDir(parent) == StatusCode::kOk ? StatusCode::kOk : StatusCode::kIoError;
+  if (!options_.sync_commits) return s == StatusCode::kExists ? StatusCode::kOk : s;
+  if (s == StatusCode::kOk) {
+    MutexLock lock(unsynced_dirs_mu_);
+    unsynced_dirs_.insert(path);
+  } else if (s == StatusCode::kExists) {
+    MutexLock lock(unsynced_dirs_mu_);
+    if (!unsynced_dirs_.count(path)) return StatusCode::kOk;  // found at start, or synced since
+  } else {
+    return s;
+  }
+  if (env_.SyncDir(parent) != StatusCode::kOk) return StatusCode::kIoError;
+  MutexLock lock(unsynced_dirs_mu_);
+  unsynced_dirs_.erase(path);
+  return StatusCode::kOk;
 }
 
 StatusCode FileMedium::CreateNamespace(std::string_view tenant, std::string_view ns, Owner owner) {

@@ -33,6 +33,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,11 @@ class FileMedium final : public Medium {
   // could not be written (the start's message says which device).
   StatusCode WriteEpochFiles(uint64_t epoch, std::string* failed);
   StatusCode MakeDurableDir(const std::string& path, const std::string& parent);
+  // Directories this daemon made whose name was not yet synced in their parent (sync_commits):
+  // another namespace of a new tenant finds the tenant's directory there (EEXIST) while the
+  // first is still syncing it, or after that sync failed, and syncs it too.
+  Mutex unsynced_dirs_mu_;
+  std::set<std::string> unsynced_dirs_ GUARDED_BY(unsynced_dirs_mu_);
   std::string PathIn(size_t dev, const BlockAddress& address) const;
   // The payload's checksums: what its writes fed, and the rest read back.
   Result<PayloadChecksums> ChecksumsOf(PendingPayload& p, uint64_t size);
