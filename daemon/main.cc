@@ -202,7 +202,10 @@ bool CheckStartable(const gpucache::Config& config, const std::string& mountpoin
     }
   }
   if (config.cold.enabled && !gpucache::DaemonCold::CheckOptions(config.cold, error)) return false;
-  if (!config.metrics_token_file.empty() && !gpucache::LoadMetricsToken(config.metrics_token_file, error)) return false;
+  if (!config.metrics_listen.empty() && !config.metrics_token_file.empty() &&
+      !gpucache::LoadMetricsToken(config.metrics_token_file, error)) {
+    return false;
+  }
   return true;
 }
 
@@ -384,10 +387,20 @@ int main(int argc, char** argv) {
     std::string why;
     return CheckStartable(fresh, mountpoint, &why) ? std::string() : why;
   };
-  if (cold) {
-    reload_hook.check = [&cold] { return cold->CheckCredentials(); };
-    reload_hook.apply = [&cold] { cold->ApplyCredentials(); };
-  }
+  if (cold) reload_hook.check = [&cold] { return cold->CheckCredentials(); };
+  reload_hook.apply = [&cold, &metrics, &config] {
+    if (cold) cold->ApplyCredentials();
+    // The token file is read again, as Prometheus re-reads its credentials_file: a token
+    // rotated in place takes effect at the reload (its path needs a restart, like listen).
+    if (config.metrics_listen.empty() || config.metrics_token_file.empty()) return;
+    std::string why;
+    if (std::optional<std::string> token = gpucache::LoadMetricsToken(config.metrics_token_file, &why)) {
+      metrics.SetToken(std::move(*token));
+      spdlog::info("reload: metrics bearer token read again from {}", config.metrics_token_file);
+    } else {
+      spdlog::error("reload: kept the metrics bearer token: {}", why);
+    }
+  };
   gpucache::Reloader reloader(args.config, fs, reload_hook);
   args.mount.on_mounted = [&] {
     store->StartBackgroundWork();

@@ -27,12 +27,18 @@ MHD_Result Reply(MHD_Connection* connection, unsigned status, const std::string&
   return r;
 }
 
-// Whether `header` is "Bearer <token>", compared in time independent of where they differ.
+// Whether `header` is "Bearer <token>" (the scheme in any case, RFC 7235), the token compared in
+// time independent of where it differs.
 bool CarriesToken(const char* header, const std::string& token) {
-  const std::string expected = "Bearer " + token;
-  if (!header || std::strlen(header) != expected.size()) return false;
+  constexpr std::string_view kScheme = "bearer ";
+  if (!header || std::strlen(header) != kScheme.size() + token.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
+  }
   unsigned char diff = 0;
-  for (size_t i = 0; i < expected.size(); ++i) diff |= static_cast<unsigned char>(header[i] ^ expected[i]);
+  for (size_t i = 0; i < token.size(); ++i) {
+    diff |= static_cast<unsigned char>(header[kScheme.size() + i] ^ token[i]);
+  }
   return diff == 0;
 }
 
@@ -41,9 +47,14 @@ MHD_Result Answer(void* cls, MHD_Connection* connection, const char* url, const 
   auto* served = static_cast<const MetricsHttpServer::Served*>(cls);
   bool get = std::strcmp(method, "GET") == 0 || std::strcmp(method, "HEAD") == 0;
   if (get && std::strcmp(url, "/metrics") == 0) {
-    if (!served->token.empty() &&
+    std::string token;
+    {
+      std::lock_guard lock(served->mu);
+      token = served->token;
+    }
+    if (!token.empty() &&
         !CarriesToken(MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-                      served->token)) {
+                      token)) {
       MHD_Response* response = MHD_create_response_from_buffer(
           0, const_cast<char*>(""), MHD_RESPMEM_PERSISTENT);
       MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
@@ -158,7 +169,8 @@ bool MetricsHttpServer::Bind(const std::string& listen, std::string* error) {
 }
 
 bool MetricsHttpServer::Start(std::function<std::string()> render, std::string token, std::string* error) {
-  served_ = Served{std::move(render), std::move(token)};
+  served_.render = std::move(render);
+  SetToken(std::move(token));
   daemon_ = MHD_start_daemon(
       MHD_USE_EPOLL_INTERNAL_THREAD, 0, nullptr, nullptr, &Answer, &served_,
       MHD_OPTION_LISTEN_SOCKET, listen_fd_, MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
@@ -170,6 +182,11 @@ bool MetricsHttpServer::Start(std::function<std::string()> render, std::string t
   }
   listen_fd_ = -1;  // the daemon owns it now
   return true;
+}
+
+void MetricsHttpServer::SetToken(std::string token) {
+  std::lock_guard lock(served_.mu);
+  served_.token = std::move(token);
 }
 
 void MetricsHttpServer::Stop() {

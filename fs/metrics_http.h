@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -58,9 +59,13 @@ class MetricsHttpServer {
   bool Start(std::function<std::string()> render, std::string token, std::string* error);
   void Stop();
 
+  // The token asked for from now on (a reload re-reads the file); empty: none.
+  void SetToken(std::string token);
+
   // What the request handler reads (libmicrohttpd's thread).
   struct Served {
     std::function<std::string()> render;
+    mutable std::mutex mu;
     std::string token;  // empty: none asked for
   };
 

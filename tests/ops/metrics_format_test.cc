@@ -9,6 +9,7 @@
 
 #include <sys/xattr.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -162,22 +163,36 @@ TEST_CASE("Metrics: with a bearer token, /metrics answers only requests that car
   CHECK(ok.find(" 200 OK") != std::string::npos);
   CHECK(ok.find("gpucache_blocks{tenant=\"acme\"} 1") != std::string::npos);
   CHECK(HttpGet(port, "/healthz").find(" 200 OK") != std::string::npos);  // liveness stays open
+  CHECK(HttpGet(port, "/metrics", "", "Authorization: bEaReR s3cr3t-T0ken\r\n").find(" 200 OK") !=
+        std::string::npos);  // the scheme in any case (RFC 7235)
+  // Rotated in place, as Prometheus re-reads its credentials_file: taken at the next reload.
+  std::ofstream(token_file) << "n3w-t0ken\n";
+  REQUIRE(::kill(m.pid(), SIGHUP) == 0);
+  for (int i = 0; i < 500 && m.Log().find("metrics bearer token read again") == std::string::npos; ++i) {
+    ::usleep(20000);
+  }
+  CHECK(HttpGet(port, "/metrics", "", "Authorization: Bearer n3w-t0ken\r\n").find(" 200 OK") != std::string::npos);
+  CHECK(HttpGet(port, "/metrics", "", "Authorization: Bearer s3cr3t-T0ken\r\n").find(" 401 ") != std::string::npos);
 }
 
 TEST_CASE("Metrics: a bearer token file that is missing or empty refuses the start") {
   TempDir tmp;
   std::ofstream(tmp.path() + "/empty") << " \n";
+  auto check_config = [&](std::string config, const std::string& file) {
+    config.replace(config.find("[metrics]\n"), 10, "[metrics]\nbearer_token_file = \"" + file + "\"\n");
+    const std::string path = tmp.path() + "/c.toml", out = tmp.path() + "/out";
+    std::ofstream(path) << config;
+    int rc = std::system((GPUCACHEFS_BIN " --check-config " + path + " > " + out + " 2>&1").c_str());
+    return std::make_pair(WEXITSTATUS(rc), ReadText(out));
+  };
   for (const std::string& file : {tmp.path() + "/missing", tmp.path() + "/empty"}) {
     CAPTURE(file);
-    std::string config = TestConfig();
-    config.replace(config.find("[metrics]\n"), 10, "[metrics]\nbearer_token_file = \"" + file + "\"\n");
-    const std::string path = tmp.path() + "/c.toml";
-    std::ofstream(path) << config;
-    const std::string out = tmp.path() + "/out";
-    int rc = std::system((GPUCACHEFS_BIN " --check-config " + path + " > " + out + " 2>&1").c_str());
-    CHECK(WEXITSTATUS(rc) == 78);
-    CHECK(ReadText(out).find("metrics.bearer_token_file") != std::string::npos);
+    auto [rc, out] = check_config(WithPort(FreeLoopbackPort()), file);
+    CHECK(rc == 78);
+    CHECK(out.find("metrics.bearer_token_file") != std::string::npos);
   }
+  // With the endpoint off the file is not used, so not read.
+  CHECK(check_config(TestConfig(), tmp.path() + "/missing").first == 0);
 }
 
 TEST_CASE("Metrics: refusals count refusals only, each tenant's limits are gauges, a refused fill is logged") {
