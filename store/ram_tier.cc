@@ -57,10 +57,12 @@ StatusCode RamTier::Promote(const BlockAddress& address, uint64_t region_id, Blo
 std::shared_ptr<const RamCopy> RamTier::MakeCopy(Fd fd, uint64_t size, uint64_t region_id) const {
   const uint64_t bytes = Footprint(size);
   live_bytes_->fetch_add(bytes);
+  live_files_->fetch_add(1);
   return std::shared_ptr<const RamCopy>(new RamCopy(std::move(fd), size, region_id),
-                                        [live = live_bytes_, bytes](const RamCopy* copy) {
+                                        [live = live_bytes_, files = live_files_, bytes](const RamCopy* copy) {
                                           delete copy;  // its last descriptor: tmpfs frees the pages
                                           live->fetch_sub(bytes);
+                                          files->fetch_sub(1);
                                         });
 }
 
@@ -93,7 +95,7 @@ StatusCode RamTier::BeginLocked(const std::string& key, uint64_t region_id, uint
 bool RamTier::FitsLocked(uint64_t bytes) const {
   // Every kept copy still open anywhere, not only those held: that is what the tmpfs holds.
   return live_bytes_->load() + in_flight_bytes_ + bytes <= budget_ &&
-         copies_.size() + in_flight_.size() < max_copies_;  // one more descriptor
+         live_files_->load() + in_flight_.size() < max_copies_;  // one more descriptor
 }
 
 // A copy someone else holds (a passthrough table's backing file, its open files behind it) is

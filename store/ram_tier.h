@@ -167,6 +167,10 @@ class RamTier {
   std::unordered_map<std::string, InFlight> in_flight_ GUARDED_BY(mu_);
   uint64_t in_flight_bytes_ GUARDED_BY(mu_) = 0;
   const std::shared_ptr<LiveBytes> live_bytes_ = std::make_shared<LiveBytes>(0);
+  // The same for descriptors: every kept copy whose file is still open, each holding one
+  // (review, 2026-12-07: copies dropped while open were left out of max_copies, so a tenant
+  // holding opens of unlinked blocks took the daemon's descriptors from the others).
+  const std::shared_ptr<std::atomic<size_t>> live_files_ = std::make_shared<std::atomic<size_t>>(0);
   bool closed_ GUARDED_BY(mu_) = false;
   RamTierStats stats_ GUARDED_BY(mu_);
 };

@@ -194,6 +194,27 @@ TEST_CASE("RamTier: a copy held open is never evicted for room: the next least r
 // Regression (review, 2026-12-07): a copy dropped while a file held it (its block left) left the
 // budget at once but the tmpfs only when that file closed: a copy then begun in its place failed
 // its fallocate. The budget now counts what the tmpfs holds.
+// Review (2026-12-07): only the copies the tier held counted against max_copies; one dropped
+// (its block unlinked) while a passthrough open held it kept its descriptor uncounted, and the
+// tier made max_copies more on top.
+TEST_CASE("RamTier: a copy dropped while open counts against max_copies until its last holder lets go") {
+  TierHarness h(1 << 20, Env::Posix(), 2);
+  BlockInfo one = h.Commit(1, 4096);
+  h.Commit(2, 4096);
+  h.Commit(3, 4096);
+  REQUIRE(h.Promote(1) == StatusCode::kOk);
+  std::shared_ptr<const RamCopy> held = h.Find(1);
+  h.tier.Forget(one.address);
+  REQUIRE(h.Promote(2) == StatusCode::kOk);
+  REQUIRE(h.Promote(3) == StatusCode::kOk);  // room made by dropping 2: 1 still holds a descriptor
+  CHECK(h.Find(2) == nullptr);
+  CHECK(h.tier.Stats().copies == 1);
+  held.reset();
+  REQUIRE(h.Promote(2) == StatusCode::kOk);  // 1's descriptor is gone: 2 fits beside 3
+  CHECK(h.tier.Stats().copies == 2);
+  CHECK(h.Find(3) != nullptr);
+}
+
 TEST_CASE("RamTier: a copy dropped while open counts against the budget until its last holder lets go") {
   TierHarness h(2 * 102400);
   BlockInfo one = h.Commit(1, 102400);
