@@ -290,7 +290,7 @@ class Filesystem {
   // (kMaxNoticesNow) and 4 here, which leaves 2 for every other request of every tenant.
   static constexpr int kMaxDeferredPerCaller = 2;
   static constexpr int kMaxDeferredInAll = 4;
-  static constexpr int kMaxDeferredPerTenant = 2;  // however many uids it has
+  static constexpr int kMaxDeferredPerTenant = 3;  // however many uids it has: one uid leaves room
   CallerSlots deferred_slots_{kMaxDeferredPerCaller, kMaxDeferredInAll, kMaxDeferredPerTenant};
   // What the listings and `.gpucache` texts held by open handles may take, per uid and in all
   // (docs/operations.md, "Listings and generated files"): the tenants' members, and uids of no

@@ -84,6 +84,14 @@ TEST_CASE("Cold packs: the after-commit queue packs each tenant's commits apart,
   REQUIRE(manifests.size() == 2);
   for (const auto& tenants : manifests) CHECK(tenants.size() == 1);
   CHECK(tier.Stats().packed_blocks == 6);
+  // Each pack lays its tenant's blocks out in the order they were committed.
+  for (const auto& [key, bytes] : s3.Objects()) {
+    if (key.find("/manifests/") == std::string::npos) continue;
+    DecodedManifest d = DecodeManifest(bytes);
+    REQUIRE(d.manifest.entries.size() == 3);
+    const std::string tenant = d.manifest.entries[0].address.tenant;
+    for (int i = 0; i < 3; i++) CHECK(d.manifest.entries[i].address == AddressOf(NthIdentity(i, tenant)));
+  }
 }
 
 // A manifest written before packs held one tenant's blocks still lists two: the purge of one of
