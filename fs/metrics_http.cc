@@ -49,7 +49,7 @@ MHD_Result Answer(void* cls, MHD_Connection* connection, const char* url, const 
   if (get && std::strcmp(url, "/metrics") == 0) {
     std::string token;
     {
-      std::lock_guard lock(served->mu);
+      MutexLock lock(served->mu);
       token = served->token;
     }
     if (!token.empty() &&
@@ -185,7 +185,7 @@ bool MetricsHttpServer::Start(std::function<std::string()> render, std::string t
 }
 
 void MetricsHttpServer::SetToken(std::string token) {
-  std::lock_guard lock(served_.mu);
+  MutexLock lock(served_.mu);
   served_.token = std::move(token);
 }
 

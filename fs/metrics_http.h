@@ -20,11 +20,11 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "fs/metrics.h"
+#include "store/mutex.h"
 
 struct MHD_Daemon;
 
@@ -65,8 +65,8 @@ class MetricsHttpServer {
   // What the request handler reads (libmicrohttpd's thread).
   struct Served {
     std::function<std::string()> render;
-    mutable std::mutex mu;
-    std::string token;  // empty: none asked for
+    mutable Mutex mu;
+    std::string token GUARDED_BY(mu);  // empty: none asked for
   };
 
  private:
