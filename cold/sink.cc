@@ -137,7 +137,6 @@ ObjectResult<Done> Sink::Upload(const Job& job, std::string& step) {
   return store_.Put(key, p.locators[entry]);
 }
 
-// Runs the job's remaining steps once; stops at the first error. No lock held: I/O.
 std::string Sink::StaleSeal(const Job& job) const {
   if (!seal_keys_) return "";
   const std::string current = seal_keys_->Get()->current();
@@ -150,6 +149,7 @@ std::string Sink::StaleSeal(const Job& job) const {
   return "";
 }
 
+// Runs the job's remaining steps once; stops at the first error. No lock held: I/O.
 Sink::Outcome Sink::Attempt(Job& job) {
   job.attempts++;
   if (job.next_step <= kManifestStep) {  // nothing that names the seals is up yet

@@ -10,6 +10,8 @@
 #include <map>
 #include <sstream>
 
+#include "common/mount_escape.h"
+
 namespace gpucache::ctl {
 namespace {
 
@@ -29,22 +31,6 @@ struct Mount {
   std::string fstype;      // "ext4", "fuse.gpucachefs"
 };
 
-// mountinfo writes a space, tab, newline and backslash in a path as \040, \011, \012, \134.
-std::string Unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    auto octal = [&](size_t k) { return k < s.size() && s[k] >= '0' && s[k] <= '7'; };
-    if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
-      int c = (s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0');
-      out.push_back(static_cast<char>(c));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 // mountinfo: "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue"
 std::vector<Mount> Mounts(const std::string& proc) {
   std::vector<Mount> out;
@@ -59,7 +45,7 @@ std::vector<Mount> Mounts(const std::string& proc) {
     while (f >> tok && tok != "-") {
     }
     f >> m.fstype >> m.source;
-    m.mountpoint = Unescape(m.mountpoint);
+    m.mountpoint = UnescapeMountField(m.mountpoint);
     out.push_back(std::move(m));
   }
   return out;

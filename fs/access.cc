@@ -13,6 +13,8 @@ std::shared_ptr<const AccessPolicy::Rules> AccessPolicy::RulesOf(const Config& c
             [](const TenantConfig& a, const TenantConfig& b) { return a.name < b.name; });
   r->admin_uids = config.admin_uids;
   r->admin_gids = config.admin_gids;
+  r->uses_groups = !r->admin_gids.empty() ||
+                   std::any_of(r->tenants.begin(), r->tenants.end(), [](const TenantConfig& t) { return !t.gids.empty(); });
   return r;
 }
 
@@ -33,11 +35,7 @@ bool AccessPolicy::Matches(const Principal& caller, const std::vector<uint32_t>&
   return false;
 }
 
-bool AccessPolicy::UsesGroups() const {
-  std::shared_ptr<const Rules> r = rules();
-  if (!r->admin_gids.empty()) return true;
-  return std::any_of(r->tenants.begin(), r->tenants.end(), [](const TenantConfig& t) { return !t.gids.empty(); });
-}
+bool AccessPolicy::UsesGroups() const { return rules()->uses_groups; }
 
 bool AccessPolicy::IsAdmin(const Rules& r, const Principal& caller) {
   return Matches(caller, r.admin_uids, r.admin_gids);

@@ -54,6 +54,7 @@ class AccessPolicy {
   struct Rules {
     std::vector<TenantConfig> tenants;
     std::vector<uint32_t> admin_uids, admin_gids;
+    bool uses_groups = false;  // any gid above: decided once per configuration (RulesOf)
   };
   static std::shared_ptr<const Rules> RulesOf(const Config& config);
   static bool Matches(const Principal& caller, const std::vector<uint32_t>& uids,

@@ -313,7 +313,8 @@ StatusCode Filesystem::AnswerDeferred(Handle& h) {
     if (limited && !deferred_slots_.TryTake(caller.uid, tenants)) {
       h.text = control_protocol::Error(
           EAGAIN, "too many control requests are running (at most " + std::to_string(kMaxDeferredPerCaller) +
-                      " of one uid or one tenant, " + std::to_string(kMaxDeferredInAll) +
+                      " of one uid, " + std::to_string(kMaxDeferredPerTenant) + " of one tenant, " +
+                      std::to_string(kMaxDeferredInAll) +
                       " of all members); wait for one, or send cold requests with \"async\": true");
       DropWaiting(h);
       h.reply_cursor = 0;

@@ -7,31 +7,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/mount_escape.h"
+
 namespace gpucache {
 namespace {
-
-// mountinfo writes a space, tab, newline and backslash in a path as \040, \011, \012, \134.
-std::string Unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      int v = 0;
-      bool octal = true;
-      for (size_t k = 1; k <= 3; ++k) {
-        char c = s[i + k];
-        octal &= c >= '0' && c <= '7';
-        v = v * 8 + (c - '0');
-      }
-      if (octal) {
-        out += static_cast<char>(v);
-        i += 3;
-        continue;
-      }
-    }
-    out += s[i];
-  }
-  return out;
-}
 
 bool WriteAll(const std::string& path, const std::string& text, int flags) {
   int fd = ::open(path.c_str(), flags | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -50,7 +29,7 @@ std::optional<FuseConnection> FuseConnection::Find(const std::string& mountpoint
     std::string id, parent, majmin, root, point;
     f >> id >> parent >> majmin >> root >> point;
     size_t dash = line.find(" - ");
-    if (dash == std::string::npos || Unescape(point) != mountpoint) continue;
+    if (dash == std::string::npos || UnescapeMountField(point) != mountpoint) continue;
     std::istringstream tail(line.substr(dash + 3));
     std::string fstype;
     tail >> fstype;

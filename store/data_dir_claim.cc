@@ -13,6 +13,7 @@
 #include <system_error>
 #include <vector>
 
+#include "common/mount_escape.h"
 #include "store/env.h"
 #include "store/index_journal.h"
 #include "store/posix_io.h"
@@ -137,21 +138,6 @@ std::string DataDirRefusal(const std::string& dir) {
 
 namespace {
 
-// "\040" and the like in /etc/fstab and /proc/self/mounts: octal escapes of spaces and tabs.
-std::string Unescape(std::string_view field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    std::string_view digits = field.substr(i + 1, 3);
-    if (field[i] == '\\' && digits.size() == 3 && digits.find_first_not_of("01234567") == std::string_view::npos) {
-      out += static_cast<char>(std::stoi(std::string(digits), nullptr, 8));
-      i += 3;
-    } else {
-      out += field[i];
-    }
-  }
-  return out;
-}
-
 // The second field of each line of an fstab-format file (mount points); nullopt if unreadable.
 std::optional<std::vector<std::string>> MountPointsIn(const std::string& path) {
   std::vector<std::string> out;
@@ -162,7 +148,7 @@ std::optional<std::vector<std::string>> MountPointsIn(const std::string& path) {
     std::istringstream fields(line);
     std::string what, where;
     if (!(fields >> what >> where) || what.empty() || what[0] == '#') continue;
-    out.push_back(Normal(Unescape(where)));
+    out.push_back(Normal(UnescapeMountField(where)));
   }
   return out;
 }

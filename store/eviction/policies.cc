@@ -122,10 +122,10 @@ class PrefixLruPolicy final : public EvictionPolicy {
     tree_.Detach(slot);
   }
   std::optional<Slot> Victim(const EligibleFn& eligible) override {
-    auto leaf_eligible = [&](Slot s) { return !tree_.HasChildren(s) && eligible(s); };
-    // A partial block first, unless a block continues it: then it is an ancestor like any other.
-    if (Slot s = recency_.FirstWhereIn(recency_.front(), first_full_, leaf_eligible); s != kNone) return s;
-    Slot leaf = recency_.FirstWhereIn(first_full_, kNone, leaf_eligible);
+    // The list holds partial blocks before full ones: the first leaf is a partial block no block
+    // continues if there is one (a partial block with children is an ancestor like any other).
+    Slot leaf = recency_.FirstWhereIn(recency_.front(), kNone,
+                                      [&](Slot s) { return !tree_.HasChildren(s) && eligible(s); });
     if (leaf != kNone) return leaf;
     return Found(recency_.FirstWhereIn(recency_.front(), kNone, eligible));
   }

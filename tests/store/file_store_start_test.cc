@@ -74,6 +74,20 @@ int InCrashingChild(const std::function<int()>& fn) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Commits keys [0, n) through a store at `dir` that is never closed, in a child that then dies
+// (InCrashingChild): what a crash leaves, the journal not folded into INDEX. False if a commit
+// failed.
+bool CommitThenCrash(const std::string& dir, int n, uint64_t rotate_bytes = 0) {
+  return InCrashingChild([&] {
+           FileStoreReport report;
+           auto s = Open(dir, nullptr, report, rotate_bytes).release();  // never closed
+           for (int k = 0; k < n; k++) {
+             if (!Commit(*s, k)) return 1;
+           }
+           return 0;
+         }) == 0;
+}
+
 uint64_t InodeOf(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
@@ -252,14 +266,7 @@ TEST_CASE("FileStore: the files that name blocks are readable by the daemon's us
 
 TEST_CASE("Index journal: a start after a crash keeps the journal, cuts its torn tail, writes no INDEX") {
   test::TempDir tmp;
-  REQUIRE(InCrashingChild([&] {
-            FileStoreReport report;
-            auto s = Open(tmp.path(), nullptr, report).release();  // never closed
-            for (int k = 0; k < 10; k++) {
-              if (!Commit(*s, k)) return 1;
-            }
-            return 0;
-          }) == 0);
+  REQUIRE(CommitThenCrash(tmp.path(), 10));
   std::string journal = tmp.path() + "/JOURNAL";
   fs::resize_file(journal, fs::file_size(journal) - 7);  // the last record torn
   const uint64_t index_inode = InodeOf(tmp.path() + "/INDEX");
@@ -287,14 +294,7 @@ TEST_CASE("Index journal: a start after a crash keeps the journal, cuts its torn
 // dropped with nothing said (every block still loaded, from its file).
 TEST_CASE("Index journal: a start says how much of a journal it dropped after a damaged record") {
   test::TempDir tmp;
-  REQUIRE(InCrashingChild([&] {
-            FileStoreReport report;
-            auto s = Open(tmp.path(), nullptr, report).release();  // never closed
-            for (int k = 0; k < 20; k++) {
-              if (!Commit(*s, k)) return 1;
-            }
-            return 0;
-          }) == 0);
+  REQUIRE(CommitThenCrash(tmp.path(), 20));
   const std::string journal = tmp.path() + "/JOURNAL";
   const uint64_t size = fs::file_size(journal);
   {
@@ -383,14 +383,7 @@ TEST_CASE("Index journal: a start over a long journal opens first and folds it a
 // terabyte, by damage or by hand, must not make the start allocate for it.
 TEST_CASE("Index journal: a start over a sparse terabyte JOURNAL reserves for what it holds") {
   test::TempDir tmp;
-  REQUIRE(InCrashingChild([&] {
-            FileStoreReport report;
-            auto s = Open(tmp.path(), nullptr, report).release();  // never closed
-            for (int k = 0; k < 10; k++) {
-              if (!Commit(*s, k)) return 1;
-            }
-            return 0;
-          }) == 0);
+  REQUIRE(CommitThenCrash(tmp.path(), 10));
   std::string journal = tmp.path() + "/JOURNAL";
   const uint64_t records = fs::file_size(journal);
   fs::resize_file(journal, uint64_t{1} << 40);  // zeros after the records: a torn tail
@@ -499,14 +492,7 @@ TEST_CASE("Index journal: commits while JOURNAL cannot be opened are counted, an
 // found its file named by nothing and read it in full. The store now folds after indexing.
 TEST_CASE("Index journal: the INDEX a rotation writes names the block whose commit rotated it") {
   test::TempDir tmp;
-  REQUIRE(InCrashingChild([&] {
-            FileStoreReport report;
-            auto s = Open(tmp.path(), nullptr, report, /*rotate_bytes=*/1024).release();  // never closed
-            for (int k = 0; k < 20; k++) {
-              if (!Commit(*s, k)) return 1;
-            }
-            return 0;
-          }) == 0);
+  REQUIRE(CommitThenCrash(tmp.path(), 20, 1024));
   FileStoreReport report;
   auto s = Open(tmp.path(), nullptr, report);
   CHECK(report.blocks_loaded == 20);
