@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
@@ -91,8 +92,34 @@ int MountClient::Commit(const CacheIdentity& id, std::span<const uint8_t> payloa
   return err;
 }
 
+namespace {
+
+constexpr long kFuseSuperMagic = 0x65735546;  // statfs(2): FUSE_SUPER_MAGIC
+
+// A regular file of a FUSE filesystem: the daemon's channel, not a file planted in a plain
+// directory (a hard link to a local file is on the local filesystem). Blocking again once
+// judged: writes of the frame must not return EAGAIN.
+bool IsChannel(int fd) {
+  struct stat st {};
+  struct statfs fs {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (::fstatfs(fd, &fs) != 0 || fs.f_type != kFuseSuperMagic) return false;
+  int flags = ::fcntl(fd, F_GETFL);
+  return flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
+}
+
+}  // namespace
+
 int MountClient::CommitFrame(const CacheIdentity& id, std::span<const uint8_t> payload) const {
-  int fd = ::open(channel_->path().c_str(), O_WRONLY | O_CLOEXEC);
+  // Not following a link, not waiting for a FIFO's reader: on a stopped daemon's mountpoint (a
+  // plain directory anyone may have written) a planted `.gpucache/commit` took the frame, the
+  // tenant's KV bytes, into whatever it named, or hung the writer (review, 2026-12-07).
+  int fd = ::open(channel_->path().c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd >= 0 && !IsChannel(fd)) {
+    ::close(fd);
+    return ENOTCONN;
+  }
+  if (fd < 0 && (errno == ELOOP || errno == ENXIO || errno == ENOTDIR)) return ENOTCONN;  // a link, a FIFO
   if (fd < 0) {
     if (errno != ENOENT) return errno;
     // No channel: a daemon that has none (it has the control file: remembered, and this block
@@ -136,7 +163,11 @@ int MountClient::CommitByRename(const CacheIdentity& id, std::span<const uint8_t
 
 std::variant<Bytes, int> MountClient::Read(const CacheIdentity& id) const { return ReadWholeFile(PathOf(id)); }
 
-bool MountClient::HasDaemon() const { return ::access((mount_ + "/.gpucache/ctl").c_str(), F_OK) == 0; }
+bool MountClient::HasDaemon() const {
+  struct statfs fs {};
+  return ::statfs(mount_.c_str(), &fs) == 0 && fs.f_type == kFuseSuperMagic &&
+         ::access((mount_ + "/.gpucache/ctl").c_str(), F_OK) == 0;
+}
 
 namespace {
 

@@ -6,10 +6,13 @@
 #include <errno.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -339,6 +342,44 @@ TEST_CASE("Commit channel: a client that met no daemon keeps using the channel o
   for (int i = 0; i < 200 && Metric(m, writes) < 1; ++i) ::usleep(10000);
   CHECK(Metric(m, writes) == 1);
   CHECK(Metric(m, "gpucache_fuse_op_seconds_count{op=\"rename\"}") <= 0);
+}
+
+// Regression (review, 2026-12-07): on a stopped daemon's mountpoint, a plain directory anyone
+// may write, a planted `.gpucache/commit` took the frame (the tenant's identity and KV bytes)
+// into the file a symlink or hard link named, and a FIFO there hung the writer.
+TEST_CASE("Commit channel: a channel planted in a stopped daemon's mountpoint is never written") {
+  MountedFs m;
+  MountClient client(m.mnt());
+  REQUIRE(m.Stop() == 0);
+  const std::string dir = m.mnt() + "/.gpucache", channel = dir + "/commit";
+  const std::string victim = m.mnt() + "/victim";
+  std::ofstream(victim) << "precious";
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  std::ofstream(dir + "/ctl") << "";
+  auto victim_text = [&] {
+    std::ifstream in(victim);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  REQUIRE(::symlink(victim.c_str(), channel.c_str()) == 0);
+  CHECK(client.Commit(NumberedBlock(5), Payload(100)) == ENOTCONN);
+  CHECK(victim_text() == "precious");
+  REQUIRE(::unlink(channel.c_str()) == 0);
+  REQUIRE(::link(victim.c_str(), channel.c_str()) == 0);
+  CHECK(client.Commit(NumberedBlock(5), Payload(100)) == ENOTCONN);
+  CHECK(victim_text() == "precious");
+  REQUIRE(::unlink(channel.c_str()) == 0);
+  REQUIRE(::mkfifo(channel.c_str(), 0666) == 0);
+  pid_t pid = ::fork();  // a hang stays in the child
+  if (pid == 0) ::_exit(client.Commit(NumberedBlock(5), Payload(100)) == ENOTCONN ? 0 : 1);
+  int status = -1;
+  for (int i = 0; i < 500 && ::waitpid(pid, &status, WNOHANG) != pid; ++i) ::usleep(10000);
+  if (status == -1) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(victim);
 }
 
 TEST_CASE("Commit channel: many writers on one open, beside lookups, never wedge the mount") {
