@@ -280,6 +280,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "gpucachefs: configuration error: %s\n", error.c_str());
         return 78;  // EX_CONFIG
       }
+      if (std::string warn = gpucache::DataDirsSharingFilesystem(config.data_dirs); !warn.empty()) {
+        std::fprintf(stderr, "gpucachefs: warning: %s\n", warn.c_str());
+      }
       std::fputs(gpucache::EffectiveConfigText(config).c_str(), stdout);
       return 0;
     } catch (const gpucache::ConfigError& e) {
@@ -314,6 +317,9 @@ int main(int argc, char** argv) {
     return 78;  // EX_CONFIG
   }
   WarnIfNotEmpty(args.mount.mountpoint);
+  if (std::string warn = gpucache::DataDirsSharingFilesystem(config.data_dirs); !warn.empty()) {
+    spdlog::warn("{}", warn);
+  }
   // Mount options libfuse refuses are refused now, before any data directory is touched.
   if (!gpucache::CheckMountOptions(args.mount, config.KernelPermissions(), &error)) {
     spdlog::error("{}", error);

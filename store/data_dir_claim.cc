@@ -228,6 +228,27 @@ std::string DataDirsOverlap(const std::vector<std::string>& dirs) {
   return "";
 }
 
+std::string DataDirsSharingFilesystem(const std::vector<std::string>& dirs) {
+  std::vector<dev_t> devices;
+  for (const std::string& dir : dirs) {
+    fs::path existing = Normal(dir);
+    struct stat st {};
+    while (::stat(existing.c_str(), &st) != 0 && existing != existing.parent_path()) {
+      existing = existing.parent_path();
+    }
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (devices[i] == st.st_dev) {
+        return "data directories " + dirs[i] + " and " + dir + " are on one filesystem: placement " +
+               "counts its free bytes once for each, so it takes more than its share of new " +
+               "blocks, and a device failure there takes out both; give each device a directory " +
+               "of its own";
+      }
+    }
+    devices.push_back(st.st_dev);
+  }
+  return "";
+}
+
 bool ClaimDataDir(const std::string& dir, std::string* canonical, std::string* error) {
   if (std::string why = DataDirRefusal(dir); !why.empty()) {
     *error = why;

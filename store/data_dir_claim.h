@@ -38,6 +38,11 @@ std::string MountpointInDataDir(const std::string& mountpoint);
 // Why these data directories cannot be used together (two names of one directory, through a
 // link or a trailing '/', or one inside another), or empty.
 std::string DataDirsOverlap(const std::vector<std::string>& dirs);
+// A warning when two data directories are on one filesystem (each judged by itself, or by its
+// nearest existing ancestor when it is still to be made); "" when each has one of its own.
+// Placement weighs each directory by its filesystem's free bytes, so that filesystem would
+// count twice, and `isolate` of one would leave the other on the same failed device.
+std::string DataDirsSharingFilesystem(const std::vector<std::string>& dirs);
 
 // Makes `dir` a data directory or confirms it is one: creates it if missing (mode 0700), writes
 // the marker into an empty one, adopts a directory an older gpucache made (every entry one that

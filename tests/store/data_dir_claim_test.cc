@@ -159,4 +159,22 @@ TEST_CASE("No-symlink opens: a link in any component is ELOOP") {
   ParentDir p = OpenParentNoSymlinks(tmp.path() + "/link/sub/f");
   CHECK(p.dir.get() == -ELOOP);
 }
+// Review (2026-12-07): two data directories on one filesystem started without a word, and
+// placement, which weighs each by its filesystem's free bytes, gave that filesystem twice its
+// share of new blocks.
+TEST_CASE("Data dirs: two on one filesystem are named in a warning, one each is not") {
+  test::TempDir tmp;
+  const std::string a = tmp.path() + "/a", b = tmp.path() + "/not-yet/b";
+  REQUIRE(::mkdir(a.c_str(), 0700) == 0);
+  const std::string warn = DataDirsSharingFilesystem({a, b});
+  CHECK(warn.find(a) != std::string::npos);
+  CHECK(warn.find(b) != std::string::npos);
+  CHECK(warn.find("one filesystem") != std::string::npos);
+  CHECK(DataDirsSharingFilesystem({a}).empty());
+  struct stat shm {}, here {};
+  if (::stat("/dev/shm", &shm) == 0 && ::stat(a.c_str(), &here) == 0 && shm.st_dev != here.st_dev) {
+    CHECK(DataDirsSharingFilesystem({a, "/dev/shm/gpucache-test-not-made"}).empty());
+  }
+}
+
 }  // namespace gpucache
