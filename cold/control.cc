@@ -97,12 +97,12 @@ std::string Refill(ColdTier& tier, const Principal& who, const json& req) {
 using Handler = std::string (*)(ColdTier&, const Principal&, const json&);
 
 // Whose share of the async ops a request uses: the caller's tenants (their members share it);
-// an admin's own uid.
+// an admin's own uid. (A caller of no tenant never gets one: MaybeAsync refuses it.)
 std::string QuotaKeyOf(const Principal& who) {
   if (who.admin) return "admin:" + std::to_string(who.uid);
   std::string key;
   for (const std::string& t : who.tenants) key += t + ",";  // a set: in order
-  return key.empty() ? "uid:" + std::to_string(who.uid) : key;
+  return key;
 }
 
 // {"op":"cold.refill"|"cold.pack", ..., "async": true}: queued on the tier's workers (a pack
@@ -115,6 +115,12 @@ std::string MaybeAsync(ColdTier& tier, const Principal& who, const json& req, Ha
   json sync = req;
   sync.erase("async");
   if (!req["async"].get<bool>()) return handler(tier, who, sync);
+  // A caller of no tenant is refused by every op that can run async; refused here, at once, it
+  // holds no slot: each such uid had a share of its own, so a few of them, never polling, kept
+  // the queue full for every tenant until their refusals expired (review, 2026-12-07).
+  if (!who.admin && who.tenants.empty()) {
+    return Error(EACCES, "the caller is a member of no tenant: no cold operation is open to it");
+  }
   uint64_t id = tier.async_ops().Submit(who.uid, [&tier, who, sync, handler] { return handler(tier, who, sync); },
                                         QuotaKeyOf(who), lane);
   if (id == 0) {

@@ -33,10 +33,31 @@ TEST_CASE("Cold control: an async refill returns an op id at once, its owner pol
   CHECK(done["result"] == "hit");
   // Answered once, then forgotten.
   CHECK(f.Ctl(kAcme, {{"op", "cold.op"}, {"op_id", queued["op_id"]}})["errno"] == "ENOENT");
-  // A refusal comes back the same way.
+  // A refusal comes back the same way (`other` is a member of a tenant, not of this one).
   json denied = f.Ctl(other, {{"op", "cold.refill"}, {"identity", id}, {"async", true}});
   json answer = f.WaitForOp(other, denied["op_id"]);
   CHECK(answer["errno"] == "EACCES");
+}
+
+// Review (2026-12-07): every uid of no tenant had a quarter of the async slots of its own
+// ("uid:N"), its refills refused only on a worker and the refusals held until polled: four
+// such users, never polling, kept every tenant's async refills at EAGAIN.
+TEST_CASE("Cold control: a caller of no tenant is refused at once and holds no async slot") {
+  TierFixture f;
+  f.Commit(3);
+  const std::string id = HexEncode(EncodePhysicalKey(NthIdentity(3)));
+  for (uint32_t uid = 3000; uid < 3004; uid++) {
+    Principal stranger{.uid = uid, .gid = uid, .admin = false, .tenants = {}};
+    for (size_t i = 0; i < f.tier->async_ops().ShareOfOneKey() + 1; i++) {
+      json r = f.Ctl(stranger, {{"op", "cold.refill"}, {"identity", id}, {"async", true}});
+      REQUIRE(r["errno"] == "EACCES");
+      CHECK_FALSE(r.contains("op_id"));
+    }
+    CHECK(f.Ctl(stranger, {{"op", "cold.pack"}, {"async", true}})["errno"] == "EACCES");
+  }
+  json mine = f.Ctl(kAcme, {{"op", "cold.refill"}, {"identity", id}, {"async", true}});
+  REQUIRE(mine["ok"] == true);
+  CHECK(f.WaitForOp(kAcme, mine["op_id"])["state"] == "done");
 }
 
 TEST_CASE("Cold control: an async pack runs on the workers and answers through its op id") {
