@@ -57,7 +57,10 @@ json StatsJson(const ColdTierStats& s) {
               {"refill_bad_seal", s.seal_refusals.bad_seal},
               {"refill_known", s.refill_known},
               {"refill_known_fallbacks", s.refill_known_fallbacks},
-              {"known_places", s.known_places}};
+              {"known_places", s.known_places},
+              {"invalidations_pending", s.invalidations_pending},
+              {"invalidations_overflow", s.invalidations_overflow},
+              {"locators_withdrawn", s.locators_withdrawn}};
 }
 
 std::string Refill(ColdTier& tier, const Principal& who, const json& req) {
@@ -174,6 +177,34 @@ std::string PurgeTenant(ColdTier& tier, const json& req) {
              {"kept", p.kept}, {"complete", p.complete}};
   if (p.error) return Error(EIO, "purge stopped: " + p.error->message);
   return Ok(reply);
+}
+
+// Orphan pack objects older than `older_than` seconds (at least an hour: cold/sweep.cc says
+// why), at most `max_deletes` per request.
+std::string Sweep(ColdTier& tier, const json& req) {
+  constexpr uint64_t kMinAge = 3600, kMaxAge = 10ull * 366 * 86400;
+  uint64_t older_than = 86400, max_deletes = 100;
+  if (req.contains("older_than")) {
+    auto n = Number(req, "older_than");
+    if (!n || *n < kMinAge || *n > kMaxAge) {
+      return Error(EINVAL, "older_than must be 3600..316224000 seconds: an upload on any node may "
+                           "have its object up and its manifest not yet for up to 10 minutes");
+    }
+    older_than = *n;
+  }
+  if (req.contains("max_deletes")) {
+    auto n = Number(req, "max_deletes");
+    if (!n || *n == 0 || *n > 100000) return Error(EINVAL, "max_deletes must be 1..100000");
+    max_deletes = *n;
+  }
+  uint64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch()).count();
+  SweepReport r = tier.SweepOrphans(now, older_than, max_deletes);
+  if (r.error) return Error(EIO, "sweep stopped: " + r.error->message);
+  return Ok(json{{"packs_listed", r.packs_listed}, {"referenced", r.referenced},
+                 {"young", r.young}, {"busy", r.busy}, {"deleted", r.deleted},
+                 {"bytes_deleted", r.bytes_deleted}, {"kept", r.kept}, {"more", r.more},
+                 {"complete", r.complete}});
 }
 
 // The reply of a pack that was checked by Pack: runs the backfill (on a worker when async).
@@ -319,11 +350,11 @@ std::string HandleColdRequest(ColdTier& tier, const Principal& who, std::string_
   if (op == "cold.reclaim") return Reclaim(tier, who, req);
   bool known = op == "cold.report" || op == "cold.failed" || op == "cold.retry" ||
                op == "cold.drop" || op == "cold.drain" || op == "cold.retain" ||
-               op == "cold.reseal" || op == "cold.purge_tenant";
+               op == "cold.reseal" || op == "cold.purge_tenant" || op == "cold.sweep";
   if (!known) {
     return Error(EINVAL, "unknown cold op (known: cold.refill, cold.op, cold.pack, cold.reclaim, "
                            "cold.report, cold.failed, cold.retry, cold.drop, cold.drain, "
-                           "cold.retain, cold.reseal, cold.purge_tenant)");
+                           "cold.retain, cold.reseal, cold.purge_tenant, cold.sweep)");
   }
   if (!who.admin) return Error(EACCES, kNotAdmin);
   if (op == "cold.report") return Ok(json{{"cold", StatsJson(tier.Stats())}});
@@ -333,6 +364,7 @@ std::string HandleColdRequest(ColdTier& tier, const Principal& who, std::string_
   if (op == "cold.drain") return Ok(json{{"drain", DrainJson(tier.DrainNow())}});
   if (op == "cold.reseal") return Reseal(tier, req);
   if (op == "cold.purge_tenant") return PurgeTenant(tier, req);
+  if (op == "cold.sweep") return Sweep(tier, req);
   return Retain(tier, req);
 }
 
@@ -402,6 +434,12 @@ std::string RenderColdMetrics(const ColdTierStats& s) {
           "corrupt, error); the locator decided instead.", s.refill_known_fallbacks);
   counter("known_places", "Blocks whose place in the object store this node remembers.",
           s.known_places, "gauge");
+  counter("invalidations_pending", "Blocks the engine invalidated whose locators are still to be "
+          "withdrawn (refills of those bytes are refused meanwhile).", s.invalidations_pending, "gauge");
+  counter("invalidations_overflow_total", "Invalidations not noted (the list was full): those "
+          "blocks' locators stay.", s.invalidations_overflow);
+  counter("locators_withdrawn_total", "Locators deleted because they named bytes the engine "
+          "invalidated.", s.locators_withdrawn);
   return out.str();
 }
 

@@ -7,7 +7,7 @@
 //   cold.pack     an admin, or a member of the named tenant
 //   cold.reclaim  an owner of every tenant in the manifest, or an admin
 //   cold.report, cold.failed, cold.retry, cold.drop, cold.drain, cold.retain, cold.reseal,
-//   cold.list, cold.purge_tenant: admins
+//   cold.purge_tenant, cold.sweep: admins
 // Replies are one JSON object and a newline: "ok": true, or "ok": false with "errno" and
 // "error", like every other control reply. Input is hostile: every field is type-checked.
 #pragma once

@@ -53,6 +53,10 @@ struct ObjectMeta {
   std::string key;
   uint64_t size = 0;
   std::string etag;
+  // When the object was last written, in the store's clock (seconds since the epoch); 0 when
+  // the reply did not say (or said it in a form not understood). Only the orphan sweep uses
+  // it, and takes 0 for "just written": nothing is deleted on an unknown age.
+  uint64_t modified_unix_s = 0;
 };
 
 class ObjectStore {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cold/digest.h"
+#include "cold/invalidations.h"
 #include "cold/keyring.h"
 #include "cold/locator_locks.h"
 #include "cold/object_store.h"
@@ -85,6 +86,21 @@ struct PurgeReport {
   std::optional<ObjectError> error;   // the request that stopped the purge
 };
 
+struct SweepReport {
+  size_t packs_listed = 0;   // objects under packs/ with a pack's key
+  size_t referenced = 0;     // named by a manifest
+  size_t young = 0;          // named by none, but written less than the minimum age ago (or
+                             // of an age the store did not say): an upload may be under way
+  size_t busy = 0;           // named by none, but this node's sink holds a job uploading it
+  uint64_t bytes_deleted = 0;
+  std::vector<std::string> deleted;  // pack keys deleted and confirmed absent
+  std::vector<std::string> kept;     // "key: why", for the busy ones
+  bool more = false;                 // stopped at the request's bound: call again
+  bool complete = false;             // no pack object older than the minimum age is orphaned
+  std::optional<ObjectError> error;  // the request that stopped the sweep (nothing deleted
+                                     // after it; a manifest that cannot be read stops it first)
+};
+
 class ColdOps {
  public:
   // `locks`: shared with the Sink that uploads locators, so a reseal's or reclaim's read and
@@ -130,6 +146,24 @@ class ColdOps {
   PurgeReport PurgeTenant(const std::string& tenant, size_t max_manifests,
                           uint64_t now_unix_ns) const;
 
+  // Deletes pack objects that no manifest names (orphans: a job that uploaded its object and
+  // then was dropped, failed for good, or died with its daemon) and that were written at least
+  // `min_age_s` before `now_unix_s` by the store's clock, at most `max_deletes` per call.
+  // Every manifest is read first; one that cannot be read or decoded stops the sweep before
+  // anything is deleted (its references are unknown). `claim` runs before each candidate is
+  // looked at again: a reason refuses it (counted busy), "" claims it until `release`. Each
+  // candidate is then checked again (HEAD: still there and still old; manifests listed since
+  // the first reading: still named by none) and deleted, with a HEAD that must say "absent".
+  SweepReport SweepOrphans(uint64_t now_unix_s, uint64_t min_age_s, size_t max_deletes,
+                           const std::function<std::string(const std::string& object_key)>& claim,
+                           const std::function<void(const std::string& object_key)>& release) const;
+
+  // Deletes `a`'s locator if it names the payload with `checksum` (a block invalidated with
+  // those bytes; a v1 locator, which names no payload, goes too), reading, deciding and
+  // deleting under the key's lock, the delete confirmed by HEAD. A locator naming other bytes
+  // (a newer commit's) stays. Whether it deleted one, once no locator naming those bytes is left.
+  ObjectResult<bool> WithdrawLocator(const BlockAddress& a, const PayloadXxh128& checksum) const;
+
   // Walks the manifests (in key order, after `after`) and re-seals every sealed manifest, and
   // every locator that names it, whose seal verifies under a key of the keyring but is not the
   // current one. Objects that do not verify (unsealed, unknown key, forged) are reported and
@@ -152,6 +186,9 @@ class ColdOps {
   enum class Reference { kNone, kReferenced, kUnknown };
   Reference LiveReference(const Sha256& self, const Sha256& object, ReclaimReport& r,
                           std::string& why) const;
+  // The objects named by the manifests listed now, skipping those already in `seen` (their
+  // keys are added to it); an error when one cannot be read or decoded.
+  ObjectResult<std::set<Sha256>> NamedObjects(std::set<std::string>& seen) const;
   void ResealLocators(const Manifest& m, const Sha256& digest, const Keyring& keys,
                       ResealReport& r) const;
   void ResealLocator(const std::string& key, const Sha256& digest, const Keyring& keys,

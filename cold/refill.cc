@@ -59,6 +59,7 @@ std::string_view ToString(MissingReason r) {
     case MissingReason::kUnsealed: return "unsealed";
     case MissingReason::kUnknownKey: return "unknown-key";
     case MissingReason::kBadSeal: return "bad-seal";
+    case MissingReason::kInvalidated: return "invalidated";
   }
   return "?";
 }
@@ -163,6 +164,7 @@ LocatedBlock Refiller::Locate(const Principal& who, std::span<const uint8_t> exp
     SealCheck c = VerifyLocator(*keys, *l);
     if (c != SealCheck::kOk) return missing(SealRefused(a, c, "locator"));
     range = PayloadRange{l->object_digest, l->offset, l->length, l->checksum, l->identity_digest};
+    out.sealed = true;
   } else {
     if (!accept_unsealed_) return missing(SealRefused(a, SealCheck::kUnsealed, "v1 locator"));
     RefillOutcome o = FetchLegacy(a, l->manifest_digest, *keys, range);

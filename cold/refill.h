@@ -55,9 +55,10 @@ enum class MissingReason : uint8_t {
   kUnsealed,          // a v1 locator / v3 manifest, refused without accept_unsealed
   kUnknownKey,        // sealed under a key id the keyring does not hold
   kBadSeal,           // the seal does not verify: forged, damaged or another tenant's key
+  kInvalidated,       // this node's engine invalidated those bytes; their locator goes next
 };
-// How many MissingReason values there are (kBadSeal is the last): the size of a count per reason.
-inline constexpr size_t kMissingReasonCount = static_cast<size_t>(MissingReason::kBadSeal) + 1;
+// How many MissingReason values there are (kInvalidated is the last): the size of a count per reason.
+inline constexpr size_t kMissingReasonCount = static_cast<size_t>(MissingReason::kInvalidated) + 1;
 std::string_view ToString(RefillStatus s);
 std::string_view ToString(MissingReason r);
 
@@ -94,6 +95,7 @@ struct LocatedBlock {
   PayloadRange range;
   Sha256 manifest{};   // the manifest that lists the block (from its locator, or known place)
   bool known = false;  // `range` is this node's known place (cold/known_places.h), no locator read
+  bool sealed = false;  // `range` came from a locator whose seal verified (not a v1 one)
   bool ready() const { return outcome.status == RefillStatus::kHit; }
 };
 

@@ -215,7 +215,7 @@ ObjectResult<ObjectMeta> S3Client::Head(std::string_view key) {
     return Permanent("MalformedReply", "HEAD " + request.url + ": no Content-Length");
   }
   return ObjectMeta{std::string(key), static_cast<uint64_t>(reply.value().content_length),
-                    std::move(reply.value().etag)};
+                    std::move(reply.value().etag), reply.value().last_modified_unix_s};
 }
 
 ObjectResult<std::vector<uint8_t>> S3Client::GetRange(std::string_view key, uint64_t offset,

@@ -243,6 +243,10 @@ S3Reply PerformS3Request(CURL* h, const S3Request& request, const S3Signer& sign
   reply.content_length = length;
   if (reply.status != 0) {
     reply.etag = UnquoteEtag(HeaderValue(h, "ETag"));
+    // libcurl's own date parser (RFC 1123 and the older HTTP forms); -1 when it is none.
+    std::string modified = HeaderValue(h, "Last-Modified");
+    time_t t = modified.empty() ? -1 : curl_getdate(modified.c_str(), nullptr);
+    reply.last_modified_unix_s = t > 0 ? static_cast<uint64_t>(t) : 0;
     reply.content_range = HeaderValue(h, "Content-Range");
   }
   reply.curl_detail = error_buffer;

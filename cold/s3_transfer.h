@@ -37,6 +37,7 @@ struct S3Reply {
   long status = 0;            // final status; 0: none arrived (a 100 Continue alone is not one)
   std::vector<uint8_t> body;  // 2xx: the body; otherwise at most 64 KiB of the error body
   std::string etag;           // ETag header, unquoted
+  uint64_t last_modified_unix_s = 0;  // Last-Modified header; 0 when absent or unparsable
   std::string content_range;  // Content-Range header, raw
   int64_t content_length = -1;
   bool connected = false;  // the request may have reached the server (see IsAmbiguous)

@@ -1,6 +1,7 @@
 #include "cold/s3_xml.h"
 
 #include <charconv>
+#include <chrono>
 
 namespace gpucache::cold {
 namespace {
@@ -212,6 +213,30 @@ std::optional<std::string> XmlDecode(std::string_view text) {
   return out;
 }
 
+std::optional<uint64_t> ParseIsoUtcSeconds(std::string_view t) {
+  // YYYY-MM-DDTHH:MM:SS, then an optional fraction, then Z.
+  if (t.size() < 20 || t[4] != '-' || t[7] != '-' || t[10] != 'T' || t[13] != ':' || t[16] != ':') {
+    return std::nullopt;
+  }
+  auto field = [&](size_t at, size_t n) { return ParseU64(t.substr(at, n)); };
+  auto y = field(0, 4), mo = field(5, 2), d = field(8, 2), h = field(11, 2), mi = field(14, 2),
+       s = field(17, 2);
+  if (!y || !mo || !d || !h || !mi || !s || *h > 23 || *mi > 59 || *s > 60) return std::nullopt;
+  std::string_view rest = t.substr(19);
+  if (rest.front() == '.') {
+    size_t digits = rest.find_first_not_of("0123456789", 1);
+    if (digits == 1 || digits == std::string_view::npos) return std::nullopt;
+    rest.remove_prefix(digits);
+  }
+  if (rest != "Z") return std::nullopt;
+  using namespace std::chrono;
+  year_month_day date{year(static_cast<int>(*y)), month(static_cast<unsigned>(*mo)),
+                      day(static_cast<unsigned>(*d))};
+  if (!date.ok() || *y < 1970) return std::nullopt;
+  return static_cast<uint64_t>(sys_days(date).time_since_epoch() / seconds(1)) + *h * 3600 +
+         *mi * 60 + *s;
+}
+
 std::string UnquoteEtag(std::string_view etag) {
   if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
     etag = etag.substr(1, etag.size() - 2);
@@ -232,8 +257,11 @@ std::optional<ListPage> ParseListPage(std::string_view document) {
       if (key == nullptr || key->text.empty() || size == nullptr) return std::nullopt;
       std::optional<uint64_t> bytes = ParseU64(TrimSpace(size->text));
       if (!bytes) return std::nullopt;
-      page.objects.push_back(
-          ObjectMeta{key->text, *bytes, etag ? UnquoteEtag(TrimSpace(etag->text)) : std::string()});
+      const XmlElement* modified = child.Child("LastModified");
+      std::optional<uint64_t> when = modified ? ParseIsoUtcSeconds(TrimSpace(modified->text)) : std::nullopt;
+      page.objects.push_back(ObjectMeta{key->text, *bytes,
+                                        etag ? UnquoteEtag(TrimSpace(etag->text)) : std::string(),
+                                        when.value_or(0)});
     } else if (child.name == "IsTruncated") {
       std::string_view value = TrimSpace(child.text);
       if (value != "true" && value != "false") return std::nullopt;

@@ -52,6 +52,10 @@ struct S3ErrorBody {
 // An S3 <Error> body; nullopt when the body is not one.
 std::optional<S3ErrorBody> ParseErrorBody(std::string_view document);
 
+// An S3 listing's LastModified ("2026-12-07T21:02:30.000Z": UTC, fraction optional) as seconds
+// since the epoch; nullopt when it is not exactly that form or not a real date.
+std::optional<uint64_t> ParseIsoUtcSeconds(std::string_view text);
+
 // `etag` without one pair of surrounding double quotes.
 std::string UnquoteEtag(std::string_view etag);
 

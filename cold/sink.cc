@@ -32,6 +32,7 @@ struct Sink::Job {
   Clock::time_point redrive_at{};  // in the failed queue: not re-driven before this
   size_t next_step = kObjectStep;  // then retention, manifest, locator of entry i at 3 + i
   bool retention_again = false;    // the retention step runs again, after a failed manifest
+  Clock::time_point object_up{};   // when its object step last succeeded
   JobError last_error;
   size_t steps() const { return kFirstLocatorStep + pair.decoded.entries.size(); }
 };
@@ -161,9 +162,12 @@ Sink::Outcome Sink::Attempt(Job& job) {
   // A job that stopped at its manifest writes its retention record again first: the deadline
   // counts from just before the manifest is visible, and an earlier attempt's (a backoff of
   // minutes, or days until an operator's retry) would make the manifest reclaimable at once.
-  if (job.next_step == kManifestStep && retention_ns_ != 0) {
+  if (job.next_step == kManifestStep) job.retention_again = true;
+  if (job.next_step > kObjectStep && job.next_step <= kManifestStep &&
+      Clock::now() - job.object_up >= std::chrono::milliseconds(limits_.object_fresh_ms)) {
+    job.next_step = kObjectStep;  // back after a long wait: the object goes up again first
+  } else if (job.next_step == kManifestStep && retention_ns_ != 0) {
     job.next_step = kRetentionStep;
-    job.retention_again = true;
   }
   while (job.next_step < job.steps()) {
     if (stopping_) return Outcome::kStopped;  // between steps: the rest waits, as after a crash
@@ -183,6 +187,7 @@ Sink::Outcome Sink::Attempt(Job& job) {
       bool temporary = r.error().kind == ObjectErrorKind::kTemporary;
       return temporary && job.attempts < limits_.max_attempts ? Outcome::kRequeue : Outcome::kFail;
     }
+    if (job.next_step == kObjectStep) job.object_up = Clock::now();
     job.next_step++;
   }
   return Outcome::kUploaded;

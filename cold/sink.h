@@ -30,6 +30,12 @@
 //   submitted = uploaded + pending + in_flight + failed_now + dropped
 // (Stats() reads all of them at once; jobs refused at admission are counted apart).
 //
+// Orphan sweeps: a job that comes back to its manifest longer than SinkLimits::object_fresh_ms
+// (10 minutes) after its object went up (a backoff, a wait in the failed queue until an
+// operator's retry) puts the object again first. An orphan sweep (ColdOps::SweepOrphans, an
+// hour at the least) deletes only objects no manifest names that were written longer ago, so
+// it never takes the object of a job that will still name it.
+//
 // The sink never deletes an object. After an ambiguous failure (a PUT that may have reached
 // the server) the object may be referenced by a manifest that is already visible, so the only
 // safe reaction is to leave it; reclaiming orphans is an explicit operation (cold/ops.h) that

@@ -34,6 +34,7 @@ ColdTier::ColdTier(BlockStore& store, ObjectStore& objects, ColdTierOptions opti
       refiller_(objects_, options_.prefix, options_.retired_tenants, keys_,
                 options_.accept_unsealed),
       known_(options_.known_places),
+      invalidated_(options_.max_queued_commits),
       ops_(objects_, options_.prefix, options_.retired_tenants, keys_, locator_locks_),
       async_(options_.refill_workers, options_.max_refill_ops) {
   sink_.SetUploadedHook([this](const PackedPair& p) { OnUploaded(p); });
@@ -80,6 +81,46 @@ void ColdTier::OnCommitted(const BlockAddress& address) {
   queued_.push_back(address);
 }
 
+void ColdTier::OnInvalidated(const BlockAddress& address, const std::string& checksum) {
+  std::optional<PayloadXxh128> c = ChecksumFromText(checksum);
+  known_.Forget(address);
+  if (c) invalidated_.Add(address, *c);
+}
+
+void ColdTier::WithdrawInvalidated() {
+  for (const PendingInvalidations::Entry& e : invalidated_.Snapshot()) {
+    if (Stopping()) return;
+    // Committed again with the very bytes it was invalidated with: the engine says they are
+    // right after all, and the locator naming them is the cold copy of the block as it is.
+    Result<BlockInfo> info = store_.Stat(e.first);
+    if (info.ok() && ChecksumFromText(info.value().checksum) == e.second) {
+      invalidated_.Remove(e);
+      continue;
+    }
+    ObjectResult<bool> deleted = ops_.WithdrawLocator(e.first, e.second);
+    if (!deleted.ok()) continue;  // the next round tries again
+    invalidated_.Remove(e);
+    known_.Forget(e.first);  // a refill that raced the invalidation may have learned it again
+    if (deleted.value()) withdrawn_++;
+  }
+}
+
+bool ColdTier::ForgetIfInvalidated(const LocatedBlock& known) {
+  if (!invalidated_.Refuses(known.outcome.address, known.range.checksum)) return false;
+  known_.Forget(known.outcome.address);  // the locator decides, and may name newer bytes
+  return true;
+}
+
+bool ColdTier::ServesInvalidated(const LocatedBlock& b, RefillResult& r) const {
+  if (!invalidated_.Refuses(b.outcome.address, b.range.checksum)) return false;
+  r.outcome = RefillOutcome{};
+  r.outcome.status = RefillStatus::kMissing;
+  r.outcome.reason = MissingReason::kInvalidated;
+  r.outcome.address = b.outcome.address;
+  r.outcome.detail = "the engine on this node invalidated those bytes; their locator is being withdrawn";
+  return true;
+}
+
 void ColdTier::Run() {
   MutexLock lock(mu_);
   while (!stop_) {
@@ -87,7 +128,8 @@ void ColdTier::Run() {
     if (stop_) break;
     lock.Unlock();
     // Once stopping each returns soon: PackQueued looks at no other block, a round takes no
-    // other job (Sink::Stop).
+    // other job (Sink::Stop). Withdrawals first: a commit of other bytes since is packed after.
+    WithdrawInvalidated();
     PackQueued();
     sink_.Redrive();  // heals what an outage that has ended left in the failed queue
     // A running pack uploads everything the sink holds and reports it: a round here could take
@@ -200,10 +242,23 @@ PurgeReport ColdTier::PurgeTenant(const std::string& tenant, size_t max_manifest
   return ops_.PurgeTenant(tenant, max_manifests, now);
 }
 
+SweepReport ColdTier::SweepOrphans(uint64_t now, uint64_t min_age, size_t max_deletes) {
+  return ops_.SweepOrphans(
+      now, min_age, max_deletes,
+      [this](const std::string& object_key) -> std::string {
+        if (sink_.BeginReclaim(object_key)) return "";
+        return "a job of this node is uploading it (pending, in flight or failed: cold drain, "
+               "or cold drop the job)";
+      },
+      [this](const std::string& object_key) { sink_.EndReclaim(object_key); });
+}
+
 BackfillReport ColdTier::Pack(const std::string& tenant, uint64_t byte_budget,
                               const std::function<void(const BackfillReport&)>& progress,
                               DrainReport* drained) {
   MutexLock one_at_a_time(pack_mu_);
+  // A locator naming invalidated bytes would have the backfill take the block for cold.
+  WithdrawInvalidated();
   // Blocks count as packed once the sink accepted their pack (a refused pack's blocks stay for
   // the next backfill); added as each pack is accepted, the last one after the backfill.
   uint64_t counted = 0;
@@ -244,12 +299,15 @@ RefillResult ColdTier::Refill(const Principal& who, std::span<const uint8_t> ide
   bool refused = known.outcome.status != RefillStatus::kHit && known.outcome.status != RefillStatus::kMissing;
   if (refused) {
     r.outcome = std::move(known.outcome);
-  } else if (!known.ready() || !RefillKnown(known, identity, owner, r)) {
+  } else if (!known.ready() || ForgetIfInvalidated(known) || !RefillKnown(known, identity, owner, r)) {
     LocatedBlock block = refiller_.Locate(who, identity, budget);
-    if (block.ready()) {
+    if (block.ready() && ServesInvalidated(block, r)) {
+      // Refused: the locator still names the bytes the engine invalidated.
+    } else if (block.ready()) {
       r = Download(block, identity, owner);
       // The sealed locator's place, verified by the bytes it named: the next refill is one GET.
-      if (Committed(r)) known_.Remember(block.outcome.address, {block.range, block.manifest});
+      // Never an unsealed one's (accept_unsealed): a place is only what a seal vouched for.
+      if (Committed(r) && block.sealed) known_.Remember(block.outcome.address, {block.range, block.manifest});
     } else {
       r.outcome = std::move(block.outcome);
     }
@@ -294,6 +352,13 @@ bool ColdTier::RefillKnown(const LocatedBlock& known, std::span<const uint8_t> i
 RefillResult ColdTier::Download(const LocatedBlock& block, std::span<const uint8_t> identity, Owner owner) {
   RefillResult r;
   Result<ReservationId> rid = BeginRefill(store_, owner, identity);
+  // Committed already: the caller finds the block hot, and nothing is fetched (review,
+  // 2026-12-07: a refill of a hot block downloaded its whole payload to learn that).
+  if (!rid.ok() && rid.status() == StatusCode::kExists && store_.StatAttributes(block.outcome.address).ok()) {
+    r.outcome = block.outcome;
+    r.commit = StatusCode::kExists;
+    return r;
+  }
   if (!rid.ok()) {
     r.outcome = refiller_.Buffer(block);
     if (r.outcome.status == RefillStatus::kHit) r.commit = CommitFollowing(r.outcome, identity, owner);
@@ -357,6 +422,9 @@ ColdTierStats ColdTier::Stats() const {
   s.refill_known = known_hits_;
   s.refill_known_fallbacks = known_fallbacks_;
   s.known_places = known_.size();
+  s.invalidations_pending = invalidated_.size();
+  s.invalidations_overflow = invalidated_.overflow();
+  s.locators_withdrawn = withdrawn_;
   return s;
 }
 

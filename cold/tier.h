@@ -25,6 +25,7 @@
 
 #include "cold/async_ops.h"
 #include "cold/counting_store.h"
+#include "cold/invalidations.h"
 #include "cold/known_places.h"
 #include "cold/object_store.h"
 #include "cold/ops.h"
@@ -51,6 +52,9 @@ struct ColdTierStats {
   uint64_t refill_known = 0;     // hits through a known place: one range GET, no locator
   uint64_t refill_known_fallbacks = 0;  // a known place that failed (then the locator decided)
   uint64_t known_places = 0;     // places remembered now (cold/known_places.h)
+  uint64_t invalidations_pending = 0;   // invalidated blocks whose locators are still to go
+  uint64_t invalidations_overflow = 0;  // invalidations not noted (the list was full)
+  uint64_t locators_withdrawn = 0;      // locators deleted for naming invalidated bytes
   SealRefusals seal_refusals;    // refills refused for their seal (also in refill_missing)
 };
 
@@ -96,9 +100,20 @@ class ColdTier {
   // thread does this every flush_interval). A commit of a block this node knows to be in the
   // object store already (it just refilled it, or wrote it back) is not packed again.
   void PackQueued();
+  // A committed block the engine invalidated (store's InvalidationObserver): its known place is
+  // forgotten, a refill that would serve those bytes is refused (missing, "invalidated"), and
+  // the next round (or pack) deletes the locator naming them. Cheap: on the unlink's thread.
+  void OnInvalidated(const BlockAddress& address, const std::string& checksum);
+  // Deletes the locators of the invalidated blocks noted so far (ColdOps::WithdrawLocator); one
+  // whose block was committed again with the same bytes keeps its locator. An error keeps the
+  // entry for the next round. The background round and every pack run it first.
+  void WithdrawInvalidated();
   // ColdOps::Reclaim and PurgeTenant, forgetting the known places they may make stale.
   ReclaimReport Reclaim(const Sha256& manifest, uint64_t now_unix_ns, const Principal& who);
   PurgeReport PurgeTenant(const std::string& tenant, size_t max_manifests, uint64_t now_unix_ns);
+  // ColdOps::SweepOrphans; an object this node's sink is uploading is never a candidate, and
+  // none is packed again on this node while the sweep holds it (Sink::BeginReclaim).
+  SweepReport SweepOrphans(uint64_t now_unix_s, uint64_t min_age_s, size_t max_deletes);
   // Fetches a block for an authorized caller and commits it to the hot store as `owner`.
   // `byte_budget` is capped at the configured refill budget. Where this node knows the block's
   // place (cold/known_places.h) that is one range GET; if it fails in any way (absent, short,
@@ -125,6 +140,10 @@ class ColdTier {
   bool Stopping() const;
   void OnUploaded(const PackedPair& pair);
   bool KnownCold(const BlockAddress& a);
+  // Whether `b` would serve bytes this node's engine invalidated (then `r` says so).
+  bool ServesInvalidated(const LocatedBlock& b, RefillResult& r) const;
+  // The same for a known place, which is then forgotten (the locator decides).
+  bool ForgetIfInvalidated(const LocatedBlock& known);
   RefillResult Download(const LocatedBlock& block, std::span<const uint8_t> identity, Owner owner);
   // Commits a verified payload that was downloaded while another fill held the block.
   StatusCode CommitFollowing(const RefillOutcome& outcome, std::span<const uint8_t> identity, Owner owner);
@@ -140,6 +159,7 @@ class ColdTier {
   Sink sink_;
   Refiller refiller_;
   KnownPlaces known_;
+  PendingInvalidations invalidated_;
   ColdOps ops_;
   AsyncOps async_;
 
@@ -153,7 +173,7 @@ class ColdTier {
   std::function<void()> abort_requests_;
   Mutex pack_mu_;  // one backfill at a time: two would read and pack the same blocks
   std::atomic<uint64_t> overflow_{0}, packed_{0}, refills_{0}, hits_{0}, refused_{0},
-      commit_failed_{0}, known_hits_{0}, known_fallbacks_{0};
+      commit_failed_{0}, known_hits_{0}, known_fallbacks_{0}, withdrawn_{0};
   // Refills answered Missing, by reason: an S3 outage (kUnavailable) is told from cold misses.
   std::array<std::atomic<uint64_t>, kMissingReasonCount> missing_{};
 };

@@ -53,6 +53,10 @@ struct SinkLimits {
   uint64_t backoff_max_ms = 10000;    // ... doubling per attempt up to this
   uint64_t redrive_interval_ms = 30000;  // a temporary failure is re-driven after this; 0: never
   size_t redrive_batch = 64;          // failed jobs re-driven per Redrive() call
+  // A job back at its manifest longer than this after its object went up puts the object
+  // again first (cold/sink.h, "Orphan sweeps"). Not a configuration key: the orphan sweep's
+  // one-hour floor is set against the default; tests lower it.
+  uint64_t object_fresh_ms = 600000;
 };
 
 enum class WriteBack : uint8_t { kAfterCommit, kManual };

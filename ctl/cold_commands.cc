@@ -122,6 +122,37 @@ int PurgeTenant(const ColdArgs& a, bool as_json) {
   return total["complete"] == true ? 0 : 3;
 }
 
+int Sweep(const ColdArgs& a, bool as_json) {
+  // Each request is bounded (max_deletes); repeat while there is more and it makes progress.
+  json total{{"deleted", 0}, {"bytes_deleted", 0}, {"kept", json::array()}};
+  for (;;) {
+    std::string error;
+    int err = 0;
+    auto reply = Request(a.mountpoint, {{"op", "cold.sweep"}, {"older_than", a.older_than},
+                                        {"max_deletes", a.max_deletes}}, error, &err);
+    if (!reply) return Fail(error, 2, err);
+    const json& r = *reply;
+    if (!r.value("ok", false)) return Refused(r);
+    uint64_t deleted = r.value("deleted", json::array()).size();
+    total["deleted"] = Field(total, "deleted") + deleted;
+    total["bytes_deleted"] = Field(total, "bytes_deleted") + Field(r, "bytes_deleted");
+    for (const char* k : {"packs_listed", "referenced", "young", "busy"}) total[k] = Field(r, k);
+    total["kept"] = r.value("kept", json::array());
+    total["complete"] = r.value("complete", false);
+    if (!r.value("more", false) || deleted == 0) break;
+  }
+  if (as_json) {
+    std::cout << total.dump(2) << "\n";
+  } else {
+    std::cout << "swept " << total["deleted"].dump() << " orphan pack object(s), "
+              << total["bytes_deleted"].dump() << " bytes; " << total["referenced"].dump()
+              << " named by a manifest, " << total["young"].dump()
+              << " too young to judge (an upload may be under way)\n";
+    std::cout << KeyLines("kept", total["kept"]);
+  }
+  return total["complete"] == true ? 0 : 3;
+}
+
 int Refill(const ColdArgs& a, bool as_json) {
   CacheIdentity id;
   try {
@@ -169,6 +200,7 @@ int Cold(const std::string& action, const ColdArgs& a, bool as_json) {
   if (action == "pack") return Pack(a, as_json);
   if (action == "refill") return Refill(a, as_json);
   if (action == "purge-tenant") return PurgeTenant(a, as_json);
+  if (action == "sweep") return Sweep(a, as_json);
   if (action == "report") return Send(m, {{"op", "cold.report"}}, as_json, ReportText);
   if (action == "failed") return Send(m, {{"op", "cold.failed"}}, as_json, FailedText);
   if (action == "retry" || action == "drop") {

@@ -95,7 +95,7 @@ std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
   CLI::App app{
       "gpucachectl: inspect and drive a gpucache KV-block store.\n"
-      "Exit codes: 0 ok, 1 miss (or absent), 2 error, 3 cold pack or purge-tenant not complete,\n"
+      "Exit codes: 0 ok, 1 miss (or absent), 2 error, 3 cold pack, purge-tenant or sweep not complete,\n"
       "64 bad usage or invalid identity file."};
   app.set_version_flag("--version", "gpucachectl " GPUCACHE_VERSION);
   app.require_subcommand(1);
@@ -218,6 +218,14 @@ int main(int argc, char** argv) {
   auto* cpurge = cold_op("purge-tenant", "delete a retired tenant's cold objects, in bounded batches (admin)");
   cpurge->add_option("TENANT", cold_args.tenant, "a tenant listed in [cold] retired_tenants")->required();
   cpurge->add_option("--max-manifests", cold_args.max_manifests, "manifests per request, 1 to 100000 (default 100)")
+      ->check(kWholeNumber)
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100000}));
+  auto* csweep = cold_op("sweep", "delete pack objects no manifest names, once old enough (admin)");
+  csweep->add_option("--older-than", cold_args.older_than,
+                     "only orphans written at least this many seconds ago, 3600 at the least (default 86400)")
+      ->check(kWholeNumber)
+      ->check(CLI::Range(uint64_t{3600}, uint64_t{316224000}));
+  csweep->add_option("--max-deletes", cold_args.max_deletes, "deletes per request, 1 to 100000 (default 100)")
       ->check(kWholeNumber)
       ->check(CLI::Range(uint64_t{1}, uint64_t{100000}));
 

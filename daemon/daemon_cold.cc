@@ -67,6 +67,8 @@ DaemonCold::~DaemonCold() {
 void DaemonCold::Wire(Filesystem& fs, BlockStore& store) {
   cold::ColdTier* tier = tier_.get();
   store.SetCommitObserver([tier](const BlockAddress& a) { tier->OnCommitted(a); });
+  store.SetInvalidationObserver(
+      [tier](const BlockAddress& a, const std::string& checksum) { tier->OnInvalidated(a, checksum); });
   tier->SetRefilledHook([&fs](const BlockAddress& a) { fs.BlockAppeared(a); });
   fs.control().AddExtension("cold.", [tier](const Principal& who, std::string_view req) {
     return cold::HandleColdRequest(*tier, who, req);

@@ -226,6 +226,11 @@ using RemovalObserver = std::function<void(const BlockAddress&, RemovalReason, s
 // Called (without any store lock held, on the committing thread) after a block is published.
 // Must be cheap: it delays the writer's commit reply (the cold tier only queues the address).
 using CommitObserver = std::function<void(const BlockAddress&)>;
+// Called (without any store lock held, on the invalidating thread) after a committed block was
+// invalidated: the engine unlinked it, its way to say "this block is wrong". `checksum` is the
+// payload's, as the block's header gave it. Must be cheap (the cold tier only notes it, and
+// withdraws the block's cold copy later: docs/cold-tier.md, "Invalidated blocks").
+using InvalidationObserver = std::function<void(const BlockAddress&, const std::string& checksum)>;
 // A fence the store made itself because its epoch gave out its region ids (StoreFills::Reserve):
 // the daemon logs it, as the fills it fenced hear ESTALE with no operator's fence to explain it.
 struct AutomaticFence {
@@ -423,6 +428,8 @@ class BlockAdmin {
   virtual void SetRemovalObserver(RemovalObserver observer) = 0;
   // REQUIRES: called before the store is shared between threads (start-up wiring).
   virtual void SetCommitObserver(CommitObserver observer) = 0;
+  // REQUIRES: called before the store is shared between threads (start-up wiring).
+  virtual void SetInvalidationObserver(InvalidationObserver observer) = 0;
   virtual void SetAutomaticFenceObserver(AutomaticFenceObserver observer) = 0;
   virtual void SetBackingReadErrorObserver(BackingReadErrorObserver observer) = 0;
 };

@@ -6,6 +6,12 @@ namespace gpucache {
 
 StatusCode StoreAdmin::Invalidate(const BlockAddress& address) {
   VerifyBeforeUse(address);  // an answer about a block restored unchecked checks it first
+  // The payload's checksum lives in the block's header, not in the index: read while the file
+  // is still there, and only for an observer (the cold tier) that needs it.
+  std::string checksum;
+  if (invalidation_observer_) {
+    if (Result<BlockInfo> before = Stat(address); before.ok()) checksum = before.value().checksum;
+  }
   std::vector<Departure> gone;
   bool was_pinned;
   {
@@ -22,6 +28,9 @@ StatusCode StoreAdmin::Invalidate(const BlockAddress& address) {
   // data directory gone read-only) would come back at the next start: the engine hears EIO,
   // not that its invalidation holds (review, 2026-12-07).
   StatusCode stayed = Finish(std::move(gone), std::nullopt);
+  // Whatever the disk says below, the block left the index: its cold copy must not come back
+  // through a refill either (set once at start-up: no copy needed).
+  if (invalidation_observer_) invalidation_observer_(address, checksum);
   // A failed write of the set is counted (metadata errors): see ChangePinAndPersist.
   if (was_pinned) PersistPins();
   if (stayed != StatusCode::kOk) return stayed;

@@ -30,6 +30,9 @@ class StoreAdmin : public StoreReads, public virtual BlockAdmin {
   void SetCommitObserver(CommitObserver observer) override {
     commit_observer_ = std::move(observer);
   }
+  void SetInvalidationObserver(InvalidationObserver observer) override {
+    invalidation_observer_ = std::move(observer);
+  }
 
  protected:
   using StoreReads::StoreReads;

@@ -159,6 +159,7 @@ class StoreCore {
   LeavingSet leaving_ GUARDED_BY(mu_);  // departed blocks whose files Finish has yet to move
   NamespaceClaims namespace_claims_ GUARDED_BY(mu_);  // mkdirs and rmdirs under way
   CommitObserver commit_observer_;  // set once at start-up, then read-only
+  InvalidationObserver invalidation_observer_;  // the same
   UnverifiedSet unverified_ GUARDED_BY(mu_);
   // Set at Load, cleared (under mu_) when the start's walk finished: while false no answer
   // looks at unverified_ (adr/0016).

@@ -282,4 +282,34 @@ TEST_CASE("Cold known places: a block committed again with other bytes is writte
   CHECK(std::get<Bytes>(got) == replacement);
 }
 
+// Review (2026-12-07): the daemon never told the cold tier of an unlink, so a refill brought
+// the invalidated bytes back, and under manual write-back the block's old locator kept `cold
+// pack` from ever packing the bytes committed in their place.
+TEST_CASE("Cold invalidation: a block unlinked through the mount loses its cold copy; new bytes replace it") {
+  REQUIRE(!RgwEnv().empty());
+  Bucket bucket("invalidated", "write_back = \"manual\"\nflush_interval = 0.05\n");
+  Node a(bucket.section);
+  a.Commit(0);
+  a.PackAll();
+  MountClient client(a.fs->mnt());
+  REQUIRE(::unlink(client.PathOf(KBlock(0)).c_str()) == 0);  // "this block is wrong"
+  json r = a.Refill(0);
+  CHECK(r["result"] == "missing");
+  CHECK((r["reason"] == "invalidated" || r["reason"] == "absent"));  // before or after the round
+  const std::string key = LocatorKey(bucket.prefix, AddressOf(KBlock(0)));
+  for (int t = 0; t < 600 && bucket.s3->Head(key).ok(); t++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK_FALSE(bucket.s3->Head(key).ok());
+  CHECK(a.Report()["locators_withdrawn"] == 1);
+  const Bytes replacement = KPayload(7);
+  REQUIRE(client.Commit(KBlock(0), replacement) == 0);
+  a.PackAll();
+  a.Evict(0);
+  REQUIRE(a.Refill(0)["result"] == "hit");
+  auto got = client.Read(KBlock(0));
+  REQUIRE(std::holds_alternative<Bytes>(got));
+  CHECK(std::get<Bytes>(got) == replacement);
+}
+
 }  // namespace gpucache::cold

@@ -7,6 +7,8 @@
 
 #include "cold/control.h"
 #include "cold/known_places.h"
+#include "cold/locator.h"
+#include "cold/manifest.h"
 #include "cold/tier.h"
 #include "store/memory_store.h"
 #include "tests/cold/cold_test_util.h"
@@ -122,6 +124,30 @@ TEST_CASE("Known places: a block this tier packed refills with one GET, one it r
   CHECK(refill()["result"] == "hit");
   CHECK(other.Stats().requests == 3);
   CHECK(other.Stats().refill_known == 1);
+}
+
+// Review (2026-12-07): under accept_unsealed a refill through a v1 locator and a v3 manifest
+// (anyone who can write the bucket can forge both) was remembered as a known place, which the
+// docs promise only of a verified seal or of this node's own uploads.
+TEST_CASE("Known places: a refill through an unsealed locator teaches no place") {
+  MemoryStore hot;
+  MemoryObjectStore s3;
+  ColdTierOptions o;
+  o.prefix = kPrefix;
+  o.write_back = WriteBack::kManual;
+  o.accept_unsealed = true;
+  ColdTier tier(hot, s3, o, TestKeys());
+  PackedPair p = MakePack(0, 1);
+  Manifest v3 = p.decoded;
+  v3.seals.clear();
+  std::vector<uint8_t> manifest = EncodeManifest(v3);
+  s3.Set(p.object_key, p.object);
+  s3.Set(ManifestKey(kPrefix, ComputeSha256(manifest)), manifest);
+  s3.Set(LocatorKey(kPrefix, Addr(0)), EncodeLegacyLocator(ComputeSha256(manifest)));
+  std::string id = HexEncode(EncodePhysicalKey(NthIdentity(0)));
+  json r = json::parse(HandleColdRequest(tier, kAdmin, json{{"op", "cold.refill"}, {"identity", id}}.dump()));
+  REQUIRE(r["result"] == "hit");  // the documented rule: accept_unsealed serves them
+  CHECK(tier.Stats().known_places == 0);
 }
 
 TEST_CASE("Known places: a pack with other bytes at the known key falls back and commits nothing") {

@@ -42,6 +42,24 @@ TEST_CASE("S3Xml: a ListObjectsV2 page with entities, attributes and unknown ele
   CHECK(page->objects[1].key == "gpucache/ b ");  // spaces in keys are kept
   CHECK(page->objects[1].size == 0);
   CHECK(page->objects[1].etag == "e");
+  CHECK(page->objects[0].modified_unix_s == 1704067200);  // 2024-01-01T00:00:00Z
+  CHECK(page->objects[1].modified_unix_s == 0);           // not given: unknown
+}
+
+// The orphan sweep judges an object's age by it: a form not understood is "unknown" (0), which
+// the sweep never deletes, never a wrong date.
+TEST_CASE("S3Xml: LastModified as seconds since the epoch") {
+  CHECK(ParseIsoUtcSeconds("2026-12-07T21:02:30.000Z") == 1796677350);
+  CHECK(ParseIsoUtcSeconds("2026-12-07T21:02:30Z") == 1796677350);
+  CHECK(ParseIsoUtcSeconds("2024-02-29T23:59:59.123456Z") == 1709251199);
+  CHECK(ParseIsoUtcSeconds("1970-01-01T00:00:00Z") == 0);
+  for (const char* bad : {"", "2026-12-07", "2026-12-07T21:02:30", "2026-12-07T21:02:30+01:00",
+                          "2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "2026-12-07T24:00:00Z",
+                          "2026-12-07 21:02:30Z", "2026-12-07T21:02:30.Z", "+026-12-07T21:02:30Z",
+                          "1969-12-31T23:59:59Z", "2026-12-07T21:02:30.000Zjunk"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(ParseIsoUtcSeconds(bad));
+  }
 }
 
 TEST_CASE("S3Xml: the last page and an empty listing") {

@@ -147,6 +147,17 @@ TEST_CASE("Cold control: a refill of a block another fill holds follows that fil
   CHECK(f.hot.Stat(a).ok());
 }
 
+// Review (2026-12-07): a refill of a block already hot downloaded its whole payload (into
+// memory, up to the refill budget) before it answered already-hot.
+TEST_CASE("Cold control: a refill of a block already hot fetches no payload") {
+  TierFixture f;
+  f.Commit(0, "acme", 64 * 1024);
+  REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == true);
+  f.s3.ClearLog();
+  CHECK(f.Refill(0)["result"] == "already-hot");
+  CHECK(f.s3.Count("GETRANGE") == 0);
+}
+
 TEST_CASE("Cold control: refill GETs are counted in requests") {
   TierFixture f({}, 2000, /*known_places=*/0);  // every refill reads its locator
   f.Commit(0);
@@ -197,7 +208,7 @@ std::map<std::string, uint64_t> MissingByReason(const ColdTier& tier) {
 TEST_CASE("Cold metrics: a refill that fails counts under its reason, an outage apart from a miss") {
   const std::set<std::string> kReasons = {"absent", "legacy_manifest", "identity_mismatch",
                                           "over_budget", "corrupt", "malformed", "unavailable",
-                                          "unsealed", "unknown_key", "bad_seal"};
+                                          "unsealed", "unknown_key", "bad_seal", "invalidated"};
   TierFixture f({}, 2000, /*known_places=*/0);  // every refill reads its locator
   f.Commit(0);
   REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == true);

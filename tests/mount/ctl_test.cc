@@ -107,6 +107,14 @@ TEST_CASE("gpucachectl: a missing tree, a directory, an out-of-range batch and a
     CHECK(r.rc == 64);
     CHECK(Has(r.out, "--max-manifests"));
   }
+  // An orphan sweep's minimum age has a floor: an upload in flight anywhere is an object no
+  // manifest names yet (docs/cold-tier.md, "Orphan pack objects").
+  for (std::string n : {"0", "3599", "316224001"}) {
+    CAPTURE(n);
+    Run r = Ctl("cold sweep " + tmp.path() + " --older-than " + n);
+    CHECK(r.rc == 64);
+    CHECK(Has(r.out, "--older-than"));
+  }
   Run missing = Ctl("path " + tmp.path() + "/none.toml");
   CHECK(missing.rc == 64);
   CHECK(Has(missing.out, tmp.path() + "/none.toml: File could not be opened"));

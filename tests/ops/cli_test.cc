@@ -196,7 +196,9 @@ TEST_CASE("cli: every numeric argument refuses negative and non-numeric values (
                            "cold refill " + mnt + " " + tmp.path() + "/id.toml --budget -1",
                            "cold reseal " + mnt + " --budget -2", "cold retry " + mnt + " -5",
                            "cold drop " + mnt + " x", "cold retain " + mnt + " abc -5",
-                           "cold purge-tenant " + mnt + " acme --max-manifests -3"}) {
+                           "cold purge-tenant " + mnt + " acme --max-manifests -3",
+                           "cold sweep " + mnt + " --older-than -3600",
+                           "cold sweep " + mnt + " --max-deletes -1"}) {
     CAPTURE(args);
     Run r = Ctl(args);
     CHECK(r.rc == 64);

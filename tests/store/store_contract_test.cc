@@ -346,5 +346,26 @@ TEST_CASE("Store: a corrupted byte in memory is never served, then it is a miss"
   CHECK(removed == std::vector<BlockAddress>{AddressOf(id)});
 }
 
+// The cold tier withdraws the cold copy of a block the engine invalidated: it hears of each
+// invalidation, with the checksum of the payload that went, and of nothing else.
+TEST_CASE("Store: an invalidation is told to the invalidation observer with its payload's checksum") {
+  MemoryStore s;
+  CacheIdentity id = SampleIdentity();
+  REQUIRE(CommitBlock(s, id, Payload(5000)) == StatusCode::kOk);
+  const std::string checksum = s.Stat(AddressOf(id)).value().checksum;
+  std::vector<std::pair<BlockAddress, std::string>> told;
+  s.SetInvalidationObserver([&](const BlockAddress& a, const std::string& c) { told.push_back({a, c}); });
+  CacheIdentity other = SampleIdentity();
+  other.chain[1] = test::Hash(77);
+  REQUIRE(CommitBlock(s, other, Payload(100)) == StatusCode::kOk);
+  REQUIRE(s.Evict(AddressOf(other)) == StatusCode::kOk);  // an eviction is not an invalidation
+  CHECK(s.Invalidate(AddressOf(id)) == StatusCode::kOk);
+  CHECK(s.Invalidate(AddressOf(id)) == StatusCode::kNotFound);
+  REQUIRE(told.size() == 1);
+  CHECK(told[0].first == AddressOf(id));
+  CHECK(told[0].second == checksum);
+  CHECK_FALSE(checksum.empty());
+}
+
 }  // namespace
 }  // namespace gpucache

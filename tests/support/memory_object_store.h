@@ -49,12 +49,33 @@ class MemoryObjectStore final : public ObjectStore {
   void Set(const std::string& key, std::vector<uint8_t> v) {
     std::lock_guard l(mu_);
     objects_[key] = std::move(v);
+    modified_[key] = now_s_;
+  }
+  // The store's clock, which stamps each write (ObjectMeta::modified_unix_s): it starts at a
+  // fixed day and moves only when a test moves it.
+  void AdvanceClock(uint64_t seconds) {
+    std::lock_guard l(mu_);
+    now_s_ += seconds;
+  }
+  void SetClock(uint64_t unix_s) {
+    std::lock_guard l(mu_);
+    now_s_ = unix_s;
+  }
+  uint64_t Now() const {
+    std::lock_guard l(mu_);
+    return now_s_;
+  }
+  uint64_t ModifiedAt(const std::string& key) const {
+    std::lock_guard l(mu_);
+    auto it = modified_.find(key);
+    return it == modified_.end() ? 0 : it->second;
   }
 
   ObjectResult<Done> Put(std::string_view key, std::span<const uint8_t> body) override {
     std::lock_guard l(mu_);
     if (auto e = Begin("PUT", key)) return *e;
     objects_[std::string(key)] = {body.begin(), body.end()};
+    modified_[std::string(key)] = now_s_;
     return Done{};
   }
   ObjectResult<ObjectMeta> Head(std::string_view key) override {
@@ -62,7 +83,7 @@ class MemoryObjectStore final : public ObjectStore {
     if (auto e = Begin("HEAD", key)) return *e;
     auto it = objects_.find(std::string(key));
     if (it == objects_.end()) return NotFound();
-    return ObjectMeta{it->first, it->second.size(), ""};
+    return ObjectMeta{it->first, it->second.size(), "", modified_[it->first]};
   }
   ObjectResult<std::vector<uint8_t>> GetRange(std::string_view key, uint64_t off,
                                               uint64_t len) override {
@@ -87,6 +108,7 @@ class MemoryObjectStore final : public ObjectStore {
     std::lock_guard l(mu_);
     if (auto e = Begin("DELETE", key)) return *e;
     objects_.erase(std::string(key));
+    modified_.erase(std::string(key));
     return Done{};
   }
   ObjectResult<std::vector<ObjectMeta>> List(std::string_view prefix) override {
@@ -94,7 +116,7 @@ class MemoryObjectStore final : public ObjectStore {
     if (auto e = Begin("LIST", prefix)) return *e;
     std::vector<ObjectMeta> out;
     for (const auto& [k, v] : objects_) {
-      if (k.compare(0, prefix.size(), prefix) == 0) out.push_back({k, v.size(), ""});
+      if (k.compare(0, prefix.size(), prefix) == 0) out.push_back({k, v.size(), "", modified_[k]});
     }
     return out;
   }
@@ -109,6 +131,8 @@ class MemoryObjectStore final : public ObjectStore {
 
   mutable std::mutex mu_;
   std::map<std::string, std::vector<uint8_t>> objects_;
+  std::map<std::string, uint64_t> modified_;
+  uint64_t now_s_ = 1796601600;  // 2026-12-08 00:00:00 UTC
   std::vector<Request> log_;
   FaultFn fault_;
 };
