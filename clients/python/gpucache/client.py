@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import struct
 from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Union
 
@@ -176,9 +177,8 @@ class MountClient:
         has the control file). None: no daemon here right now (a plain directory, or a
         mountpoint while its daemon restarts): commit refuses it (ENOTCONN) and tries the
         channel again next time."""
-        try:
-            fd = os.open(os.path.join(self.mountpoint, COMMIT_CHANNEL), os.O_WRONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
+        fd = self._open_channel()
+        if fd is None:
             if os.path.exists(os.path.join(self.mountpoint, ".gpucache", "ctl")):
                 return False
             return None
@@ -187,6 +187,49 @@ class MountClient:
         finally:
             os.close(fd)  # no FLUSH (the daemon answers the open noflush)
         return True
+
+    def _open_channel(self) -> Optional[int]:
+        """The commit channel opened for writing, None if there is none (ENOENT).
+
+        A stopped daemon's mountpoint is a plain directory that others may be able to write:
+        a symlink planted as the channel would have the frame (tenant, identity, KV bytes)
+        overwrite whatever it names, and a FIFO would block the open forever. So neither
+        `.gpucache` nor the channel is followed if it is a symlink, the open does not wait
+        (O_NONBLOCK), and only a regular file on the verified mount is written; anything else
+        is OSError(ENOTCONN), as a plain directory without the channel is.
+        """
+        nofollow = os.O_CLOEXEC | os.O_NOFOLLOW
+        try:
+            # O_PATH: a lookup only, no FUSE open; the channel is opened relative to it, so a
+            # `.gpucache` swapped for a symlink after this cannot redirect the frame.
+            dfd = os.open(os.path.join(self.mountpoint, ".gpucache"), os.O_PATH | os.O_DIRECTORY | nofollow)
+        except FileNotFoundError:
+            return None
+        except OSError:  # ELOOP/ENOTDIR: a symlink or a file where the directory should be
+            raise self._guard.not_mounted()
+        try:
+            try:
+                fd = os.open("commit", os.O_WRONLY | os.O_NONBLOCK | nofollow, dir_fd=dfd)
+            except FileNotFoundError:
+                return None
+            except OSError as e:
+                # ELOOP (a symlink), ENXIO (a FIFO nobody reads), ...: something planted in a
+                # plain directory; on the mount the daemon's own errno stands.
+                if self._guard.holds(os.fstat(dfd).st_dev):
+                    raise
+                raise self._guard.not_mounted() from e
+            try:
+                st = os.fstat(fd)
+                # A hard link to another file of the local disk is regular: st_dev tells.
+                if not stat.S_ISREG(st.st_mode) or not self._guard.holds(st.st_dev):
+                    raise self._guard.not_mounted()
+                os.set_blocking(fd, True)  # the frame's writes as without O_NONBLOCK
+            except BaseException:
+                _close_quietly(fd)
+                raise
+            return fd
+        finally:
+            os.close(dfd)
 
     def commit_by_rename(self, identity: CacheIdentity, payload: Payload) -> None:
         """The commit protocol in plain POSIX.

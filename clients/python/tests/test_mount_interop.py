@@ -10,8 +10,10 @@ import json
 import os
 import random
 import signal
+import stat
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -260,6 +262,76 @@ class MountInteropTest(unittest.TestCase):
             with open(client.path_of(ident), "rb") as f:
                 self.assertEqual(f.read(), b"by rename")
             self.assertEqual(os.getxattr(client.path_of(ident), IDENTITY_XATTR), ident.encode_physical_key())
+
+
+class PlantedChannelTest(unittest.TestCase):
+    """A stopped daemon's mountpoint is a plain directory; what others planted there as the
+    commit channel must not be written or waited on (review, 2026-12-08: commit opened
+    `.gpucache/commit` without the mount check that read and control make). No daemon needed."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gpucache-py-planted-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", self.tmp], check=False)
+        self.mnt = os.path.join(self.tmp, "mnt")
+        self.victim = os.path.join(self.tmp, "victim")
+        with open(self.victim, "wb") as f:
+            f.write(b"the victim's own bytes")
+        with open(VECTORS) as f:
+            self.ident = CacheIdentity.from_json(json.load(f)[0]["identity"])
+        os.makedirs(os.path.join(self.mnt, self.ident.tenant, self.ident.namespace_name()))
+        os.mkdir(os.path.join(self.mnt, ".gpucache"))
+        self.channel = os.path.join(self.mnt, ".gpucache", "commit")
+
+    def commit_refused(self):
+        """commit on the plain directory, in a thread so that an open that blocks fails the test
+        instead of hanging it; asserts ENOTCONN and that no block was written locally."""
+        outcome = []
+
+        def run():
+            try:
+                MountClient(self.mnt).commit(self.ident, b"KV" * 4096)
+                outcome.append(None)
+            except OSError as e:
+                outcome.append(e)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(timeout=5)
+        if t.is_alive() and stat.S_ISFIFO(os.lstat(self.channel).st_mode):
+            with open(self.channel, "rb"):  # a reader releases the blocked open
+                t.join(timeout=5)
+            self.fail("commit blocked opening a FIFO planted as the commit channel")
+        self.assertEqual(len(outcome), 1)
+        self.assertIsInstance(outcome[0], OSError, "commit succeeded on a plain directory")
+        self.assertEqual(outcome[0].errno, errno.ENOTCONN)
+        self.assertEqual(os.listdir(os.path.dirname(MountClient(self.mnt).path_of(self.ident))), [])
+
+    def assert_victim_untouched(self):
+        with open(self.victim, "rb") as f:
+            self.assertEqual(f.read(), b"the victim's own bytes")
+
+    def test_a_symlinked_channel_is_not_followed(self):
+        os.symlink(self.victim, self.channel)
+        self.commit_refused()
+        self.assert_victim_untouched()
+
+    def test_a_symlinked_gpucache_directory_is_not_followed(self):
+        os.rmdir(os.path.join(self.mnt, ".gpucache"))
+        elsewhere = os.path.join(self.tmp, "elsewhere")
+        os.mkdir(elsewhere)
+        os.link(self.victim, os.path.join(elsewhere, "commit"))
+        os.symlink(elsewhere, os.path.join(self.mnt, ".gpucache"))
+        self.commit_refused()
+        self.assert_victim_untouched()
+
+    def test_a_planted_file_or_hard_link_is_not_written(self):
+        os.link(self.victim, self.channel)  # regular, but on the local disk, not the mount
+        self.commit_refused()
+        self.assert_victim_untouched()
+
+    def test_a_planted_fifo_fails_fast(self):
+        os.mkfifo(self.channel)
+        self.commit_refused()
 
 
 if __name__ == "__main__":
