@@ -1,8 +1,8 @@
 """Checks of vLLM's configuration the connector makes when it is built (vllm_connector).
 
 What fixes the bytes of a block besides the geometry, which the layout name must then say
-(the CPU backend's ISA, a pipeline stage's layers), and the load failure policy the cache
-relies on. Each reads vLLM only when it is installed.
+(the CPU backend's ISA, a pipeline stage's layers), the load failure policy the cache relies
+on, and a KV cache of one group. Each reads vLLM only when it is installed.
 """
 
 from __future__ import annotations
@@ -57,3 +57,18 @@ def check_load_failure_policy(kv_transfer_config: Any) -> None:
         raise ValueError("GpucacheConnector: kv_transfer_config \"kv_load_failure_policy\" is %r (vLLM's "
                          "default is \"fail\"): a failed block load would fail the request. Add "
                          "\"kv_load_failure_policy\": \"recompute\" to --kv-transfer-config" % (policy,))
+
+
+def check_one_kv_cache_group(kv_cache_config: Any) -> None:
+    """ValueError unless vLLM's KVCacheConfig (when given) has at most one KV cache group.
+
+    vLLM 0.32 refuses a connector without SupportsHMA when the hybrid KV cache manager is on,
+    but some layouts keep several groups with it off (hidden-state caches, HiSparse): each
+    group has block ids of its own, and vllm_connector._group0 would apply group 0's to every layer (the
+    other groups' KV saved and loaded at the wrong blocks)."""
+    groups = getattr(kv_cache_config, "kv_cache_groups", None)
+    if groups is not None and len(groups) > 1:
+        raise ValueError("GpucacheConnector: the KV cache has %d KV cache groups (a hybrid or "
+                         "sliding-window layout, or extra caches); the connector handles one: run "
+                         "with --disable-hybrid-kv-cache-manager and attention layers of one kind"
+                         % len(groups))

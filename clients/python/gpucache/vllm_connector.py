@@ -27,7 +27,8 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, cast
 
-from .vllm_checks import check_load_failure_policy, cpu_attention_isa, pp_layer_range
+from .vllm_checks import (check_load_failure_policy, check_one_kv_cache_group, cpu_attention_isa,
+                          pp_layer_range)
 
 # The core imports torch (the paged KV tensors), which `pip install ./clients/python` does not
 # bring (the [torch] and [vllm] extras do): it is imported where a connector is built or
@@ -398,7 +399,8 @@ def request_view(request: Any) -> RequestView:
 
 
 def _group0(block_ids: Any) -> Optional[List[int]]:
-    """vLLM passes block ids per KV cache group; this connector handles one group."""
+    """vLLM passes block ids per KV cache group; this connector handles one group (checked
+    at construction: check_one_kv_cache_group)."""
     if block_ids is None:
         return None
     return list(block_ids[0]) if block_ids and isinstance(block_ids[0], (list, tuple)) else list(block_ids)
@@ -473,6 +475,7 @@ class GpucacheConnector(KVConnectorBase_V1):
 
     def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None) -> None:
         super().__init__(vllm_config, role, kv_cache_config)
+        check_one_kv_cache_group(kv_cache_config)
         rank = getattr(getattr(vllm_config, "parallel_config", None), "rank", 0) or 0
         config, model = config_from_vllm(vllm_config, rank)
         from .connector_scheduler import SchedulerCore

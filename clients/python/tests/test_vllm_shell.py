@@ -221,6 +221,15 @@ class VllmShellTest(unittest.TestCase):
             self.assertTrue('"kv_load_failure_policy": "recompute"' in f.read(), "the documented command lacks it")
         self.assertTrue('"kv_load_failure_policy": "recompute"' in vllm_connector.__doc__, "the docstring's command lacks it")
 
+    # Regression (review, 2026-12-08): a KV cache of several groups (vLLM's hybrid layouts) was
+    # taken, and group 0's block ids applied to every layer: other groups' KV at wrong blocks.
+    def test_a_kv_cache_of_several_groups_is_refused(self):
+        group = NS(layer_names=["layers.0.attn", "layers.1.attn"], kv_cache_spec=NS(block_size=16))
+        for role in ("SCHEDULER", "WORKER"):
+            with self.subTest(role), self.assertRaisesRegex(ValueError, "2 KV cache groups.*handles one"):
+                GpucacheConnector(self.config, NS(name=role), NS(kv_cache_groups=[group, group]))
+            GpucacheConnector(self.config, NS(name=role), NS(kv_cache_groups=[group]))
+
     # Regression (review, 2026-12-07): the connector took any directory as its mount, so with
     # no gpucachefs mounted it committed to the local disk and loaded those files back.
     def test_a_mount_without_gpucachefs_is_refused_unless_opted_in(self):
