@@ -103,10 +103,16 @@ class BlockSource:
             raise LoadFailure(_reason_of(e), os.strerror(e.errno or errno.EIO)) from None
 
     def close(self) -> None:
+        """Closes the file, quietly: its bytes were read (or failed) by now, and an error here
+        (EINTR, EIO from a flush) must not reach the engine's forward or keep the load from
+        closing its other files and giving back its staging. The descriptor is gone either way."""
         with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _advance(buffers: List[memoryview], n: int) -> List[memoryview]:

@@ -176,13 +176,16 @@ class LayerwiseLoad:
             self._fail_all("unwaited")
         for futures in self._futures:
             wait(futures)
-        for item in self._items:
-            item.source.close()
-        if self._staging is not None:
-            if self.layers:
-                wait_for_device_copies(self.layers[0])
-            self._staging_pool.release(self._staging)
-        self._closed = True
+        try:
+            for item in self._items:
+                item.source.close()
+        finally:
+            # Whatever closing did, the staging goes back (else the pool lends it for good).
+            self._closed = True
+            if self._staging is not None:
+                if self.layers:
+                    wait_for_device_copies(self.layers[0])
+                self._staging_pool.release(self._staging)
         return self.error_block_ids()
 
     def failed_tokens(self) -> Dict[str, int]:

@@ -6,6 +6,7 @@ lookup stops before them), recomputes them, and attends only to what recompute g
 """
 
 import dataclasses
+import errno
 import os
 import shutil
 import tempfile
@@ -336,6 +337,33 @@ class LoadStagingTest(unittest.TestCase):
         self.assertEqual(b.loaded_tokens, 0)
         self.assertEqual(b.rewinds, 1)
         self.assertEqual(h.worker.stats.failed_blocks, {"error": 1})  # load() checked the output
+
+    # Regression (review, 2026-12-08): an error closing a block file (os.close: EINTR, a
+    # flush's EIO) was raised out of the load's finish into the engine's forward, and the load's
+    # other files stayed open and its staging stayed lent for good.
+    def test_a_block_file_whose_close_fails_neither_reaches_the_forward_nor_leaks(self):
+        from gpucache.block_io import BlockSource
+        real_open, real_close = BlockSource._open, os.close
+        block_fds, closed = set(), []
+
+        def opening(source):
+            fd = real_open(source)
+            block_fds.add(fd)
+            return fd
+
+        def closing(fd):
+            real_close(fd)  # as Linux does: the descriptor is released, then the error told
+            if fd in block_fds:
+                block_fds.discard(fd)
+                closed.append(fd)
+                raise OSError(errno.EIO, "injected close failure")
+        with mock.patch.object(BlockSource, "_open", opening), mock.patch.object(os, "close", closing):
+            h, model, b = self.load(config(self.root, geometry=DEEP, plain_directory=True))
+        self.assertEqual(len(closed), self.BLOCKS)  # every block file closed, not just the first
+        self.assertEqual(block_fds, set())
+        self.assertEqual(b.loaded_tokens, self.BLOCKS * BLOCK)  # the bytes were read: a hit
+        self.assertEqual((b.rewinds, model.bad_past), (0, []))
+        self.assertEqual(h.worker.staging.lent_bytes, 0)  # the load's staging given back
 
     def test_the_pool_gives_back_idle_staging_above_its_byte_cap(self):
         per_block = DEEP.layers * 2 * DEEP.half_bytes  # a save set of one block
