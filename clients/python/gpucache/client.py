@@ -277,14 +277,27 @@ class MountClient:
 
     def read(self, identity: CacheIdentity) -> bytes:
         """The whole block. OSError: ENOENT on a miss, EIO on corruption, ENOTCONN when the file
-        is not on a gpucachefs mount (a plain directory), and so on.
+        is not on a gpucachefs mount or no gpucachefs is mounted (a plain directory: present
+        or missing, the block is not read), and so on.
 
         It does not compare the identity xattr: the daemon refuses a commit whose identity does
         not name its path, so on a mount the path is the identity. Engines that want the check
         anyway (the connector does) compare os.getxattr(path, IDENTITY_XATTR) with
         identity.encode_physical_key().
         """
-        fd = os.open(self.path_of(identity), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fd = os.open(self.path_of(identity), os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            # A miss, or no gpucachefs here at all (a plain directory): ENOTCONN says the cache
+            # is down, as commit does, rather than a miss. The mountpoint's stat is a cached
+            # FUSE getattr on a mount.
+            try:
+                on_mount = self._guard.holds(os.stat(self.mountpoint).st_dev)
+            except OSError:
+                on_mount = False
+            if not on_mount:
+                raise self._guard.not_mounted() from None
+            raise
         try:
             st = os.fstat(fd)
             if not self._guard.holds(st.st_dev):

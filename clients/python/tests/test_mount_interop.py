@@ -249,6 +249,10 @@ class MountInteropTest(unittest.TestCase):
         self.client.commit(ident, b"on the mount")
         self.assertEqual(self.client.read(ident), b"on the mount")
 
+    def test_read_of_a_missing_block_on_the_mount_is_enoent(self):
+        with self.assertRaises(FileNotFoundError):  # a miss: the daemon is there
+            self.client.read(self.identity([self.hash()]))
+
     def test_commit_without_a_commit_channel_renames(self):
         # A plain directory with a control file and no commit channel stands in for an older
         # daemon.
@@ -267,7 +271,8 @@ class MountInteropTest(unittest.TestCase):
 class PlantedChannelTest(unittest.TestCase):
     """A stopped daemon's mountpoint is a plain directory; what others planted there as the
     commit channel must not be written or waited on (review, 2026-12-08: commit opened
-    `.gpucache/commit` without the mount check that read and control make). No daemon needed."""
+    `.gpucache/commit` without the mount check that read and control make), and read says
+    ENOTCONN there. No daemon needed."""
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="gpucache-py-planted-")
@@ -309,6 +314,16 @@ class PlantedChannelTest(unittest.TestCase):
     def assert_victim_untouched(self):
         with open(self.victim, "rb") as f:
             self.assertEqual(f.read(), b"the victim's own bytes")
+
+    # Regression (review, 2026-12-08): read of a block that is not there answered ENOENT, a
+    # plain miss, where no daemon is mounted at all; the README promises ENOTCONN, as commit.
+    def test_read_on_a_plain_directory_is_enotconn_even_for_a_missing_block(self):
+        client = MountClient(self.mnt)
+        for mountpoint in (self.mnt, os.path.join(self.tmp, "nowhere")):
+            with self.subTest(mountpoint=mountpoint), self.assertRaises(OSError) as read:
+                MountClient(mountpoint).read(self.ident)
+            self.assertEqual(read.exception.errno, errno.ENOTCONN)
+        self.assertFalse(os.path.exists(client.path_of(self.ident)))
 
     def test_a_symlinked_channel_is_not_followed(self):
         os.symlink(self.victim, self.channel)
