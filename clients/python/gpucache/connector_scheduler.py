@@ -33,6 +33,11 @@ class _Request:
     adapter: str = ""  # the identity's adapter field: the LoRA name as an identity name
     block_ids: List[int] = dataclasses.field(default_factory=list)
     saved_upto: int = 0  # blocks [0, saved_upto) are stored or have been handed to a save
+    # An asynchronous (cold) load was planned for it: later lookups report hot blocks only.
+    # vLLM 0.32 frees a request whose async load failed from its first block and looks it up
+    # again as a new one; claiming the same cold blocks again would repeat that forever. What
+    # a refill did bring back is hot by then.
+    cold_tried: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +86,7 @@ class SchedulerCore:
         # the probe starts at the first block it still needs.
         hot = self._probe(req, num_computed_tokens // self.geometry.block_tokens, usable)
         blocks, is_async = hot, False
-        if self.config.cold_refill and hot < usable:
+        if self.config.cold_refill and hot < usable and not req.cold_tried:
             affordable = self.config.cold_budget_bytes // self.geometry.payload_bytes
             blocks, is_async = min(usable, hot + affordable), True
         tokens = blocks * self.geometry.block_tokens - num_computed_tokens
@@ -129,6 +134,7 @@ class SchedulerCore:
             req.saved_upto = max(req.saved_upto, match.hot if match else 0)
             return
         self.external_tokens += num_external_tokens
+        req.cold_tried = req.cold_tried or match.is_async
         bt = self.geometry.block_tokens
         first = match.num_computed // bt
         last = (match.num_computed + num_external_tokens) // bt

@@ -2,8 +2,9 @@
 
 Scheduler side, per step: running requests first, then waiting ones; a waiting request is
 looked up (get_num_new_matched_tokens) when it has no computed tokens, gets blocks, and
-update_state_after_alloc; an asynchronous load parks it until get_finished reports it; then
-build_connector_meta. Worker side: bind, start_load_kv, per request a forward in which layer l
+update_state_after_alloc; an asynchronous load parks it until get_finished reports it (one
+that failed from its first block frees the blocks and is looked up again, as vLLM 0.32 does);
+then build_connector_meta. Worker side: bind, start_load_kv, per request a forward in which layer l
 waits (wait_for_layer_load) before using its past, save_kv_layer for every layer,
 wait_for_save, get_finished, get_block_ids_with_load_errors, clear. Failed blocks rewind the
 request to the first failed block and the step's output for it is dropped, as vLLM's
@@ -177,13 +178,22 @@ class EngineHarness:
     def _schedule_waiting(self):
         out = []
         for req in list(self.waiting):
+            look_up = req.num_computed == 0 and self.scheduler is not None
             if req.status == "waiting_for_remote_kvs":
                 if req.req_id not in self._received:
                     continue
                 self._received.discard(req.req_id)
                 req.status = "waiting"
-                self.scheduler.on_alloc(req.view(), req.block_ids, 0)  # vLLM's second call
-            elif req.num_computed == 0 and self.scheduler is not None:
+                if req.num_computed:
+                    self.scheduler.on_alloc(req.view(), req.block_ids, 0)  # vLLM's second call
+                    look_up = False
+                else:
+                    # vLLM 0.32 (_update_waiting_for_remote_kv): a load that failed from its
+                    # first block leaves no computed token; the blocks are freed and the request
+                    # is looked up again (get_num_new_matched_tokens) as a new one.
+                    self.cache.free(req.block_ids)
+                    req.block_ids = []
+            if look_up:
                 ext, is_async = self.scheduler.lookup(req.view(), 0)
                 self._blocks_for(req, ext if is_async else ext + 1)
                 self.scheduler.on_alloc(req.view(), req.block_ids, ext)

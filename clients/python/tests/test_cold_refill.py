@@ -114,6 +114,24 @@ class ColdDeadlineTest(_ColdCase, unittest.TestCase):
         self.assertEqual(b.loaded_tokens, BLOCK)  # the hot block loads; the rest is recomputed
         self.assertEqual(h.worker.stats.failed_blocks, {"refill": 1})
 
+    # Regression (review, 2026-12-08): a prompt nobody stored, neither hot nor cold, was claimed
+    # as loadable asynchronously; its refill failed from block 0, vLLM 0.32 freed it and looked
+    # it up again, and the lookup claimed the same cold blocks again: the request never ran.
+    def test_a_prompt_nobody_stored_is_computed_after_one_failed_refill(self):
+        self.cfg = config(self.daemon.mnt, cold_refill=True, cold_deadline_s=self.deadline)
+        h, model = engine(self.cfg)
+        new = h.add(Request("new", prompt(self.id(), 3, tail=5), max_new_tokens=2))
+        self.assertEqual(h.scheduler.lookup(new.view(), 0), (3 * BLOCK, True))  # asked of the cold tier
+        h.run(max_steps=200)  # old code: RuntimeError("requests did not finish")
+        h.worker.drain()
+        self.assertEqual(len(new.output), 2)
+        self.assertEqual(new.loaded_tokens, 0)  # all computed
+        self.assertEqual(garbage_past(h, model, "new"), [])
+        self.assertEqual(h.worker.stats.failed_blocks, {"refill": 1})  # one failed load, not one per step
+        # It was stored as it was computed: another request now finds it hot.
+        again = Request("again", new.prompt, max_new_tokens=1)
+        self.assertEqual(h.scheduler.lookup(again.view(), 0), (3 * BLOCK, False))
+
 
 ENV_FILE = os.environ.get("GPUCACHE_S3_ENV_FILE")
 
