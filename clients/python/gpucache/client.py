@@ -205,8 +205,10 @@ class MountClient:
             dfd = os.open(os.path.join(self.mountpoint, ".gpucache"), os.O_PATH | os.O_DIRECTORY | nofollow)
         except FileNotFoundError:
             return None
-        except OSError:  # ELOOP/ENOTDIR: a symlink or a file where the directory should be
-            raise self._guard.not_mounted()
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):  # a symlink or a file planted there
+                raise self._guard.not_mounted() from e
+            raise
         try:
             try:
                 fd = os.open("commit", os.O_WRONLY | os.O_NONBLOCK | nofollow, dir_fd=dfd)
