@@ -15,7 +15,7 @@ bin=$work/gpucachefs
 cp "$(command -v sleep)" "$bin"
 "$bin" 300 &
 pid=$!
-run() { GPUCACHE_DATA_DIR=$work/data GPUCACHE_BIN=$bin sh "$src/packaging/debian/postinst" "$@"; }
+run() { GPUCACHE_MAINT_TEST=1 GPUCACHE_DATA_DIR=$work/data GPUCACHE_BIN=$bin sh "$src/packaging/debian/postinst" "$@"; }
 
 run configure >"$work/out" || fail "first install exited $?"
 [ -d "$work/data" ] || fail "the data directory was not made"
@@ -38,11 +38,12 @@ grep -q "pid $pid ($bin 300 ) still runs the old binary" "$work/out" ||
 fake=$work/fakebin
 mkdir -p "$fake" "$work/systemd"
 echo 4242 >"$work/mainpid"
+echo "GPUCACHE_CONFIG=$work/unit.toml GPUCACHE_MOUNTPOINT=/mnt/gpucache" >"$work/environment"
 cat >"$fake/systemctl" <<FAKE
 #!/bin/sh
 case "\$*" in
   *"-p EnvironmentFiles"*) [ -e "$work/envfiles" ] && cat "$work/envfiles" ;;
-  *"-p Environment"*) echo "GPUCACHE_CONFIG=$work/unit.toml GPUCACHE_MOUNTPOINT=/mnt/gpucache" ;;
+  *"-p Environment"*) cat "$work/environment" ;;
   *"-p MainPID"*) cat "$work/mainpid" ;;
 esac
 exit 0
@@ -60,11 +61,17 @@ FAKE
 cat >>"$work/checker" <<'FAKE'
 [ "$1" = --check-config ] || exit 64
 if grep -q unknown_key "$2"; then echo "$2:1: key 'unknown_key' is not known" >&2; exit 78; fi
+# As the daemon's cold tier: the keys come from the environment (docs/cold-tier.md).
+if grep -q '^\[cold\]' "$2"; then
+  [ -n "${GPUCACHE_S3_ACCESS_KEY:-}" ] || { echo "[cold] s3 access key is empty" >&2; exit 78; }
+  [ "${GPUCACHE_S3_SECRET_KEY:-}" = 'se cr"et' ] || { echo "[cold] s3 secret key is empty" >&2; exit 78; }
+  [ "${GPUCACHE_S3_ENDPOINT:-}" = "http://rgw:7480" ] || { echo "[cold] no endpoint" >&2; exit 78; }
+fi
 exit 0
 FAKE
 chmod +x "$fake/systemctl" "$fake/deb-systemd-invoke" "$work/checker"
 restart() {
-  PATH=$fake:$PATH GPUCACHE_SYSTEMD_DIR=$work/systemd GPUCACHE_DATA_DIR=$work/data \
+  PATH=$fake:$PATH GPUCACHE_MAINT_TEST=1 GPUCACHE_SYSTEMD_DIR=$work/systemd GPUCACHE_DATA_DIR=$work/data \
     GPUCACHE_BIN=$work/checker sh "$src/packaging/debian/postinst" configure 0.1 >"$work/out" 2>&1
 }
 echo "unknown_key = 1" >"$work/unit.toml"
@@ -105,4 +112,35 @@ echo "data_dir = \"/x\"" >"$work/site.toml"
 restart || fail "upgrade exited $?"
 [ "$(cat "$work/checked")" = "--check-config $work/site.toml /srv/kv" ] ||
   fail "the new version checked: $(cat "$work/checked")"
-echo "upgrade: 9 passed, 0 failed"
+
+# Regression (review, 2026-12-08): the check ran in dpkg's environment with only GPUCACHE_CONFIG
+# and GPUCACHE_MOUNTPOINT borrowed from the unit, so a cold tier whose keys sit in an
+# EnvironmentFile= (as docs/cold-tier.md recommends) was refused ("s3 access key is empty")
+# and every upgrade left the old binary serving. The check now gets the unit's whole
+# environment: Environment= (quoted as systemctl show quotes it) and every EnvironmentFile=.
+rm -f "$work/invoked"
+printf '[cold]\nenabled = true\n' >"$work/site.toml"
+cat >"$work/keys.env" <<'ENV'
+# written by `systemctl edit gpucachefs`
+GPUCACHE_S3_ACCESS_KEY=AKIDEXAMPLE
+  GPUCACHE_S3_SECRET_KEY = "se cr\"et"
+ENV
+printf '%s (ignore_errors=no)\n%s (ignore_errors=no)\n' "$work/env" "$work/keys.env" >"$work/envfiles"
+echo "GPUCACHE_MOUNTPOINT=/mnt/gpucache \"GPUCACHE_S3_ENDPOINT=http://rgw:7480\"" >"$work/environment"
+restart || fail "upgrade exited $?"
+grep -q "restart gpucachefs.service" "$work/invoked" 2>/dev/null ||
+  fail "the unit's S3 keys were not given to the check: $(cat "$work/out")"
+rm "$work/invoked"
+# dpkg's own environment is not the daemon's: a key exported in the shell that ran apt passes
+# no check the restarted daemon would then fail.
+printf '%s (ignore_errors=no)\n' "$work/env" >"$work/envfiles"
+GPUCACHE_S3_ACCESS_KEY=stray GPUCACHE_S3_SECRET_KEY='se cr"et' restart || fail "upgrade exited $?"
+[ ! -e "$work/invoked" ] || fail "the check borrowed S3 keys from dpkg's environment"
+grep -q "s3 access key is empty" "$work/out" || fail "the refusal was not said: $(cat "$work/out")"
+# A required EnvironmentFile= that is missing fails the start: no restart, and it is named.
+printf '%s (ignore_errors=no)\n' "$work/gone.env" >"$work/envfiles"
+restart || fail "upgrade exited $?"
+[ ! -e "$work/invoked" ] || fail "restarted a unit whose EnvironmentFile is missing"
+grep -q "NOT restarting gpucachefs.service: its EnvironmentFile $work/gone.env cannot be read" "$work/out" ||
+  fail "the missing file was not named: $(cat "$work/out")"
+echo "upgrade: 12 passed, 0 failed"
