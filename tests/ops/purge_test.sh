@@ -20,7 +20,7 @@ layout() {  # DIR: what a data directory holds
 mkdir -p "$dev"
 mount -t tmpfs -o size=16m tmpfs "$dev"
 layout "$dev"
-GPUCACHE_PURGE_DIR=$dev sh "$src/packaging/debian/postrm" purge >"$work/out" || fail "purge of a mount point exited $?"
+GPUCACHE_MAINT_TEST=1 GPUCACHE_PURGE_DIR=$dev sh "$src/packaging/debian/postrm" purge >"$work/out" || fail "purge of a mount point exited $?"
 mountpoint -q "$dev" || fail "the mount point was unmounted or removed"
 [ -z "$(ls -A "$dev")" ] || fail "purge left $(ls -A "$dev") in the mount point"
 grep -q "mount point and stays" "$work/out" || fail "purge did not say the mount point stays"
@@ -28,12 +28,12 @@ grep -q "mount point and stays" "$work/out" || fail "purge did not say the mount
 plain=$work/plain
 layout "$plain"
 echo keep >"$plain/notes.txt"
-GPUCACHE_PURGE_DIR=$plain sh "$src/packaging/debian/postrm" purge >/dev/null || fail "purge exited $?"
+GPUCACHE_MAINT_TEST=1 GPUCACHE_PURGE_DIR=$plain sh "$src/packaging/debian/postrm" purge >/dev/null || fail "purge exited $?"
 [ "$(ls -A "$plain")" = notes.txt ] || fail "purge left $(ls -A "$plain") (only notes.txt should stay)"
 
 rm -f "$plain/notes.txt"
 layout "$plain"
-GPUCACHE_PURGE_DIR=$plain sh "$src/packaging/debian/postrm" purge >/dev/null || fail "purge exited $?"
+GPUCACHE_MAINT_TEST=1 GPUCACHE_PURGE_DIR=$plain sh "$src/packaging/debian/postrm" purge >/dev/null || fail "purge exited $?"
 [ ! -e "$plain" ] || fail "purge left an empty $plain"
 # Regression (review, 2026-12-07): purge left the service's enablement link, so a later
 # install was started at boot with a fresh default configuration.
@@ -41,8 +41,32 @@ etc=$work/etc-systemd
 mkdir -p "$etc/multi-user.target.wants"
 ln -s /lib/systemd/system/gpucachefs.service "$etc/multi-user.target.wants/gpucachefs.service"
 ln -s /lib/systemd/system/other.service "$etc/multi-user.target.wants/other.service"
-GPUCACHE_PURGE_DIR=$work/none GPUCACHE_SYSTEMD_ETC=$etc sh "$src/packaging/debian/postrm" purge >/dev/null ||
+GPUCACHE_MAINT_TEST=1 GPUCACHE_PURGE_DIR=$work/none GPUCACHE_SYSTEMD_ETC=$etc sh "$src/packaging/debian/postrm" purge >/dev/null ||
   fail "purge exited $?"
 [ ! -L "$etc/multi-user.target.wants/gpucachefs.service" ] || fail "purge left the service enabled"
 [ -L "$etc/multi-user.target.wants/other.service" ] || fail "purge removed another service's link"
-echo "purge: 4 passed, 0 failed"
+
+# Regression (review, 2026-12-08): the shipped script honoured GPUCACHE_PURGE_DIR and
+# GPUCACHE_SYSTEMD_ETC from any environment, and apt passes a root shell's on: a stray
+# GPUCACHE_PURGE_DIR=/ purged under /. Without GPUCACHE_MAINT_TEST=1 they are ignored. Run in a
+# private mount namespace whose /var/lib, /etc/systemd/system and /run/systemd are empty tmpfs, so the
+# package's own paths are real and nobody else's.
+stray=$work/stray
+layout "$stray"
+mkdir -p "$work/stray-etc/multi-user.target.wants"
+ln -s /lib/systemd/system/gpucachefs.service "$work/stray-etc/multi-user.target.wants/gpucachefs.service"
+before=$(cd "$stray" && find . | sort)
+unshare --mount --propagation private bash -euc "
+  $(declare -f layout)
+  mount -t tmpfs tmpfs /var/lib
+  if [ -d /etc/systemd/system ]; then mount -t tmpfs tmpfs /etc/systemd/system; fi
+  # No systemd here: nothing of a real gpucachefs.service is reloaded or restarted.
+  if [ -d /run/systemd ]; then mount -t tmpfs tmpfs /run/systemd; fi
+  layout /var/lib/gpucache
+  GPUCACHE_PURGE_DIR=$stray GPUCACHE_SYSTEMD_ETC=$work/stray-etc sh $src/packaging/debian/postrm purge >/dev/null
+  [ ! -e /var/lib/gpucache ] || { echo 'FAIL: /var/lib/gpucache was not the directory purged'; exit 1; }
+" || fail "purge without GPUCACHE_MAINT_TEST=1"
+[ "$(cd "$stray" && find . | sort)" = "$before" ] || fail "GPUCACHE_PURGE_DIR was honoured without GPUCACHE_MAINT_TEST=1"
+[ -L "$work/stray-etc/multi-user.target.wants/gpucachefs.service" ] ||
+  fail "GPUCACHE_SYSTEMD_ETC was honoured without GPUCACHE_MAINT_TEST=1"
+echo "purge: 5 passed, 0 failed"

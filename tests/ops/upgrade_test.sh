@@ -143,4 +143,19 @@ restart || fail "upgrade exited $?"
 [ ! -e "$work/invoked" ] || fail "restarted a unit whose EnvironmentFile is missing"
 grep -q "NOT restarting gpucachefs.service: its EnvironmentFile $work/gone.env cannot be read" "$work/out" ||
   fail "the missing file was not named: $(cat "$work/out")"
-echo "upgrade: 12 passed, 0 failed"
+
+# Regression (review, 2026-12-08): GPUCACHE_DATA_DIR and GPUCACHE_BIN were honoured from any
+# environment, and apt passes a root shell's on. Without GPUCACHE_MAINT_TEST=1 they are
+# ignored: in a private mount namespace whose /var/lib is an empty tmpfs, postinst makes
+# /var/lib/gpucache and not the stray directory, and names no daemon of the stray binary.
+unshare --mount --propagation private bash -euc "
+  mount -t tmpfs tmpfs /var/lib
+  # No systemd here: nothing of a real gpucachefs.service is reloaded or restarted.
+  if [ -d /run/systemd ]; then mount -t tmpfs tmpfs /run/systemd; fi
+  GPUCACHE_DATA_DIR=$work/stray GPUCACHE_BIN=$bin GPUCACHE_SYSTEMD_DIR=$work/systemd \\
+    sh $src/packaging/debian/postinst configure 0.1 >$work/out
+  [ -d /var/lib/gpucache ] || { echo 'FAIL: /var/lib/gpucache was not made'; exit 1; }
+" || fail "postinst without GPUCACHE_MAINT_TEST=1"
+[ ! -e "$work/stray" ] || fail "GPUCACHE_DATA_DIR was honoured without GPUCACHE_MAINT_TEST=1"
+! grep -q "pid $pid" "$work/out" || fail "GPUCACHE_BIN was honoured without GPUCACHE_MAINT_TEST=1"
+echo "upgrade: 13 passed, 0 failed"
