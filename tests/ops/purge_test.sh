@@ -7,7 +7,12 @@ set -euo pipefail
 src=$1
 work=$(mktemp -d /tmp/gpucache-purge-XXXXXX)
 dev=$work/dev
-cleanup() { umount "$dev" 2>/dev/null || true; rm -rf "$work"; }
+holder=
+cleanup() {
+  if [ -n "$holder" ]; then kill "$holder" 2>/dev/null || true; fi
+  umount "$dev" 2>/dev/null || true
+  rm -rf "$work"
+}
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 layout() {  # DIR: what a data directory holds
@@ -46,6 +51,40 @@ GPUCACHE_MAINT_TEST=1 GPUCACHE_PURGE_DIR=$work/none GPUCACHE_SYSTEMD_ETC=$etc sh
 [ ! -L "$etc/multi-user.target.wants/gpucachefs.service" ] || fail "purge left the service enabled"
 [ -L "$etc/multi-user.target.wants/other.service" ] || fail "purge removed another service's link"
 
+# Regression (review, 2026-12-08): purge deleted the blocks of a data directory a daemon was
+# serving from (a dev build started with --defaults uses /var/lib/gpucache too, and prerm
+# spares daemons not from the package). Now a directory whose LOCK is held stays whole, and
+# purge says which one on stderr.
+held=$work/held
+layout "$held"
+# As the daemon: the process that holds LOCK open and flock()ed is the one killed below.
+( exec 9<"$held/LOCK"; flock 9; exec sleep 300 ) &
+holder=$!
+tries=0
+while flock -n "$held/LOCK" true; do
+  tries=$((tries + 1)); [ $tries -lt 100 ] || fail "the LOCK was never taken"; sleep 0.05
+done
+before=$(cd "$held" && find . | sort)
+GPUCACHE_MAINT_TEST=1 GPUCACHE_PURGE_DIR=$held sh "$src/packaging/debian/postrm" purge >/dev/null 2>"$work/err" ||
+  fail "purge of a held directory exited $?"
+[ "$(cd "$held" && find . | sort)" = "$before" ] || fail "purge deleted from a directory a daemon holds"
+grep -q "not purging $held: a gpucachefs holds it" "$work/err" || fail "purge did not name $held: $(cat "$work/err")"
+kill "$holder"; wait "$holder" 2>/dev/null || true; holder=
+# The same directory, released: purged.
+GPUCACHE_MAINT_TEST=1 GPUCACHE_PURGE_DIR=$held sh "$src/packaging/debian/postrm" purge >/dev/null ||
+  fail "purge exited $?"
+[ ! -e "$held" ] || fail "purge left $(ls -A "$held") once the LOCK was free"
+
+# Without the GPUCACHE-DATA marker the directory is not known to be gpucache's: nothing goes.
+unmarked=$work/unmarked
+layout "$unmarked"
+rm "$unmarked/GPUCACHE-DATA"
+before=$(cd "$unmarked" && find . | sort)
+GPUCACHE_MAINT_TEST=1 GPUCACHE_PURGE_DIR=$unmarked sh "$src/packaging/debian/postrm" purge >/dev/null 2>"$work/err" ||
+  fail "purge of an unmarked directory exited $?"
+[ "$(cd "$unmarked" && find . | sort)" = "$before" ] || fail "purge deleted from a directory with no marker"
+grep -q "not purging $unmarked: it has no GPUCACHE-DATA marker" "$work/err" || fail "$(cat "$work/err")"
+
 # Regression (review, 2026-12-08): the shipped script honoured GPUCACHE_PURGE_DIR and
 # GPUCACHE_SYSTEMD_ETC from any environment, and apt passes a root shell's on: a stray
 # GPUCACHE_PURGE_DIR=/ purged under /. Without GPUCACHE_MAINT_TEST=1 they are ignored. Run in a
@@ -69,4 +108,4 @@ unshare --mount --propagation private bash -euc "
 [ "$(cd "$stray" && find . | sort)" = "$before" ] || fail "GPUCACHE_PURGE_DIR was honoured without GPUCACHE_MAINT_TEST=1"
 [ -L "$work/stray-etc/multi-user.target.wants/gpucachefs.service" ] ||
   fail "GPUCACHE_SYSTEMD_ETC was honoured without GPUCACHE_MAINT_TEST=1"
-echo "purge: 5 passed, 0 failed"
+echo "purge: 7 passed, 0 failed"
