@@ -285,7 +285,7 @@ TEST_CASE("Cold known places: a block committed again with other bytes is writte
 // Review (2026-12-07): the daemon never told the cold tier of an unlink, so a refill brought
 // the invalidated bytes back, and under manual write-back the block's old locator kept `cold
 // pack` from ever packing the bytes committed in their place.
-TEST_CASE("Cold invalidation: a block unlinked through the mount loses its cold copy; new bytes replace it") {
+TEST_CASE("Cold invalidation: a block unlinked through the mount loses its cold copy, new bytes replace it") {
   REQUIRE(!RgwEnv().empty());
   Bucket bucket("invalidated", "write_back = \"manual\"\nflush_interval = 0.05\n");
   Node a(bucket.section);

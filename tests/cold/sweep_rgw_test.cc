@@ -34,7 +34,7 @@ PackedPair PackOf(const std::string& prefix, int first) {
 
 }  // namespace
 
-TEST_CASE("Sweep rgw: ages come from the server's LastModified; an old orphan goes, a named pack stays") {
+TEST_CASE("Sweep rgw: ages come from the server's LastModified, an old orphan goes, a named pack stays") {
   auto options = ServerOptions();
   if (!options) return;
   auto client = Client(*options);

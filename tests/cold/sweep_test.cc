@@ -50,7 +50,7 @@ bool Has(MemoryObjectStore& s3, const std::string& key) { return s3.Objects().co
 
 }  // namespace
 
-TEST_CASE("Sweep: an orphan pack object older than the minimum age goes; named and young ones stay") {
+TEST_CASE("Sweep: an orphan pack object older than the minimum age goes, named and young ones stay") {
   MemoryObjectStore s3;
   PackedPair named = Uploaded(s3, MakePack(0, 2));
   PackedPair old_orphan = Orphan(s3, MakePack(10, 2));
