@@ -96,16 +96,29 @@ namespace {
 
 constexpr long kFuseSuperMagic = 0x65735546;  // statfs(2): FUSE_SUPER_MAGIC
 
-// A regular file of a FUSE filesystem: the daemon's channel, not a file planted in a plain
-// directory (a hard link to a local file is on the local filesystem). Blocking again once
-// judged: writes of the frame must not return EAGAIN.
-bool IsChannel(int fd) {
-  struct stat st {};
+// A regular file of the FUSE filesystem mounted at `mount`: the daemon's channel, not a file
+// planted in a plain directory (a hard link to a local file is on the local filesystem; one on
+// a FUSE filesystem of the planter's own has another device than the mount). Blocking again
+// once judged: writes of the frame must not return EAGAIN.
+bool IsChannel(int fd, const std::string& mount) {
+  struct stat st {}, root {};
   struct statfs fs {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
   if (::fstatfs(fd, &fs) != 0 || fs.f_type != kFuseSuperMagic) return false;
+  if (::stat(mount.c_str(), &root) != 0 || root.st_dev != st.st_dev) return false;
   int flags = ::fcntl(fd, F_GETFL);
   return flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
+}
+
+// The channel opened for a write without following a link in `.gpucache` or `commit` and
+// without waiting for a FIFO's reader; -errno when it cannot be opened.
+int OpenChannel(const std::string& mount) {
+  int dir = ::open((mount + "/.gpucache").c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) return -errno;
+  int fd = ::openat(dir, "commit", O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  int err = errno;
+  ::close(dir);
+  return fd >= 0 ? fd : -err;
 }
 
 }  // namespace
@@ -114,14 +127,14 @@ int MountClient::CommitFrame(const CacheIdentity& id, std::span<const uint8_t> p
   // Not following a link, not waiting for a FIFO's reader: on a stopped daemon's mountpoint (a
   // plain directory anyone may have written) a planted `.gpucache/commit` took the frame, the
   // tenant's KV bytes, into whatever it named, or hung the writer (review, 2026-12-07).
-  int fd = ::open(channel_->path().c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd >= 0 && !IsChannel(fd)) {
+  int fd = OpenChannel(mount_);
+  if (fd >= 0 && !IsChannel(fd, mount_)) {
     ::close(fd);
     return ENOTCONN;
   }
-  if (fd < 0 && (errno == ELOOP || errno == ENXIO || errno == ENOTDIR)) return ENOTCONN;  // a link, a FIFO
+  if (fd == -ELOOP || fd == -ENXIO || fd == -ENOTDIR) return ENOTCONN;  // a link, a FIFO
   if (fd < 0) {
-    if (errno != ENOENT) return errno;
+    if (fd != -ENOENT) return -fd;
     // No channel: a daemon that has none (it has the control file: remembered, and this block
     // goes by rename), or no daemon here right now (a plain directory, or a mountpoint while its
     // daemon restarts: asked again next time). Without a daemon a rename would commit to the

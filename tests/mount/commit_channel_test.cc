@@ -367,7 +367,19 @@ TEST_CASE("Commit channel: a channel planted in a stopped daemon's mountpoint is
   REQUIRE(::link(victim.c_str(), channel.c_str()) == 0);
   CHECK(client.Commit(NumberedBlock(5), Payload(100)) == ENOTCONN);
   CHECK(victim_text() == "precious");
+  // `.gpucache` itself a link into another FUSE filesystem (here another gpucache mount, as a
+  // planter's own FUSE daemon would be): its channel is a regular file on FUSE, but not this
+  // mount's, and the frame must not reach it.
+  MountedFs other;
+  const std::string aside = m.mnt() + "/aside";
   REQUIRE(::unlink(channel.c_str()) == 0);
+  REQUIRE(::rename(dir.c_str(), aside.c_str()) == 0);
+  REQUIRE(::symlink((other.mnt() + "/.gpucache").c_str(), dir.c_str()) == 0);
+  CHECK(client.Commit(NumberedBlock(5), Payload(100)) == ENOTCONN);
+  struct stat st {};
+  CHECK(::stat(MountClient(other.mnt()).PathOf(NumberedBlock(5)).c_str(), &st) != 0);
+  REQUIRE(::unlink(dir.c_str()) == 0);
+  REQUIRE(::rename(aside.c_str(), dir.c_str()) == 0);
   REQUIRE(::mkfifo(channel.c_str(), 0666) == 0);
   pid_t pid = ::fork();  // a hang stays in the child
   if (pid == 0) ::_exit(client.Commit(NumberedBlock(5), Payload(100)) == ENOTCONN ? 0 : 1);
