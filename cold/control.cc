@@ -202,7 +202,8 @@ std::string Sweep(ColdTier& tier, const json& req) {
   SweepReport r = tier.SweepOrphans(now, older_than, max_deletes);
   if (r.error) return Error(EIO, "sweep stopped: " + r.error->message);
   return Ok(json{{"packs_listed", r.packs_listed}, {"referenced", r.referenced},
-                 {"young", r.young}, {"busy", r.busy}, {"deleted", r.deleted},
+                 {"young", r.young}, {"busy", r.busy}, {"unknown_age", r.unknown_age},
+                 {"deleted", r.deleted},
                  {"bytes_deleted", r.bytes_deleted}, {"kept", r.kept}, {"more", r.more},
                  {"complete", r.complete}});
 }

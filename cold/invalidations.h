@@ -6,7 +6,7 @@
 // that payload is refused until the tier's round has deleted the locator naming it.
 //
 // Bounded: past `capacity` an invalidation is counted as an overflow and its locator stays
-// (the daemon logs the count). Held in memory only: a restart forgets what was not yet
+// (gpucache_cold_invalidations_overflow_total). Held in memory only: a restart forgets what was not yet
 // withdrawn (docs say so). Thread safety: internally locked.
 #pragma once
 

@@ -92,6 +92,8 @@ struct SweepReport {
   size_t young = 0;          // named by none, but written less than the minimum age ago (or
                              // of an age the store did not say): an upload may be under way
   size_t busy = 0;           // named by none, but this node's sink holds a job uploading it
+  size_t unknown_age = 0;    // named by none, and the store did not say when it was written:
+                             // never deleted, and the sweep is then not complete
   uint64_t bytes_deleted = 0;
   std::vector<std::string> deleted;  // pack keys deleted and confirmed absent
   std::vector<std::string> kept;     // "key: why", for the busy ones

@@ -92,6 +92,7 @@ SubmitOutcome Sink::TrySubmit(PackedPair& pair) {
   job->pair = std::move(pair);
   held_manifests_.insert(job->pair.manifest_key);
   held_objects_.insert(job->pair.object_key);
+  for (const ManifestEntry& e : job->pair.decoded.entries) held_blocks_.insert(e.address);
   out.job_id = job->id;
   pending_.push_back(std::move(job));
   stats_.submitted++;
@@ -424,6 +425,9 @@ void Sink::Release(const PackedPair& pair) {
   // One job's entries, not all.
   if (auto it = held_manifests_.find(pair.manifest_key); it != held_manifests_.end()) held_manifests_.erase(it);
   if (auto it = held_objects_.find(pair.object_key); it != held_objects_.end()) held_objects_.erase(it);
+  for (const ManifestEntry& e : pair.decoded.entries) {
+    if (auto it = held_blocks_.find(e.address); it != held_blocks_.end()) held_blocks_.erase(it);
+  }
 }
 
 bool Sink::BeginReclaim(const std::string& object_key) {
@@ -436,6 +440,11 @@ bool Sink::BeginReclaim(const std::string& object_key) {
 void Sink::EndReclaim(const std::string& object_key) {
   MutexLock lock(mu_);
   if (auto it = reclaiming_objects_.find(object_key); it != reclaiming_objects_.end()) reclaiming_objects_.erase(it);
+}
+
+bool Sink::HoldsBlock(const BlockAddress& address) const {
+  MutexLock lock(mu_);
+  return held_blocks_.count(address) > 0;
 }
 
 bool Sink::Holds(const std::string& manifest_key) const {

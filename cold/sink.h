@@ -174,6 +174,9 @@ class Sink {
   // Whether a job of this manifest is held (pending, in flight or failed): its steps may still
   // write objects that name it. A reclaim must not delete it meanwhile (ColdTier::Reclaim).
   bool Holds(const std::string& manifest_key) const;
+  // Whether a job held (pending, in flight or failed) packs the block at `address`: its steps
+  // may still write a locator for it (ColdTier::WithdrawInvalidated waits for them).
+  bool HoldsBlock(const BlockAddress& address) const;
   // A reclaim on this node is about to delete the pack object `object_key`: false (nothing
   // changed) while a job uploading that object is held; else, until EndReclaim, a pack of the
   // same bytes (the same blocks packed again, which gives the same key) is refused
@@ -226,6 +229,7 @@ class Sink {
   size_t in_flight_ GUARDED_BY(mu_) = 0;
   std::multiset<std::string> held_manifests_ GUARDED_BY(mu_);  // of every job admitted, until uploaded or dropped
   std::multiset<std::string> held_objects_ GUARDED_BY(mu_);    // their pack objects' keys, as long
+  std::multiset<BlockAddress> held_blocks_ GUARDED_BY(mu_);    // the blocks they pack, as long
   std::multiset<std::string> reclaiming_objects_ GUARDED_BY(mu_);  // BeginReclaim .. EndReclaim
   SinkStats stats_ GUARDED_BY(mu_);
   std::mt19937_64 jitter_ GUARDED_BY(mu_);

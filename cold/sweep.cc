@@ -65,32 +65,30 @@ SweepReport ColdOps::SweepOrphans(uint64_t now, uint64_t min_age, size_t max_del
     r.error = named.error();
     return r;
   }
-  std::vector<ObjectMeta> candidates;
+  // Claimed as they are found, so that this node packs none of them again meanwhile (the same
+  // blocks make the same object), and so that the bound counts only what may go: objects kept
+  // (busy) used to fill it, and every call stopped at the same first ones (review, 2026-12-07).
+  std::vector<ObjectMeta> claimed;
   for (const ObjectMeta& meta : packs.value()) {
     std::optional<Sha256> digest = PackDigestOfKey(prefix_, meta.key);
     if (!digest) continue;  // not a pack's key: nothing of ours
     r.packs_listed++;
     if (named.value().count(*digest)) {
       r.referenced++;
+    } else if (meta.modified_unix_s == 0) {
+      r.unknown_age++;
     } else if (!OldEnough(meta.modified_unix_s, now, min_age)) {
       r.young++;
-    } else if (candidates.size() == max_deletes) {
+    } else if (claimed.size() == max_deletes) {
       r.more = true;
-    } else {
-      candidates.push_back(meta);
-    }
-  }
-  // Claimed first, so that this node packs none of them again meanwhile (the same blocks make
-  // the same object); then the manifests written since the first reading are read too.
-  std::vector<ObjectMeta> claimed;
-  for (const ObjectMeta& c : candidates) {
-    if (std::string why = claim ? claim(c.key) : ""; !why.empty()) {
+    } else if (std::string why = claim ? claim(meta.key) : ""; !why.empty()) {
       r.busy++;
-      r.kept.push_back(c.key + ": " + why);
-      continue;
+      r.kept.push_back(meta.key + ": " + why);
+    } else {
+      claimed.push_back(meta);
     }
-    claimed.push_back(c);
   }
+  // The manifests written since the first reading are read too.
   auto since = NamedObjects(seen);
   if (!since.ok()) r.error = since.error();
   for (const ObjectMeta& c : claimed) {
@@ -106,7 +104,7 @@ SweepReport ColdOps::SweepOrphans(uint64_t now, uint64_t min_age, size_t max_del
       continue;
     }
     if (!OldEnough(head.value().modified_unix_s, now, min_age)) {
-      r.young++;
+      r.young++;  // written again since the listing
       continue;
     }
     ReclaimReport one;
@@ -120,7 +118,7 @@ SweepReport ColdOps::SweepOrphans(uint64_t now, uint64_t min_age, size_t max_del
   if (release) {
     for (const ObjectMeta& c : claimed) release(c.key);
   }
-  r.complete = !r.more && !r.error && r.busy == 0;
+  r.complete = !r.more && !r.error && r.busy == 0 && r.unknown_age == 0;
   return r;
 }
 

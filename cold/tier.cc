@@ -97,11 +97,21 @@ void ColdTier::WithdrawInvalidated() {
       invalidated_.Remove(e);
       continue;
     }
+    // A job this sink holds may still write the block's locator (a backoff, the failed queue):
+    // the entry stays, refusing refills, until that job is gone (review, 2026-12-07: it was
+    // dropped, and the job's locator then served the invalidated bytes). Asked first: once no
+    // job holds the block, none of this node writes its locator again.
+    if (sink_.HoldsBlock(e.first)) continue;
     ObjectResult<bool> deleted = ops_.WithdrawLocator(e.first, e.second);
-    if (!deleted.ok()) continue;  // the next round tries again
+    if (!deleted.ok()) {
+      // The next round tries again; an object store that is down would cost every entry its
+      // timeouts, holding up the packs and the drain behind this loop (review, 2026-12-07).
+      if (deleted.error().kind == ObjectErrorKind::kTemporary) return;
+      continue;
+    }
+    if (deleted.value()) withdrawn_++;
     invalidated_.Remove(e);
     known_.Forget(e.first);  // a refill that raced the invalidation may have learned it again
-    if (deleted.value()) withdrawn_++;
   }
 }
 
@@ -202,6 +212,7 @@ bool ColdTier::KnownCold(const BlockAddress& a) {
 // itself (so a refill of them is one range GET).
 void ColdTier::OnUploaded(const PackedPair& p) {
   for (const ManifestEntry& e : p.decoded.entries) {
+    if (invalidated_.Refuses(e.address, e.checksum)) continue;  // invalidated while it went up
     known_.Remember(e.address, {{p.decoded.object_digest, e.offset, e.length, e.checksum, e.identity_digest},
                                 p.manifest_digest});
   }
@@ -243,6 +254,22 @@ PurgeReport ColdTier::PurgeTenant(const std::string& tenant, size_t max_manifest
 }
 
 SweepReport ColdTier::SweepOrphans(uint64_t now, uint64_t min_age, size_t max_deletes) {
+  // Ages are the object store's LastModified, so `now` is its clock too, read by writing an
+  // object and asking when it was written: a node whose clock ran ahead took uploads in flight
+  // for old ones (review, 2026-12-07). The earlier of the two clocks is taken.
+  const std::string probe = options_.prefix + "sweep-clock";
+  ObjectResult<Done> put = objects_.Put(probe, {});
+  ObjectResult<ObjectMeta> head = put.ok() ? objects_.Head(probe) : ObjectResult<ObjectMeta>(put.error());
+  if (!head.ok() || head.value().modified_unix_s == 0) {
+    SweepReport r;
+    r.error = head.ok() ? ObjectError{ObjectErrorKind::kPermanent, 0, "NoLastModified",
+                                      "the object store gives no Last-Modified: ages are unknown"}
+                        : head.error();
+    r.error->message = "cannot read the object store's clock (" + probe + "): " + r.error->message;
+    return r;
+  }
+  objects_.Delete(probe);
+  now = std::min(now, head.value().modified_unix_s);
   return ops_.SweepOrphans(
       now, min_age, max_deletes,
       [this](const std::string& object_key) -> std::string {
@@ -363,6 +390,12 @@ RefillResult ColdTier::Download(const LocatedBlock& block, std::span<const uint8
     r.outcome = refiller_.Buffer(block);
     if (r.outcome.status == RefillStatus::kHit) r.commit = CommitFollowing(r.outcome, identity, owner);
     r.outcome.payload = {};
+    return r;
+  }
+  // Invalidated since the gate in Refill looked (the engine's unlink came in between): these
+  // bytes must not be committed again, or the round would take them for the engine's own.
+  if (ServesInvalidated(block, r)) {
+    FinishRefill(store_, rid.value(), /*verified=*/false);
     return r;
   }
   StatusCode write = StatusCode::kOk;

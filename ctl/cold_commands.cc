@@ -136,7 +136,7 @@ int Sweep(const ColdArgs& a, bool as_json) {
     uint64_t deleted = r.value("deleted", json::array()).size();
     total["deleted"] = Field(total, "deleted") + deleted;
     total["bytes_deleted"] = Field(total, "bytes_deleted") + Field(r, "bytes_deleted");
-    for (const char* k : {"packs_listed", "referenced", "young", "busy"}) total[k] = Field(r, k);
+    for (const char* k : {"packs_listed", "referenced", "young", "busy", "unknown_age"}) total[k] = Field(r, k);
     total["kept"] = r.value("kept", json::array());
     total["complete"] = r.value("complete", false);
     if (!r.value("more", false) || deleted == 0) break;
@@ -147,7 +147,11 @@ int Sweep(const ColdArgs& a, bool as_json) {
     std::cout << "swept " << total["deleted"].dump() << " orphan pack object(s), "
               << total["bytes_deleted"].dump() << " bytes; " << total["referenced"].dump()
               << " named by a manifest, " << total["young"].dump()
-              << " too young to judge (an upload may be under way)\n";
+              << " too young to judge (an upload may be under way)";
+    if (Field(total, "unknown_age") > 0) {
+      std::cout << "; " << total["unknown_age"].dump() << " of an age the object store does not give (never deleted)";
+    }
+    std::cout << "\n";
     std::cout << KeyLines("kept", total["kept"]);
   }
   return total["complete"] == true ? 0 : 3;

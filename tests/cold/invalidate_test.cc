@@ -141,4 +141,35 @@ TEST_CASE("Cold invalidation: a newer locator naming other bytes is never withdr
   CHECK(f.Read(0) == PayloadOf(9, 1000));
 }
 
+// Review of the change (2026-12-07): a round that found no locator dropped the entry while the
+// sink still held the block's job (a backoff, the failed queue); the job's locator then went up
+// and a refill served the invalidated bytes.
+TEST_CASE("Cold invalidation: a block whose upload job is still held stays refused until the job is gone") {
+  Invalidating f;
+  f.Commit(0);
+  const std::string locator = LocatorKey(kPrefix, f.Address(0));
+  bool refuse = true;
+  f.s3.SetFault([&](const MemoryObjectStore::Request& q) -> std::optional<ObjectError> {
+    if (q.verb == "PUT" && q.key == locator && refuse) return Permanent();
+    return std::nullopt;
+  });
+  REQUIRE(f.Ctl(kAdmin, {{"op", "cold.pack"}})["complete"] == false);
+  std::vector<FailedJob> failed = f.tier->sink().Failed();
+  REQUIRE(failed.size() == 1);
+  REQUIRE(f.hot.Invalidate(f.Address(0)) == StatusCode::kOk);
+  f.tier->WithdrawInvalidated();
+  CHECK(f.tier->Stats().invalidations_pending == 1);  // before: 0, the entry dropped
+  refuse = false;
+  REQUIRE(f.tier->sink().Retry(failed[0].id));
+  REQUIRE(f.tier->DrainNow().uploaded == 1);
+  REQUIRE(f.HasLocator(0));
+  nlohmann::json r = f.Refill(0);
+  CHECK(r["result"] == "missing");
+  CHECK(r["reason"] == "invalidated");
+  f.tier->WithdrawInvalidated();  // the job is gone: now the locator goes
+  CHECK_FALSE(f.HasLocator(0));
+  CHECK(f.tier->Stats().invalidations_pending == 0);
+  CHECK(f.Refill(0)["reason"] == "absent");
+}
+
 }  // namespace gpucache::cold

@@ -188,6 +188,43 @@ TEST_CASE("Sweep: what a claim refuses is kept, what it claimed is released, and
   CHECK_FALSE(Has(s3, e.object_key));
 }
 
+// Review of the change (2026-12-07): objects kept for a claim filled the bound before they were
+// refused, so every call stopped at the same first ones and the orphans after them stayed.
+TEST_CASE("Sweep: objects kept for a claim do not count against the bound") {
+  MemoryObjectStore s3;
+  PackedPair a = Orphan(s3, MakePack(0, 1));
+  PackedPair b = Orphan(s3, MakePack(1, 1));
+  s3.AdvanceClock(2 * kHour);
+  const std::string held = std::min(a.object_key, b.object_key), other = std::max(a.object_key, b.object_key);
+  auto claim = [&](const std::string& key) -> std::string { return key == held ? "held" : ""; };
+  SweepReport r = Sweep(s3, s3.Now(), 1, claim, [](const std::string&) {});
+  CHECK(r.busy == 1);
+  CHECK(r.deleted == std::vector<std::string>{other});
+  CHECK_FALSE(r.more);
+}
+
+TEST_CASE("Sweep: an object of an age the store does not give is kept, and the sweep is not complete") {
+  MemoryObjectStore s3;
+  PackedPair orphan = Orphan(s3, MakePack(0, 1));
+  class NoDates final : public ForwardingObjectStore {
+   public:
+    using ForwardingObjectStore::ForwardingObjectStore;
+    ObjectResult<std::vector<ObjectMeta>> List(std::string_view prefix) override {
+      auto listed = inner_.List(prefix);
+      if (listed.ok()) {
+        for (ObjectMeta& m : listed.value()) m.modified_unix_s = 0;
+      }
+      return listed;
+    }
+  } no_dates(s3);
+  s3.AdvanceClock(2 * kHour);
+  SweepReport r = Sweep(no_dates, s3.Now());
+  CHECK(r.unknown_age == 1);
+  CHECK(r.deleted.empty());
+  CHECK_FALSE(r.complete);
+  CHECK(Has(s3, orphan.object_key));
+}
+
 // The sink's half: a job that failed at its manifest and waited (for an operator's retry) longer
 // than object_fresh_ms puts its object again before the manifest, so a sweep that took the
 // object meanwhile leaves no manifest naming a missing object.
@@ -237,6 +274,7 @@ TEST_CASE("Cold control: cold.sweep is an admin's, bounded, with an hour's floor
   CHECK(by_default["deleted"].empty());
   nlohmann::json swept = f.Ctl(kAdmin, {{"op", "cold.sweep"}, {"older_than", 3600}});
   CHECK(swept["ok"] == true);
+  CHECK(f.s3.Objects().count(std::string(kPrefix) + "sweep-clock") == 0);  // the clock's probe is gone
   CHECK(swept["young"] == 1);
   CHECK(swept["deleted"] == nlohmann::json::array({old_orphan.object_key}));
   CHECK(swept["bytes_deleted"] == old_orphan.object.size());
@@ -256,6 +294,7 @@ TEST_CASE("Cold control: a sweep keeps the object of a job this node still holds
   f.Commit(0);
   nlohmann::json pack = f.Ctl(kAdmin, {{"op", "cold.pack"}, {"tenant", "acme"}});
   REQUIRE(pack["ok"] == true);
+  f.s3.SetClock(wall_now);  // the sweep reads the store's clock: three hours on
   std::vector<FailedJob> failed = f.tier->sink().Failed();
   REQUIRE(failed.size() == 1);
   std::string object;
@@ -281,6 +320,20 @@ TEST_CASE("Cold control: a sweep keeps the object of a job this node still holds
   CHECK(again["refused_packs"] == 0);
   CHECK(again["complete"] == true);
   CHECK(Has(f.s3, object));  // the same bytes, the same object
+}
+
+// Review of the change (2026-12-07): ages were judged against this node's clock; one running
+// hours ahead of the object store's took uploads in flight for old ones.
+TEST_CASE("Cold control: a sweep judges ages by the object store's clock, not a node's that runs ahead") {
+  TierFixture f;
+  const uint64_t wall_now = WallNowNs() / 1'000'000'000ull;
+  f.s3.SetClock(wall_now - 2 * kHour);  // the store's clock two hours behind this node's
+  PackedPair just_written = Orphan(f.s3, MakePack(0, 1));
+  nlohmann::json r = f.Ctl(kAdmin, {{"op", "cold.sweep"}, {"older_than", 3600}});
+  CHECK(r["ok"] == true);
+  CHECK(r["young"] == 1);
+  CHECK(r["deleted"].empty());
+  CHECK(Has(f.s3, just_written.object_key));
 }
 
 }  // namespace gpucache::cold
