@@ -8,6 +8,8 @@
 
 #include "cold/ops.h"
 #include "cold/sink.h"
+#include "cold/tier.h"
+#include "store/memory_store.h"
 #include "tests/cold/cold_test_util.h"
 #include "tests/cold/rgw_env.h"
 
@@ -80,6 +82,25 @@ TEST_CASE("Sweep rgw: ages come from the server's LastModified, an old orphan go
   CHECK(gone.error().kind == ObjectErrorKind::kNotFound);
   CHECK(client->Head(named.object_key).ok());
 
+  // Through the tier, "now" is the gateway's own clock (a probe object written and asked for
+  // its age, then deleted): the named pack is found and nothing young is taken.
+  {
+    MemoryStore hot;
+    ColdTierOptions o;
+    o.prefix = prefix;
+    o.write_back = WriteBack::kManual;
+    ColdTier tier(hot, *client, o, testing::TestKeys());
+    PackedPair fresh = PackOf(prefix, 20);
+    REQUIRE(client->Put(fresh.object_key, fresh.object).ok());
+    // This node's clock ten hours ahead: by it the fresh orphan would be old.
+    SweepReport t = tier.SweepOrphans(WallNowSeconds() + 10 * 3600, 3600, 100);
+    CHECK_FALSE(t.error);
+    CHECK(t.referenced == 1);
+    CHECK(t.young == 1);
+    CHECK(t.deleted.empty());
+    CHECK(client->Head(fresh.object_key).ok());
+    CHECK_FALSE(client->Head(prefix + "sweep-clock").ok());
+  }
   auto all = client->List(prefix);
   REQUIRE(all.ok());
   for (const ObjectMeta& m : all.value()) CHECK(client->Delete(m.key).ok());
