@@ -9,6 +9,7 @@
 #include "store/file_store.h"
 #include "store/memory_store.h"
 #include "tests/cold/cold_test_util.h"
+#include "tests/cold/sink_test_util.h"
 #include "tests/support/fault_env.h"
 #include "tests/support/memory_object_store.h"
 #include "tests/support/temp_dir.h"
@@ -20,21 +21,13 @@ namespace {
 
 constexpr uint64_t kNow = 2'000'000'000'000'000'000ull;
 
-PackedPair Upload(MemoryObjectStore& s3, PackedPair p) {
-  Sink sink(s3, kPrefix, {});
-  PackedPair copy = p;
-  REQUIRE(sink.Submit(std::move(copy)).admission == Admission::kAccepted);
-  REQUIRE(sink.Drain().uploaded == 1);
-  return p;
-}
-
 const Principal kAdmin{.admin = true};
 
 }  // namespace
 
 TEST_CASE("ColdOps: reclaim deletes locators, manifest and object, each confirmed by HEAD") {
   MemoryObjectStore s3;
-  PackedPair p = Upload(s3, MakePack(0, 3));
+  PackedPair p = Uploaded(s3, MakePack(0, 3));
   ColdOps ops(s3, kPrefix, {}, TestKeys());
   ReclaimReport r = ops.Reclaim(p.manifest_digest, kNow, kAdmin);
   CHECK_FALSE(r.refused);
@@ -55,7 +48,7 @@ TEST_CASE("ColdOps: reclaim deletes locators, manifest and object, each confirme
 
 TEST_CASE("ColdOps: an object another manifest references is kept, so is a newer locator") {
   MemoryObjectStore s3;
-  PackedPair old = Upload(s3, MakePack(0, 2));
+  PackedPair old = Uploaded(s3, MakePack(0, 2));
   // The same object under a second manifest (another creation time): a live reference.
   Manifest twin = old.decoded;
   twin.created_unix_ns += 1;
@@ -81,7 +74,7 @@ TEST_CASE("ColdOps: an object another manifest references is kept, so is a newer
 // naming it. Asked again once its own manifest is gone, the last of the two sees neither.
 TEST_CASE("ColdOps: an object whose other manifest goes during the reclaim goes too") {
   MemoryObjectStore s3;
-  PackedPair old = Upload(s3, MakePack(0, 2));
+  PackedPair old = Uploaded(s3, MakePack(0, 2));
   Manifest twin = old.decoded;  // the same object under a second manifest
   twin.created_unix_ns += 1;
   SealManifest(twin, *TestKeyring());
@@ -110,7 +103,7 @@ TEST_CASE("ColdOps: an object whose other manifest goes during the reclaim goes 
 
 TEST_CASE("ColdOps: retention, legacy manifests and non-owners are refused, changing nothing") {
   MemoryObjectStore s3;
-  PackedPair p = Upload(s3, MakePack(0, 1));
+  PackedPair p = Uploaded(s3, MakePack(0, 1));
   ColdOps ops(s3, kPrefix, {}, TestKeys());
   REQUIRE(ops.RecordRetention(p.manifest_digest, kNow + 1).ok());
   CHECK(ops.RetentionOf(p.manifest_digest).value() == kNow + 1);
@@ -166,7 +159,7 @@ TEST_CASE("ColdOps: retention, legacy manifests and non-owners are refused, chan
 // manifest.
 TEST_CASE("ColdOps: an object under manifests/ whose key names no manifest does not hold up a reclaim") {
   MemoryObjectStore s3;
-  PackedPair p = Upload(s3, MakePack(0, 1));
+  PackedPair p = Uploaded(s3, MakePack(0, 1));
   s3.Set(std::string(kPrefix) + "manifests/README", std::vector<uint8_t>{'h', 'i'});
   ColdOps ops(s3, kPrefix, {}, TestKeys());
   ReclaimReport r = ops.Reclaim(p.manifest_digest, kNow, kAdmin);
@@ -181,8 +174,8 @@ TEST_CASE("ColdOps: an object under manifests/ whose key names no manifest does 
 // ignores the prefix) had it delete other tenants' locators and packs.
 TEST_CASE("ColdOps: a purge deletes only the tenant's own locator keys, whatever the listing says") {
   MemoryObjectStore s3;
-  PackedPair acme = Upload(s3, MakePack(0, 2));
-  PackedPair globex = Upload(s3, MakePack(10, 2, 4096, "globex"));
+  PackedPair acme = Uploaded(s3, MakePack(0, 2));
+  PackedPair globex = Uploaded(s3, MakePack(10, 2, 4096, "globex"));
   const std::string foreign_locator = LocatorKey(kPrefix, globex.decoded.entries[0].address);
   class ListsMore final : public ForwardingObjectStore {
    public:
@@ -218,8 +211,8 @@ TEST_CASE("ColdOps: a purge deletes only the tenant's own locator keys, whatever
 // and return before the rest: gpucachectl, seeing nothing deleted, gave up.
 TEST_CASE("ColdOps: a purge's budget is spent on manifests reclaimed, not on refused ones") {
   MemoryObjectStore s3;
-  PackedPair a = Upload(s3, MakePack(0, 1));
-  PackedPair b = Upload(s3, MakePack(1, 1));
+  PackedPair a = Uploaded(s3, MakePack(0, 1));
+  PackedPair b = Uploaded(s3, MakePack(1, 1));
   const bool a_first = a.manifest_key < b.manifest_key;
   const PackedPair& retained = a_first ? a : b;
   const PackedPair& other = a_first ? b : a;

@@ -1,11 +1,14 @@
 // Helpers shared by the sink's tests (sink_test.cc, sink_retention_test.cc).
 #pragma once
 
+#include <doctest/doctest.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
 
 #include "cold/sink.h"
+#include "tests/cold/cold_test_util.h"
 #include "tests/support/memory_object_store.h"
 
 namespace gpucache::cold::testing {
@@ -26,6 +29,15 @@ inline uint64_t WallNowNs() {
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());
 }
+// `p` uploaded whole through a sink of its own (object, manifest, locators); `p` back.
+inline PackedPair Uploaded(ObjectStore& s3, PackedPair p) {
+  Sink sink(s3, kPrefix, {});
+  PackedPair copy = p;
+  REQUIRE(sink.Submit(std::move(copy)).admission == Admission::kAccepted);
+  REQUIRE(sink.Drain().uploaded == 1);
+  return p;
+}
+
 // The retention record's deadline as the store holds it now.
 inline uint64_t RetentionIn(MemoryObjectStore& s3, const std::string& key) {
   auto record = s3.Objects().at(key);

@@ -24,15 +24,6 @@ namespace {
 
 constexpr uint64_t kHour = 3600;
 
-// A whole upload: object, manifest, locators.
-PackedPair Uploaded(MemoryObjectStore& s3, PackedPair p) {
-  Sink sink(s3, kPrefix, {});
-  PackedPair copy = p;
-  REQUIRE(sink.Submit(std::move(copy)).admission == Admission::kAccepted);
-  REQUIRE(sink.Drain().uploaded == 1);
-  return p;
-}
-
 // Only the object: what a job leaves when it dies after its first step.
 PackedPair Orphan(MemoryObjectStore& s3, PackedPair p) {
   REQUIRE(s3.Put(p.object_key, p.object).ok());
