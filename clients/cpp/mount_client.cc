@@ -62,19 +62,16 @@ int WriteFrame(int fd, std::span<const uint8_t> head, std::span<const uint8_t> p
 // would wait for the engine to exit), and would outlive the daemon it was opened on.
 class MountClient::Channel {
  public:
-  explicit Channel(std::string path) : path_(std::move(path)) {}
-  const std::string& path() const { return path_; }
   // Set once the daemon turned out to have no commit channel (an older gpucachefs).
   bool absent() const { return absent_.load(std::memory_order_relaxed); }
   void set_absent() { absent_.store(true, std::memory_order_relaxed); }
 
  private:
-  const std::string path_;
   std::atomic<bool> absent_{false};
 };
 
 MountClient::MountClient(std::string mountpoint)
-    : mount_(std::move(mountpoint)), channel_(std::make_shared<Channel>(mount_ + "/.gpucache/commit")) {}
+    : mount_(std::move(mountpoint)), channel_(std::make_shared<Channel>()) {}
 
 std::string MountClient::PathOf(const CacheIdentity& id) const {
   return mount_ + "/" + AddressOf(id).RelativePath();
@@ -96,16 +93,22 @@ namespace {
 
 constexpr long kFuseSuperMagic = 0x65735546;  // statfs(2): FUSE_SUPER_MAGIC
 
-// A regular file of the FUSE filesystem mounted at `mount`: the daemon's channel, not a file
-// planted in a plain directory (a hard link to a local file is on the local filesystem; one on
-// a FUSE filesystem of the planter's own has another device than the mount). Blocking again
-// once judged: writes of the frame must not return EAGAIN.
+// A regular file of the filesystem mounted at `mount` itself: the daemon's channel, not a file
+// planted in a plain directory (`mount` is then no mount root; a hard link to a local file is
+// on another device than a mount root would be) nor one on a filesystem mounted inside it.
+// Asked with AT_STATX_DONT_SYNC: the kernel's cached attributes, no request to the daemon (a
+// stat and a statfs of the mount cost a commit two round trips, review of the change).
+// Blocking again once judged: writes of the frame must not return EAGAIN.
 bool IsChannel(int fd, const std::string& mount) {
-  struct stat st {}, root {};
-  struct statfs fs {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  if (::fstatfs(fd, &fs) != 0 || fs.f_type != kFuseSuperMagic) return false;
-  if (::stat(mount.c_str(), &root) != 0 || root.st_dev != st.st_dev) return false;
+  struct statx file {}, root {};
+  if (::statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &file) != 0 || !S_ISREG(file.stx_mode)) {
+    return false;
+  }
+  if (::statx(AT_FDCWD, mount.c_str(), AT_STATX_DONT_SYNC, STATX_TYPE, &root) != 0) return false;
+  const bool mount_root = (root.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (root.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+  if (!mount_root || file.stx_dev_major != root.stx_dev_major || file.stx_dev_minor != root.stx_dev_minor) {
+    return false;
+  }
   int flags = ::fcntl(fd, F_GETFL);
   return flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
 }
