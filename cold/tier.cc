@@ -328,9 +328,7 @@ RefillResult ColdTier::Refill(const Principal& who, std::span<const uint8_t> ide
     r.outcome = std::move(known.outcome);
   } else if (!known.ready() || ForgetIfInvalidated(known) || !RefillKnown(known, identity, owner, r)) {
     LocatedBlock block = refiller_.Locate(who, identity, budget);
-    if (block.ready() && ServesInvalidated(block, r)) {
-      // Refused: the locator still names the bytes the engine invalidated.
-    } else if (block.ready()) {
+    if (block.ready()) {
       r = Download(block, identity, owner);
       // The sealed locator's place, verified by the bytes it named: the next refill is one GET.
       // Never an unsealed one's (accept_unsealed): a place is only what a seal vouched for.
@@ -378,6 +376,7 @@ bool ColdTier::RefillKnown(const LocatedBlock& known, std::span<const uint8_t> i
 // answers stay the same.
 RefillResult ColdTier::Download(const LocatedBlock& block, std::span<const uint8_t> identity, Owner owner) {
   RefillResult r;
+  if (ServesInvalidated(block, r)) return r;  // the locator still names what the engine invalidated
   Result<ReservationId> rid = BeginRefill(store_, owner, identity);
   // Committed already: the caller finds the block hot, and nothing is fetched (review,
   // 2026-12-07: a refill of a hot block downloaded its whole payload to learn that).
@@ -392,8 +391,8 @@ RefillResult ColdTier::Download(const LocatedBlock& block, std::span<const uint8
     r.outcome.payload = {};
     return r;
   }
-  // Invalidated since the gate in Refill looked (the engine's unlink came in between): these
-  // bytes must not be committed again, or the round would take them for the engine's own.
+  // Invalidated since the look above (the engine's unlink came in between): these bytes must
+  // not be committed again, or the round would take them for the engine's own.
   if (ServesInvalidated(block, r)) {
     FinishRefill(store_, rid.value(), /*verified=*/false);
     return r;
