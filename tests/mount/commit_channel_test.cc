@@ -342,6 +342,9 @@ TEST_CASE("Commit channel: a client that met no daemon keeps using the channel o
   for (int i = 0; i < 200 && Metric(m, writes) < 1; ++i) ::usleep(10000);
   CHECK(Metric(m, writes) == 1);
   CHECK(Metric(m, "gpucache_fuse_op_seconds_count{op=\"rename\"}") <= 0);
+  // Nor a GETATTR: the client judges the channel by the kernel's cached attributes (review of
+  // the change: a stat of the mount cost every commit one more round trip).
+  CHECK(Metric(m, "gpucache_fuse_op_seconds_count{op=\"getattr\"}") <= 0);
 }
 
 // Regression (review, 2026-12-07): on a stopped daemon's mountpoint, a plain directory anyone
